@@ -1,0 +1,45 @@
+#ifndef DCP_COST_MODEL_COMM_MODEL_H_
+#define DCP_COST_MODEL_COMM_MODEL_H_
+
+#include "cost_model/cluster_spec.h"
+
+namespace dcp {
+
+/// Latency-bandwidth (alpha-beta) parameters of the collectives, separately
+/// inside a node (NVLink) and across nodes (NICs).
+struct CommParams {
+  double all_to_all_intra_latency_seconds = 0;
+  double all_to_all_intra_bus_bytes_per_second = 0;
+  double all_to_all_inter_latency_seconds = 0;
+  double all_to_all_inter_bus_bytes_per_second = 0;
+  double all_reduce_intra_latency_seconds = 0;
+  double all_reduce_intra_bus_bytes_per_second = 0;
+  double all_reduce_inter_latency_seconds = 0;
+  double all_reduce_inter_bus_bytes_per_second = 0;
+};
+
+/// From the cluster's public figures (predictions until profiled).
+CommParams DefaultCommParams(const ClusterSpec& cluster);
+
+/// Collective times: alpha + bus_bytes / bus_bandwidth, with NCCL's bus
+/// factors ((n-1)/n for all-to-all, 2(n-1)/n for all-reduce). Immutable;
+/// thread-safe.
+class CommModel {
+ public:
+  explicit CommModel(const CommParams& params) : params_(params) {}
+
+  /// All-to-all where each of `group_size` ranks holds `bytes_per_rank`.
+  double AllToAllSeconds(double bytes_per_rank, int group_size,
+                         bool inter_node) const;
+  /// All-reduce of `bytes` over `group_size` ranks.
+  double AllReduceSeconds(double bytes, int group_size, bool inter_node) const;
+
+  const CommParams& params() const { return params_; }
+
+ private:
+  CommParams params_;
+};
+
+}  // namespace dcp
+
+#endif  // DCP_COST_MODEL_COMM_MODEL_H_

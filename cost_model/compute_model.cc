@@ -1,0 +1,101 @@
+#include "cost_model/compute_model.h"
+
+#include <algorithm>
+
+namespace dcp {
+
+ComputeParams DefaultComputeParams(const ModelSpec& model,
+                                   const ClusterSpec& cluster) {
+  ComputeParams params;
+  params.gemm_flops_per_second = cluster.gemm_flops_per_second;
+  params.gemm_half_efficiency_tokens = 256;
+  params.layer_fixed_seconds = 40e-6;
+  // FA3 on H100, head dim 128 (../shared/H200-FACTS.md), fitted to
+  // rate(L) = peak * L / (L + half): causal forward 292 TFLOP/s at 512 and
+  // 616 at 16K; non-causal 467 and 648; backward 316 and 561.
+  if (model.causal) {
+    params.attention_forward_flops_per_second = 639e12;
+    params.attention_forward_half_length_tokens = 608;
+  } else {
+    params.attention_forward_flops_per_second = 656e12;
+    params.attention_forward_half_length_tokens = 208;
+  }
+  params.attention_backward_flops_per_second = 575e12;
+  params.attention_backward_half_length_tokens = 420;
+  params.elementwise_bytes_per_second = 0.8 * cluster.hbm_bytes_per_second;
+  return params;
+}
+
+double ComputeModel::GemmSeconds(double flops, double tokens) const {
+  if (flops <= 0 || tokens <= 0) return 0;
+  return flops / params_.gemm_flops_per_second *
+         (1.0 + params_.gemm_half_efficiency_tokens / tokens);
+}
+
+double ComputeModel::AttentionForwardSeconds(double quadratic_flops,
+                                             double linear_flops) const {
+  return (quadratic_flops +
+          params_.attention_forward_half_length_tokens * linear_flops) /
+         params_.attention_forward_flops_per_second;
+}
+
+double ComputeModel::AttentionBackwardSeconds(double quadratic_flops,
+                                              double linear_flops) const {
+  return (quadratic_flops +
+          params_.attention_backward_half_length_tokens * linear_flops) /
+         params_.attention_backward_flops_per_second;
+}
+
+namespace {
+
+// Attention FLOPs one rank does: heads are split over the SP group, every
+// rank sees whole sequences.
+struct AttentionWork {
+  double quadratic_flops;
+  double linear_flops;
+};
+
+AttentionWork AttentionWorkPerRank(const ModelSpec& model,
+                                   const MicroBatchShape& shape) {
+  const double per_squared_token = model.AttentionForwardFlopsPerSquaredToken();
+  return {per_squared_token * shape.sum_squared_lengths / shape.sp_size,
+          per_squared_token * static_cast<double>(shape.sum_lengths) /
+              shape.sp_size};
+}
+
+}  // namespace
+
+double ComputeModel::LayerForwardSeconds(const MicroBatchShape& shape) const {
+  if (shape.num_sequences == 0) return 0;
+  const double tokens = static_cast<double>(shape.tokens_per_rank);
+  const AttentionWork attention = AttentionWorkPerRank(model_, shape);
+  return GemmSeconds(model_.LinearForwardFlopsPerToken() * tokens, tokens) +
+         AttentionForwardSeconds(attention.quadratic_flops,
+                                 attention.linear_flops) +
+         model_.ElementwiseBytesPerTokenPerLayer() * tokens /
+             params_.elementwise_bytes_per_second +
+         params_.layer_fixed_seconds;
+}
+
+double ComputeModel::LayerBackwardSeconds(const MicroBatchShape& shape) const {
+  if (shape.num_sequences == 0) return 0;
+  const double tokens = static_cast<double>(shape.tokens_per_rank);
+  const AttentionWork attention = AttentionWorkPerRank(model_, shape);
+  return kBackwardGemmFactor *
+             GemmSeconds(model_.LinearForwardFlopsPerToken() * tokens,
+                         tokens) +
+         AttentionBackwardSeconds(
+             kBackwardAttentionFactor * attention.quadratic_flops,
+             kBackwardAttentionFactor * attention.linear_flops) +
+         2 * model_.ElementwiseBytesPerTokenPerLayer() * tokens /
+             params_.elementwise_bytes_per_second +
+         params_.layer_fixed_seconds;
+}
+
+double ComputeModel::HeadSeconds(const MicroBatchShape& shape) const {
+  const double tokens = static_cast<double>(shape.tokens_per_rank);
+  const double flops = model_.HeadForwardFlopsPerToken() * tokens;
+  return (1 + kBackwardGemmFactor) * GemmSeconds(flops, tokens);
+}
+
+}  // namespace dcp

@@ -1,0 +1,75 @@
+#ifndef DCP_COST_MODEL_COMPUTE_MODEL_H_
+#define DCP_COST_MODEL_COMPUTE_MODEL_H_
+
+#include "cost_model/cluster_spec.h"
+#include "cost_model/micro_batch_shape.h"
+#include "cost_model/model_spec.h"
+
+namespace dcp {
+
+/// Parameters of the compute-time model. Each efficiency curve rises with
+/// work size: time = flops / rate * (1 + half / size), i.e. the rate reaches
+/// half its asymptote at `half` (tokens for GEMMs, sequence length for
+/// attention). The form is linear in (1/rate, half/rate), so it is fitted by
+/// least squares (see fitting.h).
+struct ComputeParams {
+  /// Asymptotic GEMM rate for the model's layer shapes.
+  double gemm_flops_per_second = 0;
+  /// Tokens per rank at which a layer's GEMMs run at half that rate.
+  double gemm_half_efficiency_tokens = 0;
+  /// Fixed cost of one layer's forward (kernel launches, small ops).
+  double layer_fixed_seconds = 0;
+  /// Flash-attention forward: asymptotic rate and half-efficiency length.
+  double attention_forward_flops_per_second = 0;
+  double attention_forward_half_length_tokens = 0;
+  /// Flash-attention backward (2.5x the forward FLOPs).
+  double attention_backward_flops_per_second = 0;
+  double attention_backward_half_length_tokens = 0;
+  /// Memory-bound element-wise ops (norms, rotary, residuals, activations).
+  double elementwise_bytes_per_second = 0;
+};
+
+/// Defaults from public figures: GEMM rate from the cluster spec, attention
+/// curves fitted to the FlashAttention-3 H100 table (causal or not as the
+/// model is). Predictions, not measurements.
+ComputeParams DefaultComputeParams(const ModelSpec& model,
+                                   const ClusterSpec& cluster);
+
+/// Per-rank compute seconds of one transformer layer (and the LM head) for a
+/// micro-batch. Immutable after construction; thread-safe.
+class ComputeModel {
+ public:
+  /// Backward GEMMs do twice the forward FLOPs; flash attention backward
+  /// 2.5 times.
+  static constexpr double kBackwardGemmFactor = 2.0;
+  static constexpr double kBackwardAttentionFactor = 2.5;
+
+  ComputeModel(const ModelSpec& model, const ComputeParams& params)
+      : model_(model), params_(params) {}
+
+  /// Seconds of a GEMM of `flops` over `tokens` rows at forward efficiency.
+  double GemmSeconds(double flops, double tokens) const;
+  /// Seconds of flash attention on one rank, given the FLOPs proportional to
+  /// sum L^2 and the matching term proportional to sum L.
+  double AttentionForwardSeconds(double quadratic_flops,
+                                 double linear_flops) const;
+  double AttentionBackwardSeconds(double quadratic_flops,
+                                  double linear_flops) const;
+
+  /// One layer's forward on one rank of the group.
+  double LayerForwardSeconds(const MicroBatchShape& shape) const;
+  /// One layer's backward on one rank of the group.
+  double LayerBackwardSeconds(const MicroBatchShape& shape) const;
+  /// LM head forward + backward on one rank (0 without a vocabulary).
+  double HeadSeconds(const MicroBatchShape& shape) const;
+
+  const ComputeParams& params() const { return params_; }
+
+ private:
+  ModelSpec model_;
+  ComputeParams params_;
+};
+
+}  // namespace dcp
+
+#endif  // DCP_COST_MODEL_COMPUTE_MODEL_H_

@@ -1,0 +1,90 @@
+#ifndef DCP_COST_MODEL_COST_MODEL_H_
+#define DCP_COST_MODEL_COST_MODEL_H_
+
+#include <cstdint>
+#include <optional>
+
+#include "absl/status/statusor.h"
+#include "cost_model/cluster_spec.h"
+#include "cost_model/comm_model.h"
+#include "cost_model/compute_model.h"
+#include "cost_model/memory_model.h"
+#include "cost_model/micro_batch_shape.h"
+#include "cost_model/model_spec.h"
+
+namespace dcp {
+
+/// Every fitted parameter of the cost model.
+struct CostParams {
+  ComputeParams compute;
+  MemoryParams memory;
+  CommParams comm;
+};
+
+/// Public-figure defaults for this model on this cluster (predictions).
+CostParams DefaultCostParams(const ModelSpec& model,
+                             const ClusterSpec& cluster);
+
+/// The predicted cost of one micro-batch on one rank of its SP group.
+struct MicroBatchCost {
+  double forward_seconds = 0;
+  /// Backward including its all-to-alls and any recomputation: the part that
+  /// can overlap the step-end gradient all-reduce when it runs last.
+  double backward_seconds = 0;
+  double recompute_seconds = 0;
+  /// All Ulysses all-to-alls (forward, backward, recompute).
+  double communication_seconds = 0;
+  double total_seconds = 0;
+  double peak_bytes = 0;
+};
+
+/// Compute, memory and communication models of one model on one cluster,
+/// combined into micro-batch and step costs. Immutable; thread-safe.
+class CostModel {
+ public:
+  /// Validates the specs; errors name the bad field.
+  static absl::StatusOr<CostModel> Create(const ModelSpec& model,
+                                          const ClusterSpec& cluster,
+                                          const CostParams& params);
+  static absl::StatusOr<CostModel> CreateDefault(const ModelSpec& model,
+                                                 const ClusterSpec& cluster);
+
+  /// Time and peak memory of a micro-batch with the first
+  /// `checkpointed_layers` layers recomputed.
+  MicroBatchCost MicroBatch(const MicroBatchShape& shape,
+                            int checkpointed_layers) const;
+  /// The four Ulysses all-to-alls of one layer's forward on one rank.
+  double UlyssesLayerSeconds(const MicroBatchShape& shape) const;
+  double PeakBytes(const MicroBatchShape& shape, int checkpointed_layers) const;
+  /// Fewest checkpointed layers that fit the budget; nullopt if none does.
+  std::optional<int> MinCheckpointedLayers(const MicroBatchShape& shape) const;
+  /// Most tokens per rank one micro-batch may hold at that setting.
+  int64_t MaxTokensPerRank(int checkpointed_layers) const;
+  double MemoryBudgetBytes() const { return cluster_.MemoryBudgetBytes(); }
+  /// The step-end data-parallel gradient all-reduce over every rank.
+  double GradientAllReduceSeconds() const;
+  /// A group of this size spans nodes (its collectives use the NICs).
+  bool SpansNodes(int sp_size) const { return sp_size > cluster_.gpus_per_node; }
+
+  const ModelSpec& model() const { return model_; }
+  const ClusterSpec& cluster() const { return cluster_; }
+  const CostParams& params() const { return params_; }
+  const ComputeModel& compute() const { return compute_; }
+  const MemoryModel& memory() const { return memory_; }
+  const CommModel& comm() const { return comm_; }
+
+ private:
+  CostModel(const ModelSpec& model, const ClusterSpec& cluster,
+            const CostParams& params);
+
+  ModelSpec model_;
+  ClusterSpec cluster_;
+  CostParams params_;
+  ComputeModel compute_;
+  MemoryModel memory_;
+  CommModel comm_;
+};
+
+}  // namespace dcp
+
+#endif  // DCP_COST_MODEL_COST_MODEL_H_

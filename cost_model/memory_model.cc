@@ -1,0 +1,76 @@
+#include "cost_model/memory_model.h"
+
+#include <cmath>
+
+namespace dcp {
+
+MemoryParams DefaultMemoryParams(const ModelSpec& model) {
+  MemoryParams params;
+  params.activation_bytes_per_token_per_layer =
+      model.ActivationBytesPerTokenPerLayer();
+  params.selective_bytes_per_token_per_layer =
+      model.SelectiveActivationBytesPerTokenPerLayer();
+  params.checkpoint_bytes_per_token_per_layer =
+      model.CheckpointBytesPerTokenPerLayer();
+  params.logits_bytes_per_token = model.LogitsBytesPerToken();
+  return params;
+}
+
+double MemoryModel::StaticBytes() const {
+  const double optimizer_shards =
+      params_.zero1_optimizer_sharding ? world_size_ : 1;
+  return parameters_ * (params_.weight_bytes_per_parameter +
+                        params_.gradient_bytes_per_parameter +
+                        params_.optimizer_bytes_per_parameter /
+                            optimizer_shards) +
+         params_.fixed_bytes;
+}
+
+double MemoryModel::BytesPerTokenPerLayer(RecomputeLevel level) const {
+  switch (level) {
+    case RecomputeLevel::kNone:
+      return params_.activation_bytes_per_token_per_layer;
+    case RecomputeLevel::kSelective:
+      return params_.selective_bytes_per_token_per_layer;
+    case RecomputeLevel::kFull:
+      return params_.checkpoint_bytes_per_token_per_layer;
+  }
+  return params_.activation_bytes_per_token_per_layer;
+}
+
+double MemoryModel::ActivationBytesPerToken(int checkpointed_layers) const {
+  const double stored = params_.activation_bytes_per_token_per_layer;
+  double bytes = (num_layers_ - checkpointed_layers) * stored +
+                 checkpointed_layers *
+                     params_.checkpoint_bytes_per_token_per_layer +
+                 params_.logits_bytes_per_token;
+  // Recomputing a checkpointed layer rebuilds its full activations.
+  if (checkpointed_layers > 0) bytes += stored;
+  return bytes;
+}
+
+double MemoryModel::PeakBytes(int64_t tokens_per_rank,
+                              int checkpointed_layers) const {
+  return StaticBytes() + static_cast<double>(tokens_per_rank) *
+                             ActivationBytesPerToken(checkpointed_layers);
+}
+
+int64_t MemoryModel::MaxTokensPerRank(int checkpointed_layers,
+                                      double budget_bytes) const {
+  const double free_bytes = budget_bytes - StaticBytes();
+  if (free_bytes <= 0) return 0;
+  return static_cast<int64_t>(
+      std::floor(free_bytes / ActivationBytesPerToken(checkpointed_layers)));
+}
+
+std::optional<int> MemoryModel::MinCheckpointedLayers(
+    int64_t tokens_per_rank, double budget_bytes) const {
+  // Activation bytes fall as k grows (after the first layer adds the working
+  // set), so scan from the cheapest setting.
+  for (int k = 0; k <= num_layers_; ++k) {
+    if (PeakBytes(tokens_per_rank, k) <= budget_bytes) return k;
+  }
+  return std::nullopt;
+}
+
+}  // namespace dcp

@@ -1,0 +1,80 @@
+#ifndef DCP_COST_MODEL_MEMORY_MODEL_H_
+#define DCP_COST_MODEL_MEMORY_MODEL_H_
+
+#include <cstdint>
+#include <optional>
+
+#include "cost_model/model_spec.h"
+
+namespace dcp {
+
+/// Recompute level of a layer: keep all activations, recompute the attention
+/// core and MLP activation only, or keep only the layer input.
+enum class RecomputeLevel { kNone, kSelective, kFull };
+
+/// Parameters of the per-GPU memory model (bytes).
+struct MemoryParams {
+  double weight_bytes_per_parameter = 2;     // bf16 weights
+  double gradient_bytes_per_parameter = 4;   // fp32 gradient accumulation
+  double optimizer_bytes_per_parameter = 12; // fp32 master, Adam m and v
+  /// ZeRO-1: optimizer states sharded over every rank (all ranks hold a full
+  /// replica under Ulysses, so the data-parallel degree is the world size).
+  bool zero1_optimizer_sharding = true;
+  /// Fixed runtime bytes (allocator, workspaces) on top of the model state.
+  double fixed_bytes = 0;
+  /// Per token per layer, no recompute.
+  double activation_bytes_per_token_per_layer = 0;
+  /// Per token per layer, selective recompute.
+  double selective_bytes_per_token_per_layer = 0;
+  /// Per token per layer, full recompute (the layer input).
+  double checkpoint_bytes_per_token_per_layer = 0;
+  /// Logits and loss buffers per token.
+  double logits_bytes_per_token = 0;
+};
+
+/// Defaults from the model's architecture (Korthikanti et al. 2022 with flash
+/// attention). Predictions until fitted from profiles.
+MemoryParams DefaultMemoryParams(const ModelSpec& model);
+
+/// Peak bytes of one GPU running a micro-batch with the first k of n layers
+/// checkpointed (pyramid activation checkpointing). Immutable; thread-safe.
+class MemoryModel {
+ public:
+  MemoryModel(const ModelSpec& model, const MemoryParams& params,
+              int world_size)
+      : num_layers_(model.num_layers),
+        parameters_(static_cast<double>(model.ParameterCount())),
+        params_(params),
+        world_size_(world_size) {}
+
+  /// Weights, gradients, optimizer states and fixed bytes.
+  double StaticBytes() const;
+  /// Bytes per token per layer at a recompute level.
+  double BytesPerTokenPerLayer(RecomputeLevel level) const;
+  /// Activation bytes per token held during a micro-batch with
+  /// `checkpointed_layers` fully recomputed layers (the others keep all),
+  /// including the working set of the layer being recomputed and logits.
+  double ActivationBytesPerToken(int checkpointed_layers) const;
+  /// Static bytes plus activations of `tokens_per_rank` tokens.
+  double PeakBytes(int64_t tokens_per_rank, int checkpointed_layers) const;
+  /// The most tokens per rank that fit `budget_bytes` at that setting
+  /// (0 if even the static bytes do not fit).
+  int64_t MaxTokensPerRank(int checkpointed_layers, double budget_bytes) const;
+  /// The fewest checkpointed layers that make the micro-batch fit, or nullopt
+  /// when even full recompute does not.
+  std::optional<int> MinCheckpointedLayers(int64_t tokens_per_rank,
+                                           double budget_bytes) const;
+
+  int num_layers() const { return num_layers_; }
+  const MemoryParams& params() const { return params_; }
+
+ private:
+  int num_layers_;
+  double parameters_;
+  MemoryParams params_;
+  int world_size_;
+};
+
+}  // namespace dcp
+
+#endif  // DCP_COST_MODEL_MEMORY_MODEL_H_

@@ -1,0 +1,263 @@
+#include "cost_model/model_spec.h"
+
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "nlohmann/json.hpp"
+
+namespace dcp {
+
+int64_t ModelSpec::ParametersPerLayer() const {
+  const int64_t h = hidden_size;
+  const int64_t attention = 2 * h * h + 2 * h * KvHiddenSize();
+  const int64_t mlp = (gated_mlp ? 3 : 2) * h * ffn_hidden_size;
+  const int64_t norms = 2 * h;
+  const int64_t modulation = adaln_modulation ? 6 * h * h : 0;
+  return attention + mlp + norms + modulation;
+}
+
+int64_t ModelSpec::ParameterCount() const {
+  // Untied input embedding and LM head, plus the final norm.
+  return static_cast<int64_t>(num_layers) * ParametersPerLayer() +
+         2 * vocab_size * hidden_size + hidden_size;
+}
+
+double ModelSpec::LinearForwardFlopsPerToken() const {
+  const double h = static_cast<double>(hidden_size);
+  const double matrices = 2 * h * h + 2 * h * KvHiddenSize() +
+                          (gated_mlp ? 3 : 2) * h * ffn_hidden_size;
+  // adaLN modulation runs once per sample, not per token.
+  return 2 * matrices;
+}
+
+double ModelSpec::AttentionForwardFlopsPerSquaredToken() const {
+  return 4.0 * static_cast<double>(hidden_size) * (causal ? 0.5 : 1.0);
+}
+
+double ModelSpec::HeadForwardFlopsPerToken() const {
+  return 2.0 * static_cast<double>(hidden_size) * vocab_size;
+}
+
+double ModelSpec::UlyssesBytesPerTokenPerLayer() const {
+  return dtype_bytes *
+         static_cast<double>(2 * hidden_size + 2 * KvHiddenSize());
+}
+
+double ModelSpec::ActivationBytesPerTokenPerLayer() const {
+  const double h = static_cast<double>(hidden_size);
+  const double f = static_cast<double>(ffn_hidden_size);
+  const double norms = 2 * h;
+  // QKV input, Q, K, V, output-projection input (flash attention keeps no
+  // score matrix).
+  const double attention = 3 * h + 2 * KvHiddenSize();
+  // First-projection input, then gate+up outputs and the activation output
+  // (gated) or activation input and output (plain).
+  const double mlp = h + (gated_mlp ? 3 * f : 2 * f);
+  return dtype_bytes * (norms + attention + mlp);
+}
+
+double ModelSpec::SelectiveActivationBytesPerTokenPerLayer() const {
+  return ActivationBytesPerTokenPerLayer() -
+         dtype_bytes * static_cast<double>(ffn_hidden_size + hidden_size);
+}
+
+double ModelSpec::CheckpointBytesPerTokenPerLayer() const {
+  return dtype_bytes * static_cast<double>(hidden_size);
+}
+
+double ModelSpec::LogitsBytesPerToken() const {
+  // Logits in the training dtype plus their fp32 softmax for the loss.
+  return static_cast<double>(vocab_size) * (dtype_bytes + 4);
+}
+
+double ModelSpec::ElementwiseBytesPerTokenPerLayer() const {
+  const double h = static_cast<double>(hidden_size);
+  const double f = static_cast<double>(ffn_hidden_size);
+  const double norms = 2 * 2 * h;
+  const double rotary = causal ? 2 * (h + KvHiddenSize()) : 0;
+  const double residuals = 2 * 3 * h;
+  const double activation = gated_mlp ? 3 * f : 2 * f;
+  return dtype_bytes * (norms + rotary + residuals + activation);
+}
+
+absl::Status ValidateModelSpec(const ModelSpec& spec) {
+  auto bad = [&](absl::string_view field, auto value, absl::string_view fix) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "model '", spec.name, "': ", field, " = ", value, " is invalid: ", fix));
+  };
+  if (spec.num_layers <= 0)
+    return bad("num_layers", spec.num_layers, "must be at least 1");
+  if (spec.hidden_size <= 0)
+    return bad("hidden_size", spec.hidden_size, "must be positive");
+  if (spec.num_attention_heads <= 0)
+    return bad("num_attention_heads", spec.num_attention_heads,
+               "must be positive");
+  if (spec.hidden_size % spec.num_attention_heads != 0)
+    return bad("hidden_size", spec.hidden_size,
+               absl::StrCat("must be a multiple of num_attention_heads (",
+                            spec.num_attention_heads, ")"));
+  if (spec.num_kv_heads <= 0 ||
+      spec.num_attention_heads % spec.num_kv_heads != 0)
+    return bad("num_kv_heads", spec.num_kv_heads,
+               absl::StrCat("must be positive and divide num_attention_heads (",
+                            spec.num_attention_heads, ")"));
+  if (spec.ffn_hidden_size <= 0)
+    return bad("ffn_hidden_size", spec.ffn_hidden_size, "must be positive");
+  if (spec.vocab_size < 0)
+    return bad("vocab_size", spec.vocab_size, "must be 0 (no LM head) or more");
+  if (spec.dtype_bytes != 1 && spec.dtype_bytes != 2 && spec.dtype_bytes != 4)
+    return bad("dtype_bytes", spec.dtype_bytes, "must be 1, 2 or 4");
+  return absl::OkStatus();
+}
+
+std::vector<std::string> ModelPresetNames() {
+  return {"llama3-8b", "llama3-70b", "video-dit-1b", "tiny"};
+}
+
+absl::StatusOr<ModelSpec> ModelPreset(absl::string_view name) {
+  ModelSpec spec;
+  spec.name = std::string(name);
+  if (name == "llama3-8b") {
+    spec.num_layers = 32;
+    spec.hidden_size = 4096;
+    spec.num_attention_heads = 32;
+    spec.num_kv_heads = 8;
+    spec.ffn_hidden_size = 14336;
+    spec.vocab_size = 128256;
+  } else if (name == "llama3-70b") {
+    spec.num_layers = 80;
+    spec.hidden_size = 8192;
+    spec.num_attention_heads = 64;
+    spec.num_kv_heads = 8;
+    spec.ffn_hidden_size = 28672;
+    spec.vocab_size = 128256;
+  } else if (name == "video-dit-1b") {
+    // Open-Sora-class DiT: full attention over all spatio-temporal tokens.
+    spec.num_layers = 28;
+    spec.hidden_size = 1152;
+    spec.num_attention_heads = 16;
+    spec.num_kv_heads = 16;
+    spec.ffn_hidden_size = 4608;
+    spec.vocab_size = 0;
+    spec.causal = false;
+    spec.gated_mlp = false;
+    spec.adaln_modulation = true;
+  } else if (name == "tiny") {
+    // Small enough to train on CPU in tests and the demo job.
+    spec.num_layers = 2;
+    spec.hidden_size = 64;
+    spec.num_attention_heads = 4;
+    spec.num_kv_heads = 2;
+    spec.ffn_hidden_size = 128;
+    spec.vocab_size = 256;
+  } else {
+    return absl::NotFoundError(
+        absl::StrCat("unknown model preset '", name, "'; known presets: ",
+                     absl::StrJoin(ModelPresetNames(), ", "),
+                     ", or pass a path to a JSON model spec"));
+  }
+  return spec;
+}
+
+absl::StatusOr<ModelSpec> ModelSpecFromJson(absl::string_view json_text) {
+  nlohmann::json json =
+      nlohmann::json::parse(json_text.begin(), json_text.end(), nullptr,
+                            /*allow_exceptions=*/false);
+  if (json.is_discarded() || !json.is_object()) {
+    return absl::InvalidArgumentError(
+        "model spec is not a JSON object; expected e.g. "
+        "{\"name\": \"m\", \"num_layers\": 32, \"hidden_size\": 4096, ...}");
+  }
+  ModelSpec spec;
+  for (auto it = json.begin(); it != json.end(); ++it) {
+    const std::string& key = it.key();
+    const nlohmann::json& value = it.value();
+    auto need = [&](bool ok, absl::string_view type) -> absl::Status {
+      if (ok) return absl::OkStatus();
+      return absl::InvalidArgumentError(absl::StrCat(
+          "model spec field '", key, "' = ", value.dump(), " must be ", type));
+    };
+    absl::Status status;
+    if (key == "name") {
+      status = need(value.is_string(), "a string");
+      if (status.ok()) spec.name = value.get<std::string>();
+    } else if (key == "causal" || key == "gated_mlp" ||
+               key == "adaln_modulation") {
+      status = need(value.is_boolean(), "true or false");
+      if (status.ok()) {
+        bool b = value.get<bool>();
+        (key == "causal" ? spec.causal
+                         : key == "gated_mlp" ? spec.gated_mlp
+                                              : spec.adaln_modulation) = b;
+      }
+    } else if (key == "num_layers" || key == "hidden_size" ||
+               key == "num_attention_heads" || key == "num_kv_heads" ||
+               key == "ffn_hidden_size" || key == "vocab_size" ||
+               key == "dtype_bytes") {
+      status = need(value.is_number_integer(), "an integer");
+      if (status.ok()) {
+        int64_t v = value.get<int64_t>();
+        if (key == "num_layers") spec.num_layers = static_cast<int>(v);
+        if (key == "hidden_size") spec.hidden_size = v;
+        if (key == "num_attention_heads")
+          spec.num_attention_heads = static_cast<int>(v);
+        if (key == "num_kv_heads") spec.num_kv_heads = static_cast<int>(v);
+        if (key == "ffn_hidden_size") spec.ffn_hidden_size = v;
+        if (key == "vocab_size") spec.vocab_size = v;
+        if (key == "dtype_bytes") spec.dtype_bytes = static_cast<int>(v);
+      }
+    } else {
+      status = absl::InvalidArgumentError(absl::StrCat(
+          "unknown model spec field '", key,
+          "'; known fields: name, num_layers, hidden_size, "
+          "num_attention_heads, num_kv_heads, ffn_hidden_size, vocab_size, "
+          "dtype_bytes, causal, gated_mlp, adaln_modulation"));
+    }
+    if (!status.ok()) return status;
+  }
+  if (spec.name.empty()) spec.name = "custom";
+  absl::Status valid = ValidateModelSpec(spec);
+  if (!valid.ok()) return valid;
+  return spec;
+}
+
+absl::StatusOr<ModelSpec> LoadModelSpec(absl::string_view preset_or_path) {
+  absl::StatusOr<ModelSpec> preset = ModelPreset(preset_or_path);
+  if (preset.ok()) return preset;
+  std::ifstream file{std::string(preset_or_path)};
+  if (!file) {
+    return absl::NotFoundError(absl::StrCat(
+        "--model='", preset_or_path, "' is neither a preset (",
+        absl::StrJoin(ModelPresetNames(), ", "), ") nor a readable file"));
+  }
+  std::stringstream text;
+  text << file.rdbuf();
+  absl::StatusOr<ModelSpec> spec = ModelSpecFromJson(text.str());
+  if (!spec.ok()) {
+    return absl::Status(spec.status().code(),
+                        absl::StrCat(preset_or_path, ": ",
+                                     spec.status().message()));
+  }
+  return spec;
+}
+
+std::string ModelSpecToJson(const ModelSpec& spec) {
+  nlohmann::json json = {
+      {"name", spec.name},
+      {"num_layers", spec.num_layers},
+      {"hidden_size", spec.hidden_size},
+      {"num_attention_heads", spec.num_attention_heads},
+      {"num_kv_heads", spec.num_kv_heads},
+      {"ffn_hidden_size", spec.ffn_hidden_size},
+      {"vocab_size", spec.vocab_size},
+      {"dtype_bytes", spec.dtype_bytes},
+      {"causal", spec.causal},
+      {"gated_mlp", spec.gated_mlp},
+      {"adaln_modulation", spec.adaln_modulation},
+  };
+  return json.dump();
+}
+
+}  // namespace dcp

@@ -1,0 +1,89 @@
+#ifndef DCP_COST_MODEL_MODEL_SPEC_H_
+#define DCP_COST_MODEL_MODEL_SPEC_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace dcp {
+
+/// Architecture of a transformer being trained: a GPT-style decoder (causal,
+/// SwiGLU) or a DiT-style video model (full attention, GELU MLP, adaLN).
+/// A plain value type; thread-compatible.
+struct ModelSpec {
+  std::string name;
+  int num_layers = 0;
+  int64_t hidden_size = 0;
+  int num_attention_heads = 0;
+  /// Grouped-query attention: key/value heads. Ulysses SP size must divide it.
+  int num_kv_heads = 0;
+  int64_t ffn_hidden_size = 0;
+  /// 0 for models without a token embedding / LM head (video DiT).
+  int64_t vocab_size = 0;
+  /// Bytes per activation / weight element (2 for bf16).
+  int dtype_bytes = 2;
+  /// Causal attention mask (halves attention FLOPs).
+  bool causal = true;
+  /// SwiGLU-style MLP with gate and up projections.
+  bool gated_mlp = true;
+  /// DiT adaLN modulation (6 h x h projections per layer).
+  bool adaln_modulation = false;
+
+  int64_t HeadDim() const { return hidden_size / num_attention_heads; }
+  /// Width of the K (or V) projection output.
+  int64_t KvHiddenSize() const { return HeadDim() * num_kv_heads; }
+  /// Parameters of one transformer layer (matrices and norms).
+  int64_t ParametersPerLayer() const;
+  /// Parameters of the whole model, embeddings and head included.
+  int64_t ParameterCount() const;
+  /// Forward FLOPs of one layer's matrix multiplications per token.
+  double LinearForwardFlopsPerToken() const;
+  /// Forward attention FLOPs of one layer per squared token of one sequence:
+  /// a sequence of L tokens costs this * L^2 (QK^T and AV, halved if causal).
+  double AttentionForwardFlopsPerSquaredToken() const;
+  /// Forward FLOPs of the LM head per token (0 without a vocabulary).
+  double HeadForwardFlopsPerToken() const;
+  /// Bytes one token sends in the four Ulysses all-to-alls of one layer's
+  /// forward pass (Q, K, V in; attention output back).
+  double UlyssesBytesPerTokenPerLayer() const;
+  /// Bytes per token of one layer's stored activations with no recompute
+  /// (flash attention: no score matrix), following Korthikanti et al. 2022.
+  double ActivationBytesPerTokenPerLayer() const;
+  /// Same with selective recompute (attention core and MLP activation
+  /// recomputed).
+  double SelectiveActivationBytesPerTokenPerLayer() const;
+  /// Bytes per token a fully checkpointed layer keeps: its input.
+  double CheckpointBytesPerTokenPerLayer() const;
+  /// Logits and their fp32 softmax / gradient per token (0 without vocab).
+  double LogitsBytesPerToken() const;
+  /// Memory-bound element-wise traffic of one layer's forward per token
+  /// (norms, rotary, residuals, activation function).
+  double ElementwiseBytesPerTokenPerLayer() const;
+};
+
+/// Checks every field; the error names the field, its value and the fix.
+absl::Status ValidateModelSpec(const ModelSpec& spec);
+
+/// Names accepted by ModelPreset(): llama3-8b, llama3-70b, video-dit-1b, tiny.
+std::vector<std::string> ModelPresetNames();
+
+/// A built-in model. NotFound lists the known names.
+absl::StatusOr<ModelSpec> ModelPreset(absl::string_view name);
+
+/// Parses a JSON object with the ModelSpec field names. Unknown fields are
+/// errors (a typo must not silently fall back to a default).
+absl::StatusOr<ModelSpec> ModelSpecFromJson(absl::string_view json_text);
+
+/// A preset name, or else a path to a JSON file.
+absl::StatusOr<ModelSpec> LoadModelSpec(absl::string_view preset_or_path);
+
+/// JSON object with every field, parseable by ModelSpecFromJson().
+std::string ModelSpecToJson(const ModelSpec& spec);
+
+}  // namespace dcp
+
+#endif  // DCP_COST_MODEL_MODEL_SPEC_H_
