@@ -1,0 +1,40 @@
+#ifndef DCP_PLANNER_BATCH_CHECK_H_
+#define DCP_PLANNER_BATCH_CHECK_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "cost_model/cost_model.h"
+
+namespace dcp {
+
+/// Rejects an empty batch or a non-positive length (naming its index).
+absl::Status ValidateBatch(absl::Span<const int64_t> lengths_tokens);
+
+/// SP sizes a plan may use on this model and cluster: sizes that divide the
+/// KV-head count (Ulysses), fit in the world, and either divide the GPUs per
+/// node (the group stays inside a node) or are a multiple of it (whole
+/// nodes). `requested` (empty = all) restricts them; a requested size that
+/// is not legal is an error saying why.
+absl::StatusOr<std::vector<int>> LegalSpSizes(const CostModel& cost_model,
+                                              absl::Span<const int> requested);
+
+/// RESOURCE_EXHAUSTED when the weights, gradients and optimizer states alone
+/// exceed the per-GPU budget, saying how much they need.
+absl::Status CheckModelStateFits(const CostModel& cost_model);
+
+/// The smallest of `sp_sizes` on which a micro-batch holding only this
+/// sequence fits memory with full recompute, or RESOURCE_EXHAUSTED naming the
+/// sequence (a negative index means the workload's longest), its length, the
+/// bytes it needs at the largest SP and the budget.
+absl::StatusOr<int> MinFeasibleSpSize(const CostModel& cost_model,
+                                      absl::Span<const int> sp_sizes,
+                                      int sequence_index,
+                                      int64_t length_tokens);
+
+}  // namespace dcp
+
+#endif  // DCP_PLANNER_BATCH_CHECK_H_

@@ -1,0 +1,332 @@
+#include "planner/cli.h"
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+
+namespace dcp {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+using ::testing::Not;
+using Json = nlohmann::json;
+
+struct CliResult {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+CliResult RunCli(std::vector<std::string> args) {
+  args.insert(args.begin(), "dcp");
+  std::vector<char*> argv;
+  for (std::string& arg : args) argv.push_back(arg.data());
+  argv.push_back(nullptr);
+  std::ostringstream out;
+  std::ostringstream err;
+  CliResult result;
+  result.exit_code =
+      RunDcpCli(static_cast<int>(args.size()), argv.data(), out, err);
+  result.out = out.str();
+  result.err = err.str();
+  return result;
+}
+
+std::string TempPath(const std::string& name) {
+  const char* dir = std::getenv("TEST_TMPDIR");
+  return absl::StrCat(dir != nullptr ? dir : "/tmp", "/dcp_cli_test_", name);
+}
+
+void WriteFile(const std::string& path, const std::string& text) {
+  std::ofstream file(path);
+  file << text;
+  ASSERT_TRUE(file.good()) << path;
+}
+
+int CountLines(const std::string& text) {
+  int lines = 0;
+  for (char c : text) lines += c == '\n';
+  return lines;
+}
+
+// One node of 8 GPUs and short sequences keep every run fast.
+const std::vector<std::string> kSmallSetup = {"--nodes=1", "--gpus-per-node=8",
+                                              "--workload=longtail:max=32768",
+                                              "--global-batch-tokens=128K"};
+
+std::vector<std::string> With(std::vector<std::string> args,
+                              const std::vector<std::string>& more) {
+  args.insert(args.end(), more.begin(), more.end());
+  return args;
+}
+
+TEST(CliTest, MainHelp) {
+  for (const char* help : {"--help", "-h", "help"}) {
+    const CliResult result = RunCli({help});
+    EXPECT_EQ(result.exit_code, 0);
+    EXPECT_THAT(result.out,
+                AllOf(HasSubstr("Usage: dcp SUBCOMMAND"), HasSubstr("simulate"),
+                      HasSubstr("plan"), HasSubstr("validate")));
+    EXPECT_EQ(result.err, "");
+  }
+}
+
+TEST(CliTest, NoArgumentsIsAUsageError) {
+  const CliResult result = RunCli({});
+  EXPECT_EQ(result.exit_code, 2);
+  EXPECT_THAT(result.err, HasSubstr("Usage: dcp SUBCOMMAND"));
+}
+
+TEST(CliTest, SubcommandHelp) {
+  for (const char* subcommand : {"simulate", "plan", "validate"}) {
+    SCOPED_TRACE(subcommand);
+    const CliResult result = RunCli({subcommand, "--help"});
+    EXPECT_EQ(result.exit_code, 0);
+    EXPECT_THAT(result.out,
+                AllOf(HasSubstr(absl::StrCat("Usage: dcp ", subcommand)),
+                      HasSubstr("--model=PRESET|FILE"), HasSubstr("--nodes=N"),
+                      HasSubstr("--help")));
+    EXPECT_EQ(RunCli({"help", subcommand}).out, result.out);
+    // --help wins over other flags, even wrong ones.
+    EXPECT_EQ(RunCli({subcommand, "--bogus", "-h"}).exit_code, 0);
+  }
+  EXPECT_THAT(RunCli({"simulate", "--help"}).out,
+              AllOf(HasSubstr("--steps=K"), HasSubstr("--strategies=a,b"),
+                    HasSubstr("--global-batch-tokens=T")));
+  EXPECT_THAT(RunCli({"plan", "--help"}).out,
+              AllOf(HasSubstr("--step=K"), HasSubstr("--strategy=NAME")));
+  EXPECT_THAT(RunCli({"validate", "--help"}).out,
+              AllOf(HasSubstr("--plan=FILE"), HasSubstr("--lengths=FILE")));
+}
+
+TEST(CliTest, UnknownSubcommand) {
+  const CliResult result = RunCli({"simulat"});
+  EXPECT_EQ(result.exit_code, 2);
+  EXPECT_THAT(result.err, AllOf(HasSubstr("unknown subcommand 'simulat'"),
+                                HasSubstr("dcp SUBCOMMAND --help")));
+  EXPECT_EQ(CountLines(result.err), 1);
+  EXPECT_EQ(RunCli({"--nodes=2"}).exit_code, 2);
+}
+
+TEST(CliTest, UnknownFlag) {
+  const CliResult result = RunCli({"simulate", "--bogus=3"});
+  EXPECT_EQ(result.exit_code, 2);
+  EXPECT_THAT(result.err, AllOf(HasSubstr("unknown flag --bogus"),
+                                HasSubstr("dcp simulate --help")));
+  EXPECT_EQ(CountLines(result.err), 1);
+  EXPECT_EQ(result.out, "");
+  // A flag of another subcommand is unknown here.
+  EXPECT_THAT(RunCli({"validate", "--steps=3"}).err,
+              HasSubstr("unknown flag --steps"));
+  EXPECT_THAT(RunCli({"plan", "stray"}).err,
+              HasSubstr("unexpected argument 'stray'"));
+}
+
+TEST(CliTest, BadValuesNameTheFlag) {
+  const CliResult nodes = RunCli({"simulate", "--nodes=0"});
+  EXPECT_EQ(nodes.exit_code, 2);
+  EXPECT_THAT(nodes.err,
+              AllOf(HasSubstr("--nodes=0"), HasSubstr("must be at least 1")));
+  EXPECT_EQ(CountLines(nodes.err), 1);
+
+  struct Case {
+    std::vector<std::string> args;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {{"simulate", "--nodes=abc"}, "--nodes=abc: is not an integer"},
+      {{"simulate", "--gpus-per-node=-8"}, "--gpus-per-node=-8"},
+      {{"simulate", "--steps=0"}, "--steps=0"},
+      {{"simulate", "--memory-fraction=1.5"}, "--memory-fraction=1.5"},
+      {{"simulate", "--format=xml"},
+       "--format=xml: must be one of table, json"},
+      {{"simulate", "--strategies=dcp,magic"}, "unknown strategy 'magic'"},
+      {{"simulate", "--sp-sizes=1,x"}, "--sp-sizes=1,x"},
+      {{"simulate", "--sp-sizes=3"}, "SP size 3"},
+      {{"simulate", "--model=no-such-model"}, "no-such-model"},
+      {{"simulate", "--workload=zipf"}, "--workload"},
+      {{"simulate", "--nodes"}, "flag --nodes needs a value"},
+      {{"simulate", "--nodes=1", "--nodes=2"}, "given more than once"},
+      {{"simulate", "--global-batch-tokens=1K", "--global-batch-samples=4"},
+       "exclusive"},
+      {{"simulate", "--lengths=/no/such/file"}, "/no/such/file"},
+      {{"plan", "--strategy=magic"}, "--strategy=magic"},
+      {{"plan", "--step=-1"}, "--step=-1"},
+      {{"validate", "--lengths=x"}, "--plan=FILE is required"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.message);
+    const CliResult result = RunCli(c.args);
+    EXPECT_EQ(result.exit_code, 2);
+    EXPECT_THAT(result.err, HasSubstr(c.message));
+    EXPECT_EQ(CountLines(result.err), 1) << result.err;
+  }
+}
+
+TEST(CliTest, SimulateJsonHasEveryStrategyAndField) {
+  const CliResult result = RunCli(With(
+      {"simulate", "--format=json", "--steps", "3", "--seed=5"}, kSmallSetup));
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const Json json =
+      Json::parse(result.out, nullptr, /*allow_exceptions=*/false);
+  ASSERT_FALSE(json.is_discarded()) << result.out;
+  ASSERT_EQ(json["strategies"].size(), 5u);
+  std::vector<std::string> names;
+  for (const Json& stats : json["strategies"]) {
+    names.push_back(stats["name"].get<std::string>());
+    for (const char* field :
+         {"mean_step_seconds", "speedup_vs_bucket", "mean_idle_fraction",
+          "max_memory_fraction", "mean_gap_to_lower_bound"}) {
+      EXPECT_TRUE(stats[field].is_number()) << field;
+    }
+    EXPECT_LE(json["lower_bound_mean_step_seconds"].get<double>(),
+              stats["mean_step_seconds"].get<double>() * (1 + 1e-12));
+  }
+  EXPECT_EQ(names, std::vector<std::string>({"bucket", "packed", "dcp",
+                                             "dcp-fixed-accum",
+                                             "dcp-uniform-recompute"}));
+  EXPECT_TRUE(json["plan_latency_ms"]["p50"].is_number());
+  EXPECT_TRUE(json["plan_latency_ms"]["p99"].is_number());
+  // Three steps is a short run: no progress lines.
+  EXPECT_EQ(result.err, "");
+}
+
+TEST(CliTest, SimulateTableAndProgress) {
+  const CliResult result = RunCli(
+      With({"simulate", "--steps=10", "--strategies=bucket,dcp"}, kSmallSetup));
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_THAT(result.out, AllOf(HasSubstr("strategy"), HasSubstr("bucket"),
+                                HasSubstr("dcp"), HasSubstr("lower bound"),
+                                Not(HasSubstr("packed"))));
+  EXPECT_THAT(result.err,
+              AllOf(HasSubstr("step 1/10"), HasSubstr("step 10/10")));
+}
+
+TEST(CliTest, PlanThenValidateRoundTrip) {
+  const std::string lengths_path = TempPath("lengths.txt");
+  const std::string plan_path = TempPath("plan.json");
+  WriteFile(lengths_path,
+            "# a small batch\n4096\n1000\n30000\n512\n8192\n"
+            "700\n2048\n12000\n");
+  const std::vector<std::string> cluster = {"--nodes=1", "--gpus-per-node=8"};
+  const CliResult plan =
+      RunCli(With({"plan", absl::StrCat("--lengths=", lengths_path)}, cluster));
+  ASSERT_EQ(plan.exit_code, 0) << plan.err;
+  const Json json = Json::parse(plan.out, nullptr, false);
+  ASSERT_FALSE(json.is_discarded()) << plan.out;
+  EXPECT_EQ(json["strategy"], "dcp");
+  EXPECT_EQ(json["num_sequences"], 8);
+  EXPECT_GT(json["lower_bound_seconds"].get<double>(), 0);
+  WriteFile(plan_path, plan.out);
+
+  const CliResult valid = RunCli(With(
+      {"validate", "--plan", plan_path, "--lengths", lengths_path}, cluster));
+  EXPECT_EQ(valid.exit_code, 0) << valid.out << valid.err;
+  EXPECT_THAT(valid.out,
+              AllOf(HasSubstr("plan is valid"), HasSubstr("8 sequence(s)")));
+
+  // The same plan on a bigger cluster leaves ranks without a group.
+  const CliResult wrong_cluster =
+      RunCli({"validate", "--plan", plan_path, "--lengths", lengths_path,
+              "--nodes=2"});
+  EXPECT_EQ(wrong_cluster.exit_code, 1);
+  EXPECT_THAT(wrong_cluster.out, HasSubstr("ranks are in no group"));
+}
+
+TEST(CliTest, CorruptedPlanFailsValidation) {
+  const std::string lengths_path = TempPath("corrupt_lengths.txt");
+  const std::string plan_path = TempPath("corrupt_plan.json");
+  WriteFile(lengths_path, "4096\n1000\n30000\n512\n8192\n");
+  const std::vector<std::string> cluster = {"--nodes=1", "--gpus-per-node=8"};
+  const CliResult plan = RunCli(With(
+      {"plan", absl::StrCat("--lengths=", lengths_path), "--strategy=packed"},
+      cluster));
+  ASSERT_EQ(plan.exit_code, 0) << plan.err;
+  Json json = Json::parse(plan.out);
+  // Run sequence 0 twice: append it to the last micro-batch that lacks it.
+  bool corrupted = false;
+  for (Json& group : json["groups"]) {
+    for (Json& micro_batch : group["micro_batches"]) {
+      Json& indices = micro_batch["sequence_indices"];
+      if (!corrupted &&
+          std::find(indices.begin(), indices.end(), Json(0)) == indices.end()) {
+        indices.push_back(0);
+        corrupted = true;
+      }
+    }
+  }
+  ASSERT_TRUE(corrupted) << plan.out;
+  WriteFile(plan_path, json.dump());
+  const CliResult result = RunCli(
+      With({"validate", "--plan=" + plan_path, "--lengths=" + lengths_path},
+           cluster));
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_THAT(result.out, AllOf(HasSubstr("plan is invalid"),
+                                HasSubstr("sequence 0 is planned twice")));
+
+  // Not JSON at all, and a wrongly typed field.
+  WriteFile(plan_path, "{\"strategy\": ");
+  EXPECT_EQ(RunCli(With({"validate", "--plan=" + plan_path,
+                         "--lengths=" + lengths_path},
+                        cluster))
+                .exit_code,
+            1);
+  json["groups"][0]["ranks"] = "all";
+  WriteFile(plan_path, json.dump());
+  const CliResult typed = RunCli(
+      With({"validate", "--plan=" + plan_path, "--lengths=" + lengths_path},
+           cluster));
+  EXPECT_EQ(typed.exit_code, 1);
+  EXPECT_THAT(typed.out, HasSubstr("groups[0].ranks"));
+
+  // A plan file that does not exist is a usage error.
+  EXPECT_EQ(RunCli(With({"validate", "--plan=/no/such/plan.json",
+                         "--lengths=" + lengths_path},
+                        cluster))
+                .exit_code,
+            2);
+}
+
+TEST(CliTest, PlanFromWorkloadStreamWritesLengthsAndTable) {
+  const std::string lengths_path = TempPath("stream_lengths.txt");
+  const std::string plan_path = TempPath("stream_plan.json");
+  const CliResult plan = RunCli(With(
+      {"plan", "--step=2", "--write-lengths=" + lengths_path}, kSmallSetup));
+  ASSERT_EQ(plan.exit_code, 0) << plan.err;
+  WriteFile(plan_path, plan.out);
+  const CliResult valid = RunCli({"validate", "--plan=" + plan_path,
+                                  "--lengths=" + lengths_path, "--nodes=1"});
+  EXPECT_EQ(valid.exit_code, 0) << valid.out << valid.err;
+
+  const CliResult table =
+      RunCli(With({"plan", "--step=2", "--format=table"}, kSmallSetup));
+  ASSERT_EQ(table.exit_code, 0) << table.err;
+  EXPECT_THAT(table.out,
+              AllOf(HasSubstr("strategy dcp"), HasSubstr("lower bound"),
+                    HasSubstr("ranks"), HasSubstr("SP")));
+
+  // --step belongs to a stream, not to a lengths file.
+  EXPECT_EQ(RunCli({"plan", "--lengths=" + lengths_path, "--step=1"}).exit_code,
+            2);
+}
+
+TEST(CliTest, PlanningFailureExitsOne) {
+  const std::string lengths_path = TempPath("huge_lengths.txt");
+  WriteFile(lengths_path, "1024\n4194304\n");
+  const CliResult result =
+      RunCli({"plan", "--lengths=" + lengths_path, "--nodes=1"});
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_THAT(result.err, AllOf(HasSubstr("dcp plan: "), HasSubstr("4194304")));
+  EXPECT_EQ(CountLines(result.err), 1);
+}
+
+}  // namespace
+}  // namespace dcp

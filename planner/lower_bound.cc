@@ -1,0 +1,102 @@
+#include "planner/lower_bound.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "planner/batch_check.h"
+
+namespace dcp {
+namespace {
+
+// Best-case seconds a sequence adds to an SP group of `sp`: only the terms of
+// the cost model that grow with its tokens, evaluated straight from the
+// parameters (no per-call overheads, latencies or padding), so that any
+// micro-batch holding it costs at least this much more on its group. The
+// recompute its tokens alone force (any micro-batch holding it holds at
+// least as many tokens) is counted at the same rates.
+double BestCaseSeconds(const CostModel& cost_model, int64_t length_tokens,
+                       int sp) {
+  const ModelSpec& model = cost_model.model();
+  const ComputeParams& compute = cost_model.params().compute;
+  const CommParams& comm = cost_model.params().comm;
+  const double length = static_cast<double>(length_tokens);
+  const double tokens_per_rank = length / sp;
+
+  const double gemm_forward = model.LinearForwardFlopsPerToken() *
+                              tokens_per_rank / compute.gemm_flops_per_second;
+  const double attention_flops =
+      model.AttentionForwardFlopsPerSquaredToken() * length / sp;
+  const double attention_forward =
+      attention_flops * (length + compute.attention_forward_half_length_tokens) /
+      compute.attention_forward_flops_per_second;
+  const double attention_backward =
+      ComputeModel::kBackwardAttentionFactor * attention_flops *
+      (length + compute.attention_backward_half_length_tokens) /
+      compute.attention_backward_flops_per_second;
+  const double elementwise = model.ElementwiseBytesPerTokenPerLayer() *
+                             tokens_per_rank /
+                             compute.elementwise_bytes_per_second;
+  double all_to_all = 0;
+  if (sp > 1) {
+    const double bandwidth =
+        cost_model.SpansNodes(sp) ? comm.all_to_all_inter_bus_bytes_per_second
+                                  : comm.all_to_all_intra_bus_bytes_per_second;
+    all_to_all = model.UlyssesBytesPerTokenPerLayer() * tokens_per_rank *
+                 (sp - 1) / sp / bandwidth;
+  }
+  const double layer_forward =
+      gemm_forward + attention_forward + elementwise + all_to_all;
+  const double layer =
+      (1 + ComputeModel::kBackwardGemmFactor) * gemm_forward +
+      attention_forward + attention_backward + 3 * elementwise + 2 * all_to_all;
+  MicroBatchShape alone;
+  alone.sp_size = sp;
+  alone.AddSequence(length_tokens);
+  const int forced_recompute_layers =
+      cost_model.MinCheckpointedLayers(alone).value_or(model.num_layers);
+  const double head = (1 + ComputeModel::kBackwardGemmFactor) *
+                      model.HeadForwardFlopsPerToken() * tokens_per_rank /
+                      compute.gemm_flops_per_second;
+  return model.num_layers * layer + forced_recompute_layers * layer_forward +
+         head;
+}
+
+}  // namespace
+
+absl::StatusOr<double> StepTimeLowerBound(
+    const CostModel& cost_model, absl::Span<const int> sp_sizes,
+    absl::Span<const int64_t> lengths_tokens) {
+  if (absl::Status status = ValidateBatch(lengths_tokens); !status.ok()) {
+    return status;
+  }
+  double total_gpu_seconds = 0;
+  double longest_sequence_seconds = 0;
+  for (size_t i = 0; i < lengths_tokens.size(); ++i) {
+    absl::StatusOr<int> min_sp = MinFeasibleSpSize(
+        cost_model, sp_sizes, static_cast<int>(i), lengths_tokens[i]);
+    if (!min_sp.ok()) return min_sp.status();
+    double best_gpu_seconds = std::numeric_limits<double>::infinity();
+    double best_seconds = std::numeric_limits<double>::infinity();
+    for (int sp : sp_sizes) {
+      if (sp < *min_sp) continue;
+      best_gpu_seconds = std::min(
+          best_gpu_seconds,
+          sp * BestCaseSeconds(cost_model, lengths_tokens[i], sp));
+      // The group running it takes at least its micro-batch with only it
+      // (costs only grow as sequences join a micro-batch).
+      MicroBatchShape alone;
+      alone.sp_size = sp;
+      alone.AddSequence(lengths_tokens[i]);
+      const int layers = cost_model.MinCheckpointedLayers(alone).value_or(
+          cost_model.model().num_layers);
+      best_seconds = std::min(
+          best_seconds, cost_model.MicroBatch(alone, layers).total_seconds);
+    }
+    total_gpu_seconds += best_gpu_seconds;
+    longest_sequence_seconds = std::max(longest_sequence_seconds, best_seconds);
+  }
+  return std::max(total_gpu_seconds / cost_model.cluster().NumGpus(),
+                  longest_sequence_seconds);
+}
+
+}  // namespace dcp

@@ -1,0 +1,26 @@
+#ifndef DCP_PLANNER_LOWER_BOUND_H_
+#define DCP_PLANNER_LOWER_BOUND_H_
+
+#include <cstdint>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "cost_model/cost_model.h"
+
+namespace dcp {
+
+/// A lower bound on the predicted step time of any legal plan of this batch,
+/// computed independently of the planner: the larger of (a) the batch's
+/// total best-case GPU-seconds over the GPU count and (b) the longest
+/// single sequence's best time alone in a micro-batch, where a sequence's
+/// GPU-seconds at SP s count only the work proportional to its tokens (no
+/// per-micro-batch overheads or padding; only the recompute its own tokens
+/// force), minimised over the SP sizes it fits.
+absl::StatusOr<double> StepTimeLowerBound(const CostModel& cost_model,
+                                          absl::Span<const int> sp_sizes,
+                                          absl::Span<const int64_t>
+                                              lengths_tokens);
+
+}  // namespace dcp
+
+#endif  // DCP_PLANNER_LOWER_BOUND_H_

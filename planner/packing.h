@@ -1,0 +1,34 @@
+#ifndef DCP_PLANNER_PACKING_H_
+#define DCP_PLANNER_PACKING_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/types/span.h"
+
+namespace dcp {
+
+/// Tokens one rank of an SP group of `sp_size` holds for this sequence
+/// (padded up to a multiple of the SP size).
+inline int64_t TokensPerRank(int64_t length_tokens, int sp_size) {
+  return (length_tokens + sp_size - 1) / sp_size;
+}
+
+/// Packs sequences into micro-batches of at most `capacity_tokens_per_rank`
+/// tokens per rank, first-fit decreasing by length (ties by index). A
+/// sequence over the capacity gets a micro-batch of its own. Deterministic.
+std::vector<std::vector<int>> PackFirstFitDecreasing(
+    absl::Span<const int> sequence_indices,
+    absl::Span<const int64_t> lengths_tokens, int sp_size,
+    int64_t capacity_tokens_per_rank);
+
+/// Splits sequences into `num_bins` bins balanced by tokens per rank
+/// (longest first into the lightest bin, ties by index); empty bins are
+/// dropped. Deterministic.
+std::vector<std::vector<int>> BalanceIntoBins(
+    absl::Span<const int> sequence_indices,
+    absl::Span<const int64_t> lengths_tokens, int sp_size, int num_bins);
+
+}  // namespace dcp
+
+#endif  // DCP_PLANNER_PACKING_H_

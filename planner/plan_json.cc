@@ -1,0 +1,280 @@
+#include "planner/plan_json.h"
+
+#include <algorithm>
+#include <limits>
+#include <string>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "nlohmann/json.hpp"
+
+namespace dcp {
+namespace {
+
+using Json = nlohmann::json;
+// Writers keep the documented key order for human readers.
+using OrderedJson = nlohmann::ordered_json;
+
+// Real tokens of a micro-batch; indices outside the batch count 0.
+int64_t MicroBatchTokens(const MicroBatchPlan& micro_batch,
+                         absl::Span<const int64_t> lengths_tokens) {
+  int64_t tokens = 0;
+  for (int index : micro_batch.sequence_indices) {
+    if (index >= 0 && static_cast<size_t>(index) < lengths_tokens.size()) {
+      tokens += lengths_tokens[index];
+    }
+  }
+  return tokens;
+}
+
+absl::Status FieldError(absl::string_view path, absl::string_view problem) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("plan JSON field '", path, "' ", problem));
+}
+
+// The JSON type of `value` in words, for error messages.
+std::string TypeName(const Json& value) {
+  if (value.is_number_integer()) return "an integer";
+  if (value.is_number()) return "a number";
+  if (value.is_object()) return "an object";
+  if (value.is_array()) return "an array";
+  if (value.is_null()) return "null";
+  return std::string("a ") + value.type_name();
+}
+
+// Finds `key` in `object` (which is at `path`); an error if it is missing.
+absl::StatusOr<const Json*> Member(const Json& object, absl::string_view path,
+                                   absl::string_view key) {
+  const std::string field =
+      path.empty() ? std::string(key) : absl::StrCat(path, ".", key);
+  auto it = object.find(std::string(key));
+  if (it == object.end()) {
+    return FieldError(field, "is missing; write it as PlanToJson does");
+  }
+  return &*it;
+}
+
+absl::StatusOr<double> ReadNumber(const Json& object, absl::string_view path,
+                                  absl::string_view key) {
+  absl::StatusOr<const Json*> value = Member(object, path, key);
+  if (!value.ok()) return value.status();
+  if (!(*value)->is_number()) {
+    return FieldError(
+        path.empty() ? std::string(key) : absl::StrCat(path, ".", key),
+        absl::StrCat("is ", TypeName(**value), " (", (*value)->dump(),
+                     "); it must be a number"));
+  }
+  return (*value)->get<double>();
+}
+
+absl::StatusOr<int> ToInt(const Json& value, absl::string_view field) {
+  if (!value.is_number_integer()) {
+    return FieldError(field,
+                      absl::StrCat("is ", TypeName(value), " (", value.dump(),
+                                   "); it must be an integer"));
+  }
+  if (value.is_number_unsigned()) {
+    const uint64_t v = value.get<uint64_t>();
+    if (v > static_cast<uint64_t>(std::numeric_limits<int>::max())) {
+      return FieldError(field, absl::StrCat("= ", v, " is out of range"));
+    }
+    return static_cast<int>(v);
+  }
+  const int64_t v = value.get<int64_t>();
+  if (v < std::numeric_limits<int>::min() ||
+      v > std::numeric_limits<int>::max()) {
+    return FieldError(field, absl::StrCat("= ", v, " is out of range"));
+  }
+  return static_cast<int>(v);
+}
+
+absl::StatusOr<int> ReadInt(const Json& object, absl::string_view path,
+                            absl::string_view key) {
+  absl::StatusOr<const Json*> value = Member(object, path, key);
+  if (!value.ok()) return value.status();
+  return ToInt(**value,
+               path.empty() ? std::string(key) : absl::StrCat(path, ".", key));
+}
+
+absl::StatusOr<std::vector<int>> ReadIntArray(const Json& object,
+                                              absl::string_view path,
+                                              absl::string_view key) {
+  const std::string field = absl::StrCat(path, ".", key);
+  absl::StatusOr<const Json*> value = Member(object, path, key);
+  if (!value.ok()) return value.status();
+  if (!(*value)->is_array()) {
+    return FieldError(field, absl::StrCat("is ", TypeName(**value),
+                                          "; it must be an array of integers"));
+  }
+  std::vector<int> result;
+  result.reserve((*value)->size());
+  for (size_t i = 0; i < (*value)->size(); ++i) {
+    absl::StatusOr<int> element =
+        ToInt((**value)[i], absl::StrCat(field, "[", i, "]"));
+    if (!element.ok()) return element.status();
+    result.push_back(*element);
+  }
+  return result;
+}
+
+absl::StatusOr<const Json*> ReadArray(const Json& object,
+                                      absl::string_view path,
+                                      absl::string_view key) {
+  absl::StatusOr<const Json*> value = Member(object, path, key);
+  if (!value.ok()) return value.status();
+  if (!(*value)->is_array()) {
+    return FieldError(
+        path.empty() ? std::string(key) : absl::StrCat(path, ".", key),
+        absl::StrCat("is ", TypeName(**value), "; it must be an array"));
+  }
+  return *value;
+}
+
+absl::Status RequireObject(const Json& value, absl::string_view path) {
+  if (value.is_object()) return absl::OkStatus();
+  return FieldError(
+      path, absl::StrCat("is ", TypeName(value), "; it must be a JSON object"));
+}
+
+absl::StatusOr<MicroBatchPlan> ReadMicroBatch(const Json& json,
+                                              const std::string& path) {
+  if (absl::Status status = RequireObject(json, path); !status.ok()) {
+    return status;
+  }
+  MicroBatchPlan micro_batch;
+  absl::StatusOr<std::vector<int>> indices =
+      ReadIntArray(json, path, "sequence_indices");
+  if (!indices.ok()) return indices.status();
+  micro_batch.sequence_indices = *std::move(indices);
+  absl::StatusOr<int> checkpointed = ReadInt(json, path, "checkpointed_layers");
+  if (!checkpointed.ok()) return checkpointed.status();
+  micro_batch.checkpointed_layers = *checkpointed;
+  absl::StatusOr<double> seconds = ReadNumber(json, path, "predicted_seconds");
+  if (!seconds.ok()) return seconds.status();
+  micro_batch.predicted_seconds = *seconds;
+  absl::StatusOr<double> peak = ReadNumber(json, path, "predicted_peak_bytes");
+  if (!peak.ok()) return peak.status();
+  micro_batch.predicted_peak_bytes = *peak;
+  return micro_batch;
+}
+
+absl::StatusOr<GroupPlan> ReadGroup(const Json& json, const std::string& path) {
+  if (absl::Status status = RequireObject(json, path); !status.ok()) {
+    return status;
+  }
+  GroupPlan group;
+  absl::StatusOr<std::vector<int>> ranks = ReadIntArray(json, path, "ranks");
+  if (!ranks.ok()) return ranks.status();
+  group.ranks = *std::move(ranks);
+  absl::StatusOr<double> seconds = ReadNumber(json, path, "predicted_seconds");
+  if (!seconds.ok()) return seconds.status();
+  group.predicted_seconds = *seconds;
+  absl::StatusOr<const Json*> micro_batches =
+      ReadArray(json, path, "micro_batches");
+  if (!micro_batches.ok()) return micro_batches.status();
+  for (size_t m = 0; m < (*micro_batches)->size(); ++m) {
+    absl::StatusOr<MicroBatchPlan> micro_batch = ReadMicroBatch(
+        (**micro_batches)[m], absl::StrCat(path, ".micro_batches[", m, "]"));
+    if (!micro_batch.ok()) return micro_batch.status();
+    group.micro_batches.push_back(*std::move(micro_batch));
+  }
+  return group;
+}
+
+}  // namespace
+
+std::string PlanToJson(const Plan& plan,
+                       absl::Span<const int64_t> lengths_tokens,
+                       const CostModel& cost_model) {
+  OrderedJson groups = OrderedJson::array();
+  for (const GroupPlan& group : plan.groups) {
+    OrderedJson micro_batches = OrderedJson::array();
+    for (const MicroBatchPlan& micro_batch : group.micro_batches) {
+      micro_batches.push_back({
+          {"sequence_indices", micro_batch.sequence_indices},
+          {"tokens", MicroBatchTokens(micro_batch, lengths_tokens)},
+          {"checkpointed_layers", micro_batch.checkpointed_layers},
+          {"predicted_seconds", micro_batch.predicted_seconds},
+          {"predicted_peak_bytes", micro_batch.predicted_peak_bytes},
+      });
+    }
+    groups.push_back({
+        {"ranks", group.ranks},
+        {"sp_size", group.sp_size()},
+        {"predicted_seconds", group.predicted_seconds},
+        {"micro_batches", std::move(micro_batches)},
+    });
+  }
+  OrderedJson json = {
+      {"strategy", plan.strategy},
+      {"predicted_step_seconds", plan.predicted_step_seconds},
+      {"slowest_group_seconds", plan.slowest_group_seconds},
+      {"lower_bound_seconds", plan.lower_bound_seconds},
+      {"gap_to_lower_bound", plan.GapToLowerBound()},
+      {"exposed_allreduce_seconds", plan.exposed_allreduce_seconds},
+      {"memory_budget_bytes", cost_model.MemoryBudgetBytes()},
+      {"num_sequences", lengths_tokens.size()},
+      {"groups", std::move(groups)},
+  };
+  return json.dump();
+}
+
+absl::StatusOr<Plan> PlanFromJson(absl::string_view text) {
+  const Json json = Json::parse(text.begin(), text.end(), /*cb=*/nullptr,
+                                /*allow_exceptions=*/false);
+  if (json.is_discarded()) {
+    return absl::InvalidArgumentError(
+        "the plan is not valid JSON; expected the object `dcp plan "
+        "--format=json` prints");
+  }
+  if (!json.is_object()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the plan is ", TypeName(json),
+        ", not a JSON object; expected the object `dcp plan --format=json` "
+        "prints"));
+  }
+  Plan plan;
+  absl::StatusOr<const Json*> strategy = Member(json, "", "strategy");
+  if (!strategy.ok()) return strategy.status();
+  if (!(*strategy)->is_string()) {
+    return FieldError("strategy", absl::StrCat("is ", TypeName(**strategy),
+                                               "; it must be a string"));
+  }
+  plan.strategy = (*strategy)->get<std::string>();
+  absl::StatusOr<double> step = ReadNumber(json, "", "predicted_step_seconds");
+  if (!step.ok()) return step.status();
+  plan.predicted_step_seconds = *step;
+  absl::StatusOr<double> lower_bound =
+      ReadNumber(json, "", "lower_bound_seconds");
+  if (!lower_bound.ok()) return lower_bound.status();
+  plan.lower_bound_seconds = *lower_bound;
+  absl::StatusOr<double> exposed =
+      ReadNumber(json, "", "exposed_allreduce_seconds");
+  if (!exposed.ok()) return exposed.status();
+  plan.exposed_allreduce_seconds = *exposed;
+
+  absl::StatusOr<const Json*> groups = ReadArray(json, "", "groups");
+  if (!groups.ok()) return groups.status();
+  for (size_t g = 0; g < (*groups)->size(); ++g) {
+    absl::StatusOr<GroupPlan> group =
+        ReadGroup((**groups)[g], absl::StrCat("groups[", g, "]"));
+    if (!group.ok()) return group.status();
+    plan.groups.push_back(*std::move(group));
+  }
+
+  if (json.contains("slowest_group_seconds")) {
+    absl::StatusOr<double> slowest =
+        ReadNumber(json, "", "slowest_group_seconds");
+    if (!slowest.ok()) return slowest.status();
+    plan.slowest_group_seconds = *slowest;
+  } else {
+    for (const GroupPlan& group : plan.groups) {
+      plan.slowest_group_seconds =
+          std::max(plan.slowest_group_seconds, group.predicted_seconds);
+    }
+  }
+  return plan;
+}
+
+}  // namespace dcp

@@ -1,0 +1,48 @@
+#ifndef DCP_PLANNER_PLAN_JSON_H_
+#define DCP_PLANNER_PLAN_JSON_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+#include "cost_model/cost_model.h"
+#include "planner/plan.h"
+
+namespace dcp {
+
+/// Serialises a plan as one JSON object:
+///
+///     {"strategy", "predicted_step_seconds", "slowest_group_seconds",
+///      "lower_bound_seconds", "gap_to_lower_bound",
+///      "exposed_allreduce_seconds", "memory_budget_bytes", "num_sequences",
+///      "groups": [{"ranks", "sp_size", "predicted_seconds",
+///                  "micro_batches": [{"sequence_indices", "tokens",
+///                                     "checkpointed_layers",
+///                                     "predicted_seconds",
+///                                     "predicted_peak_bytes"}]}]}
+///
+/// `tokens` (real tokens of a micro-batch) comes from `lengths_tokens`, and
+/// `memory_budget_bytes` from `cost_model`; the predictions are the plan's
+/// own (call PredictPlan first). An out-of-range sequence index counts 0
+/// tokens rather than failing, so that invalid plans can still be written
+/// out for inspection.
+std::string PlanToJson(const Plan& plan,
+                       absl::Span<const int64_t> lengths_tokens,
+                       const CostModel& cost_model);
+
+/// Reads back what PlanToJson writes: the plan's structure (groups, ranks,
+/// micro-batches, sequence indices, checkpointed layers) and its predictions.
+/// Derived fields (sp_size, tokens, gap_to_lower_bound, memory_budget_bytes,
+/// num_sequences) and unknown fields are ignored; `slowest_group_seconds` is
+/// optional (the slowest group's predicted seconds when absent).
+/// INVALID_ARGUMENT for text that is not JSON, or for a missing or wrongly
+/// typed field, naming its path, e.g.
+/// `groups[2].micro_batches[0].sequence_indices[1]`. Does not check that the
+/// plan is legal (see ValidatePlan).
+absl::StatusOr<Plan> PlanFromJson(absl::string_view json);
+
+}  // namespace dcp
+
+#endif  // DCP_PLANNER_PLAN_JSON_H_

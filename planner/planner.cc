@@ -1,0 +1,683 @@
+#include "planner/planner.h"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <map>
+#include <numeric>
+#include <optional>
+#include <queue>
+#include <utility>
+#include <vector>
+
+#include "planner/baselines.h"
+#include "planner/batch_check.h"
+#include "planner/layout.h"
+#include "planner/lower_bound.h"
+#include "planner/packing.h"
+
+namespace dcp {
+namespace {
+
+constexpr double kInfinity = std::numeric_limits<double>::infinity();
+
+// Multiples of the lower bound tried as the step-time target that decides how
+// many GPUs each SP size gets.
+constexpr double kTargetFactors[] = {1.0, 1.03, 1.07, 1.15, 1.3, 1.5, 2.0, 3.0};
+// Local-search budget after the best candidate is chosen.
+constexpr int kRefinementRounds = 24;
+constexpr int kMovesTriedPerRound = 8;
+
+// One candidate: which group (by size index) each group is, and which
+// sequences each group runs.
+struct Assignment {
+  std::vector<int> group_size_index;
+  std::vector<std::vector<int>> group_sequences;
+  /// Largest group load by the additive estimates.
+  double estimated_seconds = 0;
+};
+
+// The search for one batch. Not thread-safe; one per PlanBatch call.
+class PlanSearch {
+ public:
+  PlanSearch(const CostModel& cost_model, const PlannerOptions& options,
+             absl::Span<const int64_t> lengths_tokens, std::vector<int> sizes)
+      : cost_model_(cost_model),
+        options_(options),
+        lengths_(lengths_tokens),
+        sizes_(std::move(sizes)) {}
+
+  absl::StatusOr<Plan> Run();
+
+ private:
+  absl::Status Prepare();
+  // Groups per size index for a step-time target; empty if it needs more
+  // GPUs than the cluster has.
+  enum class Rounding { kDown, kNearest, kUp };
+  std::vector<int> CountsForTarget(double target, Rounding rounding) const;
+  std::optional<Assignment> Assign(const std::vector<int>& counts) const;
+  // Micro-batches of one group in the current mode.
+  // `capacity_tokens_per_rank` overrides how full a micro-batch may get
+  // (0: as full as fits without recompute).
+  std::vector<MicroBatchPlan> MicroBatches(
+      const std::vector<int>& sequences, int sp_size,
+      int64_t capacity_tokens_per_rank = 0) const;
+  double GroupSeconds(const std::vector<int>& sequences, int sp_size) const;
+  // Sets the mode-wide settings (fixed accumulation count, uniform
+  // recompute) from an assignment.
+  void SetModeSettings(const Assignment& assignment);
+  // `group_order`, if given, receives the assignment's group index of each
+  // plan group.
+  absl::StatusOr<Plan> ToPlan(const Assignment& assignment,
+                              std::vector<int>* group_order = nullptr);
+  Assignment Refine(Assignment assignment) const;
+  // Lets the slowest groups run fewer, larger micro-batches (recomputing
+  // more) when the longer last backward hides more of the gradient
+  // all-reduce than the recompute costs.
+  void HideAllReduce(Plan& plan, const Assignment& assignment,
+                     const std::vector<int>& group_order) const;
+
+  const CostModel& cost_model_;
+  const PlannerOptions& options_;
+  absl::Span<const int64_t> lengths_;
+  std::vector<int> sizes_;
+
+  double lower_bound_ = 0;
+  std::vector<int> min_size_index_;
+  // estimate_[i * sizes + j]: seconds sequence i adds to a group of size j
+  // (kInfinity where it does not fit).
+  std::vector<double> estimate_;
+  std::vector<int> order_;  // sequences, biggest first
+  std::vector<int64_t> capacity_no_recompute_;  // per size index
+  std::vector<int64_t> capacity_full_recompute_;
+  // Fixed cost of one micro-batch per size index, paid once by every group
+  // that runs anything.
+  std::vector<double> micro_batch_overhead_;
+  // Mode settings: micro-batches per group when accumulation is fixed
+  // (0 = variable), one recompute setting when pyramid is off (-1 = per
+  // micro-batch).
+  int fixed_micro_batches_ = 0;
+  int uniform_checkpointed_layers_ = -1;
+};
+
+double& At(std::vector<double>& v, int i, int j, int n) { return v[i * n + j]; }
+
+absl::Status PlanSearch::Prepare() {
+  absl::StatusOr<double> bound =
+      StepTimeLowerBound(cost_model_, sizes_, lengths_);
+  if (!bound.ok()) return bound.status();
+  lower_bound_ = *bound;
+
+  const int n = static_cast<int>(lengths_.size());
+  const int num_sizes = static_cast<int>(sizes_.size());
+  for (int sp : sizes_) {
+    capacity_no_recompute_.push_back(cost_model_.MaxTokensPerRank(0));
+    capacity_full_recompute_.push_back(
+        cost_model_.MaxTokensPerRank(cost_model_.model().num_layers));
+    MicroBatchShape token;
+    token.sp_size = sp;
+    token.AddSequence(1);
+    micro_batch_overhead_.push_back(
+        cost_model_.MicroBatch(token, 0).total_seconds);
+  }
+  min_size_index_.assign(n, 0);
+  estimate_.assign(static_cast<size_t>(n) * num_sizes, kInfinity);
+  for (int i = 0; i < n; ++i) {
+    absl::StatusOr<int> min_sp =
+        MinFeasibleSpSize(cost_model_, sizes_, i, lengths_[i]);
+    if (!min_sp.ok()) return min_sp.status();
+    min_size_index_[i] = static_cast<int>(
+        std::lower_bound(sizes_.begin(), sizes_.end(), *min_sp) -
+        sizes_.begin());
+    for (int j = min_size_index_[i]; j < num_sizes; ++j) {
+      MicroBatchShape alone;
+      alone.sp_size = sizes_[j];
+      alone.AddSequence(lengths_[i]);
+      if (alone.tokens_per_rank > capacity_no_recompute_[j]) {
+        // Runs in a micro-batch of its own, with recompute.
+        const int k = cost_model_.MinCheckpointedLayers(alone).value_or(
+            cost_model_.model().num_layers);
+        At(estimate_, i, j, num_sizes) =
+            cost_model_.MicroBatch(alone, k).total_seconds;
+      } else {
+        // Shares a micro-batch: count only what it adds over the
+        // micro-batch's fixed costs (priced by a one-token sequence).
+        At(estimate_, i, j, num_sizes) =
+            cost_model_.MicroBatch(alone, 0).total_seconds -
+            micro_batch_overhead_[j];
+      }
+    }
+  }
+  order_.resize(n);
+  std::iota(order_.begin(), order_.end(), 0);
+  std::vector<double> key(n);
+  for (int i = 0; i < n; ++i) {
+    key[i] = At(estimate_, i, min_size_index_[i], num_sizes);
+  }
+  std::stable_sort(order_.begin(), order_.end(),
+                   [&](int a, int b) { return key[a] > key[b]; });
+  return absl::OkStatus();
+}
+
+std::vector<int> PlanSearch::CountsForTarget(double target,
+                                             Rounding rounding) const {
+  const int num_sizes = static_cast<int>(sizes_.size());
+  std::vector<double> work(num_sizes, 0);
+  std::vector<bool> needs_size(num_sizes, false);
+  for (int i = 0; i < static_cast<int>(lengths_.size()); ++i) {
+    // The smallest size that runs it within the target, else its fastest.
+    int chosen = -1;
+    double fastest = kInfinity;
+    int fastest_index = min_size_index_[i];
+    for (int j = min_size_index_[i]; j < num_sizes; ++j) {
+      const double seconds = estimate_[i * num_sizes + j];
+      if (seconds <= target) {
+        chosen = j;
+        break;
+      }
+      if (seconds < fastest) {
+        fastest = seconds;
+        fastest_index = j;
+      }
+    }
+    if (chosen < 0) chosen = fastest_index;
+    work[chosen] += estimate_[i * num_sizes + chosen];
+    needs_size[min_size_index_[i]] = true;
+  }
+  // Whole groups for the work of each size (rounded down, up or to the
+  // nearest: the caller tries each); a size some sequence needs and no
+  // larger group can serve gets at least one group.
+  std::vector<int> counts(num_sizes, 0);
+  int used = 0;
+  for (int j = num_sizes - 1; j >= 0; --j) {
+    const double groups = work[j] / target;
+    switch (rounding) {
+      case Rounding::kDown:
+        counts[j] = static_cast<int>(std::floor(groups + 1e-9));
+        break;
+      case Rounding::kNearest:
+        counts[j] = static_cast<int>(std::floor(groups + 0.5));
+        break;
+      case Rounding::kUp:
+        counts[j] = static_cast<int>(std::ceil(groups - 1e-9));
+        break;
+    }
+    if (counts[j] == 0 && needs_size[j] && used == 0) counts[j] = 1;
+    used += counts[j] * sizes_[j];
+  }
+  const int world = cost_model_.cluster().NumGpus();
+  if (used > world) return {};
+  // Spare GPUs go where they cut the most load per GPU.
+  while (used < world) {
+    int best = -1;
+    double best_gain = -1;
+    for (int j = 0; j < num_sizes; ++j) {
+      if (sizes_[j] > world - used) continue;
+      // Load removed from each group of this size per GPU added.
+      const double gain =
+          counts[j] == 0
+              ? work[j] / sizes_[j]
+              : work[j] / counts[j] / (counts[j] + 1) / sizes_[j];
+      if (gain > best_gain) {
+        best_gain = gain;
+        best = j;
+      }
+    }
+    ++counts[best];  // size 1 (index 0) always fits
+    used += sizes_[best];
+  }
+  return counts;
+}
+
+std::optional<Assignment> PlanSearch::Assign(
+    const std::vector<int>& counts) const {
+  const int num_sizes = static_cast<int>(sizes_.size());
+  Assignment assignment;
+  using Load = std::pair<double, int>;  // (seconds, group)
+  std::vector<std::priority_queue<Load, std::vector<Load>, std::greater<Load>>>
+      lightest(num_sizes);
+  for (int j = num_sizes - 1; j >= 0; --j) {
+    for (int c = 0; c < counts[j]; ++c) {
+      const int group = static_cast<int>(assignment.group_size_index.size());
+      assignment.group_size_index.push_back(j);
+      lightest[j].push({0.0, group});
+    }
+  }
+  assignment.group_sequences.resize(assignment.group_size_index.size());
+  for (int i : order_) {
+    int best = -1;
+    double best_finish = kInfinity;
+    for (int j = min_size_index_[i]; j < num_sizes; ++j) {
+      if (lightest[j].empty()) continue;
+      const double load = lightest[j].top().first;
+      const double finish = load + estimate_[i * num_sizes + j] +
+                            (load == 0 ? micro_batch_overhead_[j] : 0);
+      if (finish < best_finish) {
+        best_finish = finish;
+        best = j;
+      }
+    }
+    if (best < 0) return std::nullopt;  // no group large enough
+    auto [load, group] = lightest[best].top();
+    lightest[best].pop();
+    assignment.group_sequences[group].push_back(i);
+    lightest[best].push({best_finish, group});
+    assignment.estimated_seconds =
+        std::max(assignment.estimated_seconds, best_finish);
+  }
+  return assignment;
+}
+
+std::vector<MicroBatchPlan> PlanSearch::MicroBatches(
+    const std::vector<int>& sequences, int sp_size,
+    int64_t capacity_tokens_per_rank) const {
+  const int j = static_cast<int>(
+      std::lower_bound(sizes_.begin(), sizes_.end(), sp_size) - sizes_.begin());
+  std::vector<std::vector<int>> bins;
+  if (fixed_micro_batches_ == 0) {
+    // As many micro-batches as fit without recompute.
+    bins = PackFirstFitDecreasing(sequences, lengths_, sp_size,
+                                  capacity_tokens_per_rank > 0
+                                      ? capacity_tokens_per_rank
+                                      : capacity_no_recompute_[j]);
+  } else {
+    // Exactly the common count where the group has enough sequences: the
+    // fewest that fit with full recompute, split until the count is reached.
+    bins = PackFirstFitDecreasing(sequences, lengths_, sp_size,
+                                  capacity_full_recompute_[j]);
+    const size_t wanted = std::min<size_t>(fixed_micro_batches_, sequences.size());
+    while (bins.size() < wanted) {
+      int split = -1;
+      int64_t most = -1;
+      for (int b = 0; b < static_cast<int>(bins.size()); ++b) {
+        if (bins[b].size() < 2) continue;
+        int64_t tokens = 0;
+        for (int i : bins[b]) tokens += TokensPerRank(lengths_[i], sp_size);
+        if (tokens > most) {
+          most = tokens;
+          split = b;
+        }
+      }
+      if (split < 0) break;
+      std::vector<std::vector<int>> halves =
+          BalanceIntoBins(bins[split], lengths_, sp_size, 2);
+      bins[split] = std::move(halves[0]);
+      bins.push_back(std::move(halves[1]));
+    }
+  }
+  std::vector<MicroBatchPlan> micro_batches;
+  micro_batches.reserve(bins.size());
+  for (std::vector<int>& bin : bins) {
+    MicroBatchPlan micro_batch;
+    MicroBatchShape shape;
+    shape.sp_size = sp_size;
+    for (int i : bin) shape.AddSequence(lengths_[i]);
+    const int needed = cost_model_.MinCheckpointedLayers(shape).value_or(
+        cost_model_.model().num_layers);
+    micro_batch.checkpointed_layers =
+        std::max(needed, uniform_checkpointed_layers_);
+    const MicroBatchCost cost =
+        cost_model_.MicroBatch(shape, micro_batch.checkpointed_layers);
+    micro_batch.predicted_seconds = cost.total_seconds;
+    micro_batch.predicted_peak_bytes = cost.peak_bytes;
+    std::sort(bin.begin(), bin.end());
+    micro_batch.sequence_indices = std::move(bin);
+    micro_batches.push_back(std::move(micro_batch));
+  }
+  // Largest last: its backward hides the most of the gradient all-reduce.
+  std::stable_sort(micro_batches.begin(), micro_batches.end(),
+                   [](const MicroBatchPlan& a, const MicroBatchPlan& b) {
+                     return a.predicted_seconds < b.predicted_seconds;
+                   });
+  return micro_batches;
+}
+
+double PlanSearch::GroupSeconds(const std::vector<int>& sequences,
+                                int sp_size) const {
+  double seconds = 0;
+  for (const MicroBatchPlan& micro_batch : MicroBatches(sequences, sp_size)) {
+    seconds += micro_batch.predicted_seconds;
+  }
+  return seconds;
+}
+
+void PlanSearch::SetModeSettings(const Assignment& assignment) {
+  fixed_micro_batches_ = 0;
+  uniform_checkpointed_layers_ = -1;
+  if (!options_.variable_accumulation) {
+    int most = 1;
+    for (size_t g = 0; g < assignment.group_sequences.size(); ++g) {
+      const int j = assignment.group_size_index[g];
+      most = std::max<int>(
+          most, PackFirstFitDecreasing(assignment.group_sequences[g], lengths_,
+                                       sizes_[j], capacity_full_recompute_[j])
+                    .size());
+    }
+    fixed_micro_batches_ = most;
+  }
+  if (!options_.pyramid_recompute) {
+    int most = 0;
+    for (size_t g = 0; g < assignment.group_sequences.size(); ++g) {
+      for (const MicroBatchPlan& micro_batch :
+           MicroBatches(assignment.group_sequences[g],
+                        sizes_[assignment.group_size_index[g]])) {
+        most = std::max(most, micro_batch.checkpointed_layers);
+      }
+    }
+    uniform_checkpointed_layers_ = most;
+  }
+}
+
+absl::StatusOr<Plan> PlanSearch::ToPlan(const Assignment& assignment,
+                                        std::vector<int>* group_order) {
+  std::vector<int> group_sizes;
+  for (int j : assignment.group_size_index) group_sizes.push_back(sizes_[j]);
+  absl::StatusOr<std::vector<int>> first_ranks =
+      PlaceGroups(group_sizes, cost_model_.cluster());
+  if (!first_ranks.ok()) return first_ranks.status();
+  SetModeSettings(assignment);
+  Plan plan;
+  plan.strategy = options_.strategy_name;
+  std::vector<int> by_rank(group_sizes.size());
+  std::iota(by_rank.begin(), by_rank.end(), 0);
+  std::sort(by_rank.begin(), by_rank.end(), [&](int a, int b) {
+    return (*first_ranks)[a] < (*first_ranks)[b];
+  });
+  if (group_order != nullptr) *group_order = by_rank;
+  for (int g : by_rank) {
+    GroupPlan group;
+    for (int r = 0; r < group_sizes[g]; ++r) {
+      group.ranks.push_back((*first_ranks)[g] + r);
+    }
+    group.micro_batches =
+        MicroBatches(assignment.group_sequences[g], group_sizes[g]);
+    plan.groups.push_back(std::move(group));
+  }
+  PredictPlan(cost_model_, lengths_, plan);
+  plan.lower_bound_seconds = lower_bound_;
+  return plan;
+}
+
+Assignment PlanSearch::Refine(Assignment assignment) const {
+  const int num_sizes = static_cast<int>(sizes_.size());
+  const int num_groups = static_cast<int>(assignment.group_sequences.size());
+  std::vector<double> seconds(num_groups);
+  for (int g = 0; g < num_groups; ++g) {
+    seconds[g] = GroupSeconds(assignment.group_sequences[g],
+                              sizes_[assignment.group_size_index[g]]);
+  }
+  for (int round = 0; round < kRefinementRounds; ++round) {
+    const int slowest = static_cast<int>(
+        std::max_element(seconds.begin(), seconds.end()) - seconds.begin());
+    // The least loaded other group of each size.
+    std::vector<int> lightest(num_sizes, -1);
+    for (int g = 0; g < num_groups; ++g) {
+      if (g == slowest) continue;
+      int& best = lightest[assignment.group_size_index[g]];
+      if (best < 0 || seconds[g] < seconds[best]) best = g;
+    }
+    std::vector<int>& source = assignment.group_sequences[slowest];
+    if (source.size() < 2 && num_groups > 1 &&
+        assignment.group_sequences[slowest].size() == 1) {
+      // A lone sequence can still move to a bigger, idle group.
+    }
+    // Candidate sequences: the biggest ones, then a spread of the rest.
+    std::vector<int> positions(source.size());
+    std::iota(positions.begin(), positions.end(), 0);
+    std::stable_sort(positions.begin(), positions.end(), [&](int a, int b) {
+      return lengths_[source[a]] > lengths_[source[b]];
+    });
+    std::vector<int> tried;
+    const int budget = kMovesTriedPerRound;
+    for (int p = 0; p < static_cast<int>(positions.size()) &&
+                    static_cast<int>(tried.size()) < budget / 2;
+         ++p) {
+      tried.push_back(positions[p]);
+    }
+    const int rest = static_cast<int>(positions.size()) - budget / 2;
+    for (int q = 0; rest > 0 && q < budget / 2; ++q) {
+      const int p = budget / 2 + q * rest / (budget / 2);
+      if (p < static_cast<int>(positions.size()) &&
+          std::find(tried.begin(), tried.end(), positions[p]) == tried.end()) {
+        tried.push_back(positions[p]);
+      }
+    }
+    double best_pair_max = seconds[slowest];
+    int best_position = -1;
+    int best_target = -1;
+    double best_source_seconds = 0;
+    double best_target_seconds = 0;
+    for (int position : tried) {
+      const int sequence = source[position];
+      std::vector<int> without = source;
+      without.erase(without.begin() + position);
+      const double source_seconds = GroupSeconds(
+          without, sizes_[assignment.group_size_index[slowest]]);
+      for (int j = min_size_index_[sequence]; j < num_sizes; ++j) {
+        const int target = lightest[j];
+        if (target < 0) continue;
+        std::vector<int> with = assignment.group_sequences[target];
+        with.push_back(sequence);
+        const double target_seconds = GroupSeconds(with, sizes_[j]);
+        const double pair_max = std::max(source_seconds, target_seconds);
+        if (pair_max < best_pair_max * (1 - 1e-9)) {
+          best_pair_max = pair_max;
+          best_position = position;
+          best_target = target;
+          best_source_seconds = source_seconds;
+          best_target_seconds = target_seconds;
+        }
+      }
+    }
+    if (best_target < 0) break;
+    const int sequence = source[best_position];
+    source.erase(source.begin() + best_position);
+    assignment.group_sequences[best_target].push_back(sequence);
+    seconds[slowest] = best_source_seconds;
+    seconds[best_target] = best_target_seconds;
+  }
+  return assignment;
+}
+
+void PlanSearch::HideAllReduce(Plan& plan, const Assignment& assignment,
+                               const std::vector<int>& group_order) const {
+  if (fixed_micro_batches_ != 0 || uniform_checkpointed_layers_ >= 0) return;
+  if (plan.exposed_allreduce_seconds <= 0) return;
+  // ToPlan laid groups out by first rank; `group_order` maps them back.
+  const std::vector<int>& group_of_plan = group_order;
+  const int layers = cost_model_.model().num_layers;
+  for (int round = 0; round < 4 && plan.exposed_allreduce_seconds > 0;
+       ++round) {
+    size_t slowest = 0;
+    for (size_t p = 1; p < plan.groups.size(); ++p) {
+      if (plan.groups[p].predicted_seconds >
+          plan.groups[slowest].predicted_seconds) {
+        slowest = p;
+      }
+    }
+    if (group_of_plan[slowest] < 0) return;
+    const std::vector<int>& sequences =
+        assignment.group_sequences[group_of_plan[slowest]];
+    Plan best = plan;
+    for (int k : {layers / 4, layers / 2, (3 * layers) / 4, layers}) {
+      Plan trial = plan;
+      trial.groups[slowest].micro_batches =
+          MicroBatches(sequences, plan.groups[slowest].sp_size(),
+                       cost_model_.MaxTokensPerRank(k));
+      PredictPlan(cost_model_, lengths_, trial);
+      if (trial.predicted_step_seconds < best.predicted_step_seconds) {
+        best = std::move(trial);
+      }
+    }
+    if (best.predicted_step_seconds >= plan.predicted_step_seconds) return;
+    plan = std::move(best);
+  }
+}
+
+absl::StatusOr<Plan> PlanSearch::Run() {
+  if (absl::Status status = Prepare(); !status.ok()) return status;
+  const int world = cost_model_.cluster().NumGpus();
+  const int num_sizes = static_cast<int>(sizes_.size());
+
+  std::vector<std::vector<int>> candidates;
+  for (double factor : kTargetFactors) {
+    for (Rounding rounding :
+         {Rounding::kDown, Rounding::kNearest, Rounding::kUp}) {
+      std::vector<int> counts =
+          CountsForTarget(lower_bound_ * factor, rounding);
+      if (!counts.empty()) candidates.push_back(std::move(counts));
+    }
+  }
+  // Homogeneous layouts (every group the same size) keep the static ways of
+  // training inside the search space.
+  const int needed = *std::max_element(min_size_index_.begin(),
+                                       min_size_index_.end());
+  for (int j = needed; j < num_sizes; ++j) {
+    std::vector<int> counts(num_sizes, 0);
+    counts[j] = world / sizes_[j];
+    if (counts[j] * sizes_[j] == world) candidates.push_back(std::move(counts));
+  }
+  std::sort(candidates.begin(), candidates.end());
+  candidates.erase(std::unique(candidates.begin(), candidates.end()),
+                   candidates.end());
+
+  // Hill-climb over layouts from every starting point: merge groups of one
+  // size into a larger one or split one, judged by the estimated makespan of
+  // the greedy assignment; the budget shrinks as batches grow.
+  const int64_t budget = std::clamp<int64_t>(
+      int64_t{6'000'000} /
+          (static_cast<int64_t>(lengths_.size()) * num_sizes + 1),
+      16, 400);
+  int64_t evaluations = 0;
+  std::map<std::vector<int>, double> estimated;  // layout -> makespan
+  auto evaluate = [&](const std::vector<int>& counts) -> double {
+    auto it = estimated.find(counts);
+    if (it != estimated.end()) return it->second;
+    ++evaluations;
+    double seconds = kInfinity;
+    std::vector<int> group_sizes;
+    for (int j = 0; j < num_sizes; ++j) {
+      group_sizes.insert(group_sizes.end(), counts[j], sizes_[j]);
+    }
+    if (PlaceGroups(group_sizes, cost_model_.cluster()).ok()) {
+      std::optional<Assignment> assignment = Assign(counts);
+      if (assignment) seconds = assignment->estimated_seconds;
+    }
+    estimated.emplace(counts, seconds);
+    return seconds;
+  };
+  for (const std::vector<int>& start : candidates) {
+    std::vector<int> current = start;
+    double current_seconds = evaluate(current);
+    while (evaluations < budget) {
+      std::vector<int> best_neighbour;
+      double best_seconds = current_seconds * (1 - 1e-9);
+      for (int a = 0; a < num_sizes; ++a) {
+        for (int b = a + 1; b < num_sizes; ++b) {
+          if (sizes_[b] % sizes_[a] != 0) continue;
+          const int ratio = sizes_[b] / sizes_[a];
+          for (int direction : {+1, -1}) {
+            std::vector<int> neighbour = current;
+            neighbour[a] -= direction * ratio;
+            neighbour[b] += direction;
+            if (neighbour[a] < 0 || neighbour[b] < 0) continue;
+            const double seconds = evaluate(neighbour);
+            if (seconds < best_seconds) {
+              best_seconds = seconds;
+              best_neighbour = std::move(neighbour);
+            }
+          }
+        }
+      }
+      if (best_neighbour.empty()) break;
+      current = std::move(best_neighbour);
+      current_seconds = best_seconds;
+    }
+  }
+  // Price the most promising layouts exactly, and the homogeneous ones.
+  std::vector<std::pair<double, std::vector<int>>> ranked;
+  for (const auto& [counts, seconds] : estimated) {
+    if (seconds < kInfinity) ranked.push_back({seconds, counts});
+  }
+  std::sort(ranked.begin(), ranked.end());
+  constexpr size_t kExactlyPriced = 4;
+  if (ranked.size() > kExactlyPriced) ranked.resize(kExactlyPriced);
+  for (const auto& [counts, seconds] : estimated) {
+    const bool homogeneous =
+        std::count(counts.begin(), counts.end(), 0) == num_sizes - 1;
+    if (homogeneous && seconds < kInfinity &&
+        std::none_of(ranked.begin(), ranked.end(),
+                     [&](const auto& r) { return r.second == counts; })) {
+      ranked.push_back({seconds, counts});
+    }
+  }
+
+  std::optional<Assignment> best_assignment;
+  std::optional<Plan> best_plan;
+  for (const auto& [unused, counts] : ranked) {
+    std::optional<Assignment> assignment = Assign(counts);
+    if (!assignment) continue;
+    absl::StatusOr<Plan> plan = ToPlan(*assignment);
+    if (!plan.ok()) continue;
+    if (!best_plan ||
+        plan->predicted_step_seconds < best_plan->predicted_step_seconds) {
+      best_plan = std::move(*plan);
+      best_assignment = std::move(assignment);
+    }
+  }
+  if (!best_plan) {
+    return absl::InternalError(
+        "no candidate layout could be placed on the cluster");
+  }
+  SetModeSettings(*best_assignment);
+  Assignment refined = Refine(*best_assignment);
+  absl::StatusOr<Plan> refined_plan = ToPlan(refined);
+  if (refined_plan.ok() &&
+      refined_plan->predicted_step_seconds < best_plan->predicted_step_seconds) {
+    best_plan = *std::move(refined_plan);
+    best_assignment = std::move(refined);
+  }
+  {
+    std::vector<int> group_order;
+    absl::StatusOr<Plan> plan = ToPlan(*best_assignment, &group_order);
+    if (plan.ok()) {
+      HideAllReduce(*plan, *best_assignment, group_order);
+      if (plan->predicted_step_seconds < best_plan->predicted_step_seconds) {
+        best_plan = *std::move(plan);
+      }
+    }
+  }
+  // The static ways of training are legal plans too: never return worse.
+  // (They keep one accumulation count only up to a remainder, so not when
+  // accumulation must be fixed.)
+  if (options_.variable_accumulation) {
+    for (auto* plan_static : {&PlanBucket, &PlanPacked}) {
+      absl::StatusOr<Plan> plan =
+          (*plan_static)(cost_model_, lengths_, options_.static_options);
+      if (plan.ok() &&
+          plan->predicted_step_seconds < best_plan->predicted_step_seconds) {
+        plan->strategy = options_.strategy_name;
+        plan->lower_bound_seconds = lower_bound_;
+        best_plan = *std::move(plan);
+      }
+    }
+  }
+  return *best_plan;
+}
+
+}  // namespace
+
+absl::StatusOr<Plan> Planner::PlanBatch(
+    absl::Span<const int64_t> lengths_tokens) const {
+  if (absl::Status status = ValidateBatch(lengths_tokens); !status.ok()) {
+    return status;
+  }
+  absl::StatusOr<std::vector<int>> sizes =
+      LegalSpSizes(cost_model_, options_.sp_sizes);
+  if (!sizes.ok()) return sizes.status();
+  PlanSearch search(cost_model_, options_, lengths_tokens, *std::move(sizes));
+  return search.Run();
+}
+
+}  // namespace dcp

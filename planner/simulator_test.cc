@@ -1,0 +1,227 @@
+#include "planner/simulator.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "common/clock.h"
+#include "common/fake_clock.h"
+#include "cost_model/cluster_spec.h"
+#include "cost_model/cost_model.h"
+#include "cost_model/model_spec.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "planner/workload.h"
+
+namespace dcp {
+namespace {
+
+using ::testing::HasSubstr;
+
+// A clock that moves 1 ms every time it is read.
+class SteppingClock final : public Clock {
+ public:
+  absl::Time Now() const override {
+    absl::MutexLock lock(&mutex_);
+    now_ += absl::Milliseconds(1);
+    return now_;
+  }
+
+ private:
+  mutable absl::Mutex mutex_;
+  mutable absl::Time now_ ABSL_GUARDED_BY(mutex_) = absl::UnixEpoch();
+};
+
+CostModel MakeCostModel() {
+  return *CostModel::CreateDefault(*ModelPreset("llama3-8b"),
+                                   H200Cluster(/*num_nodes=*/1,
+                                               /*gpus_per_node=*/8));
+}
+
+BatchStream MakeStream(uint64_t seed = 7) {
+  absl::StatusOr<std::unique_ptr<LengthSource>> source =
+      ParseWorkloadSpec("longtail:max=32768,tail_min=8192");
+  EXPECT_TRUE(source.ok()) << source.status();
+  absl::StatusOr<BatchStream> stream =
+      BatchStream::Create(*std::move(source),
+                          {/*global_batch_tokens=*/8 * 16384,
+                           /*global_batch_samples=*/0},
+                          seed);
+  EXPECT_TRUE(stream.ok()) << stream.status();
+  return *std::move(stream);
+}
+
+SimulationOptions SmallOptions() {
+  SimulationOptions options;
+  options.steps = 4;
+  return options;
+}
+
+TEST(SimulatorTest, ReportsEveryStrategyWithSaneNumbers) {
+  const CostModel cost_model = MakeCostModel();
+  BatchStream stream = MakeStream();
+  FakeClock clock;
+  std::vector<int> progress_steps;
+  absl::StatusOr<SimulationReport> report = Simulate(
+      cost_model, stream, SmallOptions(), clock, [&](int step, int steps) {
+        EXPECT_EQ(steps, 4);
+        progress_steps.push_back(step);
+      });
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_EQ(progress_steps, std::vector<int>({1, 2, 3, 4}));
+  EXPECT_EQ(report->steps, 4);
+  EXPECT_THAT(report->workload_description, HasSubstr("longtail"));
+  ASSERT_EQ(report->strategies.size(), 5u);
+  const std::vector<std::string> names = SimulationStrategyNames();
+  EXPECT_GT(report->lower_bound_mean_step_seconds, 0);
+  for (size_t i = 0; i < names.size(); ++i) {
+    const StrategyStats& stats = report->strategies[i];
+    SCOPED_TRACE(stats.name);
+    EXPECT_EQ(stats.name, names[i]);
+    EXPECT_EQ(stats.steps, 4);
+    EXPECT_GT(stats.mean_step_seconds, 0);
+    EXPECT_LE(report->lower_bound_mean_step_seconds,
+              stats.mean_step_seconds * (1 + 1e-12));
+    EXPECT_GE(stats.mean_gap_to_lower_bound, -1e-12);
+    EXPECT_GT(stats.max_memory_fraction, 0);
+    EXPECT_LE(stats.max_memory_fraction, 1.0);
+    EXPECT_GE(stats.mean_idle_fraction, 0);
+    EXPECT_LT(stats.mean_idle_fraction, 1);
+    EXPECT_GT(stats.speedup_vs_bucket, 0);
+  }
+  EXPECT_EQ(report->strategies[0].speedup_vs_bucket, 1.0);
+  // The fake clock never moved.
+  EXPECT_EQ(report->plan_latency_p50_ms, 0);
+  EXPECT_EQ(report->plan_latency_p99_ms, 0);
+}
+
+TEST(SimulatorTest, DeterministicApartFromLatency) {
+  const CostModel cost_model = MakeCostModel();
+  BatchStream first_stream = MakeStream();
+  BatchStream second_stream = MakeStream();
+  FakeClock fake_clock;
+  SteppingClock stepping_clock;
+  absl::StatusOr<SimulationReport> first =
+      Simulate(cost_model, first_stream, SmallOptions(), fake_clock);
+  absl::StatusOr<SimulationReport> second =
+      Simulate(cost_model, second_stream, SmallOptions(), stepping_clock);
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_TRUE(second.ok()) << second.status();
+  nlohmann::json first_json =
+      nlohmann::json::parse(SimulationReportToJson(*first));
+  nlohmann::json second_json =
+      nlohmann::json::parse(SimulationReportToJson(*second));
+  // Each dcp PlanBatch reads the stepping clock twice: 1 ms apart.
+  EXPECT_EQ(second_json["plan_latency_ms"]["p50"], 1.0);
+  EXPECT_EQ(second_json["plan_latency_ms"]["p99"], 1.0);
+  first_json.erase("plan_latency_ms");
+  second_json.erase("plan_latency_ms");
+  EXPECT_EQ(first_json, second_json);
+}
+
+TEST(SimulatorTest, JsonHasTheDocumentedFields) {
+  const CostModel cost_model = MakeCostModel();
+  BatchStream stream = MakeStream();
+  FakeClock clock;
+  SimulationOptions options = SmallOptions();
+  options.steps = 2;
+  absl::StatusOr<SimulationReport> report =
+      Simulate(cost_model, stream, options, clock);
+  ASSERT_TRUE(report.ok()) << report.status();
+  const nlohmann::json json =
+      nlohmann::json::parse(SimulationReportToJson(*report));
+  ASSERT_EQ(json["strategies"].size(), 5u);
+  for (const nlohmann::json& stats : json["strategies"]) {
+    for (const char* field :
+         {"mean_step_seconds", "speedup_vs_bucket", "mean_idle_fraction",
+          "max_memory_fraction", "mean_gap_to_lower_bound"}) {
+      EXPECT_TRUE(stats[field].is_number()) << field;
+    }
+    EXPECT_TRUE(stats["name"].is_string());
+  }
+  EXPECT_TRUE(json["lower_bound_mean_step_seconds"].is_number());
+  EXPECT_TRUE(json["plan_latency_ms"]["p50"].is_number());
+  EXPECT_TRUE(json["plan_latency_ms"]["p99"].is_number());
+
+  const std::string table = SimulationReportToTable(*report);
+  EXPECT_THAT(table, HasSubstr("strategy"));
+  EXPECT_THAT(table, HasSubstr("dcp-uniform-recompute"));
+  EXPECT_THAT(table, HasSubstr("lower bound"));
+  EXPECT_THAT(table, HasSubstr("1.00x"));
+}
+
+TEST(SimulatorTest, SubsetWithoutBucketStillComparesToBucket) {
+  const CostModel cost_model = MakeCostModel();
+  FakeClock clock;
+  SimulationOptions options = SmallOptions();
+  options.steps = 2;
+  options.strategies = {"dcp", "bucket"};
+  BatchStream stream = MakeStream();
+  absl::StatusOr<SimulationReport> both =
+      Simulate(cost_model, stream, options, clock);
+  ASSERT_TRUE(both.ok()) << both.status();
+  options.strategies = {"dcp"};
+  BatchStream again = MakeStream();
+  absl::StatusOr<SimulationReport> dcp_only =
+      Simulate(cost_model, again, options, clock);
+  ASSERT_TRUE(dcp_only.ok()) << dcp_only.status();
+  ASSERT_EQ(dcp_only->strategies.size(), 1u);
+  EXPECT_EQ(dcp_only->strategies[0].name, "dcp");
+  EXPECT_EQ(dcp_only->strategies[0].speedup_vs_bucket,
+            both->strategies[0].speedup_vs_bucket);
+  EXPECT_EQ(both->strategies[1].name, "bucket");
+}
+
+TEST(SimulatorTest, RejectsBadOptions) {
+  const CostModel cost_model = MakeCostModel();
+  FakeClock clock;
+  BatchStream stream = MakeStream();
+  SimulationOptions options = SmallOptions();
+  options.strategies = {"dcp", "magic"};
+  absl::StatusOr<SimulationReport> report =
+      Simulate(cost_model, stream, options, clock);
+  EXPECT_EQ(report.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(report.status().message()),
+              HasSubstr("unknown strategy 'magic'; valid strategies: bucket, "
+                        "packed, dcp, dcp-fixed-accum, dcp-uniform-recompute"));
+
+  options.strategies = {"dcp", "dcp"};
+  EXPECT_THAT(Simulate(cost_model, stream, options, clock).status().message(),
+              HasSubstr("listed twice"));
+
+  options = SmallOptions();
+  options.steps = 0;
+  EXPECT_THAT(Simulate(cost_model, stream, options, clock).status().message(),
+              HasSubstr("steps = 0"));
+
+  options = SmallOptions();
+  options.planner_options.sp_sizes = {3};
+  EXPECT_THAT(Simulate(cost_model, stream, options, clock).status().message(),
+              HasSubstr("SP size 3"));
+}
+
+TEST(SimulatorTest, PlanningErrorsNameTheStep) {
+  // 1M-token sequences do not fit one 8-GPU node of llama3-8b.
+  const CostModel cost_model = MakeCostModel();
+  absl::StatusOr<BatchStream> stream =
+      BatchStream::Create(MakeListSource({1024, 1 << 22}),
+                          {/*global_batch_tokens=*/0,
+                           /*global_batch_samples=*/1},
+                          /*seed=*/1);
+  ASSERT_TRUE(stream.ok()) << stream.status();
+  FakeClock clock;
+  SimulationOptions options = SmallOptions();
+  // Statically configured for the short sequence, so step 0 plans.
+  options.static_options.workload_max_length_tokens = 1024;
+  absl::StatusOr<SimulationReport> report =
+      Simulate(cost_model, *stream, options, clock);
+  EXPECT_EQ(report.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(report.status().message()), HasSubstr("step 1: "));
+}
+
+}  // namespace
+}  // namespace dcp
