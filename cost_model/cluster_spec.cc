@@ -75,10 +75,12 @@ absl::StatusOr<ClusterSpec> ClusterSpecFromJson(absl::string_view json_text) {
   for (auto it = json.begin(); it != json.end(); ++it) {
     const std::string& key = it.key();
     if (key == "num_nodes" || key == "gpus_per_node") {
-      if (!it.value().is_number_integer()) {
+      if (!it.value().is_number_integer() ||
+          it.value().get<int64_t>() < -(int64_t{1} << 31) ||
+          it.value().get<int64_t>() >= (int64_t{1} << 31)) {
         return absl::InvalidArgumentError(absl::StrCat(
             "cluster spec field '", key, "' = ", it.value().dump(),
-            " must be an integer"));
+            " must be an integer below 2^31"));
       }
       (key == "num_nodes" ? spec.num_nodes : spec.gpus_per_node) =
           it.value().get<int>();

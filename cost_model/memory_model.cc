@@ -1,5 +1,6 @@
 #include "cost_model/memory_model.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace dcp {
@@ -65,12 +66,24 @@ int64_t MemoryModel::MaxTokensPerRank(int checkpointed_layers,
 
 std::optional<int> MemoryModel::MinCheckpointedLayers(
     int64_t tokens_per_rank, double budget_bytes) const {
-  // Activation bytes fall as k grows (after the first layer adds the working
-  // set), so scan from the cheapest setting.
-  for (int k = 0; k <= num_layers_; ++k) {
-    if (PeakBytes(tokens_per_rank, k) <= budget_bytes) return k;
+  if (PeakBytes(tokens_per_rank, 0) <= budget_bytes) return 0;
+  // For k >= 1 the activation bytes fall linearly in k (each checkpointed
+  // layer keeps its input instead of its activations), so solve for the
+  // least k and step over rounding.
+  const double saved_per_layer =
+      params_.activation_bytes_per_token_per_layer -
+      params_.checkpoint_bytes_per_token_per_layer;
+  int k = 1;
+  if (saved_per_layer > 0 && tokens_per_rank > 0) {
+    const double excess = PeakBytes(tokens_per_rank, 1) - budget_bytes;
+    k = 1 + static_cast<int>(std::ceil(
+                excess / (saved_per_layer * static_cast<double>(tokens_per_rank))));
+    k = std::clamp(k - 1, 1, num_layers_);
   }
-  return std::nullopt;
+  while (k <= num_layers_ && PeakBytes(tokens_per_rank, k) > budget_bytes) ++k;
+  while (k > 1 && PeakBytes(tokens_per_rank, k - 1) <= budget_bytes) --k;
+  if (k > num_layers_) return std::nullopt;
+  return k;
 }
 
 }  // namespace dcp

@@ -196,7 +196,11 @@ absl::StatusOr<ModelSpec> ModelSpecFromJson(absl::string_view json_text) {
                key == "num_attention_heads" || key == "num_kv_heads" ||
                key == "ffn_hidden_size" || key == "vocab_size" ||
                key == "dtype_bytes") {
-      status = need(value.is_number_integer(), "an integer");
+      // Sizes past 2^31 are never real and would wrap in an int field.
+      status = need(value.is_number_integer() &&
+                        value.get<int64_t>() >= -(int64_t{1} << 31) &&
+                        value.get<int64_t>() < (int64_t{1} << 31),
+                    "an integer below 2^31");
       if (status.ok()) {
         int64_t v = value.get<int64_t>();
         if (key == "num_layers") spec.num_layers = static_cast<int>(v);

@@ -8,7 +8,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "planner/batch_check.h"
-#include "planner/lower_bound.h"
 #include "planner/packing.h"
 
 namespace dcp {
@@ -24,19 +23,6 @@ std::vector<GroupPlan> StaticGroups(const CostModel& cost_model, int sp_size) {
     }
   }
   return groups;
-}
-
-absl::Status Finish(const CostModel& cost_model,
-                    absl::Span<const int64_t> lengths_tokens, int sp_size,
-                    Plan& plan) {
-  PredictPlan(cost_model, lengths_tokens, plan);
-  absl::StatusOr<std::vector<int>> sizes = LegalSpSizes(cost_model, {});
-  if (!sizes.ok()) return sizes.status();
-  absl::StatusOr<double> bound =
-      StepTimeLowerBound(cost_model, *sizes, lengths_tokens);
-  if (!bound.ok()) return bound.status();
-  plan.lower_bound_seconds = *bound;
-  return absl::OkStatus();
 }
 
 }  // namespace
@@ -104,10 +90,7 @@ absl::StatusOr<Plan> PlanBucket(const CostModel& cost_model,
       plan.groups[g].micro_batches.push_back(std::move(micro_batch));
     }
   }
-  if (absl::Status s = Finish(cost_model, lengths_tokens, config->sp_size, plan);
-      !s.ok()) {
-    return s;
-  }
+  PredictPlan(cost_model, lengths_tokens, plan);
   return plan;
 }
 
@@ -151,10 +134,7 @@ absl::StatusOr<Plan> PlanPacked(const CostModel& cost_model,
     plan.groups[g].micro_batches.push_back(std::move(micro_batch));
     lightest.push({load + tokens, g});
   }
-  if (absl::Status s = Finish(cost_model, lengths_tokens, sp_size, plan);
-      !s.ok()) {
-    return s;
-  }
+  PredictPlan(cost_model, lengths_tokens, plan);
   return plan;
 }
 

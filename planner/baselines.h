@@ -31,6 +31,9 @@ absl::StatusOr<StaticConfig> ChooseStaticConfig(const CostModel& cost_model,
                                                 absl::Span<const int64_t>
                                                     lengths_tokens);
 
+/// Both baselines return predicted plans without a lower bound (callers that
+/// report gaps compute StepTimeLowerBound once for all strategies).
+
 /// `bucket`: the static SP, data parallel over the rest, sequences dealt out
 /// round-robin in sampler order, a fixed number of sequences per micro-batch
 /// (so a fixed accumulation count), one recompute setting.

@@ -61,6 +61,22 @@ double BestCaseSeconds(const CostModel& cost_model, int64_t length_tokens,
          head;
 }
 
+// The smallest share of any micro-batch's time that its forward pass takes,
+// component by component: GEMMs and element-wise ops run backward at twice
+// the forward work and may be recomputed once (1/4); all-to-alls, per-layer
+// fixed costs and the head (1/3); attention by its forward/backward rates.
+double MinForwardShare(const CostModel& cost_model) {
+  const ComputeParams& compute = cost_model.params().compute;
+  const double attention_backward_ratio =
+      ComputeModel::kBackwardAttentionFactor *
+      (compute.attention_forward_flops_per_second /
+       compute.attention_backward_flops_per_second) *
+      std::max(1.0, compute.attention_backward_half_length_tokens /
+                        compute.attention_forward_half_length_tokens);
+  return std::min(1.0 / (2 + ComputeModel::kBackwardGemmFactor),
+                  1.0 / (2 + attention_backward_ratio));
+}
+
 }  // namespace
 
 absl::StatusOr<double> StepTimeLowerBound(
@@ -95,8 +111,15 @@ absl::StatusOr<double> StepTimeLowerBound(
     total_gpu_seconds += best_gpu_seconds;
     longest_sequence_seconds = std::max(longest_sequence_seconds, best_seconds);
   }
-  return std::max(total_gpu_seconds / cost_model.cluster().NumGpus(),
-                  longest_sequence_seconds);
+  const double slowest_group = std::max(
+      total_gpu_seconds / cost_model.cluster().NumGpus(),
+      longest_sequence_seconds);
+  // The step also waits for whatever of the gradient all-reduce the slowest
+  // group's last backward does not hide, and that backward is at most
+  // (1 - forward share) of the group's time.
+  return std::max(slowest_group,
+                  MinForwardShare(cost_model) * slowest_group +
+                      cost_model.GradientAllReduceSeconds());
 }
 
 }  // namespace dcp

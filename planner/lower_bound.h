@@ -15,7 +15,10 @@ namespace dcp {
 /// single sequence's best time alone in a micro-batch, where a sequence's
 /// GPU-seconds at SP s count only the work proportional to its tokens (no
 /// per-micro-batch overheads or padding; only the recompute its own tokens
-/// force), minimised over the SP sizes it fits.
+/// force), minimised over the SP sizes it fits. The gradient all-reduce
+/// adds what the slowest group's last backward cannot hide: since a
+/// micro-batch's forward takes at least a model-derived share f of its time,
+/// the step is at least f * (slowest group) + (all-reduce).
 absl::StatusOr<double> StepTimeLowerBound(const CostModel& cost_model,
                                           absl::Span<const int> sp_sizes,
                                           absl::Span<const int64_t>

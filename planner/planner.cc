@@ -546,9 +546,9 @@ absl::StatusOr<Plan> PlanSearch::Run() {
   // size into a larger one or split one, judged by the estimated makespan of
   // the greedy assignment; the budget shrinks as batches grow.
   const int64_t budget = std::clamp<int64_t>(
-      int64_t{6'000'000} /
+      int64_t{1'500'000} /
           (static_cast<int64_t>(lengths_.size()) * num_sizes + 1),
-      16, 400);
+      8, 200);
   int64_t evaluations = 0;
   std::map<std::vector<int>, double> estimated;  // layout -> makespan
   auto evaluate = [&](const std::vector<int>& counts) -> double {

@@ -1,0 +1,296 @@
+#include "cost_model/cost_model.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace dcp {
+namespace {
+
+using ::testing::HasSubstr;
+
+ModelSpec Llama8b() { return ModelPreset("llama3-8b").value(); }
+
+CostModel DefaultModel(const ModelSpec& model, const ClusterSpec& cluster) {
+  absl::StatusOr<CostModel> cost = CostModel::CreateDefault(model, cluster);
+  EXPECT_TRUE(cost.ok()) << cost.status();
+  return *std::move(cost);
+}
+
+TEST(CostModelTest, MicroBatchTimeGrowsWithTokens) {
+  const CostModel cost = DefaultModel(Llama8b(), H200Cluster(1, 8));
+  double previous = 0;
+  for (int sequences = 1; sequences <= 16; sequences *= 2) {
+    const std::vector<int64_t> lengths(sequences, 2048);
+    const MicroBatchCost c = cost.MicroBatch(ShapeOf(lengths, /*sp_size=*/1),
+                                             /*checkpointed_layers=*/0);
+    EXPECT_GT(c.total_seconds, previous) << sequences << " sequences";
+    EXPECT_DOUBLE_EQ(c.total_seconds, c.forward_seconds + c.backward_seconds);
+    previous = c.total_seconds;
+  }
+}
+
+TEST(CostModelTest, MicroBatchTimeGrowsWithSumOfSquaredLengths) {
+  const CostModel cost = DefaultModel(Llama8b(), H200Cluster(1, 8));
+  // 32K tokens each, packed from ever longer sequences.
+  double previous = 0;
+  for (int64_t length = 1024; length <= 32768; length *= 2) {
+    const std::vector<int64_t> lengths(32768 / length, length);
+    const MicroBatchShape shape = ShapeOf(lengths, /*sp_size=*/2);
+    ASSERT_EQ(shape.tokens_per_rank, 16384);
+    const double seconds = cost.MicroBatch(shape, 0).total_seconds;
+    EXPECT_GT(seconds, previous) << "length " << length;
+    previous = seconds;
+  }
+}
+
+TEST(CostModelTest, RecomputationCostsTime) {
+  const CostModel cost = DefaultModel(Llama8b(), H200Cluster(1, 8));
+  const MicroBatchShape shape = ShapeOf({8192, 4096}, /*sp_size=*/4);
+  const MicroBatchCost none = cost.MicroBatch(shape, 0);
+  const MicroBatchCost some = cost.MicroBatch(shape, 8);
+  EXPECT_EQ(none.recompute_seconds, 0);
+  EXPECT_GT(some.recompute_seconds, 0);
+  EXPECT_NEAR(some.total_seconds - none.total_seconds, some.recompute_seconds,
+              1e-12);
+  EXPECT_DOUBLE_EQ(some.forward_seconds, none.forward_seconds);
+}
+
+TEST(CostModelTest, PerRankComputeFallsAsSequenceParallelismGrows) {
+  const CostModel cost = DefaultModel(Llama8b(), H200Cluster(4, 8));
+  double previous = 0;
+  for (int sp = 32; sp >= 1; sp /= 2) {
+    const MicroBatchShape shape = ShapeOf({131072}, sp);
+    const double compute = cost.compute().LayerForwardSeconds(shape) +
+                           cost.compute().LayerBackwardSeconds(shape) +
+                           cost.compute().HeadSeconds(shape);
+    EXPECT_GT(compute, previous) << "SP " << sp;
+    previous = compute;
+  }
+}
+
+TEST(CostModelTest, AllToAllIsFreeWithoutSequenceParallelism) {
+  const CostModel cost = DefaultModel(Llama8b(), H200Cluster(2, 8));
+  const MicroBatchShape alone = ShapeOf({65536}, /*sp_size=*/1);
+  EXPECT_EQ(cost.UlyssesLayerSeconds(alone), 0);
+  EXPECT_EQ(cost.MicroBatch(alone, 4).communication_seconds, 0);
+  for (int sp : {2, 4, 8, 16}) {
+    const MicroBatchShape shape = ShapeOf({65536}, sp);
+    EXPECT_GT(cost.UlyssesLayerSeconds(shape), 0) << "SP " << sp;
+    const MicroBatchCost c = cost.MicroBatch(shape, /*checkpointed_layers=*/4);
+    // Forward, backward and the recomputed layers' all-to-alls.
+    EXPECT_DOUBLE_EQ(c.communication_seconds,
+                     (2 * 32 + 4) * cost.UlyssesLayerSeconds(shape));
+  }
+}
+
+TEST(CostModelTest, InterNodeAllToAllIsSlowerPerByte) {
+  const CostModel cost = DefaultModel(Llama8b(), H200Cluster(2, 8));
+  EXPECT_FALSE(cost.SpansNodes(8));
+  EXPECT_TRUE(cost.SpansNodes(16));
+  auto seconds_per_byte = [&](int sp) {
+    const MicroBatchShape shape = ShapeOf({262144}, sp);
+    const double bytes = cost.model().UlyssesBytesPerTokenPerLayer() *
+                         static_cast<double>(shape.tokens_per_rank);
+    return cost.UlyssesLayerSeconds(shape) / bytes;
+  };
+  EXPECT_GT(seconds_per_byte(16), 2 * seconds_per_byte(8));
+  // Inside a node, the bus factor (n-1)/n makes larger groups slower per byte.
+  EXPECT_GT(seconds_per_byte(8), seconds_per_byte(2));
+  EXPECT_EQ(cost.comm().AllToAllSeconds(1e6, /*group_size=*/1, false), 0);
+}
+
+TEST(CostModelTest, PeakBytesFallWithCheckpointedLayers) {
+  const CostModel cost = DefaultModel(Llama8b(), H200Cluster(1, 8));
+  const MicroBatchShape shape = ShapeOf({16384}, /*sp_size=*/1);
+  // The first checkpointed layer adds the recompute working set.
+  EXPECT_GT(cost.PeakBytes(shape, 1), cost.PeakBytes(shape, 0));
+  for (int k = 2; k <= cost.model().num_layers; ++k) {
+    EXPECT_LT(cost.PeakBytes(shape, k), cost.PeakBytes(shape, k - 1))
+        << k << " layers";
+  }
+  EXPECT_DOUBLE_EQ(cost.MicroBatch(shape, 3).peak_bytes,
+                   cost.PeakBytes(shape, 3));
+}
+
+TEST(CostModelTest, PeakBytesFallAsSequenceParallelismGrows) {
+  const CostModel cost = DefaultModel(Llama8b(), H200Cluster(4, 8));
+  double previous = 0;
+  for (int sp = 32; sp >= 1; sp /= 2) {
+    const double peak = cost.PeakBytes(ShapeOf({131072, 1000}, sp), 0);
+    EXPECT_GT(peak, previous) << "SP " << sp;
+    previous = peak;
+  }
+  // What does not shrink: weights, gradients, optimizer shard.
+  EXPECT_GT(cost.PeakBytes(ShapeOf({1}, 32), 0), cost.memory().StaticBytes());
+}
+
+TEST(CostModelTest, MinCheckpointedLayersIsTheLeastThatFits) {
+  const CostModel cost = DefaultModel(Llama8b(), H200Cluster(1, 8));
+  const double budget = cost.MemoryBudgetBytes();
+  int saw_middle = 0;
+  for (int64_t tokens = 1024; tokens <= 65536; tokens += 1024) {
+    MicroBatchShape shape = ShapeOf({tokens}, /*sp_size=*/1);
+    const std::optional<int> k = cost.MinCheckpointedLayers(shape);
+    if (!k.has_value()) {
+      for (int j = 0; j <= cost.model().num_layers; ++j) {
+        EXPECT_GT(cost.PeakBytes(shape, j), budget) << tokens << " tokens";
+      }
+      continue;
+    }
+    EXPECT_LE(cost.PeakBytes(shape, *k), budget) << tokens << " tokens";
+    for (int j = 0; j < *k; ++j) {
+      EXPECT_GT(cost.PeakBytes(shape, j), budget)
+          << tokens << " tokens, " << j << " layers";
+    }
+    if (*k > 1 && *k < cost.model().num_layers) ++saw_middle;
+  }
+  // The sweep crossed settings that need some but not all layers.
+  EXPECT_GT(saw_middle, 5);
+}
+
+TEST(CostModelTest, MinCheckpointedLayersIsNulloptWhenNothingFits) {
+  const CostModel cost = DefaultModel(Llama8b(), H200Cluster(1, 8));
+  const MicroBatchShape huge = ShapeOf({1 << 20}, /*sp_size=*/1);
+  EXPECT_GT(cost.PeakBytes(huge, cost.model().num_layers),
+            cost.MemoryBudgetBytes());
+  EXPECT_EQ(cost.MinCheckpointedLayers(huge), std::nullopt);
+  EXPECT_EQ(cost.MinCheckpointedLayers(ShapeOf({1024}, 1)), 0);
+}
+
+TEST(CostModelTest, MaxTokensPerRankIsConsistentWithPeakBytes) {
+  const CostModel cost = DefaultModel(Llama8b(), H200Cluster(1, 8));
+  const double budget = cost.MemoryBudgetBytes();
+  const int layers = cost.model().num_layers;
+  int64_t previous = 0;
+  for (int k : {1, 2, layers / 2, layers}) {
+    const int64_t max_tokens = cost.MaxTokensPerRank(k);
+    ASSERT_GT(max_tokens, 0) << k;
+    EXPECT_LE(cost.memory().PeakBytes(max_tokens, k), budget) << k;
+    EXPECT_GT(cost.memory().PeakBytes(max_tokens + 1, k), budget) << k;
+    // More recomputation, more tokens.
+    EXPECT_GT(max_tokens, previous) << k;
+    previous = max_tokens;
+  }
+  const int64_t no_recompute = cost.MaxTokensPerRank(0);
+  EXPECT_LE(cost.memory().PeakBytes(no_recompute, 0), budget);
+  EXPECT_GT(cost.memory().PeakBytes(no_recompute + 1, 0), budget);
+}
+
+TEST(CostModelTest, MaxTokensPerRankIsZeroWhenTheModelStateDoesNotFit) {
+  // 70B parameters at 16+ bytes each on one GPU.
+  const CostModel cost =
+      DefaultModel(ModelPreset("llama3-70b").value(), H200Cluster(1, 1));
+  EXPECT_GT(cost.memory().StaticBytes(), cost.MemoryBudgetBytes());
+  EXPECT_EQ(cost.MaxTokensPerRank(cost.model().num_layers), 0);
+  EXPECT_EQ(cost.MinCheckpointedLayers(ShapeOf({1}, 1)), std::nullopt);
+}
+
+// FlashAttention-3 on H100, head dim 128, bf16 (../shared/H200-FACTS.md).
+struct Fa3Row {
+  int64_t length;
+  double causal_forward_tflops;
+  double non_causal_forward_tflops;
+  double backward_tflops;
+};
+const Fa3Row kFa3Table[] = {
+    {512, 292, 467, 316},  {1024, 423, 565, 424}, {2048, 521, 625, 501},
+    {4096, 579, 638, 542}, {8192, 602, 646, 559}, {16384, 616, 648, 561},
+};
+
+TEST(ComputeModelTest, DefaultAttentionCurvesReproduceFa3Table) {
+  const ClusterSpec cluster = H200Cluster(1, 8);
+  ModelSpec causal = Llama8b();
+  ASSERT_EQ(causal.HeadDim(), 128);
+  ModelSpec non_causal = causal;
+  non_causal.causal = false;
+  const CostModel causal_cost = DefaultModel(causal, cluster);
+  const CostModel non_causal_cost = DefaultModel(non_causal, cluster);
+  constexpr double kBackward = ComputeModel::kBackwardAttentionFactor;
+
+  // Rate = FLOPs / time of one sequence of that length.
+  auto rate = [](const CostModel& cost, int64_t length, bool backward) {
+    const double per_squared_token =
+        cost.model().AttentionForwardFlopsPerSquaredToken();
+    const double quadratic =
+        per_squared_token * static_cast<double>(length) * length;
+    const double linear = per_squared_token * static_cast<double>(length);
+    if (backward) {
+      return kBackward * quadratic /
+             cost.compute().AttentionBackwardSeconds(kBackward * quadratic,
+                                                     kBackward * linear);
+    }
+    return quadratic /
+           cost.compute().AttentionForwardSeconds(quadratic, linear);
+  };
+  for (const Fa3Row& row : kFa3Table) {
+    EXPECT_NEAR(
+        rate(causal_cost, row.length, false) / 1e12 / row.causal_forward_tflops,
+        1.0, 0.10)
+        << "causal forward at " << row.length;
+    EXPECT_NEAR(rate(non_causal_cost, row.length, false) / 1e12 /
+                    row.non_causal_forward_tflops,
+                1.0, 0.10)
+        << "non-causal forward at " << row.length;
+    EXPECT_NEAR(
+        rate(causal_cost, row.length, true) / 1e12 / row.backward_tflops, 1.0,
+        0.10)
+        << "backward at " << row.length;
+  }
+}
+
+TEST(ComputeModelTest, GemmRunsAtHalfRateAtHalfEfficiencyTokens) {
+  const CostModel cost = DefaultModel(Llama8b(), H200Cluster(1, 8));
+  const ComputeParams& params = cost.compute().params();
+  const double flops = 1e12;
+  const double half_tokens = params.gemm_half_efficiency_tokens;
+  EXPECT_DOUBLE_EQ(flops / cost.compute().GemmSeconds(flops, half_tokens),
+                   0.5 * params.gemm_flops_per_second);
+  // Approaches the asymptote with more tokens and never exceeds it.
+  const double big = flops / cost.compute().GemmSeconds(flops, 1e6);
+  EXPECT_GT(big, 0.99 * params.gemm_flops_per_second);
+  EXPECT_LE(big, params.gemm_flops_per_second);
+  EXPECT_LT(params.gemm_flops_per_second, cost.cluster().peak_flops_per_second);
+  EXPECT_EQ(cost.compute().GemmSeconds(0, 100), 0);
+}
+
+TEST(CostModelTest, GradientAllReduceGrowsWithParameters) {
+  const ClusterSpec cluster = H200Cluster(2, 8);
+  const CostModel small = DefaultModel(Llama8b(), cluster);
+  const CostModel large =
+      DefaultModel(ModelPreset("llama3-70b").value(), cluster);
+  EXPECT_GT(small.GradientAllReduceSeconds(), 0);
+  EXPECT_GT(large.GradientAllReduceSeconds(),
+            5 * small.GradientAllReduceSeconds());
+  // A single GPU has nothing to reduce.
+  EXPECT_EQ(
+      DefaultModel(Llama8b(), H200Cluster(1, 1)).GradientAllReduceSeconds(), 0);
+}
+
+TEST(CostModelTest, CreateRejectsInvalidModelNamingTheField) {
+  ModelSpec model = Llama8b();
+  model.num_kv_heads = 5;
+  absl::StatusOr<CostModel> cost =
+      CostModel::CreateDefault(model, H200Cluster(1, 8));
+  EXPECT_EQ(cost.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(cost.status().message(), HasSubstr("num_kv_heads"));
+}
+
+TEST(CostModelTest, CreateRejectsInvalidClusterNamingTheField) {
+  ClusterSpec cluster = H200Cluster(1, 8);
+  cluster.hbm_bytes_per_second = 0;
+  const ModelSpec model = Llama8b();
+  absl::StatusOr<CostModel> cost =
+      CostModel::Create(model, cluster, DefaultCostParams(model, cluster));
+  EXPECT_EQ(cost.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(cost.status().message(), HasSubstr("hbm_bytes_per_second"));
+}
+
+}  // namespace
+}  // namespace dcp

@@ -1,0 +1,112 @@
+// Fitting the cost model's parameters to micro-benchmark profiles.
+//
+// Every sub-model of the cost model is linear in its parameters once written
+// in the right form (e.g. a GEMM takes flops/P * (1 + n_half/tokens) seconds,
+// linear in 1/P and n_half/P), so each is fitted by relative-error weighted
+// least squares (least_squares.h). A sub-model without enough good samples
+// keeps the caller's defaults and says so in its report.
+
+#ifndef DCP_COST_MODEL_FITTING_H_
+#define DCP_COST_MODEL_FITTING_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "cost_model/cluster_spec.h"
+#include "cost_model/cost_model.h"
+#include "cost_model/model_spec.h"
+
+namespace dcp {
+
+/// One micro-benchmark measurement taken by a worker (mirrors
+/// dcp.v1.ProfileSample in proto/dcp/v1/profile.proto). Plain value.
+struct ProfileSample {
+  enum class Op {
+    kGemm,
+    kAttentionForward,
+    kAttentionBackward,
+    kAllToAll,
+    kAllReduce,
+    kActivationMemory,
+  };
+  Op op = Op::kGemm;
+  /// GEMM: its FLOPs. Attention: the FLOPs proportional to sum L^2, as the
+  /// forward counts them (for backward samples too; the fit applies
+  /// ComputeModel::kBackwardAttentionFactor).
+  double flops = 0;
+  /// GEMM: rows (tokens per rank). Memory: tokens per rank.
+  double tokens = 0;
+  /// Attention: sum over sequences of length^2.
+  double sum_squared_lengths = 0;
+  /// Attention: sum over sequences of length.
+  double sum_lengths = 0;
+  /// Collectives: ranks taking part (at least 2).
+  int group_size = 1;
+  /// Collectives: the group crosses nodes.
+  bool inter_node = false;
+  /// All-to-all: bytes each rank holds; all-reduce: buffer bytes.
+  double bytes = 0;
+  /// Memory: fully recomputed layers (0..num_layers).
+  int checkpointed_layers = 0;
+  /// Time samples: measured seconds (positive).
+  double measured_seconds = 0;
+  /// Memory samples: measured peak bytes (positive).
+  double measured_bytes = 0;
+};
+
+/// How one sub-model's fit went.
+struct ModelFitReport {
+  /// "gemm", "attention_forward", "attention_backward", "all_to_all_intra",
+  /// "all_to_all_inter", "all_reduce_intra", "all_reduce_inter",
+  /// "activation_memory".
+  std::string name;
+  /// Samples of this sub-model that were given.
+  int num_samples = 0;
+  /// Relative error of the fitted sub-model against its samples' measured
+  /// values (0 when the defaults were kept).
+  double rms_relative_error = 0;
+  double max_relative_error = 0;
+  /// True when the defaults were kept; `note` says why.
+  bool used_defaults = true;
+  std::string note;
+};
+
+/// Fitted parameters and one report per sub-model, in the order listed in
+/// ModelFitReport::name.
+struct CostModelFit {
+  CostParams params;
+  std::vector<ModelFitReport> reports;
+};
+
+/// Fits each sub-model of the cost model of `model` on `cluster` to the
+/// samples, starting from `defaults`. Parameters no sample informs
+/// (layer_fixed_seconds, elementwise rate, per-parameter bytes, logits bytes)
+/// are kept from `defaults`. A sub-model with fewer than twice as many samples
+/// as parameters, a failed solve or a non-physical result keeps its defaults.
+/// Memory samples are taken to come from a run on every GPU of `cluster`
+/// (the world size sets the ZeRO-1 optimizer shard).
+///
+/// Errors: InvalidArgument for an invalid spec, or for an invalid sample
+/// (negative or non-finite value, group_size < 2 for a collective, zero
+/// tokens, ...); the message names the sample index and the field.
+absl::StatusOr<CostModelFit> FitCostModel(
+    const ModelSpec& model, const ClusterSpec& cluster,
+    const CostParams& defaults, absl::Span<const ProfileSample> samples);
+
+/// The samples `truth` would produce, for tests and demos: GEMMs over a range
+/// of token counts, attention forward/backward over a range of lengths,
+/// all-to-all and all-reduce over group sizes 2..gpus_per_node inside a node
+/// (and multiples of gpus_per_node across nodes when num_nodes > 1),
+/// activation memory at several token counts and checkpointed layers. Each
+/// measured value is multiplied by max(1 + relative_noise * z, 0.01), z a
+/// standard normal drawn from std::mt19937_64(seed). Deterministic.
+std::vector<ProfileSample> SyntheticProfile(const CostModel& truth,
+                                            uint64_t seed,
+                                            double relative_noise);
+
+}  // namespace dcp
+
+#endif  // DCP_COST_MODEL_FITTING_H_
