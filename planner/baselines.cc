@@ -48,6 +48,21 @@ absl::StatusOr<StaticConfig> ChooseStaticConfig(
   absl::StatusOr<int> sp_size =
       MinFeasibleSpSize(cost_model, *sizes, /*sequence_index=*/-1, longest);
   if (!sp_size.ok()) return sp_size.status();
+  if (options.sp_size != 0) {
+    absl::StatusOr<std::vector<int>> legal =
+        LegalSpSizes(cost_model, {options.sp_size});
+    if (!legal.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("static SP: ", legal.status().message()));
+    }
+    if (options.sp_size < *sp_size) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "static SP ", options.sp_size, " cannot hold the longest sequence (",
+          longest, " tokens) even with full recompute; it needs at least SP ",
+          *sp_size));
+    }
+    sp_size = options.sp_size;
+  }
   MicroBatchShape worst;
   worst.sp_size = *sp_size;
   for (int i = 0; i < options.micro_batch_sequences; ++i) {

@@ -17,11 +17,15 @@ struct StaticOptions {
   int64_t workload_max_length_tokens = 0;
   /// `bucket`: sequences per micro-batch.
   int micro_batch_sequences = 1;
+  /// The static SP size; 0 chooses the smallest legal size that fits the
+  /// longest sequence.
+  int sp_size = 0;
 };
 
-/// One static SP size (the smallest legal size on which the workload's
-/// longest sequence fits with full recompute) and the one recompute setting
-/// that size needs for that sequence.
+/// One static SP size (the given one, or else the smallest legal size on
+/// which the workload's longest sequence fits with full recompute) and the
+/// one recompute setting that size needs for that sequence. A given size
+/// must be legal and hold that sequence.
 struct StaticConfig {
   int sp_size = 1;
   int checkpointed_layers = 0;

@@ -109,6 +109,9 @@ const std::vector<FlagSpec>& StrategyFlags() {
        "SP sizes the planner may use (default: every legal size)"},
       {"bucket-micro-batch-sequences", FlagKind::kValue, "M",
        "sequences per micro-batch of the bucket baseline (default: 1)"},
+      {"static-sp", FlagKind::kValue, "S",
+       "SP size of the static baselines (default: the smallest on which the "
+       "workload's longest sequence fits memory)"},
   };
   return *flags;
 }
@@ -501,8 +504,8 @@ absl::StatusOr<BatchStream> LoadStream(const FlagValues& flags, int num_gpus) {
                              static_cast<uint64_t>(*seed));
 }
 
-// --sp-sizes (checked against the model and cluster) and
-// --bucket-micro-batch-sequences.
+// --sp-sizes (checked against the model and cluster),
+// --bucket-micro-batch-sequences and --static-sp.
 absl::Status LoadStrategyOptions(const FlagValues& flags,
                                  const CostModel& cost_model,
                                  StaticOptions& static_options,
@@ -520,6 +523,10 @@ absl::Status LoadStrategyOptions(const FlagValues& flags,
              "sequences per bucket micro-batch");
   if (!sequences.ok()) return sequences.status();
   static_options.micro_batch_sequences = static_cast<int>(*sequences);
+  absl::StatusOr<int64_t> static_sp =
+      GetInt(flags, "static-sp", 0, 0, 1 << 20, "static SP size");
+  if (!static_sp.ok()) return static_sp.status();
+  static_options.sp_size = static_cast<int>(*static_sp);
   return absl::OkStatus();
 }
 

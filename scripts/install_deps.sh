@@ -49,5 +49,5 @@ export DEBIAN_FRONTEND=noninteractive
 echo "install_deps: apt-get update"
 "${sudo[@]}" apt-get update -q
 echo "install_deps: apt-get install ${missing[*]}"
-"${sudo[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"
+"${sudo[@]}" apt-get install -y -q "${missing[@]}"
 echo "install_deps: done"

@@ -17,4 +17,15 @@ if [[ "${has_target}" == false ]]; then
 fi
 
 echo "run_all: bazel test ${args[*]}"
-bazel test "${args[@]}"
+log="$(mktemp)"
+trap 'rm -f "${log}"' EXIT
+status=0
+bazel test "${args[@]}" 2>&1 | tee "${log}" || status=$?
+# One closing line with the counts of test targets, for CI.
+passed=$(grep -cE '^//[^ ]+ +(\(cached\) )?PASSED' "${log}" || true)
+failed=$(grep -cE '^//[^ ]+ +(\(cached\) )?(FAILED|TIMEOUT|NO STATUS|INCOMPLETE|FLAKY)|FAILED TO BUILD' "${log}" || true)
+if [[ "${status}" -ne 0 && "${failed}" -eq 0 ]]; then
+  failed=1  # the build itself failed
+fi
+echo "run_all: ${passed} passed, ${failed} failed"
+exit "${status}"
