@@ -95,6 +95,9 @@ const std::vector<FlagSpec>& ClusterFlags() {
        absl::StrCat("model preset (", absl::StrJoin(ModelPresetNames(), ", "),
                     ") or model-spec JSON file (default: llama3-8b)")},
       {"nodes", FlagKind::kValue, "N", "nodes in the cluster (default: 4)"},
+      {"gpus", FlagKind::kValue, "N",
+       "GPUs in the cluster, instead of --nodes; must be a multiple of "
+       "--gpus-per-node"},
       {"gpus-per-node", FlagKind::kValue, "G", "GPUs per node (default: 8)"},
       {"memory-fraction", FlagKind::kValue, "F",
        "fraction of each GPU's memory plans may use, in (0, 1] (default: "
@@ -433,6 +436,23 @@ absl::StatusOr<CostModel> LoadCostModel(const FlagValues& flags) {
   absl::StatusOr<int64_t> gpus_per_node = GetInt(
       flags, "gpus-per-node", 8, 1, 64, "the number of GPUs per node");
   if (!gpus_per_node.ok()) return gpus_per_node.status();
+  if (const std::string* gpus_text = Find(flags, "gpus")) {
+    if (Find(flags, "nodes") != nullptr) {
+      return BadValue("gpus", *gpus_text,
+                      "cannot be combined with --nodes; give one of them");
+    }
+    absl::StatusOr<int64_t> gpus =
+        GetInt(flags, "gpus", 0, 1, int64_t{1} << 20, "the number of GPUs");
+    if (!gpus.ok()) return gpus.status();
+    if (*gpus % *gpus_per_node != 0) {
+      return BadValue(
+          "gpus", *gpus_text,
+          absl::StrCat("is not a multiple of --gpus-per-node=", *gpus_per_node,
+                       "; use whole nodes, e.g. --gpus=",
+                       (*gpus / *gpus_per_node + 1) * *gpus_per_node));
+    }
+    nodes = *gpus / *gpus_per_node;
+  }
   ClusterSpec cluster =
       H200Cluster(static_cast<int>(*nodes), static_cast<int>(*gpus_per_node));
   if (const std::string* text = Find(flags, "memory-fraction")) {
@@ -526,6 +546,14 @@ absl::Status LoadStrategyOptions(const FlagValues& flags,
   absl::StatusOr<int64_t> static_sp =
       GetInt(flags, "static-sp", 0, 0, 1 << 20, "static SP size");
   if (!static_sp.ok()) return static_sp.status();
+  if (*static_sp != 0) {
+    absl::StatusOr<std::vector<int>> legal =
+        LegalSpSizes(cost_model, {static_cast<int>(*static_sp)});
+    if (!legal.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--static-sp: ", legal.status().message()));
+    }
+  }
   static_options.sp_size = static_cast<int>(*static_sp);
   return absl::OkStatus();
 }

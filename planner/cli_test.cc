@@ -160,6 +160,9 @@ TEST(CliTest, BadValuesNameTheFlag) {
       {{"simulate", "--lengths=/no/such/file"}, "/no/such/file"},
       {{"plan", "--strategy=magic"}, "--strategy=magic"},
       {{"plan", "--step=-1"}, "--step=-1"},
+      {{"plan", "--gpus=30"}, "--gpus=30: is not a multiple of"},
+      {{"plan", "--gpus=16", "--nodes=2"}, "cannot be combined with --nodes"},
+      {{"simulate", "--static-sp=3"}, "--static-sp: SP size 3"},
       {{"validate", "--lengths=x"}, "--plan=FILE is required"},
   };
   for (const Case& c : cases) {
