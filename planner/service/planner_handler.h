@@ -1,0 +1,90 @@
+#ifndef DCP_PLANNER_SERVICE_PLANNER_HANDLER_H_
+#define DCP_PLANNER_SERVICE_PLANNER_HANDLER_H_
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "common/clock.h"
+#include "cost_model/cluster_spec.h"
+#include "cost_model/model_spec.h"
+#include "dcp/v1/planner_service.pb.h"
+#include "planner/planner.h"
+#include "planner/service/planner_metrics.h"
+
+namespace dcp {
+
+struct PlannerHandlerOptions {
+  ModelSpec model;
+  /// The expected world: num_nodes x gpus_per_node ranks.
+  ClusterSpec cluster;
+  PlannerOptions planner_options;
+  /// Where state that must survive a restart is written atomically
+  /// (registrations, fitted parameters by version, each planned step's batch
+  /// fingerprint and parameter version). Empty: memory only.
+  std::string state_dir;
+  /// Refit the compute model from measured step statistics.
+  bool online_refit = false;
+  /// A worker silent for longer is reported LOST.
+  absl::Duration worker_liveness_timeout = absl::Seconds(60);
+  /// Threads that plan submitted batches ahead; 0 plans only on demand.
+  int background_planning_threads = 1;
+  /// Plans kept in memory (oldest steps evicted first; they are re-planned
+  /// identically on demand).
+  int plan_cache_steps = 64;
+};
+
+/// The planner service's logic, free of gRPC: tests call it directly and the
+/// gRPC service (grpc_planner_service.h) is a thin wrapper around it.
+///
+/// Each step is planned once and served to every worker from a cache; the
+/// same step with the same batch always gets the same plan, also after a
+/// restart from the same state directory (the plan is recomputed with the
+/// parameter version recorded for that step, and the planner is
+/// deterministic).
+///
+/// Errors: INVALID_ARGUMENT naming the field and value for bad requests,
+/// RESOURCE_EXHAUSTED with the planner core's explanation for an
+/// unplannable batch, FAILED_PRECONDITION while the world is incomplete
+/// (saying which nodes/ranks are missing) or when a step comes back with a
+/// different batch. Thread-safe: every method may be called concurrently.
+class PlannerHandler {
+ public:
+  /// Loads `options.state_dir` if it holds state. `clock`, `metrics` and
+  /// `log` (one line per call, e.g. one per planned step) must outlive the
+  /// handler; `metrics` may be null.
+  static absl::StatusOr<std::unique_ptr<PlannerHandler>> Create(
+      PlannerHandlerOptions options, const Clock& clock,
+      PlannerMetrics* metrics, std::function<void(const std::string&)> log);
+
+  virtual ~PlannerHandler() = default;
+
+  virtual absl::StatusOr<v1::RegisterWorkerResponse> RegisterWorker(
+      const v1::RegisterWorkerRequest& request) = 0;
+  virtual absl::StatusOr<v1::SubmitProfileResponse> SubmitProfile(
+      const v1::SubmitProfileRequest& request) = 0;
+  virtual absl::StatusOr<v1::SubmitBatchesResponse> SubmitBatches(
+      const v1::SubmitBatchesRequest& request) = 0;
+  virtual absl::StatusOr<v1::GetPlanResponse> GetPlan(
+      const v1::GetPlanRequest& request) = 0;
+  /// The serialized GetPlanResponse, shared by every caller of the step
+  /// (lets the gRPC layer send one buffer to hundreds of workers).
+  virtual absl::StatusOr<std::shared_ptr<const std::string>>
+  GetSerializedPlan(const v1::GetPlanRequest& request) = 0;
+  virtual absl::StatusOr<v1::ReportStepStatsResponse> ReportStepStats(
+      const v1::ReportStepStatsRequest& request) = 0;
+  virtual absl::StatusOr<v1::GetClusterModelResponse> GetClusterModel(
+      const v1::GetClusterModelRequest& request) = 0;
+  virtual absl::StatusOr<v1::ListWorkersResponse> ListWorkers(
+      const v1::ListWorkersRequest& request) = 0;
+
+  /// Stops background planning and waits for it; later calls still work
+  /// (planning on demand). Idempotent.
+  virtual void Shutdown() = 0;
+};
+
+}  // namespace dcp
+
+#endif  // DCP_PLANNER_SERVICE_PLANNER_HANDLER_H_
