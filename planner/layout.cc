@@ -4,8 +4,53 @@
 #include <numeric>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 
 namespace dcp {
+
+namespace {
+
+// Whether `size` ranks from `start` are all free.
+bool Free(const std::vector<char>& used, int start, int size) {
+  return std::none_of(used.begin() + start, used.begin() + start + size,
+                      [](char u) { return u != 0; });
+}
+
+// Depth-first search over aligned positions for groups in `order` (largest
+// first), for sizes that do not divide each other. Groups of equal size take
+// increasing positions (their order does not matter). Gives up after
+// `budget` placements.
+bool Search(absl::Span<const int> group_sizes, const std::vector<int>& order,
+            size_t next, int per_node, std::vector<char>& used,
+            std::vector<int>& first_rank, int64_t& budget) {
+  if (next == order.size()) return true;
+  if (--budget < 0) return false;
+  const int g = order[next];
+  const int size = group_sizes[g];
+  const int step = size <= per_node ? size : per_node;
+  int start = 0;
+  if (next > 0 && group_sizes[order[next - 1]] == size) {
+    start = first_rank[order[next - 1]] + step;
+  }
+  const int world = static_cast<int>(used.size());
+  for (; start + size <= world; start += step) {
+    if (size <= per_node && start / per_node != (start + size - 1) / per_node) {
+      continue;
+    }
+    if (!Free(used, start, size)) continue;
+    std::fill(used.begin() + start, used.begin() + start + size, 1);
+    first_rank[g] = start;
+    if (Search(group_sizes, order, next + 1, per_node, used, first_rank,
+               budget)) {
+      return true;
+    }
+    std::fill(used.begin() + start, used.begin() + start + size, 0);
+  }
+  first_rank[g] = -1;
+  return false;
+}
+
+}  // namespace
 
 absl::StatusOr<std::vector<int>> PlaceGroups(absl::Span<const int> group_sizes,
                                              const ClusterSpec& cluster) {
@@ -17,8 +62,17 @@ absl::StatusOr<std::vector<int>> PlaceGroups(absl::Span<const int> group_sizes,
     return absl::FailedPreconditionError(absl::StrCat(
         "group sizes sum to ", total, " GPUs but the cluster has ", world));
   }
-  // Largest first, so that with sizes dividing each other every block lands
-  // on the first free rank and the scan below is linear.
+  for (int size : group_sizes) {
+    if (size <= 0 || (size <= per_node && per_node % size != 0) ||
+        (size > per_node && size % per_node != 0)) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "an SP group of ", size, " GPUs can neither stay inside a node of ",
+          per_node, " nor take whole nodes"));
+    }
+  }
+  // Largest first. When sizes divide each other every block lands on the
+  // first free aligned rank, so a linear scan suffices; otherwise fall back
+  // to a bounded search.
   std::vector<int> order(group_sizes.size());
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
@@ -27,31 +81,35 @@ absl::StatusOr<std::vector<int>> PlaceGroups(absl::Span<const int> group_sizes,
   std::vector<char> used(world, 0);
   std::vector<int> first_rank(group_sizes.size(), -1);
   int first_free = 0;
+  bool greedy_ok = true;
   for (int g : order) {
     const int size = group_sizes[g];
     const int step = size <= per_node ? size : per_node;
-    if (size <= 0 || (size <= per_node && per_node % size != 0) ||
-        (size > per_node && size % per_node != 0)) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "an SP group of ", size, " GPUs can neither stay inside a node of ",
-          per_node, " nor take whole nodes"));
-    }
     while (first_free < world && used[first_free]) ++first_free;
     int start = (first_free / step) * step;
     for (; start + size <= world; start += step) {
-      if (std::none_of(used.begin() + start, used.begin() + start + size,
-                       [](char u) { return u != 0; })) {
-        break;
-      }
+      if (Free(used, start, size)) break;
     }
     if (start + size > world) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "no aligned block of ", size, " free GPUs is left for an SP group"));
+      greedy_ok = false;
+      break;
     }
     std::fill(used.begin() + start, used.begin() + start + size, 1);
     first_rank[g] = start;
   }
-  return first_rank;
+  if (greedy_ok) return first_rank;
+
+  std::fill(used.begin(), used.end(), 0);
+  std::fill(first_rank.begin(), first_rank.end(), -1);
+  int64_t budget = 200000;
+  if (Search(group_sizes, order, 0, per_node, used, first_rank, budget)) {
+    return first_rank;
+  }
+  return absl::FailedPreconditionError(absl::StrCat(
+      "found no layout of SP groups of sizes ",
+      absl::StrJoin(group_sizes, ","), " in aligned blocks on ",
+      cluster.num_nodes, " nodes of ", per_node, " GPUs",
+      budget < 0 ? " (search budget exhausted)" : ""));
 }
 
 }  // namespace dcp

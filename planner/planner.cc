@@ -51,19 +51,34 @@ class PlanSearch {
   absl::StatusOr<Plan> Run();
 
  private:
+  // The whole search in the current mode (variable_accumulation_,
+  // pyramid_recompute_).
+  absl::StatusOr<Plan> Search();
+  // Layouts worth pricing exactly, best estimate first. The estimates do not
+  // depend on the mode, so they are computed once per batch.
+  const std::vector<std::vector<int>>& RankedLayouts();
+  std::vector<std::vector<int>> ranked_layouts_;
   absl::Status Prepare();
   // Groups per size index for a step-time target; empty if it needs more
   // GPUs than the cluster has.
   enum class Rounding { kDown, kNearest, kUp };
   std::vector<int> CountsForTarget(double target, Rounding rounding) const;
-  std::optional<Assignment> Assign(const std::vector<int>& counts) const;
+  // Greedy longest-first assignment to a layout. Without `keep_sequences`
+  // only the estimated makespan is filled (cheaper, for ranking layouts).
+  std::optional<Assignment> Assign(const std::vector<int>& counts,
+                                   bool keep_sequences = true) const;
   // Micro-batches of one group in the current mode.
   // `capacity_tokens_per_rank` overrides how full a micro-batch may get
   // (0: as full as fits without recompute).
   std::vector<MicroBatchPlan> MicroBatches(
       const std::vector<int>& sequences, int sp_size,
       int64_t capacity_tokens_per_rank = 0) const;
-  double GroupSeconds(const std::vector<int>& sequences, int sp_size) const;
+  struct GroupTime {
+    double seconds = 0;
+    // Backward of the last micro-batch: what can hide the all-reduce.
+    double last_backward_seconds = 0;
+  };
+  GroupTime TimeGroup(const std::vector<int>& sequences, int sp_size) const;
   // Sets the mode-wide settings (fixed accumulation count, uniform
   // recompute) from an assignment.
   void SetModeSettings(const Assignment& assignment);
@@ -99,6 +114,9 @@ class PlanSearch {
   // micro-batch).
   int fixed_micro_batches_ = 0;
   int uniform_checkpointed_layers_ = -1;
+  // The mode being searched (the options', or a restriction of them).
+  bool variable_accumulation_ = true;
+  bool pyramid_recompute_ = true;
 };
 
 double& At(std::vector<double>& v, int i, int j, int n) { return v[i * n + j]; }
@@ -230,8 +248,8 @@ std::vector<int> PlanSearch::CountsForTarget(double target,
   return counts;
 }
 
-std::optional<Assignment> PlanSearch::Assign(
-    const std::vector<int>& counts) const {
+std::optional<Assignment> PlanSearch::Assign(const std::vector<int>& counts,
+                                             bool keep_sequences) const {
   const int num_sizes = static_cast<int>(sizes_.size());
   Assignment assignment;
   using Load = std::pair<double, int>;  // (seconds, group)
@@ -244,7 +262,9 @@ std::optional<Assignment> PlanSearch::Assign(
       lightest[j].push({0.0, group});
     }
   }
-  assignment.group_sequences.resize(assignment.group_size_index.size());
+  if (keep_sequences) {
+    assignment.group_sequences.resize(assignment.group_size_index.size());
+  }
   for (int i : order_) {
     int best = -1;
     double best_finish = kInfinity;
@@ -261,7 +281,7 @@ std::optional<Assignment> PlanSearch::Assign(
     if (best < 0) return std::nullopt;  // no group large enough
     auto [load, group] = lightest[best].top();
     lightest[best].pop();
-    assignment.group_sequences[group].push_back(i);
+    if (keep_sequences) assignment.group_sequences[group].push_back(i);
     lightest[best].push({best_finish, group});
     assignment.estimated_seconds =
         std::max(assignment.estimated_seconds, best_finish);
@@ -333,19 +353,10 @@ std::vector<MicroBatchPlan> PlanSearch::MicroBatches(
   return micro_batches;
 }
 
-double PlanSearch::GroupSeconds(const std::vector<int>& sequences,
-                                int sp_size) const {
-  double seconds = 0;
-  for (const MicroBatchPlan& micro_batch : MicroBatches(sequences, sp_size)) {
-    seconds += micro_batch.predicted_seconds;
-  }
-  return seconds;
-}
-
 void PlanSearch::SetModeSettings(const Assignment& assignment) {
   fixed_micro_batches_ = 0;
   uniform_checkpointed_layers_ = -1;
-  if (!options_.variable_accumulation) {
+  if (!variable_accumulation_) {
     int most = 1;
     for (size_t g = 0; g < assignment.group_sequences.size(); ++g) {
       const int j = assignment.group_size_index[g];
@@ -356,7 +367,7 @@ void PlanSearch::SetModeSettings(const Assignment& assignment) {
     }
     fixed_micro_batches_ = most;
   }
-  if (!options_.pyramid_recompute) {
+  if (!pyramid_recompute_) {
     int most = 0;
     for (size_t g = 0; g < assignment.group_sequences.size(); ++g) {
       for (const MicroBatchPlan& micro_batch :
@@ -399,74 +410,135 @@ absl::StatusOr<Plan> PlanSearch::ToPlan(const Assignment& assignment,
   return plan;
 }
 
+PlanSearch::GroupTime PlanSearch::TimeGroup(const std::vector<int>& sequences,
+                                            int sp_size) const {
+  GroupTime time;
+  const std::vector<MicroBatchPlan> micro_batches =
+      MicroBatches(sequences, sp_size);
+  for (const MicroBatchPlan& micro_batch : micro_batches) {
+    time.seconds += micro_batch.predicted_seconds;
+  }
+  if (!micro_batches.empty()) {
+    MicroBatchShape shape;
+    shape.sp_size = sp_size;
+    for (int i : micro_batches.back().sequence_indices) {
+      shape.AddSequence(lengths_[i]);
+    }
+    time.last_backward_seconds =
+        cost_model_
+            .MicroBatch(shape, micro_batches.back().checkpointed_layers)
+            .backward_seconds;
+  }
+  return time;
+}
+
 Assignment PlanSearch::Refine(Assignment assignment) const {
   const int num_sizes = static_cast<int>(sizes_.size());
   const int num_groups = static_cast<int>(assignment.group_sequences.size());
-  std::vector<double> seconds(num_groups);
+  if (num_groups < 2) return assignment;
+  const double all_reduce = cost_model_.GradientAllReduceSeconds();
+  std::vector<GroupTime> times(num_groups);
   for (int g = 0; g < num_groups; ++g) {
-    seconds[g] = GroupSeconds(assignment.group_sequences[g],
-                              sizes_[assignment.group_size_index[g]]);
+    times[g] = TimeGroup(assignment.group_sequences[g],
+                         sizes_[assignment.group_size_index[g]]);
   }
-  for (int round = 0; round < kRefinementRounds; ++round) {
-    const int slowest = static_cast<int>(
-        std::max_element(seconds.begin(), seconds.end()) - seconds.begin());
-    // The least loaded other group of each size.
-    std::vector<int> lightest(num_sizes, -1);
+  // The step as PredictPlan prices it: the slowest group (first on ties)
+  // plus what of the all-reduce its last backward does not hide.
+  auto step_seconds = [&](const GroupTime& slowest) {
+    return slowest.seconds +
+           std::max(0.0, all_reduce - slowest.last_backward_seconds);
+  };
+  const int rounds = std::clamp(2 * num_groups, kRefinementRounds, 256);
+  for (int round = 0; round < rounds; ++round) {
+    // The three slowest groups: the step after a move between two groups is
+    // decided by them and the two changed groups.
+    std::vector<int> top;
+    for (int g = 0; g < num_groups; ++g) {
+      top.push_back(g);
+      std::sort(top.begin(), top.end(), [&](int x, int y) {
+        return times[x].seconds != times[y].seconds
+                   ? times[x].seconds > times[y].seconds
+                   : x < y;
+      });
+      if (top.size() > 3) top.pop_back();
+    }
+    const int slowest = top[0];
+    const double current = step_seconds(times[slowest]);
+    // Targets: the least loaded group of each size, and the group whose
+    // last backward hides the most of the all-reduce.
+    std::vector<int> targets(num_sizes, -1);
+    int hiding = -1;
     for (int g = 0; g < num_groups; ++g) {
       if (g == slowest) continue;
-      int& best = lightest[assignment.group_size_index[g]];
-      if (best < 0 || seconds[g] < seconds[best]) best = g;
+      int& best = targets[assignment.group_size_index[g]];
+      if (best < 0 || times[g].seconds < times[best].seconds) best = g;
+      if (hiding < 0 || times[g].last_backward_seconds >
+                            times[hiding].last_backward_seconds) {
+        hiding = g;
+      }
+    }
+    if (hiding >= 0 &&
+        std::find(targets.begin(), targets.end(), hiding) == targets.end()) {
+      targets.push_back(hiding);
     }
     std::vector<int>& source = assignment.group_sequences[slowest];
-    if (source.size() < 2 && num_groups > 1 &&
-        assignment.group_sequences[slowest].size() == 1) {
-      // A lone sequence can still move to a bigger, idle group.
-    }
     // Candidate sequences: the biggest ones, then a spread of the rest.
     std::vector<int> positions(source.size());
     std::iota(positions.begin(), positions.end(), 0);
-    std::stable_sort(positions.begin(), positions.end(), [&](int a, int b) {
-      return lengths_[source[a]] > lengths_[source[b]];
+    std::stable_sort(positions.begin(), positions.end(), [&](int x, int y) {
+      return lengths_[source[x]] > lengths_[source[y]];
     });
     std::vector<int> tried;
-    const int budget = kMovesTriedPerRound;
-    for (int p = 0; p < static_cast<int>(positions.size()) &&
-                    static_cast<int>(tried.size()) < budget / 2;
-         ++p) {
+    const int half = kMovesTriedPerRound / 2;
+    for (int p = 0; p < static_cast<int>(positions.size()) && p < half; ++p) {
       tried.push_back(positions[p]);
     }
-    const int rest = static_cast<int>(positions.size()) - budget / 2;
-    for (int q = 0; rest > 0 && q < budget / 2; ++q) {
-      const int p = budget / 2 + q * rest / (budget / 2);
-      if (p < static_cast<int>(positions.size()) &&
-          std::find(tried.begin(), tried.end(), positions[p]) == tried.end()) {
+    const int rest = static_cast<int>(positions.size()) - half;
+    for (int q = 0; rest > 0 && q < half; ++q) {
+      const int p = half + q * rest / half;
+      if (std::find(tried.begin(), tried.end(), positions[p]) == tried.end()) {
         tried.push_back(positions[p]);
       }
     }
-    double best_pair_max = seconds[slowest];
+    double best_step = current * (1 - 1e-9);
     int best_position = -1;
     int best_target = -1;
-    double best_source_seconds = 0;
-    double best_target_seconds = 0;
+    GroupTime best_source_time;
+    GroupTime best_target_time;
     for (int position : tried) {
       const int sequence = source[position];
       std::vector<int> without = source;
       without.erase(without.begin() + position);
-      const double source_seconds = GroupSeconds(
+      const GroupTime source_time = TimeGroup(
           without, sizes_[assignment.group_size_index[slowest]]);
-      for (int j = min_size_index_[sequence]; j < num_sizes; ++j) {
-        const int target = lightest[j];
+      for (int target : targets) {
         if (target < 0) continue;
+        const int j = assignment.group_size_index[target];
+        if (j < min_size_index_[sequence]) continue;
         std::vector<int> with = assignment.group_sequences[target];
         with.push_back(sequence);
-        const double target_seconds = GroupSeconds(with, sizes_[j]);
-        const double pair_max = std::max(source_seconds, target_seconds);
-        if (pair_max < best_pair_max * (1 - 1e-9)) {
-          best_pair_max = pair_max;
+        const GroupTime target_time = TimeGroup(with, sizes_[j]);
+        // The new slowest among the changed pair and the other leaders.
+        GroupTime new_slowest = source_time;
+        int new_slowest_group = slowest;
+        auto consider = [&](int g, const GroupTime& time) {
+          if (time.seconds > new_slowest.seconds ||
+              (time.seconds == new_slowest.seconds && g < new_slowest_group)) {
+            new_slowest = time;
+            new_slowest_group = g;
+          }
+        };
+        consider(target, target_time);
+        for (int g : top) {
+          if (g != slowest && g != target) consider(g, times[g]);
+        }
+        const double step = step_seconds(new_slowest);
+        if (step < best_step) {
+          best_step = step;
           best_position = position;
           best_target = target;
-          best_source_seconds = source_seconds;
-          best_target_seconds = target_seconds;
+          best_source_time = source_time;
+          best_target_time = target_time;
         }
       }
     }
@@ -474,8 +546,8 @@ Assignment PlanSearch::Refine(Assignment assignment) const {
     const int sequence = source[best_position];
     source.erase(source.begin() + best_position);
     assignment.group_sequences[best_target].push_back(sequence);
-    seconds[slowest] = best_source_seconds;
-    seconds[best_target] = best_target_seconds;
+    times[slowest] = best_source_time;
+    times[best_target] = best_target_time;
   }
   return assignment;
 }
@@ -517,6 +589,36 @@ void PlanSearch::HideAllReduce(Plan& plan, const Assignment& assignment,
 
 absl::StatusOr<Plan> PlanSearch::Run() {
   if (absl::Status status = Prepare(); !status.ok()) return status;
+  variable_accumulation_ = options_.variable_accumulation;
+  pyramid_recompute_ = options_.pyramid_recompute;
+  absl::StatusOr<Plan> best = Search();
+  if (!best.ok() || best->exposed_allreduce_seconds <= 0) return best;
+  // With part of the all-reduce exposed, fewer and larger micro-batches (a
+  // common accumulation count, one recompute setting) can hide more of it
+  // than they cost; those plans are legal here too, so search them as well.
+  for (const auto& [variable, pyramid] :
+       {std::pair{false, true}, std::pair{true, false},
+        std::pair{false, false}}) {
+    // Only restrictions of what the options allow.
+    if ((variable && !options_.variable_accumulation) ||
+        (pyramid && !options_.pyramid_recompute) ||
+        (variable == options_.variable_accumulation &&
+         pyramid == options_.pyramid_recompute)) {
+      continue;
+    }
+    variable_accumulation_ = variable;
+    pyramid_recompute_ = pyramid;
+    absl::StatusOr<Plan> plan = Search();
+    if (plan.ok() &&
+        plan->predicted_step_seconds < best->predicted_step_seconds) {
+      best = std::move(plan);
+    }
+  }
+  return best;
+}
+
+const std::vector<std::vector<int>>& PlanSearch::RankedLayouts() {
+  if (!ranked_layouts_.empty()) return ranked_layouts_;
   const int world = cost_model_.cluster().NumGpus();
   const int num_sizes = static_cast<int>(sizes_.size());
 
@@ -548,7 +650,7 @@ absl::StatusOr<Plan> PlanSearch::Run() {
   const int64_t budget = std::clamp<int64_t>(
       int64_t{1'500'000} /
           (static_cast<int64_t>(lengths_.size()) * num_sizes + 1),
-      8, 200);
+      8, 64);
   int64_t evaluations = 0;
   std::map<std::vector<int>, double> estimated;  // layout -> makespan
   auto evaluate = [&](const std::vector<int>& counts) -> double {
@@ -561,7 +663,8 @@ absl::StatusOr<Plan> PlanSearch::Run() {
       group_sizes.insert(group_sizes.end(), counts[j], sizes_[j]);
     }
     if (PlaceGroups(group_sizes, cost_model_.cluster()).ok()) {
-      std::optional<Assignment> assignment = Assign(counts);
+      std::optional<Assignment> assignment =
+          Assign(counts, /*keep_sequences=*/false);
       if (assignment) seconds = assignment->estimated_seconds;
     }
     estimated.emplace(counts, seconds);
@@ -613,9 +716,16 @@ absl::StatusOr<Plan> PlanSearch::Run() {
     }
   }
 
+  for (auto& [unused, counts] : ranked) {
+    ranked_layouts_.push_back(std::move(counts));
+  }
+  return ranked_layouts_;
+}
+
+absl::StatusOr<Plan> PlanSearch::Search() {
   std::optional<Assignment> best_assignment;
   std::optional<Plan> best_plan;
-  for (const auto& [unused, counts] : ranked) {
+  for (const std::vector<int>& counts : RankedLayouts()) {
     std::optional<Assignment> assignment = Assign(counts);
     if (!assignment) continue;
     absl::StatusOr<Plan> plan = ToPlan(*assignment);
@@ -651,7 +761,7 @@ absl::StatusOr<Plan> PlanSearch::Run() {
   // The static ways of training are legal plans too: never return worse.
   // (They keep one accumulation count only up to a remainder, so not when
   // accumulation must be fixed.)
-  if (options_.variable_accumulation) {
+  if (variable_accumulation_) {
     for (auto* plan_static : {&PlanBucket, &PlanPacked}) {
       absl::StatusOr<Plan> plan =
           (*plan_static)(cost_model_, lengths_, options_.static_options);
