@@ -15,6 +15,7 @@ PACKAGES=(
   libprotobuf-dev
   libtorch-dev
   nlohmann-json3-dev
+  openssl
   prometheus-cpp-dev
   protobuf-compiler
   protobuf-compiler-grpc
