@@ -1,0 +1,294 @@
+#include "planner/service/planner_client.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <fstream>
+#include <sstream>
+#include <utility>
+
+#include "absl/memory/memory.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "grpcpp/security/credentials.h"
+#include "grpcpp/support/channel_arguments.h"
+
+namespace dcp {
+namespace {
+
+absl::StatusOr<std::string> ReadPemFile(absl::string_view what,
+                                        const std::string& path) {
+  std::ifstream file(path, std::ios::binary);
+  if (!file) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot read the ", what, " PEM file '", path, "'"));
+  }
+  std::ostringstream contents;
+  contents << file.rdbuf();
+  if (contents.str().empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the ", what, " PEM file '", path, "' is empty"));
+  }
+  return contents.str();
+}
+
+/// Plaintext when `tls` names no CA, else TLS (with a client certificate
+/// when one is given).
+absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> ChannelCredentials(
+    const GrpcPlannerClient::TlsOptions& tls) {
+  if (tls.cert_file.empty() != tls.key_file.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a client certificate needs both its file and its key; got "
+        "cert_file='",
+        tls.cert_file, "', key_file='", tls.key_file, "'"));
+  }
+  if (tls.root_ca_file.empty()) {
+    if (!tls.cert_file.empty()) {
+      return absl::InvalidArgumentError(
+          "a client certificate is only sent over TLS; set root_ca_file to "
+          "the CA that signed the planner's certificate");
+    }
+    return grpc::InsecureChannelCredentials();
+  }
+  grpc::SslCredentialsOptions ssl;
+  absl::StatusOr<std::string> root_ca =
+      ReadPemFile("planner CA", tls.root_ca_file);
+  if (!root_ca.ok()) return root_ca.status();
+  ssl.pem_root_certs = *std::move(root_ca);
+  if (!tls.cert_file.empty()) {
+    absl::StatusOr<std::string> cert =
+        ReadPemFile("client certificate", tls.cert_file);
+    if (!cert.ok()) return cert.status();
+    absl::StatusOr<std::string> key = ReadPemFile("client key", tls.key_file);
+    if (!key.ok()) return key.status();
+    ssl.pem_cert_chain = *std::move(cert);
+    ssl.pem_private_key = *std::move(key);
+  }
+  return grpc::SslCredentials(ssl);
+}
+
+absl::Status ValidateRetryPolicy(const GrpcPlannerClient::RetryPolicy& retry) {
+  if (retry.max_attempts < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "retry.max_attempts must be at least 1 (the first attempt), got ",
+        retry.max_attempts));
+  }
+  if (retry.initial_backoff < absl::ZeroDuration() ||
+      retry.max_backoff < retry.initial_backoff) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "retry backoffs must satisfy 0 <= initial_backoff <= max_backoff; "
+        "got initial_backoff=",
+        absl::FormatDuration(retry.initial_backoff),
+        ", max_backoff=", absl::FormatDuration(retry.max_backoff)));
+  }
+  if (!(retry.multiplier >= 1.0) || !(retry.jitter >= 0.0) ||
+      !(retry.jitter < 1.0)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "retry.multiplier must be >= 1 and retry.jitter in [0, 1); got "
+        "multiplier=",
+        retry.multiplier, ", jitter=", retry.jitter));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status FromGrpcStatus(const grpc::Status& status) {
+  if (status.ok()) return absl::OkStatus();
+  // grpc::StatusCode and absl::StatusCode both number the canonical codes
+  // 0..16 identically.
+  const int code = static_cast<int>(status.error_code());
+  const absl::StatusCode absl_code =
+      code >= 0 && code <= static_cast<int>(absl::StatusCode::kUnauthenticated)
+          ? static_cast<absl::StatusCode>(code)
+          : absl::StatusCode::kUnknown;
+  return absl::Status(absl_code, status.error_message());
+}
+
+absl::StatusOr<std::unique_ptr<GrpcPlannerClient>> GrpcPlannerClient::Create(
+    Options options) {
+  if (options.target.empty()) {
+    return absl::InvalidArgumentError(
+        "the planner's target is empty; give its host:port (e.g. "
+        "dcp-planner:50051)");
+  }
+  if (options.call_deadline <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("call_deadline must be positive, got ",
+                     absl::FormatDuration(options.call_deadline)));
+  }
+  if (absl::Status valid = ValidateRetryPolicy(options.retry); !valid.ok()) {
+    return valid;
+  }
+  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
+      ChannelCredentials(options.tls);
+  if (!credentials.ok()) return credentials.status();
+
+  grpc::ChannelArguments arguments;
+  // The client trusts its planner: plans for thousands of GPUs are large.
+  arguments.SetMaxReceiveMessageSize(-1);
+  // gRPC's own reconnect backoff grows to two minutes by default, which
+  // would make later attempts fail without trying; keep it within the
+  // retry policy's.
+  const int initial_backoff_ms = std::max<int>(
+      1, static_cast<int>(
+             absl::ToInt64Milliseconds(options.retry.initial_backoff)));
+  const int max_backoff_ms = std::max<int>(
+      initial_backoff_ms,
+      static_cast<int>(absl::ToInt64Milliseconds(options.retry.max_backoff)));
+  arguments.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, initial_backoff_ms);
+  arguments.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, initial_backoff_ms);
+  arguments.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, max_backoff_ms);
+  if (!options.tls.server_name_override.empty()) {
+    arguments.SetSslTargetNameOverride(options.tls.server_name_override);
+  }
+  std::shared_ptr<grpc::Channel> channel = grpc::CreateCustomChannel(
+      options.target, *std::move(credentials), arguments);
+  return absl::WrapUnique(
+      new GrpcPlannerClient(std::move(options), std::move(channel)));
+}
+
+GrpcPlannerClient::GrpcPlannerClient(Options options,
+                                     std::shared_ptr<grpc::Channel> channel)
+    : options_(std::move(options)),
+      clock_(options_.clock != nullptr ? *options_.clock : RealClock::Get()),
+      channel_(std::move(channel)),
+      stub_(v1::Planner::NewStub(channel_)),
+      rng_(options_.retry.seed) {}
+
+int64_t GrpcPlannerClient::attempts() const {
+  absl::MutexLock lock(&mutex_);
+  return attempts_;
+}
+
+absl::Duration GrpcPlannerClient::Backoff(int next_attempt) {
+  const RetryPolicy& retry = options_.retry;
+  const double base_seconds =
+      std::min(absl::ToDoubleSeconds(retry.initial_backoff) *
+                   std::pow(retry.multiplier, next_attempt - 2),
+               absl::ToDoubleSeconds(retry.max_backoff));
+  double unit;  // Uniform in [0, 1).
+  {
+    absl::MutexLock lock(&mutex_);
+    unit = std::uniform_real_distribution<double>(0.0, 1.0)(rng_);
+  }
+  const double factor = 1.0 + retry.jitter * (2.0 * unit - 1.0);
+  return absl::Seconds(base_seconds * factor);
+}
+
+template <typename Response>
+absl::StatusOr<Response> GrpcPlannerClient::Call(
+    absl::string_view method,
+    const std::function<grpc::Status(grpc::ClientContext*, Response*)>&
+        attempt) {
+  const absl::Time start = clock_.Now();
+  grpc::Status status;
+  int attempt_number = 0;
+  while (true) {
+    ++attempt_number;
+    {
+      absl::MutexLock lock(&mutex_);
+      ++attempts_;
+    }
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() +
+                         absl::ToChronoNanoseconds(options_.call_deadline));
+    if (!options_.bearer_token.empty()) {
+      context.AddMetadata("authorization",
+                          absl::StrCat("Bearer ", options_.bearer_token));
+    }
+    Response response;
+    status = attempt(&context, &response);
+    if (status.ok()) return response;
+    if (status.error_code() != grpc::StatusCode::UNAVAILABLE ||
+        attempt_number >= options_.retry.max_attempts) {
+      break;
+    }
+    const absl::Duration backoff = Backoff(attempt_number + 1);
+    if (options_.sleep) {
+      options_.sleep(backoff);
+    } else {
+      absl::SleepFor(backoff);
+    }
+  }
+  switch (status.error_code()) {
+    case grpc::StatusCode::UNAVAILABLE:
+      return absl::UnavailableError(absl::StrFormat(
+          "planner at %s unavailable after %d attempt%s over %.1f s: %s",
+          options_.target, attempt_number, attempt_number == 1 ? "" : "s",
+          absl::ToDoubleSeconds(clock_.Now() - start), status.error_message()));
+    case grpc::StatusCode::DEADLINE_EXCEEDED:
+      return absl::DeadlineExceededError(absl::StrFormat(
+          "%s to planner at %s got no answer within its %s deadline "
+          "(GrpcPlannerClient::Options::call_deadline): %s",
+          method, options_.target, absl::FormatDuration(options_.call_deadline),
+          status.error_message()));
+    default:
+      return FromGrpcStatus(status);
+  }
+}
+
+absl::StatusOr<v1::RegisterWorkerResponse> GrpcPlannerClient::RegisterWorker(
+    const v1::RegisterWorkerRequest& request) {
+  return Call<v1::RegisterWorkerResponse>(
+      "RegisterWorker",
+      [&](grpc::ClientContext* context, v1::RegisterWorkerResponse* response) {
+        return stub_->RegisterWorker(context, request, response);
+      });
+}
+
+absl::StatusOr<v1::SubmitProfileResponse> GrpcPlannerClient::SubmitProfile(
+    const v1::SubmitProfileRequest& request) {
+  return Call<v1::SubmitProfileResponse>(
+      "SubmitProfile",
+      [&](grpc::ClientContext* context, v1::SubmitProfileResponse* response) {
+        return stub_->SubmitProfile(context, request, response);
+      });
+}
+
+absl::StatusOr<v1::SubmitBatchesResponse> GrpcPlannerClient::SubmitBatches(
+    const v1::SubmitBatchesRequest& request) {
+  return Call<v1::SubmitBatchesResponse>(
+      "SubmitBatches",
+      [&](grpc::ClientContext* context, v1::SubmitBatchesResponse* response) {
+        return stub_->SubmitBatches(context, request, response);
+      });
+}
+
+absl::StatusOr<v1::GetPlanResponse> GrpcPlannerClient::GetPlan(
+    const v1::GetPlanRequest& request) {
+  return Call<v1::GetPlanResponse>(
+      "GetPlan",
+      [&](grpc::ClientContext* context, v1::GetPlanResponse* response) {
+        return stub_->GetPlan(context, request, response);
+      });
+}
+
+absl::StatusOr<v1::ReportStepStatsResponse> GrpcPlannerClient::ReportStepStats(
+    const v1::ReportStepStatsRequest& request) {
+  return Call<v1::ReportStepStatsResponse>(
+      "ReportStepStats",
+      [&](grpc::ClientContext* context, v1::ReportStepStatsResponse* response) {
+        return stub_->ReportStepStats(context, request, response);
+      });
+}
+
+absl::StatusOr<v1::GetClusterModelResponse> GrpcPlannerClient::GetClusterModel(
+    const v1::GetClusterModelRequest& request) {
+  return Call<v1::GetClusterModelResponse>(
+      "GetClusterModel",
+      [&](grpc::ClientContext* context, v1::GetClusterModelResponse* response) {
+        return stub_->GetClusterModel(context, request, response);
+      });
+}
+
+absl::StatusOr<v1::ListWorkersResponse> GrpcPlannerClient::ListWorkers(
+    const v1::ListWorkersRequest& request) {
+  return Call<v1::ListWorkersResponse>(
+      "ListWorkers",
+      [&](grpc::ClientContext* context, v1::ListWorkersResponse* response) {
+        return stub_->ListWorkers(context, request, response);
+      });
+}
+
+}  // namespace dcp

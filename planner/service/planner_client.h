@@ -1,0 +1,153 @@
+#ifndef DCP_PLANNER_SERVICE_PLANNER_CLIENT_H_
+#define DCP_PLANNER_SERVICE_PLANNER_CLIENT_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <random>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "common/clock.h"
+#include "dcp/v1/planner_service.grpc.pb.h"
+#include "dcp/v1/planner_service.pb.h"
+#include "grpcpp/grpcpp.h"
+
+namespace dcp {
+
+/// The planner as a worker sees it: one method per dcp.v1.Planner RPC.
+/// GrpcPlannerClient talks to a real planner; FakePlannerClient
+/// (fake_planner_client.h) lets tests decide the answers. Implementations are
+/// thread-safe.
+class PlannerClient {
+ public:
+  virtual ~PlannerClient() = default;
+
+  virtual absl::StatusOr<v1::RegisterWorkerResponse> RegisterWorker(
+      const v1::RegisterWorkerRequest& request) = 0;
+  virtual absl::StatusOr<v1::SubmitProfileResponse> SubmitProfile(
+      const v1::SubmitProfileRequest& request) = 0;
+  virtual absl::StatusOr<v1::SubmitBatchesResponse> SubmitBatches(
+      const v1::SubmitBatchesRequest& request) = 0;
+  virtual absl::StatusOr<v1::GetPlanResponse> GetPlan(
+      const v1::GetPlanRequest& request) = 0;
+  virtual absl::StatusOr<v1::ReportStepStatsResponse> ReportStepStats(
+      const v1::ReportStepStatsRequest& request) = 0;
+  virtual absl::StatusOr<v1::GetClusterModelResponse> GetClusterModel(
+      const v1::GetClusterModelRequest& request) = 0;
+  virtual absl::StatusOr<v1::ListWorkersResponse> ListWorkers(
+      const v1::ListWorkersRequest& request) = 0;
+};
+
+/// The absl::Status for a gRPC status: the same canonical code and message.
+/// The one place the client converts grpc::Status to absl::Status.
+absl::Status FromGrpcStatus(const grpc::Status& status);
+
+/// A PlannerClient over gRPC. Every call has a deadline. Every dcp.v1.Planner
+/// RPC is idempotent (ReportStepStats per (worker, step, rank)), so every
+/// call is retried, but only on UNAVAILABLE (the planner is not reachable or
+/// restarting), with exponential backoff and jitter. Other errors come back
+/// at once with the planner's code and message. Thread-safe.
+class GrpcPlannerClient final : public PlannerClient {
+ public:
+  /// Client-side TLS. All empty: plaintext.
+  struct TlsOptions {
+    /// PEM file of the CA that signed the planner's certificate. Set: TLS.
+    std::string root_ca_file;
+    /// PEM files of this client's certificate chain and key, for a planner
+    /// that requires mutual TLS. Both or neither.
+    std::string cert_file;
+    std::string key_file;
+    /// Name to check the planner's certificate against instead of the
+    /// target's host (e.g. when connecting by IP to a certificate for a DNS
+    /// name). Empty: the target's host.
+    std::string server_name_override;
+  };
+
+  struct RetryPolicy {
+    /// Attempts per call in all, the first included (at least 1).
+    int max_attempts = 5;
+    /// Wait before the second attempt; each later wait is `multiplier`
+    /// times longer, up to `max_backoff`. Each wait is jittered uniformly by
+    /// +-`jitter` of itself.
+    absl::Duration initial_backoff = absl::Milliseconds(200);
+    absl::Duration max_backoff = absl::Seconds(5);
+    double multiplier = 2.0;
+    double jitter = 0.2;
+    /// Seeds the jitter's RNG.
+    uint64_t seed = 0;
+  };
+
+  struct Options {
+    /// The planner's host:port (any gRPC target, e.g. dns:///planner:50051).
+    std::string target;
+    TlsOptions tls;
+    /// Sent as `authorization: Bearer <token>` when set.
+    std::string bearer_token;
+    /// Deadline of each attempt.
+    absl::Duration call_deadline = absl::Seconds(10);
+    RetryPolicy retry;
+    /// Waits between attempts; absl::SleepFor when empty. Tests inject a
+    /// no-op.
+    std::function<void(absl::Duration)> sleep;
+    /// Measures the time spent retrying (for the error message); the real
+    /// clock when null. Must outlive the client.
+    const Clock* clock = nullptr;
+  };
+
+  /// Reads the TLS files and creates the channel (connecting lazily: a
+  /// planner that is not up yet is not an error here). Errors:
+  /// INVALID_ARGUMENT for an empty target, a bad retry policy or an
+  /// unreadable TLS file (naming it).
+  static absl::StatusOr<std::unique_ptr<GrpcPlannerClient>> Create(
+      Options options);
+
+  absl::StatusOr<v1::RegisterWorkerResponse> RegisterWorker(
+      const v1::RegisterWorkerRequest& request) override;
+  absl::StatusOr<v1::SubmitProfileResponse> SubmitProfile(
+      const v1::SubmitProfileRequest& request) override;
+  absl::StatusOr<v1::SubmitBatchesResponse> SubmitBatches(
+      const v1::SubmitBatchesRequest& request) override;
+  absl::StatusOr<v1::GetPlanResponse> GetPlan(
+      const v1::GetPlanRequest& request) override;
+  absl::StatusOr<v1::ReportStepStatsResponse> ReportStepStats(
+      const v1::ReportStepStatsRequest& request) override;
+  absl::StatusOr<v1::GetClusterModelResponse> GetClusterModel(
+      const v1::GetClusterModelRequest& request) override;
+  absl::StatusOr<v1::ListWorkersResponse> ListWorkers(
+      const v1::ListWorkersRequest& request) override;
+
+  /// Attempts made by calls so far (for tests and logs).
+  int64_t attempts() const;
+
+ private:
+  GrpcPlannerClient(Options options, std::shared_ptr<grpc::Channel> channel);
+
+  /// Runs `attempt` (one RPC with a fresh context) under the retry policy.
+  template <typename Response>
+  absl::StatusOr<Response> Call(
+      absl::string_view method,
+      const std::function<grpc::Status(grpc::ClientContext*, Response*)>&
+          attempt);
+  /// The wait before attempt `next_attempt` (2, 3, ...), jittered.
+  absl::Duration Backoff(int next_attempt);
+
+  const Options options_;
+  const Clock& clock_;
+  const std::shared_ptr<grpc::Channel> channel_;
+  const std::unique_ptr<v1::Planner::Stub> stub_;
+
+  mutable absl::Mutex mutex_;
+  /// Draws the backoff jitter; seeded with `options.retry.seed`.
+  std::mt19937_64 rng_ ABSL_GUARDED_BY(mutex_);
+  int64_t attempts_ ABSL_GUARDED_BY(mutex_) = 0;
+};
+
+}  // namespace dcp
+
+#endif  // DCP_PLANNER_SERVICE_PLANNER_CLIENT_H_

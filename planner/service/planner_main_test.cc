@@ -1,0 +1,170 @@
+// Tests of the `dcp_planner` binary, run as a child process.
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "planner/service/planner_client.h"
+
+extern char** environ;
+
+namespace dcp {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::MatchesRegex;
+
+std::string PlannerBinary() {
+  const char* srcdir = std::getenv("TEST_SRCDIR");
+  const char* workspace = std::getenv("TEST_WORKSPACE");
+  return absl::StrCat(srcdir != nullptr ? srcdir : ".", "/",
+                      workspace != nullptr ? workspace : "dcp",
+                      "/planner/service/dcp_planner");
+}
+
+/// A running dcp_planner whose stdout the test reads.
+struct Child {
+  pid_t pid = -1;
+  int stdout_fd = -1;
+};
+
+Child Spawn(const std::vector<std::string>& flags) {
+  std::vector<std::string> arguments = {PlannerBinary()};
+  arguments.insert(arguments.end(), flags.begin(), flags.end());
+  std::vector<char*> argv;
+  for (std::string& argument : arguments) argv.push_back(argument.data());
+  argv.push_back(nullptr);
+
+  int pipe_fds[2];
+  EXPECT_EQ(pipe(pipe_fds), 0);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, pipe_fds[1], STDOUT_FILENO);
+  posix_spawn_file_actions_addclose(&actions, pipe_fds[0]);
+  posix_spawn_file_actions_addclose(&actions, pipe_fds[1]);
+  Child child;
+  EXPECT_EQ(
+      posix_spawn(&child.pid, argv[0], &actions, nullptr, argv.data(), environ),
+      0)
+      << argv[0];
+  posix_spawn_file_actions_destroy(&actions);
+  close(pipe_fds[1]);
+  child.stdout_fd = pipe_fds[0];
+  return child;
+}
+
+/// Reads the child's stdout up to the first newline (or EOF), waiting at most
+/// `timeout`.
+std::string ReadLine(const Child& child, absl::Duration timeout) {
+  std::string line;
+  const absl::Time deadline = absl::Now() + timeout;
+  while (absl::Now() < deadline) {
+    pollfd poll_fd{child.stdout_fd, POLLIN, 0};
+    const int remaining_ms =
+        static_cast<int>(absl::ToInt64Milliseconds(deadline - absl::Now()));
+    if (poll(&poll_fd, 1, std::max(remaining_ms, 1)) <= 0) continue;
+    char c;
+    if (read(child.stdout_fd, &c, 1) != 1) break;
+    if (c == '\n') return line;
+    line.push_back(c);
+  }
+  return line;
+}
+
+/// Reads all of the child's stdout.
+std::string ReadAll(const Child& child) {
+  std::string text;
+  char buffer[4096];
+  ssize_t n;
+  while ((n = read(child.stdout_fd, buffer, sizeof(buffer))) > 0) {
+    text.append(buffer, n);
+  }
+  return text;
+}
+
+/// The child's exit code, or nullopt if it had not exited (or died by a
+/// signal) within `timeout`; then it is killed.
+std::optional<int> WaitForExit(Child& child, absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  int status = 0;
+  while (absl::Now() < deadline) {
+    const pid_t done = waitpid(child.pid, &status, WNOHANG);
+    if (done == child.pid) {
+      close(child.stdout_fd);
+      if (WIFEXITED(status)) return WEXITSTATUS(status);
+      return std::nullopt;
+    }
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  kill(child.pid, SIGKILL);
+  waitpid(child.pid, &status, 0);
+  close(child.stdout_fd);
+  return std::nullopt;
+}
+
+TEST(PlannerMainTest, HelpPrintsUsageAndExitsZero) {
+  Child child = Spawn({"--help"});
+  const std::string usage = ReadAll(child);
+  EXPECT_EQ(WaitForExit(child, absl::Seconds(10)), 0);
+  EXPECT_THAT(usage, HasSubstr("Usage: dcp_planner"));
+  EXPECT_THAT(usage, HasSubstr("--token-file"));
+}
+
+TEST(PlannerMainTest, UnknownFlagExitsTwo) {
+  Child child = Spawn({"--no-such-flag=1"});
+  EXPECT_EQ(WaitForExit(child, absl::Seconds(10)), 2);
+  Child bad_value = Spawn({"--nodes=zero"});
+  EXPECT_EQ(WaitForExit(bad_value, absl::Seconds(10)), 2);
+}
+
+TEST(PlannerMainTest, ServesThenDrainsOnSigterm) {
+  Child child = Spawn({"--listen=127.0.0.1:0", "--metrics-listen=127.0.0.1:0",
+                       "--nodes=2", "--gpus-per-node=4",
+                       "--liveness-timeout=30s", "--drain-timeout=2s"});
+  const std::string line = ReadLine(child, absl::Seconds(20));
+  ASSERT_THAT(line, MatchesRegex("dcp_planner listening on 127\\.0\\.0\\.1:"
+                                 "[0-9]+, metrics on 127\\.0\\.0\\.1:[0-9]+"))
+      << line;
+  const size_t port_start = line.find(':') + 1;
+  int port = 0;
+  ASSERT_TRUE(absl::SimpleAtoi(
+      line.substr(port_start, line.find(',') - port_start), &port))
+      << line;
+
+  GrpcPlannerClient::Options options;
+  options.target = absl::StrCat("127.0.0.1:", port);
+  options.retry.max_attempts = 1;
+  absl::StatusOr<std::unique_ptr<GrpcPlannerClient>> client =
+      GrpcPlannerClient::Create(options);
+  ASSERT_TRUE(client.ok()) << client.status();
+  absl::StatusOr<v1::ListWorkersResponse> workers =
+      (*client)->ListWorkers(v1::ListWorkersRequest());
+  ASSERT_TRUE(workers.ok()) << workers.status();
+  EXPECT_EQ(workers->world_size(), 8);
+
+  // The client stays connected, as workers do: gRPC's graceful shutdown
+  // waits for the idle connection until the drain deadline at most.
+  const absl::Time signalled = absl::Now();
+  ASSERT_EQ(kill(child.pid, SIGTERM), 0);
+  EXPECT_EQ(WaitForExit(child, absl::Seconds(10)), 0);
+  EXPECT_LT(absl::Now() - signalled, absl::Seconds(5));
+}
+
+}  // namespace
+}  // namespace dcp

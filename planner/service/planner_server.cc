@@ -1,0 +1,184 @@
+#include "planner/service/planner_server.h"
+
+#include <chrono>
+#include <exception>
+#include <fstream>
+#include <sstream>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/memory/memory.h"
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "grpcpp/grpcpp.h"
+#include "grpcpp/health_check_service_interface.h"
+#include "grpcpp/security/server_credentials.h"
+#include "planner/service/grpc_planner_service.h"
+#include "planner/service/prometheus_metrics.h"
+#include "prometheus/exposer.h"
+
+namespace dcp {
+namespace {
+
+/// The health-service name clients may check besides "" (the whole server).
+constexpr char kPlannerServiceName[] = "dcp.v1.Planner";
+
+absl::StatusOr<std::string> ReadPemFile(absl::string_view what,
+                                        const std::string& path) {
+  std::ifstream file(path, std::ios::binary);
+  if (!file) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot read the ", what, " PEM file '", path, "'"));
+  }
+  std::ostringstream contents;
+  contents << file.rdbuf();
+  if (contents.str().empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the ", what, " PEM file '", path, "' is empty"));
+  }
+  return contents.str();
+}
+
+/// Plaintext when `tls` is empty, else TLS (mutual when a client CA is set).
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentials(
+    const PlannerServer::TlsOptions& tls) {
+  if (tls.cert_file.empty() && tls.key_file.empty() &&
+      tls.client_ca_file.empty()) {
+    return grpc::InsecureServerCredentials();
+  }
+  if (tls.cert_file.empty() || tls.key_file.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "TLS needs both the server certificate and its key; got cert_file='",
+        tls.cert_file, "', key_file='", tls.key_file, "'"));
+  }
+  grpc::SslServerCredentialsOptions ssl(
+      tls.client_ca_file.empty()
+          ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
+          : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+  grpc::SslServerCredentialsOptions::PemKeyCertPair pair;
+  absl::StatusOr<std::string> cert =
+      ReadPemFile("server certificate", tls.cert_file);
+  if (!cert.ok()) return cert.status();
+  absl::StatusOr<std::string> key = ReadPemFile("server key", tls.key_file);
+  if (!key.ok()) return key.status();
+  pair.cert_chain = *std::move(cert);
+  pair.private_key = *std::move(key);
+  ssl.pem_key_cert_pairs.push_back(std::move(pair));
+  if (!tls.client_ca_file.empty()) {
+    absl::StatusOr<std::string> client_ca =
+        ReadPemFile("client CA", tls.client_ca_file);
+    if (!client_ca.ok()) return client_ca.status();
+    ssl.pem_root_certs = *std::move(client_ca);
+  }
+  return grpc::SslServerCredentials(ssl);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<PlannerServer>> PlannerServer::Start(
+    Options options, const Clock& clock,
+    std::function<void(const std::string&)> log) {
+  return Start(std::move(options), clock, std::move(log),
+               &PlannerHandler::Create);
+}
+
+absl::StatusOr<std::unique_ptr<PlannerServer>> PlannerServer::Start(
+    Options options, const Clock& clock,
+    std::function<void(const std::string&)> log,
+    const HandlerFactory& make_handler) {
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials =
+      ServerCredentials(options.tls);
+  if (!credentials.ok()) return credentials.status();
+
+  auto server = absl::WrapUnique(new PlannerServer());
+  server->log_ = log ? std::move(log) : [](const std::string&) {};
+  server->metrics_ = std::make_unique<PrometheusPlannerMetrics>();
+  absl::StatusOr<std::unique_ptr<PlannerHandler>> handler = make_handler(
+      std::move(options.handler), clock, server->metrics_.get(), server->log_);
+  if (!handler.ok()) return handler.status();
+  server->handler_ = *std::move(handler);
+
+  GrpcPlannerServiceOptions service_options;
+  service_options.bearer_token = options.bearer_token;
+  service_options.call_threads = options.call_threads;
+  server->service_ = std::make_unique<GrpcPlannerService>(
+      *server->handler_, *server->metrics_, clock, std::move(service_options));
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(options.listen_address, *std::move(credentials),
+                           &server->port_);
+  builder.RegisterService(server->service_.get());
+  builder.SetMaxReceiveMessageSize(kPlannerMaxMessageBytes);
+  builder.SetMaxSendMessageSize(kPlannerMaxMessageBytes);
+  // A second planner on the same port must fail, not share its traffic.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  server->server_ = builder.BuildAndStart();
+  if (server->server_ == nullptr || server->port_ == 0) {
+    return absl::UnavailableError(absl::StrCat(
+        "the planner cannot listen on '", options.listen_address,
+        "': the port is in use or the host is not an address of this "
+        "machine (use host:port, e.g. 0.0.0.0:50051)"));
+  }
+  server->server_->GetHealthCheckService()->SetServingStatus(
+      kPlannerServiceName, true);
+
+  if (!options.metrics_address.empty()) {
+    try {
+      server->exposer_ =
+          std::make_unique<prometheus::Exposer>(options.metrics_address);
+    } catch (const std::exception& error) {
+      return absl::UnavailableError(absl::StrCat(
+          "the planner cannot serve metrics on '", options.metrics_address,
+          "': ", error.what(),
+          " (the port is in use or the host is not an address of this "
+          "machine; an empty address disables metrics)"));
+    }
+    server->exposer_->RegisterCollectable(server->metrics_->registry());
+    const std::vector<int> ports = server->exposer_->GetListeningPorts();
+    if (ports.empty()) {
+      return absl::UnavailableError(
+          absl::StrCat("the planner's metrics endpoint on '",
+                       options.metrics_address, "' has no listening port"));
+    }
+    server->metrics_port_ = ports.front();
+  }
+  return server;
+}
+
+PlannerServer::~PlannerServer() { Shutdown(absl::ZeroDuration()); }
+
+void PlannerServer::Shutdown(absl::Duration drain_deadline) {
+  {
+    absl::MutexLock lock(&mutex_);
+    if (shutting_down_) {
+      mutex_.Await(absl::Condition(&shut_down_));
+      return;
+    }
+    shutting_down_ = true;
+  }
+  // The metrics endpoint takes about two seconds to stop (civetweb's poll
+  // quantum); stop it while the calls drain.
+  std::thread stop_metrics([this] { exposer_.reset(); });
+  if (server_ != nullptr) {
+    server_->GetHealthCheckService()->SetServingStatus(false);
+    // gRPC waits in real time, whatever clock the handler is given.
+    server_->Shutdown(std::chrono::system_clock::now() +
+                      absl::ToChronoNanoseconds(drain_deadline));
+  }
+  // Calls cancelled at the deadline may still be queued or in the handler;
+  // they finish before the call threads stop.
+  if (service_ != nullptr) service_->Shutdown();
+  if (handler_ != nullptr) handler_->Shutdown();
+  stop_metrics.join();
+  absl::MutexLock lock(&mutex_);
+  shut_down_ = true;
+}
+
+void PlannerServer::Wait() {
+  absl::MutexLock lock(&mutex_);
+  mutex_.Await(absl::Condition(&shut_down_));
+}
+
+}  // namespace dcp

@@ -1,0 +1,830 @@
+// Integration tests of the planner server: the real PlannerServer driven
+// through the real GrpcPlannerClient over TCP on 127.0.0.1 (port 0), with the
+// real PlannerHandler and, for the gRPC edge alone, a fake handler.
+
+#include "planner/service/planner_server.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
+#include "common/clock.h"
+#include "cost_model/cluster_spec.h"
+#include "cost_model/cost_model.h"
+#include "cost_model/fitting.h"
+#include "cost_model/model_spec.h"
+#include "dcp/v1/planner_service.pb.h"
+#include "gmock/gmock.h"
+#include "google/protobuf/util/message_differencer.h"
+#include "grpcpp/generic/generic_stub.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "planner/service/planner_client.h"
+#include "planner/service/planner_handler.h"
+#include "planner/service/prometheus_metrics.h"
+#include "planner/service/proto_convert.h"
+
+namespace dcp {
+namespace {
+
+using ::google::protobuf::util::MessageDifferencer;
+using ::testing::HasSubstr;
+
+constexpr int kNumNodes = 4;
+constexpr int kGpusPerNode = 8;
+
+// ---------------------------------------------------------------------------
+// Helpers: files, HTTP scraping, health checks.
+
+std::string TestTmpDir() {
+  const char* dir = std::getenv("TEST_TMPDIR");
+  return dir != nullptr ? dir : "/tmp";
+}
+
+/// A directory under TEST_TMPDIR unique to this call.
+std::string FreshDir(absl::string_view name) {
+  static int counter = 0;
+  const std::string path =
+      absl::StrCat(TestTmpDir(), "/", name, "-", getpid(), "-", ++counter);
+  EXPECT_EQ(
+      std::system(
+          absl::StrCat("rm -rf '", path, "' && mkdir -p '", path, "'").c_str()),
+      0);
+  return path;
+}
+
+/// A port on 127.0.0.1 nothing listens on (bound, then released).
+int UnusedPort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  address.sin_port = 0;
+  bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address));
+  socklen_t length = sizeof(address);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
+  close(fd);
+  return ntohs(address.sin_port);
+}
+
+/// The body of `GET path` on 127.0.0.1:port (HTTP/1.0, no keep-alive).
+std::string HttpGet(int port, absl::string_view path) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  timeval timeout{/*tv_sec=*/5, /*tv_usec=*/0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  address.sin_port = htons(port);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) !=
+      0) {
+    close(fd);
+    return "";
+  }
+  const std::string request =
+      absl::StrCat("GET ", path, " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n");
+  (void)!write(fd, request.data(), request.size());
+  std::string response;
+  char buffer[4096];
+  ssize_t read_bytes;
+  while ((read_bytes = read(fd, buffer, sizeof(buffer))) > 0) {
+    response.append(buffer, read_bytes);
+  }
+  close(fd);
+  const size_t body = response.find("\r\n\r\n");
+  return body == std::string::npos ? "" : response.substr(body + 4);
+}
+
+/// The value of the series `name` in Prometheus text `exposition` whose
+/// labels include all of `labels`; nullopt if there is none.
+std::optional<double> MetricValue(
+    absl::string_view exposition, absl::string_view name,
+    const std::map<std::string, std::string>& labels = {}) {
+  for (absl::string_view line : absl::StrSplit(exposition, '\n')) {
+    if (line.empty() || line[0] == '#') continue;
+    const size_t space = line.rfind(' ');
+    if (space == absl::string_view::npos) continue;
+    const absl::string_view series = line.substr(0, space);
+    const size_t brace = series.find('{');
+    if (series.substr(0, brace) != name) continue;
+    std::map<std::string, std::string> found;
+    if (brace != absl::string_view::npos) {
+      const absl::string_view inside =
+          series.substr(brace + 1, series.size() - brace - 2);
+      for (absl::string_view pair : absl::StrSplit(inside, ',')) {
+        const size_t equals = pair.find('=');
+        if (equals == absl::string_view::npos) continue;
+        std::string value(pair.substr(equals + 1));
+        if (value.size() >= 2) value = value.substr(1, value.size() - 2);
+        found[std::string(pair.substr(0, equals))] = value;
+      }
+    }
+    bool matches = true;
+    for (const auto& [key, value] : labels) {
+      const auto it = found.find(key);
+      matches = matches && it != found.end() && it->second == value;
+    }
+    double value = 0;
+    if (matches && absl::SimpleAtod(line.substr(space + 1), &value)) {
+      return value;
+    }
+  }
+  return std::nullopt;
+}
+
+/// grpc.health.v1.Health/Check of `service` ("" for the server) over a
+/// plaintext channel: the status and the serialized response.
+std::pair<grpc::Status, std::string> HealthCheck(int port,
+                                                 const std::string& service) {
+  std::shared_ptr<grpc::Channel> channel = grpc::CreateChannel(
+      absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials());
+  grpc::GenericStub stub(channel);
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() +
+                       std::chrono::seconds(5));
+  // HealthCheckRequest{service = 1}: tag 0x0a, length, bytes.
+  std::string request_bytes;
+  if (!service.empty()) {
+    request_bytes =
+        absl::StrCat("\x0a", std::string(1, service.size()), service);
+  }
+  grpc::Slice request_slice(request_bytes);
+  grpc::ByteBuffer request(&request_slice, /*nslices=*/1);
+  grpc::ByteBuffer response;
+  absl::Notification done;
+  grpc::Status status;
+  stub.UnaryCall(&context, "/grpc.health.v1.Health/Check", grpc::StubOptions(),
+                 &request, &response, [&](grpc::Status call_status) {
+                   status = std::move(call_status);
+                   done.Notify();
+                 });
+  done.WaitForNotification();
+  std::string response_bytes;
+  std::vector<grpc::Slice> slices;
+  if (status.ok() && response.Dump(&slices).ok()) {
+    for (const grpc::Slice& slice : slices) {
+      response_bytes.append(reinterpret_cast<const char*>(slice.begin()),
+                            slice.size());
+    }
+  }
+  return {status, response_bytes};
+}
+
+/// HealthCheckResponse{status = SERVING}.
+const std::string kServing("\x08\x01", 2);
+
+GrpcPlannerClient::Options ClientOptions(int port) {
+  GrpcPlannerClient::Options options;
+  options.target = absl::StrCat("127.0.0.1:", port);
+  options.call_deadline = absl::Seconds(10);
+  options.retry.max_attempts = 3;
+  options.sleep = [](absl::Duration) {};
+  return options;
+}
+
+std::unique_ptr<GrpcPlannerClient> MakeClient(
+    GrpcPlannerClient::Options options) {
+  absl::StatusOr<std::unique_ptr<GrpcPlannerClient>> client =
+      GrpcPlannerClient::Create(std::move(options));
+  EXPECT_TRUE(client.ok()) << client.status();
+  return client.ok() ? *std::move(client) : nullptr;
+}
+
+// ---------------------------------------------------------------------------
+// Requests for a 4-node world.
+
+v1::RegisterWorkerRequest RegisterRequest(int node) {
+  v1::RegisterWorkerRequest request;
+  request.set_worker_id(absl::StrCat("worker-", node));
+  request.set_node_name(absl::StrCat("node-", node));
+  request.set_num_ranks(kGpusPerNode);
+  request.set_gpu_kind("H200");
+  request.set_gpu_memory_bytes(141'000'000'000);
+  request.set_address(absl::StrCat("10.0.0.", node + 1, ":29500"));
+  request.set_libtorch_version("2.1.0");
+  request.set_backend("nccl");
+  return request;
+}
+
+/// Step `step`'s batch: 48 sequences of 256..8,447 tokens.
+v1::GlobalBatch Batch(int64_t step) {
+  v1::GlobalBatch batch;
+  batch.set_step(step);
+  for (int i = 0; i < 48; ++i) {
+    v1::Sample* sample = batch.add_samples();
+    sample->set_id(step * 1000 + i);
+    sample->set_length_tokens(256 + (i * 7919 + step * 104729) % 8192);
+  }
+  return batch;
+}
+
+v1::GetPlanRequest PlanRequest(int node, int64_t step) {
+  v1::GetPlanRequest request;
+  request.set_worker_id(absl::StrCat("worker-", node));
+  *request.mutable_batch() = Batch(step);
+  return request;
+}
+
+PlannerHandlerOptions HandlerOptions(const std::string& state_dir) {
+  PlannerHandlerOptions options;
+  absl::StatusOr<ModelSpec> model = ModelPreset("tiny");
+  EXPECT_TRUE(model.ok()) << model.status();
+  options.model = *model;
+  options.cluster = H200Cluster(kNumNodes, kGpusPerNode);
+  options.state_dir = state_dir;
+  options.background_planning_threads = 1;
+  return options;
+}
+
+/// A server over the real handler, plaintext, on 127.0.0.1:0. Without
+/// metrics it stops faster (the exposer takes a second to stop).
+absl::StatusOr<std::unique_ptr<PlannerServer>> StartRealServer(
+    const std::string& state_dir, std::string token = "", bool metrics = true) {
+  PlannerServer::Options options;
+  options.handler = HandlerOptions(state_dir);
+  options.bearer_token = std::move(token);
+  if (!metrics) options.metrics_address = "";
+  options.call_threads = 4;
+  return PlannerServer::Start(std::move(options), RealClock::Get(),
+                              /*log=*/nullptr);
+}
+
+// ---------------------------------------------------------------------------
+// The real handler, end to end.
+
+TEST(PlannerServerTest, FourWorkersGetIdenticalPlansAlsoAfterRestart) {
+  const std::string state_dir = FreshDir("state");
+  absl::StatusOr<std::unique_ptr<PlannerServer>> server =
+      StartRealServer(state_dir);
+  ASSERT_TRUE(server.ok()) << server.status();
+  std::unique_ptr<GrpcPlannerClient> client =
+      MakeClient(ClientOptions((*server)->port()));
+  ASSERT_NE(client, nullptr);
+
+  for (int node = 0; node < kNumNodes; ++node) {
+    absl::StatusOr<v1::RegisterWorkerResponse> registered =
+        client->RegisterWorker(RegisterRequest(node));
+    ASSERT_TRUE(registered.ok()) << registered.status();
+    EXPECT_EQ(registered->first_rank(), node * kGpusPerNode);
+    EXPECT_EQ(registered->world_size(), kNumNodes * kGpusPerNode);
+    EXPECT_EQ(registered->world_complete(), node == kNumNodes - 1);
+  }
+
+  // A profile of a cluster 20% slower than the defaults.
+  const PlannerHandlerOptions handler_options = HandlerOptions("");
+  ClusterSpec slower = handler_options.cluster;
+  slower.gemm_flops_per_second *= 0.8;
+  absl::StatusOr<CostModel> truth =
+      CostModel::CreateDefault(handler_options.model, slower);
+  ASSERT_TRUE(truth.ok()) << truth.status();
+  v1::SubmitProfileRequest profile;
+  profile.set_worker_id("worker-0");
+  for (const ProfileSample& sample :
+       SyntheticProfile(*truth, /*seed=*/7, /*relative_noise=*/0.02)) {
+    *profile.add_samples() = ProfileSampleToProto(sample);
+  }
+  absl::StatusOr<v1::SubmitProfileResponse> fitted =
+      client->SubmitProfile(profile);
+  ASSERT_TRUE(fitted.ok()) << fitted.status();
+  EXPECT_GT(fitted->params_version(), 0);
+
+  constexpr int kSteps = 3;
+  std::vector<v1::GetPlanResponse> plans;
+  for (int step = 0; step < kSteps; ++step) {
+    absl::StatusOr<v1::GetPlanResponse> first =
+        client->GetPlan(PlanRequest(/*node=*/0, step));
+    ASSERT_TRUE(first.ok()) << first.status();
+    EXPECT_EQ(first->plan().step(), step);
+    EXPECT_FALSE(first->using_default_params());
+    for (int node = 1; node < kNumNodes; ++node) {
+      absl::StatusOr<v1::GetPlanResponse> other =
+          client->GetPlan(PlanRequest(node, step));
+      ASSERT_TRUE(other.ok()) << other.status();
+      EXPECT_TRUE(MessageDifferencer::Equals(*first, *other))
+          << "step " << step << ", node " << node;
+    }
+    plans.push_back(*first);
+  }
+
+  // Metrics: one plan per step however many workers fetched it.
+  const std::string metrics = HttpGet((*server)->metrics_port(), "/metrics");
+  EXPECT_EQ(MetricValue(metrics, metric_names::kRegisteredWorkers), 4)
+      << metrics;
+  EXPECT_EQ(MetricValue(metrics, metric_names::kPlansTotal), kSteps) << metrics;
+  EXPECT_EQ(MetricValue(metrics, metric_names::kRpcRequestsTotal,
+                        {{"method", "GetPlan"}, {"code", "OK"}}),
+            kSteps * kNumNodes)
+      << metrics;
+  EXPECT_EQ(MetricValue(metrics, "dcp_rpc_latency_seconds_count",
+                        {{"method", "RegisterWorker"}}),
+            kNumNodes)
+      << metrics;
+  EXPECT_GT(
+      MetricValue(metrics, metric_names::kPredictedStepSeconds).value_or(0), 0)
+      << metrics;
+
+  // A bad request is answered once, not retried.
+  const int64_t attempts_before = client->attempts();
+  v1::RegisterWorkerRequest bad = RegisterRequest(0);
+  bad.set_num_ranks(0);
+  absl::StatusOr<v1::RegisterWorkerResponse> refused =
+      client->RegisterWorker(bad);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument)
+      << refused.status();
+  EXPECT_EQ(client->attempts(), attempts_before + 1);
+
+  // Restart over the same state directory: the same plans.
+  (*server)->Shutdown(absl::Seconds(1));
+  server->reset();
+  absl::StatusOr<std::unique_ptr<PlannerServer>> restarted =
+      StartRealServer(state_dir, /*token=*/"", /*metrics=*/false);
+  ASSERT_TRUE(restarted.ok()) << restarted.status();
+  std::unique_ptr<GrpcPlannerClient> restarted_client =
+      MakeClient(ClientOptions((*restarted)->port()));
+  ASSERT_NE(restarted_client, nullptr);
+  for (int step = 0; step < kSteps; ++step) {
+    for (int node = 0; node < kNumNodes; ++node) {
+      absl::StatusOr<v1::GetPlanResponse> again =
+          restarted_client->GetPlan(PlanRequest(node, step));
+      ASSERT_TRUE(again.ok()) << again.status();
+      EXPECT_TRUE(MessageDifferencer::Equals(plans[step], *again))
+          << "step " << step << ", node " << node << " after restart";
+    }
+  }
+  (*restarted)->Shutdown(absl::Seconds(1));
+}
+
+TEST(PlannerServerTest, HealthServiceServes) {
+  absl::StatusOr<std::unique_ptr<PlannerServer>> server =
+      StartRealServer("", /*token=*/"", /*metrics=*/false);
+  ASSERT_TRUE(server.ok()) << server.status();
+  for (const std::string service : {"", "dcp.v1.Planner"}) {
+    const auto [status, response] = HealthCheck((*server)->port(), service);
+    ASSERT_TRUE(status.ok())
+        << "'" << service << "': " << status.error_message();
+    EXPECT_EQ(response, kServing) << "'" << service << "'";
+  }
+}
+
+TEST(PlannerServerTest, BearerTokenIsRequired) {
+  absl::StatusOr<std::unique_ptr<PlannerServer>> server =
+      StartRealServer("", /*token=*/"s3cret-token");
+  ASSERT_TRUE(server.ok()) << server.status();
+
+  std::unique_ptr<GrpcPlannerClient> anonymous =
+      MakeClient(ClientOptions((*server)->port()));
+  absl::StatusOr<v1::ListWorkersResponse> refused =
+      anonymous->ListWorkers(v1::ListWorkersRequest());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnauthenticated)
+      << refused.status();
+  EXPECT_EQ(anonymous->attempts(), 1);
+
+  GrpcPlannerClient::Options wrong_options = ClientOptions((*server)->port());
+  wrong_options.bearer_token = "s3cret-tokem";
+  std::unique_ptr<GrpcPlannerClient> wrong = MakeClient(wrong_options);
+  EXPECT_EQ(wrong->ListWorkers(v1::ListWorkersRequest()).status().code(),
+            absl::StatusCode::kUnauthenticated);
+  wrong_options.bearer_token = "s3cret-token-and-more";
+  wrong = MakeClient(wrong_options);
+  EXPECT_EQ(wrong->ListWorkers(v1::ListWorkersRequest()).status().code(),
+            absl::StatusCode::kUnauthenticated);
+
+  GrpcPlannerClient::Options right_options = ClientOptions((*server)->port());
+  right_options.bearer_token = "s3cret-token";
+  std::unique_ptr<GrpcPlannerClient> right = MakeClient(right_options);
+  absl::StatusOr<v1::ListWorkersResponse> listed =
+      right->ListWorkers(v1::ListWorkersRequest());
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  EXPECT_EQ(listed->world_size(), kNumNodes * kGpusPerNode);
+
+  // The health service needs no token (Kubernetes probes carry none).
+  EXPECT_EQ(HealthCheck((*server)->port(), "").second, kServing);
+
+  const std::string metrics = HttpGet((*server)->metrics_port(), "/metrics");
+  EXPECT_EQ(
+      MetricValue(metrics, metric_names::kRpcRequestsTotal,
+                  {{"method", "ListWorkers"}, {"code", "UNAUTHENTICATED"}}),
+      3)
+      << metrics;
+}
+
+TEST(PlannerServerTest, AddressesInUseAreRefused) {
+  absl::StatusOr<std::unique_ptr<PlannerServer>> first = StartRealServer("");
+  ASSERT_TRUE(first.ok()) << first.status();
+
+  PlannerServer::Options same_port;
+  same_port.handler = HandlerOptions("");
+  same_port.listen_address = absl::StrCat("127.0.0.1:", (*first)->port());
+  absl::StatusOr<std::unique_ptr<PlannerServer>> second = PlannerServer::Start(
+      std::move(same_port), RealClock::Get(), /*log=*/nullptr);
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(second.status().message(),
+              HasSubstr(absl::StrCat("127.0.0.1:", (*first)->port())));
+
+  PlannerServer::Options same_metrics_port;
+  same_metrics_port.handler = HandlerOptions("");
+  same_metrics_port.metrics_address =
+      absl::StrCat("127.0.0.1:", (*first)->metrics_port());
+  second = PlannerServer::Start(std::move(same_metrics_port), RealClock::Get(),
+                                /*log=*/nullptr);
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(second.status().message(),
+              HasSubstr(absl::StrCat("127.0.0.1:", (*first)->metrics_port())));
+}
+
+// ---------------------------------------------------------------------------
+// TLS, with certificates made by the openssl command line.
+
+class PlannerServerTlsTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    if (std::system("command -v openssl > /dev/null 2>&1") != 0) return;
+    dir_ = new std::string(FreshDir("tls"));
+    const std::string script = absl::StrCat(
+        "set -e; cd '", *dir_, "'\n",
+        "key() { openssl genpkey -algorithm EC -pkeyopt "
+        "ec_paramgen_curve:P-256 -out \"$1\"; }\n",
+        "key ca.key; key server.key; key client.key\n",
+        "openssl req -x509 -new -key ca.key -out ca.pem -days 2 "
+        "-subj /CN=dcp-test-ca\n",
+        "openssl req -new -key server.key -out server.csr -subj "
+        "/CN=localhost\n",
+        "printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\\n"
+        "extendedKeyUsage=serverAuth\\n' > server.ext\n",
+        "openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key "
+        "-CAcreateserial -out server.pem -days 2 -extfile server.ext\n",
+        "openssl req -new -key client.key -out client.csr -subj /CN=worker-0\n",
+        "printf 'extendedKeyUsage=clientAuth\\n' > client.ext\n",
+        "openssl x509 -req -in client.csr -CA ca.pem -CAkey ca.key "
+        "-CAcreateserial -out client.pem -days 2 -extfile client.ext\n");
+    const std::string script_path = *dir_ + "/make_certs.sh";
+    FILE* file = std::fopen(script_path.c_str(), "w");
+    std::fputs(script.c_str(), file);
+    std::fclose(file);
+    certificates_made_ =
+        std::system(absl::StrCat("bash '", script_path, "' > '", *dir_,
+                                 "/openssl.log' 2>&1")
+                        .c_str()) == 0;
+  }
+
+  void SetUp() override {
+    if (dir_ == nullptr) {
+      GTEST_SKIP() << "no openssl command line to make test certificates";
+    }
+    ASSERT_TRUE(certificates_made_)
+        << "openssl failed; see " << *dir_ << "/openssl.log";
+  }
+
+  static std::string File(absl::string_view name) {
+    return absl::StrCat(*dir_, "/", name);
+  }
+
+  static absl::StatusOr<std::unique_ptr<PlannerServer>> StartTlsServer(
+      bool mutual) {
+    PlannerServer::Options options;
+    options.handler = HandlerOptions("");
+    options.metrics_address = "";
+    options.tls.cert_file = File("server.pem");
+    options.tls.key_file = File("server.key");
+    if (mutual) options.tls.client_ca_file = File("ca.pem");
+    options.call_threads = 2;
+    return PlannerServer::Start(std::move(options), RealClock::Get(),
+                                /*log=*/nullptr);
+  }
+
+  static GrpcPlannerClient::Options TlsClientOptions(int port,
+                                                     bool client_cert) {
+    GrpcPlannerClient::Options options = ClientOptions(port);
+    options.retry.max_attempts = 1;
+    options.call_deadline = absl::Seconds(5);
+    options.tls.root_ca_file = File("ca.pem");
+    if (client_cert) {
+      options.tls.cert_file = File("client.pem");
+      options.tls.key_file = File("client.key");
+    }
+    return options;
+  }
+
+  static std::string* dir_;
+  static bool certificates_made_;
+};
+
+std::string* PlannerServerTlsTest::dir_ = nullptr;
+bool PlannerServerTlsTest::certificates_made_ = false;
+
+TEST_F(PlannerServerTlsTest, ServerTls) {
+  absl::StatusOr<std::unique_ptr<PlannerServer>> server =
+      StartTlsServer(/*mutual=*/false);
+  ASSERT_TRUE(server.ok()) << server.status();
+  EXPECT_EQ((*server)->metrics_port(), 0);
+
+  GrpcPlannerClient::Options plaintext = ClientOptions((*server)->port());
+  plaintext.retry.max_attempts = 1;
+  plaintext.call_deadline = absl::Seconds(5);
+  EXPECT_FALSE(
+      MakeClient(plaintext)->ListWorkers(v1::ListWorkersRequest()).ok());
+
+  absl::StatusOr<v1::ListWorkersResponse> listed =
+      MakeClient(TlsClientOptions((*server)->port(), /*client_cert=*/false))
+          ->ListWorkers(v1::ListWorkersRequest());
+  EXPECT_TRUE(listed.ok()) << listed.status();
+
+  // By name, with the certificate's DNS name.
+  GrpcPlannerClient::Options by_name =
+      TlsClientOptions((*server)->port(), /*client_cert=*/false);
+  by_name.target = absl::StrCat("localhost:", (*server)->port());
+  listed = MakeClient(by_name)->ListWorkers(v1::ListWorkersRequest());
+  EXPECT_TRUE(listed.ok()) << listed.status();
+}
+
+TEST_F(PlannerServerTlsTest, MutualTls) {
+  absl::StatusOr<std::unique_ptr<PlannerServer>> server =
+      StartTlsServer(/*mutual=*/true);
+  ASSERT_TRUE(server.ok()) << server.status();
+
+  absl::StatusOr<v1::ListWorkersResponse> refused =
+      MakeClient(TlsClientOptions((*server)->port(), /*client_cert=*/false))
+          ->ListWorkers(v1::ListWorkersRequest());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnavailable)
+      << refused.status();
+
+  absl::StatusOr<v1::ListWorkersResponse> listed =
+      MakeClient(TlsClientOptions((*server)->port(), /*client_cert=*/true))
+          ->ListWorkers(v1::ListWorkersRequest());
+  EXPECT_TRUE(listed.ok()) << listed.status();
+}
+
+TEST_F(PlannerServerTlsTest, MissingCertificateFileIsNamed) {
+  PlannerServer::Options options;
+  options.handler = HandlerOptions("");
+  options.tls.cert_file = File("absent.pem");
+  options.tls.key_file = File("server.key");
+  absl::StatusOr<std::unique_ptr<PlannerServer>> server = PlannerServer::Start(
+      std::move(options), RealClock::Get(), /*log=*/nullptr);
+  EXPECT_EQ(server.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(server.status().message(), HasSubstr("absent.pem"));
+}
+
+// ---------------------------------------------------------------------------
+// The gRPC edge alone, over a fake handler.
+
+/// Answers every method at once except GetPlan, which waits for `gate` when
+/// set. Counts plans per step like the real handler. Thread-safe.
+class FakePlannerHandler final : public PlannerHandler {
+ public:
+  explicit FakePlannerHandler(PlannerMetrics* metrics) : metrics_(metrics) {}
+
+  absl::StatusOr<v1::RegisterWorkerResponse> RegisterWorker(
+      const v1::RegisterWorkerRequest& request) override {
+    if (request.worker_id().empty()) {
+      return absl::InvalidArgumentError(
+          "worker_id is empty; give each worker a stable id");
+    }
+    v1::RegisterWorkerResponse response;
+    response.set_num_ranks(request.num_ranks());
+    return response;
+  }
+  absl::StatusOr<v1::SubmitProfileResponse> SubmitProfile(
+      const v1::SubmitProfileRequest&) override {
+    return v1::SubmitProfileResponse();
+  }
+  absl::StatusOr<v1::SubmitBatchesResponse> SubmitBatches(
+      const v1::SubmitBatchesRequest& request) override {
+    v1::SubmitBatchesResponse response;
+    response.set_accepted(request.batches_size());
+    return response;
+  }
+  absl::StatusOr<v1::GetPlanResponse> GetPlan(
+      const v1::GetPlanRequest& request) override {
+    absl::StatusOr<std::shared_ptr<const std::string>> bytes =
+        GetSerializedPlan(request);
+    if (!bytes.ok()) return bytes.status();
+    v1::GetPlanResponse response;
+    response.ParseFromString(**bytes);
+    return response;
+  }
+  absl::StatusOr<std::shared_ptr<const std::string>> GetSerializedPlan(
+      const v1::GetPlanRequest& request) override {
+    if (gate != nullptr) {
+      entered.Notify();
+      gate->WaitForNotification();
+    }
+    absl::MutexLock lock(&mutex_);
+    std::shared_ptr<const std::string>& cached = plans_[request.batch().step()];
+    if (cached == nullptr) {
+      v1::GetPlanResponse response;
+      response.mutable_plan()->set_step(request.batch().step());
+      response.mutable_plan()->set_strategy("fake");
+      response.set_params_version(request.batch().samples_size());
+      cached =
+          std::make_shared<const std::string>(response.SerializeAsString());
+      metrics_->PlanComputed(/*latency_seconds=*/0.001,
+                             /*predicted_step_seconds=*/1.5);
+    }
+    return cached;
+  }
+  absl::StatusOr<v1::ReportStepStatsResponse> ReportStepStats(
+      const v1::ReportStepStatsRequest&) override {
+    return v1::ReportStepStatsResponse();
+  }
+  absl::StatusOr<v1::GetClusterModelResponse> GetClusterModel(
+      const v1::GetClusterModelRequest&) override {
+    return absl::FailedPreconditionError("no model in the fake");
+  }
+  absl::StatusOr<v1::ListWorkersResponse> ListWorkers(
+      const v1::ListWorkersRequest&) override {
+    return v1::ListWorkersResponse();
+  }
+  void Shutdown() override { shut_down.Notify(); }
+
+  /// Set before calls start.
+  absl::Notification* gate = nullptr;
+  absl::Notification entered;
+  absl::Notification shut_down;
+
+ private:
+  PlannerMetrics* const metrics_;
+  absl::Mutex mutex_;
+  absl::flat_hash_map<int64_t, std::shared_ptr<const std::string>> plans_
+      ABSL_GUARDED_BY(mutex_);
+};
+
+/// A server over a FakePlannerHandler; `*fake` points at it.
+absl::StatusOr<std::unique_ptr<PlannerServer>> StartFakeServer(
+    FakePlannerHandler** fake, bool metrics,
+    absl::Notification* gate = nullptr) {
+  PlannerServer::Options options;
+  options.call_threads = 2;
+  if (!metrics) options.metrics_address = "";
+  return PlannerServer::Start(
+      std::move(options), RealClock::Get(), /*log=*/nullptr,
+      [fake, gate](PlannerHandlerOptions, const Clock&, PlannerMetrics* metrics,
+                   std::function<void(const std::string&)>)
+          -> absl::StatusOr<std::unique_ptr<PlannerHandler>> {
+        auto handler = std::make_unique<FakePlannerHandler>(metrics);
+        handler->gate = gate;
+        *fake = handler.get();
+        return handler;
+      });
+}
+
+TEST(GrpcPlannerServiceTest, ServesSharedPlanBytesAndCountsRpcs) {
+  FakePlannerHandler* fake = nullptr;
+  absl::StatusOr<std::unique_ptr<PlannerServer>> server =
+      StartFakeServer(&fake, /*metrics=*/true);
+  ASSERT_TRUE(server.ok()) << server.status();
+  std::unique_ptr<GrpcPlannerClient> client =
+      MakeClient(ClientOptions((*server)->port()));
+
+  const auto scrape = [&] {
+    return HttpGet((*server)->metrics_port(), "/metrics");
+  };
+  const auto get_plan_ok = [&](const std::string& metrics) {
+    return MetricValue(metrics, metric_names::kRpcRequestsTotal,
+                       {{"method", "GetPlan"}, {"code", "OK"}})
+        .value_or(0);
+  };
+  EXPECT_EQ(get_plan_ok(scrape()), 0);
+  for (int i = 0; i < 3; ++i) {
+    absl::StatusOr<v1::GetPlanResponse> plan =
+        client->GetPlan(PlanRequest(/*node=*/i, /*step=*/5));
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    EXPECT_EQ(plan->plan().step(), 5);
+    EXPECT_EQ(plan->plan().strategy(), "fake");
+    EXPECT_EQ(plan->params_version(), 48);
+  }
+  std::string metrics = scrape();
+  EXPECT_EQ(get_plan_ok(metrics), 3) << metrics;
+  EXPECT_EQ(MetricValue(metrics, metric_names::kPlansTotal), 1) << metrics;
+  EXPECT_EQ(MetricValue(metrics, "dcp_rpc_latency_seconds_count",
+                        {{"method", "GetPlan"}}),
+            3)
+      << metrics;
+
+  // Handler errors keep their code and message, and are counted by code.
+  absl::StatusOr<v1::GetClusterModelResponse> model =
+      client->GetClusterModel(v1::GetClusterModelRequest());
+  EXPECT_EQ(model.status(),
+            absl::FailedPreconditionError("no model in the fake"));
+  metrics = scrape();
+  EXPECT_EQ(MetricValue(metrics, metric_names::kRpcRequestsTotal,
+                        {{"method", "GetClusterModel"},
+                         {"code", "FAILED_PRECONDITION"}}),
+            1)
+      << metrics;
+}
+
+TEST(GrpcPlannerServiceTest, InvalidArgumentIsNotRetried) {
+  FakePlannerHandler* fake = nullptr;
+  absl::StatusOr<std::unique_ptr<PlannerServer>> server =
+      StartFakeServer(&fake, /*metrics=*/false);
+  ASSERT_TRUE(server.ok()) << server.status();
+  std::unique_ptr<GrpcPlannerClient> client =
+      MakeClient(ClientOptions((*server)->port()));
+  absl::StatusOr<v1::RegisterWorkerResponse> refused =
+      client->RegisterWorker(v1::RegisterWorkerRequest());
+  EXPECT_EQ(refused.status(),
+            absl::InvalidArgumentError(
+                "worker_id is empty; give each worker a stable id"));
+  EXPECT_EQ(client->attempts(), 1);
+}
+
+TEST(GrpcPlannerServiceTest, ShutdownDrainsCallsInFlight) {
+  FakePlannerHandler* fake = nullptr;
+  absl::Notification gate;
+  absl::StatusOr<std::unique_ptr<PlannerServer>> server =
+      StartFakeServer(&fake, /*metrics=*/false, &gate);
+  ASSERT_TRUE(server.ok()) << server.status();
+  std::unique_ptr<GrpcPlannerClient> client =
+      MakeClient(ClientOptions((*server)->port()));
+
+  absl::StatusOr<v1::GetPlanResponse> plan;
+  std::thread caller([&] { plan = client->GetPlan(PlanRequest(0, 1)); });
+  fake->entered.WaitForNotification();
+  std::thread stopper([&] { (*server)->Shutdown(absl::Seconds(10)); });
+  absl::SleepFor(absl::Milliseconds(100));
+  EXPECT_FALSE(fake->shut_down.HasBeenNotified());
+  gate.Notify();
+  caller.join();
+  stopper.join();
+  EXPECT_TRUE(plan.ok()) << plan.status();
+  EXPECT_TRUE(fake->shut_down.HasBeenNotified());
+  (*server)->Wait();  // Returns: shut down.
+}
+
+// ---------------------------------------------------------------------------
+// Client retries.
+
+TEST(GrpcPlannerClientTest, RetriesUnavailableThenNamesThePlanner) {
+  const int port = UnusedPort();
+  GrpcPlannerClient::Options options = ClientOptions(port);
+  options.retry.max_attempts = 4;
+  options.retry.initial_backoff = absl::Milliseconds(100);
+  options.retry.max_backoff = absl::Milliseconds(300);
+  options.retry.multiplier = 2;
+  options.retry.jitter = 0.2;
+  std::vector<absl::Duration> sleeps;
+  options.sleep = [&](absl::Duration wait) { sleeps.push_back(wait); };
+  std::unique_ptr<GrpcPlannerClient> client = MakeClient(options);
+
+  absl::StatusOr<v1::ListWorkersResponse> result =
+      client->ListWorkers(v1::ListWorkersRequest());
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(result.status().message(),
+              HasSubstr(absl::StrCat("planner at 127.0.0.1:", port,
+                                     " unavailable after 4 attempts over ")));
+  EXPECT_EQ(client->attempts(), 4);
+  ASSERT_EQ(sleeps.size(), 3u);
+  const double base_ms[] = {100, 200, 300};
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_GE(absl::ToDoubleMilliseconds(sleeps[i]), base_ms[i] * 0.8) << i;
+    EXPECT_LE(absl::ToDoubleMilliseconds(sleeps[i]), base_ms[i] * 1.2) << i;
+  }
+
+  // The jitter is reproducible from the seed.
+  std::vector<absl::Duration> again;
+  options.sleep = [&](absl::Duration wait) { again.push_back(wait); };
+  (void)MakeClient(options)->ListWorkers(v1::ListWorkersRequest());
+  EXPECT_EQ(again, sleeps);
+}
+
+TEST(GrpcPlannerClientTest, BadOptionsAreRefused) {
+  GrpcPlannerClient::Options options;
+  EXPECT_EQ(GrpcPlannerClient::Create(options).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  options = ClientOptions(1);
+  options.retry.max_attempts = 0;
+  EXPECT_EQ(GrpcPlannerClient::Create(options).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  options = ClientOptions(1);
+  options.tls.root_ca_file = "/nonexistent/ca.pem";
+  absl::StatusOr<std::unique_ptr<GrpcPlannerClient>> client =
+      GrpcPlannerClient::Create(options);
+  EXPECT_EQ(client.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(client.status().message(), HasSubstr("/nonexistent/ca.pem"));
+}
+
+}  // namespace
+}  // namespace dcp

@@ -1,0 +1,195 @@
+#include "planner/service/proto_convert.h"
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "cost_model/cost_model.h"
+#include "cost_model/fitting.h"
+#include "gmock/gmock.h"
+#include "google/protobuf/util/message_differencer.h"
+#include "gtest/gtest.h"
+#include "planner/planner.h"
+
+namespace dcp {
+namespace {
+
+using ::google::protobuf::util::MessageDifferencer;
+using ::testing::HasSubstr;
+
+ModelSpec Llama8b() { return ModelPreset("llama3-8b").value(); }
+
+TEST(ProtoConvertTest, ModelSpecRoundTrips) {
+  for (const std::string& name : ModelPresetNames()) {
+    const ModelSpec spec = ModelPreset(name).value();
+    const ModelSpec back = ModelSpecFromProto(ModelSpecToProto(spec));
+    EXPECT_EQ(ModelSpecToJson(back), ModelSpecToJson(spec)) << name;
+  }
+  ModelSpec dit = ModelPreset("video-dit-1b").value();
+  const v1::ModelSpec proto = ModelSpecToProto(dit);
+  EXPECT_EQ(proto.name(), "video-dit-1b");
+  EXPECT_EQ(proto.causal(), dit.causal);
+  EXPECT_EQ(proto.adaln_modulation(), dit.adaln_modulation);
+}
+
+TEST(ProtoConvertTest, ClusterSpecRoundTrips) {
+  ClusterSpec spec = H200Cluster(/*num_nodes=*/4, /*gpus_per_node=*/8);
+  spec.usable_memory_fraction = 0.7;
+  spec.inter_node_latency_seconds = 31e-6;
+  const v1::ClusterSpec proto = ClusterSpecToProto(spec);
+  EXPECT_EQ(proto.num_nodes(), 4);
+  EXPECT_EQ(proto.gpu_memory_bytes(), 141000000000);
+  EXPECT_EQ(ClusterSpecToJson(ClusterSpecFromProto(proto)),
+            ClusterSpecToJson(spec));
+}
+
+TEST(ProtoConvertTest, CostParamsRoundTripExactly) {
+  const ModelSpec model = Llama8b();
+  CostParams params = DefaultCostParams(model, H200Cluster(4, 8));
+  params.compute.gemm_half_efficiency_tokens = 123.456;
+  params.memory.fixed_bytes = 4e9 + 1;
+  params.memory.zero1_optimizer_sharding = false;
+  params.comm.all_reduce_inter_latency_seconds = 1.0 / 3;
+  const v1::CostParams proto = CostParamsToProto(params);
+  const CostParams back = CostParamsFromProto(proto);
+  EXPECT_TRUE(MessageDifferencer::Equals(CostParamsToProto(back), proto));
+  EXPECT_EQ(back.compute.gemm_flops_per_second,
+            params.compute.gemm_flops_per_second);
+  EXPECT_EQ(back.memory.zero1_optimizer_sharding, false);
+  EXPECT_EQ(back.comm.all_reduce_inter_latency_seconds, 1.0 / 3);
+  EXPECT_EQ(proto.compute().layer_fixed_seconds(),
+            params.compute.layer_fixed_seconds);
+  EXPECT_EQ(proto.memory().checkpoint_bytes_per_token_per_layer(),
+            params.memory.checkpoint_bytes_per_token_per_layer);
+  EXPECT_EQ(proto.comm().all_to_all_inter_bus_bytes_per_second(),
+            params.comm.all_to_all_inter_bus_bytes_per_second);
+}
+
+TEST(ProtoConvertTest, PlannedPlanRoundTripsWithStep) {
+  const CostModel cost_model =
+      CostModel::CreateDefault(Llama8b(), H200Cluster(4, 8)).value();
+  std::vector<int64_t> lengths;
+  for (int i = 0; i < 40; ++i) lengths.push_back(2000 + 997 * i);
+  lengths.push_back(90000);
+  Plan plan = Planner(cost_model, {}).PlanBatch(lengths).value();
+  // Whole bytes survive the wire's integers.
+  for (GroupPlan& group : plan.groups) {
+    for (MicroBatchPlan& micro_batch : group.micro_batches) {
+      micro_batch.predicted_peak_bytes =
+          std::round(micro_batch.predicted_peak_bytes);
+    }
+  }
+  const v1::Plan proto = PlanToProto(plan, /*step=*/17);
+  EXPECT_EQ(proto.step(), 17);
+  EXPECT_EQ(proto.strategy(), plan.strategy);
+  ASSERT_EQ(proto.groups_size(), static_cast<int>(plan.groups.size()));
+  for (int g = 0; g < proto.groups_size(); ++g) {
+    EXPECT_EQ(proto.groups(g).sp_size(), plan.groups[g].sp_size());
+    EXPECT_EQ(proto.groups(g).ranks_size(), plan.groups[g].sp_size());
+  }
+  const Plan back = PlanFromProto(proto);
+  EXPECT_EQ(back.strategy, plan.strategy);
+  EXPECT_EQ(back.predicted_step_seconds, plan.predicted_step_seconds);
+  EXPECT_EQ(back.slowest_group_seconds, plan.slowest_group_seconds);
+  EXPECT_EQ(back.exposed_allreduce_seconds, plan.exposed_allreduce_seconds);
+  EXPECT_EQ(back.lower_bound_seconds, plan.lower_bound_seconds);
+  ASSERT_EQ(back.groups.size(), plan.groups.size());
+  for (size_t g = 0; g < plan.groups.size(); ++g) {
+    EXPECT_EQ(back.groups[g].ranks, plan.groups[g].ranks);
+    EXPECT_EQ(back.groups[g].predicted_seconds,
+              plan.groups[g].predicted_seconds);
+    ASSERT_EQ(back.groups[g].micro_batches.size(),
+              plan.groups[g].micro_batches.size());
+    for (size_t m = 0; m < plan.groups[g].micro_batches.size(); ++m) {
+      const MicroBatchPlan& a = back.groups[g].micro_batches[m];
+      const MicroBatchPlan& b = plan.groups[g].micro_batches[m];
+      EXPECT_EQ(a.sequence_indices, b.sequence_indices);
+      EXPECT_EQ(a.checkpointed_layers, b.checkpointed_layers);
+      EXPECT_EQ(a.predicted_seconds, b.predicted_seconds);
+      EXPECT_EQ(a.predicted_peak_bytes, b.predicted_peak_bytes);
+    }
+  }
+  EXPECT_TRUE(MessageDifferencer::Equals(PlanToProto(back, 17), proto));
+}
+
+TEST(ProtoConvertTest, SyntheticProfileRoundTrips) {
+  const CostModel truth =
+      CostModel::CreateDefault(Llama8b(), H200Cluster(2, 8)).value();
+  const std::vector<ProfileSample> samples =
+      SyntheticProfile(truth, /*seed=*/7, /*relative_noise=*/0.02);
+  ASSERT_FALSE(samples.empty());
+  v1::ProfileSet set;
+  for (const ProfileSample& sample : samples) {
+    *set.add_samples() = ProfileSampleToProto(sample);
+  }
+  absl::StatusOr<std::vector<ProfileSample>> back =
+      ProfileSamplesFromProto(set.samples());
+  ASSERT_TRUE(back.ok()) << back.status();
+  ASSERT_EQ(back->size(), samples.size());
+  for (size_t i = 0; i < samples.size(); ++i) {
+    const ProfileSample& a = (*back)[i];
+    const ProfileSample& b = samples[i];
+    EXPECT_EQ(a.op, b.op) << i;
+    EXPECT_EQ(a.flops, b.flops) << i;
+    EXPECT_EQ(a.tokens, std::round(b.tokens)) << i;
+    EXPECT_EQ(a.sum_squared_lengths, b.sum_squared_lengths) << i;
+    EXPECT_EQ(a.sum_lengths, std::round(b.sum_lengths)) << i;
+    EXPECT_EQ(a.group_size, b.group_size) << i;
+    EXPECT_EQ(a.inter_node, b.inter_node) << i;
+    EXPECT_EQ(a.bytes, std::round(b.bytes)) << i;
+    EXPECT_EQ(a.checkpointed_layers, b.checkpointed_layers) << i;
+    EXPECT_EQ(a.measured_seconds, b.measured_seconds) << i;
+    EXPECT_NEAR(a.measured_bytes, b.measured_bytes, 0.5) << i;
+  }
+  // Every op is represented and maps back to itself.
+  for (auto op : {ProfileSample::Op::kGemm, ProfileSample::Op::kAttentionForward,
+                  ProfileSample::Op::kAttentionBackward,
+                  ProfileSample::Op::kAllToAll, ProfileSample::Op::kAllReduce,
+                  ProfileSample::Op::kActivationMemory}) {
+    ProfileSample sample;
+    sample.op = op;
+    EXPECT_EQ(ProfileSampleFromProto(ProfileSampleToProto(sample), 0)->op, op);
+  }
+}
+
+TEST(ProtoConvertTest, UnspecifiedOrUnknownOpNamesTheIndex) {
+  v1::ProfileSet set;
+  set.add_samples()->set_op(v1::ProfileSample::GEMM);
+  set.add_samples()->set_op(v1::ProfileSample::ALL_TO_ALL);
+  set.add_samples();  // OP_UNSPECIFIED
+  absl::StatusOr<std::vector<ProfileSample>> samples =
+      ProfileSamplesFromProto(set.samples());
+  ASSERT_EQ(samples.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(samples.status().message(), HasSubstr("samples[2].op"));
+  EXPECT_THAT(samples.status().message(), HasSubstr("OP_UNSPECIFIED"));
+
+  v1::ProfileSample unknown;
+  unknown.set_op(static_cast<v1::ProfileSample::Op>(42));
+  absl::StatusOr<ProfileSample> sample = ProfileSampleFromProto(unknown, 5);
+  ASSERT_EQ(sample.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(sample.status().message(), HasSubstr("samples[5].op = 42"));
+}
+
+TEST(ProtoConvertTest, FitReportRoundTrips) {
+  ModelFitReport report;
+  report.name = "attention_backward";
+  report.num_samples = 12;
+  report.rms_relative_error = 0.013;
+  report.max_relative_error = 0.04;
+  report.used_defaults = false;
+  report.note = "fitted";
+  const v1::FitReport proto = FitReportToProto(report);
+  EXPECT_EQ(proto.name(), "attention_backward");
+  EXPECT_EQ(proto.num_samples(), 12);
+  EXPECT_FALSE(proto.used_defaults());
+  const ModelFitReport back = FitReportFromProto(proto);
+  EXPECT_EQ(back.name, report.name);
+  EXPECT_EQ(back.num_samples, report.num_samples);
+  EXPECT_EQ(back.rms_relative_error, report.rms_relative_error);
+  EXPECT_EQ(back.max_relative_error, report.max_relative_error);
+  EXPECT_EQ(back.used_defaults, report.used_defaults);
+  EXPECT_EQ(back.note, report.note);
+}
+
+}  // namespace
+}  // namespace dcp

@@ -1,0 +1,214 @@
+#include "planner/service/state_store.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <system_error>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+
+namespace dcp {
+namespace {
+
+constexpr size_t kMaxNameLength = 200;
+// Marks temporary files; '~' is not allowed in keys, so a temporary file is
+// never mistaken for a key.
+constexpr absl::string_view kTempMarker = "~tmp.";
+
+absl::Status ErrnoError(absl::string_view what, const std::string& path,
+                        int error) {
+  std::string message =
+      absl::StrCat(what, " '", path, "' failed: ", std::strerror(error));
+  if (error == ENOSPC || error == EDQUOT) {
+    return absl::ResourceExhaustedError(message);
+  }
+  if (error == EACCES || error == EPERM || error == EROFS) {
+    return absl::PermissionDeniedError(message);
+  }
+  return absl::InternalError(message);
+}
+
+bool IsNameCharacter(char c) {
+  return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
+         (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-';
+}
+
+// Writes all of `bytes` to `fd`, retrying on EINTR and short writes.
+int WriteAll(int fd, absl::string_view bytes) {
+  const char* data = bytes.data();
+  size_t left = bytes.size();
+  while (left > 0) {
+    const ssize_t written = ::write(fd, data, left);
+    if (written < 0) {
+      if (errno == EINTR) continue;
+      return errno;
+    }
+    data += written;
+    left -= static_cast<size_t>(written);
+  }
+  return 0;
+}
+
+}  // namespace
+
+absl::Status StateStore::ValidateName(absl::string_view name) {
+  if (name.empty()) {
+    return absl::InvalidArgumentError(
+        "state key is empty; use 1 to 200 characters of [A-Za-z0-9._-]");
+  }
+  if (name.size() > kMaxNameLength) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "state key '", name.substr(0, 40), "...' has ", name.size(),
+        " characters; use at most ", kMaxNameLength));
+  }
+  if (name == "." || name == "..") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "state key '", name, "' names a directory; use a file name"));
+  }
+  for (char c : name) {
+    if (!IsNameCharacter(c)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "state key '", name, "' contains '", std::string(1, c),
+          "'; use only [A-Za-z0-9._-]"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<StateStore>> StateStore::Open(
+    absl::string_view directory) {
+  if (directory.empty()) {
+    return absl::InvalidArgumentError(
+        "state directory is empty; give a directory path");
+  }
+  const std::string path(directory);
+  std::error_code error;
+  std::filesystem::create_directories(path, error);
+  if (error) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "cannot create state directory '", path, "': ", error.message()));
+  }
+  if (!std::filesystem::is_directory(path, error)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "state directory '", path, "' is not a directory"));
+  }
+  // Temporary files of writes interrupted by a crash.
+  for (const auto& entry : std::filesystem::directory_iterator(path, error)) {
+    const std::string name = entry.path().filename().string();
+    if (absl::StrContains(name, kTempMarker)) {
+      std::error_code ignored;
+      std::filesystem::remove(entry.path(), ignored);
+    }
+  }
+  if (error) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "cannot list state directory '", path, "': ", error.message()));
+  }
+  return std::unique_ptr<StateStore>(new StateStore(path));
+}
+
+std::string StateStore::PathOf(absl::string_view name) const {
+  return absl::StrCat(directory_, "/", name);
+}
+
+absl::Status StateStore::SyncDirectory() const {
+  const int fd = ::open(directory_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return ErrnoError("opening directory", directory_, errno);
+  const int result = ::fsync(fd);
+  const int error = errno;
+  ::close(fd);
+  if (result != 0) return ErrnoError("fsync of directory", directory_, error);
+  return absl::OkStatus();
+}
+
+absl::Status StateStore::Write(absl::string_view name,
+                               absl::string_view bytes) {
+  if (absl::Status status = ValidateName(name); !status.ok()) return status;
+  absl::MutexLock lock(&write_mutex_);
+  const std::string temp_path = absl::StrCat(PathOf(name), kTempMarker,
+                                             ::getpid(), ".", next_temp_id_++);
+  const int fd = ::open(temp_path.c_str(),
+                        O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return ErrnoError("creating", temp_path, errno);
+  int error = WriteAll(fd, bytes);
+  if (error == 0 && ::fsync(fd) != 0) error = errno;
+  if (::close(fd) != 0 && error == 0) error = errno;
+  if (error != 0) {
+    ::unlink(temp_path.c_str());
+    return ErrnoError("writing", temp_path, error);
+  }
+  const std::string path = PathOf(name);
+  if (::rename(temp_path.c_str(), path.c_str()) != 0) {
+    error = errno;
+    ::unlink(temp_path.c_str());
+    return ErrnoError("renaming to", path, error);
+  }
+  return SyncDirectory();
+}
+
+absl::StatusOr<std::optional<std::string>> StateStore::Read(
+    absl::string_view name) const {
+  if (absl::Status status = ValidateName(name); !status.ok()) return status;
+  const std::string path = PathOf(name);
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT) return std::optional<std::string>();
+    return ErrnoError("opening", path, errno);
+  }
+  std::string bytes;
+  char buffer[1 << 16];
+  while (true) {
+    const ssize_t count = ::read(fd, buffer, sizeof buffer);
+    if (count < 0) {
+      if (errno == EINTR) continue;
+      const int error = errno;
+      ::close(fd);
+      return ErrnoError("reading", path, error);
+    }
+    if (count == 0) break;
+    bytes.append(buffer, static_cast<size_t>(count));
+  }
+  ::close(fd);
+  return std::optional<std::string>(std::move(bytes));
+}
+
+absl::StatusOr<std::vector<std::string>> StateStore::List(
+    absl::string_view prefix) const {
+  DIR* dir = ::opendir(directory_.c_str());
+  if (dir == nullptr) return ErrnoError("listing", directory_, errno);
+  std::vector<std::string> names;
+  while (true) {
+    errno = 0;
+    const dirent* entry = ::readdir(dir);
+    if (entry == nullptr) break;
+    const absl::string_view name(entry->d_name);
+    if (!absl::StartsWith(name, prefix)) continue;
+    if (!ValidateName(name).ok()) continue;  // temporary files, "." and ".."
+    names.emplace_back(name);
+  }
+  const int error = errno;
+  ::closedir(dir);
+  if (error != 0) return ErrnoError("listing", directory_, error);
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+absl::Status StateStore::Delete(absl::string_view name) {
+  if (absl::Status status = ValidateName(name); !status.ok()) return status;
+  absl::MutexLock lock(&write_mutex_);
+  const std::string path = PathOf(name);
+  if (::unlink(path.c_str()) != 0) {
+    if (errno == ENOENT) return absl::OkStatus();
+    return ErrnoError("removing", path, errno);
+  }
+  return SyncDirectory();
+}
+
+}  // namespace dcp

@@ -1,0 +1,64 @@
+#ifndef DCP_PLANNER_SERVICE_STATE_STORE_H_
+#define DCP_PLANNER_SERVICE_STATE_STORE_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+
+namespace dcp {
+
+/// A small durable key-value store: one file per key in one directory.
+///
+/// Write() is atomic and durable: the bytes go to a temporary file in the
+/// same directory, which is fsynced, renamed over the key's file, and the
+/// directory is fsynced. A crash leaves either the old or the new value;
+/// a leftover temporary file (whose name is never a valid key) is ignored
+/// by Read() and List() and removed by Open().
+///
+/// Keys are simple file names: 1 to 200 characters of [A-Za-z0-9._-], not
+/// "." or "..". Thread-safe: writes are serialized by a mutex; reads may run
+/// concurrently with them. One process per directory.
+class StateStore {
+ public:
+  /// Opens `directory`, creating it (and missing parents) if needed.
+  static absl::StatusOr<std::unique_ptr<StateStore>> Open(
+      absl::string_view directory);
+
+  /// Replaces the value of `name` atomically and durably.
+  absl::Status Write(absl::string_view name, absl::string_view bytes);
+  /// The value of `name`, or nullopt if it was never written.
+  absl::StatusOr<std::optional<std::string>> Read(absl::string_view name) const;
+  /// Keys starting with `prefix`, sorted.
+  absl::StatusOr<std::vector<std::string>> List(absl::string_view prefix) const;
+  /// Removes `name` durably; removing a missing key is not an error.
+  absl::Status Delete(absl::string_view name);
+
+  /// INVALID_ARGUMENT naming `name` unless it is a valid key.
+  static absl::Status ValidateName(absl::string_view name);
+
+  const std::string& directory() const { return directory_; }
+
+ private:
+  explicit StateStore(std::string directory)
+      : directory_(std::move(directory)) {}
+
+  std::string PathOf(absl::string_view name) const;
+  absl::Status SyncDirectory() const;
+
+  const std::string directory_;
+  absl::Mutex write_mutex_;
+  /// Makes temporary file names unique within the process.
+  uint64_t next_temp_id_ ABSL_GUARDED_BY(write_mutex_) = 0;
+};
+
+}  // namespace dcp
+
+#endif  // DCP_PLANNER_SERVICE_STATE_STORE_H_

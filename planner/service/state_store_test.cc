@@ -1,0 +1,169 @@
+#include "planner/service/state_store.h"
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace dcp {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+
+// A fresh directory under TEST_TMPDIR for each test.
+std::string TestDirectory() {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string base = tmp != nullptr ? tmp : "/tmp";
+  const std::string directory = absl::StrCat(
+      base, "/state_store_",
+      ::testing::UnitTest::GetInstance()->current_test_info()->name());
+  std::filesystem::remove_all(directory);
+  return directory;
+}
+
+void WriteRawFile(const std::string& path, const std::string& bytes) {
+  std::ofstream file(path, std::ios::binary);
+  file << bytes;
+}
+
+TEST(StateStoreTest, WritesReadsAndReplaces) {
+  auto store = StateStore::Open(TestDirectory() + "/nested/dir");
+  ASSERT_TRUE(store.ok()) << store.status();
+  absl::StatusOr<std::optional<std::string>> missing = (*store)->Read("a.json");
+  ASSERT_TRUE(missing.ok());
+  EXPECT_FALSE(missing->has_value());
+
+  ASSERT_TRUE((*store)->Write("a.json", "first").ok());
+  EXPECT_EQ((*store)->Read("a.json")->value(), "first");
+  ASSERT_TRUE((*store)->Write("a.json", std::string("x\0y", 3)).ok());
+  EXPECT_EQ((*store)->Read("a.json")->value(), std::string("x\0y", 3));
+  ASSERT_TRUE((*store)->Write("empty", "").ok());
+  EXPECT_EQ((*store)->Read("empty")->value(), "");
+}
+
+TEST(StateStoreTest, ListsByPrefixSorted) {
+  auto store = StateStore::Open(TestDirectory());
+  ASSERT_TRUE(store.ok());
+  for (const char* name : {"step_0003", "step_0001", "params_v1", "step_0002"}) {
+    ASSERT_TRUE((*store)->Write(name, name).ok());
+  }
+  EXPECT_THAT((*store)->List("step_").value(),
+              ElementsAre("step_0001", "step_0002", "step_0003"));
+  EXPECT_THAT((*store)->List("").value(),
+              ElementsAre("params_v1", "step_0001", "step_0002", "step_0003"));
+  EXPECT_THAT((*store)->List("nothing").value(), IsEmpty());
+  ASSERT_TRUE((*store)->Delete("step_0002").ok());
+  ASSERT_TRUE((*store)->Delete("step_0002").ok());  // idempotent
+  EXPECT_THAT((*store)->List("step_").value(),
+              ElementsAre("step_0001", "step_0003"));
+}
+
+TEST(StateStoreTest, SurvivesReopen) {
+  const std::string directory = TestDirectory();
+  {
+    auto store = StateStore::Open(directory);
+    ASSERT_TRUE(store.ok());
+    ASSERT_TRUE((*store)->Write("workers.json", "{}").ok());
+  }
+  auto store = StateStore::Open(directory);
+  ASSERT_TRUE(store.ok());
+  EXPECT_EQ((*store)->Read("workers.json")->value(), "{}");
+}
+
+// A crash between writing the temporary file and renaming it leaves the
+// temporary file behind: readers see the old value (or none) and never the
+// temporary file, and reopening removes it.
+TEST(StateStoreTest, LeftoverTemporaryFileIsIgnored) {
+  const std::string directory = TestDirectory();
+  auto store = StateStore::Open(directory);
+  ASSERT_TRUE(store.ok());
+  ASSERT_TRUE((*store)->Write("params_v1", "old").ok());
+  WriteRawFile(directory + "/params_v1~tmp.123.0", "new but not committed");
+  WriteRawFile(directory + "/params_v2~tmp.123.1", "never committed");
+
+  EXPECT_EQ((*store)->Read("params_v1")->value(), "old");
+  EXPECT_FALSE((*store)->Read("params_v2")->has_value());
+  EXPECT_THAT((*store)->List("params").value(), ElementsAre("params_v1"));
+  EXPECT_THAT((*store)->List("").value(), ElementsAre("params_v1"));
+
+  auto reopened = StateStore::Open(directory);
+  ASSERT_TRUE(reopened.ok());
+  EXPECT_FALSE(std::filesystem::exists(directory + "/params_v1~tmp.123.0"));
+  EXPECT_FALSE(std::filesystem::exists(directory + "/params_v2~tmp.123.1"));
+  EXPECT_EQ((*reopened)->Read("params_v1")->value(), "old");
+  // Writes leave no temporary files behind.
+  ASSERT_TRUE((*reopened)->Write("params_v2", "committed").ok());
+  int files = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(directory)) {
+    (void)entry;
+    ++files;
+  }
+  EXPECT_EQ(files, 2);
+}
+
+TEST(StateStoreTest, RejectsBadNames) {
+  auto store = StateStore::Open(TestDirectory());
+  ASSERT_TRUE(store.ok());
+  for (const std::string& name :
+       {std::string(""), std::string("."), std::string(".."),
+        std::string("a/b"), std::string("../escape"), std::string("a b"),
+        std::string("x~tmp.1.2"), std::string("na\0me", 5),
+        std::string(201, 'a')}) {
+    const absl::Status write = (*store)->Write(name, "bytes");
+    EXPECT_EQ(write.code(), absl::StatusCode::kInvalidArgument) << name;
+    EXPECT_THAT(write.message(), HasSubstr("state key")) << name;
+    EXPECT_EQ((*store)->Read(name).status().code(),
+              absl::StatusCode::kInvalidArgument)
+        << name;
+    EXPECT_EQ((*store)->Delete(name).code(),
+              absl::StatusCode::kInvalidArgument)
+        << name;
+  }
+  EXPECT_TRUE(StateStore::ValidateName("step_000012.json").ok());
+  EXPECT_TRUE(StateStore::ValidateName(std::string(200, 'a')).ok());
+  EXPECT_THAT(StateStore::ValidateName("a:b").message(), HasSubstr("':'"));
+}
+
+TEST(StateStoreTest, OpenFailsOnAFile) {
+  const std::string directory = TestDirectory();
+  std::filesystem::create_directories(directory);
+  WriteRawFile(directory + "/file", "x");
+  EXPECT_EQ(StateStore::Open(directory + "/file").status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(StateStore::Open("").status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(StateStoreTest, ConcurrentWritersLeaveOneWholeValue) {
+  auto store = StateStore::Open(TestDirectory());
+  ASSERT_TRUE(store.ok());
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      const std::string value(1000, static_cast<char>('a' + t));
+      for (int i = 0; i < 10; ++i) {
+        ASSERT_TRUE((*store)->Write("shared", value).ok());
+        ASSERT_TRUE((*store)->Write(absl::StrCat("own_", t), value).ok());
+        absl::StatusOr<std::optional<std::string>> read =
+            (*store)->Read("shared");
+        ASSERT_TRUE(read.ok() && read->has_value());
+        ASSERT_EQ((*read)->size(), 1000u);
+        ASSERT_EQ((*read)->find_first_not_of((**read)[0]), std::string::npos);
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  EXPECT_EQ((*store)->List("own_")->size(), 8u);
+}
+
+}  // namespace
+}  // namespace dcp
