@@ -1,6 +1,7 @@
 #ifndef DCP_WORKER_COMMUNICATOR_H_
 #define DCP_WORKER_COMMUNICATOR_H_
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -70,6 +71,11 @@ struct C10dOptions {
   absl::Duration timeout = absl::Seconds(60);
   /// Namespace of this job's keys in the store (distinct per job/attempt).
   std::string store_prefix = "dcp";
+  /// Rank 0 only: called once the store listens and before rank 0 waits for
+  /// the others to join, with the bound port (the one the system chose when
+  /// store_port is 0). Publish the port from here so the other ranks can
+  /// connect; an error aborts CreateC10dCommunicator and is returned.
+  std::function<absl::Status(int port)> on_store_listening;
 };
 
 /// Joins the world through PyTorch's c10d: TCPStore (server on rank 0),
