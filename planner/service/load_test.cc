@@ -1,0 +1,1352 @@
+#include "planner/service/load_test.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <limits>
+#include <map>
+#include <memory>
+#include <optional>
+#include <random>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "common/clock.h"
+#include "cost_model/cluster_spec.h"
+#include "cost_model/model_spec.h"
+#include "dcp/v1/planner_service.pb.h"
+#include "nlohmann/json.hpp"
+#include "planner/service/planner_client.h"
+#include "planner/service/planner_handler.h"
+#include "planner/service/planner_metrics.h"
+#include "planner/service/planner_server.h"
+#include "planner/service/prometheus_metrics.h"
+#include "planner/workload.h"
+
+namespace dcp {
+namespace {
+
+using json = nlohmann::json;
+
+/// Errors kept verbatim in the result (the rest are only counted).
+constexpr size_t kMaxErrorsKept = 10;
+/// The p99 GetPlan latency the load test is measured against.
+constexpr double kGetPlanP99TargetMs = 50;
+
+// Row names (RpcLatency::name).
+constexpr char kRegisterWorker[] = "RegisterWorker";
+constexpr char kListWorkers[] = "ListWorkers";
+constexpr char kSubmitBatches[] = "SubmitBatches";
+constexpr char kGetPlan[] = "GetPlan";
+constexpr char kGetPlanHit[] = "GetPlan (cache hit)";
+constexpr char kGetPlanWaited[] = "GetPlan (waited for planning)";
+constexpr char kReportStepStats[] = "ReportStepStats (per rank)";
+constexpr char kReportPerWorker[] = "ReportStepStats (per worker)";
+
+// ---------------------------------------------------------------------------
+// Measurement helpers.
+
+double ThreadCpuSeconds() {
+  timespec now{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
+  return now.tv_sec + 1e-9 * now.tv_nsec;
+}
+
+double ProcessCpuSeconds() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return usage.ru_utime.tv_sec + 1e-6 * usage.ru_utime.tv_usec +
+         usage.ru_stime.tv_sec + 1e-6 * usage.ru_stime.tv_usec;
+}
+
+/// The 1-minute load average from /proc/loadavg; -1 if unreadable.
+double LoadAverage() {
+  std::ifstream file("/proc/loadavg");
+  double load = -1;
+  if (!(file >> load)) return -1;
+  return load;
+}
+
+/// Nearest-rank percentile of sorted values (0 for none).
+double Percentile(const std::vector<double>& sorted, double fraction) {
+  if (sorted.empty()) return 0;
+  const size_t rank = static_cast<size_t>(
+      std::ceil(fraction * static_cast<double>(sorted.size())));
+  return sorted[std::min(sorted.size() - 1, rank == 0 ? 0 : rank - 1)];
+}
+
+/// ESTABLISHED TCP connections in this network namespace whose remote port
+/// is `port` (the client ends of connections to the planner); -1 if
+/// unreadable.
+int CountTcpConnectionsTo(int port) {
+  int count = 0;
+  bool readable = false;
+  for (const char* path : {"/proc/self/net/tcp", "/proc/self/net/tcp6"}) {
+    std::ifstream file(path);
+    if (!file) continue;
+    readable = true;
+    std::string line;
+    std::getline(file, line);  // header
+    while (std::getline(file, line)) {
+      std::vector<absl::string_view> fields =
+          absl::StrSplit(line, ' ', absl::SkipEmpty());
+      // sl local_address rem_address st ...
+      if (fields.size() < 4 || fields[3] != "01") continue;
+      const size_t colon = fields[2].rfind(':');
+      uint32_t remote_port = 0;
+      if (colon != absl::string_view::npos &&
+          absl::SimpleHexAtoi(fields[2].substr(colon + 1), &remote_port) &&
+          static_cast<int>(remote_port) == port) {
+        ++count;
+      }
+    }
+  }
+  return readable ? count : -1;
+}
+
+/// The body of `GET path` on 127.0.0.1:port (HTTP/1.0); empty on failure.
+std::string HttpGet(int port, absl::string_view path) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return "";
+  timeval timeout{/*tv_sec=*/5, /*tv_usec=*/0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  address.sin_port = htons(static_cast<uint16_t>(port));
+  if (connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) !=
+      0) {
+    close(fd);
+    return "";
+  }
+  const std::string request =
+      absl::StrCat("GET ", path, " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n");
+  if (write(fd, request.data(), request.size()) !=
+      static_cast<ssize_t>(request.size())) {
+    close(fd);
+    return "";
+  }
+  std::string response;
+  char buffer[4096];
+  ssize_t read_bytes;
+  while ((read_bytes = read(fd, buffer, sizeof(buffer))) > 0) {
+    response.append(buffer, read_bytes);
+  }
+  close(fd);
+  const size_t body = response.find("\r\n\r\n");
+  return body == std::string::npos ? "" : response.substr(body + 4);
+}
+
+/// The value of the first series `name` in Prometheus text `exposition`
+/// whose label text contains `label` (e.g. `method="GetPlan"`; empty: any).
+std::optional<double> MetricValue(absl::string_view exposition,
+                                  absl::string_view name,
+                                  absl::string_view label) {
+  for (absl::string_view line : absl::StrSplit(exposition, '\n')) {
+    if (line.empty() || line[0] == '#') continue;
+    const size_t space = line.rfind(' ');
+    if (space == absl::string_view::npos) continue;
+    const absl::string_view series = line.substr(0, space);
+    const size_t brace = series.find('{');
+    if (series.substr(0, brace) != name) continue;
+    if (!label.empty() && !absl::StrContains(series, label)) continue;
+    double value = 0;
+    if (absl::SimpleAtod(line.substr(space + 1), &value)) return value;
+  }
+  return std::nullopt;
+}
+
+/// SplitMix64: a well-mixed seed for each (seed, step, rank).
+uint64_t Mix(uint64_t value) {
+  value += 0x9e3779b97f4a7c15ull;
+  value = (value ^ (value >> 30)) * 0xbf58476d1ce4e5b9ull;
+  value = (value ^ (value >> 27)) * 0x94d049bb133111ebull;
+  return value ^ (value >> 31);
+}
+
+/// 1 + noise x u, u uniform in [-1, 1) from the raw output of `rng` (the
+/// same on every platform).
+double NoiseFactor(std::mt19937_64& rng, double noise) {
+  const double unit = static_cast<double>(rng() >> 11) * 0x1.0p-53;
+  return 1 + noise * (2 * unit - 1);
+}
+
+std::string WithCommas(int64_t value) {
+  std::string digits = absl::StrCat(value < 0 ? -value : value);
+  for (int i = static_cast<int>(digits.size()) - 3; i > 0; i -= 3) {
+    digits.insert(static_cast<size_t>(i), ",");
+  }
+  return value < 0 ? absl::StrCat("-", digits) : digits;
+}
+
+// ---------------------------------------------------------------------------
+// What the server tells us about planning.
+
+/// The handler's PlannerMetrics: forwards to the server's and counts the
+/// plans computed. Thread-safe.
+class CountingPlannerMetrics final : public PlannerMetrics {
+ public:
+  explicit CountingPlannerMetrics(PlannerMetrics* forward)
+      : forward_(forward != nullptr ? forward : &noop_) {}
+
+  void PlanComputed(double latency_seconds,
+                    double predicted_step_seconds) override {
+    plans_computed_.fetch_add(1);
+    forward_->PlanComputed(latency_seconds, predicted_step_seconds);
+  }
+  void StepMeasured(int rank, double measured_step_seconds) override {
+    forward_->StepMeasured(rank, measured_step_seconds);
+  }
+  void StepImbalance(double imbalance) override {
+    forward_->StepImbalance(imbalance);
+  }
+  void CostModelError(double relative_error) override {
+    forward_->CostModelError(relative_error);
+  }
+  void RegisteredWorkers(int workers) override {
+    forward_->RegisteredWorkers(workers);
+  }
+
+  int64_t plans_computed() const { return plans_computed_.load(); }
+
+ private:
+  NoopPlannerMetrics noop_;
+  PlannerMetrics* const forward_;
+  std::atomic<int64_t> plans_computed_{0};
+};
+
+/// Reads the handler's log for planned steps: it logs "step N: SP sizes
+/// ..., planned in X ms" once per computed plan and "step N: not plannable:
+/// ..." for a batch it cannot plan. Thread-safe.
+class PlanLog {
+ public:
+  struct Planned {
+    /// When the line was logged (the plan is served right after).
+    absl::Time at;
+    double plan_ms = 0;
+    int times = 0;
+  };
+
+  explicit PlanLog(std::function<void(const std::string&)> forward)
+      : forward_(std::move(forward)) {}
+
+  void Line(const std::string& line) {
+    const absl::Time now = absl::Now();
+    if (forward_) forward_(line);
+    if (!absl::StartsWith(line, "step ")) return;
+    const size_t colon = line.find(':');
+    int64_t step = 0;
+    if (colon == std::string::npos ||
+        !absl::SimpleAtoi(absl::string_view(line).substr(5, colon - 5),
+                          &step)) {
+      return;
+    }
+    const absl::string_view rest = absl::string_view(line).substr(colon);
+    absl::MutexLock lock(&mutex_);
+    if (absl::StartsWith(rest, ": not plannable")) {
+      failures_.push_back(line);
+      return;
+    }
+    if (!absl::StartsWith(rest, ": SP sizes")) return;
+    Planned& planned = planned_[step];
+    ++planned.times;
+    planned.at = now;
+    const size_t in = rest.rfind("planned in ");
+    if (in != absl::string_view::npos) {
+      absl::string_view number = rest.substr(in + 11);
+      number = number.substr(0, number.find(' '));
+      (void)absl::SimpleAtod(number, &planned.plan_ms);
+    }
+  }
+
+  std::optional<Planned> Find(int64_t step) const {
+    absl::MutexLock lock(&mutex_);
+    auto it = planned_.find(step);
+    if (it == planned_.end()) return std::nullopt;
+    return it->second;
+  }
+
+  std::vector<std::string> failures() const {
+    absl::MutexLock lock(&mutex_);
+    return failures_;
+  }
+
+ private:
+  const std::function<void(const std::string&)> forward_;
+  mutable absl::Mutex mutex_;
+  std::map<int64_t, Planned> planned_ ABSL_GUARDED_BY(mutex_);
+  std::vector<std::string> failures_ ABSL_GUARDED_BY(mutex_);
+};
+
+// ---------------------------------------------------------------------------
+// Simulated workers and the phases they run in.
+
+/// One simulated worker (one node). Touched by one client thread at a time.
+struct SimulatedWorker {
+  std::string worker_id;
+  std::string node_name;
+  /// One of the shared connections.
+  PlannerClient* client = nullptr;
+  int first_rank = -1;
+  /// This step's reports, made from the plan it fetched.
+  std::vector<v1::ReportStepStatsRequest> reports;
+  /// What identifies the plan it got (compared across workers).
+  std::optional<std::tuple<double, int, int>> plan_summary;
+};
+
+struct CallRecord {
+  absl::Time start;
+  double ms = 0;
+};
+
+/// What one client thread saw in a phase; merged after the phase.
+struct ThreadLog {
+  std::vector<CallRecord> calls;
+  /// Report phase: wall time of each worker's ReportStepStats calls.
+  std::vector<double> per_worker_ms;
+  int64_t failures = 0;
+  std::vector<std::string> errors;
+  std::vector<std::string> problems;
+  double cpu_seconds = 0;
+  /// Scratch for the GetPlan phase: this thread's request, whose batch is
+  /// copied once per phase (only worker_id changes between its calls), so
+  /// that the simulated workers spend as little of the shared CPUs as they
+  /// can.
+  std::optional<v1::GetPlanRequest> get_plan_request;
+
+  void Fail(absl::string_view what, const absl::Status& status) {
+    ++failures;
+    if (errors.size() < kMaxErrorsKept) {
+      errors.push_back(absl::StrCat(what, ": ", status.ToString()));
+    }
+  }
+};
+
+struct Phase {
+  ThreadLog merged;
+  double wall_seconds = 0;
+};
+
+/// Runs `task(i, log)` for i in [0, tasks) on up to `threads` threads, each
+/// taking the next task when done with one.
+Phase RunPhase(int tasks, int threads,
+               const std::function<void(int, ThreadLog&)>& task) {
+  const int num_threads = std::max(1, std::min(threads, tasks));
+  std::vector<ThreadLog> logs(num_threads);
+  std::atomic<int> next{0};
+  const absl::Time start = absl::Now();
+  std::vector<std::thread> pool;
+  pool.reserve(num_threads);
+  for (int t = 0; t < num_threads; ++t) {
+    pool.emplace_back([&, t] {
+      ThreadLog& log = logs[t];
+      const double cpu_start = ThreadCpuSeconds();
+      for (int i = next.fetch_add(1); i < tasks; i = next.fetch_add(1)) {
+        task(i, log);
+      }
+      log.cpu_seconds = ThreadCpuSeconds() - cpu_start;
+    });
+  }
+  for (std::thread& thread : pool) thread.join();
+  Phase phase;
+  phase.wall_seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  for (ThreadLog& log : logs) {
+    ThreadLog& all = phase.merged;
+    all.calls.insert(all.calls.end(), log.calls.begin(), log.calls.end());
+    all.per_worker_ms.insert(all.per_worker_ms.end(), log.per_worker_ms.begin(),
+                             log.per_worker_ms.end());
+    all.failures += log.failures;
+    for (std::string& error : log.errors) {
+      if (all.errors.size() < kMaxErrorsKept) {
+        all.errors.push_back(std::move(error));
+      }
+    }
+    for (std::string& problem : log.problems) {
+      all.problems.push_back(std::move(problem));
+    }
+    all.cpu_seconds += log.cpu_seconds;
+  }
+  return phase;
+}
+
+/// Latencies of one row accumulated over phases.
+struct LatencyRow {
+  std::vector<double> ms;
+  int64_t failures = 0;
+  double wall_seconds = 0;
+  /// Throughput is meaningful (not a subset of another row's calls).
+  bool throughput = true;
+
+  void Add(double call_ms) { ms.push_back(call_ms); }
+
+  RpcLatency Summarize(std::string name) {
+    RpcLatency summary;
+    summary.name = std::move(name);
+    std::sort(ms.begin(), ms.end());
+    summary.calls = static_cast<int64_t>(ms.size()) + failures;
+    summary.failures = failures;
+    if (throughput && wall_seconds > 0) {
+      summary.calls_per_second = summary.calls / wall_seconds;
+    }
+    double sum = 0;
+    for (double value : ms) sum += value;
+    summary.mean_ms = ms.empty() ? 0 : sum / ms.size();
+    summary.p50_ms = Percentile(ms, 0.50);
+    summary.p99_ms = Percentile(ms, 0.99);
+    summary.max_ms = ms.empty() ? 0 : ms.back();
+    return summary;
+  }
+};
+
+/// The reports of `worker`'s ranks for the plan in `response`; problems
+/// (a rank without a group) go to `log`.
+void MakeReports(const v1::GetPlanResponse& response, int64_t step,
+                 int num_ranks, const LoadTestOptions& options,
+                 SimulatedWorker& worker, ThreadLog& log) {
+  const v1::Plan& plan = response.plan();
+  std::vector<int> group_of_local_rank(num_ranks, -1);
+  for (int g = 0; g < plan.groups_size(); ++g) {
+    for (int rank : plan.groups(g).ranks()) {
+      const int local = rank - worker.first_rank;
+      if (local >= 0 && local < num_ranks) group_of_local_rank[local] = g;
+    }
+  }
+  worker.reports.clear();
+  for (int local = 0; local < num_ranks; ++local) {
+    const int rank = worker.first_rank + local;
+    if (group_of_local_rank[local] < 0) {
+      log.problems.push_back(
+          absl::StrCat("rank ", rank, " of ", worker.worker_id,
+                       " has no group in step ", step, "'s plan"));
+      continue;
+    }
+    const v1::Group& group = plan.groups(group_of_local_rank[local]);
+    std::mt19937_64 rng(
+        Mix(Mix(Mix(options.seed) ^ static_cast<uint64_t>(step)) ^
+            static_cast<uint64_t>(rank)));
+    v1::ReportStepStatsRequest report;
+    report.set_worker_id(worker.worker_id);
+    report.set_step(step);
+    report.set_rank(rank);
+    report.set_step_seconds(std::max(
+        1e-6, group.predicted_seconds() * NoiseFactor(rng, options.noise)));
+    for (int i = 0; i < group.micro_batches_size(); ++i) {
+      const v1::MicroBatch& micro_batch = group.micro_batches(i);
+      v1::MicroBatchStats* stats = report.add_micro_batches();
+      stats->set_micro_batch_index(i);
+      stats->set_compute_seconds(micro_batch.predicted_seconds() *
+                                 NoiseFactor(rng, options.noise));
+      stats->set_peak_memory_bytes(micro_batch.predicted_peak_bytes());
+    }
+    worker.reports.push_back(std::move(report));
+  }
+}
+
+absl::Status ValidateOptions(const LoadTestOptions& options) {
+  auto range = [](const char* flag, int64_t value, int64_t min,
+                  int64_t max) -> absl::Status {
+    if (value < min || value > max) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--", flag, "=", value, ": expected an integer in [",
+                       min, ", ", max, "]"));
+    }
+    return absl::OkStatus();
+  };
+  for (absl::Status status :
+       {range("workers", options.workers, 1, 1 << 14),
+        range("ranks-per-worker", options.ranks_per_worker, 1, 64),
+        range("steps", options.steps, 1, 1 << 20),
+        range("connections", options.connections, 1, 4096),
+        range("threads", options.threads, 1, 4096),
+        range("server-threads", options.server_call_threads, 1, 1024),
+        range("planning-threads", options.planning_threads, 0, 64)}) {
+    if (!status.ok()) return status;
+  }
+  if (options.global_batch_tokens < 0 || options.global_batch_samples < 0 ||
+      (options.global_batch_tokens > 0 && options.global_batch_samples > 0)) {
+    return absl::InvalidArgumentError(
+        "give at most one of --global-batch-tokens and "
+        "--global-batch-samples, and a positive value");
+  }
+  if (!(options.noise >= 0) || !(options.noise < 1)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--noise=", options.noise, ": expected a fraction in [0, 1)"));
+  }
+  if (!(options.train_seconds >= 0) || options.train_seconds > 3600) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--train-seconds=", options.train_seconds,
+                     ": expected seconds in [0, 3600]"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
+// The load test.
+
+absl::StatusOr<LoadTestResult> RunLoadTest(
+    const LoadTestOptions& options,
+    const std::function<void(const std::string&)>& log) {
+  if (absl::Status valid = ValidateOptions(options); !valid.ok()) return valid;
+  const absl::Time test_start = absl::Now();
+  const double cpu_start = ProcessCpuSeconds();
+  LoadTestResult result;
+  result.options = options;
+  result.host_cpus = static_cast<int>(std::thread::hardware_concurrency());
+  result.load_average_at_start = LoadAverage();
+  result.num_nodes = options.workers;
+  result.gpus_per_node = options.ranks_per_worker;
+  result.world_size = options.workers * options.ranks_per_worker;
+
+  // The job and its batches (all workers use the same deterministic stream).
+  absl::StatusOr<ModelSpec> model = LoadModelSpec(options.model);
+  if (!model.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--model=", options.model, ": ", model.status().message()));
+  }
+  const ClusterSpec cluster =
+      H200Cluster(result.num_nodes, result.gpus_per_node);
+  if (absl::Status valid = ValidateClusterSpec(cluster); !valid.ok()) {
+    return valid;
+  }
+  absl::StatusOr<std::unique_ptr<LengthSource>> source =
+      ParseWorkloadSpec(options.workload);
+  if (!source.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--workload=", options.workload, ": ", source.status().message()));
+  }
+  BatchOptions batch_options;
+  batch_options.global_batch_tokens = options.global_batch_tokens;
+  batch_options.global_batch_samples = options.global_batch_samples;
+  if (batch_options.global_batch_tokens == 0 &&
+      batch_options.global_batch_samples == 0) {
+    batch_options.global_batch_samples =
+        kDefaultSamplesPerGpu * result.world_size;
+  }
+  result.global_batch_samples = batch_options.global_batch_samples;
+  result.global_batch_tokens = batch_options.global_batch_tokens;
+  absl::StatusOr<BatchStream> stream =
+      BatchStream::Create(*std::move(source), batch_options, options.seed);
+  if (!stream.ok()) return stream.status();
+  std::vector<v1::GlobalBatch> batches(options.steps);
+  for (int k = 0; k < options.steps; ++k) {
+    batches[k].set_step(k);
+    for (const Sample& sample : stream->Next()) {
+      v1::Sample* added = batches[k].add_samples();
+      added->set_id(sample.id);
+      added->set_length_tokens(sample.length_tokens);
+    }
+  }
+
+  // The planner, in this process. Declared before the server: it outlives it.
+  PlanLog plan_log(log);
+  std::unique_ptr<CountingPlannerMetrics> counting_metrics;
+  PlannerServer::Options server_options;
+  server_options.listen_address = "127.0.0.1:0";
+  server_options.metrics_address = "127.0.0.1:0";
+  server_options.handler.model = *model;
+  server_options.handler.cluster = cluster;
+  server_options.handler.background_planning_threads = options.planning_threads;
+  server_options.call_threads = options.server_call_threads;
+  absl::StatusOr<std::unique_ptr<PlannerServer>> server = PlannerServer::Start(
+      std::move(server_options), RealClock::Get(),
+      [&plan_log](const std::string& line) { plan_log.Line(line); },
+      [&counting_metrics](PlannerHandlerOptions handler_options,
+                          const Clock& clock, PlannerMetrics* metrics,
+                          std::function<void(const std::string&)> handler_log)
+          -> absl::StatusOr<std::unique_ptr<PlannerHandler>> {
+        counting_metrics = std::make_unique<CountingPlannerMetrics>(metrics);
+        return PlannerHandler::Create(std::move(handler_options), clock,
+                                      counting_metrics.get(),
+                                      std::move(handler_log));
+      });
+  if (!server.ok()) return server.status();
+  const int port = (*server)->port();
+
+  // The shared connections. gRPC shares one TCP connection among channels
+  // with equal arguments; a distinct (irrelevant: no retries) reconnect
+  // backoff per channel gives each its own.
+  std::vector<std::unique_ptr<GrpcPlannerClient>> clients;
+  for (int c = 0; c < options.connections; ++c) {
+    GrpcPlannerClient::Options client_options;
+    client_options.target = absl::StrCat("127.0.0.1:", port);
+    client_options.call_deadline = absl::Seconds(60);
+    // A load test reports failures instead of retrying them.
+    client_options.retry.max_attempts = 1;
+    client_options.retry.initial_backoff = absl::Milliseconds(100 + c);
+    client_options.retry.max_backoff = absl::Seconds(10);
+    absl::StatusOr<std::unique_ptr<GrpcPlannerClient>> client =
+        GrpcPlannerClient::Create(std::move(client_options));
+    if (!client.ok()) return client.status();
+    clients.push_back(*std::move(client));
+  }
+  std::vector<SimulatedWorker> workers(options.workers);
+  for (int w = 0; w < options.workers; ++w) {
+    workers[w].worker_id = absl::StrFormat("worker-%05d", w);
+    workers[w].node_name = absl::StrFormat("node-%05d", w);
+    workers[w].client = clients[w % options.connections].get();
+  }
+
+  std::map<std::string, LatencyRow> rows;
+  auto absorb = [&](const Phase& phase, LatencyRow& row) {
+    row.wall_seconds += phase.wall_seconds;
+    row.failures += phase.merged.failures;
+    result.failed_calls += phase.merged.failures;
+    for (const std::string& error : phase.merged.errors) {
+      if (result.errors.size() < kMaxErrorsKept) result.errors.push_back(error);
+    }
+    for (const std::string& problem : phase.merged.problems) {
+      result.problems.push_back(problem);
+    }
+  };
+  // One call on this thread, as a one-task phase.
+  auto call_once = [&](const std::string& name,
+                       const std::function<absl::Status()>& call) {
+    Phase phase = RunPhase(1, 1, [&](int, ThreadLog& thread_log) {
+      const absl::Time start = absl::Now();
+      absl::Status status = call();
+      const double ms = absl::ToDoubleMilliseconds(absl::Now() - start);
+      if (status.ok()) {
+        thread_log.calls.push_back({start, ms});
+      } else {
+        thread_log.Fail(name, status);
+      }
+    });
+    LatencyRow& row = rows[name];
+    row.throughput = false;  // single calls, not a load
+    for (const CallRecord& call_record : phase.merged.calls) {
+      row.Add(call_record.ms);
+    }
+    absorb(phase, row);
+  };
+  auto submit = [&](int64_t step) {
+    call_once(kSubmitBatches, [&]() -> absl::Status {
+      v1::SubmitBatchesRequest request;
+      *request.add_batches() = batches[step];
+      return workers[0].client->SubmitBatches(request).status();
+    });
+  };
+
+  // Registration: every worker registers its node and ranks.
+  {
+    Phase phase = RunPhase(
+        options.workers, options.threads, [&](int w, ThreadLog& thread_log) {
+          SimulatedWorker& worker = workers[w];
+          v1::RegisterWorkerRequest request;
+          request.set_worker_id(worker.worker_id);
+          request.set_node_name(worker.node_name);
+          request.set_num_ranks(options.ranks_per_worker);
+          request.set_gpu_kind("H200");
+          request.set_address(absl::StrCat(worker.node_name, ":29500"));
+          request.set_backend("nccl");
+          const absl::Time start = absl::Now();
+          absl::StatusOr<v1::RegisterWorkerResponse> response =
+              worker.client->RegisterWorker(request);
+          const double ms = absl::ToDoubleMilliseconds(absl::Now() - start);
+          if (!response.ok()) {
+            thread_log.Fail(absl::StrCat("RegisterWorker ", worker.worker_id),
+                            response.status());
+            return;
+          }
+          thread_log.calls.push_back({start, ms});
+          worker.first_rank = response->first_rank();
+        });
+    LatencyRow& row = rows[kRegisterWorker];
+    for (const CallRecord& call : phase.merged.calls) row.Add(call.ms);
+    absorb(phase, row);
+  }
+  result.tcp_connections = CountTcpConnectionsTo(port);
+  bool world_complete = false;
+  call_once(kListWorkers, [&]() -> absl::Status {
+    absl::StatusOr<v1::ListWorkersResponse> listed =
+        workers[0].client->ListWorkers(v1::ListWorkersRequest());
+    if (!listed.ok()) return listed.status();
+    world_complete = listed->world_complete();
+    return absl::OkStatus();
+  });
+  if (!world_complete) {
+    result.problems.push_back(
+        absl::StrCat("the world is not complete after ", options.workers,
+                     " workers registered; no steps were run"));
+  }
+
+  // The steps.
+  double get_plan_process_cpu = 0;
+  double get_plan_client_cpu = 0;
+  int64_t get_plan_calls = 0;
+  if (world_complete && options.ahead) submit(0);
+  for (int k = 0; world_complete && k < options.steps; ++k) {
+    if (options.ahead && k + 1 < options.steps) submit(k + 1);
+    LoadTestStep step;
+    step.step = k;
+    step.samples = batches[k].samples_size();
+    for (const v1::Sample& sample : batches[k].samples()) {
+      step.tokens += sample.length_tokens();
+    }
+    step.planned_before_fetch = plan_log.Find(k).has_value();
+
+    // Every worker fetches the step's plan.
+    const double process_cpu_start = ProcessCpuSeconds();
+    Phase fetch = RunPhase(
+        options.workers, options.threads, [&](int w, ThreadLog& thread_log) {
+          SimulatedWorker& worker = workers[w];
+          worker.reports.clear();
+          worker.plan_summary.reset();
+          if (!thread_log.get_plan_request.has_value()) {
+            thread_log.get_plan_request.emplace();
+            *thread_log.get_plan_request->mutable_batch() = batches[k];
+          }
+          v1::GetPlanRequest& request = *thread_log.get_plan_request;
+          request.set_worker_id(worker.worker_id);
+          const absl::Time start = absl::Now();
+          absl::StatusOr<v1::GetPlanResponse> response =
+              worker.client->GetPlan(request);
+          const double ms = absl::ToDoubleMilliseconds(absl::Now() - start);
+          if (!response.ok()) {
+            thread_log.Fail(
+                absl::StrCat("GetPlan ", worker.worker_id, " step ", k),
+                response.status());
+            return;
+          }
+          thread_log.calls.push_back({start, ms});
+          worker.plan_summary = std::make_tuple(
+              response->plan().predicted_step_seconds(),
+              response->plan().groups_size(), response->sample_ids_size());
+          MakeReports(*response, k, options.ranks_per_worker, options, worker,
+                      thread_log);
+          if (w == 0) {
+            step.get_plan_request_bytes =
+                static_cast<int64_t>(request.ByteSizeLong());
+            step.get_plan_response_bytes =
+                static_cast<int64_t>(response->ByteSizeLong());
+            step.predicted_step_seconds =
+                response->plan().predicted_step_seconds();
+          }
+        });
+    get_plan_process_cpu += ProcessCpuSeconds() - process_cpu_start;
+    get_plan_client_cpu += fetch.merged.cpu_seconds;
+    get_plan_calls +=
+        static_cast<int64_t>(fetch.merged.calls.size()) + fetch.merged.failures;
+    absorb(fetch, rows[kGetPlan]);
+    rows[kGetPlanHit].throughput = false;
+    rows[kGetPlanWaited].throughput = false;
+    const std::optional<PlanLog::Planned> planned = plan_log.Find(k);
+    if (planned.has_value() && planned->times == 1) {
+      step.plan_ms = planned->plan_ms;
+    }
+    if (!fetch.merged.calls.empty()) {
+      absl::Time first = absl::InfiniteFuture();
+      absl::Time last = absl::InfinitePast();
+      for (const CallRecord& call : fetch.merged.calls) {
+        rows[kGetPlan].Add(call.ms);
+        if (call.start < first) {
+          first = call.start;
+          step.first_get_plan_ms = call.ms;
+        }
+        last = std::max(last, call.start + absl::Milliseconds(call.ms));
+        // A call sent before the plan was logged waited for planning.
+        if (planned.has_value() && call.start >= planned->at) {
+          ++step.cache_hits;
+          rows[kGetPlanHit].Add(call.ms);
+        } else {
+          ++step.waited_for_planning;
+          rows[kGetPlanWaited].Add(call.ms);
+        }
+      }
+      step.fetch_all_ms = absl::ToDoubleMilliseconds(last - first);
+    }
+    // Every worker must have got the same plan.
+    std::optional<std::tuple<double, int, int>> reference;
+    for (const SimulatedWorker& worker : workers) {
+      if (!worker.plan_summary.has_value()) continue;
+      if (!reference.has_value()) reference = worker.plan_summary;
+      if (*worker.plan_summary != *reference) {
+        result.problems.push_back(
+            absl::StrCat(worker.worker_id, " got a different plan for step ", k,
+                         " than other workers"));
+        break;
+      }
+    }
+
+    if (options.train_seconds > 0) {
+      absl::SleepFor(absl::Seconds(options.train_seconds));
+    }
+
+    // Every rank reports what it "measured".
+    Phase report = RunPhase(
+        options.workers, options.threads, [&](int w, ThreadLog& thread_log) {
+          SimulatedWorker& worker = workers[w];
+          if (worker.reports.empty()) return;
+          const absl::Time worker_start = absl::Now();
+          for (const v1::ReportStepStatsRequest& request : worker.reports) {
+            const absl::Time start = absl::Now();
+            absl::StatusOr<v1::ReportStepStatsResponse> response =
+                worker.client->ReportStepStats(request);
+            const double ms = absl::ToDoubleMilliseconds(absl::Now() - start);
+            if (!response.ok()) {
+              thread_log.Fail(
+                  absl::StrCat("ReportStepStats ", worker.worker_id, " step ",
+                               k, " rank ", request.rank()),
+                  response.status());
+              continue;
+            }
+            thread_log.calls.push_back({start, ms});
+          }
+          thread_log.per_worker_ms.push_back(
+              absl::ToDoubleMilliseconds(absl::Now() - worker_start));
+        });
+    step.report_all_ms = 1e3 * report.wall_seconds;
+    LatencyRow& per_rank = rows[kReportStepStats];
+    for (const CallRecord& call : report.merged.calls) per_rank.Add(call.ms);
+    absorb(report, per_rank);
+    LatencyRow& per_worker = rows[kReportPerWorker];
+    per_worker.wall_seconds += report.wall_seconds;
+    for (double ms : report.merged.per_worker_ms) per_worker.Add(ms);
+    result.steps.push_back(step);
+  }
+  if (get_plan_calls > 0) {
+    result.cpu_ms_per_get_plan = 1e3 * get_plan_process_cpu / get_plan_calls;
+    result.client_cpu_ms_per_get_plan =
+        1e3 * get_plan_client_cpu / get_plan_calls;
+  }
+
+  // What the planner says it did.
+  result.plans_computed = counting_metrics->plans_computed();
+  if ((*server)->metrics_port() > 0) {
+    const std::string exposition =
+        HttpGet((*server)->metrics_port(), "/metrics");
+    if (std::optional<double> plans =
+            MetricValue(exposition, metric_names::kPlansTotal, "");
+        plans.has_value()) {
+      result.plans_total_metric = static_cast<int64_t>(*plans);
+    }
+    const std::string method_label =
+        absl::StrCat(metric_names::kMethodLabel, "=\"GetPlan\"");
+    std::optional<double> sum = MetricValue(
+        exposition, absl::StrCat(metric_names::kRpcLatencySeconds, "_sum"),
+        method_label);
+    std::optional<double> count = MetricValue(
+        exposition, absl::StrCat(metric_names::kRpcLatencySeconds, "_count"),
+        method_label);
+    if (sum.has_value() && count.has_value() && *count > 0) {
+      result.server_get_plan_mean_ms = 1e3 * *sum / *count;
+    }
+  }
+  for (const std::string& failure : plan_log.failures()) {
+    result.problems.push_back(failure);
+  }
+  if (world_complete && result.plans_computed != options.steps) {
+    result.problems.push_back(absl::StrCat(
+        "the planner computed ", result.plans_computed, " plans for ",
+        options.steps, " steps; each step must be planned exactly once"));
+  }
+  for (const LoadTestStep& step : result.steps) {
+    const std::optional<PlanLog::Planned> planned = plan_log.Find(step.step);
+    if (world_complete && (!planned.has_value() || planned->times != 1)) {
+      result.problems.push_back(
+          absl::StrCat("step ", step.step, " was planned ",
+                       planned.has_value() ? planned->times : 0, " times"));
+    }
+  }
+
+  for (const char* name :
+       {kRegisterWorker, kListWorkers, kSubmitBatches, kGetPlan, kGetPlanHit,
+        kGetPlanWaited, kReportStepStats, kReportPerWorker}) {
+    auto it = rows.find(name);
+    if (it != rows.end()) result.rpcs.push_back(it->second.Summarize(name));
+  }
+
+  // Idle clients first: the server's graceful shutdown then has no
+  // connections to wait for.
+  for (SimulatedWorker& worker : workers) worker.client = nullptr;
+  clients.clear();
+  (*server)->Shutdown(absl::Seconds(2));
+  result.wall_seconds = absl::ToDoubleSeconds(absl::Now() - test_start);
+  if (result.wall_seconds > 0) {
+    result.cpus_used = (ProcessCpuSeconds() - cpu_start) / result.wall_seconds;
+  }
+  return result;
+}
+
+// ---------------------------------------------------------------------------
+// Output.
+
+namespace {
+
+std::string BatchDescription(const LoadTestResult& result) {
+  return result.global_batch_samples > 0
+             ? absl::StrCat(WithCommas(result.global_batch_samples),
+                            " samples per global batch")
+             : absl::StrCat(WithCommas(result.global_batch_tokens),
+                            " tokens per global batch");
+}
+
+const RpcLatency* FindRpc(const LoadTestResult& result,
+                          absl::string_view name) {
+  for (const RpcLatency& rpc : result.rpcs) {
+    if (rpc.name == name) return &rpc;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+std::string FormatLoadTestText(const LoadTestResult& result) {
+  const LoadTestOptions& options = result.options;
+  std::string text;
+  int64_t tokens = 0;
+  for (const LoadTestStep& step : result.steps) tokens += step.tokens;
+  const double mean_tokens =
+      result.steps.empty() ? 0
+                           : static_cast<double>(tokens) / result.steps.size();
+  absl::StrAppendFormat(
+      &text,
+      "world: %d workers x %d ranks = %s GPUs (%d nodes x %d GPUs), model "
+      "%s\n",
+      options.workers, options.ranks_per_worker, WithCommas(result.world_size),
+      result.num_nodes, result.gpus_per_node, options.model);
+  absl::StrAppendFormat(
+      &text,
+      "batch: %s, workload %s, seed %d (mean %s tokens per batch, %s per "
+      "GPU)\n",
+      BatchDescription(result), options.workload, options.seed,
+      WithCommas(static_cast<int64_t>(mean_tokens)),
+      WithCommas(static_cast<int64_t>(mean_tokens / result.world_size)));
+  absl::StrAppendFormat(
+      &text,
+      "client: %d gRPC connections (%d TCP connections seen), %d threads, "
+      "batches submitted ahead: %s, train %.3g s per step; server: %d call "
+      "threads, %d planning threads\n",
+      options.connections, result.tcp_connections, options.threads,
+      options.ahead ? "yes" : "no", options.train_seconds,
+      options.server_call_threads, options.planning_threads);
+  absl::StrAppendFormat(&text, "host: %d CPUs, load average %.2f at start\n",
+                        result.host_cpus, result.load_average_at_start);
+  absl::StrAppendFormat(
+      &text, "plans computed: %d for %d steps%s\n", result.plans_computed,
+      options.steps,
+      result.plans_total_metric >= 0
+          ? absl::StrCat(" (dcp_plans_total ", result.plans_total_metric, ")")
+          : std::string());
+  if (!result.steps.empty()) {
+    absl::StrAppendFormat(
+        &text, "GetPlan message sizes: request %.1f KiB, response %.1f KiB\n",
+        result.steps.front().get_plan_request_bytes / 1024.0,
+        result.steps.front().get_plan_response_bytes / 1024.0);
+  }
+
+  absl::StrAppend(&text,
+                  "\nstep  samples   tokens       predicted_s  plan_ms  "
+                  "ready  first_GetPlan_ms  all_fetched_ms  reports_ms  "
+                  "hits  waited\n");
+  for (const LoadTestStep& step : result.steps) {
+    absl::StrAppendFormat(
+        &text,
+        "%-5d %-9s %-12s %-12.3f %-8s %-6s %-17.1f %-15.1f %-11.1f %-5d %d\n",
+        step.step, WithCommas(step.samples), WithCommas(step.tokens),
+        step.predicted_step_seconds,
+        step.plan_ms >= 0 ? absl::StrFormat("%.1f", step.plan_ms) : "-",
+        step.planned_before_fetch ? "yes" : "no", step.first_get_plan_ms,
+        step.fetch_all_ms, step.report_all_ms, step.cache_hits,
+        step.waited_for_planning);
+  }
+
+  absl::StrAppendFormat(&text, "\n%-32s %8s %8s %10s %9s %9s %9s %9s\n", "rpc",
+                        "calls", "failed", "calls/s", "mean_ms", "p50_ms",
+                        "p99_ms", "max_ms");
+  for (const RpcLatency& rpc : result.rpcs) {
+    absl::StrAppendFormat(&text, "%-32s %8d %8d %10s %9.2f %9.2f %9.2f %9.2f\n",
+                          rpc.name, rpc.calls, rpc.failures,
+                          rpc.calls_per_second > 0
+                              ? absl::StrFormat("%.0f", rpc.calls_per_second)
+                              : "-",
+                          rpc.mean_ms, rpc.p50_ms, rpc.p99_ms, rpc.max_ms);
+  }
+  absl::StrAppendFormat(
+      &text,
+      "(ReportStepStats (per worker): the %d per-rank calls of one worker, "
+      "in sequence)\n",
+      options.ranks_per_worker);
+  absl::StrAppendFormat(
+      &text,
+      "\nGetPlan server-side mean (dcp_rpc_latency_seconds): %s; process CPU "
+      "per GetPlan %.2f ms, of which client threads %.2f ms\n",
+      result.server_get_plan_mean_ms >= 0
+          ? absl::StrFormat("%.2f ms", result.server_get_plan_mean_ms)
+          : "unavailable",
+      result.cpu_ms_per_get_plan, result.client_cpu_ms_per_get_plan);
+  if (const RpcLatency* get_plan = FindRpc(result, kGetPlan);
+      get_plan != nullptr && get_plan->calls > 0) {
+    absl::StrAppendFormat(
+        &text,
+        "target GetPlan p99 < %.0f ms (at %d client threads): %s (%.1f ms)\n",
+        kGetPlanP99TargetMs, options.threads,
+        get_plan->p99_ms < kGetPlanP99TargetMs ? "met" : "MISSED",
+        get_plan->p99_ms);
+  }
+  absl::StrAppendFormat(&text, "wall time: %.1f s, using %.2f of %d CPUs\n",
+                        result.wall_seconds, result.cpus_used,
+                        result.host_cpus);
+  for (const std::string& problem : result.problems) {
+    absl::StrAppend(&text, "problem: ", problem, "\n");
+  }
+  for (const std::string& error : result.errors) {
+    absl::StrAppend(&text, "error: ", error, "\n");
+  }
+  absl::StrAppend(
+      &text, "result: ",
+      result.ok()
+          ? "OK"
+          : absl::StrCat("FAILED (", result.failed_calls, " calls failed, ",
+                         result.problems.size(), " problems)"),
+      "\n");
+  return text;
+}
+
+std::string FormatLoadTestJson(const LoadTestResult& result) {
+  const LoadTestOptions& options = result.options;
+  json steps = json::array();
+  for (const LoadTestStep& step : result.steps) {
+    steps.push_back(
+        {{"step", step.step},
+         {"samples", step.samples},
+         {"tokens", step.tokens},
+         {"predicted_step_seconds", step.predicted_step_seconds},
+         {"plan_ms", step.plan_ms},
+         {"planned_before_fetch", step.planned_before_fetch},
+         {"first_get_plan_ms", step.first_get_plan_ms},
+         {"fetch_all_ms", step.fetch_all_ms},
+         {"report_all_ms", step.report_all_ms},
+         {"cache_hits", step.cache_hits},
+         {"waited_for_planning", step.waited_for_planning},
+         {"get_plan_request_bytes", step.get_plan_request_bytes},
+         {"get_plan_response_bytes", step.get_plan_response_bytes}});
+  }
+  json rpcs = json::array();
+  for (const RpcLatency& rpc : result.rpcs) {
+    rpcs.push_back({{"name", rpc.name},
+                    {"calls", rpc.calls},
+                    {"failures", rpc.failures},
+                    {"calls_per_second", rpc.calls_per_second},
+                    {"mean_ms", rpc.mean_ms},
+                    {"p50_ms", rpc.p50_ms},
+                    {"p99_ms", rpc.p99_ms},
+                    {"max_ms", rpc.max_ms}});
+  }
+  json doc = {{"ok", result.ok()},
+              {"world",
+               {{"workers", options.workers},
+                {"ranks_per_worker", options.ranks_per_worker},
+                {"nodes", result.num_nodes},
+                {"gpus_per_node", result.gpus_per_node},
+                {"world_size", result.world_size}}},
+              {"model", options.model},
+              {"workload", options.workload},
+              {"global_batch_samples", result.global_batch_samples},
+              {"global_batch_tokens", result.global_batch_tokens},
+              {"steps", options.steps},
+              {"seed", options.seed},
+              {"connections", options.connections},
+              {"tcp_connections", result.tcp_connections},
+              {"threads", options.threads},
+              {"ahead", options.ahead},
+              {"train_seconds", options.train_seconds},
+              {"server_call_threads", options.server_call_threads},
+              {"planning_threads", options.planning_threads},
+              {"plans_computed", result.plans_computed},
+              {"plans_total_metric", result.plans_total_metric},
+              {"server_get_plan_mean_ms", result.server_get_plan_mean_ms},
+              {"cpu_ms_per_get_plan", result.cpu_ms_per_get_plan},
+              {"client_cpu_ms_per_get_plan", result.client_cpu_ms_per_get_plan},
+              {"per_step", steps},
+              {"rpcs", rpcs},
+              {"failed_calls", result.failed_calls},
+              {"problems", result.problems},
+              {"errors", result.errors},
+              {"wall_seconds", result.wall_seconds},
+              {"host_cpus", result.host_cpus},
+              {"load_average_at_start", result.load_average_at_start},
+              {"cpus_used", result.cpus_used}};
+  return doc.dump(2) + "\n";
+}
+
+// ---------------------------------------------------------------------------
+// Command line.
+
+namespace {
+
+struct FlagSpec {
+  const char* name;
+  /// What the value is, for the usage text; nullptr for a boolean flag.
+  const char* value_name;
+  const char* help;
+};
+
+constexpr FlagSpec kFlags[] = {
+    {"workers", "N", "simulated workers, one per node (default 512)"},
+    {"ranks-per-worker", "N",
+     "ranks of each worker = GPUs per node (default 8; 512 x 8 = 4,096 "
+     "GPUs)"},
+    {"steps", "N", "training steps (default 5)"},
+    {"model", "NAME|FILE",
+     "model preset (llama3-8b, llama3-70b, video-dit-1b, tiny) or ModelSpec "
+     "JSON file (default llama3-8b)"},
+    {"workload", "SPEC",
+     "sequence-length workload, e.g. longtail, uniform:min=1024,max=8192 "
+     "(default longtail)"},
+    {"global-batch-samples", "B",
+     "sequences per global batch (default 4 per GPU: 16,384 at 4,096 GPUs)"},
+    {"global-batch-tokens", "T",
+     "token budget per global batch, instead of --global-batch-samples"},
+    {"seed", "S",
+     "seed of the batch stream and the measurement noise "
+     "(default 1)"},
+    {"connections", "N",
+     "gRPC connections the simulated workers share (default 16; real "
+     "workers each have one)"},
+    {"threads", "N", "client threads = calls in flight at most (default 64)"},
+    {"ahead", nullptr,
+     "submit step k+1's batch with SubmitBatches when step k starts, so "
+     "that it is planned while step k is served (default true; "
+     "--ahead=false plans on the first GetPlan)"},
+    {"noise", "F",
+     "reported step time = predicted x (1 + F x uniform[-1, 1)) (default "
+     "0.05)"},
+    {"train-seconds", "S",
+     "seconds each step trains between GetPlan and ReportStepStats "
+     "(default 0)"},
+    {"server-threads", "N", "the planner's handler call threads (default 16)"},
+    {"planning-threads", "N",
+     "the planner's background planning threads (default 1)"},
+    {"format", "text|json", "output format (default text)"},
+    {"verbose", nullptr, "print the planner's log lines to stderr"},
+};
+
+const FlagSpec* FindFlag(absl::string_view name) {
+  for (const FlagSpec& flag : kFlags) {
+    if (name == flag.name) return &flag;
+  }
+  return nullptr;
+}
+
+std::string Usage() {
+  std::string usage =
+      "planner_load_test: load-tests the DCP planner service.\n\n"
+      "Starts a planner in this process on 127.0.0.1 (a free port) and\n"
+      "simulated workers that register, then per step fetch the plan\n"
+      "(GetPlan, every worker with the same deterministic batch) and report\n"
+      "each rank's step time (ReportStepStats, one call per rank; measured =\n"
+      "predicted x (1 + seeded noise)). Prints the world, the plans computed\n"
+      "(exactly one per step is required), each step's planning and fetch\n"
+      "times, and per RPC the calls, throughput and client-side p50/p99/max\n"
+      "latency; GetPlan also split into calls that found the plan ready and\n"
+      "calls that waited for planning.\n\n"
+      "Usage: planner_load_test [--flag=value ...]\n\nFlags:\n";
+  for (const FlagSpec& flag : kFlags) {
+    const std::string name =
+        flag.value_name == nullptr
+            ? absl::StrCat("--", flag.name)
+            : absl::StrCat("--", flag.name, "=", flag.value_name);
+    absl::StrAppendFormat(&usage, "  %-28s %s\n", name, flag.help);
+  }
+  absl::StrAppend(&usage,
+                  "  --help                       print this help and exit\n"
+                  "\nExit status: 0 when every call succeeded and every step "
+                  "was planned exactly once, 1 otherwise, 2 for a usage "
+                  "error.\n");
+  return usage;
+}
+
+absl::StatusOr<bool> ParseBool(absl::string_view flag, absl::string_view text) {
+  const std::string lower = absl::AsciiStrToLower(text);
+  if (lower == "true" || lower == "1" || lower == "yes") return true;
+  if (lower == "false" || lower == "0" || lower == "no") return false;
+  return absl::InvalidArgumentError(
+      absl::StrCat("--", flag, "=", text, ": expected true or false"));
+}
+
+template <typename Int>
+absl::Status ParseInt(absl::string_view flag, absl::string_view text,
+                      Int* value) {
+  if (!absl::SimpleAtoi(text, value)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", flag, "=", text, ": expected an integer"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ParseDouble(absl::string_view flag, absl::string_view text,
+                         double* value) {
+  if (!absl::SimpleAtod(text, value)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", flag, "=", text, ": expected a number"));
+  }
+  return absl::OkStatus();
+}
+
+struct CommandLine {
+  LoadTestOptions options;
+  bool json = false;
+  bool verbose = false;
+  bool help = false;
+};
+
+absl::StatusOr<CommandLine> ParseCommandLine(int argc, char** argv) {
+  CommandLine command_line;
+  LoadTestOptions& options = command_line.options;
+  for (int i = 1; i < argc; ++i) {
+    const absl::string_view argument = argv[i];
+    if (argument == "--help" || argument == "-h") {
+      command_line.help = true;
+      continue;
+    }
+    if (!absl::StartsWith(argument, "--")) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("unexpected argument '", argument,
+                       "'; flags look like --name=value (see --help)"));
+    }
+    const absl::string_view body = argument.substr(2);
+    const size_t equals = body.find('=');
+    const std::string name(body.substr(0, equals));
+    const FlagSpec* flag = FindFlag(name);
+    if (flag == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("unknown flag --", name, " (see --help)"));
+    }
+    std::string value;
+    if (equals != absl::string_view::npos) {
+      value = std::string(body.substr(equals + 1));
+    } else if (flag->value_name == nullptr) {
+      value = "true";
+    } else if (i + 1 < argc) {
+      value = argv[++i];
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--", name, " needs a value: --", name, "=", flag->value_name));
+    }
+    absl::Status status;
+    if (name == "workers") {
+      status = ParseInt(name, value, &options.workers);
+    } else if (name == "ranks-per-worker") {
+      status = ParseInt(name, value, &options.ranks_per_worker);
+    } else if (name == "steps") {
+      status = ParseInt(name, value, &options.steps);
+    } else if (name == "model") {
+      options.model = value;
+    } else if (name == "workload") {
+      options.workload = value;
+    } else if (name == "global-batch-samples") {
+      status = ParseInt(name, value, &options.global_batch_samples);
+      if (status.ok() && options.global_batch_samples <= 0) {
+        status = absl::InvalidArgumentError(
+            absl::StrCat("--", name, "=", value, ": expected a count > 0"));
+      }
+    } else if (name == "global-batch-tokens") {
+      status = ParseInt(name, value, &options.global_batch_tokens);
+      if (status.ok() && options.global_batch_tokens <= 0) {
+        status = absl::InvalidArgumentError(
+            absl::StrCat("--", name, "=", value, ": expected tokens > 0"));
+      }
+    } else if (name == "seed") {
+      status = ParseInt(name, value, &options.seed);
+    } else if (name == "connections") {
+      status = ParseInt(name, value, &options.connections);
+    } else if (name == "threads") {
+      status = ParseInt(name, value, &options.threads);
+    } else if (name == "ahead") {
+      absl::StatusOr<bool> parsed = ParseBool(name, value);
+      status = parsed.status();
+      if (parsed.ok()) options.ahead = *parsed;
+    } else if (name == "noise") {
+      status = ParseDouble(name, value, &options.noise);
+    } else if (name == "train-seconds") {
+      status = ParseDouble(name, value, &options.train_seconds);
+    } else if (name == "server-threads") {
+      status = ParseInt(name, value, &options.server_call_threads);
+    } else if (name == "planning-threads") {
+      status = ParseInt(name, value, &options.planning_threads);
+    } else if (name == "format") {
+      if (value != "text" && value != "json") {
+        status = absl::InvalidArgumentError(
+            absl::StrCat("--format=", value, ": expected text or json"));
+      }
+      command_line.json = value == "json";
+    } else if (name == "verbose") {
+      absl::StatusOr<bool> parsed = ParseBool(name, value);
+      status = parsed.status();
+      if (parsed.ok()) command_line.verbose = *parsed;
+    }
+    if (!status.ok()) return status;
+  }
+  if (options.global_batch_samples > 0 && options.global_batch_tokens > 0) {
+    return absl::InvalidArgumentError(
+        "--global-batch-samples and --global-batch-tokens are exclusive; "
+        "give one");
+  }
+  return command_line;
+}
+
+/// One stderr line. Thread-safe (one stdio call).
+void LogToStderr(const std::string& line) {
+  const std::string with_newline = absl::StrCat("planner: ", line, "\n");
+  std::fwrite(with_newline.data(), 1, with_newline.size(), stderr);
+}
+
+}  // namespace
+
+int RunLoadTestMain(int argc, char** argv) {
+  absl::StatusOr<CommandLine> command_line = ParseCommandLine(argc, argv);
+  if (!command_line.ok()) {
+    std::fprintf(stderr, "planner_load_test: %s\n",
+                 std::string(command_line.status().message()).c_str());
+    return kLoadTestUsageError;
+  }
+  if (command_line->help) {
+    std::fputs(Usage().c_str(), stdout);
+    return kLoadTestOk;
+  }
+  absl::StatusOr<LoadTestResult> result =
+      RunLoadTest(command_line->options,
+                  command_line->verbose
+                      ? std::function<void(const std::string&)>(&LogToStderr)
+                      : nullptr);
+  if (!result.ok()) {
+    std::fprintf(stderr, "planner_load_test: %s\n",
+                 std::string(result.status().message()).c_str());
+    return result.status().code() == absl::StatusCode::kInvalidArgument
+               ? kLoadTestUsageError
+               : kLoadTestFailed;
+  }
+  const std::string output = command_line->json ? FormatLoadTestJson(*result)
+                                                : FormatLoadTestText(*result);
+  std::fputs(output.c_str(), stdout);
+  return result->ok() ? kLoadTestOk : kLoadTestFailed;
+}
+
+}  // namespace dcp

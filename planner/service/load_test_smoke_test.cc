@@ -1,0 +1,103 @@
+// A small run of the planner load test: a real server and 4 workers x 2
+// ranks over gRPC for 2 steps, every call succeeding and one plan per step.
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "planner/service/load_test.h"
+
+namespace dcp {
+namespace {
+
+using ::testing::HasSubstr;
+
+LoadTestOptions SmallOptions() {
+  LoadTestOptions options;
+  options.workers = 4;
+  options.ranks_per_worker = 2;
+  options.steps = 2;
+  options.model = "tiny";
+  options.global_batch_samples = 64;
+  options.connections = 2;
+  options.threads = 4;
+  return options;
+}
+
+const RpcLatency* FindRpc(const LoadTestResult& result,
+                          const std::string& name) {
+  for (const RpcLatency& rpc : result.rpcs) {
+    if (rpc.name == name) return &rpc;
+  }
+  return nullptr;
+}
+
+TEST(LoadTestSmokeTest, EveryCallSucceedsAndEachStepIsPlannedOnce) {
+  absl::StatusOr<LoadTestResult> result = RunLoadTest(SmallOptions());
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_TRUE(result->ok()) << FormatLoadTestText(*result);
+  EXPECT_EQ(result->world_size, 8);
+  EXPECT_EQ(result->failed_calls, 0);
+  EXPECT_EQ(result->plans_computed, 2);
+  EXPECT_EQ(result->plans_total_metric, 2);
+  EXPECT_EQ(result->tcp_connections, 2);
+  ASSERT_EQ(result->steps.size(), 2u);
+  for (const LoadTestStep& step : result->steps) {
+    EXPECT_EQ(step.samples, 64);
+    EXPECT_GE(step.plan_ms, 0);
+    EXPECT_EQ(step.cache_hits + step.waited_for_planning, 4);
+  }
+
+  const RpcLatency* get_plan = FindRpc(*result, "GetPlan");
+  ASSERT_NE(get_plan, nullptr);
+  EXPECT_EQ(get_plan->calls, 4 * 2);
+  EXPECT_EQ(get_plan->failures, 0);
+  EXPECT_GT(get_plan->calls_per_second, 0);
+  EXPECT_LE(get_plan->p50_ms, get_plan->p99_ms);
+  EXPECT_LE(get_plan->p99_ms, get_plan->max_ms);
+  const RpcLatency* reports = FindRpc(*result, "ReportStepStats (per rank)");
+  ASSERT_NE(reports, nullptr);
+  EXPECT_EQ(reports->calls, 4 * 2 * 2);  // one per rank per step
+  const RpcLatency* per_worker =
+      FindRpc(*result, "ReportStepStats (per worker)");
+  ASSERT_NE(per_worker, nullptr);
+  EXPECT_EQ(per_worker->calls, 4 * 2);
+  const RpcLatency* registered = FindRpc(*result, "RegisterWorker");
+  ASSERT_NE(registered, nullptr);
+  EXPECT_EQ(registered->calls, 4);
+
+  EXPECT_THAT(FormatLoadTestText(*result),
+              HasSubstr("plans computed: 2 for 2 steps"));
+  const nlohmann::json json =
+      nlohmann::json::parse(FormatLoadTestJson(*result));
+  EXPECT_EQ(json["ok"], true);
+  EXPECT_EQ(json["plans_computed"], 2);
+  EXPECT_EQ(json["world"]["world_size"], 8);
+}
+
+TEST(LoadTestSmokeTest, WithoutAheadTheFirstCallOfEachStepWaitsForPlanning) {
+  LoadTestOptions options = SmallOptions();
+  options.ahead = false;
+  absl::StatusOr<LoadTestResult> result = RunLoadTest(options);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_TRUE(result->ok()) << FormatLoadTestText(*result);
+  EXPECT_EQ(result->plans_computed, 2);
+  for (const LoadTestStep& step : result->steps) {
+    EXPECT_FALSE(step.planned_before_fetch);
+    EXPECT_GE(step.waited_for_planning, 1);
+  }
+}
+
+TEST(LoadTestSmokeTest, RejectsBadOptions) {
+  LoadTestOptions options = SmallOptions();
+  options.global_batch_tokens = 1000;  // with global_batch_samples
+  EXPECT_FALSE(RunLoadTest(options).ok());
+  options = SmallOptions();
+  options.model = "no-such-model";
+  EXPECT_FALSE(RunLoadTest(options).ok());
+}
+
+}  // namespace
+}  // namespace dcp
