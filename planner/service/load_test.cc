@@ -46,6 +46,7 @@
 #include "planner/service/planner_metrics.h"
 #include "planner/service/planner_server.h"
 #include "planner/service/prometheus_metrics.h"
+#include "planner/service/proto_convert.h"
 #include "planner/workload.h"
 
 namespace dcp {
@@ -333,10 +334,10 @@ struct ThreadLog {
   std::vector<std::string> errors;
   std::vector<std::string> problems;
   double cpu_seconds = 0;
-  /// Scratch for the GetPlan phase: this thread's request, whose batch is
-  /// copied once per phase (only worker_id changes between its calls), so
-  /// that the simulated workers spend as little of the shared CPUs as they
-  /// can.
+  /// Scratch for the GetPlan phase: this thread's request, made (its batch
+  /// copied, if it carries one) once per phase: only worker_id changes
+  /// between its calls, so that the simulated workers spend as little of
+  /// the shared CPUs as they can.
   std::optional<v1::GetPlanRequest> get_plan_request;
 
   void Fail(absl::string_view what, const absl::Status& status) {
@@ -352,10 +353,28 @@ struct Phase {
   double wall_seconds = 0;
 };
 
+/// Adds what `log` saw to `all`.
+void MergeLog(ThreadLog& all, ThreadLog log) {
+  all.calls.insert(all.calls.end(), log.calls.begin(), log.calls.end());
+  all.per_worker_ms.insert(all.per_worker_ms.end(), log.per_worker_ms.begin(),
+                           log.per_worker_ms.end());
+  all.failures += log.failures;
+  for (std::string& error : log.errors) {
+    if (all.errors.size() < kMaxErrorsKept) {
+      all.errors.push_back(std::move(error));
+    }
+  }
+  for (std::string& problem : log.problems) {
+    all.problems.push_back(std::move(problem));
+  }
+  all.cpu_seconds += log.cpu_seconds;
+}
+
 /// Runs `task(i, log)` for i in [0, tasks) on up to `threads` threads, each
 /// taking the next task when done with one.
 Phase RunPhase(int tasks, int threads,
                const std::function<void(int, ThreadLog&)>& task) {
+  if (tasks <= 0) return Phase();
   const int num_threads = std::max(1, std::min(threads, tasks));
   std::vector<ThreadLog> logs(num_threads);
   std::atomic<int> next{0};
@@ -375,23 +394,14 @@ Phase RunPhase(int tasks, int threads,
   for (std::thread& thread : pool) thread.join();
   Phase phase;
   phase.wall_seconds = absl::ToDoubleSeconds(absl::Now() - start);
-  for (ThreadLog& log : logs) {
-    ThreadLog& all = phase.merged;
-    all.calls.insert(all.calls.end(), log.calls.begin(), log.calls.end());
-    all.per_worker_ms.insert(all.per_worker_ms.end(), log.per_worker_ms.begin(),
-                             log.per_worker_ms.end());
-    all.failures += log.failures;
-    for (std::string& error : log.errors) {
-      if (all.errors.size() < kMaxErrorsKept) {
-        all.errors.push_back(std::move(error));
-      }
-    }
-    for (std::string& problem : log.problems) {
-      all.problems.push_back(std::move(problem));
-    }
-    all.cpu_seconds += log.cpu_seconds;
-  }
+  for (ThreadLog& log : logs) MergeLog(phase.merged, std::move(log));
   return phase;
+}
+
+/// Adds phase `later`, run after `phase`, to it.
+void MergePhase(Phase& phase, Phase later) {
+  phase.wall_seconds += later.wall_seconds;
+  MergeLog(phase.merged, std::move(later.merged));
 }
 
 /// Latencies of one row accumulated over phases.
@@ -645,6 +655,8 @@ absl::StatusOr<LoadTestResult> RunLoadTest(
     }
     absorb(phase, row);
   };
+  // Worker 0 (rank 0) submits a step's batch, as the worker agent does; the
+  // other workers then ask for the plan by step.
   auto submit = [&](int64_t step) {
     call_once(kSubmitBatches, [&]() -> absl::Status {
       v1::SubmitBatchesRequest request;
@@ -711,44 +723,74 @@ absl::StatusOr<LoadTestResult> RunLoadTest(
     }
     step.planned_before_fetch = plan_log.Find(k).has_value();
 
-    // Every worker fetches the step's plan.
+    // Every worker fetches the step's plan: by step and fingerprint (the
+    // batch is known from SubmitBatches or worker 0's GetPlan), or with the
+    // whole batch.
+    const uint64_t fingerprint = BatchFingerprint(batches[k]);
+    auto fetch_plan = [&](int w, bool with_batch, ThreadLog& thread_log) {
+      SimulatedWorker& worker = workers[w];
+      worker.reports.clear();
+      worker.plan_summary.reset();
+      if (!thread_log.get_plan_request.has_value()) {
+        thread_log.get_plan_request.emplace();
+        if (with_batch) {
+          *thread_log.get_plan_request->mutable_batch() = batches[k];
+        } else {
+          thread_log.get_plan_request->set_step(k);
+          thread_log.get_plan_request->set_batch_fingerprint(fingerprint);
+        }
+      }
+      v1::GetPlanRequest& request = *thread_log.get_plan_request;
+      request.set_worker_id(worker.worker_id);
+      const absl::Time start = absl::Now();
+      absl::StatusOr<v1::GetPlanResponse> response =
+          worker.client->GetPlan(request);
+      const double ms = absl::ToDoubleMilliseconds(absl::Now() - start);
+      if (!response.ok()) {
+        thread_log.Fail(absl::StrCat("GetPlan ", worker.worker_id, " step ", k),
+                        response.status());
+        return;
+      }
+      thread_log.calls.push_back({start, ms});
+      worker.plan_summary = std::make_tuple(
+          response->plan().predicted_step_seconds(),
+          response->plan().groups_size(), response->sample_ids_size());
+      MakeReports(*response, k, options.ranks_per_worker, options, worker,
+                  thread_log);
+      // The last worker's request is the mode's (worker 0's may carry the
+      // batch without --ahead).
+      if (w == options.workers - 1) {
+        step.get_plan_request_bytes =
+            static_cast<int64_t>(request.ByteSizeLong());
+        step.get_plan_response_bytes =
+            static_cast<int64_t>(response->ByteSizeLong());
+        step.predicted_step_seconds = response->plan().predicted_step_seconds();
+      }
+    };
     const double process_cpu_start = ProcessCpuSeconds();
-    Phase fetch = RunPhase(
-        options.workers, options.threads, [&](int w, ThreadLog& thread_log) {
-          SimulatedWorker& worker = workers[w];
-          worker.reports.clear();
-          worker.plan_summary.reset();
-          if (!thread_log.get_plan_request.has_value()) {
-            thread_log.get_plan_request.emplace();
-            *thread_log.get_plan_request->mutable_batch() = batches[k];
-          }
-          v1::GetPlanRequest& request = *thread_log.get_plan_request;
-          request.set_worker_id(worker.worker_id);
-          const absl::Time start = absl::Now();
-          absl::StatusOr<v1::GetPlanResponse> response =
-              worker.client->GetPlan(request);
-          const double ms = absl::ToDoubleMilliseconds(absl::Now() - start);
-          if (!response.ok()) {
-            thread_log.Fail(
-                absl::StrCat("GetPlan ", worker.worker_id, " step ", k),
-                response.status());
-            return;
-          }
-          thread_log.calls.push_back({start, ms});
-          worker.plan_summary = std::make_tuple(
-              response->plan().predicted_step_seconds(),
-              response->plan().groups_size(), response->sample_ids_size());
-          MakeReports(*response, k, options.ranks_per_worker, options, worker,
-                      thread_log);
-          if (w == 0) {
-            step.get_plan_request_bytes =
-                static_cast<int64_t>(request.ByteSizeLong());
-            step.get_plan_response_bytes =
-                static_cast<int64_t>(response->ByteSizeLong());
-            step.predicted_step_seconds =
-                response->plan().predicted_step_seconds();
-          }
+    Phase fetch;
+    if (options.get_plan_with_batch) {
+      fetch = RunPhase(options.workers, options.threads,
+                       [&](int w, ThreadLog& thread_log) {
+                         fetch_plan(w, /*with_batch=*/true, thread_log);
+                       });
+    } else {
+      int first_by_step = 0;
+      if (!options.ahead) {
+        // Nothing submitted ahead: worker 0's GetPlan carries the batch and
+        // plans the step, then the others fetch it by step.
+        fetch = RunPhase(1, 1, [&](int, ThreadLog& thread_log) {
+          fetch_plan(0, /*with_batch=*/true, thread_log);
         });
+        first_by_step = 1;
+      }
+      MergePhase(fetch,
+                 RunPhase(options.workers - first_by_step, options.threads,
+                          [&](int i, ThreadLog& thread_log) {
+                            fetch_plan(first_by_step + i, /*with_batch=*/false,
+                                       thread_log);
+                          }));
+    }
     get_plan_process_cpu += ProcessCpuSeconds() - process_cpu_start;
     get_plan_client_cpu += fetch.merged.cpu_seconds;
     get_plan_calls +=
@@ -941,11 +983,13 @@ std::string FormatLoadTestText(const LoadTestResult& result) {
   absl::StrAppendFormat(
       &text,
       "client: %d gRPC connections (%d TCP connections seen), %d threads, "
-      "batches submitted ahead: %s, train %.3g s per step; server: %d call "
-      "threads, %d planning threads\n",
+      "batches submitted ahead: %s, GetPlan %s, train %.3g s per step; "
+      "server: %d call threads, %d planning threads\n",
       options.connections, result.tcp_connections, options.threads,
-      options.ahead ? "yes" : "no", options.train_seconds,
-      options.server_call_threads, options.planning_threads);
+      options.ahead ? "yes" : "no",
+      options.get_plan_with_batch ? "with the batch" : "by step + fingerprint",
+      options.train_seconds, options.server_call_threads,
+      options.planning_threads);
   absl::StrAppendFormat(&text, "host: %d CPUs, load average %.2f at start\n",
                         result.host_cpus, result.load_average_at_start);
   absl::StrAppendFormat(
@@ -1076,6 +1120,7 @@ std::string FormatLoadTestJson(const LoadTestResult& result) {
               {"tcp_connections", result.tcp_connections},
               {"threads", options.threads},
               {"ahead", options.ahead},
+              {"get_plan_with_batch", options.get_plan_with_batch},
               {"train_seconds", options.train_seconds},
               {"server_call_threads", options.server_call_threads},
               {"planning_threads", options.planning_threads},
@@ -1134,7 +1179,11 @@ constexpr FlagSpec kFlags[] = {
     {"ahead", nullptr,
      "submit step k+1's batch with SubmitBatches when step k starts, so "
      "that it is planned while step k is served (default true; "
-     "--ahead=false plans on the first GetPlan)"},
+     "--ahead=false plans on the first GetPlan: worker 0's, carrying the "
+     "batch, before the others ask by step)"},
+    {"get-plan-with-batch", nullptr,
+     "every GetPlan carries the step's whole batch (the old protocol) "
+     "instead of only its step and fingerprint (default false)"},
     {"noise", "F",
      "reported step time = predicted x (1 + F x uniform[-1, 1)) (default "
      "0.05)"},
@@ -1160,7 +1209,8 @@ std::string Usage() {
       "planner_load_test: load-tests the DCP planner service.\n\n"
       "Starts a planner in this process on 127.0.0.1 (a free port) and\n"
       "simulated workers that register, then per step fetch the plan\n"
-      "(GetPlan, every worker with the same deterministic batch) and report\n"
+      "(GetPlan by step and batch fingerprint, the batch submitted ahead by\n"
+      "worker 0 with SubmitBatches; or with the whole batch) and report\n"
       "each rank's step time (ReportStepStats, one call per rank; measured =\n"
       "predicted x (1 + seeded noise)). Prints the world, the plans computed\n"
       "(exactly one per step is required), each step's planning and fetch\n"
@@ -1283,6 +1333,10 @@ absl::StatusOr<CommandLine> ParseCommandLine(int argc, char** argv) {
       absl::StatusOr<bool> parsed = ParseBool(name, value);
       status = parsed.status();
       if (parsed.ok()) options.ahead = *parsed;
+    } else if (name == "get-plan-with-batch") {
+      absl::StatusOr<bool> parsed = ParseBool(name, value);
+      status = parsed.status();
+      if (parsed.ok()) options.get_plan_with_batch = *parsed;
     } else if (name == "noise") {
       status = ParseDouble(name, value, &options.noise);
     } else if (name == "train-seconds") {

@@ -38,6 +38,11 @@ struct LoadTestOptions {
   /// Submit step k+1's batch (SubmitBatches) when step k starts, so that
   /// the planner plans it while step k is served.
   bool ahead = true;
+  /// Every GetPlan carries the step's whole batch (the old protocol).
+  /// Otherwise workers ask by step and batch fingerprint: the batch is
+  /// submitted by worker 0 (SubmitBatches with `ahead`, else its GetPlan
+  /// carries it and the others ask once it has answered).
+  bool get_plan_with_batch = false;
   /// Reported step time = predicted x (1 + noise x u), u uniform in [-1, 1)
   /// drawn from (seed, step, rank).
   double noise = 0.05;

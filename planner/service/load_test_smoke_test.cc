@@ -48,6 +48,8 @@ TEST(LoadTestSmokeTest, EveryCallSucceedsAndEachStepIsPlannedOnce) {
     EXPECT_EQ(step.samples, 64);
     EXPECT_GE(step.plan_ms, 0);
     EXPECT_EQ(step.cache_hits + step.waited_for_planning, 4);
+    // By step and fingerprint: worker id, step and 8 bytes.
+    EXPECT_LT(step.get_plan_request_bytes, 40);
   }
 
   const RpcLatency* get_plan = FindRpc(*result, "GetPlan");
@@ -87,6 +89,23 @@ TEST(LoadTestSmokeTest, WithoutAheadTheFirstCallOfEachStepWaitsForPlanning) {
   for (const LoadTestStep& step : result->steps) {
     EXPECT_FALSE(step.planned_before_fetch);
     EXPECT_GE(step.waited_for_planning, 1);
+  }
+}
+
+TEST(LoadTestSmokeTest, GetPlanWithTheBatchStillWorks) {
+  for (bool ahead : {true, false}) {
+    LoadTestOptions options = SmallOptions();
+    options.get_plan_with_batch = true;
+    options.ahead = ahead;
+    absl::StatusOr<LoadTestResult> result = RunLoadTest(options);
+    ASSERT_TRUE(result.ok()) << result.status();
+    EXPECT_TRUE(result->ok()) << FormatLoadTestText(*result);
+    EXPECT_EQ(result->plans_computed, 2);
+    for (const LoadTestStep& step : result->steps) {
+      EXPECT_GT(step.get_plan_request_bytes, 64 * 4);  // 64 samples
+    }
+    EXPECT_THAT(FormatLoadTestText(*result),
+                HasSubstr("GetPlan with the batch"));
   }
 }
 

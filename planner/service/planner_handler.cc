@@ -31,6 +31,7 @@
 #include "planner/batch_check.h"
 #include "planner/lower_bound.h"
 #include "planner/plan.h"
+#include "planner/service/batch_fingerprint.h"
 #include "planner/service/proto_convert.h"
 #include "planner/service/state_store.h"
 
@@ -56,8 +57,10 @@ constexpr double kRefitChangeThreshold = 0.05;
 constexpr double kMinComputeCorrection = 0.1;
 constexpr double kMaxComputeCorrection = 10;
 
-// State keys (see StateStore).
+// State keys (see StateStore). job.json also records the
+// kBatchFingerprintVersion of the step records' fingerprints (absent: 1).
 constexpr char kJobKey[] = "job.json";
+constexpr char kFingerprintVersionField[] = "batch_fingerprint_version";
 constexpr char kWorkersKey[] = "workers.json";
 constexpr char kParamsPrefix[] = "params_v";
 constexpr char kProfilePrefix[] = "profile_";
@@ -71,32 +74,6 @@ std::string ProfileKey(int slot) {
 }
 std::string StepKey(int64_t step) {
   return absl::StrFormat("%s%020d.json", kStepPrefix, step);
-}
-
-// 64-bit FNV-1a, fed fixed-width little-endian integers: a fingerprint that
-// is the same on every machine and in every process (unlike std::hash).
-class Fnv1a64 {
- public:
-  void Add(uint64_t value) {
-    for (int i = 0; i < 8; ++i) {
-      hash_ ^= (value >> (8 * i)) & 0xff;
-      hash_ *= 1099511628211ull;
-    }
-  }
-  uint64_t hash() const { return hash_; }
-
- private:
-  uint64_t hash_ = 14695981039346656037ull;
-};
-
-uint64_t BatchFingerprint(const v1::GlobalBatch& batch) {
-  Fnv1a64 hash;
-  hash.Add(static_cast<uint64_t>(batch.samples_size()));
-  for (const v1::Sample& sample : batch.samples()) {
-    hash.Add(static_cast<uint64_t>(sample.id()));
-    hash.Add(static_cast<uint64_t>(sample.length_tokens()));
-  }
-  return hash.hash();
 }
 
 // "7.28 s" for a second or more, three digits below ("0.0123 s").
@@ -334,6 +311,10 @@ struct WorkerState {
   /// Has fetched a plan or reported statistics.
   bool active = false;
   int64_t last_step = -1;
+  /// This worker's entry in workers.json (one line of JSON) when there is
+  /// a state directory, else empty; kept so that a registration does not
+  /// re-encode every worker.
+  std::string state_entry;
 };
 
 struct NodeState {
@@ -347,7 +328,8 @@ struct StepRecord {
   /// starts is taken.
   int64_t params_version = 0;
   bool persisted = false;
-  /// The batch while planning is pending (submitted ahead), else null.
+  /// The batch from its submission or first request until the step's plan
+  /// is cached (also after a failure to record the step), else null.
   std::shared_ptr<const v1::GlobalBatch> batch;
   /// Valid while planning runs or its result is cached.
   StepPlanFuture plan;
@@ -373,11 +355,14 @@ struct StepStats {
 /// Thread model: `mu_` guards all state. Planning runs outside it: the first
 /// request for a step installs a shared future under `mu_`, then records the
 /// step durably and plans it without the lock; every other request for the
-/// step waits on the future. Profile fits run outside `mu_` too, serialized
-/// by `profile_mu_` (taken before `mu_`). Writes of shared state files
-/// (registrations, parameter versions, profiles) happen under `mu_` so that
-/// they land in order; per-step records are written by the planning task.
-/// Background planning threads take steps from `queue_`.
+/// step waits on the future. A GetPlan for a step whose future exists (by
+/// step, or with a batch of the recorded fingerprint) takes `mu_` only to
+/// look the future up: it neither validates nor copies the batch. Profile
+/// fits run outside `mu_` too, serialized by `profile_mu_` (taken before
+/// `mu_`). Writes of shared state files (registrations, parameter versions,
+/// profiles) happen under `mu_` so that they land in order; per-step records
+/// are written by the planning task. Background planning threads take steps
+/// from `queue_`.
 class PlannerHandlerImpl final : public PlannerHandler {
  public:
   PlannerHandlerImpl(PlannerHandlerOptions options, const Clock& clock,
@@ -439,8 +424,10 @@ class PlannerHandlerImpl final : public PlannerHandler {
   bool WorldComplete() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::string WaitingFor() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::string RendezvousAddress() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  std::string WorkersJson(const std::map<std::string, WorkerState>& workers)
-      const;
+  // One worker's entry in workers.json, and the whole file (every
+  // worker's `state_entry`).
+  static std::string WorkerStateEntry(const WorkerState& worker);
+  std::string WorkersJson() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status CheckBackend(const v1::RegisterWorkerRequest& request) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   v1::RegisterWorkerResponse RegistrationResponse(const WorkerState& worker)
@@ -471,7 +458,16 @@ class PlannerHandlerImpl final : public PlannerHandler {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status CheckFingerprint(int64_t step, uint64_t fingerprint) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Touches the worker and checks that plans can be served (the world is
+  // complete).
+  absl::Status CheckCanServe(absl::string_view worker_id, int64_t step)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  static absl::StatusOr<std::shared_ptr<const StepPlan>> AwaitPlan(
+      const StepPlanFuture& future);
+  // GetPlan: with the batch's samples, or by step (PlanForStep).
   absl::StatusOr<std::shared_ptr<const StepPlan>> PlanForRequest(
+      const v1::GetPlanRequest& request) ABSL_LOCKS_EXCLUDED(mu_);
+  absl::StatusOr<std::shared_ptr<const StepPlan>> PlanForStep(
       const v1::GetPlanRequest& request) ABSL_LOCKS_EXCLUDED(mu_);
   void BackgroundLoop() ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -546,12 +542,12 @@ absl::Status PlannerHandlerImpl::Load() {
 }
 
 absl::Status PlannerHandlerImpl::LoadJob() {
-  const json job = {{"model", json::parse(ModelSpecToJson(options_.model))},
-                    {"cluster",
-                     json::parse(ClusterSpecToJson(options_.cluster))}};
+  json job = {{"model", json::parse(ModelSpecToJson(options_.model))},
+              {"cluster", json::parse(ClusterSpecToJson(options_.cluster))}};
   absl::StatusOr<std::optional<std::string>> stored = store_->Read(kJobKey);
   if (!stored.ok()) return stored.status();
   if (!stored->has_value()) {
+    job[kFingerprintVersionField] = kBatchFingerprintVersion;
     if (absl::Status status = store_->Write(kJobKey, job.dump(2));
         !status.ok()) {
       return status;
@@ -560,6 +556,27 @@ absl::Status PlannerHandlerImpl::LoadJob() {
   }
   absl::StatusOr<json> previous = ParseJson(kJobKey, **stored);
   if (!previous.ok()) return previous.status();
+  // Step records hold fingerprints of the version the directory was started
+  // with; they cannot be compared with another version's.
+  int fingerprint_version = 1;
+  if (auto field = previous->find(kFingerprintVersionField);
+      field != previous->end()) {
+    if (!field->is_number_integer()) {
+      return StateError(kJobKey, absl::StrCat("has a non-integer ",
+                                              kFingerprintVersionField));
+    }
+    fingerprint_version = field->get<int>();
+    previous->erase(field);
+  }
+  if (fingerprint_version != kBatchFingerprintVersion) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "state directory '", store_->directory(),
+        "' records batch fingerprints of version ", fingerprint_version,
+        " but this planner computes version ", kBatchFingerprintVersion,
+        " (see planner/service/batch_fingerprint.h), so its steps' batches "
+        "cannot be checked; start with a fresh state_dir (or run the planner "
+        "release that wrote it)"));
+  }
   if (*previous != job) {
     return absl::FailedPreconditionError(absl::StrCat(
         "state directory '", store_->directory(),
@@ -610,6 +627,7 @@ absl::Status PlannerHandlerImpl::LoadWorkers() {
       return StateError(kWorkersKey, "puts two node names in one node slot");
     }
     node->ranks_used += registration.num_ranks();
+    worker.state_entry = WorkerStateEntry(worker);
     workers_[registration.worker_id()] = std::move(worker);
   }
   for (const std::optional<NodeState>& node : nodes) {
@@ -824,15 +842,22 @@ std::string PlannerHandlerImpl::RendezvousAddress() const {
   return "";
 }
 
-std::string PlannerHandlerImpl::WorkersJson(
-    const std::map<std::string, WorkerState>& workers) const {
-  json list = json::array();
-  for (const auto& [id, worker] : workers) {
-    list.push_back({{"registration", ProtoToJson(worker.registration)},
-                    {"node_index", worker.node_index},
-                    {"first_rank", worker.first_rank}});
+std::string PlannerHandlerImpl::WorkerStateEntry(const WorkerState& worker) {
+  return json{{"registration", ProtoToJson(worker.registration)},
+              {"node_index", worker.node_index},
+              {"first_rank", worker.first_rank}}
+      .dump();
+}
+
+std::string PlannerHandlerImpl::WorkersJson() const {
+  std::string text = "{\n  \"workers\": [";
+  const char* separator = "\n    ";
+  for (const auto& [id, worker] : workers_) {
+    absl::StrAppend(&text, separator, worker.state_entry);
+    separator = ",\n    ";
   }
-  return json{{"workers", list}}.dump(2);
+  absl::StrAppend(&text, workers_.empty() ? "]\n}\n" : "\n  ]\n}\n");
+  return text;
 }
 
 absl::Status PlannerHandlerImpl::CheckBackend(
@@ -912,32 +937,36 @@ absl::StatusOr<v1::RegisterWorkerResponse> PlannerHandlerImpl::RegisterWorker(
 
   absl::MutexLock lock(&mu_);
   if (absl::Status status = CheckBackend(request); !status.ok()) return status;
-  std::map<std::string, WorkerState> workers = workers_;
-  auto existing = workers.find(request.worker_id());
+  // The registration is applied to `workers_` in place and undone if it
+  // cannot be recorded: no copy of the worker map per call.
+  auto existing = workers_.find(request.worker_id());
+  const bool is_new = existing == workers_.end();
   bool new_node = false;
-  if (existing != workers.end()) {
-    const v1::RegisterWorkerRequest& before = existing->second.registration;
-    if (before.node_name() != request.node_name() ||
-        before.num_ranks() != request.num_ranks()) {
+  std::optional<WorkerState> before;
+  if (!is_new) {
+    WorkerState& worker = existing->second;
+    const v1::RegisterWorkerRequest& registered = worker.registration;
+    if (registered.node_name() != request.node_name() ||
+        registered.num_ranks() != request.num_ranks()) {
       return absl::FailedPreconditionError(absl::StrCat(
           "worker ", Quote(request.worker_id()), " registered before on node ",
-          Quote(before.node_name()), " with ", before.num_ranks(),
+          Quote(registered.node_name()), " with ", registered.num_ranks(),
           " ranks and now comes from node ", Quote(request.node_name()),
           " with ", request.num_ranks(),
           "; a worker id keeps its node and ranks for the whole job (use a "
           "new worker id, or restart the job with a fresh state_dir)"));
     }
-    existing->second.last_seen = clock_.Now();
-    if (before.SerializeAsString() == request.SerializeAsString()) {
-      workers_ = std::move(workers);
-      return RegistrationResponse(workers_.at(request.worker_id()));
+    worker.last_seen = clock_.Now();
+    if (registered.SerializeAsString() == request.SerializeAsString()) {
+      return RegistrationResponse(worker);
     }
-    existing->second.registration = request;  // new address, versions...
+    before = worker;
+    worker.registration = request;  // new address, versions...
   } else {
     auto node = std::find_if(
         nodes_.begin(), nodes_.end(),
         [&](const NodeState& n) { return n.name == request.node_name(); });
-    int node_index = static_cast<int>(node - nodes_.begin());
+    const int node_index = static_cast<int>(node - nodes_.begin());
     if (node == nodes_.end()) {
       if (static_cast<int>(nodes_.size()) >= options_.cluster.num_nodes) {
         std::vector<std::string> names;
@@ -952,7 +981,7 @@ absl::StatusOr<v1::RegisterWorkerResponse> PlannerHandlerImpl::RegisterWorker(
       new_node = true;
     } else if (node->ranks_used + request.num_ranks() > per_node) {
       std::vector<std::string> holders;
-      for (const auto& [id, worker] : workers) {
+      for (const auto& [id, worker] : workers_) {
         if (worker.node_index == node_index) holders.push_back(Quote(id));
       }
       return absl::ResourceExhaustedError(absl::StrCat(
@@ -968,16 +997,22 @@ absl::StatusOr<v1::RegisterWorkerResponse> PlannerHandlerImpl::RegisterWorker(
     worker.first_rank =
         node_index * per_node + (new_node ? 0 : node->ranks_used);
     worker.last_seen = clock_.Now();
-    workers[request.worker_id()] = std::move(worker);
+    existing = workers_.emplace(request.worker_id(), std::move(worker)).first;
   }
-  const bool was_new = existing == workers.end();
-  if (absl::Status status = Persist(kWorkersKey, WorkersJson(workers));
-      !status.ok()) {
-    return PersistError("the registration", status);
+  WorkerState& worker = existing->second;
+  if (store_ != nullptr) {
+    worker.state_entry = WorkerStateEntry(worker);
+    if (absl::Status status = Persist(kWorkersKey, WorkersJson());
+        !status.ok()) {
+      if (is_new) {
+        workers_.erase(existing);
+      } else {
+        worker = *std::move(before);
+      }
+      return PersistError("the registration", status);
+    }
   }
-  workers_ = std::move(workers);
-  const WorkerState& worker = workers_.at(request.worker_id());
-  if (was_new) {
+  if (is_new) {
     if (new_node) {
       nodes_.push_back(NodeState{request.node_name(), 0});
     }
@@ -1210,6 +1245,9 @@ absl::StatusOr<std::shared_ptr<const StepPlan>> PlannerHandlerImpl::PlanStep(
     StepRecord& entry = steps_[step];
     entry.fingerprint = fingerprint;
     if (!entry.plan.valid()) {
+      // Kept until the plan is cached, so that a request by step can plan
+      // again after a failure to record the step.
+      if (entry.batch == nullptr) entry.batch = batch;
       if (!entry.persisted) entry.params_version = CurrentVersion();
       future = promise.get_future().share();
       entry.plan = future;
@@ -1356,6 +1394,27 @@ void PlannerHandlerImpl::FinishPlanning(int64_t step, const StepPlan& result) {
   }
 }
 
+absl::Status PlannerHandlerImpl::CheckCanServe(absl::string_view worker_id,
+                                               int64_t step) {
+  if (absl::Status status = Touch(worker_id, /*activity=*/true, step);
+      !status.ok()) {
+    return status;
+  }
+  if (!WorldComplete()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("the world is incomplete (", WaitingFor(),
+                     "); plans are served once every worker has registered"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::shared_ptr<const StepPlan>> PlannerHandlerImpl::AwaitPlan(
+    const StepPlanFuture& future) {
+  const std::shared_ptr<const StepPlan>& result = future.get();
+  if (!result->status.ok()) return result->status;
+  return result;
+}
+
 absl::StatusOr<std::shared_ptr<const StepPlan>>
 PlannerHandlerImpl::PlanForRequest(const v1::GetPlanRequest& request) {
   if (!request.worker_id().empty()) {
@@ -1365,35 +1424,117 @@ PlannerHandlerImpl::PlanForRequest(const v1::GetPlanRequest& request) {
       return status;
     }
   }
-  if (!request.has_batch()) {
-    return absl::InvalidArgumentError(
-        "batch is missing; give the step's global batch");
+  if (request.batch().samples().empty()) return PlanForStep(request);
+
+  const v1::GlobalBatch& batch = request.batch();
+  const int64_t step = batch.step();
+  if (request.step() != 0 && request.step() != step) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "step = ", request.step(), " but batch.step = ", step,
+        "; give the step once (batch.step with the samples, or step without "
+        "them)"));
   }
-  if (absl::Status status = ValidateGlobalBatch(request.batch(), "batch");
-      !status.ok()) {
+  // Cheap (a few multiplies per sample); checked first so that a step that
+  // is already planned is served without validating or copying its batch.
+  const uint64_t fingerprint = BatchFingerprint(batch);
+  if (request.batch_fingerprint() != 0 &&
+      request.batch_fingerprint() != fingerprint) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "batch_fingerprint = ", Hex(request.batch_fingerprint()),
+        " but the samples sent have fingerprint ", Hex(fingerprint),
+        "; compute it with BatchFingerprint over the same samples, or leave "
+        "it 0"));
+  }
+  {
+    absl::ReleasableMutexLock lock(&mu_);
+    auto it = steps_.find(step);
+    if (it != steps_.end() && it->second.fingerprint == fingerprint &&
+        it->second.plan.valid()) {
+      // The recorded batch with this fingerprint was validated when it
+      // was first seen.
+      if (absl::Status status = CheckCanServe(request.worker_id(), step);
+          !status.ok()) {
+        return status;
+      }
+      StepPlanFuture future = it->second.plan;
+      lock.Release();
+      return AwaitPlan(future);
+    }
+  }
+  if (absl::Status status = ValidateGlobalBatch(batch, "batch"); !status.ok()) {
     return status;
   }
-  const uint64_t fingerprint = BatchFingerprint(request.batch());
   {
     absl::MutexLock lock(&mu_);
-    if (absl::Status status = Touch(request.worker_id(), /*activity=*/true,
-                                    request.batch().step());
+    if (absl::Status status = CheckCanServe(request.worker_id(), step);
         !status.ok()) {
       return status;
     }
-    if (!WorldComplete()) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "the world is incomplete (", WaitingFor(),
-          "); plans are served once every worker has registered"));
-    }
-    if (absl::Status status =
-            CheckFingerprint(request.batch().step(), fingerprint);
+    if (absl::Status status = CheckFingerprint(step, fingerprint);
         !status.ok()) {
       return status;
     }
   }
-  return PlanStep(std::make_shared<const v1::GlobalBatch>(request.batch()),
-                  fingerprint);
+  return PlanStep(std::make_shared<const v1::GlobalBatch>(batch), fingerprint);
+}
+
+absl::StatusOr<std::shared_ptr<const StepPlan>> PlannerHandlerImpl::PlanForStep(
+    const v1::GetPlanRequest& request) {
+  const int64_t step = request.step();
+  if (request.has_batch() && request.batch().step() != step) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "batch.samples is empty (step ", request.batch().step(),
+        ") and step = ", step,
+        "; give the step's sequences in batch, or leave batch unset and ask "
+        "by step"));
+  }
+  if (step < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("step = ", step, "; steps are numbered from 0"));
+  }
+  std::shared_ptr<const v1::GlobalBatch> batch;
+  uint64_t fingerprint = 0;
+  {
+    absl::ReleasableMutexLock lock(&mu_);
+    if (absl::Status status = CheckCanServe(request.worker_id(), step);
+        !status.ok()) {
+      return status;
+    }
+    auto it = steps_.find(step);
+    if (it == steps_.end()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "step ", step,
+          " is unknown: submit its batch (SubmitBatches or GetPlan with "
+          "samples) first"));
+    }
+    const StepRecord& entry = it->second;
+    if (request.batch_fingerprint() != 0 &&
+        request.batch_fingerprint() != entry.fingerprint) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "batch_fingerprint = ", Hex(request.batch_fingerprint()),
+          " but step ", step, " was recorded with batch fingerprint ",
+          Hex(entry.fingerprint),
+          "; this worker's batch differs from the one the planner has for "
+          "the step (every rank must build the same batches: same dataset, "
+          "seed and batch size)"));
+    }
+    if (entry.plan.valid()) {
+      StepPlanFuture future = entry.plan;
+      lock.Release();
+      return AwaitPlan(future);
+    }
+    if (entry.batch == nullptr) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "step ", step, "'s plan is no longer in memory (older than the last ",
+          options_.plan_cache_steps,
+          " planned steps, or planned before the planner restarted) and its "
+          "batch is not kept; ask again with the batch's samples"));
+    }
+    batch = entry.batch;
+    fingerprint = entry.fingerprint;
+  }
+  // Submitted ahead but not yet taken by a background thread (or none).
+  return PlanStep(std::move(batch), fingerprint);
 }
 
 absl::StatusOr<v1::GetPlanResponse> PlannerHandlerImpl::GetPlan(

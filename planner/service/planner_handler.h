@@ -23,7 +23,9 @@ struct PlannerHandlerOptions {
   PlannerOptions planner_options;
   /// Where state that must survive a restart is written atomically
   /// (registrations, fitted parameters by version, each planned step's batch
-  /// fingerprint and parameter version). Empty: memory only.
+  /// fingerprint and parameter version, and the fingerprint algorithm's
+  /// version: a directory written with another one is refused). Empty:
+  /// memory only.
   std::string state_dir;
   /// Refit the compute model from measured step statistics.
   bool online_refit = false;
@@ -32,7 +34,7 @@ struct PlannerHandlerOptions {
   /// Threads that plan submitted batches ahead; 0 plans only on demand.
   int background_planning_threads = 1;
   /// Plans kept in memory (oldest steps evicted first; they are re-planned
-  /// identically on demand).
+  /// identically when asked for with their batch).
   int plan_cache_steps = 64;
 };
 
@@ -45,11 +47,20 @@ struct PlannerHandlerOptions {
 /// parameter version recorded for that step, and the planner is
 /// deterministic).
 ///
+/// GetPlan takes the step's batch, or only the step number (and optionally
+/// the batch's fingerprint, batch_fingerprint.h) of a step whose batch was
+/// submitted or planned before; see GetPlanRequest in
+/// proto/dcp/v1/planner_service.proto. A batch is kept only until its step
+/// is planned: a step evicted from the plan cache (or planned before a
+/// restart) is served by step only after the batch is sent again.
+///
 /// Errors: INVALID_ARGUMENT naming the field and value for bad requests,
 /// RESOURCE_EXHAUSTED with the planner core's explanation for an
 /// unplannable batch, FAILED_PRECONDITION while the world is incomplete
-/// (saying which nodes/ranks are missing) or when a step comes back with a
-/// different batch. Thread-safe: every method may be called concurrently.
+/// (saying which nodes/ranks are missing), when a step comes back with a
+/// different batch or fingerprint, or when a step asked for by number is
+/// unknown or no longer in memory. Thread-safe: every method may be called
+/// concurrently.
 class PlannerHandler {
  public:
   /// Loads `options.state_dir` if it holds state. `clock`, `metrics` and

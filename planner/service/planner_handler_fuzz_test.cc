@@ -137,8 +137,12 @@ class Fuzzer {
   // and conflicting paths are both exercised.
   v1::GlobalBatch StableBatch() {
     if (Chance(0.3)) return Batch();
+    return StableBatchOf(Uniform(0, 30));
+  }
+
+  // The usual batch of `step`.
+  static v1::GlobalBatch StableBatchOf(int step) {
     v1::GlobalBatch batch;
-    const int step = Uniform(0, 30);
     batch.set_step(step);
     for (int i = 0; i < 2 + step % 7; ++i) {
       v1::Sample* sample = batch.add_samples();
@@ -319,9 +323,29 @@ void Fuzz(PlannerHandler& handler, const PlannerHandlerOptions& options,
             method = "GetPlan";
             v1::GetPlanRequest request;
             request.set_worker_id(fuzzer.Chance(0.1) ? "" : fuzzer.WorkerId());
-            if (!fuzzer.Chance(0.03)) {
-              *request.mutable_batch() = fuzzer.StableBatch();
+            if (fuzzer.Chance(0.6)) {
+              if (!fuzzer.Chance(0.03)) {
+                *request.mutable_batch() = fuzzer.StableBatch();
+              }
+              if (fuzzer.Chance(0.1)) request.set_step(fuzzer.Int64());
+            } else {
+              // By step, mostly of a step whose batch is known.
+              const int step = fuzzer.Uniform(0, 30);
+              request.set_step(fuzzer.Chance(0.9) ? step : fuzzer.Int64());
+              if (fuzzer.Chance(0.5)) {
+                request.set_batch_fingerprint(
+                    fuzzer.Chance(0.8)
+                        ? BatchFingerprint(Fuzzer::StableBatchOf(step))
+                        : static_cast<uint64_t>(fuzzer.Int64()));
+              }
+              if (fuzzer.Chance(0.1)) {
+                request.mutable_batch()->set_step(
+                    fuzzer.Chance(0.5) ? request.step() : fuzzer.Int64());
+              }
             }
+            const int64_t planned_step = request.batch().samples().empty()
+                                             ? request.step()
+                                             : request.batch().step();
             if (fuzzer.Chance(0.5)) {
               status = handler.GetPlan(request).status();
             } else {
@@ -331,7 +355,7 @@ void Fuzz(PlannerHandler& handler, const PlannerHandlerOptions& options,
               if (bytes.ok()) {
                 v1::GetPlanResponse parsed;
                 EXPECT_TRUE(parsed.ParseFromString(**bytes));
-                EXPECT_EQ(parsed.plan().step(), request.batch().step());
+                EXPECT_EQ(parsed.plan().step(), planned_step);
               }
             }
             break;

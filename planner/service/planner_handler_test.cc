@@ -5,7 +5,9 @@
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <thread>
@@ -13,6 +15,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -21,6 +24,7 @@
 #include "cost_model/fitting.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "planner/service/batch_fingerprint.h"
 #include "planner/service/planner_metrics.h"
 #include "planner/service/proto_convert.h"
 
@@ -380,12 +384,23 @@ TEST(PlannerHandlerTest, PlanRequestErrorsNameTheField) {
         << text;
     EXPECT_THAT(response.status().message(), HasSubstr(text));
   };
-  v1::GetPlanRequest missing;
-  missing.set_worker_id("w0");
-  expect_invalid(missing, "batch is missing");
+  // A batch without samples is a request by step, which must agree.
   v1::GlobalBatch empty;
   empty.set_step(3);
-  expect_invalid(PlanRequest("w0", empty), "batch.samples is empty (step 3)");
+  expect_invalid(PlanRequest("w0", empty),
+                 "batch.samples is empty (step 3) and step = 0");
+  v1::GetPlanRequest negative_step;
+  negative_step.set_worker_id("w0");
+  negative_step.set_step(-2);
+  expect_invalid(negative_step, "step = -2; steps are numbered from 0");
+  v1::GetPlanRequest two_steps = PlanRequest("w0", MakeBatch(1, 4));
+  two_steps.set_step(2);
+  expect_invalid(two_steps, "step = 2 but batch.step = 1");
+  v1::GetPlanRequest wrong_fingerprint = PlanRequest("w0", MakeBatch(1, 4));
+  wrong_fingerprint.set_batch_fingerprint(0x1234);
+  expect_invalid(wrong_fingerprint,
+                 "batch_fingerprint = 0000000000001234 but the samples sent "
+                 "have fingerprint ");
   v1::GlobalBatch negative = MakeBatch(1, 4);
   negative.set_step(-1);
   expect_invalid(PlanRequest("w0", negative), "batch.step = -1");
@@ -722,6 +737,276 @@ TEST(PlannerHandlerTest, EvictedPlansAreReplannedIdentically) {
   EXPECT_EQ(*handler->GetSerializedPlan(PlanRequest("w0", MakeBatch(0))).value(),
             first[0]);
   EXPECT_EQ(metrics.plans_computed(), 4);  // evicted, planned again
+}
+
+v1::GetPlanRequest StepRequest(const std::string& worker, int64_t step,
+                               uint64_t fingerprint = 0) {
+  v1::GetPlanRequest request;
+  request.set_worker_id(worker);
+  request.set_step(step);
+  request.set_batch_fingerprint(fingerprint);
+  return request;
+}
+
+TEST(PlannerHandlerTest, SubmittedStepsAreServedByStep) {
+  FakeClock clock;
+  RecordingMetrics metrics;
+  auto handler = MakeHandler(GpuOptions(), clock, &metrics);
+  RegisterWorld(*handler, 4, 8);
+  v1::SubmitBatchesRequest submit;
+  *submit.add_batches() = MakeBatch(0);
+  *submit.add_batches() = MakeBatch(1);
+  ASSERT_TRUE(handler->SubmitBatches(submit).ok());
+  EXPECT_EQ(metrics.plans_computed(), 0);
+  // Without background threads the first request by step plans it.
+  absl::StatusOr<std::shared_ptr<const std::string>> by_step =
+      handler->GetSerializedPlan(StepRequest("w0", 1));
+  ASSERT_TRUE(by_step.ok()) << by_step.status();
+  EXPECT_EQ(metrics.plans_computed(), 1);
+  // With the fingerprint, by step 0 as step 0 (the default), and with the
+  // batch: one plan, one buffer.
+  const uint64_t fingerprint = BatchFingerprint(MakeBatch(1));
+  absl::StatusOr<std::shared_ptr<const std::string>> checked =
+      handler->GetSerializedPlan(StepRequest("w1", 1, fingerprint));
+  ASSERT_TRUE(checked.ok()) << checked.status();
+  EXPECT_EQ(*checked, *by_step);
+  absl::StatusOr<std::shared_ptr<const std::string>> with_batch =
+      handler->GetSerializedPlan(PlanRequest("w2", MakeBatch(1)));
+  ASSERT_TRUE(with_batch.ok());
+  EXPECT_EQ(*with_batch, *by_step);
+  v1::GetPlanRequest both = PlanRequest("w3", MakeBatch(1));
+  both.set_step(1);
+  both.set_batch_fingerprint(fingerprint);
+  EXPECT_EQ(handler->GetSerializedPlan(both).value(), *by_step);
+  absl::StatusOr<v1::GetPlanResponse> step0 =
+      handler->GetPlan(StepRequest("w0", 0));
+  ASSERT_TRUE(step0.ok()) << step0.status();
+  EXPECT_EQ(step0->plan().step(), 0);
+  ASSERT_EQ(step0->sample_ids_size(), 48);
+  EXPECT_EQ(step0->sample_ids(3), MakeBatch(0).samples(3).id());
+  EXPECT_EQ(metrics.plans_computed(), 2);
+  // A step planned from a GetPlan with samples is served by step too.
+  ASSERT_TRUE(handler->GetPlan(PlanRequest("w0", MakeBatch(7))).ok());
+  EXPECT_EQ(handler->GetPlan(StepRequest("w1", 7))->plan().step(), 7);
+  EXPECT_EQ(metrics.plans_computed(), 3);
+  // Requests by step mark the worker active at that step.
+  v1::ListWorkersResponse workers = handler->ListWorkers({}).value();
+  EXPECT_EQ(workers.workers(1).state(), v1::WorkerInfo::ACTIVE);
+  EXPECT_EQ(workers.workers(1).last_step(), 7);
+}
+
+TEST(PlannerHandlerTest, ConcurrentRequestsByStepPlanOnce) {
+  FakeClock clock;
+  RecordingMetrics metrics;
+  PlannerHandlerOptions options = GpuOptions();
+  options.background_planning_threads = 1;
+  auto handler = MakeHandler(options, clock, &metrics);
+  RegisterWorld(*handler, 4, 8);
+  for (int64_t step = 0; step < 3; ++step) {
+    v1::SubmitBatchesRequest submit;
+    *submit.add_batches() = MakeBatch(step);
+    ASSERT_TRUE(handler->SubmitBatches(submit).ok());
+    const uint64_t fingerprint = BatchFingerprint(MakeBatch(step));
+    std::vector<std::shared_ptr<const std::string>> plans(16);
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 16; ++t) {
+      threads.emplace_back([&, t] {
+        absl::StatusOr<std::shared_ptr<const std::string>> plan =
+            handler->GetSerializedPlan(StepRequest(
+                absl::StrCat("w", t % 4), step, t % 2 ? fingerprint : 0));
+        ASSERT_TRUE(plan.ok()) << plan.status();
+        plans[t] = *plan;
+      });
+    }
+    for (std::thread& thread : threads) thread.join();
+    EXPECT_EQ(metrics.plans_computed(), step + 1);
+    for (int t = 1; t < 16; ++t) EXPECT_EQ(plans[t], plans[0]);
+  }
+}
+
+TEST(PlannerHandlerTest, ByStepWithAnotherFingerprintNamesBoth) {
+  FakeClock clock;
+  auto handler = MakeHandler(GpuOptions(), clock, nullptr);
+  RegisterWorld(*handler, 4, 8);
+  ASSERT_TRUE(handler->GetPlan(PlanRequest("w0", MakeBatch(4))).ok());
+  const uint64_t recorded = BatchFingerprint(MakeBatch(4));
+  const uint64_t other = BatchFingerprint(MakeBatch(4, 48, /*salt=*/1));
+  ASSERT_NE(recorded, other);
+  absl::StatusOr<v1::GetPlanResponse> response =
+      handler->GetPlan(StepRequest("w1", 4, other));
+  EXPECT_EQ(response.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(
+      response.status().message(),
+      AllOf(
+          HasSubstr(absl::StrFormat("batch_fingerprint = %016x", other)),
+          HasSubstr(absl::StrFormat(
+              "step 4 was recorded with batch fingerprint %016x", recorded))));
+  // Before planning too: a submitted step's fingerprint is recorded.
+  v1::SubmitBatchesRequest submit;
+  *submit.add_batches() = MakeBatch(5);
+  ASSERT_TRUE(handler->SubmitBatches(submit).ok());
+  EXPECT_EQ(handler->GetPlan(StepRequest("w1", 5, other)).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(PlannerHandlerTest, UnknownStepByStepIsFailedPrecondition) {
+  FakeClock clock;
+  RecordingMetrics metrics;
+  auto handler = MakeHandler(GpuOptions(), clock, &metrics);
+  // While the world is incomplete, that is the answer.
+  ASSERT_TRUE(handler->RegisterWorker(Worker("w0", "node0", 8)).ok());
+  EXPECT_THAT(handler->GetPlan(StepRequest("w0", 3)).status().message(),
+              HasSubstr("the world is incomplete"));
+  RegisterWorld(*handler, 4, 8);
+  for (const v1::GetPlanRequest& request :
+       {StepRequest("w0", 3), StepRequest("w0", 3, /*fingerprint=*/77)}) {
+    absl::StatusOr<v1::GetPlanResponse> response = handler->GetPlan(request);
+    EXPECT_EQ(response.status().code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_EQ(response.status().message(),
+              "step 3 is unknown: submit its batch (SubmitBatches or GetPlan "
+              "with samples) first");
+  }
+  // A request with nothing at all asks for step 0.
+  v1::GetPlanRequest nothing;
+  nothing.set_worker_id("w0");
+  EXPECT_THAT(handler->GetPlan(nothing).status().message(),
+              HasSubstr("step 0 is unknown"));
+  EXPECT_EQ(handler->GetPlan(StepRequest("stranger", 3)).status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(metrics.plans_computed(), 0);
+}
+
+TEST(PlannerHandlerTest, EvictedStepsNeedTheirBatchAgain) {
+  FakeClock clock;
+  RecordingMetrics metrics;
+  PlannerHandlerOptions options = GpuOptions();
+  options.plan_cache_steps = 2;
+  auto handler = MakeHandler(options, clock, &metrics);
+  RegisterWorld(*handler, 4, 8);
+  std::vector<std::string> first;
+  for (int64_t step = 0; step < 3; ++step) {
+    first.push_back(
+        *handler->GetSerializedPlan(PlanRequest("w0", MakeBatch(step)))
+             .value());
+  }
+  EXPECT_EQ(*handler->GetSerializedPlan(StepRequest("w0", 2)).value(),
+            first[2]);
+  absl::StatusOr<std::shared_ptr<const std::string>> evicted =
+      handler->GetSerializedPlan(StepRequest("w0", 0));
+  EXPECT_EQ(evicted.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(evicted.status().message(),
+              AllOf(HasSubstr("step 0's plan is no longer in memory"),
+                    HasSubstr("older than the last 2 planned steps"),
+                    HasSubstr("ask again with the batch's samples")));
+  // The fingerprint is still checked first.
+  EXPECT_THAT(handler->GetPlan(StepRequest("w0", 0, /*fingerprint=*/5))
+                  .status()
+                  .message(),
+              HasSubstr("was recorded with batch fingerprint"));
+  EXPECT_EQ(metrics.plans_computed(), 3);
+  // Sent again (with GetPlan, or SubmitBatches), it is planned identically
+  // and served by step.
+  EXPECT_EQ(
+      *handler->GetSerializedPlan(PlanRequest("w0", MakeBatch(0))).value(),
+      first[0]);
+  EXPECT_EQ(*handler->GetSerializedPlan(StepRequest("w1", 0)).value(),
+            first[0]);
+  EXPECT_EQ(metrics.plans_computed(), 4);
+  v1::SubmitBatchesRequest submit;
+  *submit.add_batches() = MakeBatch(1);  // evicted by step 0's return
+  ASSERT_TRUE(handler->SubmitBatches(submit).ok());
+  EXPECT_EQ(*handler->GetSerializedPlan(StepRequest("w1", 1)).value(),
+            first[1]);
+  EXPECT_EQ(metrics.plans_computed(), 5);
+}
+
+TEST(PlannerHandlerTest, AfterRestartStepsByStepNeedTheirBatch) {
+  const std::string directory = TestDirectory();
+  FakeClock clock;
+  PlannerHandlerOptions options = GpuOptions();
+  options.state_dir = directory;
+  std::string before;
+  {
+    auto handler = MakeHandler(options, clock, nullptr);
+    RegisterWorld(*handler, 4, 8);
+    before =
+        *handler->GetSerializedPlan(PlanRequest("w0", MakeBatch(0))).value();
+  }
+  RecordingMetrics metrics;
+  auto handler = MakeHandler(options, clock, &metrics);
+  EXPECT_THAT(handler->GetPlan(StepRequest("w0", 0)).status().message(),
+              HasSubstr("planned before the planner restarted"));
+  EXPECT_EQ(
+      handler
+          ->GetPlan(StepRequest("w0", 0, BatchFingerprint(MakeBatch(0, 48, 1))))
+          .status()
+          .code(),
+      absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(
+      *handler->GetSerializedPlan(PlanRequest("w1", MakeBatch(0))).value(),
+      before);
+  EXPECT_EQ(*handler
+                 ->GetSerializedPlan(
+                     StepRequest("w2", 0, BatchFingerprint(MakeBatch(0))))
+                 .value(),
+            before);
+  EXPECT_EQ(metrics.plans_computed(), 1);
+}
+
+TEST(PlannerHandlerTest, StateWithOtherFingerprintVersionIsRefused) {
+  const std::string directory = TestDirectory();
+  FakeClock clock;
+  PlannerHandlerOptions options = GpuOptions();
+  options.state_dir = directory;
+  ASSERT_NE(MakeHandler(options, clock, nullptr), nullptr);
+  const std::string path = absl::StrCat(directory, "/job.json");
+  std::string job;
+  {
+    std::ifstream file(path);
+    job.assign(std::istreambuf_iterator<char>(file),
+               std::istreambuf_iterator<char>());
+  }
+  const std::string current =
+      absl::StrCat("\"batch_fingerprint_version\": ", kBatchFingerprintVersion);
+  const size_t at = job.find(current);
+  ASSERT_NE(at, std::string::npos) << job;
+  // A directory of the byte-wise FNV-1a planner (version 1).
+  job.replace(at, current.size(), "\"batch_fingerprint_version\": 1");
+  { std::ofstream(path, std::ios::trunc) << job; }
+  absl::StatusOr<std::unique_ptr<PlannerHandler>> reopened =
+      PlannerHandler::Create(options, clock, nullptr, nullptr);
+  EXPECT_EQ(reopened.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(reopened.status().message(),
+              AllOf(HasSubstr("batch fingerprints of version 1"),
+                    HasSubstr(absl::StrCat("computes version ",
+                                           kBatchFingerprintVersion)),
+                    HasSubstr("fresh state_dir")));
+}
+
+TEST(PlannerHandlerTest, RegistrationsAreRecordedOnlyWithAStateDirectory) {
+  const std::string directory = TestDirectory();
+  FakeClock clock;
+  {
+    auto handler = MakeHandler(GpuOptions(), clock, nullptr);
+    RegisterWorld(*handler, 4, 8);
+  }
+  EXPECT_FALSE(std::filesystem::exists(directory));
+  PlannerHandlerOptions options = GpuOptions();
+  options.state_dir = directory;
+  {
+    auto handler = MakeHandler(options, clock, nullptr);
+    RegisterWorld(*handler, 3, 8);
+    v1::RegisterWorkerRequest moved = Worker("w1", "node1", 8);
+    moved.set_address("10.1.1.1:29500");
+    ASSERT_TRUE(handler->RegisterWorker(moved).ok());
+  }
+  auto handler = MakeHandler(options, clock, nullptr);
+  v1::ListWorkersResponse workers = handler->ListWorkers({}).value();
+  ASSERT_EQ(workers.workers_size(), 3);
+  EXPECT_EQ(workers.workers(1).address(), "10.1.1.1:29500");
+  EXPECT_EQ(workers.workers(2).first_rank(), 16);
+  EXPECT_EQ(handler->RegisterWorker(Worker("w3", "node3", 8))->first_rank(),
+            24);
 }
 
 TEST(PlannerHandlerTest, UnplannableBatchIsResourceExhausted) {

@@ -49,6 +49,10 @@ constexpr FlagSpec kFlags[] = {
     {"model", "NAME|FILE", "tiny",
      "model preset (llama3-8b, llama3-70b, video-dit-1b, tiny) or a "
      "ModelSpec JSON file"},
+    {"cluster", "FILE", "",
+     "ClusterSpec JSON (cost_model/cluster_spec.h field names over the H200 "
+     "defaults, e.g. a small CPU cluster); --nodes, --gpus-per-node and "
+     "--memory-fraction override it when given"},
     {"nodes", "N", "1", "nodes in the training job"},
     {"gpus-per-node", "N", "8", "ranks per node"},
     {"memory-fraction", "F", "0.8",
@@ -235,10 +239,29 @@ absl::StatusOr<PlannerServer::Options> ServerOptions(const Flags& flags) {
   absl::StatusOr<int> gpus_per_node = flags.Int("gpus-per-node", 1, 64);
   if (!gpus_per_node.ok()) return gpus_per_node.status();
   ClusterSpec cluster = H200Cluster(*nodes, *gpus_per_node);
+  if (flags.Given("cluster")) {
+    const std::string path = flags.String("cluster");
+    std::ifstream file(path, std::ios::binary);
+    if (!file) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--cluster=", path, ": cannot read the file"));
+    }
+    std::ostringstream contents;
+    contents << file.rdbuf();
+    absl::StatusOr<ClusterSpec> from_file = ClusterSpecFromJson(contents.str());
+    if (!from_file.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--cluster=", path, ": ", from_file.status().message()));
+    }
+    cluster = *from_file;
+    if (flags.Given("nodes")) cluster.num_nodes = *nodes;
+    if (flags.Given("gpus-per-node")) cluster.gpus_per_node = *gpus_per_node;
+  }
   const std::string fraction_text = flags.String("memory-fraction");
-  if (!absl::SimpleAtod(fraction_text, &cluster.usable_memory_fraction) ||
-      !(cluster.usable_memory_fraction > 0) ||
-      cluster.usable_memory_fraction > 1) {
+  if ((!flags.Given("cluster") || flags.Given("memory-fraction")) &&
+      (!absl::SimpleAtod(fraction_text, &cluster.usable_memory_fraction) ||
+       !(cluster.usable_memory_fraction > 0) ||
+       cluster.usable_memory_fraction > 1)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--memory-fraction=", fraction_text, ": expected a number in (0, 1]"));
   }

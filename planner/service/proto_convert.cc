@@ -6,6 +6,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "planner/service/batch_fingerprint.h"
 
 namespace dcp {
 namespace {
@@ -389,6 +390,14 @@ ModelFitReport FitReportFromProto(const v1::FitReport& proto) {
   report.used_defaults = proto.used_defaults();
   report.note = proto.note();
   return report;
+}
+
+uint64_t BatchFingerprint(const v1::GlobalBatch& batch) {
+  BatchFingerprinter fingerprinter(static_cast<uint64_t>(batch.samples_size()));
+  for (const v1::Sample& sample : batch.samples()) {
+    fingerprinter.Add(sample.id(), sample.length_tokens());
+  }
+  return fingerprinter.Finish();
 }
 
 }  // namespace dcp

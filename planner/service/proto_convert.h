@@ -16,6 +16,7 @@
 #include "cost_model/cost_model.h"
 #include "cost_model/fitting.h"
 #include "cost_model/model_spec.h"
+#include "dcp/v1/batch.pb.h"
 #include "dcp/v1/cluster.pb.h"
 #include "dcp/v1/model.pb.h"
 #include "dcp/v1/plan.pb.h"
@@ -59,6 +60,11 @@ absl::StatusOr<std::vector<ProfileSample>> ProfileSamplesFromProto(
 
 v1::FitReport FitReportToProto(const ModelFitReport& report);
 ModelFitReport FitReportFromProto(const v1::FitReport& proto);
+
+/// BatchFingerprint (batch_fingerprint.h) of `batch`'s samples, without
+/// converting them: equal to the fingerprint of the same samples as
+/// std::vector<Sample>. The step is not part of it.
+uint64_t BatchFingerprint(const v1::GlobalBatch& batch);
 
 }  // namespace dcp
 
