@@ -99,6 +99,8 @@ class PlanExecutor {
       int64_t total_loss_tokens);
 
   GptModel& model() { return *model_; }
+  /// The AdamW optimizer (e.g. to save or restore its state in a checkpoint).
+  torch::optim::AdamW& optimizer() { return optimizer_; }
 
  private:
   absl::Status AllReduceGradients();

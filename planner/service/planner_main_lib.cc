@@ -250,8 +250,8 @@ absl::StatusOr<PlannerServer::Options> ServerOptions(const Flags& flags) {
     contents << file.rdbuf();
     absl::StatusOr<ClusterSpec> from_file = ClusterSpecFromJson(contents.str());
     if (!from_file.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--cluster=", path, ": ", from_file.status().message()));
+      return absl::InvalidArgumentError(
+          absl::StrCat("--cluster=", path, ": ", from_file.status().message()));
     }
     cluster = *from_file;
     if (flags.Given("nodes")) cluster.num_nodes = *nodes;

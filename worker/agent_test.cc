@@ -1,0 +1,596 @@
+// WorkerAgent in a world of one rank against a FakePlannerClient: the
+// register/poll/profile/plan/report flow over a real c10d world of one, the
+// bucket plan source, checkpoints with resume, and the error paths (planner
+// unavailable, a world that never completes, a collective that times out,
+// stopping while waiting).
+
+#include "worker/agent.h"
+
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "common/clock.h"
+#include "common/fake_clock.h"
+#include "cost_model/cluster_spec.h"
+#include "cost_model/cost_model.h"
+#include "cost_model/model_spec.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "planner/plan.h"
+#include "planner/service/fake_planner_client.h"
+#include "planner/service/proto_convert.h"
+#include "prometheus/text_serializer.h"
+#include "worker/checkpoint.h"
+#include "worker/fake_communicator.h"
+#include "worker/prometheus_worker_metrics.h"
+
+namespace dcp {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::SizeIs;
+
+std::string TestDir(const std::string& name) {
+  const char* root = std::getenv("TEST_TMPDIR");
+  const std::string dir =
+      absl::StrCat(root != nullptr ? root : "/tmp", "/agent_test_", name);
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+ClusterSpec OneRankCluster() {
+  ClusterSpec cluster = H200Cluster(/*num_nodes=*/1, /*gpus_per_node=*/1);
+  cluster.gpu_memory_bytes = 1e9;
+  return cluster;
+}
+
+struct SubmittedBatches {
+  absl::Mutex mutex;
+  std::map<int64_t, v1::GlobalBatch> by_step ABSL_GUARDED_BY(mutex);
+};
+
+/// A fake planner of a world of one: registration completes on the
+/// `polls_until_complete`-th call, every plan runs all sequences in one
+/// micro-batch on rank 0, and every other call succeeds.
+void ProgramPlanner(FakePlannerClient& planner, int polls_until_complete) {
+  auto polls = std::make_shared<std::atomic<int>>(0);
+  planner.on_register_worker =
+      [polls, polls_until_complete](const v1::RegisterWorkerRequest& request)
+      -> absl::StatusOr<v1::RegisterWorkerResponse> {
+    v1::RegisterWorkerResponse response;
+    response.set_first_rank(0);
+    response.set_num_ranks(1);
+    response.set_world_size(1);
+    const bool complete = ++*polls >= polls_until_complete;
+    response.set_world_complete(complete);
+    if (!complete) response.set_waiting_for("0 of 1 nodes, 0 of 1 ranks");
+    response.set_rendezvous_address(request.address());
+    *response.mutable_model() = ModelSpecToProto(*ModelPreset("tiny"));
+    *response.mutable_cluster() = ClusterSpecToProto(OneRankCluster());
+    return response;
+  };
+  planner.on_get_cluster_model = [](const v1::GetClusterModelRequest&)
+      -> absl::StatusOr<v1::GetClusterModelResponse> {
+    v1::GetClusterModelResponse response;
+    const ModelSpec model = *ModelPreset("tiny");
+    *response.mutable_model() = ModelSpecToProto(model);
+    *response.mutable_cluster() = ClusterSpecToProto(OneRankCluster());
+    *response.mutable_params() =
+        CostParamsToProto(DefaultCostParams(model, OneRankCluster()));
+    ModelFitReport report;
+    report.name = "gemm";
+    report.num_samples = 4;
+    report.used_defaults = false;
+    report.rms_relative_error = 0.05;
+    report.max_relative_error = 0.1;
+    *response.add_reports() = FitReportToProto(report);
+    response.set_using_default_params(true);
+    return response;
+  };
+  planner.on_submit_profile = [](const v1::SubmitProfileRequest&)
+      -> absl::StatusOr<v1::SubmitProfileResponse> {
+    return v1::SubmitProfileResponse();
+  };
+  // Batches by step, as submitted or sent with GetPlan.
+  auto batches = std::make_shared<SubmittedBatches>();
+  planner.on_submit_batches = [batches](const v1::SubmitBatchesRequest& request)
+      -> absl::StatusOr<v1::SubmitBatchesResponse> {
+    absl::MutexLock lock(&batches->mutex);
+    for (const v1::GlobalBatch& batch : request.batches()) {
+      batches->by_step[batch.step()] = batch;
+    }
+    v1::SubmitBatchesResponse response;
+    response.set_accepted(request.batches_size());
+    return response;
+  };
+  planner.on_get_plan = [batches](const v1::GetPlanRequest& request)
+      -> absl::StatusOr<v1::GetPlanResponse> {
+    v1::GlobalBatch batch = request.batch();
+    {
+      absl::MutexLock lock(&batches->mutex);
+      if (batch.samples_size() == 0) {
+        auto known = batches->by_step.find(request.step());
+        if (known == batches->by_step.end()) {
+          return absl::FailedPreconditionError(
+              absl::StrCat("step ", request.step(), " is unknown"));
+        }
+        batch = known->second;
+      }
+      batches->by_step[batch.step()] = batch;
+    }
+    Plan plan;
+    plan.strategy = "dcp";
+    GroupPlan group;
+    group.ranks = {0};
+    MicroBatchPlan micro_batch;
+    for (int i = 0; i < batch.samples_size(); ++i) {
+      micro_batch.sequence_indices.push_back(i);
+    }
+    group.micro_batches.push_back(micro_batch);
+    plan.groups.push_back(group);
+    plan.predicted_step_seconds = 0.5;
+    v1::GetPlanResponse response;
+    *response.mutable_plan() = PlanToProto(plan, batch.step());
+    for (const v1::Sample& sample : batch.samples()) {
+      response.add_sample_ids(sample.id());
+    }
+    response.set_params_version(1);
+    return response;
+  };
+  planner.on_report_step_stats = [](const v1::ReportStepStatsRequest&)
+      -> absl::StatusOr<v1::ReportStepStatsResponse> {
+    return v1::ReportStepStatsResponse();
+  };
+}
+
+/// Options for a quick run of the tiny model: small batches, a small
+/// profile, output captured in `lines`.
+WorkerAgentOptions QuickOptions(std::vector<std::string>* printed,
+                                std::vector<std::string>* logged) {
+  WorkerAgentOptions options;
+  options.worker_id = "worker-a";
+  options.node_name = "node-a";
+  options.store_host = "127.0.0.1";
+  options.steps = 3;
+  options.workload = "longtail:median=32,max=256,min=8,tail_min=128";
+  options.batch = BatchOptions{/*global_batch_tokens=*/512,
+                               /*global_batch_samples=*/0};
+  options.collective_timeout = absl::Seconds(20);
+  options.profile_options.repeats = 1;
+  options.profile_options.warmup = 0;
+  options.profile_options.gemm_tokens = {8, 64};
+  options.profile_options.attention_lengths = {16, 64};
+  options.sleep = [](absl::Duration) {};
+  options.print = [printed](const std::string& line) {
+    printed->push_back(line);
+  };
+  options.log = [logged](const std::string& line) { logged->push_back(line); };
+  return options;
+}
+
+/// Communicators of one rank whose world collectives fail with
+/// DEADLINE_EXCEEDED after the first `successes` all-reduces.
+class TimingOutGroup final : public CommGroup {
+ public:
+  explicit TimingOutGroup(int successes) : successes_(successes) {}
+  int rank() const override { return 0; }
+  int size() const override { return 1; }
+  const std::vector<int>& global_ranks() const override { return ranks_; }
+  absl::Status AllToAll(const torch::Tensor& input, torch::Tensor& output,
+                        absl::Duration) override {
+    output.copy_(input);
+    return absl::OkStatus();
+  }
+  absl::Status AllReduceSum(torch::Tensor&, absl::Duration timeout) override {
+    if (successes_-- > 0) return absl::OkStatus();
+    return absl::DeadlineExceededError(absl::StrCat(
+        "AllReduceSum timed out after ", absl::FormatDuration(timeout)));
+  }
+  absl::Status Barrier(absl::Duration) override { return absl::OkStatus(); }
+
+ private:
+  int successes_;
+  std::vector<int> ranks_ = {0};
+};
+
+class TimingOutCommunicator final : public Communicator {
+ public:
+  explicit TimingOutCommunicator(int successes) : world_(successes) {}
+  int rank() const override { return 0; }
+  int world_size() const override { return 1; }
+  CommGroup& World() override { return world_; }
+  absl::StatusOr<CommGroup*> Group(const std::vector<int>&) override {
+    return &world_;
+  }
+  int groups_created() const override { return 1; }
+
+ private:
+  TimingOutGroup world_;
+};
+
+CommunicatorFactory FakeWorld() {
+  return
+      [](const C10dOptions&) -> absl::StatusOr<std::unique_ptr<Communicator>> {
+        return std::unique_ptr<Communicator>(new FakeCommunicator());
+      };
+}
+
+nlohmann::json ReadJson(const std::string& path) {
+  std::ifstream file(path);
+  nlohmann::json value;
+  file >> value;
+  return value;
+}
+
+TEST(WorkerAgentTest, RegistersPollsProfilesPlansAndReports) {
+  FakePlannerClient planner;
+  ProgramPlanner(planner, /*polls_until_complete=*/3);
+  std::vector<std::string> printed;
+  std::vector<std::string> logged;
+  WorkerAgentOptions options = QuickOptions(&printed, &logged);
+  const std::string dir = TestDir("flow");
+  options.summary_file = dir + "/summary.json";
+  PrometheusWorkerMetrics metrics;
+  // The real c10d world of one: rank 0 hosts the store at its announced
+  // address.
+  WorkerAgent agent(planner, options, RealClock::Get(), &metrics);
+  absl::StatusOr<AgentRunResult> result = agent.Run();
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->rank, 0);
+  EXPECT_EQ(result->world_size, 1);
+  EXPECT_EQ(result->next_step, 3);
+  EXPECT_FALSE(result->stopped_on_request);
+
+  // Polled until the world was complete, with the same request each time.
+  const std::vector<v1::RegisterWorkerRequest> registrations =
+      planner.register_worker_requests();
+  ASSERT_THAT(registrations, SizeIs(3));
+  EXPECT_EQ(registrations[0].worker_id(), "worker-a");
+  EXPECT_EQ(registrations[0].node_name(), "node-a");
+  EXPECT_EQ(registrations[0].num_ranks(), 1);
+  EXPECT_EQ(registrations[0].backend(), "gloo");
+  EXPECT_TRUE(absl::StartsWith(registrations[0].address(), "127.0.0.1:"));
+  EXPECT_EQ(registrations[2].SerializeAsString(),
+            registrations[0].SerializeAsString());
+  bool logged_wait = false;
+  for (const std::string& line : logged) {
+    logged_wait |= absl::StrContains(
+        line, "waiting for the world: 0 of 1 nodes, 0 of 1 ranks");
+  }
+  EXPECT_TRUE(logged_wait);
+
+  // Profiled and submitted its own samples; printed the fit.
+  ASSERT_THAT(planner.submit_profile_requests(), SizeIs(1));
+  EXPECT_EQ(planner.submit_profile_requests()[0].worker_id(), "worker-a");
+  EXPECT_GT(planner.submit_profile_requests()[0].samples_size(), 0);
+  EXPECT_THAT(printed, testing::Contains(
+                           HasSubstr("fit gemm: 4 samples, rms error 5.0%")));
+
+  // One plan per step; rank 0 submitted each batch ahead.
+  const std::vector<v1::GetPlanRequest> plans = planner.get_plan_requests();
+  ASSERT_THAT(plans, SizeIs(3));
+  const std::vector<v1::SubmitBatchesRequest> submitted =
+      planner.submit_batches_requests();
+  ASSERT_THAT(submitted, SizeIs(3));
+  for (int step = 0; step < 3; ++step) {
+    // By step with the fingerprint of the batch submitted ahead.
+    EXPECT_EQ(plans[step].step(), step);
+    EXPECT_EQ(plans[step].worker_id(), "worker-a");
+    EXPECT_EQ(plans[step].batch().samples_size(), 0);
+    EXPECT_EQ(submitted[step].batches(0).step(), step);
+    EXPECT_GT(submitted[step].batches(0).samples_size(), 0);
+    EXPECT_EQ(plans[step].batch_fingerprint(),
+              BatchFingerprint(submitted[step].batches(0)));
+  }
+  // Consecutive sample ids: the batches are the stream's, in order.
+  const v1::GlobalBatch& first = submitted[0].batches(0);
+  EXPECT_EQ(submitted[1].batches(0).samples(0).id(),
+            first.samples(first.samples_size() - 1).id() + 1);
+
+  // One report per step with this rank's micro-batch.
+  const std::vector<v1::ReportStepStatsRequest> reports =
+      planner.report_step_stats_requests();
+  ASSERT_THAT(reports, SizeIs(3));
+  for (int step = 0; step < 3; ++step) {
+    EXPECT_EQ(reports[step].step(), step);
+    EXPECT_EQ(reports[step].rank(), 0);
+    EXPECT_GT(reports[step].step_seconds(), 0);
+    ASSERT_EQ(reports[step].micro_batches_size(), 1);
+    EXPECT_GT(reports[step].micro_batches(0).compute_seconds(), 0);
+    EXPECT_EQ(reports[step].micro_batches(0).peak_memory_bytes(), 0);
+  }
+
+  // One line per step, and the summary.
+  std::vector<std::string> step_lines;
+  for (const std::string& line : printed) {
+    if (absl::StartsWith(line, "step ")) step_lines.push_back(line);
+  }
+  ASSERT_THAT(step_lines, SizeIs(3));
+  EXPECT_THAT(step_lines[0],
+              AllOf(HasSubstr("step 0: plan SP[1] mb[1] recompute[0] | "
+                              "predicted 0.500 s measured "),
+                    HasSubstr(" | loss ")));
+  const nlohmann::json summary = ReadJson(options.summary_file);
+  EXPECT_EQ(summary["plan_source"], "planner");
+  ASSERT_EQ(summary["steps"].size(), 3u);
+  EXPECT_EQ(summary["steps"][2]["plan"], "SP[1] mb[1] recompute[0]");
+  EXPECT_DOUBLE_EQ(summary["steps"][0]["loss"].get<double>(),
+                   result->steps[0].loss);
+  // The loss of the tiny model on the synthetic data starts near ln(256).
+  EXPECT_NEAR(result->steps[0].loss, 5.55, 0.2);
+
+  // The Prometheus metrics of the last step.
+  const std::string text =
+      prometheus::TextSerializer().Serialize(metrics.registry()->Collect());
+  EXPECT_THAT(text, HasSubstr("dcp_worker_step_seconds{rank=\"0\"}"));
+  EXPECT_THAT(text, HasSubstr("dcp_worker_loss{rank=\"0\"}"));
+  EXPECT_THAT(text, HasSubstr("dcp_worker_peak_memory_bytes{rank=\"0\"} 0"));
+}
+
+TEST(WorkerAgentTest, BucketPlansComeFromTheClusterModel) {
+  FakePlannerClient planner;
+  ProgramPlanner(planner, /*polls_until_complete=*/1);
+  std::vector<std::string> printed;
+  std::vector<std::string> logged;
+  WorkerAgentOptions options = QuickOptions(&printed, &logged);
+  options.profile = false;
+  options.steps = 2;
+  options.plan_source = PlanSource::kBucket;
+  options.create_communicator = FakeWorld();
+  WorkerAgent agent(planner, options);
+  absl::StatusOr<AgentRunResult> result = agent.Run();
+  ASSERT_TRUE(result.ok()) << result.status();
+  ASSERT_THAT(result->steps, SizeIs(2));
+  // One sequence per micro-batch on the only rank.
+  EXPECT_THAT(result->steps[0].sp_sizes, ElementsAre(1));
+  EXPECT_GT(result->steps[0].micro_batches[0], 1);
+  EXPECT_GT(result->steps[0].predicted_seconds, 0);
+  EXPECT_THAT(planner.get_plan_requests(), SizeIs(0));
+  EXPECT_THAT(planner.report_step_stats_requests(), SizeIs(0));
+  EXPECT_THAT(planner.submit_profile_requests(), SizeIs(0));
+}
+
+TEST(WorkerAgentTest, AsksWithTheBatchWhenThePlannerDoesNotKnowTheStep) {
+  FakePlannerClient planner;
+  ProgramPlanner(planner, /*polls_until_complete=*/1);
+  // Submitting ahead fails (only a warning), so no step is known by number.
+  planner.on_submit_batches = [](const v1::SubmitBatchesRequest&)
+      -> absl::StatusOr<v1::SubmitBatchesResponse> {
+    return absl::UnavailableError("planner restarting");
+  };
+  std::vector<std::string> printed;
+  std::vector<std::string> logged;
+  WorkerAgentOptions options = QuickOptions(&printed, &logged);
+  options.profile = false;
+  options.steps = 2;
+  options.create_communicator = FakeWorld();
+  absl::StatusOr<AgentRunResult> result = WorkerAgent(planner, options).Run();
+  ASSERT_TRUE(result.ok()) << result.status();
+  const std::vector<v1::GetPlanRequest> requests = planner.get_plan_requests();
+  ASSERT_THAT(requests, SizeIs(4));
+  for (int step = 0; step < 2; ++step) {
+    const v1::GetPlanRequest& by_step = requests[2 * step];
+    const v1::GetPlanRequest& with_batch = requests[2 * step + 1];
+    EXPECT_EQ(by_step.step(), step);
+    EXPECT_EQ(by_step.batch().samples_size(), 0);
+    EXPECT_EQ(with_batch.batch().step(), step);
+    EXPECT_GT(with_batch.batch().samples_size(), 0);
+    EXPECT_EQ(with_batch.batch_fingerprint(),
+              BatchFingerprint(with_batch.batch()));
+  }
+  EXPECT_THAT(
+      logged,
+      testing::Contains(HasSubstr("warning: SubmitBatches of step 1 failed")));
+}
+
+TEST(WorkerAgentTest, ResumedRunMatchesAnUninterruptedOne) {
+  std::vector<std::string> printed;
+  std::vector<std::string> logged;
+  const std::string dir = TestDir("resume");
+
+  // Uninterrupted: 4 steps.
+  FakePlannerClient planner;
+  ProgramPlanner(planner, /*polls_until_complete=*/1);
+  WorkerAgentOptions options = QuickOptions(&printed, &logged);
+  options.profile = false;
+  options.steps = 4;
+  options.create_communicator = FakeWorld();
+  options.summary_file = dir + "/uninterrupted.json";
+  absl::StatusOr<AgentRunResult> whole = WorkerAgent(planner, options).Run();
+  ASSERT_TRUE(whole.ok()) << whole.status();
+
+  // Asked to stop during step 1: stops after it, with a checkpoint.
+  FakePlannerClient first_planner;
+  ProgramPlanner(first_planner, /*polls_until_complete=*/1);
+  options.checkpoint_dir = dir + "/checkpoints";
+  options.summary_file = dir + "/first.json";
+  auto polls = std::make_shared<int>(0);
+  options.stop_requested = [polls] { return ++*polls >= 2; };
+  absl::StatusOr<AgentRunResult> first =
+      WorkerAgent(first_planner, options).Run();
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_TRUE(first->stopped_on_request);
+  EXPECT_EQ(first->next_step, 2);
+  EXPECT_TRUE(std::filesystem::exists(CheckpointPath(options.checkpoint_dir)));
+
+  // Resumed: steps 2 and 3.
+  FakePlannerClient second_planner;
+  ProgramPlanner(second_planner, /*polls_until_complete=*/1);
+  options.resume = true;
+  options.stop_requested = nullptr;
+  options.summary_file = dir + "/resumed.json";
+  absl::StatusOr<AgentRunResult> resumed =
+      WorkerAgent(second_planner, options).Run();
+  ASSERT_TRUE(resumed.ok()) << resumed.status();
+  EXPECT_EQ(resumed->first_step, 2);
+  EXPECT_EQ(resumed->next_step, 4);
+  ASSERT_EQ(second_planner.get_plan_requests().size(), 2u);
+  EXPECT_EQ(second_planner.get_plan_requests()[0].step(), 2);
+  EXPECT_EQ(second_planner.get_plan_requests()[0].batch_fingerprint(),
+            planner.get_plan_requests()[2].batch_fingerprint());
+
+  const nlohmann::json expected = ReadJson(dir + "/uninterrupted.json");
+  const nlohmann::json before = ReadJson(dir + "/first.json");
+  const nlohmann::json after = ReadJson(dir + "/resumed.json");
+  ASSERT_EQ(before["steps"].size(), 2u);
+  ASSERT_EQ(after["steps"].size(), 2u);
+  for (int step = 0; step < 4; ++step) {
+    const nlohmann::json& got =
+        step < 2 ? before["steps"][step] : after["steps"][step - 2];
+    EXPECT_EQ(got["step"], step);
+    EXPECT_EQ(got["plan"], expected["steps"][step]["plan"]);
+    EXPECT_EQ(got["loss"].get<double>(),
+              expected["steps"][step]["loss"].get<double>())
+        << "step " << step;
+  }
+}
+
+TEST(WorkerAgentTest, PlannerUnavailableIsAClearError) {
+  FakePlannerClient planner;
+  planner.on_register_worker = [](const v1::RegisterWorkerRequest&)
+      -> absl::StatusOr<v1::RegisterWorkerResponse> {
+    return absl::UnavailableError(
+        "planner at dcp-planner:50051 unavailable after 5 attempts over 6.2 "
+        "s: failed to connect");
+  };
+  std::vector<std::string> printed;
+  std::vector<std::string> logged;
+  WorkerAgent agent(planner, QuickOptions(&printed, &logged));
+  absl::StatusOr<AgentRunResult> result = agent.Run();
+  ASSERT_FALSE(result.ok());
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(result.status().message(),
+              AllOf(HasSubstr("registering worker \"worker-a\""),
+                    HasSubstr("planner at dcp-planner:50051 unavailable")));
+}
+
+TEST(WorkerAgentTest, IncompleteWorldTimesOutSayingWhatIsMissing) {
+  FakePlannerClient planner;
+  ProgramPlanner(planner, /*polls_until_complete=*/1 << 30);
+  FakeClock clock;
+  std::vector<std::string> printed;
+  std::vector<std::string> logged;
+  WorkerAgentOptions options = QuickOptions(&printed, &logged);
+  options.world_timeout = absl::Minutes(1);
+  std::vector<absl::Duration> waits;
+  options.sleep = [&clock, &waits](absl::Duration duration) {
+    waits.push_back(duration);
+    clock.Advance(duration);
+  };
+  WorkerAgent agent(planner, options, clock);
+  absl::StatusOr<AgentRunResult> result = agent.Run();
+  ASSERT_FALSE(result.ok());
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(result.status().message(),
+              AllOf(HasSubstr("did not complete within 1m"),
+                    HasSubstr("0 of 1 nodes, 0 of 1 ranks")));
+  // Backoff doubling from 100 ms up to 2 s.
+  ASSERT_GE(waits.size(), 6u);
+  EXPECT_EQ(waits[0], absl::Milliseconds(100));
+  EXPECT_EQ(waits[1], absl::Milliseconds(200));
+  EXPECT_EQ(waits.back(), absl::Seconds(2));
+  // The wait is logged once (the missing part did not change).
+  int wait_lines = 0;
+  for (const std::string& line : logged) {
+    wait_lines += absl::StrContains(line, "waiting for the world") ? 1 : 0;
+  }
+  EXPECT_EQ(wait_lines, 1);
+}
+
+TEST(WorkerAgentTest, StopWhileWaitingForTheWorldExitsCleanly) {
+  FakePlannerClient planner;
+  ProgramPlanner(planner, /*polls_until_complete=*/1 << 30);
+  std::vector<std::string> printed;
+  std::vector<std::string> logged;
+  WorkerAgentOptions options = QuickOptions(&printed, &logged);
+  options.stop_requested = [] { return true; };
+  bool created = false;
+  options.create_communicator =
+      [&created](
+          const C10dOptions&) -> absl::StatusOr<std::unique_ptr<Communicator>> {
+    created = true;
+    return std::unique_ptr<Communicator>(new FakeCommunicator());
+  };
+  absl::StatusOr<AgentRunResult> result = WorkerAgent(planner, options).Run();
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_TRUE(result->stopped_on_request);
+  EXPECT_FALSE(created);
+  EXPECT_THAT(planner.register_worker_requests(), SizeIs(1));
+}
+
+TEST(WorkerAgentTest, HungCollectiveFailsTheStepWithTheTimeout) {
+  FakePlannerClient planner;
+  ProgramPlanner(planner, /*polls_until_complete=*/1);
+  std::vector<std::string> printed;
+  std::vector<std::string> logged;
+  WorkerAgentOptions options = QuickOptions(&printed, &logged);
+  options.profile = false;
+  // The first all-reduce (whether to profile) succeeds; step 0's gradient
+  // all-reduce times out.
+  options.create_communicator =
+      [](const C10dOptions&) -> absl::StatusOr<std::unique_ptr<Communicator>> {
+    return std::unique_ptr<Communicator>(
+        new TimingOutCommunicator(/*successes=*/1));
+  };
+  absl::StatusOr<AgentRunResult> result = WorkerAgent(planner, options).Run();
+  ASSERT_FALSE(result.ok());
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(result.status().message(),
+              AllOf(HasSubstr("step 0 on rank 0"),
+                    HasSubstr("AllReduceSum timed out after 20s")));
+  EXPECT_THAT(planner.report_step_stats_requests(), SizeIs(0));
+}
+
+TEST(WorkerAgentTest, RejectsBadOptions) {
+  FakePlannerClient planner;
+  std::vector<std::string> printed;
+  std::vector<std::string> logged;
+  WorkerAgentOptions options = QuickOptions(&printed, &logged);
+  options.resume = true;
+  absl::StatusOr<AgentRunResult> result = WorkerAgent(planner, options).Run();
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(planner.register_worker_requests(), SizeIs(0));
+}
+
+TEST(PlanShapeTest, ListsGroupsMicroBatchesAndRecomputeRanges) {
+  Plan plan;
+  GroupPlan two;
+  two.ranks = {0, 1};
+  two.micro_batches.resize(1);
+  GroupPlan one;
+  one.ranks = {2};
+  one.micro_batches.resize(3);
+  one.micro_batches[1].checkpointed_layers = 1;
+  GroupPlan last;
+  last.ranks = {3};
+  last.micro_batches.resize(2);
+  plan.groups = {two, one, last};
+  EXPECT_EQ(PlanShape(plan), "SP[2,1,1] mb[1,3,2] recompute[0,0-1,0]");
+}
+
+TEST(OpenDatasetTest, NamesWhatIsWrong) {
+  EXPECT_TRUE(OpenDataset("synthetic", 256).ok());
+  EXPECT_TRUE(OpenDataset("synthetic:7", 256).ok());
+  EXPECT_EQ(OpenDataset("synthetic:x", 256).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(OpenDataset("tokens:/nonexistent/prefix", 256).status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(OpenDataset("files", 256).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace dcp

@@ -1,0 +1,568 @@
+#include "worker/worker_main_lib.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "common/clock.h"
+#include "planner/service/planner_client.h"
+#include "prometheus/exposer.h"
+#include "torch/torch.h"
+#include "worker/agent.h"
+#include "worker/prometheus_worker_metrics.h"
+
+namespace dcp {
+namespace {
+
+struct FlagSpec {
+  const char* name;
+  /// What the value is, for the usage text; nullptr for a boolean flag.
+  const char* value_name;
+  /// The default as text ("" for none).
+  const char* default_value;
+  const char* help;
+};
+
+constexpr FlagSpec kFlags[] = {
+    // Planner.
+    {"planner", "HOST:PORT", "",
+     "the planner's gRPC address (any gRPC target); else "
+     "$DCP_PLANNER_ADDRESS"},
+    {"token-file", "FILE", "",
+     "file holding the planner's bearer token (e.g. a mounted Kubernetes "
+     "Secret); else $DCP_PLANNER_TOKEN; else no token"},
+    {"tls-ca", "FILE", "",
+     "CA that signed the planner's certificate (PEM); enables TLS"},
+    {"tls-cert", "FILE", "",
+     "this worker's certificate chain (PEM), for mutual TLS"},
+    {"tls-key", "FILE", "", "this worker's private key (PEM), for mutual TLS"},
+    {"tls-server-name", "NAME", "",
+     "name to check the planner's certificate against (default: the host)"},
+    {"rpc-timeout", "DURATION", "10s", "deadline of each planner call"},
+    {"rpc-attempts", "N", "5",
+     "attempts per planner call (retried only while UNAVAILABLE, with "
+     "backoff)"},
+    // Identity and rendezvous.
+    {"worker-id", "ID", "",
+     "stable id of this worker; else $DCP_WORKER_ID; else HOSTNAME-PID"},
+    {"node-name", "NAME", "",
+     "node this rank runs on (ranks of a node share it); else "
+     "$DCP_NODE_NAME; else the host name"},
+    {"store-host", "HOST", "",
+     "host the other ranks reach this worker's c10d store on, if it becomes "
+     "rank 0; else $DCP_STORE_HOST; else the host name"},
+    {"store-port", "PORT", "0",
+     "port of that store; 0 picks a free one before registering"},
+    {"backend", "auto|gloo|nccl", "auto",
+     "collectives: auto is NCCL when LibTorch has CUDA and a GPU is visible, "
+     "else Gloo"},
+    {"world-timeout", "DURATION", "10m",
+     "how long to wait for every rank to register"},
+    {"collective-timeout", "DURATION", "60s",
+     "timeout of the store and of every collective (a hung peer fails the "
+     "job after it)"},
+    // Profiling and training.
+    {"profile", nullptr, "true",
+     "profile (collectively) and submit the samples first, unless the "
+     "planner already has a fitted cost model"},
+    {"profile-gemm-tokens", "N,N,...", "",
+     "GEMM sizes (tokens per rank) to profile (default: the profiler's)"},
+    {"profile-attention-lengths", "N,N,...", "",
+     "sequence lengths of the attention profile (default: the profiler's)"},
+    {"profile-repeats", "N", "",
+     "timed runs per profile measurement (default: the profiler's)"},
+    {"steps", "N", "10", "steps of the run (a resumed run continues to it)"},
+    {"workload", "SPEC", "longtail",
+     "sequence lengths (planner/workload.h), e.g. "
+     "longtail:median=64,max=2048"},
+    {"seed", "S", "1", "seed of the workload's batch stream"},
+    {"global-batch-tokens", "T", "16384", "tokens per global batch"},
+    {"global-batch-samples", "B", "",
+     "sequences per global batch, instead of --global-batch-tokens"},
+    {"plan-source", "planner|bucket", "planner",
+     "planner: GetPlan per step (DCP); bucket: the static bucket baseline "
+     "computed here from the planner's cost model"},
+    {"bucket-micro-batch-sequences", "M", "1",
+     "sequences per micro-batch of the bucket plans"},
+    {"static-sp", "S", "0",
+     "SP size of the bucket plans (0: the smallest that fits the workload's "
+     "longest sequence)"},
+    {"data", "synthetic[:SEED]|tokens:PREFIX", "synthetic",
+     "where tokens come from (each rank reads only its micro-batches' "
+     "samples)"},
+    {"model-seed", "S", "0", "seed of the initial weights (same on all ranks)"},
+    {"learning-rate", "LR", "0.001", "AdamW learning rate"},
+    {"torch-threads", "N", "0",
+     "LibTorch intra-op threads (0: LibTorch's default)"},
+    // Checkpoints and output.
+    {"checkpoint-dir", "DIR", "",
+     "where rank 0 writes checkpoints (shared by every rank for --resume)"},
+    {"checkpoint-every", "K", "0",
+     "write a checkpoint every K steps (0: only at the end or when stopped)"},
+    {"resume", nullptr, "false",
+     "continue from the checkpoint in --checkpoint-dir, if there is one"},
+    {"summary-file", "FILE", "",
+     "rank 0 writes the run's JSON summary here (per step: plan, predicted "
+     "and measured seconds, loss)"},
+    {"metrics-listen", "HOST:PORT", "",
+     "Prometheus GET /metrics address (port 0 picks one); empty disables"},
+};
+
+const FlagSpec* FindFlag(absl::string_view name) {
+  for (const FlagSpec& flag : kFlags) {
+    if (name == flag.name) return &flag;
+  }
+  return nullptr;
+}
+
+std::string Usage() {
+  std::string usage =
+      "dcp_worker: one rank of a DCP training job. Registers with the "
+      "planner, joins the c10d world, profiles, then runs each step's plan "
+      "with LibTorch and reports its measurements.\n\n"
+      "Usage: dcp_worker --planner=HOST:PORT [--flag=value ...]\n\nFlags:\n";
+  for (const FlagSpec& flag : kFlags) {
+    const std::string name =
+        flag.value_name == nullptr
+            ? absl::StrCat("--", flag.name, "[=true|false]")
+            : absl::StrCat("--", flag.name, "=", flag.value_name);
+    absl::StrAppendFormat(&usage, "  %-36s %s", name, flag.help);
+    if (flag.default_value[0] != '\0') {
+      absl::StrAppend(&usage, " (default ", flag.default_value, ")");
+    }
+    absl::StrAppend(&usage, "\n");
+  }
+  absl::StrAppend(
+      &usage,
+      "  --help                               print this help and exit\n"
+      "\nRank 0 prints the cost-model fit and one line per step:\n"
+      "  step 3: plan SP[2,1,1] mb[1,3,2] recompute[0,0-1,0] | predicted "
+      "0.123 s measured 0.150 s | loss 5.4321\n"
+      "SIGTERM/SIGINT: finish the current step, stop with every rank at the "
+      "same step boundary, write a checkpoint, exit 0 (a second signal exits "
+      "at once).\nExit codes: 0 done or stopped, 1 the run failed, 2 usage "
+      "error.\n");
+  return usage;
+}
+
+/// The flags given, by name (defaults not filled in), or a usage error.
+absl::StatusOr<absl::flat_hash_map<std::string, std::string>> ParseFlags(
+    int argc, char** argv, bool* help) {
+  absl::flat_hash_map<std::string, std::string> values;
+  for (int i = 1; i < argc; ++i) {
+    const absl::string_view argument = argv[i];
+    if (argument == "--help" || argument == "-h") {
+      *help = true;
+      continue;
+    }
+    if (!absl::StartsWith(argument, "--")) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("unexpected argument '", argument,
+                       "'; flags look like --name=value (see --help)"));
+    }
+    const absl::string_view body = argument.substr(2);
+    const size_t equals = body.find('=');
+    const absl::string_view name = body.substr(0, equals);
+    const FlagSpec* flag = FindFlag(name);
+    if (flag == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("unknown flag --", name, " (see --help)"));
+    }
+    std::string value;
+    if (equals != absl::string_view::npos) {
+      value = std::string(body.substr(equals + 1));
+    } else if (flag->value_name == nullptr) {
+      value = "true";
+    } else if (i + 1 < argc) {
+      value = argv[++i];
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--", name, " needs a value: --", name, "=", flag->value_name));
+    }
+    values[std::string(name)] = std::move(value);
+  }
+  return values;
+}
+
+/// Typed access to the parsed flags, with defaults from kFlags.
+class Flags {
+ public:
+  explicit Flags(absl::flat_hash_map<std::string, std::string> values)
+      : values_(std::move(values)) {}
+
+  std::string String(const char* name) const {
+    const auto found = values_.find(name);
+    return found != values_.end() ? found->second
+                                  : std::string(FindFlag(name)->default_value);
+  }
+  bool Given(const char* name) const { return values_.contains(name); }
+
+  absl::StatusOr<int64_t> Int(const char* name, int64_t min,
+                              int64_t max) const {
+    const std::string text = String(name);
+    int64_t value = 0;
+    if (!absl::SimpleAtoi(text, &value) || value < min || value > max) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "--%s=%s: expected an integer in [%d, %d]", name, text, min, max));
+    }
+    return value;
+  }
+
+  /// A comma-separated list of positive integers.
+  absl::StatusOr<std::vector<int64_t>> IntList(const char* name) const {
+    const std::string text = String(name);
+    std::vector<int64_t> values;
+    for (absl::string_view part : absl::StrSplit(text, ',')) {
+      int64_t value = 0;
+      if (!absl::SimpleAtoi(part, &value) || value <= 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--", name, "=", text,
+                         ": expected positive integers separated by commas"));
+      }
+      values.push_back(value);
+    }
+    return values;
+  }
+
+  absl::StatusOr<uint64_t> Unsigned(const char* name) const {
+    const std::string text = String(name);
+    uint64_t value = 0;
+    if (!absl::SimpleAtoi(text, &value)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--", name, "=", text, ": expected a non-negative integer"));
+    }
+    return value;
+  }
+
+  absl::StatusOr<double> Double(const char* name) const {
+    const std::string text = String(name);
+    double value = 0;
+    if (!absl::SimpleAtod(text, &value) || !(value > 0)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--", name, "=", text, ": expected a number > 0"));
+    }
+    return value;
+  }
+
+  absl::StatusOr<bool> Bool(const char* name) const {
+    const std::string text = absl::AsciiStrToLower(String(name));
+    if (text == "true" || text == "1" || text == "yes") return true;
+    if (text == "false" || text == "0" || text == "no") return false;
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--", name, "=", String(name), ": expected true or false"));
+  }
+
+  absl::StatusOr<absl::Duration> Duration(const char* name) const {
+    const std::string text = String(name);
+    absl::Duration value;
+    if (!absl::ParseDuration(text, &value) || value <= absl::ZeroDuration()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--", name, "=", text,
+                       ": expected a positive duration such as 30s or 2m"));
+    }
+    return value;
+  }
+
+ private:
+  absl::flat_hash_map<std::string, std::string> values_;
+};
+
+#define DCP_ASSIGN_OR_RETURN_FLAG(lhs, expr)    \
+  auto lhs##_or = (expr);                       \
+  if (!lhs##_or.ok()) return lhs##_or.status(); \
+  auto lhs = *std::move(lhs##_or)
+
+std::string Environment(const char* name) {
+  const char* value = std::getenv(name);
+  return value != nullptr ? std::string(absl::StripAsciiWhitespace(value))
+                          : std::string();
+}
+
+std::string HostName() {
+  char name[256] = {};
+  if (::gethostname(name, sizeof(name) - 1) != 0 || name[0] == '\0') {
+    return "localhost";
+  }
+  return name;
+}
+
+/// The flag if given, else the environment variable, else "".
+std::string FlagOrEnvironment(const Flags& flags, const char* flag,
+                              const char* variable) {
+  if (flags.Given(flag)) return flags.String(flag);
+  return Environment(variable);
+}
+
+absl::StatusOr<std::string> LoadToken(const Flags& flags) {
+  if (flags.Given("token-file")) {
+    const std::string path = flags.String("token-file");
+    std::ifstream file(path, std::ios::binary);
+    if (!file) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--token-file=", path, ": cannot read the file"));
+    }
+    std::ostringstream contents;
+    contents << file.rdbuf();
+    std::string token(absl::StripAsciiWhitespace(contents.str()));
+    if (token.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--token-file=", path,
+          ": the file is empty; write the token into it or drop the flag"));
+    }
+    return token;
+  }
+  return Environment("DCP_PLANNER_TOKEN");
+}
+
+struct MainConfig {
+  GrpcPlannerClient::Options client;
+  WorkerAgentOptions agent;
+  std::string metrics_listen;
+  int torch_threads = 0;
+};
+
+absl::StatusOr<MainConfig> Configure(const Flags& flags) {
+  MainConfig config;
+  config.client.target =
+      FlagOrEnvironment(flags, "planner", "DCP_PLANNER_ADDRESS");
+  if (config.client.target.empty()) {
+    return absl::InvalidArgumentError(
+        "no planner address: give --planner=HOST:PORT or set "
+        "$DCP_PLANNER_ADDRESS");
+  }
+  DCP_ASSIGN_OR_RETURN_FLAG(token, LoadToken(flags));
+  config.client.bearer_token = token;
+  config.client.tls.root_ca_file = flags.String("tls-ca");
+  config.client.tls.cert_file = flags.String("tls-cert");
+  config.client.tls.key_file = flags.String("tls-key");
+  config.client.tls.server_name_override = flags.String("tls-server-name");
+  if (config.client.tls.cert_file.empty() !=
+      config.client.tls.key_file.empty()) {
+    return absl::InvalidArgumentError(
+        "--tls-cert and --tls-key go together: give both or neither");
+  }
+  if (!config.client.tls.cert_file.empty() &&
+      config.client.tls.root_ca_file.empty()) {
+    return absl::InvalidArgumentError(
+        "--tls-cert/--tls-key need --tls-ca (mutual TLS is TLS)");
+  }
+  DCP_ASSIGN_OR_RETURN_FLAG(rpc_timeout, flags.Duration("rpc-timeout"));
+  config.client.call_deadline = rpc_timeout;
+  DCP_ASSIGN_OR_RETURN_FLAG(attempts, flags.Int("rpc-attempts", 1, 100));
+  config.client.retry.max_attempts = static_cast<int>(attempts);
+  config.client.retry.seed = static_cast<uint64_t>(::getpid());
+
+  WorkerAgentOptions& agent = config.agent;
+  agent.worker_id = FlagOrEnvironment(flags, "worker-id", "DCP_WORKER_ID");
+  if (agent.worker_id.empty()) {
+    agent.worker_id = absl::StrCat(HostName(), "-", ::getpid());
+  }
+  agent.node_name = FlagOrEnvironment(flags, "node-name", "DCP_NODE_NAME");
+  if (agent.node_name.empty()) agent.node_name = HostName();
+  agent.store_host = FlagOrEnvironment(flags, "store-host", "DCP_STORE_HOST");
+  if (agent.store_host.empty()) agent.store_host = HostName();
+  DCP_ASSIGN_OR_RETURN_FLAG(store_port, flags.Int("store-port", 0, 65535));
+  agent.store_port = static_cast<int>(store_port);
+  const std::string backend = flags.String("backend");
+  if (backend != "auto" && backend != "gloo" && backend != "nccl") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--backend=", backend, ": expected auto, gloo or nccl"));
+  }
+  agent.backend = backend == "auto" ? "" : backend;
+  DCP_ASSIGN_OR_RETURN_FLAG(world_timeout, flags.Duration("world-timeout"));
+  agent.world_timeout = world_timeout;
+  DCP_ASSIGN_OR_RETURN_FLAG(collective_timeout,
+                            flags.Duration("collective-timeout"));
+  agent.collective_timeout = collective_timeout;
+
+  DCP_ASSIGN_OR_RETURN_FLAG(profile, flags.Bool("profile"));
+  agent.profile = profile;
+  if (flags.Given("profile-gemm-tokens")) {
+    DCP_ASSIGN_OR_RETURN_FLAG(sizes, flags.IntList("profile-gemm-tokens"));
+    agent.profile_options.gemm_tokens = sizes;
+  }
+  if (flags.Given("profile-attention-lengths")) {
+    DCP_ASSIGN_OR_RETURN_FLAG(lengths,
+                              flags.IntList("profile-attention-lengths"));
+    agent.profile_options.attention_lengths = lengths;
+  }
+  if (flags.Given("profile-repeats")) {
+    DCP_ASSIGN_OR_RETURN_FLAG(repeats, flags.Int("profile-repeats", 1, 1000));
+    agent.profile_options.repeats = static_cast<int>(repeats);
+  }
+  DCP_ASSIGN_OR_RETURN_FLAG(steps, flags.Int("steps", 0, int64_t{1} << 40));
+  agent.steps = steps;
+  agent.workload = flags.String("workload");
+  DCP_ASSIGN_OR_RETURN_FLAG(seed, flags.Unsigned("seed"));
+  agent.workload_seed = seed;
+  if (flags.Given("global-batch-samples")) {
+    if (flags.Given("global-batch-tokens")) {
+      return absl::InvalidArgumentError(
+          "give --global-batch-tokens or --global-batch-samples, not both");
+    }
+    DCP_ASSIGN_OR_RETURN_FLAG(
+        samples, flags.Int("global-batch-samples", 1, int64_t{1} << 40));
+    agent.batch = BatchOptions{/*global_batch_tokens=*/0,
+                               /*global_batch_samples=*/samples};
+  } else {
+    DCP_ASSIGN_OR_RETURN_FLAG(
+        tokens, flags.Int("global-batch-tokens", 1, int64_t{1} << 50));
+    agent.batch = BatchOptions{/*global_batch_tokens=*/tokens,
+                               /*global_batch_samples=*/0};
+  }
+  const std::string plan_source = flags.String("plan-source");
+  if (plan_source == "planner") {
+    agent.plan_source = PlanSource::kPlanner;
+  } else if (plan_source == "bucket") {
+    agent.plan_source = PlanSource::kBucket;
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--plan-source=", plan_source, ": expected planner or bucket"));
+  }
+  DCP_ASSIGN_OR_RETURN_FLAG(
+      micro_batch_sequences,
+      flags.Int("bucket-micro-batch-sequences", 1, 1 << 20));
+  agent.bucket_micro_batch_sequences = static_cast<int>(micro_batch_sequences);
+  DCP_ASSIGN_OR_RETURN_FLAG(static_sp, flags.Int("static-sp", 0, 1 << 16));
+  agent.bucket_static_sp = static_cast<int>(static_sp);
+  agent.data = flags.String("data");
+  DCP_ASSIGN_OR_RETURN_FLAG(model_seed, flags.Unsigned("model-seed"));
+  agent.model_seed = model_seed;
+  DCP_ASSIGN_OR_RETURN_FLAG(learning_rate, flags.Double("learning-rate"));
+  agent.learning_rate = learning_rate;
+  DCP_ASSIGN_OR_RETURN_FLAG(torch_threads, flags.Int("torch-threads", 0, 1024));
+  config.torch_threads = static_cast<int>(torch_threads);
+
+  agent.checkpoint_dir = flags.String("checkpoint-dir");
+  DCP_ASSIGN_OR_RETURN_FLAG(checkpoint_every,
+                            flags.Int("checkpoint-every", 0, int64_t{1} << 40));
+  agent.checkpoint_every = checkpoint_every;
+  DCP_ASSIGN_OR_RETURN_FLAG(resume, flags.Bool("resume"));
+  agent.resume = resume;
+  if ((agent.resume || agent.checkpoint_every > 0) &&
+      agent.checkpoint_dir.empty()) {
+    return absl::InvalidArgumentError(
+        "--resume and --checkpoint-every need --checkpoint-dir");
+  }
+  agent.summary_file = flags.String("summary-file");
+  config.metrics_listen = flags.String("metrics-listen");
+  return config;
+}
+
+/// One stderr line with a UTC timestamp. Thread-safe (one stdio call).
+void LogLine(const std::string& line) {
+  const std::string stamped = absl::StrCat(
+      absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", RealClock::Get().Now(),
+                       absl::UTCTimeZone()),
+      " ", line, "\n");
+  std::fwrite(stamped.data(), 1, stamped.size(), stderr);
+}
+
+/// Signals received: the first asks the agent to stop at the next step
+/// boundary, the second exits at once.
+std::atomic<int> stop_signals{0};
+
+void OnStopSignal(int signal_number) {
+  if (stop_signals.fetch_add(1) >= 1) {
+    constexpr char kMessage[] = "dcp_worker: second signal, exiting now\n";
+    (void)!::write(STDERR_FILENO, kMessage, sizeof(kMessage) - 1);
+    ::_exit(128 + signal_number);
+  }
+}
+
+void InstallStopHandlers() {
+  struct sigaction action = {};
+  action.sa_handler = &OnStopSignal;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = SA_RESTART;
+  ::sigaction(SIGTERM, &action, nullptr);
+  ::sigaction(SIGINT, &action, nullptr);
+}
+
+}  // namespace
+
+int RunWorkerMain(int argc, char** argv) {
+  bool help = false;
+  absl::StatusOr<absl::flat_hash_map<std::string, std::string>> parsed =
+      ParseFlags(argc, argv, &help);
+  if (!parsed.ok()) {
+    std::fprintf(stderr, "dcp_worker: %s\n",
+                 std::string(parsed.status().message()).c_str());
+    return kWorkerMainUsageError;
+  }
+  if (help) {
+    std::fputs(Usage().c_str(), stdout);
+    std::fflush(stdout);
+    return kWorkerMainOk;
+  }
+  absl::StatusOr<MainConfig> config = Configure(Flags(*std::move(parsed)));
+  if (!config.ok()) {
+    std::fprintf(stderr, "dcp_worker: %s\n",
+                 std::string(config.status().message()).c_str());
+    return kWorkerMainUsageError;
+  }
+  InstallStopHandlers();
+  if (config->torch_threads > 0) torch::set_num_threads(config->torch_threads);
+
+  absl::StatusOr<std::unique_ptr<GrpcPlannerClient>> client =
+      GrpcPlannerClient::Create(config->client);
+  if (!client.ok()) {
+    std::fprintf(stderr, "dcp_worker: %s\n",
+                 std::string(client.status().message()).c_str());
+    return kWorkerMainUsageError;
+  }
+  PrometheusWorkerMetrics metrics;
+  std::unique_ptr<prometheus::Exposer> exposer;
+  if (!config->metrics_listen.empty()) {
+    try {
+      exposer = std::make_unique<prometheus::Exposer>(config->metrics_listen);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "dcp_worker: --metrics-listen=%s: %s\n",
+                   config->metrics_listen.c_str(), e.what());
+      return kWorkerMainUsageError;
+    }
+    exposer->RegisterCollectable(metrics.registry());
+    const std::vector<int> ports = exposer->GetListeningPorts();
+    LogLine(absl::StrCat("dcp_worker ", config->agent.worker_id,
+                         ": metrics on port ",
+                         ports.empty() ? 0 : ports.front()));
+  }
+
+  WorkerAgentOptions options = config->agent;
+  options.log = &LogLine;
+  options.stop_requested = [] { return stop_signals.load() > 0; };
+  WorkerAgent agent(**client, std::move(options), RealClock::Get(), &metrics);
+  absl::StatusOr<AgentRunResult> result = agent.Run();
+  if (!result.ok()) {
+    LogLine(absl::StrCat("dcp_worker ", config->agent.worker_id,
+                         ": error: ", result.status().ToString()));
+    return kWorkerMainFailure;
+  }
+  LogLine(absl::StrCat(
+      "dcp_worker ", config->agent.worker_id, " (rank ", result->rank,
+      "): ", result->stopped_on_request ? "stopped on request" : "done",
+      " after steps ", result->first_step, "..", result->next_step - 1));
+  return kWorkerMainOk;
+}
+
+}  // namespace dcp

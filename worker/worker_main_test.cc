@@ -1,0 +1,113 @@
+// `dcp_worker` as a child process: --help, usage errors, and a planner that
+// cannot be reached (the client's retries, then a clear error and exit 1).
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "worker/agent.h"
+#include "worker/child_process.h"
+
+namespace dcp {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+
+struct WorkerRun {
+  int exit_code = -1;
+  std::string stdout_text;
+  std::string stderr_text;
+};
+
+WorkerRun RunWorker(const std::vector<std::string>& flags,
+                    const std::vector<std::string>& environment = {}) {
+  const char* root = std::getenv("TEST_SRCDIR");
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  std::vector<std::string> argv = {
+      absl::StrCat(root != nullptr ? root : ".", "/dcp/worker/dcp_worker")};
+  argv.insert(argv.end(), flags.begin(), flags.end());
+  const std::string stderr_path =
+      absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/worker_main_test.stderr");
+  std::filesystem::remove(stderr_path);
+  auto mutex = std::make_shared<absl::Mutex>();
+  auto lines = std::make_shared<std::vector<std::string>>();
+  absl::StatusOr<std::unique_ptr<ChildProcess>> worker = ChildProcess::Start(
+      argv, stderr_path,
+      [mutex, lines](const std::string& line) {
+        absl::MutexLock lock(mutex.get());
+        lines->push_back(line);
+      },
+      environment);
+  WorkerRun run;
+  if (!worker.ok()) {
+    run.stderr_text = std::string(worker.status().message());
+    return run;
+  }
+  std::optional<int> code = (*worker)->WaitFor(absl::Seconds(60));
+  run.exit_code = code.has_value() ? *code : (*worker)->Kill();
+  (*worker)->JoinOutput();
+  absl::MutexLock lock(mutex.get());
+  run.stdout_text = absl::StrJoin(*lines, "\n");
+  std::ifstream file(stderr_path);
+  run.stderr_text.assign(std::istreambuf_iterator<char>(file),
+                         std::istreambuf_iterator<char>());
+  return run;
+}
+
+TEST(WorkerMainTest, HelpListsTheFlags) {
+  const WorkerRun run = RunWorker({"--help"});
+  EXPECT_EQ(run.exit_code, 0);
+  EXPECT_THAT(run.stdout_text, AllOf(HasSubstr("--planner=HOST:PORT"),
+                                     HasSubstr("DCP_PLANNER_ADDRESS"),
+                                     HasSubstr("--token-file=FILE"),
+                                     HasSubstr("--plan-source=planner|bucket"),
+                                     HasSubstr("--checkpoint-every=K"),
+                                     HasSubstr("--metrics-listen=HOST:PORT")));
+}
+
+TEST(WorkerMainTest, UsageErrorsExitTwo) {
+  WorkerRun run = RunWorker({"--steps=3"});
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_THAT(run.stderr_text, HasSubstr("no planner address"));
+
+  run = RunWorker({"--planner=127.0.0.1:1", "--no-such-flag"});
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_THAT(run.stderr_text, HasSubstr("unknown flag --no-such-flag"));
+
+  run = RunWorker({"--planner=127.0.0.1:1", "--resume"});
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_THAT(run.stderr_text, HasSubstr("need --checkpoint-dir"));
+
+  run = RunWorker({"--planner=127.0.0.1:1", "--plan-source=static"});
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_THAT(run.stderr_text, HasSubstr("expected planner or bucket"));
+}
+
+TEST(WorkerMainTest, UnreachablePlannerFailsAfterRetriesWithAClearError) {
+  // A free loopback port: nothing listens. The address comes from the
+  // environment, as in a Kubernetes pod.
+  const int port = *PickFreePort("127.0.0.1");
+  const WorkerRun run = RunWorker(
+      {"--rpc-attempts=2", "--rpc-timeout=2s", "--store-host=127.0.0.1"},
+      {absl::StrCat("DCP_PLANNER_ADDRESS=127.0.0.1:", port),
+       "DCP_WORKER_ID=worker-7"});
+  EXPECT_EQ(run.exit_code, 1) << run.stderr_text;
+  EXPECT_THAT(run.stderr_text,
+              AllOf(HasSubstr("dcp_worker worker-7: error: UNAVAILABLE"),
+                    HasSubstr("registering worker \"worker-7\""),
+                    HasSubstr("unavailable after 2 attempts")));
+}
+
+}  // namespace
+}  // namespace dcp
