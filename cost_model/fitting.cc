@@ -6,6 +6,7 @@
 #include <functional>
 #include <random>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -16,25 +17,25 @@
 namespace dcp {
 namespace {
 
-const char* OpName(ProfileSample::Op op) {
+const char *OpName(ProfileSample::Op op) {
   switch (op) {
-    case ProfileSample::Op::kGemm:
-      return "gemm";
-    case ProfileSample::Op::kAttentionForward:
-      return "attention_forward";
-    case ProfileSample::Op::kAttentionBackward:
-      return "attention_backward";
-    case ProfileSample::Op::kAllToAll:
-      return "all_to_all";
-    case ProfileSample::Op::kAllReduce:
-      return "all_reduce";
-    case ProfileSample::Op::kActivationMemory:
-      return "activation_memory";
+  case ProfileSample::Op::kGemm:
+    return "gemm";
+  case ProfileSample::Op::kAttentionForward:
+    return "attention_forward";
+  case ProfileSample::Op::kAttentionBackward:
+    return "attention_backward";
+  case ProfileSample::Op::kAllToAll:
+    return "all_to_all";
+  case ProfileSample::Op::kAllReduce:
+    return "all_reduce";
+  case ProfileSample::Op::kActivationMemory:
+    return "activation_memory";
   }
   return "unknown";
 }
 
-absl::Status ValidateSample(const ProfileSample& sample, size_t index,
+absl::Status ValidateSample(const ProfileSample &sample, size_t index,
                             int num_layers) {
   auto bad = [&](absl::string_view field, auto value,
                  absl::string_view requirement) {
@@ -42,7 +43,7 @@ absl::Status ValidateSample(const ProfileSample& sample, size_t index,
         "profile sample ", index, " (", OpName(sample.op), "): ", field, " = ",
         value, " ", requirement, "; fix or drop the sample"));
   };
-  const std::pair<const char*, double> doubles[] = {
+  const std::pair<const char *, double> doubles[] = {
       {"flops", sample.flops},
       {"tokens", sample.tokens},
       {"sum_squared_lengths", sample.sum_squared_lengths},
@@ -51,45 +52,46 @@ absl::Status ValidateSample(const ProfileSample& sample, size_t index,
       {"measured_seconds", sample.measured_seconds},
       {"measured_bytes", sample.measured_bytes},
   };
-  for (const auto& [field, value] : doubles) {
+  for (const auto &[field, value] : doubles) {
     if (!std::isfinite(value) || value < 0) {
       return bad(field, value, "must be a finite non-negative number");
     }
   }
   switch (sample.op) {
-    case ProfileSample::Op::kGemm:
-      if (sample.flops <= 0) return bad("flops", sample.flops, "must be > 0");
-      if (sample.tokens <= 0)
-        return bad("tokens", sample.tokens, "must be > 0");
-      break;
-    case ProfileSample::Op::kAttentionForward:
-    case ProfileSample::Op::kAttentionBackward:
-      if (sample.flops <= 0) return bad("flops", sample.flops, "must be > 0");
-      if (sample.sum_squared_lengths <= 0)
-        return bad("sum_squared_lengths", sample.sum_squared_lengths,
-                   "must be > 0");
-      if (sample.sum_lengths <= 0)
-        return bad("sum_lengths", sample.sum_lengths, "must be > 0");
-      break;
-    case ProfileSample::Op::kAllToAll:
-    case ProfileSample::Op::kAllReduce:
-      if (sample.group_size < 2)
-        return bad("group_size", sample.group_size,
-                   "must be at least 2 for a collective");
-      break;
-    case ProfileSample::Op::kActivationMemory:
-      if (sample.tokens <= 0)
-        return bad("tokens", sample.tokens, "must be > 0");
-      if (sample.checkpointed_layers < 0 ||
-          sample.checkpointed_layers > num_layers)
-        return bad(
-            "checkpointed_layers", sample.checkpointed_layers,
-            absl::StrCat("must be in [0, num_layers = ", num_layers, "]"));
-      if (sample.measured_bytes <= 0)
-        return bad("measured_bytes", sample.measured_bytes, "must be > 0");
-      return absl::OkStatus();
-    default:
-      return bad("op", static_cast<int>(sample.op), "is not a known op");
+  case ProfileSample::Op::kGemm:
+    if (sample.flops <= 0)
+      return bad("flops", sample.flops, "must be > 0");
+    if (sample.tokens <= 0)
+      return bad("tokens", sample.tokens, "must be > 0");
+    break;
+  case ProfileSample::Op::kAttentionForward:
+  case ProfileSample::Op::kAttentionBackward:
+    if (sample.flops <= 0)
+      return bad("flops", sample.flops, "must be > 0");
+    if (sample.sum_squared_lengths <= 0)
+      return bad("sum_squared_lengths", sample.sum_squared_lengths,
+                 "must be > 0");
+    if (sample.sum_lengths <= 0)
+      return bad("sum_lengths", sample.sum_lengths, "must be > 0");
+    break;
+  case ProfileSample::Op::kAllToAll:
+  case ProfileSample::Op::kAllReduce:
+    if (sample.group_size < 2)
+      return bad("group_size", sample.group_size,
+                 "must be at least 2 for a collective");
+    break;
+  case ProfileSample::Op::kActivationMemory:
+    if (sample.tokens <= 0)
+      return bad("tokens", sample.tokens, "must be > 0");
+    if (sample.checkpointed_layers < 0 ||
+        sample.checkpointed_layers > num_layers)
+      return bad("checkpointed_layers", sample.checkpointed_layers,
+                 absl::StrCat("must be in [0, num_layers = ", num_layers, "]"));
+    if (sample.measured_bytes <= 0)
+      return bad("measured_bytes", sample.measured_bytes, "must be > 0");
+    return absl::OkStatus();
+  default:
+    return bad("op", static_cast<int>(sample.op), "is not a known op");
   }
   if (sample.measured_seconds <= 0)
     return bad("measured_seconds", sample.measured_seconds, "must be > 0");
@@ -113,12 +115,15 @@ struct LinearProblem {
 
 // Checks fitted coefficients and, when physical, writes them into the
 // parameters; otherwise returns why not (and writes nothing).
-using ApplyFn = std::function<std::string(const std::vector<double>&)>;
+using ApplyFn = std::function<std::string(const std::vector<double> &)>;
 
 // Fits `problem` minimising relative error against the measured values
 // (row i weighted by 1/measured[i]^2) and applies the coefficients.
+// `secondary_column` (or -1) is a small additive term (an overhead or a
+// latency) that noise may push below zero; it may be held at zero instead.
 ModelFitReport FitSubModel(std::string name, int num_parameters,
-                           const LinearProblem& problem, const ApplyFn& apply) {
+                           int secondary_column, const LinearProblem &problem,
+                           const ApplyFn &apply) {
   ModelFitReport report;
   report.name = std::move(name);
   report.num_samples = problem.size();
@@ -130,59 +135,97 @@ ModelFitReport FitSubModel(std::string name, int num_parameters,
   }
   // Scaling each row by 1/measured and solving without weights gives the
   // relative-error weighting with respect to the measured value even where
-  // an offset (a known term) is subtracted from the target.
-  std::vector<std::vector<double>> scaled_rows;
-  std::vector<double> scaled_targets;
-  scaled_rows.reserve(problem.rows.size());
-  for (int i = 0; i < problem.size(); ++i) {
-    const double scale = 1.0 / problem.measured[i];
-    std::vector<double> row = problem.rows[i];
-    for (double& value : row) value *= scale;
-    scaled_rows.push_back(std::move(row));
-    scaled_targets.push_back((problem.measured[i] - problem.offsets[i]) *
-                             scale);
-  }
-  absl::StatusOr<LeastSquaresFit> fit =
-      FitLeastSquares(scaled_rows, scaled_targets,
-                      LeastSquaresOptions{/*relative_error=*/false});
-  if (!fit.ok()) {
-    report.note = absl::StrCat("least-squares fit failed (",
-                               fit.status().message(), "); keeping defaults");
+  // an offset (a known term) is subtracted from the target. `dropped` (or
+  // -1) is a column held at zero.
+  auto solve = [&](int dropped) -> absl::StatusOr<std::vector<double>> {
+    std::vector<std::vector<double>> scaled_rows;
+    std::vector<double> scaled_targets;
+    scaled_rows.reserve(problem.rows.size());
+    for (int i = 0; i < problem.size(); ++i) {
+      const double scale = 1.0 / problem.measured[i];
+      std::vector<double> row;
+      for (size_t j = 0; j < problem.rows[i].size(); ++j) {
+        if (static_cast<int>(j) != dropped) {
+          row.push_back(problem.rows[i][j] * scale);
+        }
+      }
+      scaled_rows.push_back(std::move(row));
+      scaled_targets.push_back((problem.measured[i] - problem.offsets[i]) *
+                               scale);
+    }
+    absl::StatusOr<LeastSquaresFit> fit =
+        FitLeastSquares(scaled_rows, scaled_targets,
+                        LeastSquaresOptions{/*relative_error=*/false});
+    if (!fit.ok())
+      return fit.status();
+    std::vector<double> coefficients = fit->coefficients;
+    if (dropped >= 0)
+      coefficients.insert(coefficients.begin() + dropped, 0.0);
+    for (double c : coefficients) {
+      if (!std::isfinite(c)) {
+        return absl::InternalError("fit gave a non-finite coefficient");
+      }
+    }
+    return coefficients;
+  };
+  absl::StatusOr<std::vector<double>> coefficients = solve(/*dropped=*/-1);
+  if (!coefficients.ok()) {
+    report.note =
+        absl::StrCat("least-squares fit failed (",
+                     coefficients.status().message(), "); keeping defaults");
     return report;
   }
-  for (double c : fit->coefficients) {
-    if (!std::isfinite(c)) {
-      report.note = "fit gave a non-finite coefficient; keeping defaults";
+  // Relative errors of a candidate's predictions over the samples.
+  auto errors_of = [&](const std::vector<double> &candidate) {
+    double sum_squares = 0;
+    double max_error = 0;
+    for (int i = 0; i < problem.size(); ++i) {
+      double predicted = problem.offsets[i];
+      for (size_t j = 0; j < problem.rows[i].size(); ++j) {
+        predicted += problem.rows[i][j] * candidate[j];
+      }
+      const double error =
+          std::abs(predicted - problem.measured[i]) / problem.measured[i];
+      sum_squares += error * error;
+      max_error = std::max(max_error, error);
+    }
+    return std::pair<double, double>{std::sqrt(sum_squares / problem.size()),
+                                     max_error};
+  };
+  std::string constrained;
+  // `apply` checks a candidate and, only when it is physical, writes it.
+  if (std::string why = apply(*coefficients); !why.empty()) {
+    // A noisy measurement can push the small term below zero; the best
+    // physical fit then holds it at zero, if that still explains the
+    // samples (else it is no better than the defaults).
+    constexpr double kMaxConstrainedRmsError = 0.5;
+    absl::StatusOr<std::vector<double>> retry =
+        secondary_column >= 0
+            ? solve(secondary_column)
+            : absl::StatusOr<std::vector<double>>(
+                  absl::FailedPreconditionError("no term may be held at 0"));
+    if (!retry.ok() || errors_of(*retry).first > kMaxConstrainedRmsError ||
+        !apply(*retry).empty()) {
+      report.note =
+          absl::StrCat("non-physical fit: ", why, "; keeping defaults");
       return report;
     }
+    coefficients = std::move(retry);
+    constrained = absl::StrCat(" with coefficient ", secondary_column,
+                               " held at 0 (unconstrained: ", why, ")");
   }
-  if (std::string why = apply(fit->coefficients); !why.empty()) {
-    report.note = absl::StrCat("non-physical fit: ", why, "; keeping defaults");
-    return report;
-  }
-  double sum_squares = 0;
-  double max_error = 0;
-  for (int i = 0; i < problem.size(); ++i) {
-    double predicted = problem.offsets[i];
-    for (size_t j = 0; j < problem.rows[i].size(); ++j) {
-      predicted += problem.rows[i][j] * fit->coefficients[j];
-    }
-    const double error =
-        std::abs(predicted - problem.measured[i]) / problem.measured[i];
-    sum_squares += error * error;
-    max_error = std::max(max_error, error);
-  }
-  report.rms_relative_error = std::sqrt(sum_squares / problem.size());
-  report.max_relative_error = max_error;
+  std::tie(report.rms_relative_error, report.max_relative_error) =
+      errors_of(*coefficients);
   report.used_defaults = false;
-  report.note = absl::StrCat("fitted to ", problem.size(), " samples");
+  report.note =
+      absl::StrCat("fitted to ", problem.size(), " samples", constrained);
   return report;
 }
 
 // time = flops/P * (1 + half/size) fitted as [1/P, half/P].
-ApplyFn ApplyRateCurve(double* flops_per_second, double* half,
+ApplyFn ApplyRateCurve(double *flops_per_second, double *half,
                        absl::string_view half_name) {
-  return [=](const std::vector<double>& c) -> std::string {
+  return [=](const std::vector<double> &c) -> std::string {
     if (c[0] <= 0) {
       return absl::StrCat("1/rate = ", c[0], " s/FLOP is not positive");
     }
@@ -196,9 +239,10 @@ ApplyFn ApplyRateCurve(double* flops_per_second, double* half,
 }
 
 // time = latency + bus_bytes / bandwidth fitted as [latency, 1/bandwidth].
-ApplyFn ApplyAlphaBeta(double* latency_seconds, double* bus_bytes_per_second) {
-  return [=](const std::vector<double>& c) -> std::string {
-    if (c[0] < 0) return absl::StrCat("latency ", c[0], " s is negative");
+ApplyFn ApplyAlphaBeta(double *latency_seconds, double *bus_bytes_per_second) {
+  return [=](const std::vector<double> &c) -> std::string {
+    if (c[0] < 0)
+      return absl::StrCat("latency ", c[0], " s is negative");
     if (c[1] <= 0) {
       return absl::StrCat("1/bandwidth = ", c[1], " s/B is not positive");
     }
@@ -209,7 +253,7 @@ ApplyFn ApplyAlphaBeta(double* latency_seconds, double* bus_bytes_per_second) {
 }
 
 // Bus bytes of a collective sample, as CommModel counts them.
-double BusBytes(const ProfileSample& sample) {
+double BusBytes(const ProfileSample &sample) {
   const double n = sample.group_size;
   const double factor = sample.op == ProfileSample::Op::kAllReduce ? 2.0 : 1.0;
   return factor * sample.bytes * (n - 1) / n;
@@ -218,7 +262,7 @@ double BusBytes(const ProfileSample& sample) {
 // Standard normal deviates by the Box-Muller transform over a seeded
 // std::mt19937_64 (both deviates of each pair are used). Deterministic.
 class NormalSource {
- public:
+public:
   static constexpr double kPi = 3.14159265358979323846;
 
   explicit NormalSource(uint64_t seed) : engine_(seed) {}
@@ -228,7 +272,7 @@ class NormalSource {
       has_spare_ = false;
       return spare_;
     }
-    const double u1 = 1.0 - Uniform();  // (0, 1]: log is finite.
+    const double u1 = 1.0 - Uniform(); // (0, 1]: log is finite.
     const double u2 = Uniform();
     const double radius = std::sqrt(-2.0 * std::log(u1));
     const double angle = 2.0 * kPi * u2;
@@ -237,7 +281,7 @@ class NormalSource {
     return radius * std::cos(angle);
   }
 
- private:
+private:
   // Uniform on [0, 1) with 53 random bits.
   double Uniform() { return static_cast<double>(engine_() >> 11) * 0x1.0p-53; }
 
@@ -246,13 +290,16 @@ class NormalSource {
   double spare_ = 0;
 };
 
-}  // namespace
+} // namespace
 
-absl::StatusOr<CostModelFit> FitCostModel(
-    const ModelSpec& model, const ClusterSpec& cluster,
-    const CostParams& defaults, absl::Span<const ProfileSample> samples) {
-  if (absl::Status s = ValidateModelSpec(model); !s.ok()) return s;
-  if (absl::Status s = ValidateClusterSpec(cluster); !s.ok()) return s;
+absl::StatusOr<CostModelFit>
+FitCostModel(const ModelSpec &model, const ClusterSpec &cluster,
+             const CostParams &defaults,
+             absl::Span<const ProfileSample> samples) {
+  if (absl::Status s = ValidateModelSpec(model); !s.ok())
+    return s;
+  if (absl::Status s = ValidateClusterSpec(cluster); !s.ok())
+    return s;
   for (size_t i = 0; i < samples.size(); ++i) {
     if (absl::Status s = ValidateSample(samples[i], i, model.num_layers);
         !s.ok()) {
@@ -266,76 +313,76 @@ absl::StatusOr<CostModelFit> FitCostModel(
   LinearProblem activation_memory;
   const int layers = model.num_layers;
   const double logits_bytes = defaults.memory.logits_bytes_per_token;
-  for (const ProfileSample& s : samples) {
+  for (const ProfileSample &s : samples) {
     switch (s.op) {
-      case ProfileSample::Op::kGemm:
-        gemm.Add({s.flops, s.flops / s.tokens}, 0, s.measured_seconds);
-        break;
-      case ProfileSample::Op::kAttentionForward:
-      case ProfileSample::Op::kAttentionBackward: {
-        const bool backward = s.op == ProfileSample::Op::kAttentionBackward;
-        const double quadratic =
-            s.flops * (backward ? ComputeModel::kBackwardAttentionFactor : 1);
-        (backward ? attention_backward : attention_forward)
-            .Add({quadratic, quadratic * s.sum_lengths / s.sum_squared_lengths},
-                 0, s.measured_seconds);
-        break;
-      }
-      case ProfileSample::Op::kAllToAll:
-        (s.inter_node ? all_to_all_inter : all_to_all_intra)
-            .Add({1, BusBytes(s)}, 0, s.measured_seconds);
-        break;
-      case ProfileSample::Op::kAllReduce:
-        (s.inter_node ? all_reduce_inter : all_reduce_intra)
-            .Add({1, BusBytes(s)}, 0, s.measured_seconds);
-        break;
-      case ProfileSample::Op::kActivationMemory: {
-        const int k = s.checkpointed_layers;
-        activation_memory.Add(
-            {1, s.tokens * (layers - k + (k > 0 ? 1 : 0)), s.tokens * k},
-            s.tokens * logits_bytes, s.measured_bytes);
-        break;
-      }
+    case ProfileSample::Op::kGemm:
+      gemm.Add({s.flops, s.flops / s.tokens}, 0, s.measured_seconds);
+      break;
+    case ProfileSample::Op::kAttentionForward:
+    case ProfileSample::Op::kAttentionBackward: {
+      const bool backward = s.op == ProfileSample::Op::kAttentionBackward;
+      const double quadratic =
+          s.flops * (backward ? ComputeModel::kBackwardAttentionFactor : 1);
+      (backward ? attention_backward : attention_forward)
+          .Add({quadratic, quadratic * s.sum_lengths / s.sum_squared_lengths},
+               0, s.measured_seconds);
+      break;
+    }
+    case ProfileSample::Op::kAllToAll:
+      (s.inter_node ? all_to_all_inter : all_to_all_intra)
+          .Add({1, BusBytes(s)}, 0, s.measured_seconds);
+      break;
+    case ProfileSample::Op::kAllReduce:
+      (s.inter_node ? all_reduce_inter : all_reduce_intra)
+          .Add({1, BusBytes(s)}, 0, s.measured_seconds);
+      break;
+    case ProfileSample::Op::kActivationMemory: {
+      const int k = s.checkpointed_layers;
+      activation_memory.Add(
+          {1, s.tokens * (layers - k + (k > 0 ? 1 : 0)), s.tokens * k},
+          s.tokens * logits_bytes, s.measured_bytes);
+      break;
+    }
     }
   }
 
   CostModelFit result;
   result.params = defaults;
-  ComputeParams& compute = result.params.compute;
-  CommParams& comm = result.params.comm;
-  MemoryParams& memory = result.params.memory;
+  ComputeParams &compute = result.params.compute;
+  CommParams &comm = result.params.comm;
+  MemoryParams &memory = result.params.memory;
 
   result.reports.push_back(
-      FitSubModel("gemm", 2, gemm,
+      FitSubModel("gemm", 2, /*secondary_column=*/1, gemm,
                   ApplyRateCurve(&compute.gemm_flops_per_second,
                                  &compute.gemm_half_efficiency_tokens,
                                  "half-efficiency tokens")));
-  result.reports.push_back(
-      FitSubModel("attention_forward", 2, attention_forward,
-                  ApplyRateCurve(&compute.attention_forward_flops_per_second,
-                                 &compute.attention_forward_half_length_tokens,
-                                 "half-efficiency length")));
-  result.reports.push_back(
-      FitSubModel("attention_backward", 2, attention_backward,
-                  ApplyRateCurve(&compute.attention_backward_flops_per_second,
-                                 &compute.attention_backward_half_length_tokens,
-                                 "half-efficiency length")));
-  result.reports.push_back(
-      FitSubModel("all_to_all_intra", 2, all_to_all_intra,
-                  ApplyAlphaBeta(&comm.all_to_all_intra_latency_seconds,
-                                 &comm.all_to_all_intra_bus_bytes_per_second)));
-  result.reports.push_back(
-      FitSubModel("all_to_all_inter", 2, all_to_all_inter,
-                  ApplyAlphaBeta(&comm.all_to_all_inter_latency_seconds,
-                                 &comm.all_to_all_inter_bus_bytes_per_second)));
-  result.reports.push_back(
-      FitSubModel("all_reduce_intra", 2, all_reduce_intra,
-                  ApplyAlphaBeta(&comm.all_reduce_intra_latency_seconds,
-                                 &comm.all_reduce_intra_bus_bytes_per_second)));
-  result.reports.push_back(
-      FitSubModel("all_reduce_inter", 2, all_reduce_inter,
-                  ApplyAlphaBeta(&comm.all_reduce_inter_latency_seconds,
-                                 &comm.all_reduce_inter_bus_bytes_per_second)));
+  result.reports.push_back(FitSubModel(
+      "attention_forward", 2, /*secondary_column=*/1, attention_forward,
+      ApplyRateCurve(&compute.attention_forward_flops_per_second,
+                     &compute.attention_forward_half_length_tokens,
+                     "half-efficiency length")));
+  result.reports.push_back(FitSubModel(
+      "attention_backward", 2, /*secondary_column=*/1, attention_backward,
+      ApplyRateCurve(&compute.attention_backward_flops_per_second,
+                     &compute.attention_backward_half_length_tokens,
+                     "half-efficiency length")));
+  result.reports.push_back(FitSubModel(
+      "all_to_all_intra", 2, /*secondary_column=*/0, all_to_all_intra,
+      ApplyAlphaBeta(&comm.all_to_all_intra_latency_seconds,
+                     &comm.all_to_all_intra_bus_bytes_per_second)));
+  result.reports.push_back(FitSubModel(
+      "all_to_all_inter", 2, /*secondary_column=*/0, all_to_all_inter,
+      ApplyAlphaBeta(&comm.all_to_all_inter_latency_seconds,
+                     &comm.all_to_all_inter_bus_bytes_per_second)));
+  result.reports.push_back(FitSubModel(
+      "all_reduce_intra", 2, /*secondary_column=*/0, all_reduce_intra,
+      ApplyAlphaBeta(&comm.all_reduce_intra_latency_seconds,
+                     &comm.all_reduce_intra_bus_bytes_per_second)));
+  result.reports.push_back(FitSubModel(
+      "all_reduce_inter", 2, /*secondary_column=*/0, all_reduce_inter,
+      ApplyAlphaBeta(&comm.all_reduce_inter_latency_seconds,
+                     &comm.all_reduce_inter_bus_bytes_per_second)));
 
   // Static bytes the per-parameter terms predict; the fitted constant's
   // excess over them is the fixed runtime overhead.
@@ -347,8 +394,8 @@ absl::StatusOr<CostModelFit> FitCostModel(
       defaults.memory.activation_bytes_per_token_per_layer -
       defaults.memory.selective_bytes_per_token_per_layer;
   result.reports.push_back(FitSubModel(
-      "activation_memory", 3, activation_memory,
-      [&](const std::vector<double>& c) -> std::string {
+      "activation_memory", 3, /*secondary_column=*/-1, activation_memory,
+      [&](const std::vector<double> &c) -> std::string {
         double fixed_bytes = c[0] - model_state_bytes;
         // A shortfall within rounding of the model state is no overhead.
         if (fixed_bytes < 0 && fixed_bytes >= -1e-9 * model_state_bytes) {
@@ -381,11 +428,10 @@ absl::StatusOr<CostModelFit> FitCostModel(
   return result;
 }
 
-std::vector<ProfileSample> SyntheticProfile(const CostModel& truth,
-                                            uint64_t seed,
-                                            double relative_noise) {
-  const ModelSpec& model = truth.model();
-  const ClusterSpec& cluster = truth.cluster();
+std::vector<ProfileSample>
+SyntheticProfile(const CostModel &truth, uint64_t seed, double relative_noise) {
+  const ModelSpec &model = truth.model();
+  const ClusterSpec &cluster = truth.cluster();
   NormalSource normal(seed);
   auto noisy = [&](double value) {
     return value * std::max(1.0 + relative_noise * normal.Next(), 0.01);
@@ -419,7 +465,7 @@ std::vector<ProfileSample> SyntheticProfile(const CostModel& truth,
     packs.push_back({length, length / 2, length / 4, length / 4});
   }
   const double per_squared_token = model.AttentionForwardFlopsPerSquaredToken();
-  for (const std::vector<double>& lengths : packs) {
+  for (const std::vector<double> &lengths : packs) {
     double sum_lengths = 0;
     double sum_squared_lengths = 0;
     for (double length : lengths) {
@@ -445,11 +491,12 @@ std::vector<ProfileSample> SyntheticProfile(const CostModel& truth,
   // Collectives: 64 KiB to 256 MiB over groups inside a node and across
   // nodes (whole nodes).
   std::vector<std::pair<int, bool>> groups;
-  for (int n = 2; n <= cluster.gpus_per_node; ++n) groups.push_back({n, false});
+  for (int n = 2; n <= cluster.gpus_per_node; ++n)
+    groups.push_back({n, false});
   for (int nodes = 2; nodes <= cluster.num_nodes; ++nodes) {
     groups.push_back({nodes * cluster.gpus_per_node, true});
   }
-  for (const auto& [group_size, inter_node] : groups) {
+  for (const auto &[group_size, inter_node] : groups) {
     for (double bytes = 64 * 1024.0; bytes <= 256 * 1024.0 * 1024.0;
          bytes *= 4) {
       ProfileSample s;
@@ -484,4 +531,4 @@ std::vector<ProfileSample> SyntheticProfile(const CostModel& truth,
   return samples;
 }
 
-}  // namespace dcp
+} // namespace dcp

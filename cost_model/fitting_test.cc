@@ -585,3 +585,35 @@ TEST(SyntheticProfileTest, NoiseIsGaussianWithTheGivenScale) {
 
 }  // namespace
 }  // namespace dcp
+
+namespace dcp {
+namespace {
+
+TEST(FitCostModelTest, NegativeOverheadIsHeldAtZero) {
+  const ModelSpec model = *ModelPreset("tiny");
+  const ClusterSpec cluster = H200Cluster(/*num_nodes=*/1, /*gpus_per_node=*/2);
+  const CostParams defaults = DefaultCostParams(model, cluster);
+  // A flat rate whose small sizes ran slightly fast: the unconstrained fit
+  // gives a negative half-efficiency size; held at 0 the rate is recovered.
+  std::vector<ProfileSample> samples;
+  const double rate = 3.6e9;
+  for (int i = 0; i < 6; ++i) {
+    ProfileSample s;
+    s.op = ProfileSample::Op::kGemm;
+    s.tokens = 8 << i;
+    s.flops = model.LinearForwardFlopsPerToken() * s.tokens;
+    s.measured_seconds = s.flops / rate * (i == 0 ? 0.9 : 1.0);
+    samples.push_back(s);
+  }
+  absl::StatusOr<CostModelFit> fit =
+      FitCostModel(model, cluster, defaults, samples);
+  ASSERT_TRUE(fit.ok()) << fit.status();
+  const ModelFitReport& report = Report(*fit, "gemm");
+  EXPECT_FALSE(report.used_defaults) << report.note;
+  EXPECT_THAT(report.note, HasSubstr("held at 0"));
+  EXPECT_EQ(fit->params.compute.gemm_half_efficiency_tokens, 0);
+  EXPECT_NEAR(fit->params.compute.gemm_flops_per_second / rate, 1.0, 0.05);
+}
+
+}  // namespace
+}  // namespace dcp

@@ -139,13 +139,18 @@ absl::StatusOr<StepResult> PlanExecutor::RunStep(
     return StatusFromCurrentException("AdamW step");
   }
 
-  torch::Tensor loss = torch::tensor({result.local_loss}, torch::kFloat64);
+  // On the parameters' device: NCCL reduces only device tensors.
+  torch::Tensor loss =
+      torch::tensor({result.local_loss},
+                    torch::TensorOptions()
+                        .dtype(torch::kFloat64)
+                        .device(model_->parameters().front().device()));
   if (absl::Status status =
           communicator_.World().AllReduceSum(loss, options_.collective_timeout);
       !status.ok()) {
     return status;
   }
-  result.global_loss = loss.item<double>();
+  result.global_loss = loss.cpu().item<double>();
   return result;
 }
 
