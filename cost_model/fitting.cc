@@ -19,18 +19,18 @@ namespace {
 
 const char *OpName(ProfileSample::Op op) {
   switch (op) {
-  case ProfileSample::Op::kGemm:
-    return "gemm";
-  case ProfileSample::Op::kAttentionForward:
-    return "attention_forward";
-  case ProfileSample::Op::kAttentionBackward:
-    return "attention_backward";
-  case ProfileSample::Op::kAllToAll:
-    return "all_to_all";
-  case ProfileSample::Op::kAllReduce:
-    return "all_reduce";
-  case ProfileSample::Op::kActivationMemory:
-    return "activation_memory";
+    case ProfileSample::Op::kGemm:
+      return "gemm";
+    case ProfileSample::Op::kAttentionForward:
+      return "attention_forward";
+    case ProfileSample::Op::kAttentionBackward:
+      return "attention_backward";
+    case ProfileSample::Op::kAllToAll:
+      return "all_to_all";
+    case ProfileSample::Op::kAllReduce:
+      return "all_reduce";
+    case ProfileSample::Op::kActivationMemory:
+      return "activation_memory";
   }
   return "unknown";
 }
@@ -58,40 +58,39 @@ absl::Status ValidateSample(const ProfileSample &sample, size_t index,
     }
   }
   switch (sample.op) {
-  case ProfileSample::Op::kGemm:
-    if (sample.flops <= 0)
-      return bad("flops", sample.flops, "must be > 0");
-    if (sample.tokens <= 0)
-      return bad("tokens", sample.tokens, "must be > 0");
-    break;
-  case ProfileSample::Op::kAttentionForward:
-  case ProfileSample::Op::kAttentionBackward:
-    if (sample.flops <= 0)
-      return bad("flops", sample.flops, "must be > 0");
-    if (sample.sum_squared_lengths <= 0)
-      return bad("sum_squared_lengths", sample.sum_squared_lengths,
-                 "must be > 0");
-    if (sample.sum_lengths <= 0)
-      return bad("sum_lengths", sample.sum_lengths, "must be > 0");
-    break;
-  case ProfileSample::Op::kAllToAll:
-  case ProfileSample::Op::kAllReduce:
-    if (sample.group_size < 2)
-      return bad("group_size", sample.group_size,
-                 "must be at least 2 for a collective");
-    break;
-  case ProfileSample::Op::kActivationMemory:
-    if (sample.tokens <= 0)
-      return bad("tokens", sample.tokens, "must be > 0");
-    if (sample.checkpointed_layers < 0 ||
-        sample.checkpointed_layers > num_layers)
-      return bad("checkpointed_layers", sample.checkpointed_layers,
-                 absl::StrCat("must be in [0, num_layers = ", num_layers, "]"));
-    if (sample.measured_bytes <= 0)
-      return bad("measured_bytes", sample.measured_bytes, "must be > 0");
-    return absl::OkStatus();
-  default:
-    return bad("op", static_cast<int>(sample.op), "is not a known op");
+    case ProfileSample::Op::kGemm:
+      if (sample.flops <= 0) return bad("flops", sample.flops, "must be > 0");
+      if (sample.tokens <= 0)
+        return bad("tokens", sample.tokens, "must be > 0");
+      break;
+    case ProfileSample::Op::kAttentionForward:
+    case ProfileSample::Op::kAttentionBackward:
+      if (sample.flops <= 0) return bad("flops", sample.flops, "must be > 0");
+      if (sample.sum_squared_lengths <= 0)
+        return bad("sum_squared_lengths", sample.sum_squared_lengths,
+                   "must be > 0");
+      if (sample.sum_lengths <= 0)
+        return bad("sum_lengths", sample.sum_lengths, "must be > 0");
+      break;
+    case ProfileSample::Op::kAllToAll:
+    case ProfileSample::Op::kAllReduce:
+      if (sample.group_size < 2)
+        return bad("group_size", sample.group_size,
+                   "must be at least 2 for a collective");
+      break;
+    case ProfileSample::Op::kActivationMemory:
+      if (sample.tokens <= 0)
+        return bad("tokens", sample.tokens, "must be > 0");
+      if (sample.checkpointed_layers < 0 ||
+          sample.checkpointed_layers > num_layers)
+        return bad(
+            "checkpointed_layers", sample.checkpointed_layers,
+            absl::StrCat("must be in [0, num_layers = ", num_layers, "]"));
+      if (sample.measured_bytes <= 0)
+        return bad("measured_bytes", sample.measured_bytes, "must be > 0");
+      return absl::OkStatus();
+    default:
+      return bad("op", static_cast<int>(sample.op), "is not a known op");
   }
   if (sample.measured_seconds <= 0)
     return bad("measured_seconds", sample.measured_seconds, "must be > 0");
@@ -156,11 +155,9 @@ ModelFitReport FitSubModel(std::string name, int num_parameters,
     absl::StatusOr<LeastSquaresFit> fit =
         FitLeastSquares(scaled_rows, scaled_targets,
                         LeastSquaresOptions{/*relative_error=*/false});
-    if (!fit.ok())
-      return fit.status();
+    if (!fit.ok()) return fit.status();
     std::vector<double> coefficients = fit->coefficients;
-    if (dropped >= 0)
-      coefficients.insert(coefficients.begin() + dropped, 0.0);
+    if (dropped >= 0) coefficients.insert(coefficients.begin() + dropped, 0.0);
     for (double c : coefficients) {
       if (!std::isfinite(c)) {
         return absl::InternalError("fit gave a non-finite coefficient");
@@ -241,8 +238,7 @@ ApplyFn ApplyRateCurve(double *flops_per_second, double *half,
 // time = latency + bus_bytes / bandwidth fitted as [latency, 1/bandwidth].
 ApplyFn ApplyAlphaBeta(double *latency_seconds, double *bus_bytes_per_second) {
   return [=](const std::vector<double> &c) -> std::string {
-    if (c[0] < 0)
-      return absl::StrCat("latency ", c[0], " s is negative");
+    if (c[0] < 0) return absl::StrCat("latency ", c[0], " s is negative");
     if (c[1] <= 0) {
       return absl::StrCat("1/bandwidth = ", c[1], " s/B is not positive");
     }
@@ -262,7 +258,7 @@ double BusBytes(const ProfileSample &sample) {
 // Standard normal deviates by the Box-Muller transform over a seeded
 // std::mt19937_64 (both deviates of each pair are used). Deterministic.
 class NormalSource {
-public:
+ public:
   static constexpr double kPi = 3.14159265358979323846;
 
   explicit NormalSource(uint64_t seed) : engine_(seed) {}
@@ -272,7 +268,7 @@ public:
       has_spare_ = false;
       return spare_;
     }
-    const double u1 = 1.0 - Uniform(); // (0, 1]: log is finite.
+    const double u1 = 1.0 - Uniform();  // (0, 1]: log is finite.
     const double u2 = Uniform();
     const double radius = std::sqrt(-2.0 * std::log(u1));
     const double angle = 2.0 * kPi * u2;
@@ -281,7 +277,7 @@ public:
     return radius * std::cos(angle);
   }
 
-private:
+ private:
   // Uniform on [0, 1) with 53 random bits.
   double Uniform() { return static_cast<double>(engine_() >> 11) * 0x1.0p-53; }
 
@@ -290,16 +286,13 @@ private:
   double spare_ = 0;
 };
 
-} // namespace
+}  // namespace
 
-absl::StatusOr<CostModelFit>
-FitCostModel(const ModelSpec &model, const ClusterSpec &cluster,
-             const CostParams &defaults,
-             absl::Span<const ProfileSample> samples) {
-  if (absl::Status s = ValidateModelSpec(model); !s.ok())
-    return s;
-  if (absl::Status s = ValidateClusterSpec(cluster); !s.ok())
-    return s;
+absl::StatusOr<CostModelFit> FitCostModel(
+    const ModelSpec &model, const ClusterSpec &cluster,
+    const CostParams &defaults, absl::Span<const ProfileSample> samples) {
+  if (absl::Status s = ValidateModelSpec(model); !s.ok()) return s;
+  if (absl::Status s = ValidateClusterSpec(cluster); !s.ok()) return s;
   for (size_t i = 0; i < samples.size(); ++i) {
     if (absl::Status s = ValidateSample(samples[i], i, model.num_layers);
         !s.ok()) {
@@ -315,34 +308,34 @@ FitCostModel(const ModelSpec &model, const ClusterSpec &cluster,
   const double logits_bytes = defaults.memory.logits_bytes_per_token;
   for (const ProfileSample &s : samples) {
     switch (s.op) {
-    case ProfileSample::Op::kGemm:
-      gemm.Add({s.flops, s.flops / s.tokens}, 0, s.measured_seconds);
-      break;
-    case ProfileSample::Op::kAttentionForward:
-    case ProfileSample::Op::kAttentionBackward: {
-      const bool backward = s.op == ProfileSample::Op::kAttentionBackward;
-      const double quadratic =
-          s.flops * (backward ? ComputeModel::kBackwardAttentionFactor : 1);
-      (backward ? attention_backward : attention_forward)
-          .Add({quadratic, quadratic * s.sum_lengths / s.sum_squared_lengths},
-               0, s.measured_seconds);
-      break;
-    }
-    case ProfileSample::Op::kAllToAll:
-      (s.inter_node ? all_to_all_inter : all_to_all_intra)
-          .Add({1, BusBytes(s)}, 0, s.measured_seconds);
-      break;
-    case ProfileSample::Op::kAllReduce:
-      (s.inter_node ? all_reduce_inter : all_reduce_intra)
-          .Add({1, BusBytes(s)}, 0, s.measured_seconds);
-      break;
-    case ProfileSample::Op::kActivationMemory: {
-      const int k = s.checkpointed_layers;
-      activation_memory.Add(
-          {1, s.tokens * (layers - k + (k > 0 ? 1 : 0)), s.tokens * k},
-          s.tokens * logits_bytes, s.measured_bytes);
-      break;
-    }
+      case ProfileSample::Op::kGemm:
+        gemm.Add({s.flops, s.flops / s.tokens}, 0, s.measured_seconds);
+        break;
+      case ProfileSample::Op::kAttentionForward:
+      case ProfileSample::Op::kAttentionBackward: {
+        const bool backward = s.op == ProfileSample::Op::kAttentionBackward;
+        const double quadratic =
+            s.flops * (backward ? ComputeModel::kBackwardAttentionFactor : 1);
+        (backward ? attention_backward : attention_forward)
+            .Add({quadratic, quadratic * s.sum_lengths / s.sum_squared_lengths},
+                 0, s.measured_seconds);
+        break;
+      }
+      case ProfileSample::Op::kAllToAll:
+        (s.inter_node ? all_to_all_inter : all_to_all_intra)
+            .Add({1, BusBytes(s)}, 0, s.measured_seconds);
+        break;
+      case ProfileSample::Op::kAllReduce:
+        (s.inter_node ? all_reduce_inter : all_reduce_intra)
+            .Add({1, BusBytes(s)}, 0, s.measured_seconds);
+        break;
+      case ProfileSample::Op::kActivationMemory: {
+        const int k = s.checkpointed_layers;
+        activation_memory.Add(
+            {1, s.tokens * (layers - k + (k > 0 ? 1 : 0)), s.tokens * k},
+            s.tokens * logits_bytes, s.measured_bytes);
+        break;
+      }
     }
   }
 
@@ -428,8 +421,9 @@ FitCostModel(const ModelSpec &model, const ClusterSpec &cluster,
   return result;
 }
 
-std::vector<ProfileSample>
-SyntheticProfile(const CostModel &truth, uint64_t seed, double relative_noise) {
+std::vector<ProfileSample> SyntheticProfile(const CostModel &truth,
+                                            uint64_t seed,
+                                            double relative_noise) {
   const ModelSpec &model = truth.model();
   const ClusterSpec &cluster = truth.cluster();
   NormalSource normal(seed);
@@ -491,8 +485,7 @@ SyntheticProfile(const CostModel &truth, uint64_t seed, double relative_noise) {
   // Collectives: 64 KiB to 256 MiB over groups inside a node and across
   // nodes (whole nodes).
   std::vector<std::pair<int, bool>> groups;
-  for (int n = 2; n <= cluster.gpus_per_node; ++n)
-    groups.push_back({n, false});
+  for (int n = 2; n <= cluster.gpus_per_node; ++n) groups.push_back({n, false});
   for (int nodes = 2; nodes <= cluster.num_nodes; ++nodes) {
     groups.push_back({nodes * cluster.gpus_per_node, true});
   }
@@ -531,4 +524,4 @@ SyntheticProfile(const CostModel &truth, uint64_t seed, double relative_noise) {
   return samples;
 }
 
-} // namespace dcp
+}  // namespace dcp
