@@ -823,6 +823,7 @@ class AgentRun {
       for (const MicroBatchResult& micro : executed->micro_batches) {
         measured.compute_seconds += micro.compute_seconds;
         measured.communication_seconds += micro.communication_seconds;
+        measured.tokens += micro.real_tokens;
       }
       measured.idle_seconds =
           std::max(0.0, step_seconds - measured.compute_seconds -

@@ -29,6 +29,8 @@
 #include "planner/plan.h"
 #include "planner/service/fake_planner_client.h"
 #include "planner/service/proto_convert.h"
+#include "prometheus/metric_family.h"
+#include "prometheus/metric_type.h"
 #include "prometheus/text_serializer.h"
 #include "worker/checkpoint.h"
 #include "worker/fake_communicator.h"
@@ -338,6 +340,25 @@ TEST(WorkerAgentTest, RegistersPollsProfilesPlansAndReports) {
   EXPECT_THAT(text, HasSubstr("dcp_worker_step_seconds{rank=\"0\"}"));
   EXPECT_THAT(text, HasSubstr("dcp_worker_loss{rank=\"0\"}"));
   EXPECT_THAT(text, HasSubstr("dcp_worker_peak_memory_bytes{rank=\"0\"} 0"));
+  // The token counter: the only rank processed every token of the 3 steps.
+  int64_t submitted_tokens = 0;
+  for (const v1::SubmitBatchesRequest& request : submitted) {
+    for (const v1::Sample& sample : request.batches(0).samples()) {
+      submitted_tokens += sample.length_tokens();
+    }
+  }
+  double counted_tokens = -1;
+  for (const prometheus::MetricFamily& family : metrics.registry()->Collect()) {
+    if (family.name != worker_metric_names::kTokensTotal) continue;
+    ASSERT_EQ(family.type, prometheus::MetricType::Counter);
+    ASSERT_THAT(family.metric, SizeIs(1));
+    ASSERT_THAT(family.metric[0].label, SizeIs(1));
+    EXPECT_EQ(family.metric[0].label[0].name, "rank");
+    EXPECT_EQ(family.metric[0].label[0].value, "0");
+    counted_tokens = family.metric[0].counter.value;
+  }
+  EXPECT_GT(submitted_tokens, 0);
+  EXPECT_EQ(counted_tokens, static_cast<double>(submitted_tokens)) << text;
 }
 
 TEST(WorkerAgentTest, BucketPlansComeFromTheClusterModel) {

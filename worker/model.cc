@@ -216,6 +216,7 @@ absl::StatusOr<PackedShard> ShardPackedSequences(
     shard.sequence_tokens.push_back(length);
     for (int64_t p = sp_rank * slice; p < (sp_rank + 1) * slice; ++p) {
       const bool real = p < length;
+      if (real) ++shard.num_real_tokens;
       ids.push_back(real ? tokens[p] : 0);
       positions.push_back(p);
       const bool predicts = p + 1 < length;

@@ -37,6 +37,9 @@ struct PackedShard {
   std::vector<int64_t> sequence_tokens;
   /// Local tokens with a target (counted by the loss).
   int64_t num_predicted_tokens = 0;
+  /// Local tokens that are real, not padding. Summed over the SP ranks of a
+  /// group: the sum of sequence_tokens.
+  int64_t num_real_tokens = 0;
 
   int64_t num_local_tokens() const;
 };

@@ -105,6 +105,9 @@ TEST(GptModelTest, ShardsSequencesIntoPaddedContiguousSlices) {
               ::testing::ElementsAre(14, kIgnoredTarget, kIgnoredTarget, 23,
                                      kIgnoredTarget));
   EXPECT_EQ(rank0->num_predicted_tokens + rank1->num_predicted_tokens, 4 + 3);
+  // Real tokens: 3 + 2 on rank 0, 2 + 2 (one padding token) on rank 1.
+  EXPECT_EQ(rank0->num_real_tokens, 5);
+  EXPECT_EQ(rank1->num_real_tokens, 4);
   EXPECT_FALSE(ShardPackedSequences({{}}, 0, 1).ok());
   EXPECT_FALSE(ShardPackedSequences(sequences, 2, 2).ok());
 }

@@ -98,6 +98,7 @@ absl::StatusOr<StepResult> PlanExecutor::RunStep(
     if (!shard.ok()) return shard.status();
     micro_result.local_tokens = shard->num_local_tokens();
     micro_result.predicted_tokens = shard->num_predicted_tokens;
+    micro_result.real_tokens = shard->num_real_tokens;
 
     SequenceParallelContext sp;
     sp.group = *group;

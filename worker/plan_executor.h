@@ -36,6 +36,10 @@ struct MicroBatchResult {
   /// This rank's tokens, padding included, and those with a target.
   int64_t local_tokens = 0;
   int64_t predicted_tokens = 0;
+  /// This rank's real (unpadded) tokens: its slice of each sequence, so
+  /// that over the SP ranks of the group they add up to the micro-batch's
+  /// sequence lengths.
+  int64_t real_tokens = 0;
   int checkpointed_layers = 0;
   /// Forward + backward wall time minus communication_seconds.
   double compute_seconds = 0;

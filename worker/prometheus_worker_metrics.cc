@@ -3,6 +3,7 @@
 #include <map>
 #include <string>
 
+#include "prometheus/counter.h"
 #include "prometheus/gauge.h"
 
 namespace dcp {
@@ -34,7 +35,12 @@ PrometheusWorkerMetrics::PrometheusWorkerMetrics()
           AddGauge(*registry_, worker_metric_names::kPeakMemoryBytes,
                    "Peak device memory of the last step (0 if unknown)")),
       loss_(AddGauge(*registry_, worker_metric_names::kLoss,
-                     "Mean token loss of the last global batch")) {}
+                     "Mean token loss of the last global batch")),
+      tokens_total_(prometheus::BuildCounter()
+                        .Name(worker_metric_names::kTokensTotal)
+                        .Help("Real (unpadded) tokens this rank processed: "
+                              "its slice of each sequence it ran")
+                        .Register(*registry_)) {}
 
 void PrometheusWorkerMetrics::StepCompleted(int rank,
                                             const WorkerStepMetrics& step) {
@@ -47,6 +53,7 @@ void PrometheusWorkerMetrics::StepCompleted(int rank,
   peak_memory_bytes_.Add(labels).Set(
       static_cast<double>(step.peak_memory_bytes));
   loss_.Add(labels).Set(step.loss);
+  tokens_total_.Add(labels).Increment(static_cast<double>(step.tokens));
 }
 
 }  // namespace dcp

@@ -3,6 +3,7 @@
 
 #include <memory>
 
+#include "prometheus/counter.h"
 #include "prometheus/family.h"
 #include "prometheus/gauge.h"
 #include "prometheus/registry.h"
@@ -11,8 +12,9 @@
 namespace dcp {
 
 /// Every metric a worker exports, named in this one place (Prometheus
-/// conventions: `dcp_worker_` prefix, base units). All are gauges of the
-/// last completed step, labelled by `rank`.
+/// conventions: `dcp_worker_` prefix, base units, `_total` counters). All
+/// are labelled by `rank`; all but kTokensTotal are gauges of the last
+/// completed step.
 namespace worker_metric_names {
 inline constexpr char kStepSeconds[] = "dcp_worker_step_seconds";
 inline constexpr char kComputeSeconds[] = "dcp_worker_compute_seconds";
@@ -21,13 +23,17 @@ inline constexpr char kCommunicationSeconds[] =
 inline constexpr char kIdleSeconds[] = "dcp_worker_idle_seconds";
 inline constexpr char kPeakMemoryBytes[] = "dcp_worker_peak_memory_bytes";
 inline constexpr char kLoss[] = "dcp_worker_loss";
+/// Counter: real (unpadded) tokens the rank processed, summed over its
+/// steps' micro-batches (WorkerStepMetrics::tokens); summed over the ranks,
+/// the tokens trained on.
+inline constexpr char kTokensTotal[] = "dcp_worker_tokens_total";
 /// Label name.
 inline constexpr char kRankLabel[] = "rank";
 }  // namespace worker_metric_names
 
 /// WorkerMetrics exported to Prometheus. Owns its registry; expose it with a
-/// prometheus::Exposer. Thread-safe (prometheus-cpp families and gauges
-/// are).
+/// prometheus::Exposer. Thread-safe (prometheus-cpp families, gauges and
+/// counters are).
 class PrometheusWorkerMetrics final : public WorkerMetrics {
  public:
   PrometheusWorkerMetrics();
@@ -45,6 +51,7 @@ class PrometheusWorkerMetrics final : public WorkerMetrics {
   prometheus::Family<prometheus::Gauge>& idle_seconds_;
   prometheus::Family<prometheus::Gauge>& peak_memory_bytes_;
   prometheus::Family<prometheus::Gauge>& loss_;
+  prometheus::Family<prometheus::Counter>& tokens_total_;
 };
 
 }  // namespace dcp

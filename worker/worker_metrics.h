@@ -20,6 +20,10 @@ struct WorkerStepMetrics {
   int64_t peak_memory_bytes = 0;
   /// Mean token loss of the whole global batch.
   double loss = 0;
+  /// Real (unpadded) tokens this rank processed: the sum over its
+  /// micro-batches of its shard's real tokens (its slice of each sequence).
+  /// Summed over every rank of the world, the global batch's tokens.
+  int64_t tokens = 0;
 };
 
 /// Where a worker reports its measurements (Prometheus in the binary,

@@ -220,6 +220,12 @@ class CountingPlannerMetrics final : public PlannerMetrics {
     plans_computed_.fetch_add(1);
     forward_->PlanComputed(latency_seconds, predicted_step_seconds);
   }
+  void PlanShape(const std::map<int, int>& groups_by_sp_size, int micro_batches,
+                 double mean_checkpointed_layers,
+                 int max_checkpointed_layers) override {
+    forward_->PlanShape(groups_by_sp_size, micro_batches,
+                        mean_checkpointed_layers, max_checkpointed_layers);
+  }
   void StepMeasured(int rank, double measured_step_seconds) override {
     forward_->StepMeasured(rank, measured_step_seconds);
   }

@@ -1330,8 +1330,10 @@ std::shared_ptr<const StepPlan> PlannerHandlerImpl::ComputePlan(
   result->response = std::move(response);
 
   result->group_of_rank.assign(world_size_, -1);
-  std::map<int, int, std::greater<int>> groups_by_size;
+  std::map<int, int> groups_by_size;
   int micro_batches = 0;
+  int64_t checkpointed_layers_sum = 0;
+  int max_checkpointed_layers = 0;
   for (size_t g = 0; g < plan->groups.size(); ++g) {
     const GroupPlan& group = plan->groups[g];
     GroupSummary summary;
@@ -1346,6 +1348,9 @@ std::shared_ptr<const StepPlan> PlannerHandlerImpl::ComputePlan(
           cost_model->MicroBatch(shape, micro_batch.checkpointed_layers);
       summary.micro_batch_compute_seconds.push_back(
           std::max(0.0, cost.total_seconds - cost.communication_seconds));
+      checkpointed_layers_sum += micro_batch.checkpointed_layers;
+      max_checkpointed_layers =
+          std::max(max_checkpointed_layers, micro_batch.checkpointed_layers);
     }
     for (int rank : group.ranks) {
       if (rank >= 0 && rank < world_size_) {
@@ -1358,9 +1363,15 @@ std::shared_ptr<const StepPlan> PlannerHandlerImpl::ComputePlan(
   }
 
   metrics_->PlanComputed(latency_seconds, plan->predicted_step_seconds);
-  std::vector<std::string> sizes;
-  for (const auto& [size, count] : groups_by_size) {
-    sizes.push_back(absl::StrCat(size, "x", count));
+  metrics_->PlanShape(
+      groups_by_size, micro_batches,
+      micro_batches > 0
+          ? static_cast<double>(checkpointed_layers_sum) / micro_batches
+          : 0.0,
+      max_checkpointed_layers);
+  std::vector<std::string> sizes;  // largest SP size first
+  for (auto it = groups_by_size.rbegin(); it != groups_by_size.rend(); ++it) {
+    sizes.push_back(absl::StrCat(it->first, "x", it->second));
   }
   Log(absl::StrFormat(
       "step %d: SP sizes %s, %d micro-batches, predicted %s, lower bound %s "

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <iostream>
 #include <iterator>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
@@ -36,6 +37,34 @@ using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using ::testing::Not;
 
+// What PlannerMetrics::PlanShape reports of one plan.
+struct PlanShapeReport {
+  std::map<int, int> groups_by_sp_size;
+  int micro_batches = 0;
+  double mean_checkpointed_layers = 0;
+  int max_checkpointed_layers = 0;
+};
+
+// The PlanShapeReport a plan should produce, computed from its proto.
+PlanShapeReport ShapeOf(const v1::Plan& plan) {
+  PlanShapeReport shape;
+  int64_t checkpointed_sum = 0;
+  for (const v1::Group& group : plan.groups()) {
+    ++shape.groups_by_sp_size[group.sp_size()];
+    for (const v1::MicroBatch& micro_batch : group.micro_batches()) {
+      ++shape.micro_batches;
+      checkpointed_sum += micro_batch.checkpointed_layers();
+      shape.max_checkpointed_layers = std::max(
+          shape.max_checkpointed_layers, micro_batch.checkpointed_layers());
+    }
+  }
+  if (shape.micro_batches > 0) {
+    shape.mean_checkpointed_layers =
+        static_cast<double>(checkpointed_sum) / shape.micro_batches;
+  }
+  return shape;
+}
+
 // Records what the handler reports. Thread-safe.
 class RecordingMetrics final : public PlannerMetrics {
  public:
@@ -45,6 +74,13 @@ class RecordingMetrics final : public PlannerMetrics {
     ++plans_computed_;
     predicted_.push_back(predicted_step_seconds);
     (void)latency_seconds;
+  }
+  void PlanShape(const std::map<int, int>& groups_by_sp_size, int micro_batches,
+                 double mean_checkpointed_layers,
+                 int max_checkpointed_layers) override {
+    absl::MutexLock lock(&mu_);
+    shapes_.push_back({groups_by_sp_size, micro_batches,
+                       mean_checkpointed_layers, max_checkpointed_layers});
   }
   void StepMeasured(int rank, double seconds) override {
     absl::MutexLock lock(&mu_);
@@ -83,11 +119,16 @@ class RecordingMetrics final : public PlannerMetrics {
     absl::MutexLock lock(&mu_);
     return registered_workers_;
   }
+  std::vector<PlanShapeReport> shapes() const {
+    absl::MutexLock lock(&mu_);
+    return shapes_;
+  }
 
  private:
   mutable absl::Mutex mu_;
   int plans_computed_ = 0;
   std::vector<double> predicted_;
+  std::vector<PlanShapeReport> shapes_;
   std::vector<std::pair<int, double>> measured_;
   std::vector<double> imbalances_;
   std::vector<double> errors_;
@@ -549,6 +590,17 @@ TEST(PlannerHandlerTest, EachStepIsPlannedOnceEvenUnderConcurrency) {
       EXPECT_EQ(group.sp_size(), group.ranks_size());
     }
     EXPECT_EQ(ranks, 32);
+    // The plan's shape is reported once, as the served plan has it.
+    const std::vector<PlanShapeReport> shapes = metrics.shapes();
+    ASSERT_EQ(shapes.size(), static_cast<size_t>(step + 1));
+    const PlanShapeReport expected = ShapeOf(parsed.plan());
+    EXPECT_EQ(shapes.back().groups_by_sp_size, expected.groups_by_sp_size);
+    EXPECT_GT(shapes.back().micro_batches, 0);
+    EXPECT_EQ(shapes.back().micro_batches, expected.micro_batches);
+    EXPECT_DOUBLE_EQ(shapes.back().mean_checkpointed_layers,
+                     expected.mean_checkpointed_layers);
+    EXPECT_EQ(shapes.back().max_checkpointed_layers,
+              expected.max_checkpointed_layers);
     EXPECT_GT(parsed.plan().predicted_step_seconds(), 0);
     EXPECT_GT(parsed.plan().lower_bound_seconds(), 0);
     EXPECT_LE(parsed.plan().lower_bound_seconds(),

@@ -1,6 +1,8 @@
 #ifndef DCP_PLANNER_SERVICE_PLANNER_METRICS_H_
 #define DCP_PLANNER_SERVICE_PLANNER_METRICS_H_
 
+#include <map>
+
 namespace dcp {
 
 /// What the planner service reports about the job, independent of how it is
@@ -13,6 +15,15 @@ class PlannerMetrics {
   /// A step's plan was computed (once per step, not per request).
   virtual void PlanComputed(double latency_seconds,
                             double predicted_step_seconds) = 0;
+  /// The shape of the step's plan, reported right after PlanComputed:
+  /// `groups_by_sp_size` maps each SP size the plan uses to its number of
+  /// groups; `micro_batches` is the plan's total micro-batch count over all
+  /// groups; `mean_checkpointed_layers` is the mean over those micro-batches
+  /// of their checkpointed (recomputed) layers, and
+  /// `max_checkpointed_layers` the largest.
+  virtual void PlanShape(const std::map<int, int>& groups_by_sp_size,
+                         int micro_batches, double mean_checkpointed_layers,
+                         int max_checkpointed_layers) = 0;
   /// A rank reported its measured step time.
   virtual void StepMeasured(int rank, double measured_step_seconds) = 0;
   /// (max - mean) / max of the ranks' measured step times of a step, once
@@ -27,6 +38,7 @@ class PlannerMetrics {
 class NoopPlannerMetrics final : public PlannerMetrics {
  public:
   void PlanComputed(double, double) override {}
+  void PlanShape(const std::map<int, int>&, int, double, int) override {}
   void StepMeasured(int, double) override {}
   void StepImbalance(double) override {}
   void CostModelError(double) override {}

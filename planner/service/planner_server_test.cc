@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <map>
@@ -344,6 +345,38 @@ TEST(PlannerServerTest, FourWorkersGetIdenticalPlansAlsoAfterRestart) {
   EXPECT_GT(
       MetricValue(metrics, metric_names::kPredictedStepSeconds).value_or(0), 0)
       << metrics;
+  // The shape of the last plan (step kSteps - 1, planned last).
+  std::map<int, int> groups_by_sp_size;
+  int micro_batches = 0;
+  int checkpointed_sum = 0;
+  int max_checkpointed = 0;
+  for (const v1::Group& group : plans.back().plan().groups()) {
+    ++groups_by_sp_size[group.sp_size()];
+    for (const v1::MicroBatch& micro_batch : group.micro_batches()) {
+      ++micro_batches;
+      checkpointed_sum += micro_batch.checkpointed_layers();
+      max_checkpointed =
+          std::max(max_checkpointed, micro_batch.checkpointed_layers());
+    }
+  }
+  ASSERT_GT(micro_batches, 0);
+  for (const auto& [size, count] : groups_by_sp_size) {
+    EXPECT_EQ(MetricValue(metrics, metric_names::kPlanSpGroups,
+                          {{"sp_size", absl::StrCat(size)}}),
+              count)
+        << "SP size " << size << "\n"
+        << metrics;
+  }
+  EXPECT_EQ(MetricValue(metrics, metric_names::kPlanMicroBatches),
+            micro_batches)
+      << metrics;
+  EXPECT_NEAR(
+      MetricValue(metrics, metric_names::kPlanRecomputedLayers).value_or(-1),
+      static_cast<double>(checkpointed_sum) / micro_batches, 1e-9)
+      << metrics;
+  EXPECT_EQ(MetricValue(metrics, metric_names::kPlanMaxCheckpointedLayers),
+            max_checkpointed)
+      << metrics;
 
   // A bad request is answered once, not retried.
   const int64_t attempts_before = client->attempts();
@@ -642,6 +675,17 @@ class FakePlannerHandler final : public PlannerHandler {
           std::make_shared<const std::string>(response.SerializeAsString());
       metrics_->PlanComputed(/*latency_seconds=*/0.001,
                              /*predicted_step_seconds=*/1.5);
+      // Even steps: two SP-1 groups and one SP-2 group, 4 micro-batches
+      // checkpointing 0, 0, 0 and 2 layers; odd steps: one SP-4 group.
+      if (request.batch().step() % 2 == 0) {
+        metrics_->PlanShape({{1, 2}, {2, 1}}, /*micro_batches=*/4,
+                            /*mean_checkpointed_layers=*/0.5,
+                            /*max_checkpointed_layers=*/2);
+      } else {
+        metrics_->PlanShape({{4, 1}}, /*micro_batches=*/1,
+                            /*mean_checkpointed_layers=*/0,
+                            /*max_checkpointed_layers=*/0);
+      }
     }
     return cached;
   }
@@ -733,6 +777,44 @@ TEST(GrpcPlannerServiceTest, ServesSharedPlanBytesAndCountsRpcs) {
                         {{"method", "GetClusterModel"},
                          {"code", "FAILED_PRECONDITION"}}),
             1)
+      << metrics;
+}
+
+TEST(GrpcPlannerServiceTest, ExportsTheShapeOfTheLastPlan) {
+  FakePlannerHandler* fake = nullptr;
+  absl::StatusOr<std::unique_ptr<PlannerServer>> server =
+      StartFakeServer(&fake, /*metrics=*/true);
+  ASSERT_TRUE(server.ok()) << server.status();
+  std::unique_ptr<GrpcPlannerClient> client =
+      MakeClient(ClientOptions((*server)->port()));
+  const auto sp_groups = [](const std::string& metrics, int size) {
+    return MetricValue(metrics, metric_names::kPlanSpGroups,
+                       {{"sp_size", absl::StrCat(size)}});
+  };
+
+  ASSERT_TRUE(client->GetPlan(PlanRequest(/*node=*/0, /*step=*/0)).ok());
+  std::string metrics = HttpGet((*server)->metrics_port(), "/metrics");
+  EXPECT_EQ(sp_groups(metrics, 1), 2) << metrics;
+  EXPECT_EQ(sp_groups(metrics, 2), 1) << metrics;
+  EXPECT_FALSE(sp_groups(metrics, 4).has_value()) << metrics;
+  EXPECT_EQ(MetricValue(metrics, metric_names::kPlanMicroBatches), 4)
+      << metrics;
+  EXPECT_EQ(MetricValue(metrics, metric_names::kPlanRecomputedLayers), 0.5)
+      << metrics;
+  EXPECT_EQ(MetricValue(metrics, metric_names::kPlanMaxCheckpointedLayers), 2)
+      << metrics;
+
+  // SP sizes the last plan does not use drop to 0.
+  ASSERT_TRUE(client->GetPlan(PlanRequest(/*node=*/0, /*step=*/1)).ok());
+  metrics = HttpGet((*server)->metrics_port(), "/metrics");
+  EXPECT_EQ(sp_groups(metrics, 1), 0) << metrics;
+  EXPECT_EQ(sp_groups(metrics, 2), 0) << metrics;
+  EXPECT_EQ(sp_groups(metrics, 4), 1) << metrics;
+  EXPECT_EQ(MetricValue(metrics, metric_names::kPlanMicroBatches), 1)
+      << metrics;
+  EXPECT_EQ(MetricValue(metrics, metric_names::kPlanRecomputedLayers), 0)
+      << metrics;
+  EXPECT_EQ(MetricValue(metrics, metric_names::kPlanMaxCheckpointedLayers), 0)
       << metrics;
 }
 

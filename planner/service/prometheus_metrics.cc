@@ -1,5 +1,6 @@
 #include "planner/service/prometheus_metrics.h"
 
+#include <map>
 #include <string>
 #include <utility>
 
@@ -80,6 +81,33 @@ PrometheusPlannerMetrics::PrometheusPlannerMetrics()
               .Help("Predicted step time of the last planned step.")
               .Register(*registry_)
               .Add({})),
+      plan_sp_groups_(prometheus::BuildGauge()
+                          .Name(names::kPlanSpGroups)
+                          .Help("SP groups of each size (label sp_size) in "
+                                "the last planned step; 0 for a size an "
+                                "earlier plan used.")
+                          .Register(*registry_)),
+      plan_micro_batches_(
+          prometheus::BuildGauge()
+              .Name(names::kPlanMicroBatches)
+              .Help("Micro-batches of the last planned step, summed over its "
+                    "SP groups.")
+              .Register(*registry_)
+              .Add({})),
+      plan_recomputed_layers_(
+          prometheus::BuildGauge()
+              .Name(names::kPlanRecomputedLayers)
+              .Help("Mean checkpointed (recomputed) layers per micro-batch "
+                    "of the last planned step.")
+              .Register(*registry_)
+              .Add({})),
+      plan_max_checkpointed_layers_(
+          prometheus::BuildGauge()
+              .Name(names::kPlanMaxCheckpointedLayers)
+              .Help("Most checkpointed (recomputed) layers of any "
+                    "micro-batch of the last planned step.")
+              .Register(*registry_)
+              .Add({})),
       measured_step_seconds_(prometheus::BuildGauge()
                                  .Name(names::kMeasuredStepSeconds)
                                  .Help("Last measured step time of each rank.")
@@ -120,6 +148,26 @@ void PrometheusPlannerMetrics::PlanComputed(double latency_seconds,
   plan_latency_seconds_.Observe(latency_seconds);
   plans_total_.Increment();
   predicted_step_seconds_.Set(predicted_step_seconds);
+}
+
+void PrometheusPlannerMetrics::PlanShape(
+    const std::map<int, int>& groups_by_sp_size, int micro_batches,
+    double mean_checkpointed_layers, int max_checkpointed_layers) {
+  absl::MutexLock lock(&mutex_);
+  for (const auto& [size, count] : groups_by_sp_size) {
+    prometheus::Gauge*& cached = plan_sp_groups_by_size_[size];
+    if (cached == nullptr) {
+      cached =
+          &plan_sp_groups_.Add({{names::kSpSizeLabel, absl::StrCat(size)}});
+    }
+  }
+  for (const auto& [size, gauge] : plan_sp_groups_by_size_) {
+    const auto it = groups_by_sp_size.find(size);
+    gauge->Set(it != groups_by_sp_size.end() ? it->second : 0);
+  }
+  plan_micro_batches_.Set(micro_batches);
+  plan_recomputed_layers_.Set(mean_checkpointed_layers);
+  plan_max_checkpointed_layers_.Set(max_checkpointed_layers);
 }
 
 void PrometheusPlannerMetrics::StepMeasured(int rank,

@@ -1,6 +1,7 @@
 #ifndef DCP_PLANNER_SERVICE_PROMETHEUS_METRICS_H_
 #define DCP_PLANNER_SERVICE_PROMETHEUS_METRICS_H_
 
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -28,6 +29,18 @@ inline constexpr char kPlanLatencySeconds[] = "dcp_plan_latency_seconds";
 inline constexpr char kPlansTotal[] = "dcp_plans_total";
 /// Gauge: the predicted step time of the last planned step.
 inline constexpr char kPredictedStepSeconds[] = "dcp_predicted_step_seconds";
+/// Gauge, label `sp_size`: SP groups of each size in the last planned step
+/// (a size used by an earlier plan but not the last one reads 0).
+inline constexpr char kPlanSpGroups[] = "dcp_plan_sp_groups";
+/// Gauge: micro-batches of the last planned step, summed over its groups.
+inline constexpr char kPlanMicroBatches[] = "dcp_plan_micro_batches";
+/// Gauge: mean checkpointed (recomputed) layers per micro-batch of the last
+/// planned step.
+inline constexpr char kPlanRecomputedLayers[] = "dcp_plan_recomputed_layers";
+/// Gauge: the most checkpointed layers of any micro-batch of the last
+/// planned step.
+inline constexpr char kPlanMaxCheckpointedLayers[] =
+    "dcp_plan_max_checkpointed_layers";
 /// Gauge, label `rank`: the last measured step time of each rank.
 inline constexpr char kMeasuredStepSeconds[] = "dcp_measured_step_seconds";
 /// Gauge: (max - mean) / max of the ranks' step times of the last complete
@@ -45,6 +58,7 @@ inline constexpr char kRpcLatencySeconds[] = "dcp_rpc_latency_seconds";
 
 /// Label names.
 inline constexpr char kRankLabel[] = "rank";
+inline constexpr char kSpSizeLabel[] = "sp_size";
 inline constexpr char kMethodLabel[] = "method";
 inline constexpr char kCodeLabel[] = "code";
 }  // namespace metric_names
@@ -63,6 +77,9 @@ class PrometheusPlannerMetrics final : public PlannerMetrics {
 
   void PlanComputed(double latency_seconds,
                     double predicted_step_seconds) override;
+  void PlanShape(const std::map<int, int>& groups_by_sp_size, int micro_batches,
+                 double mean_checkpointed_layers,
+                 int max_checkpointed_layers) override;
   void StepMeasured(int rank, double measured_step_seconds) override;
   void StepImbalance(double imbalance) override;
   void CostModelError(double relative_error) override;
@@ -81,6 +98,10 @@ class PrometheusPlannerMetrics final : public PlannerMetrics {
   prometheus::Histogram& plan_latency_seconds_;
   prometheus::Counter& plans_total_;
   prometheus::Gauge& predicted_step_seconds_;
+  prometheus::Family<prometheus::Gauge>& plan_sp_groups_;
+  prometheus::Gauge& plan_micro_batches_;
+  prometheus::Gauge& plan_recomputed_layers_;
+  prometheus::Gauge& plan_max_checkpointed_layers_;
   prometheus::Family<prometheus::Gauge>& measured_step_seconds_;
   prometheus::Gauge& step_imbalance_ratio_;
   prometheus::Gauge& cost_model_relative_error_;
@@ -91,6 +112,10 @@ class PrometheusPlannerMetrics final : public PlannerMetrics {
   absl::Mutex mutex_;
   /// Series already added to the families above, by label value(s); the
   /// pointees are owned by the families and live as long as the registry.
+  /// The plan-shape gauges are also set under `mutex_`, so that one plan's
+  /// shape is never mixed with another's.
+  std::map<int, prometheus::Gauge*> plan_sp_groups_by_size_
+      ABSL_GUARDED_BY(mutex_);
   absl::flat_hash_map<int, prometheus::Gauge*> measured_step_seconds_by_rank_
       ABSL_GUARDED_BY(mutex_);
   absl::flat_hash_map<std::pair<std::string, int>, prometheus::Counter*>
