@@ -671,6 +671,11 @@ absl::StatusOr<LoadTestResult> RunLoadTest(
     });
   };
 
+  // Rank 0 hands in the first batch as soon as it starts, so that the
+  // planner plans it while the world assembles (SubmitBatches needs no
+  // complete world); each later batch goes in when the step before starts.
+  if (options.ahead) submit(0);
+
   // Registration: every worker registers its node and ranks.
   {
     Phase phase = RunPhase(
@@ -718,7 +723,6 @@ absl::StatusOr<LoadTestResult> RunLoadTest(
   double get_plan_process_cpu = 0;
   double get_plan_client_cpu = 0;
   int64_t get_plan_calls = 0;
-  if (world_complete && options.ahead) submit(0);
   for (int k = 0; world_complete && k < options.steps; ++k) {
     if (options.ahead && k + 1 < options.steps) submit(k + 1);
     LoadTestStep step;
@@ -758,9 +762,11 @@ absl::StatusOr<LoadTestResult> RunLoadTest(
         return;
       }
       thread_log.calls.push_back({start, ms});
+      // sample_ids are left out for by-fingerprint requests: compare plans.
       worker.plan_summary = std::make_tuple(
           response->plan().predicted_step_seconds(),
-          response->plan().groups_size(), response->sample_ids_size());
+          response->plan().groups_size(),
+          static_cast<int>(response->plan().ByteSizeLong()));
       MakeReports(*response, k, options.ranks_per_worker, options, worker,
                   thread_log);
       // The last worker's request is the mode's (worker 0's may carry the
@@ -1183,8 +1189,9 @@ constexpr FlagSpec kFlags[] = {
      "workers each have one)"},
     {"threads", "N", "client threads = calls in flight at most (default 64)"},
     {"ahead", nullptr,
-     "submit step k+1's batch with SubmitBatches when step k starts, so "
-     "that it is planned while step k is served (default true; "
+     "submit step 0's batch with SubmitBatches before the workers register "
+     "and step k+1's when step k starts, so that each is planned before it "
+     "is fetched (default true; "
      "--ahead=false plans on the first GetPlan: worker 0's, carrying the "
      "batch, before the others ask by step)"},
     {"get-plan-with-batch", nullptr,

@@ -289,6 +289,9 @@ struct StepPlan {
   bool retry = false;
   std::shared_ptr<const v1::GetPlanResponse> response;
   std::shared_ptr<const std::string> serialized;
+  /// The same without sample_ids, for clients that named the batch by its
+  /// fingerprint (they hold the batch; this halves the bytes they decode).
+  std::shared_ptr<const std::string> serialized_without_sample_ids;
   /// Group index of each rank (-1: none).
   std::vector<int> group_of_rank;
   std::vector<GroupSummary> groups;
@@ -1325,6 +1328,12 @@ std::shared_ptr<const StepPlan> PlannerHandlerImpl::ComputePlan(
   }
   response->set_params_version(params_version);
   response->set_using_default_params(params_version == 0);
+  {
+    v1::GetPlanResponse without_ids = *response;
+    without_ids.clear_sample_ids();
+    result->serialized_without_sample_ids =
+        std::make_shared<const std::string>(without_ids.SerializeAsString());
+  }
   result->serialized =
       std::make_shared<const std::string>(response->SerializeAsString());
   result->response = std::move(response);
@@ -1553,6 +1562,11 @@ absl::StatusOr<v1::GetPlanResponse> PlannerHandlerImpl::GetPlan(
   absl::StatusOr<std::shared_ptr<const StepPlan>> plan =
       PlanForRequest(request);
   if (!plan.ok()) return plan.status();
+  if (request.batch().samples_size() == 0 && request.batch_fingerprint() != 0) {
+    v1::GetPlanResponse response = *(*plan)->response;
+    response.clear_sample_ids();
+    return response;
+  }
   return *(*plan)->response;
 }
 
@@ -1561,6 +1575,9 @@ PlannerHandlerImpl::GetSerializedPlan(const v1::GetPlanRequest& request) {
   absl::StatusOr<std::shared_ptr<const StepPlan>> plan =
       PlanForRequest(request);
   if (!plan.ok()) return plan.status();
+  if (request.batch().samples_size() == 0 && request.batch_fingerprint() != 0) {
+    return (*plan)->serialized_without_sample_ids;
+  }
   return (*plan)->serialized;
 }
 

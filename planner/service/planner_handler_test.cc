@@ -815,13 +815,24 @@ TEST(PlannerHandlerTest, SubmittedStepsAreServedByStep) {
       handler->GetSerializedPlan(StepRequest("w0", 1));
   ASSERT_TRUE(by_step.ok()) << by_step.status();
   EXPECT_EQ(metrics.plans_computed(), 1);
-  // With the fingerprint, by step 0 as step 0 (the default), and with the
-  // batch: one plan, one buffer.
+  // With the fingerprint the caller holds the batch: the same plan without
+  // sample_ids (one shared buffer of its own).
   const uint64_t fingerprint = BatchFingerprint(MakeBatch(1));
   absl::StatusOr<std::shared_ptr<const std::string>> checked =
       handler->GetSerializedPlan(StepRequest("w1", 1, fingerprint));
   ASSERT_TRUE(checked.ok()) << checked.status();
-  EXPECT_EQ(*checked, *by_step);
+  v1::GetPlanResponse full;
+  ASSERT_TRUE(full.ParseFromString(**by_step));
+  v1::GetPlanResponse without_ids;
+  ASSERT_TRUE(without_ids.ParseFromString(**checked));
+  EXPECT_EQ(without_ids.sample_ids_size(), 0);
+  EXPECT_EQ(full.sample_ids_size(), MakeBatch(1).samples_size());
+  full.clear_sample_ids();
+  EXPECT_EQ(without_ids.SerializeAsString(), full.SerializeAsString());
+  absl::StatusOr<std::shared_ptr<const std::string>> checked_again =
+      handler->GetSerializedPlan(StepRequest("w0", 1, fingerprint));
+  ASSERT_TRUE(checked_again.ok());
+  EXPECT_EQ(*checked_again, *checked);
   absl::StatusOr<std::shared_ptr<const std::string>> with_batch =
       handler->GetSerializedPlan(PlanRequest("w2", MakeBatch(1)));
   ASSERT_TRUE(with_batch.ok());
@@ -872,7 +883,9 @@ TEST(PlannerHandlerTest, ConcurrentRequestsByStepPlanOnce) {
     }
     for (std::thread& thread : threads) thread.join();
     EXPECT_EQ(metrics.plans_computed(), step + 1);
-    for (int t = 1; t < 16; ++t) EXPECT_EQ(plans[t], plans[0]);
+    // One shared buffer per kind of answer: without the fingerprint (with
+    // sample_ids) and with it (without).
+    for (int t = 2; t < 16; ++t) EXPECT_EQ(plans[t], plans[t % 2]);
   }
 }
 
@@ -997,11 +1010,17 @@ TEST(PlannerHandlerTest, AfterRestartStepsByStepNeedTheirBatch) {
   EXPECT_EQ(
       *handler->GetSerializedPlan(PlanRequest("w1", MakeBatch(0))).value(),
       before);
-  EXPECT_EQ(*handler
-                 ->GetSerializedPlan(
-                     StepRequest("w2", 0, BatchFingerprint(MakeBatch(0))))
-                 .value(),
-            before);
+  // By fingerprint: the same plan, without the sample ids.
+  v1::GetPlanResponse by_fingerprint;
+  ASSERT_TRUE(by_fingerprint.ParseFromString(
+      *handler
+           ->GetSerializedPlan(
+               StepRequest("w2", 0, BatchFingerprint(MakeBatch(0))))
+           .value()));
+  v1::GetPlanResponse expected;
+  ASSERT_TRUE(expected.ParseFromString(before));
+  expected.clear_sample_ids();
+  EXPECT_EQ(by_fingerprint.SerializeAsString(), expected.SerializeAsString());
   EXPECT_EQ(metrics.plans_computed(), 1);
 }
 
