@@ -17,21 +17,19 @@
 #include <utility>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "common/command_line.h"
 #include "nlohmann/json.hpp"
 #include "worker/child_process.h"
 
@@ -39,14 +37,6 @@ namespace dcp {
 namespace {
 
 using nlohmann::json;
-
-struct FlagSpec {
-  const char* name;
-  /// What the value is, for the usage text; nullptr for a boolean flag.
-  const char* value_name;
-  const char* default_value;
-  const char* help;
-};
 
 constexpr char kDefaultWorkload[] =
     "longtail:median=64,sigma=1.0,tail_fraction=0.05,tail_min=512,alpha=1.2,"
@@ -100,120 +90,17 @@ constexpr FlagSpec kFlags[] = {
      "the whole job's limit; then every process is killed"},
 };
 
-const FlagSpec* FindFlag(absl::string_view name) {
-  for (const FlagSpec& flag : kFlags) {
-    if (name == flag.name) return &flag;
-  }
-  return nullptr;
-}
-
-std::string Usage() {
-  std::string usage =
+std::string LocalJobUsage() {
+  return Usage(
+      "dcp_local_job",
       "dcp_local_job: a whole DCP training job on 127.0.0.1: the real "
       "dcp_planner and one dcp_worker process per rank (LibTorch + Gloo on "
       "the CPU), first with the planner's per-batch plans, then the same "
-      "batches with the static bucket plans.\n\n"
-      "Usage: dcp_local_job [--flag=value ...]\n\nFlags:\n";
-  for (const FlagSpec& flag : kFlags) {
-    const std::string name =
-        flag.value_name == nullptr
-            ? absl::StrCat("--", flag.name, "[=true|false]")
-            : absl::StrCat("--", flag.name, "=", flag.value_name);
-    absl::StrAppendFormat(&usage, "  %-32s %s", name, flag.help);
-    if (flag.default_value[0] != '\0') {
-      absl::StrAppend(&usage, " (default ", flag.default_value, ")");
-    }
-    absl::StrAppend(&usage, "\n");
-  }
-  absl::StrAppend(&usage,
-                  "  --help                           print this help and "
-                  "exit\n\nExit codes: 0 success, 1 a process failed or the "
-                  "job timed out or was interrupted, 2 usage error.\n");
-  return usage;
+      "batches with the static bucket plans.",
+      kFlags,
+      "Exit codes: 0 success, 1 a process failed or the job timed out or was "
+      "interrupted, 2 usage error.\n");
 }
-
-absl::StatusOr<absl::flat_hash_map<std::string, std::string>> ParseFlags(
-    int argc, char** argv, bool* help) {
-  absl::flat_hash_map<std::string, std::string> values;
-  for (int i = 1; i < argc; ++i) {
-    const absl::string_view argument = argv[i];
-    if (argument == "--help" || argument == "-h") {
-      *help = true;
-      continue;
-    }
-    if (!absl::StartsWith(argument, "--")) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("unexpected argument '", argument,
-                       "'; flags look like --name=value (see --help)"));
-    }
-    const absl::string_view body = argument.substr(2);
-    const size_t equals = body.find('=');
-    const absl::string_view name = body.substr(0, equals);
-    const FlagSpec* flag = FindFlag(name);
-    if (flag == nullptr) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("unknown flag --", name, " (see --help)"));
-    }
-    std::string value;
-    if (equals != absl::string_view::npos) {
-      value = std::string(body.substr(equals + 1));
-    } else if (flag->value_name == nullptr) {
-      value = "true";
-    } else if (i + 1 < argc) {
-      value = argv[++i];
-    } else {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--", name, " needs a value: --", name, "=", flag->value_name));
-    }
-    values[std::string(name)] = std::move(value);
-  }
-  return values;
-}
-
-class Flags {
- public:
-  explicit Flags(absl::flat_hash_map<std::string, std::string> values)
-      : values_(std::move(values)) {}
-
-  std::string String(const char* name) const {
-    const auto found = values_.find(name);
-    return found != values_.end() ? found->second
-                                  : std::string(FindFlag(name)->default_value);
-  }
-
-  absl::StatusOr<int64_t> Int(const char* name, int64_t min,
-                              int64_t max) const {
-    const std::string text = String(name);
-    int64_t value = 0;
-    if (!absl::SimpleAtoi(text, &value) || value < min || value > max) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "--%s=%s: expected an integer in [%d, %d]", name, text, min, max));
-    }
-    return value;
-  }
-
-  absl::StatusOr<bool> Bool(const char* name) const {
-    const std::string text = absl::AsciiStrToLower(String(name));
-    if (text == "true" || text == "1" || text == "yes") return true;
-    if (text == "false" || text == "0" || text == "no") return false;
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--", name, "=", String(name), ": expected true or false"));
-  }
-
-  absl::StatusOr<absl::Duration> Duration(const char* name) const {
-    const std::string text = String(name);
-    absl::Duration value;
-    if (!absl::ParseDuration(text, &value) || value <= absl::ZeroDuration()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--", name, "=", text,
-                       ": expected a positive duration such as 30s or 2m"));
-    }
-    return value;
-  }
-
- private:
-  absl::flat_hash_map<std::string, std::string> values_;
-};
 
 #define DCP_LOCAL_JOB_ASSIGN(lhs, expr)         \
   auto lhs##_or = (expr);                       \
@@ -300,7 +187,7 @@ absl::StatusOr<std::string> FindBinary(const std::string& flag_value,
       flag));
 }
 
-absl::StatusOr<Config> Configure(const Flags& flags, const char* argv0) {
+absl::StatusOr<Config> Configure(const ParsedFlags& flags, const char* argv0) {
   Config config;
   DCP_LOCAL_JOB_ASSIGN(
       planner, FindBinary(flags.String("planner-binary"), "planner-binary",
@@ -802,20 +689,17 @@ absl::Status RunJob(Config& config) {
 }  // namespace
 
 int RunLocalJobMain(int argc, char** argv) {
-  bool help = false;
-  absl::StatusOr<absl::flat_hash_map<std::string, std::string>> parsed =
-      ParseFlags(argc, argv, &help);
+  absl::StatusOr<ParsedFlags> parsed = ParseFlags(argc, argv, kFlags);
   if (!parsed.ok()) {
     PrintError(std::string(parsed.status().message()));
     return kLocalJobUsageError;
   }
-  if (help) {
-    std::fputs(Usage().c_str(), stdout);
+  if (parsed->help()) {
+    std::fputs(LocalJobUsage().c_str(), stdout);
     std::fflush(stdout);
     return kLocalJobOk;
   }
-  absl::StatusOr<Config> config =
-      Configure(Flags(*std::move(parsed)), argc > 0 ? argv[0] : "");
+  absl::StatusOr<Config> config = Configure(*parsed, argc > 0 ? argv[0] : "");
   if (!config.ok()) {
     PrintError(std::string(config.status().message()));
     return kLocalJobUsageError;

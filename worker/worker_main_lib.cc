@@ -7,24 +7,21 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <limits>
 #include <memory>
 #include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/ascii.h"
-#include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
-#include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
+#include "common/command_line.h"
 #include "planner/service/planner_client.h"
 #include "prometheus/exposer.h"
 #include "torch/torch.h"
@@ -33,15 +30,6 @@
 
 namespace dcp {
 namespace {
-
-struct FlagSpec {
-  const char* name;
-  /// What the value is, for the usage text; nullptr for a boolean flag.
-  const char* value_name;
-  /// The default as text ("" for none).
-  const char* default_value;
-  const char* help;
-};
 
 constexpr FlagSpec kFlags[] = {
     // Planner.
@@ -128,164 +116,22 @@ constexpr FlagSpec kFlags[] = {
      "Prometheus GET /metrics address (port 0 picks one); empty disables"},
 };
 
-const FlagSpec* FindFlag(absl::string_view name) {
-  for (const FlagSpec& flag : kFlags) {
-    if (name == flag.name) return &flag;
-  }
-  return nullptr;
-}
-
-std::string Usage() {
-  std::string usage =
+std::string WorkerUsage() {
+  return Usage(
+      "dcp_worker",
       "dcp_worker: one rank of a DCP training job. Registers with the "
-      "planner, joins the c10d world, profiles, then runs each step's plan "
-      "with LibTorch and reports its measurements.\n\n"
-      "Usage: dcp_worker --planner=HOST:PORT [--flag=value ...]\n\nFlags:\n";
-  for (const FlagSpec& flag : kFlags) {
-    const std::string name =
-        flag.value_name == nullptr
-            ? absl::StrCat("--", flag.name, "[=true|false]")
-            : absl::StrCat("--", flag.name, "=", flag.value_name);
-    absl::StrAppendFormat(&usage, "  %-36s %s", name, flag.help);
-    if (flag.default_value[0] != '\0') {
-      absl::StrAppend(&usage, " (default ", flag.default_value, ")");
-    }
-    absl::StrAppend(&usage, "\n");
-  }
-  absl::StrAppend(
-      &usage,
-      "  --help                               print this help and exit\n"
-      "\nRank 0 prints the cost-model fit and one line per step:\n"
+      "planner (--planner=HOST:PORT or $DCP_PLANNER_ADDRESS), joins the c10d "
+      "world, profiles, then runs each step's plan with LibTorch and reports "
+      "its measurements.",
+      kFlags,
+      "Rank 0 prints the cost-model fit and one line per step:\n"
       "  step 3: plan SP[2,1,1] mb[1,3,2] recompute[0,0-1,0] | predicted "
       "0.123 s measured 0.150 s | loss 5.4321\n"
       "SIGTERM/SIGINT: finish the current step, stop with every rank at the "
       "same step boundary, write a checkpoint, exit 0 (a second signal exits "
       "at once).\nExit codes: 0 done or stopped, 1 the run failed, 2 usage "
       "error.\n");
-  return usage;
 }
-
-/// The flags given, by name (defaults not filled in), or a usage error.
-absl::StatusOr<absl::flat_hash_map<std::string, std::string>> ParseFlags(
-    int argc, char** argv, bool* help) {
-  absl::flat_hash_map<std::string, std::string> values;
-  for (int i = 1; i < argc; ++i) {
-    const absl::string_view argument = argv[i];
-    if (argument == "--help" || argument == "-h") {
-      *help = true;
-      continue;
-    }
-    if (!absl::StartsWith(argument, "--")) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("unexpected argument '", argument,
-                       "'; flags look like --name=value (see --help)"));
-    }
-    const absl::string_view body = argument.substr(2);
-    const size_t equals = body.find('=');
-    const absl::string_view name = body.substr(0, equals);
-    const FlagSpec* flag = FindFlag(name);
-    if (flag == nullptr) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("unknown flag --", name, " (see --help)"));
-    }
-    std::string value;
-    if (equals != absl::string_view::npos) {
-      value = std::string(body.substr(equals + 1));
-    } else if (flag->value_name == nullptr) {
-      value = "true";
-    } else if (i + 1 < argc) {
-      value = argv[++i];
-    } else {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--", name, " needs a value: --", name, "=", flag->value_name));
-    }
-    values[std::string(name)] = std::move(value);
-  }
-  return values;
-}
-
-/// Typed access to the parsed flags, with defaults from kFlags.
-class Flags {
- public:
-  explicit Flags(absl::flat_hash_map<std::string, std::string> values)
-      : values_(std::move(values)) {}
-
-  std::string String(const char* name) const {
-    const auto found = values_.find(name);
-    return found != values_.end() ? found->second
-                                  : std::string(FindFlag(name)->default_value);
-  }
-  bool Given(const char* name) const { return values_.contains(name); }
-
-  absl::StatusOr<int64_t> Int(const char* name, int64_t min,
-                              int64_t max) const {
-    const std::string text = String(name);
-    int64_t value = 0;
-    if (!absl::SimpleAtoi(text, &value) || value < min || value > max) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "--%s=%s: expected an integer in [%d, %d]", name, text, min, max));
-    }
-    return value;
-  }
-
-  /// A comma-separated list of positive integers.
-  absl::StatusOr<std::vector<int64_t>> IntList(const char* name) const {
-    const std::string text = String(name);
-    std::vector<int64_t> values;
-    for (absl::string_view part : absl::StrSplit(text, ',')) {
-      int64_t value = 0;
-      if (!absl::SimpleAtoi(part, &value) || value <= 0) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("--", name, "=", text,
-                         ": expected positive integers separated by commas"));
-      }
-      values.push_back(value);
-    }
-    return values;
-  }
-
-  absl::StatusOr<uint64_t> Unsigned(const char* name) const {
-    const std::string text = String(name);
-    uint64_t value = 0;
-    if (!absl::SimpleAtoi(text, &value)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--", name, "=", text, ": expected a non-negative integer"));
-    }
-    return value;
-  }
-
-  absl::StatusOr<double> Double(const char* name) const {
-    const std::string text = String(name);
-    double value = 0;
-    if (!absl::SimpleAtod(text, &value) || !(value > 0)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--", name, "=", text, ": expected a number > 0"));
-    }
-    return value;
-  }
-
-  absl::StatusOr<bool> Bool(const char* name) const {
-    const std::string text = absl::AsciiStrToLower(String(name));
-    if (text == "true" || text == "1" || text == "yes") return true;
-    if (text == "false" || text == "0" || text == "no") return false;
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--", name, "=", String(name), ": expected true or false"));
-  }
-
-  absl::StatusOr<absl::Duration> Duration(const char* name) const {
-    const std::string text = String(name);
-    absl::Duration value;
-    if (!absl::ParseDuration(text, &value) || value <= absl::ZeroDuration()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--", name, "=", text,
-                       ": expected a positive duration such as 30s or 2m"));
-    }
-    return value;
-  }
-
- private:
-  absl::flat_hash_map<std::string, std::string> values_;
-};
 
 #define DCP_ASSIGN_OR_RETURN_FLAG(lhs, expr)    \
   auto lhs##_or = (expr);                       \
@@ -307,13 +153,13 @@ std::string HostName() {
 }
 
 /// The flag if given, else the environment variable, else "".
-std::string FlagOrEnvironment(const Flags& flags, const char* flag,
+std::string FlagOrEnvironment(const ParsedFlags& flags, const char* flag,
                               const char* variable) {
   if (flags.Given(flag)) return flags.String(flag);
   return Environment(variable);
 }
 
-absl::StatusOr<std::string> LoadToken(const Flags& flags) {
+absl::StatusOr<std::string> LoadToken(const ParsedFlags& flags) {
   if (flags.Given("token-file")) {
     const std::string path = flags.String("token-file");
     std::ifstream file(path, std::ios::binary);
@@ -341,7 +187,7 @@ struct MainConfig {
   int torch_threads = 0;
 };
 
-absl::StatusOr<MainConfig> Configure(const Flags& flags) {
+absl::StatusOr<MainConfig> Configure(const ParsedFlags& flags) {
   MainConfig config;
   config.client.target =
       FlagOrEnvironment(flags, "planner", "DCP_PLANNER_ADDRESS");
@@ -413,7 +259,7 @@ absl::StatusOr<MainConfig> Configure(const Flags& flags) {
   DCP_ASSIGN_OR_RETURN_FLAG(steps, flags.Int("steps", 0, int64_t{1} << 40));
   agent.steps = steps;
   agent.workload = flags.String("workload");
-  DCP_ASSIGN_OR_RETURN_FLAG(seed, flags.Unsigned("seed"));
+  DCP_ASSIGN_OR_RETURN_FLAG(seed, flags.Uint64("seed"));
   agent.workload_seed = seed;
   if (flags.Given("global-batch-samples")) {
     if (flags.Given("global-batch-tokens")) {
@@ -446,9 +292,12 @@ absl::StatusOr<MainConfig> Configure(const Flags& flags) {
   DCP_ASSIGN_OR_RETURN_FLAG(static_sp, flags.Int("static-sp", 0, 1 << 16));
   agent.bucket_static_sp = static_cast<int>(static_sp);
   agent.data = flags.String("data");
-  DCP_ASSIGN_OR_RETURN_FLAG(model_seed, flags.Unsigned("model-seed"));
+  DCP_ASSIGN_OR_RETURN_FLAG(model_seed, flags.Uint64("model-seed"));
   agent.model_seed = model_seed;
-  DCP_ASSIGN_OR_RETURN_FLAG(learning_rate, flags.Double("learning-rate"));
+  DCP_ASSIGN_OR_RETURN_FLAG(
+      learning_rate, flags.Double("learning-rate", /*min=*/0,
+                                  std::numeric_limits<double>::infinity(),
+                                  /*min_exclusive=*/true));
   agent.learning_rate = learning_rate;
   DCP_ASSIGN_OR_RETURN_FLAG(torch_threads, flags.Int("torch-threads", 0, 1024));
   config.torch_threads = static_cast<int>(torch_threads);
@@ -502,20 +351,18 @@ void InstallStopHandlers() {
 }  // namespace
 
 int RunWorkerMain(int argc, char** argv) {
-  bool help = false;
-  absl::StatusOr<absl::flat_hash_map<std::string, std::string>> parsed =
-      ParseFlags(argc, argv, &help);
+  absl::StatusOr<ParsedFlags> parsed = ParseFlags(argc, argv, kFlags);
   if (!parsed.ok()) {
     std::fprintf(stderr, "dcp_worker: %s\n",
                  std::string(parsed.status().message()).c_str());
     return kWorkerMainUsageError;
   }
-  if (help) {
-    std::fputs(Usage().c_str(), stdout);
+  if (parsed->help()) {
+    std::fputs(WorkerUsage().c_str(), stdout);
     std::fflush(stdout);
     return kWorkerMainOk;
   }
-  absl::StatusOr<MainConfig> config = Configure(Flags(*std::move(parsed)));
+  absl::StatusOr<MainConfig> config = Configure(*parsed);
   if (!config.ok()) {
     std::fprintf(stderr, "dcp_worker: %s\n",
                  std::string(config.status().message()).c_str());

@@ -37,6 +37,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
+#include "common/command_line.h"
 #include "cost_model/cluster_spec.h"
 #include "cost_model/model_spec.h"
 #include "dcp/v1/planner_service.pb.h"
@@ -1158,67 +1159,59 @@ std::string FormatLoadTestJson(const LoadTestResult& result) {
 
 namespace {
 
-struct FlagSpec {
-  const char* name;
-  /// What the value is, for the usage text; nullptr for a boolean flag.
-  const char* value_name;
-  const char* help;
-};
-
 constexpr FlagSpec kFlags[] = {
-    {"workers", "N", "simulated workers, one per node (default 512)"},
-    {"ranks-per-worker", "N",
+    {"workers", "N", /*default_value=*/"",
+     "simulated workers, one per node (default 512)"},
+    {"ranks-per-worker", "N", /*default_value=*/"",
      "ranks of each worker = GPUs per node (default 8; 512 x 8 = 4,096 "
      "GPUs)"},
-    {"steps", "N", "training steps (default 5)"},
-    {"model", "NAME|FILE",
+    {"steps", "N", /*default_value=*/"", "training steps (default 5)"},
+    {"model", "NAME|FILE", /*default_value=*/"",
      "model preset (llama3-8b, llama3-70b, video-dit-1b, tiny) or ModelSpec "
      "JSON file (default llama3-8b)"},
-    {"workload", "SPEC",
+    {"workload", "SPEC", /*default_value=*/"",
      "sequence-length workload, e.g. longtail, uniform:min=1024,max=8192 "
      "(default longtail)"},
-    {"global-batch-samples", "B",
+    {"global-batch-samples", "B", /*default_value=*/"",
      "sequences per global batch (default 4 per GPU: 16,384 at 4,096 GPUs)"},
-    {"global-batch-tokens", "T",
+    {"global-batch-tokens", "T", /*default_value=*/"",
      "token budget per global batch, instead of --global-batch-samples"},
-    {"seed", "S",
+    {"seed", "S", /*default_value=*/"",
      "seed of the batch stream and the measurement noise "
      "(default 1)"},
-    {"connections", "N",
+    {"connections", "N", /*default_value=*/"",
      "gRPC connections the simulated workers share (default 16; real "
      "workers each have one)"},
-    {"threads", "N", "client threads = calls in flight at most (default 64)"},
-    {"ahead", nullptr,
+    {"threads", "N", /*default_value=*/"",
+     "client threads = calls in flight at most (default 64)"},
+    {"ahead", nullptr, /*default_value=*/"",
      "submit step 0's batch with SubmitBatches before the workers register "
      "and step k+1's when step k starts, so that each is planned before it "
      "is fetched (default true; "
      "--ahead=false plans on the first GetPlan: worker 0's, carrying the "
      "batch, before the others ask by step)"},
-    {"get-plan-with-batch", nullptr,
+    {"get-plan-with-batch", nullptr, /*default_value=*/"",
      "every GetPlan carries the step's whole batch (the old protocol) "
      "instead of only its step and fingerprint (default false)"},
-    {"noise", "F",
+    {"noise", "F", /*default_value=*/"",
      "reported step time = predicted x (1 + F x uniform[-1, 1)) (default "
      "0.05)"},
-    {"train-seconds", "S",
+    {"train-seconds", "S", /*default_value=*/"",
      "seconds each step trains between GetPlan and ReportStepStats "
      "(default 0)"},
-    {"server-threads", "N", "the planner's handler call threads (default 16)"},
-    {"planning-threads", "N",
+    {"server-threads", "N", /*default_value=*/"",
+     "the planner's handler call threads (default 16)"},
+    {"planning-threads", "N", /*default_value=*/"",
      "the planner's background planning threads (default 1)"},
-    {"format", "text|json", "output format (default text)"},
-    {"verbose", nullptr, "print the planner's log lines to stderr"},
+    {"format", "text|json", /*default_value=*/"",
+     "output format (default text)"},
+    {"verbose", nullptr, /*default_value=*/"",
+     "print the planner's log lines to stderr"},
 };
 
-const FlagSpec* FindFlag(absl::string_view name) {
-  for (const FlagSpec& flag : kFlags) {
-    if (name == flag.name) return &flag;
-  }
-  return nullptr;
-}
-
-std::string Usage() {
-  std::string usage =
+std::string LoadTestUsage() {
+  return Usage(
+      "planner_load_test",
       "planner_load_test: load-tests the DCP planner service.\n\n"
       "Starts a planner in this process on 127.0.0.1 (a free port) and\n"
       "simulated workers that register, then per step fetch the plan\n"
@@ -1229,148 +1222,78 @@ std::string Usage() {
       "(exactly one per step is required), each step's planning and fetch\n"
       "times, and per RPC the calls, throughput and client-side p50/p99/max\n"
       "latency; GetPlan also split into calls that found the plan ready and\n"
-      "calls that waited for planning.\n\n"
-      "Usage: planner_load_test [--flag=value ...]\n\nFlags:\n";
-  for (const FlagSpec& flag : kFlags) {
-    const std::string name =
-        flag.value_name == nullptr
-            ? absl::StrCat("--", flag.name)
-            : absl::StrCat("--", flag.name, "=", flag.value_name);
-    absl::StrAppendFormat(&usage, "  %-28s %s\n", name, flag.help);
-  }
-  absl::StrAppend(&usage,
-                  "  --help                       print this help and exit\n"
-                  "\nExit status: 0 when every call succeeded and every step "
-                  "was planned exactly once, 1 otherwise, 2 for a usage "
-                  "error.\n");
-  return usage;
+      "calls that waited for planning.",
+      kFlags,
+      "Exit status: 0 when every call succeeded and every step was planned "
+      "exactly once, 1 otherwise, 2 for a usage error.\n");
 }
 
-absl::StatusOr<bool> ParseBool(absl::string_view flag, absl::string_view text) {
-  const std::string lower = absl::AsciiStrToLower(text);
-  if (lower == "true" || lower == "1" || lower == "yes") return true;
-  if (lower == "false" || lower == "0" || lower == "no") return false;
-  return absl::InvalidArgumentError(
-      absl::StrCat("--", flag, "=", text, ": expected true or false"));
-}
-
-template <typename Int>
-absl::Status ParseInt(absl::string_view flag, absl::string_view text,
-                      Int* value) {
-  if (!absl::SimpleAtoi(text, value)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--", flag, "=", text, ": expected an integer"));
-  }
-  return absl::OkStatus();
-}
-
-absl::Status ParseDouble(absl::string_view flag, absl::string_view text,
-                         double* value) {
-  if (!absl::SimpleAtod(text, value)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--", flag, "=", text, ": expected a number"));
-  }
-  return absl::OkStatus();
-}
-
-struct CommandLine {
+struct LoadTestCommandLine {
   LoadTestOptions options;
   bool json = false;
   bool verbose = false;
   bool help = false;
 };
 
-absl::StatusOr<CommandLine> ParseCommandLine(int argc, char** argv) {
-  CommandLine command_line;
+/// Sets `*field` from the flag when it is given (else leaves the default).
+template <typename Field, typename Getter>
+absl::Status SetIfGiven(const ParsedFlags& flags, const char* name, Getter get,
+                        Field* field) {
+  if (!flags.Given(name)) return absl::OkStatus();
+  auto value = get(name);
+  if (!value.ok()) return value.status();
+  *field = static_cast<Field>(*value);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<LoadTestCommandLine> ParseLoadTestCommandLine(int argc,
+                                                             char** argv) {
+  absl::StatusOr<ParsedFlags> flags = ParseFlags(argc, argv, kFlags);
+  if (!flags.ok()) return flags.status();
+  LoadTestCommandLine command_line;
+  command_line.help = flags->help();
+  if (command_line.help) return command_line;
   LoadTestOptions& options = command_line.options;
-  for (int i = 1; i < argc; ++i) {
-    const absl::string_view argument = argv[i];
-    if (argument == "--help" || argument == "-h") {
-      command_line.help = true;
-      continue;
-    }
-    if (!absl::StartsWith(argument, "--")) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("unexpected argument '", argument,
-                       "'; flags look like --name=value (see --help)"));
-    }
-    const absl::string_view body = argument.substr(2);
-    const size_t equals = body.find('=');
-    const std::string name(body.substr(0, equals));
-    const FlagSpec* flag = FindFlag(name);
-    if (flag == nullptr) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("unknown flag --", name, " (see --help)"));
-    }
-    std::string value;
-    if (equals != absl::string_view::npos) {
-      value = std::string(body.substr(equals + 1));
-    } else if (flag->value_name == nullptr) {
-      value = "true";
-    } else if (i + 1 < argc) {
-      value = argv[++i];
-    } else {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--", name, " needs a value: --", name, "=", flag->value_name));
-    }
-    absl::Status status;
-    if (name == "workers") {
-      status = ParseInt(name, value, &options.workers);
-    } else if (name == "ranks-per-worker") {
-      status = ParseInt(name, value, &options.ranks_per_worker);
-    } else if (name == "steps") {
-      status = ParseInt(name, value, &options.steps);
-    } else if (name == "model") {
-      options.model = value;
-    } else if (name == "workload") {
-      options.workload = value;
-    } else if (name == "global-batch-samples") {
-      status = ParseInt(name, value, &options.global_batch_samples);
-      if (status.ok() && options.global_batch_samples <= 0) {
-        status = absl::InvalidArgumentError(
-            absl::StrCat("--", name, "=", value, ": expected a count > 0"));
-      }
-    } else if (name == "global-batch-tokens") {
-      status = ParseInt(name, value, &options.global_batch_tokens);
-      if (status.ok() && options.global_batch_tokens <= 0) {
-        status = absl::InvalidArgumentError(
-            absl::StrCat("--", name, "=", value, ": expected tokens > 0"));
-      }
-    } else if (name == "seed") {
-      status = ParseInt(name, value, &options.seed);
-    } else if (name == "connections") {
-      status = ParseInt(name, value, &options.connections);
-    } else if (name == "threads") {
-      status = ParseInt(name, value, &options.threads);
-    } else if (name == "ahead") {
-      absl::StatusOr<bool> parsed = ParseBool(name, value);
-      status = parsed.status();
-      if (parsed.ok()) options.ahead = *parsed;
-    } else if (name == "get-plan-with-batch") {
-      absl::StatusOr<bool> parsed = ParseBool(name, value);
-      status = parsed.status();
-      if (parsed.ok()) options.get_plan_with_batch = *parsed;
-    } else if (name == "noise") {
-      status = ParseDouble(name, value, &options.noise);
-    } else if (name == "train-seconds") {
-      status = ParseDouble(name, value, &options.train_seconds);
-    } else if (name == "server-threads") {
-      status = ParseInt(name, value, &options.server_call_threads);
-    } else if (name == "planning-threads") {
-      status = ParseInt(name, value, &options.planning_threads);
-    } else if (name == "format") {
-      if (value != "text" && value != "json") {
-        status = absl::InvalidArgumentError(
-            absl::StrCat("--format=", value, ": expected text or json"));
-      }
-      command_line.json = value == "json";
-    } else if (name == "verbose") {
-      absl::StatusOr<bool> parsed = ParseBool(name, value);
-      status = parsed.status();
-      if (parsed.ok()) command_line.verbose = *parsed;
-    }
+  const auto int32 = [&](const char* name) { return flags->Int32(name); };
+  const auto positive = [&](const char* name) {
+    return flags->Int(name, /*min=*/1);
+  };
+  const auto uint64 = [&](const char* name) { return flags->Uint64(name); };
+  const auto number = [&](const char* name) { return flags->Double(name); };
+  const auto boolean = [&](const char* name) { return flags->Bool(name); };
+  for (absl::Status status : {
+           SetIfGiven(*flags, "workers", int32, &options.workers),
+           SetIfGiven(*flags, "ranks-per-worker", int32,
+                      &options.ranks_per_worker),
+           SetIfGiven(*flags, "steps", int32, &options.steps),
+           SetIfGiven(*flags, "global-batch-samples", positive,
+                      &options.global_batch_samples),
+           SetIfGiven(*flags, "global-batch-tokens", positive,
+                      &options.global_batch_tokens),
+           SetIfGiven(*flags, "seed", uint64, &options.seed),
+           SetIfGiven(*flags, "connections", int32, &options.connections),
+           SetIfGiven(*flags, "threads", int32, &options.threads),
+           SetIfGiven(*flags, "ahead", boolean, &options.ahead),
+           SetIfGiven(*flags, "get-plan-with-batch", boolean,
+                      &options.get_plan_with_batch),
+           SetIfGiven(*flags, "noise", number, &options.noise),
+           SetIfGiven(*flags, "train-seconds", number, &options.train_seconds),
+           SetIfGiven(*flags, "server-threads", int32,
+                      &options.server_call_threads),
+           SetIfGiven(*flags, "planning-threads", int32,
+                      &options.planning_threads),
+           SetIfGiven(*flags, "verbose", boolean, &command_line.verbose),
+       }) {
     if (!status.ok()) return status;
   }
+  if (flags->Given("model")) options.model = flags->String("model");
+  if (flags->Given("workload")) options.workload = flags->String("workload");
+  const std::string format = flags->String("format");
+  if (flags->Given("format") && format != "text" && format != "json") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--format=", format, ": expected text or json"));
+  }
+  command_line.json = format == "json";
   if (options.global_batch_samples > 0 && options.global_batch_tokens > 0) {
     return absl::InvalidArgumentError(
         "--global-batch-samples and --global-batch-tokens are exclusive; "
@@ -1388,14 +1311,15 @@ void LogToStderr(const std::string& line) {
 }  // namespace
 
 int RunLoadTestMain(int argc, char** argv) {
-  absl::StatusOr<CommandLine> command_line = ParseCommandLine(argc, argv);
+  absl::StatusOr<LoadTestCommandLine> command_line =
+      ParseLoadTestCommandLine(argc, argv);
   if (!command_line.ok()) {
     std::fprintf(stderr, "planner_load_test: %s\n",
                  std::string(command_line.status().message()).c_str());
     return kLoadTestUsageError;
   }
   if (command_line->help) {
-    std::fputs(Usage().c_str(), stdout);
+    std::fputs(LoadTestUsage().c_str(), stdout);
     return kLoadTestOk;
   }
   absl::StatusOr<LoadTestResult> result =

@@ -12,17 +12,14 @@
 #include <utility>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/ascii.h"
-#include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
+#include "common/command_line.h"
 #include "cost_model/cluster_spec.h"
 #include "cost_model/model_spec.h"
 #include "planner/service/planner_server.h"
@@ -31,15 +28,6 @@ namespace dcp {
 namespace {
 
 constexpr char kTokenEnvironmentVariable[] = "DCP_PLANNER_TOKEN";
-
-struct FlagSpec {
-  const char* name;
-  /// What the value is, for the usage text; nullptr for a boolean flag.
-  const char* value_name;
-  /// The default as text ("" for none).
-  const char* default_value;
-  const char* help;
-};
 
 constexpr FlagSpec kFlags[] = {
     {"listen", "HOST:PORT", "0.0.0.0:50051",
@@ -77,127 +65,21 @@ constexpr FlagSpec kFlags[] = {
      "on SIGTERM/SIGINT, how long calls in flight may take to finish"},
 };
 
-const FlagSpec* FindFlag(absl::string_view name) {
-  for (const FlagSpec& flag : kFlags) {
-    if (name == flag.name) return &flag;
-  }
-  return nullptr;
-}
-
-std::string Usage() {
-  std::string usage =
+std::string PlannerUsage() {
+  return dcp::Usage(
+      "dcp_planner",
       "dcp_planner: the DCP planner service. Workers register, submit "
       "profiles, fetch each step's plan and report step times over gRPC "
-      "(dcp.v1.Planner, plus grpc.health.v1).\n\n"
-      "Usage: dcp_planner [--flag=value ...]\n\nFlags:\n";
-  for (const FlagSpec& flag : kFlags) {
-    const std::string name =
-        flag.value_name == nullptr
-            ? absl::StrCat("--", flag.name)
-            : absl::StrCat("--", flag.name, "=", flag.value_name);
-    absl::StrAppendFormat(&usage, "  %-30s %s", name, flag.help);
-    if (flag.value_name != nullptr && flag.default_value[0] != '\0') {
-      absl::StrAppend(&usage, " (default ", flag.default_value, ")");
-    }
-    absl::StrAppend(&usage, "\n");
-  }
-  absl::StrAppend(&usage,
-                  "  --help                         print this help and exit\n"
-                  "\nPrints \"dcp_planner listening on HOST:PORT, metrics on "
-                  "HOST:PORT\" once serving.\nSIGTERM or SIGINT drains calls "
-                  "in flight and exits 0.\n");
-  return usage;
+      "(dcp.v1.Planner, plus grpc.health.v1).",
+      kFlags,
+      "Prints \"dcp_planner listening on HOST:PORT, metrics on HOST:PORT\" "
+      "once serving.\nSIGTERM or SIGINT drains calls in flight and exits "
+      "0.\n");
 }
-
-/// The flags given, by name (defaults not filled in), or a usage error.
-/// Sets `*help` for --help.
-absl::StatusOr<absl::flat_hash_map<std::string, std::string>> ParseFlags(
-    int argc, char** argv, bool* help) {
-  absl::flat_hash_map<std::string, std::string> values;
-  for (int i = 1; i < argc; ++i) {
-    const absl::string_view argument = argv[i];
-    if (argument == "--help" || argument == "-h") {
-      *help = true;
-      continue;
-    }
-    if (!absl::StartsWith(argument, "--")) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("unexpected argument '", argument,
-                       "'; flags look like --name=value (see --help)"));
-    }
-    const absl::string_view body = argument.substr(2);
-    const size_t equals = body.find('=');
-    const absl::string_view name = body.substr(0, equals);
-    const FlagSpec* flag = FindFlag(name);
-    if (flag == nullptr) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("unknown flag --", name, " (see --help)"));
-    }
-    std::string value;
-    if (equals != absl::string_view::npos) {
-      value = std::string(body.substr(equals + 1));
-    } else if (flag->value_name == nullptr) {
-      value = "true";
-    } else if (i + 1 < argc) {
-      value = argv[++i];
-    } else {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--", name, " needs a value: --", name, "=", flag->value_name));
-    }
-    values[std::string(name)] = std::move(value);
-  }
-  return values;
-}
-
-/// Typed access to the parsed flags, with defaults from kFlags.
-class Flags {
- public:
-  explicit Flags(absl::flat_hash_map<std::string, std::string> values)
-      : values_(std::move(values)) {}
-
-  std::string String(const char* name) const {
-    const auto found = values_.find(name);
-    return found != values_.end() ? found->second
-                                  : std::string(FindFlag(name)->default_value);
-  }
-  bool Given(const char* name) const { return values_.contains(name); }
-
-  absl::StatusOr<int> Int(const char* name, int min, int max) const {
-    const std::string text = String(name);
-    int value = 0;
-    if (!absl::SimpleAtoi(text, &value) || value < min || value > max) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "--%s=%s: expected an integer in [%d, %d]", name, text, min, max));
-    }
-    return value;
-  }
-
-  absl::StatusOr<bool> Bool(const char* name) const {
-    const std::string text = absl::AsciiStrToLower(String(name));
-    if (text == "true" || text == "1" || text == "yes") return true;
-    if (text == "false" || text == "0" || text == "no") return false;
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--", name, "=", String(name), ": expected true or false"));
-  }
-
-  absl::StatusOr<absl::Duration> Duration(const char* name) const {
-    const std::string text = String(name);
-    absl::Duration value;
-    if (!absl::ParseDuration(text, &value) || value <= absl::ZeroDuration()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--", name, "=", text,
-                       ": expected a positive duration such as 30s or 2m"));
-    }
-    return value;
-  }
-
- private:
-  absl::flat_hash_map<std::string, std::string> values_;
-};
 
 /// The bearer token: --token-file's contents (trailing whitespace removed),
 /// else $DCP_PLANNER_TOKEN, else empty.
-absl::StatusOr<std::string> LoadToken(const Flags& flags) {
+absl::StatusOr<std::string> LoadToken(const ParsedFlags& flags) {
   if (flags.Given("token-file")) {
     const std::string path = flags.String("token-file");
     std::ifstream file(path, std::ios::binary);
@@ -223,7 +105,7 @@ absl::StatusOr<std::string> LoadToken(const Flags& flags) {
   return std::string();
 }
 
-absl::StatusOr<PlannerServer::Options> ServerOptions(const Flags& flags) {
+absl::StatusOr<PlannerServer::Options> ServerOptions(const ParsedFlags& flags) {
   PlannerServer::Options options;
   options.listen_address = flags.String("listen");
   options.metrics_address = flags.String("metrics-listen");
@@ -234,9 +116,9 @@ absl::StatusOr<PlannerServer::Options> ServerOptions(const Flags& flags) {
 
   absl::StatusOr<ModelSpec> model = LoadModelSpec(flags.String("model"));
   if (!model.ok()) return model.status();
-  absl::StatusOr<int> nodes = flags.Int("nodes", 1, 1 << 14);
+  absl::StatusOr<int> nodes = flags.Int32("nodes", 1, 1 << 14);
   if (!nodes.ok()) return nodes.status();
-  absl::StatusOr<int> gpus_per_node = flags.Int("gpus-per-node", 1, 64);
+  absl::StatusOr<int> gpus_per_node = flags.Int32("gpus-per-node", 1, 64);
   if (!gpus_per_node.ok()) return gpus_per_node.status();
   ClusterSpec cluster = H200Cluster(*nodes, *gpus_per_node);
   if (flags.Given("cluster")) {
@@ -257,13 +139,11 @@ absl::StatusOr<PlannerServer::Options> ServerOptions(const Flags& flags) {
     if (flags.Given("nodes")) cluster.num_nodes = *nodes;
     if (flags.Given("gpus-per-node")) cluster.gpus_per_node = *gpus_per_node;
   }
-  const std::string fraction_text = flags.String("memory-fraction");
-  if ((!flags.Given("cluster") || flags.Given("memory-fraction")) &&
-      (!absl::SimpleAtod(fraction_text, &cluster.usable_memory_fraction) ||
-       !(cluster.usable_memory_fraction > 0) ||
-       cluster.usable_memory_fraction > 1)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--memory-fraction=", fraction_text, ": expected a number in (0, 1]"));
+  if (!flags.Given("cluster") || flags.Given("memory-fraction")) {
+    absl::StatusOr<double> fraction = flags.Double(
+        "memory-fraction", /*min=*/0, /*max=*/1, /*min_exclusive=*/true);
+    if (!fraction.ok()) return fraction.status();
+    cluster.usable_memory_fraction = *fraction;
   }
   if (absl::Status valid = ValidateClusterSpec(cluster); !valid.ok()) {
     return valid;
@@ -274,7 +154,8 @@ absl::StatusOr<PlannerServer::Options> ServerOptions(const Flags& flags) {
   absl::StatusOr<bool> online_refit = flags.Bool("online-refit");
   if (!online_refit.ok()) return online_refit.status();
   options.handler.online_refit = *online_refit;
-  absl::StatusOr<int> planning_threads = flags.Int("planning-threads", 0, 256);
+  absl::StatusOr<int> planning_threads =
+      flags.Int32("planning-threads", 0, 256);
   if (!planning_threads.ok()) return planning_threads.status();
   options.handler.background_planning_threads = *planning_threads;
   absl::StatusOr<absl::Duration> liveness = flags.Duration("liveness-timeout");
@@ -318,20 +199,18 @@ void LogLine(const std::string& line) {
 }  // namespace
 
 int RunPlannerMain(int argc, char** argv) {
-  bool help = false;
-  absl::StatusOr<absl::flat_hash_map<std::string, std::string>> parsed =
-      ParseFlags(argc, argv, &help);
+  absl::StatusOr<ParsedFlags> parsed = ParseFlags(argc, argv, kFlags);
   if (!parsed.ok()) {
     std::fprintf(stderr, "dcp_planner: %s\n",
                  std::string(parsed.status().message()).c_str());
     return kPlannerMainUsageError;
   }
-  if (help) {
-    std::fputs(Usage().c_str(), stdout);
+  if (parsed->help()) {
+    std::fputs(PlannerUsage().c_str(), stdout);
     std::fflush(stdout);
     return kPlannerMainOk;
   }
-  const Flags flags(*std::move(parsed));
+  const ParsedFlags& flags = *parsed;
   absl::StatusOr<PlannerServer::Options> options = ServerOptions(flags);
   absl::StatusOr<absl::Duration> drain_timeout =
       flags.Duration("drain-timeout");

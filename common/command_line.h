@@ -1,0 +1,113 @@
+#ifndef DCP_COMMON_COMMAND_LINE_H_
+#define DCP_COMMON_COMMAND_LINE_H_
+
+// The command lines of DCP's binaries: a table of flags, parsing of
+// `--name=value`, `--name value` and bare boolean `--name`, typed getters with
+// ranges, and aligned usage text.
+
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+
+namespace dcp {
+
+/// One flag of a binary's command line. Tables of these are `constexpr`
+/// arrays that outlive every `ParsedFlags` parsed against them.
+struct FlagSpec {
+  /// The name without the leading "--", e.g. "gpus-per-node".
+  const char* name;
+  /// What the value is, for the usage text (e.g. "HOST:PORT"); nullptr for a
+  /// boolean flag, which may be given bare (`--resume` means true).
+  const char* value_name;
+  /// The value when the flag is not given, as text; "" for none.
+  const char* default_value;
+  /// One line of help for the usage text.
+  const char* help;
+};
+
+/// The flags given on a command line, with typed access that falls back to
+/// the table's defaults. Every getter's error names the flag, the value and
+/// what was expected, e.g. "--nodes=abc: expected an integer in [1, 64]".
+/// Asking for a name missing from the table is a programming error and
+/// aborts. Not thread-safe to mutate; const access is thread-compatible.
+class ParsedFlags {
+ public:
+  /// True when `--help` or `-h` was given.
+  bool help() const { return help_; }
+
+  /// True when the flag was given (with any value).
+  bool Given(absl::string_view name) const;
+
+  /// The flag's value as given, else its default.
+  std::string String(absl::string_view name) const;
+
+  /// true/false/1/0 (also yes/no), case-insensitive.
+  absl::StatusOr<bool> Bool(absl::string_view name) const;
+
+  /// A base-10 integer in [min, max].
+  absl::StatusOr<int64_t> Int(
+      absl::string_view name, int64_t min = std::numeric_limits<int64_t>::min(),
+      int64_t max = std::numeric_limits<int64_t>::max()) const;
+
+  /// A base-10 integer in [min, max] that fits an `int`.
+  absl::StatusOr<int> Int32(absl::string_view name,
+                            int min = std::numeric_limits<int>::min(),
+                            int max = std::numeric_limits<int>::max()) const;
+
+  /// A non-negative integer up to 2^64 - 1 (seeds).
+  absl::StatusOr<uint64_t> Uint64(absl::string_view name) const;
+
+  /// A number in [min, max], or in (min, max] when `min_exclusive`.
+  absl::StatusOr<double> Double(
+      absl::string_view name,
+      double min = -std::numeric_limits<double>::infinity(),
+      double max = std::numeric_limits<double>::infinity(),
+      bool min_exclusive = false) const;
+
+  /// A positive duration in absl::ParseDuration's syntax ("30s", "2m").
+  absl::StatusOr<absl::Duration> Duration(absl::string_view name) const;
+
+  /// Comma-separated integers, each in [min, max], e.g. "8,16,256".
+  absl::StatusOr<std::vector<int64_t>> IntList(
+      absl::string_view name, int64_t min = 1,
+      int64_t max = std::numeric_limits<int64_t>::max()) const;
+
+ private:
+  friend absl::StatusOr<ParsedFlags> ParseFlags(
+      int argc, const char* const* argv, absl::Span<const FlagSpec> table);
+
+  explicit ParsedFlags(absl::Span<const FlagSpec> table) : table_(table) {}
+
+  const FlagSpec& Find(absl::string_view name) const;
+
+  absl::Span<const FlagSpec> table_;
+  /// The flags given, by name; a flag given twice keeps its last value.
+  absl::flat_hash_map<std::string, std::string> values_;
+  bool help_ = false;
+};
+
+/// Parses argv[1..argc) against `table`: `--name=value`, `--name value`, a
+/// bare `--name` for a boolean flag, and `--help`/`-h`. Returns an
+/// InvalidArgument error for an unknown flag ("unknown flag --x (see
+/// --help)"), a missing value, or an argument that is not a flag. Values are
+/// checked only by the typed getters.
+absl::StatusOr<ParsedFlags> ParseFlags(int argc, const char* const* argv,
+                                       absl::Span<const FlagSpec> table);
+
+/// The usage text: `summary`, "Usage: PROGRAM [--flag=value ...]", one
+/// aligned line per flag ("--name=VALUE" or "--name[=true|false]", its help
+/// and "(default X)" when it has one), `--help`, then `epilogue` (if any)
+/// after a blank line. `summary` and `epilogue` are printed as given.
+std::string Usage(absl::string_view program, absl::string_view summary,
+                  absl::Span<const FlagSpec> table, absl::string_view epilogue);
+
+}  // namespace dcp
+
+#endif  // DCP_COMMON_COMMAND_LINE_H_
