@@ -46,6 +46,9 @@ cc_library(
             "include/**/*.h",
             "include/**/*.hpp",
             "include/**/*.cuh",
+            "cuda_include/**/*.h",
+            "cuda_include/**/*.hpp",
+            "cuda_include/**/*.inl",
         ],
         allow_empty = True,
     ),
@@ -135,6 +138,18 @@ def _libtorch_repository_impl(repository_ctx):
 
     has_cuda = repository_ctx.path(lib_path + "/libtorch_cuda.so").exists
     if has_cuda:
+        # A CUDA LibTorch's headers include the CUDA runtime's and NCCL's;
+        # they come from the CUDA toolkit ($CUDA_HOME, else /usr/local/cuda).
+        cuda_home = repository_ctx.os.environ.get("CUDA_HOME", "").strip() or "/usr/local/cuda"
+        cuda_include = repository_ctx.path(cuda_home + "/include")
+        if not cuda_include.get_child("cuda_runtime_api.h").exists:
+            fail(("LIBTORCH_HOME={} is a CUDA build but {} has no cuda_runtime_api.h; " +
+                  "set CUDA_HOME to the CUDA toolkit").format(home_value, cuda_include))
+        repository_ctx.symlink(cuda_include, "cuda_include")
+        includes = includes + ["cuda_include"]
+        cuda_lib = repository_ctx.path(cuda_home + "/lib64")
+        if cuda_lib.exists:
+            linkopts += ["-L" + str(cuda_lib.realpath)]
         # Nothing references libtorch_cuda.so directly; its static initializers
         # register the CUDA kernels, so it must not be dropped by --as-needed.
         linkopts += [
@@ -161,7 +176,7 @@ def _libtorch_repository_impl(repository_ctx):
 
 libtorch_repository = repository_rule(
     implementation = _libtorch_repository_impl,
-    environ = ["LIBTORCH_HOME"],
+    environ = ["LIBTORCH_HOME", "CUDA_HOME"],
     local = True,
     doc = "LibTorch from $LIBTORCH_HOME, else from Debian's libtorch-dev.",
 )
