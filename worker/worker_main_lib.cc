@@ -22,6 +22,7 @@
 #include "absl/time/time.h"
 #include "common/clock.h"
 #include "common/command_line.h"
+#include "common/process_support.h"
 #include "planner/service/planner_client.h"
 #include "prometheus/exposer.h"
 #include "torch/torch.h"
@@ -138,12 +139,6 @@ std::string WorkerUsage() {
   if (!lhs##_or.ok()) return lhs##_or.status(); \
   auto lhs = *std::move(lhs##_or)
 
-std::string Environment(const char* name) {
-  const char* value = std::getenv(name);
-  return value != nullptr ? std::string(absl::StripAsciiWhitespace(value))
-                          : std::string();
-}
-
 std::string HostName() {
   char name[256] = {};
   if (::gethostname(name, sizeof(name) - 1) != 0 || name[0] == '\0') {
@@ -156,28 +151,7 @@ std::string HostName() {
 std::string FlagOrEnvironment(const ParsedFlags& flags, const char* flag,
                               const char* variable) {
   if (flags.Given(flag)) return flags.String(flag);
-  return Environment(variable);
-}
-
-absl::StatusOr<std::string> LoadToken(const ParsedFlags& flags) {
-  if (flags.Given("token-file")) {
-    const std::string path = flags.String("token-file");
-    std::ifstream file(path, std::ios::binary);
-    if (!file) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--token-file=", path, ": cannot read the file"));
-    }
-    std::ostringstream contents;
-    contents << file.rdbuf();
-    std::string token(absl::StripAsciiWhitespace(contents.str()));
-    if (token.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--token-file=", path,
-          ": the file is empty; write the token into it or drop the flag"));
-    }
-    return token;
-  }
-  return Environment("DCP_PLANNER_TOKEN");
+  return EnvironmentValue(variable);
 }
 
 struct MainConfig {
@@ -196,7 +170,7 @@ absl::StatusOr<MainConfig> Configure(const ParsedFlags& flags) {
         "no planner address: give --planner=HOST:PORT or set "
         "$DCP_PLANNER_ADDRESS");
   }
-  DCP_ASSIGN_OR_RETURN_FLAG(token, LoadToken(flags));
+  DCP_ASSIGN_OR_RETURN_FLAG(token, LoadBearerToken(flags));
   config.client.bearer_token = token;
   config.client.tls.root_ca_file = flags.String("tls-ca");
   config.client.tls.cert_file = flags.String("tls-cert");
@@ -316,15 +290,6 @@ absl::StatusOr<MainConfig> Configure(const ParsedFlags& flags) {
   agent.summary_file = flags.String("summary-file");
   config.metrics_listen = flags.String("metrics-listen");
   return config;
-}
-
-/// One stderr line with a UTC timestamp. Thread-safe (one stdio call).
-void LogLine(const std::string& line) {
-  const std::string stamped = absl::StrCat(
-      absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", RealClock::Get().Now(),
-                       absl::UTCTimeZone()),
-      " ", line, "\n");
-  std::fwrite(stamped.data(), 1, stamped.size(), stderr);
 }
 
 /// Signals received: the first asks the agent to stop at the next step

@@ -20,6 +20,7 @@
 #include "absl/time/time.h"
 #include "common/clock.h"
 #include "common/command_line.h"
+#include "common/process_support.h"
 #include "cost_model/cluster_spec.h"
 #include "cost_model/model_spec.h"
 #include "planner/service/planner_server.h"
@@ -75,34 +76,6 @@ std::string PlannerUsage() {
       "Prints \"dcp_planner listening on HOST:PORT, metrics on HOST:PORT\" "
       "once serving.\nSIGTERM or SIGINT drains calls in flight and exits "
       "0.\n");
-}
-
-/// The bearer token: --token-file's contents (trailing whitespace removed),
-/// else $DCP_PLANNER_TOKEN, else empty.
-absl::StatusOr<std::string> LoadToken(const ParsedFlags& flags) {
-  if (flags.Given("token-file")) {
-    const std::string path = flags.String("token-file");
-    std::ifstream file(path, std::ios::binary);
-    if (!file) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--token-file=", path, ": cannot read the file"));
-    }
-    std::ostringstream contents;
-    contents << file.rdbuf();
-    std::string token(absl::StripAsciiWhitespace(contents.str()));
-    if (token.empty()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--token-file=", path,
-                       ": the file is empty; write the token "
-                       "into it or drop the flag to run without a token"));
-    }
-    return token;
-  }
-  const char* from_environment = std::getenv(kTokenEnvironmentVariable);
-  if (from_environment != nullptr) {
-    return std::string(absl::StripAsciiWhitespace(from_environment));
-  }
-  return std::string();
 }
 
 absl::StatusOr<PlannerServer::Options> ServerOptions(const ParsedFlags& flags) {
@@ -173,7 +146,7 @@ absl::StatusOr<PlannerServer::Options> ServerOptions(const ParsedFlags& flags) {
     return absl::InvalidArgumentError(
         "--tls-client-ca needs --tls-cert and --tls-key (mutual TLS is TLS)");
   }
-  absl::StatusOr<std::string> token = LoadToken(flags);
+  absl::StatusOr<std::string> token = LoadBearerToken(flags);
   if (!token.ok()) return token.status();
   options.bearer_token = *std::move(token);
   return options;
@@ -185,15 +158,6 @@ std::string WithPort(const std::string& address, int port) {
   const std::string host =
       colon == std::string::npos ? address : address.substr(0, colon);
   return absl::StrCat(host, ":", port);
-}
-
-/// One stderr line with a UTC timestamp. Thread-safe (one stdio call).
-void LogLine(const std::string& line) {
-  const std::string stamped = absl::StrCat(
-      absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", RealClock::Get().Now(),
-                       absl::UTCTimeZone()),
-      " ", line, "\n");
-  std::fwrite(stamped.data(), 1, stamped.size(), stderr);
 }
 
 }  // namespace
