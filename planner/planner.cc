@@ -119,7 +119,6 @@ class PlanSearch {
   bool pyramid_recompute_ = true;
 };
 
-double& At(std::vector<double>& v, int i, int j, int n) { return v[i * n + j]; }
 
 absl::Status PlanSearch::Prepare() {
   absl::StatusOr<double> bound =
@@ -156,12 +155,12 @@ absl::Status PlanSearch::Prepare() {
         // Runs in a micro-batch of its own, with recompute.
         const int k = cost_model_.MinCheckpointedLayers(alone).value_or(
             cost_model_.model().num_layers);
-        At(estimate_, i, j, num_sizes) =
+        estimate_[i * num_sizes + j] =
             cost_model_.MicroBatch(alone, k).total_seconds;
       } else {
         // Shares a micro-batch: count only what it adds over the
         // micro-batch's fixed costs (priced by a one-token sequence).
-        At(estimate_, i, j, num_sizes) =
+        estimate_[i * num_sizes + j] =
             cost_model_.MicroBatch(alone, 0).total_seconds -
             micro_batch_overhead_[j];
       }
@@ -171,7 +170,7 @@ absl::Status PlanSearch::Prepare() {
   std::iota(order_.begin(), order_.end(), 0);
   std::vector<double> key(n);
   for (int i = 0; i < n; ++i) {
-    key[i] = At(estimate_, i, min_size_index_[i], num_sizes);
+    key[i] = estimate_[i * num_sizes + min_size_index_[i]];
   }
   std::stable_sort(order_.begin(), order_.end(),
                    [&](int a, int b) { return key[a] > key[b]; });
@@ -592,7 +591,23 @@ absl::StatusOr<Plan> PlanSearch::Run() {
   variable_accumulation_ = options_.variable_accumulation;
   pyramid_recompute_ = options_.pyramid_recompute;
   absl::StatusOr<Plan> best = Search();
-  if (!best.ok() || best->exposed_allreduce_seconds <= 0) return best;
+  if (!best.ok()) return best;
+  // The static ways of training are legal plans too: never return worse.
+  // (They keep one accumulation count only up to a remainder, so not when
+  // accumulation must be fixed.)
+  if (options_.variable_accumulation) {
+    for (auto* plan_static : {&PlanBucket, &PlanPacked}) {
+      absl::StatusOr<Plan> plan =
+          (*plan_static)(cost_model_, lengths_, options_.static_options);
+      if (plan.ok() &&
+          plan->predicted_step_seconds < best->predicted_step_seconds) {
+        plan->strategy = options_.strategy_name;
+        plan->lower_bound_seconds = lower_bound_;
+        best = *std::move(plan);
+      }
+    }
+  }
+  if (best->exposed_allreduce_seconds <= 0) return best;
   // With part of the all-reduce exposed, fewer and larger micro-batches (a
   // common accumulation count, one recompute setting) can hide more of it
   // than they cost; those plans are legal here too, so search them as well.
@@ -754,21 +769,6 @@ absl::StatusOr<Plan> PlanSearch::Search() {
     if (plan.ok()) {
       HideAllReduce(*plan, *best_assignment, group_order);
       if (plan->predicted_step_seconds < best_plan->predicted_step_seconds) {
-        best_plan = *std::move(plan);
-      }
-    }
-  }
-  // The static ways of training are legal plans too: never return worse.
-  // (They keep one accumulation count only up to a remainder, so not when
-  // accumulation must be fixed.)
-  if (variable_accumulation_) {
-    for (auto* plan_static : {&PlanBucket, &PlanPacked}) {
-      absl::StatusOr<Plan> plan =
-          (*plan_static)(cost_model_, lengths_, options_.static_options);
-      if (plan.ok() &&
-          plan->predicted_step_seconds < best_plan->predicted_step_seconds) {
-        plan->strategy = options_.strategy_name;
-        plan->lower_bound_seconds = lower_bound_;
         best_plan = *std::move(plan);
       }
     }
