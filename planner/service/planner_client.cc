@@ -10,7 +10,9 @@
 #include "absl/memory/memory.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "grpcpp/impl/codegen/client_unary_call.h"
 #include "grpcpp/security/credentials.h"
+#include "grpcpp/support/byte_buffer.h"
 #include "grpcpp/support/channel_arguments.h"
 
 namespace dcp {
@@ -154,6 +156,10 @@ GrpcPlannerClient::GrpcPlannerClient(Options options,
       clock_(options_.clock != nullptr ? *options_.clock : RealClock::Get()),
       channel_(std::move(channel)),
       stub_(v1::Planner::NewStub(channel_)),
+      get_plan_path_(
+          absl::StrCat("/", v1::Planner::service_full_name(), "/GetPlan")),
+      get_plan_method_(get_plan_path_.c_str(),
+                       grpc::internal::RpcMethod::NORMAL_RPC, channel_),
       rng_(options_.retry.seed) {}
 
 int64_t GrpcPlannerClient::attempts() const {
@@ -262,6 +268,32 @@ absl::StatusOr<v1::GetPlanResponse> GrpcPlannerClient::GetPlan(
       [&](grpc::ClientContext* context, v1::GetPlanResponse* response) {
         return stub_->GetPlan(context, request, response);
       });
+}
+
+absl::StatusOr<std::string> GrpcPlannerClient::GetSerializedPlan(
+    const v1::GetPlanRequest& request) {
+  return Call<std::string>("GetPlan", [&](grpc::ClientContext* context,
+                                          std::string* serialized) {
+    grpc::ByteBuffer buffer;
+    grpc::Status status =
+        grpc::internal::BlockingUnaryCall<v1::GetPlanRequest, grpc::ByteBuffer,
+                                          grpc::protobuf::MessageLite,
+                                          grpc::ByteBuffer>(
+            channel_.get(), get_plan_method_, context, request, &buffer);
+    if (!status.ok()) return status;
+    std::vector<grpc::Slice> slices;
+    if (!buffer.Dump(&slices).ok()) {
+      return grpc::Status(grpc::StatusCode::INTERNAL,
+                          "cannot read the GetPlan response's bytes");
+    }
+    serialized->clear();
+    serialized->reserve(buffer.Length());
+    for (const grpc::Slice& slice : slices) {
+      serialized->append(reinterpret_cast<const char*>(slice.begin()),
+                         slice.size());
+    }
+    return status;
+  });
 }
 
 absl::StatusOr<v1::ReportStepStatsResponse> GrpcPlannerClient::ReportStepStats(

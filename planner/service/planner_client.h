@@ -122,6 +122,11 @@ class GrpcPlannerClient final : public PlannerClient {
   absl::StatusOr<v1::ListWorkersResponse> ListWorkers(
       const v1::ListWorkersRequest& request) override;
 
+  /// GetPlan's response as the planner serialized it (a v1::GetPlanResponse
+  /// in wire format), under the same deadline and retries.
+  absl::StatusOr<std::string> GetSerializedPlan(
+      const v1::GetPlanRequest& request);
+
   /// Attempts made by calls so far (for tests and logs).
   int64_t attempts() const;
 
@@ -141,6 +146,10 @@ class GrpcPlannerClient final : public PlannerClient {
   const Clock& clock_;
   const std::shared_ptr<grpc::Channel> channel_;
   const std::unique_ptr<v1::Planner::Stub> stub_;
+  /// GetPlan as the generated stub calls it, for GetSerializedPlan, which
+  /// makes the same call but keeps the response as bytes.
+  const std::string get_plan_path_;
+  const grpc::internal::RpcMethod get_plan_method_;
 
   mutable absl::Mutex mutex_;
   /// Draws the backoff jitter; seeded with `options.retry.seed`.

@@ -780,6 +780,39 @@ TEST(GrpcPlannerServiceTest, ServesSharedPlanBytesAndCountsRpcs) {
       << metrics;
 }
 
+TEST(GrpcPlannerClientTest, GetSerializedPlanReturnsTheServedBytes) {
+  FakePlannerHandler* fake = nullptr;
+  absl::StatusOr<std::unique_ptr<PlannerServer>> server =
+      StartFakeServer(&fake, /*metrics=*/false);
+  ASSERT_TRUE(server.ok()) << server.status();
+  std::unique_ptr<GrpcPlannerClient> client =
+      MakeClient(ClientOptions((*server)->port()));
+
+  const v1::GetPlanRequest request = PlanRequest(/*node=*/0, /*step=*/3);
+  absl::StatusOr<std::string> bytes = client->GetSerializedPlan(request);
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  absl::StatusOr<std::shared_ptr<const std::string>> served =
+      fake->GetSerializedPlan(request);
+  ASSERT_TRUE(served.ok());
+  EXPECT_EQ(*bytes, **served);
+  v1::GetPlanResponse parsed;
+  ASSERT_TRUE(parsed.ParseFromString(*bytes));
+  absl::StatusOr<v1::GetPlanResponse> decoded = client->GetPlan(request);
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  EXPECT_EQ(parsed.SerializeAsString(), decoded->SerializeAsString());
+  EXPECT_EQ(parsed.plan().step(), 3);
+  EXPECT_EQ(parsed.plan().strategy(), "fake");
+
+  // No planner there: retried, then UNAVAILABLE naming it, as for GetPlan.
+  std::unique_ptr<GrpcPlannerClient> nowhere =
+      MakeClient(ClientOptions(/*port=*/1));
+  absl::StatusOr<std::string> unreachable = nowhere->GetSerializedPlan(request);
+  EXPECT_EQ(unreachable.status().code(), absl::StatusCode::kUnavailable)
+      << unreachable.status();
+  EXPECT_THAT(std::string(unreachable.status().message()),
+              HasSubstr("127.0.0.1:1 unavailable after 3 attempts"));
+}
+
 TEST(GrpcPlannerServiceTest, ExportsTheShapeOfTheLastPlan) {
   FakePlannerHandler* fake = nullptr;
   absl::StatusOr<std::unique_ptr<PlannerServer>> server =
