@@ -19,7 +19,7 @@ struct LoadTestOptions {
   /// Ranks of each worker (= GPUs per node). 512 x 8: a 4,096-GPU world.
   int ranks_per_worker = 8;
   /// Training steps; each step is planned once and fetched by every worker.
-  int steps = 5;
+  int steps = 20;
   /// Model preset or ModelSpec JSON file (see LoadModelSpec).
   std::string model = "llama3-8b";
   /// Sequence-length workload (see ParseWorkloadSpec).
@@ -43,6 +43,12 @@ struct LoadTestOptions {
   /// submitted by worker 0 (SubmitBatches with `ahead`, else its GetPlan
   /// carries it and the others ask once it has answered).
   bool get_plan_with_batch = false;
+  /// Decode every GetPlan response. Otherwise each client thread decodes a
+  /// response only when it is not byte-equal to the last one it decoded:
+  /// every response still crosses the wire whole and is compared, but the
+  /// 512 workers' decoding, which a real job spreads over their own
+  /// machines, does not all land on the planner's cores.
+  bool decode_every_plan = false;
   /// Reported step time = predicted x (1 + noise x u), u uniform in [-1, 1)
   /// drawn from (seed, step, rank).
   double noise = 0.05;

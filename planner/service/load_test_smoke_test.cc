@@ -109,6 +109,29 @@ TEST(LoadTestSmokeTest, GetPlanWithTheBatchStillWorks) {
   }
 }
 
+TEST(LoadTestSmokeTest, DecodingEveryResponseGivesTheSamePlans) {
+  absl::StatusOr<LoadTestResult> once = RunLoadTest(SmallOptions());
+  ASSERT_TRUE(once.ok()) << once.status();
+  LoadTestOptions options = SmallOptions();
+  options.decode_every_plan = true;
+  absl::StatusOr<LoadTestResult> every = RunLoadTest(options);
+  ASSERT_TRUE(every.ok()) << every.status();
+  EXPECT_TRUE(every->ok()) << FormatLoadTestText(*every);
+  EXPECT_EQ(every->plans_computed, 2);
+  ASSERT_EQ(every->steps.size(), once->steps.size());
+  for (size_t i = 0; i < every->steps.size(); ++i) {
+    EXPECT_EQ(every->steps[i].predicted_step_seconds,
+              once->steps[i].predicted_step_seconds);
+    EXPECT_EQ(every->steps[i].get_plan_response_bytes,
+              once->steps[i].get_plan_response_bytes);
+    EXPECT_GT(every->steps[i].get_plan_response_bytes, 64 * 1);
+  }
+  EXPECT_THAT(FormatLoadTestText(*every),
+              HasSubstr("responses decoded every one"));
+  EXPECT_THAT(FormatLoadTestText(*once),
+              HasSubstr("responses decoded once per thread"));
+}
+
 TEST(LoadTestSmokeTest, RejectsBadOptions) {
   LoadTestOptions options = SmallOptions();
   options.global_batch_tokens = 1000;  // with global_batch_samples
