@@ -368,6 +368,17 @@ struct Phase {
   double wall_seconds = 0;
 };
 
+/// Runs `call` (returning absl::Status or absl::StatusOr) and records its
+/// latency in `log` if it succeeds; returns what it returned.
+template <typename Call>
+auto TimedCall(ThreadLog& log, const Call& call) -> decltype(call()) {
+  const absl::Time start = absl::Now();
+  auto result = call();
+  const double ms = absl::ToDoubleMilliseconds(absl::Now() - start);
+  if (result.ok()) log.calls.push_back({start, ms});
+  return result;
+}
+
 /// Adds what `log` saw to `all`.
 void MergeLog(ThreadLog& all, ThreadLog log) {
   all.calls.insert(all.calls.end(), log.calls.begin(), log.calls.end());
@@ -674,12 +685,7 @@ absl::StatusOr<LoadTestResult> RunLoadTest(
   auto call_once = [&](const std::string& name,
                        const std::function<absl::Status()>& call) {
     Phase phase = RunPhase(1, 1, [&](int, ThreadLog& thread_log) {
-      const absl::Time start = absl::Now();
-      absl::Status status = call();
-      const double ms = absl::ToDoubleMilliseconds(absl::Now() - start);
-      if (status.ok()) {
-        thread_log.calls.push_back({start, ms});
-      } else {
+      if (absl::Status status = TimedCall(thread_log, call); !status.ok()) {
         thread_log.Fail(name, status);
       }
     });
@@ -717,16 +723,14 @@ absl::StatusOr<LoadTestResult> RunLoadTest(
           request.set_gpu_kind("H200");
           request.set_address(absl::StrCat(worker.node_name, ":29500"));
           request.set_backend("nccl");
-          const absl::Time start = absl::Now();
           absl::StatusOr<v1::RegisterWorkerResponse> response =
-              worker.client->RegisterWorker(request);
-          const double ms = absl::ToDoubleMilliseconds(absl::Now() - start);
+              TimedCall(thread_log,
+                        [&] { return worker.client->RegisterWorker(request); });
           if (!response.ok()) {
             thread_log.Fail(absl::StrCat("RegisterWorker ", worker.worker_id),
                             response.status());
             return;
           }
-          thread_log.calls.push_back({start, ms});
           worker.first_rank = response->first_rank();
         });
     LatencyRow& row = rows[kRegisterWorker];
@@ -792,30 +796,25 @@ absl::StatusOr<LoadTestResult> RunLoadTest(
       size_t digest = thread_log.plan_digest;
       if (options.decode_every_plan) {
         // What dcp_worker does: the client library decodes the response.
-        const absl::Time start = absl::Now();
-        absl::StatusOr<v1::GetPlanResponse> fetched =
-            worker.client->GetPlan(request);
-        const double ms = absl::ToDoubleMilliseconds(absl::Now() - start);
+        absl::StatusOr<v1::GetPlanResponse> fetched = TimedCall(
+            thread_log, [&] { return worker.client->GetPlan(request); });
         if (!fetched.ok()) {
           fail(fetched.status());
           return;
         }
-        thread_log.calls.push_back({start, ms});
         own_response = *std::move(fetched);
         response = &*own_response;
         digest = PlanDigest(response->plan());
       } else {
         // Every byte still reaches every worker, but a thread decodes a
         // response only when it differs from the last one it decoded.
-        const absl::Time start = absl::Now();
-        absl::StatusOr<std::string> bytes =
-            worker.client->GetSerializedPlan(request);
-        const double ms = absl::ToDoubleMilliseconds(absl::Now() - start);
+        absl::StatusOr<std::string> bytes = TimedCall(thread_log, [&] {
+          return worker.client->GetSerializedPlan(request);
+        });
         if (!bytes.ok()) {
           fail(bytes.status());
           return;
         }
-        thread_log.calls.push_back({start, ms});
         if (thread_log.response_bytes.empty() ||
             *bytes != thread_log.response_bytes) {
           thread_log.response_bytes.clear();
@@ -921,18 +920,15 @@ absl::StatusOr<LoadTestResult> RunLoadTest(
           if (worker.reports.empty()) return;
           const absl::Time worker_start = absl::Now();
           for (const v1::ReportStepStatsRequest& request : worker.reports) {
-            const absl::Time start = absl::Now();
-            absl::StatusOr<v1::ReportStepStatsResponse> response =
-                worker.client->ReportStepStats(request);
-            const double ms = absl::ToDoubleMilliseconds(absl::Now() - start);
+            absl::StatusOr<v1::ReportStepStatsResponse> response = TimedCall(
+                thread_log,
+                [&] { return worker.client->ReportStepStats(request); });
             if (!response.ok()) {
               thread_log.Fail(
                   absl::StrCat("ReportStepStats ", worker.worker_id, " step ",
                                k, " rank ", request.rank()),
                   response.status());
-              continue;
             }
-            thread_log.calls.push_back({start, ms});
           }
           thread_log.per_worker_ms.push_back(
               absl::ToDoubleMilliseconds(absl::Now() - worker_start));
