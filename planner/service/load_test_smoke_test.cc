@@ -26,6 +26,17 @@ LoadTestOptions SmallOptions() {
   return options;
 }
 
+/// Runs the load test; a failure unless it ran, every call succeeded and
+/// each step was planned once.
+LoadTestResult RunClean(const LoadTestOptions& options) {
+  absl::StatusOr<LoadTestResult> result = RunLoadTest(options);
+  EXPECT_TRUE(result.ok()) << result.status();
+  if (!result.ok()) return LoadTestResult();
+  EXPECT_TRUE(result->ok()) << FormatLoadTestText(*result);
+  EXPECT_EQ(result->plans_computed, options.steps);
+  return *std::move(result);
+}
+
 const RpcLatency* FindRpc(const LoadTestResult& result,
                           const std::string& name) {
   for (const RpcLatency& rpc : result.rpcs) {
@@ -82,11 +93,8 @@ TEST(LoadTestSmokeTest, EveryCallSucceedsAndEachStepIsPlannedOnce) {
 TEST(LoadTestSmokeTest, WithoutAheadTheFirstCallOfEachStepWaitsForPlanning) {
   LoadTestOptions options = SmallOptions();
   options.ahead = false;
-  absl::StatusOr<LoadTestResult> result = RunLoadTest(options);
-  ASSERT_TRUE(result.ok()) << result.status();
-  EXPECT_TRUE(result->ok()) << FormatLoadTestText(*result);
-  EXPECT_EQ(result->plans_computed, 2);
-  for (const LoadTestStep& step : result->steps) {
+  const LoadTestResult result = RunClean(options);
+  for (const LoadTestStep& step : result.steps) {
     EXPECT_FALSE(step.planned_before_fetch);
     EXPECT_GE(step.waited_for_planning, 1);
   }
@@ -97,38 +105,31 @@ TEST(LoadTestSmokeTest, GetPlanWithTheBatchStillWorks) {
     LoadTestOptions options = SmallOptions();
     options.get_plan_with_batch = true;
     options.ahead = ahead;
-    absl::StatusOr<LoadTestResult> result = RunLoadTest(options);
-    ASSERT_TRUE(result.ok()) << result.status();
-    EXPECT_TRUE(result->ok()) << FormatLoadTestText(*result);
-    EXPECT_EQ(result->plans_computed, 2);
-    for (const LoadTestStep& step : result->steps) {
+    const LoadTestResult result = RunClean(options);
+    for (const LoadTestStep& step : result.steps) {
       EXPECT_GT(step.get_plan_request_bytes, 64 * 4);  // 64 samples
     }
-    EXPECT_THAT(FormatLoadTestText(*result),
+    EXPECT_THAT(FormatLoadTestText(result),
                 HasSubstr("GetPlan with the batch"));
   }
 }
 
 TEST(LoadTestSmokeTest, DecodingEveryResponseGivesTheSamePlans) {
-  absl::StatusOr<LoadTestResult> once = RunLoadTest(SmallOptions());
-  ASSERT_TRUE(once.ok()) << once.status();
+  const LoadTestResult once = RunClean(SmallOptions());
   LoadTestOptions options = SmallOptions();
   options.decode_every_plan = true;
-  absl::StatusOr<LoadTestResult> every = RunLoadTest(options);
-  ASSERT_TRUE(every.ok()) << every.status();
-  EXPECT_TRUE(every->ok()) << FormatLoadTestText(*every);
-  EXPECT_EQ(every->plans_computed, 2);
-  ASSERT_EQ(every->steps.size(), once->steps.size());
-  for (size_t i = 0; i < every->steps.size(); ++i) {
-    EXPECT_EQ(every->steps[i].predicted_step_seconds,
-              once->steps[i].predicted_step_seconds);
-    EXPECT_EQ(every->steps[i].get_plan_response_bytes,
-              once->steps[i].get_plan_response_bytes);
-    EXPECT_GT(every->steps[i].get_plan_response_bytes, 64 * 1);
+  const LoadTestResult every = RunClean(options);
+  ASSERT_EQ(every.steps.size(), once.steps.size());
+  for (size_t i = 0; i < every.steps.size(); ++i) {
+    EXPECT_EQ(every.steps[i].predicted_step_seconds,
+              once.steps[i].predicted_step_seconds);
+    EXPECT_EQ(every.steps[i].get_plan_response_bytes,
+              once.steps[i].get_plan_response_bytes);
+    EXPECT_GT(every.steps[i].get_plan_response_bytes, 64);
   }
-  EXPECT_THAT(FormatLoadTestText(*every),
+  EXPECT_THAT(FormatLoadTestText(every),
               HasSubstr("responses decoded every one"));
-  EXPECT_THAT(FormatLoadTestText(*once),
+  EXPECT_THAT(FormatLoadTestText(once),
               HasSubstr("responses decoded once per thread"));
 }
 

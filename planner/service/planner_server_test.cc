@@ -715,35 +715,43 @@ class FakePlannerHandler final : public PlannerHandler {
       ABSL_GUARDED_BY(mutex_);
 };
 
-/// A server over a FakePlannerHandler; `*fake` points at it.
-absl::StatusOr<std::unique_ptr<PlannerServer>> StartFakeServer(
-    FakePlannerHandler** fake, bool metrics,
-    absl::Notification* gate = nullptr) {
-  PlannerServer::Options options;
-  options.call_threads = 2;
-  if (!metrics) options.metrics_address = "";
-  return PlannerServer::Start(
-      std::move(options), RealClock::Get(), /*log=*/nullptr,
-      [fake, gate](PlannerHandlerOptions, const Clock&, PlannerMetrics* metrics,
-                   std::function<void(const std::string&)>)
-          -> absl::StatusOr<std::unique_ptr<PlannerHandler>> {
-        auto handler = std::make_unique<FakePlannerHandler>(metrics);
-        handler->gate = gate;
-        *fake = handler.get();
-        return handler;
-      });
-}
+/// A real server over a FakePlannerHandler on a free loopback port, and a
+/// client of it.
+class GrpcPlannerServiceTest : public ::testing::Test {
+ protected:
+  /// Starts the server, with a metrics endpoint if `metrics` and GetPlan
+  /// calls held until `gate` is notified if one is given, and the client.
+  void Start(bool metrics, absl::Notification* gate = nullptr) {
+    PlannerServer::Options options;
+    options.call_threads = 2;
+    if (!metrics) options.metrics_address = "";
+    absl::StatusOr<std::unique_ptr<PlannerServer>> started =
+        PlannerServer::Start(
+            std::move(options), RealClock::Get(), /*log=*/nullptr,
+            [this, gate](PlannerHandlerOptions, const Clock&,
+                         PlannerMetrics* metrics,
+                         std::function<void(const std::string&)>)
+                -> absl::StatusOr<std::unique_ptr<PlannerHandler>> {
+              auto handler = std::make_unique<FakePlannerHandler>(metrics);
+              handler->gate = gate;
+              fake = handler.get();
+              return handler;
+            });
+    ASSERT_TRUE(started.ok()) << started.status();
+    server = *std::move(started);
+    client = MakeClient(ClientOptions(server->port()));
+  }
 
-TEST(GrpcPlannerServiceTest, ServesSharedPlanBytesAndCountsRpcs) {
   FakePlannerHandler* fake = nullptr;
-  absl::StatusOr<std::unique_ptr<PlannerServer>> server =
-      StartFakeServer(&fake, /*metrics=*/true);
-  ASSERT_TRUE(server.ok()) << server.status();
-  std::unique_ptr<GrpcPlannerClient> client =
-      MakeClient(ClientOptions((*server)->port()));
+  std::unique_ptr<PlannerServer> server;
+  std::unique_ptr<GrpcPlannerClient> client;
+};
+
+TEST_F(GrpcPlannerServiceTest, ServesSharedPlanBytesAndCountsRpcs) {
+  ASSERT_NO_FATAL_FAILURE(Start(/*metrics=*/true));
 
   const auto scrape = [&] {
-    return HttpGet((*server)->metrics_port(), "/metrics");
+    return HttpGet(server->metrics_port(), "/metrics");
   };
   const auto get_plan_ok = [&](const std::string& metrics) {
     return MetricValue(metrics, metric_names::kRpcRequestsTotal,
@@ -780,13 +788,8 @@ TEST(GrpcPlannerServiceTest, ServesSharedPlanBytesAndCountsRpcs) {
       << metrics;
 }
 
-TEST(GrpcPlannerClientTest, GetSerializedPlanReturnsTheServedBytes) {
-  FakePlannerHandler* fake = nullptr;
-  absl::StatusOr<std::unique_ptr<PlannerServer>> server =
-      StartFakeServer(&fake, /*metrics=*/false);
-  ASSERT_TRUE(server.ok()) << server.status();
-  std::unique_ptr<GrpcPlannerClient> client =
-      MakeClient(ClientOptions((*server)->port()));
+TEST_F(GrpcPlannerServiceTest, ClientGetsThePlanAsTheServedBytes) {
+  ASSERT_NO_FATAL_FAILURE(Start(/*metrics=*/false));
 
   const v1::GetPlanRequest request = PlanRequest(/*node=*/0, /*step=*/3);
   absl::StatusOr<std::string> bytes = client->GetSerializedPlan(request);
@@ -804,29 +807,25 @@ TEST(GrpcPlannerClientTest, GetSerializedPlanReturnsTheServedBytes) {
   EXPECT_EQ(parsed.plan().strategy(), "fake");
 
   // No planner there: retried, then UNAVAILABLE naming it, as for GetPlan.
-  std::unique_ptr<GrpcPlannerClient> nowhere =
-      MakeClient(ClientOptions(/*port=*/1));
+  const int port = UnusedPort();
+  std::unique_ptr<GrpcPlannerClient> nowhere = MakeClient(ClientOptions(port));
   absl::StatusOr<std::string> unreachable = nowhere->GetSerializedPlan(request);
   EXPECT_EQ(unreachable.status().code(), absl::StatusCode::kUnavailable)
       << unreachable.status();
   EXPECT_THAT(std::string(unreachable.status().message()),
-              HasSubstr("127.0.0.1:1 unavailable after 3 attempts"));
+              HasSubstr(absl::StrCat("planner at 127.0.0.1:", port,
+                                     " unavailable after 3 attempts")));
 }
 
-TEST(GrpcPlannerServiceTest, ExportsTheShapeOfTheLastPlan) {
-  FakePlannerHandler* fake = nullptr;
-  absl::StatusOr<std::unique_ptr<PlannerServer>> server =
-      StartFakeServer(&fake, /*metrics=*/true);
-  ASSERT_TRUE(server.ok()) << server.status();
-  std::unique_ptr<GrpcPlannerClient> client =
-      MakeClient(ClientOptions((*server)->port()));
+TEST_F(GrpcPlannerServiceTest, ExportsTheShapeOfTheLastPlan) {
+  ASSERT_NO_FATAL_FAILURE(Start(/*metrics=*/true));
   const auto sp_groups = [](const std::string& metrics, int size) {
     return MetricValue(metrics, metric_names::kPlanSpGroups,
                        {{"sp_size", absl::StrCat(size)}});
   };
 
   ASSERT_TRUE(client->GetPlan(PlanRequest(/*node=*/0, /*step=*/0)).ok());
-  std::string metrics = HttpGet((*server)->metrics_port(), "/metrics");
+  std::string metrics = HttpGet(server->metrics_port(), "/metrics");
   EXPECT_EQ(sp_groups(metrics, 1), 2) << metrics;
   EXPECT_EQ(sp_groups(metrics, 2), 1) << metrics;
   EXPECT_FALSE(sp_groups(metrics, 4).has_value()) << metrics;
@@ -839,7 +838,7 @@ TEST(GrpcPlannerServiceTest, ExportsTheShapeOfTheLastPlan) {
 
   // SP sizes the last plan does not use drop to 0.
   ASSERT_TRUE(client->GetPlan(PlanRequest(/*node=*/0, /*step=*/1)).ok());
-  metrics = HttpGet((*server)->metrics_port(), "/metrics");
+  metrics = HttpGet(server->metrics_port(), "/metrics");
   EXPECT_EQ(sp_groups(metrics, 1), 0) << metrics;
   EXPECT_EQ(sp_groups(metrics, 2), 0) << metrics;
   EXPECT_EQ(sp_groups(metrics, 4), 1) << metrics;
@@ -851,13 +850,8 @@ TEST(GrpcPlannerServiceTest, ExportsTheShapeOfTheLastPlan) {
       << metrics;
 }
 
-TEST(GrpcPlannerServiceTest, InvalidArgumentIsNotRetried) {
-  FakePlannerHandler* fake = nullptr;
-  absl::StatusOr<std::unique_ptr<PlannerServer>> server =
-      StartFakeServer(&fake, /*metrics=*/false);
-  ASSERT_TRUE(server.ok()) << server.status();
-  std::unique_ptr<GrpcPlannerClient> client =
-      MakeClient(ClientOptions((*server)->port()));
+TEST_F(GrpcPlannerServiceTest, InvalidArgumentIsNotRetried) {
+  ASSERT_NO_FATAL_FAILURE(Start(/*metrics=*/false));
   absl::StatusOr<v1::RegisterWorkerResponse> refused =
       client->RegisterWorker(v1::RegisterWorkerRequest());
   EXPECT_EQ(refused.status(),
@@ -866,19 +860,14 @@ TEST(GrpcPlannerServiceTest, InvalidArgumentIsNotRetried) {
   EXPECT_EQ(client->attempts(), 1);
 }
 
-TEST(GrpcPlannerServiceTest, ShutdownDrainsCallsInFlight) {
-  FakePlannerHandler* fake = nullptr;
+TEST_F(GrpcPlannerServiceTest, ShutdownDrainsCallsInFlight) {
   absl::Notification gate;
-  absl::StatusOr<std::unique_ptr<PlannerServer>> server =
-      StartFakeServer(&fake, /*metrics=*/false, &gate);
-  ASSERT_TRUE(server.ok()) << server.status();
-  std::unique_ptr<GrpcPlannerClient> client =
-      MakeClient(ClientOptions((*server)->port()));
+  ASSERT_NO_FATAL_FAILURE(Start(/*metrics=*/false, &gate));
 
   absl::StatusOr<v1::GetPlanResponse> plan;
   std::thread caller([&] { plan = client->GetPlan(PlanRequest(0, 1)); });
   fake->entered.WaitForNotification();
-  std::thread stopper([&] { (*server)->Shutdown(absl::Seconds(10)); });
+  std::thread stopper([&] { server->Shutdown(absl::Seconds(10)); });
   absl::SleepFor(absl::Milliseconds(100));
   EXPECT_FALSE(fake->shut_down.HasBeenNotified());
   gate.Notify();
@@ -886,7 +875,7 @@ TEST(GrpcPlannerServiceTest, ShutdownDrainsCallsInFlight) {
   stopper.join();
   EXPECT_TRUE(plan.ok()) << plan.status();
   EXPECT_TRUE(fake->shut_down.HasBeenNotified());
-  (*server)->Wait();  // Returns: shut down.
+  server->Wait();  // Returns: shut down.
 }
 
 // ---------------------------------------------------------------------------
