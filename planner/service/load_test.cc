@@ -1297,11 +1297,11 @@ std::string LoadTestUsage() {
       "(ReportStepStats, one call per rank; measured = predicted x (1 +\n"
       "seeded noise)). Each client thread decodes a plan response only when\n"
       "it differs from the last one it decoded (--decode-every-plan: every\n"
-      "one). Prints the world, the plans computed\n"
-      "(exactly one per step is required), each step's planning and fetch\n"
-      "times, and per RPC the calls, throughput and client-side p50/p99/max\n"
-      "latency; GetPlan also split into calls that found the plan ready and\n"
-      "calls that waited for planning.",
+      "one). Prints the world, the plans computed (exactly one per step is\n"
+      "required), each step's planning and fetch times, and per RPC the\n"
+      "calls, throughput and client-side p50/p99/max latency; GetPlan also\n"
+      "split into calls that found the plan ready and calls that waited\n"
+      "for planning.",
       kFlags,
       "Exit status: 0 when every call succeeded and every step was planned "
       "exactly once, 1 otherwise, 2 for a usage error.\n");
