@@ -1,8 +1,90 @@
 #include "cost_model/cost_model.h"
 
+#include <cmath>
+#include <initializer_list>
+#include <utility>
+
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 
 namespace dcp {
+
+namespace {
+
+using NamedValue = std::pair<const char*, double>;
+
+/// OK when every value is finite and > 0 (`positive`) or >= 0; else an
+/// error naming the first that is not.
+absl::Status CheckParams(std::initializer_list<NamedValue> values,
+                         bool positive) {
+  for (const auto& [name, value] : values) {
+    if (!std::isfinite(value) || value < 0 || (positive && value == 0)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "cost params: ", name, " = ", value, "; it must be a finite number ",
+          positive ? "> 0" : ">= 0"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ValidateCostParams(const CostParams& params) {
+  const ComputeParams& compute = params.compute;
+  const MemoryParams& memory = params.memory;
+  const CommParams& comm = params.comm;
+  // Rates divide work: they must be > 0.
+  if (absl::Status status = CheckParams(
+          {{"compute.gemm_flops_per_second", compute.gemm_flops_per_second},
+           {"compute.attention_forward_flops_per_second",
+            compute.attention_forward_flops_per_second},
+           {"compute.attention_backward_flops_per_second",
+            compute.attention_backward_flops_per_second},
+           {"compute.elementwise_bytes_per_second",
+            compute.elementwise_bytes_per_second},
+           {"comm.all_to_all_intra_bus_bytes_per_second",
+            comm.all_to_all_intra_bus_bytes_per_second},
+           {"comm.all_to_all_inter_bus_bytes_per_second",
+            comm.all_to_all_inter_bus_bytes_per_second},
+           {"comm.all_reduce_intra_bus_bytes_per_second",
+            comm.all_reduce_intra_bus_bytes_per_second},
+           {"comm.all_reduce_inter_bus_bytes_per_second",
+            comm.all_reduce_inter_bus_bytes_per_second}},
+          /*positive=*/true);
+      !status.ok()) {
+    return status;
+  }
+  return CheckParams(
+      {{"compute.gemm_half_efficiency_tokens",
+        compute.gemm_half_efficiency_tokens},
+       {"compute.layer_fixed_seconds", compute.layer_fixed_seconds},
+       {"compute.attention_forward_half_length_tokens",
+        compute.attention_forward_half_length_tokens},
+       {"compute.attention_backward_half_length_tokens",
+        compute.attention_backward_half_length_tokens},
+       {"memory.weight_bytes_per_parameter", memory.weight_bytes_per_parameter},
+       {"memory.gradient_bytes_per_parameter",
+        memory.gradient_bytes_per_parameter},
+       {"memory.optimizer_bytes_per_parameter",
+        memory.optimizer_bytes_per_parameter},
+       {"memory.fixed_bytes", memory.fixed_bytes},
+       {"memory.activation_bytes_per_token_per_layer",
+        memory.activation_bytes_per_token_per_layer},
+       {"memory.selective_bytes_per_token_per_layer",
+        memory.selective_bytes_per_token_per_layer},
+       {"memory.checkpoint_bytes_per_token_per_layer",
+        memory.checkpoint_bytes_per_token_per_layer},
+       {"memory.logits_bytes_per_token", memory.logits_bytes_per_token},
+       {"comm.all_to_all_intra_latency_seconds",
+        comm.all_to_all_intra_latency_seconds},
+       {"comm.all_to_all_inter_latency_seconds",
+        comm.all_to_all_inter_latency_seconds},
+       {"comm.all_reduce_intra_latency_seconds",
+        comm.all_reduce_intra_latency_seconds},
+       {"comm.all_reduce_inter_latency_seconds",
+        comm.all_reduce_inter_latency_seconds}},
+      /*positive=*/false);
+}
 
 CostParams DefaultCostParams(const ModelSpec& model,
                              const ClusterSpec& cluster) {
@@ -24,6 +106,7 @@ absl::StatusOr<CostModel> CostModel::Create(const ModelSpec& model,
                                             const CostParams& params) {
   if (absl::Status s = ValidateModelSpec(model); !s.ok()) return s;
   if (absl::Status s = ValidateClusterSpec(cluster); !s.ok()) return s;
+  if (absl::Status s = ValidateCostParams(params); !s.ok()) return s;
   return CostModel(model, cluster, params);
 }
 
@@ -55,8 +138,7 @@ MicroBatchCost CostModel::MicroBatch(const MicroBatchShape& shape,
   cost.recompute_seconds = checkpointed_layers * (forward + all_to_all);
   cost.backward_seconds = layers * (backward + all_to_all) +
                           cost.recompute_seconds + (head - head_forward);
-  cost.communication_seconds =
-      (2 * layers + checkpointed_layers) * all_to_all;
+  cost.communication_seconds = (2 * layers + checkpointed_layers) * all_to_all;
   cost.total_seconds = cost.forward_seconds + cost.backward_seconds;
   cost.peak_bytes = PeakBytes(shape, checkpointed_layers);
   return cost;

@@ -25,6 +25,10 @@ struct CostParams {
 CostParams DefaultCostParams(const ModelSpec& model,
                              const ClusterSpec& cluster);
 
+/// OK when every rate is finite and > 0 and every other parameter finite and
+/// >= 0; otherwise INVALID_ARGUMENT naming the first bad field.
+absl::Status ValidateCostParams(const CostParams& params);
+
 /// The predicted cost of one micro-batch on one rank of its SP group.
 struct MicroBatchCost {
   double forward_seconds = 0;
@@ -42,7 +46,7 @@ struct MicroBatchCost {
 /// combined into micro-batch and step costs. Immutable; thread-safe.
 class CostModel {
  public:
-  /// Validates the specs; errors name the bad field.
+  /// Validates the specs and the params; errors name the bad field.
   static absl::StatusOr<CostModel> Create(const ModelSpec& model,
                                           const ClusterSpec& cluster,
                                           const CostParams& params);
@@ -64,7 +68,9 @@ class CostModel {
   /// The step-end data-parallel gradient all-reduce over every rank.
   double GradientAllReduceSeconds() const;
   /// A group of this size spans nodes (its collectives use the NICs).
-  bool SpansNodes(int sp_size) const { return sp_size > cluster_.gpus_per_node; }
+  bool SpansNodes(int sp_size) const {
+    return sp_size > cluster_.gpus_per_node;
+  }
 
   const ModelSpec& model() const { return model_; }
   const ClusterSpec& cluster() const { return cluster_; }

@@ -1,6 +1,8 @@
 #include "cost_model/cost_model.h"
 
+#include <cmath>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <utility>
@@ -290,6 +292,35 @@ TEST(CostModelTest, CreateRejectsInvalidClusterNamingTheField) {
       CostModel::Create(model, cluster, DefaultCostParams(model, cluster));
   EXPECT_EQ(cost.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(cost.status().message(), HasSubstr("hbm_bytes_per_second"));
+}
+
+TEST(CostModelTest, CreateRejectsNonFiniteOrZeroParamsNamingTheField) {
+  const ModelSpec model = Llama8b();
+  const ClusterSpec cluster = H200Cluster(1, 8);
+  ASSERT_TRUE(ValidateCostParams(DefaultCostParams(model, cluster)).ok());
+
+  CostParams params = DefaultCostParams(model, cluster);
+  params.compute.gemm_flops_per_second = std::nan("");
+  absl::StatusOr<CostModel> cost = CostModel::Create(model, cluster, params);
+  EXPECT_EQ(cost.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(cost.status().message(),
+              HasSubstr("compute.gemm_flops_per_second = nan"));
+
+  params = DefaultCostParams(model, cluster);
+  params.comm.all_reduce_inter_bus_bytes_per_second = 0;  // a rate
+  EXPECT_THAT(CostModel::Create(model, cluster, params).status().message(),
+              HasSubstr("comm.all_reduce_inter_bus_bytes_per_second = 0"));
+
+  params = DefaultCostParams(model, cluster);
+  params.memory.fixed_bytes = 0;  // not a rate: 0 is allowed
+  EXPECT_TRUE(CostModel::Create(model, cluster, params).ok());
+  params.memory.fixed_bytes = std::numeric_limits<double>::infinity();
+  EXPECT_THAT(CostModel::Create(model, cluster, params).status().message(),
+              HasSubstr("memory.fixed_bytes = inf"));
+  params.memory.fixed_bytes = -1;
+  EXPECT_THAT(CostModel::Create(model, cluster, params).status().message(),
+              HasSubstr("memory.fixed_bytes = -1; it must be a finite "
+                        "number >= 0"));
 }
 
 }  // namespace
