@@ -56,6 +56,10 @@ constexpr int kMinRefitObservations = 4;
 constexpr double kRefitChangeThreshold = 0.05;
 constexpr double kMinComputeCorrection = 0.1;
 constexpr double kMaxComputeCorrection = 10;
+/// Online refit ignores a micro-batch whose predicted / measured compute is
+/// outside [1 / this, this]: a broken measurement, not a calibration signal
+/// (and one that could overflow the sums).
+constexpr double kMaxRefitRatio = 100;
 
 // State keys (see StateStore). job.json also records the
 // kBatchFingerprintVersion of the step records' fingerprints (absent: 1).
@@ -78,9 +82,8 @@ std::string StepKey(int64_t step) {
 
 // "7.28 s" for a second or more, three digits below ("0.0123 s").
 std::string FormatSeconds(double seconds) {
-  return seconds >= 0.995 || seconds == 0
-             ? absl::StrFormat("%.2f s", seconds)
-             : absl::StrFormat("%.3g s", seconds);
+  return seconds >= 0.995 || seconds == 0 ? absl::StrFormat("%.2f s", seconds)
+                                          : absl::StrFormat("%.3g s", seconds);
 }
 
 std::string Hex(uint64_t value) { return absl::StrFormat("%016x", value); }
@@ -107,16 +110,16 @@ absl::Status ValidateIdentifier(absl::string_view field,
         field, " is empty; set it to a stable name such as ", example));
   }
   if (value.size() > kMaxIdentifierLength) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        field, " ", Quote(value), " has ", value.size(),
-        " characters; use at most ", kMaxIdentifierLength));
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, " ", Quote(value), " has ", value.size(),
+                     " characters; use at most ", kMaxIdentifierLength));
   }
   for (char c : value) {
     if (!IsIdentifierCharacter(c)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          field, " ", Quote(value), " contains ",
-          Quote(absl::string_view(&c, 1)),
-          "; use only letters, digits and . _ : -"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, " ", Quote(value), " contains ",
+                       Quote(absl::string_view(&c, 1)),
+                       "; use only letters, digits and . _ : -"));
     }
   }
   return absl::OkStatus();
@@ -134,9 +137,9 @@ absl::Status ValidateFreeText(absl::string_view field,
   for (char c : value) {
     const unsigned char byte = static_cast<unsigned char>(c);
     if (byte < 0x20 || byte > 0x7e) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "%s %s contains byte 0x%02x; use printable ASCII", field,
-          Quote(value), byte));
+      return absl::InvalidArgumentError(
+          absl::StrFormat("%s %s contains byte 0x%02x; use printable ASCII",
+                          field, Quote(value), byte));
     }
   }
   return absl::OkStatus();
@@ -168,42 +171,40 @@ absl::Status ValidateAddress(absl::string_view address) {
 absl::Status ValidateGlobalBatch(const v1::GlobalBatch& batch,
                                  absl::string_view field) {
   if (batch.step() < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(field, ".step = ", batch.step(),
-                     "; steps are numbered from 0"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        field, ".step = ", batch.step(), "; steps are numbered from 0"));
   }
   if (batch.samples().empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        field, ".samples is empty (step ", batch.step(),
-        "); give the step's sequences"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ".samples is empty (step ", batch.step(),
+                     "); give the step's sequences"));
   }
   if (batch.samples_size() > kMaxSamplesPerBatch) {
     return absl::InvalidArgumentError(absl::StrCat(
-        field, ".samples has ", batch.samples_size(),
-        " sequences; at most ", kMaxSamplesPerBatch, " are supported"));
+        field, ".samples has ", batch.samples_size(), " sequences; at most ",
+        kMaxSamplesPerBatch, " are supported"));
   }
   absl::flat_hash_map<int64_t, int> index_of_id;
   index_of_id.reserve(batch.samples_size());
   for (int i = 0; i < batch.samples_size(); ++i) {
     const v1::Sample& sample = batch.samples(i);
     if (sample.length_tokens() <= 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          field, ".samples[", i, "] (id ", sample.id(),
-          ") has length_tokens = ", sample.length_tokens(),
-          "; every sequence needs at least 1 token"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ".samples[", i, "] (id ", sample.id(),
+                       ") has length_tokens = ", sample.length_tokens(),
+                       "; every sequence needs at least 1 token"));
     }
     if (sample.length_tokens() > kMaxLengthTokens) {
       return absl::InvalidArgumentError(absl::StrCat(
           field, ".samples[", i, "] (id ", sample.id(),
-          ") has length_tokens = ", sample.length_tokens(),
-          "; at most ", kMaxLengthTokens, " tokens are supported"));
+          ") has length_tokens = ", sample.length_tokens(), "; at most ",
+          kMaxLengthTokens, " tokens are supported"));
     }
     auto [it, inserted] = index_of_id.emplace(sample.id(), i);
     if (!inserted) {
       return absl::InvalidArgumentError(absl::StrCat(
           field, ".samples[", i, "].id = ", sample.id(), " repeats ", field,
-          ".samples[", it->second,
-          "].id; ids must be unique within a batch"));
+          ".samples[", it->second, "].id; ids must be unique within a batch"));
     }
   }
   return absl::OkStatus();
@@ -219,20 +220,19 @@ absl::Status CheckFiniteNonNegative(absl::string_view field, double value) {
 
 // Failure to write state: the caller may retry.
 absl::Status PersistError(absl::string_view what, const absl::Status& status) {
-  return absl::UnavailableError(absl::StrCat(
-      "cannot record ", what, " durably (", status.message(),
-      "); retry later"));
+  return absl::UnavailableError(absl::StrCat("cannot record ", what,
+                                             " durably (", status.message(),
+                                             "); retry later"));
 }
 
 // A corrupt or foreign state directory.
 absl::Status StateError(absl::string_view key, absl::string_view why) {
-  return absl::FailedPreconditionError(absl::StrCat(
-      "state file '", key, "' ", why,
-      "; restore the state directory or start with an empty one"));
+  return absl::FailedPreconditionError(
+      absl::StrCat("state file '", key, "' ", why,
+                   "; restore the state directory or start with an empty one"));
 }
 
-absl::StatusOr<json> ParseJson(absl::string_view key,
-                               absl::string_view text) {
+absl::StatusOr<json> ParseJson(absl::string_view key, absl::string_view text) {
   json value = json::parse(text.begin(), text.end(), nullptr,
                            /*allow_exceptions=*/false);
   if (value.is_discarded() || !value.is_object()) {
@@ -433,8 +433,8 @@ class PlannerHandlerImpl final : public PlannerHandler {
   std::string WorkersJson() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status CheckBackend(const v1::RegisterWorkerRequest& request) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  v1::RegisterWorkerResponse RegistrationResponse(const WorkerState& worker)
-      const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  v1::RegisterWorkerResponse RegistrationResponse(
+      const WorkerState& worker) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Marks a call from `worker_id` (empty: anonymous); NOT_FOUND if unknown.
   absl::Status Touch(absl::string_view worker_id, bool activity, int64_t step)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -534,11 +534,10 @@ class PlannerHandlerImpl final : public PlannerHandler {
 absl::Status PlannerHandlerImpl::Load() {
   if (store_ == nullptr) return absl::OkStatus();
   absl::MutexLock lock(&mu_);
-  for (auto load : {&PlannerHandlerImpl::LoadJob,
-                    &PlannerHandlerImpl::LoadWorkers,
-                    &PlannerHandlerImpl::LoadParams,
-                    &PlannerHandlerImpl::LoadProfiles,
-                    &PlannerHandlerImpl::LoadSteps}) {
+  for (auto load :
+       {&PlannerHandlerImpl::LoadJob, &PlannerHandlerImpl::LoadWorkers,
+        &PlannerHandlerImpl::LoadParams, &PlannerHandlerImpl::LoadProfiles,
+        &PlannerHandlerImpl::LoadSteps}) {
     if (absl::Status status = (this->*load)(); !status.ok()) return status;
   }
   return absl::OkStatus();
@@ -591,8 +590,7 @@ absl::Status PlannerHandlerImpl::LoadJob() {
 }
 
 absl::Status PlannerHandlerImpl::LoadWorkers() {
-  absl::StatusOr<std::optional<std::string>> stored =
-      store_->Read(kWorkersKey);
+  absl::StatusOr<std::optional<std::string>> stored = store_->Read(kWorkersKey);
   if (!stored.ok()) return stored.status();
   if (!stored->has_value()) return absl::OkStatus();
   absl::StatusOr<json> doc = ParseJson(kWorkersKey, **stored);
@@ -615,14 +613,15 @@ absl::Status PlannerHandlerImpl::LoadWorkers() {
     worker.last_seen = clock_.Now();
     const v1::RegisterWorkerRequest& registration = worker.registration;
     const int offset = worker.first_rank - worker.node_index * per_node;
-    if (worker.node_index < 0 || worker.node_index >= options_.cluster.num_nodes ||
+    if (worker.node_index < 0 ||
+        worker.node_index >= options_.cluster.num_nodes ||
         registration.num_ranks() < 1 || offset < 0 ||
         offset + registration.num_ranks() > per_node ||
         workers_.count(registration.worker_id()) > 0) {
-      return StateError(kWorkersKey,
-                        absl::StrCat("places worker ",
-                                     Quote(registration.worker_id()),
-                                     " outside the cluster"));
+      return StateError(
+          kWorkersKey,
+          absl::StrCat("places worker ", Quote(registration.worker_id()),
+                       " outside the cluster"));
     }
     std::optional<NodeState>& node = nodes[worker.node_index];
     if (!node.has_value()) node = NodeState{registration.node_name(), 0};
@@ -638,8 +637,9 @@ absl::Status PlannerHandlerImpl::LoadWorkers() {
     nodes_.push_back(*node);
   }
   if (nodes_.size() != static_cast<size_t>(std::count_if(
-                           nodes.begin(), nodes.end(),
-                           [](const auto& node) { return node.has_value(); }))) {
+                           nodes.begin(), nodes.end(), [](const auto& node) {
+                             return node.has_value();
+                           }))) {
     return StateError(kWorkersKey, "leaves a gap between node slots");
   }
   // Ranks of a node must be contiguous from the node's first rank.
@@ -676,8 +676,7 @@ absl::Status PlannerHandlerImpl::LoadParams() {
     const json& version = (*doc)["params_version"];
     const json& correction = (*doc)["compute_correction"];
     if (!version.is_number_integer() || version.get<int64_t>() < 1 ||
-        !correction.is_number() ||
-        !ProtoFromJson((*doc)["params"], &params) ||
+        !correction.is_number() || !ProtoFromJson((*doc)["params"], &params) ||
         !ProtoFromJson((*doc)["fitted_params"], &fitted) ||
         !(*doc)["reports"].is_array()) {
       return StateError(key, "is not a parameter version");
@@ -685,9 +684,9 @@ absl::Status PlannerHandlerImpl::LoadParams() {
     absl::StatusOr<CostModel> cost_model = CostModel::Create(
         options_.model, options_.cluster, CostParamsFromProto(params));
     if (!cost_model.ok()) return StateError(key, cost_model.status().message());
-    versions_[version.get<int64_t>()] = ParamsVersion{
-        std::make_shared<const CostModel>(*std::move(cost_model)),
-        correction.get<double>()};
+    versions_[version.get<int64_t>()] =
+        ParamsVersion{std::make_shared<const CostModel>(*std::move(cost_model)),
+                      correction.get<double>()};
     // The last (highest) version sets the current fit.
     fitted_params_ = CostParamsFromProto(fitted);
     reports_.clear();
@@ -740,9 +739,9 @@ absl::Status PlannerHandlerImpl::LoadSteps() {
       return StateError(key, "is not a step record");
     }
     if (versions_.count(version.get<int64_t>()) == 0) {
-      return StateError(key, absl::StrCat("refers to parameter version ",
-                                          version.get<int64_t>(),
-                                          ", which is missing"));
+      return StateError(
+          key, absl::StrCat("refers to parameter version ",
+                            version.get<int64_t>(), ", which is missing"));
     }
     StepRecord& record = steps_[step.get<int64_t>()];
     record.fingerprint = fingerprint_value;
@@ -814,8 +813,8 @@ std::string PlannerHandlerImpl::WaitingFor() const {
   int ranks = 0;
   for (const NodeState& node : nodes_) ranks += node.ranks_used;
   std::string text =
-      absl::StrCat(nodes_.size(), " of ", num_nodes, " nodes, ", ranks,
-                   " of ", world_size_, " ranks registered");
+      absl::StrCat(nodes_.size(), " of ", num_nodes, " nodes, ", ranks, " of ",
+                   world_size_, " ranks registered");
   if (static_cast<int>(nodes_.size()) < num_nodes) {
     std::vector<int> missing;
     for (int n = static_cast<int>(nodes_.size()); n < num_nodes; ++n) {
@@ -825,8 +824,7 @@ std::string PlannerHandlerImpl::WaitingFor() const {
     const int count = num_nodes - static_cast<int>(nodes_.size());
     absl::StrAppend(&text, "; missing node slot", count > 1 ? "s " : " ",
                     absl::StrJoin(missing, ", "),
-                    count > 8 ? absl::StrCat(", ... (", count, " slots)")
-                              : "");
+                    count > 8 ? absl::StrCat(", ... (", count, " slots)") : "");
   }
   for (size_t n = 0; n < nodes_.size(); ++n) {
     if (nodes_[n].ranks_used < per_node) {
@@ -902,8 +900,8 @@ absl::StatusOr<v1::RegisterWorkerResponse> PlannerHandlerImpl::RegisterWorker(
       !status.ok()) {
     return status;
   }
-  if (absl::Status status = ValidateIdentifier(
-          "node_name", request.node_name(), "the host name");
+  if (absl::Status status =
+          ValidateIdentifier("node_name", request.node_name(), "the host name");
       !status.ok()) {
     return status;
   }
@@ -921,17 +919,17 @@ absl::StatusOr<v1::RegisterWorkerResponse> PlannerHandlerImpl::RegisterWorker(
         " is not supported; use \"gloo\" (CPU) or \"nccl\" (GPU)"));
   }
   if (request.gpu_memory_bytes() < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "gpu_memory_bytes = ", request.gpu_memory_bytes(), " for worker ",
-        Quote(request.worker_id()),
-        "; give the GPU's total memory, or 0 if unknown"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("gpu_memory_bytes = ", request.gpu_memory_bytes(),
+                     " for worker ", Quote(request.worker_id()),
+                     "; give the GPU's total memory, or 0 if unknown"));
   }
   if (absl::Status status = ValidateAddress(request.address()); !status.ok()) {
     return status;
   }
   for (const auto& [field, value] :
        {std::pair<const char*, const std::string*>{"gpu_kind",
-                                                    &request.gpu_kind()},
+                                                   &request.gpu_kind()},
         {"libtorch_version", &request.libtorch_version()}}) {
     if (absl::Status status = ValidateFreeText(field, *value); !status.ok()) {
       return status;
@@ -976,9 +974,8 @@ absl::StatusOr<v1::RegisterWorkerResponse> PlannerHandlerImpl::RegisterWorker(
         for (const NodeState& n : nodes_) names.push_back(Quote(n.name));
         return absl::ResourceExhaustedError(absl::StrCat(
             "worker ", Quote(request.worker_id()), " is on node ",
-            Quote(request.node_name()), " but all ",
-            options_.cluster.num_nodes, " node slots are taken by ",
-            absl::StrJoin(names, ", "),
+            Quote(request.node_name()), " but all ", options_.cluster.num_nodes,
+            " node slots are taken by ", absl::StrJoin(names, ", "),
             "; run it on one of those nodes or plan for more nodes"));
       }
       new_node = true;
@@ -990,9 +987,8 @@ absl::StatusOr<v1::RegisterWorkerResponse> PlannerHandlerImpl::RegisterWorker(
       return absl::ResourceExhaustedError(absl::StrCat(
           "node ", Quote(request.node_name()), " has ", node->ranks_used,
           " of its ", per_node, " ranks taken by ",
-          absl::StrJoin(holders, ", "), "; worker ",
-          Quote(request.worker_id()), " asks for ", request.num_ranks(),
-          " more"));
+          absl::StrJoin(holders, ", "), "; worker ", Quote(request.worker_id()),
+          " asks for ", request.num_ranks(), " more"));
     }
     WorkerState worker;
     worker.registration = request;
@@ -1028,8 +1024,7 @@ absl::StatusOr<v1::RegisterWorkerResponse> PlannerHandlerImpl::RegisterWorker(
                      WorldComplete() ? "; world complete"
                                      : absl::StrCat("; ", WaitingFor())));
     if (request.gpu_memory_bytes() > 0 &&
-        request.gpu_memory_bytes() <
-            0.98 * options_.cluster.gpu_memory_bytes) {
+        request.gpu_memory_bytes() < 0.98 * options_.cluster.gpu_memory_bytes) {
       Log(absl::StrCat("warning: worker ", request.worker_id(), " has ",
                        request.gpu_memory_bytes(),
                        " bytes of GPU memory; plans assume ",
@@ -1044,9 +1039,9 @@ absl::Status PlannerHandlerImpl::Touch(absl::string_view worker_id,
   if (worker_id.empty()) return absl::OkStatus();
   auto it = workers_.find(std::string(worker_id));
   if (it == workers_.end()) {
-    return absl::NotFoundError(absl::StrCat(
-        "worker_id ", Quote(worker_id),
-        " is not registered; call RegisterWorker first"));
+    return absl::NotFoundError(
+        absl::StrCat("worker_id ", Quote(worker_id),
+                     " is not registered; call RegisterWorker first"));
   }
   it->second.last_seen = clock_.Now();
   if (activity) {
@@ -1080,28 +1075,28 @@ absl::StatusOr<int64_t> PlannerHandlerImpl::AddVersion(
       !status.ok()) {
     return PersistError(absl::StrCat("parameter version ", version), status);
   }
-  versions_[version] = ParamsVersion{
-      std::make_shared<const CostModel>(*std::move(cost_model)),
-      compute_correction};
+  versions_[version] =
+      ParamsVersion{std::make_shared<const CostModel>(*std::move(cost_model)),
+                    compute_correction};
   return version;
 }
 
 absl::StatusOr<v1::SubmitProfileResponse> PlannerHandlerImpl::SubmitProfile(
     const v1::SubmitProfileRequest& request) {
-  if (absl::Status status = ValidateIdentifier(
-          "worker_id", request.worker_id(), "the pod name");
+  if (absl::Status status =
+          ValidateIdentifier("worker_id", request.worker_id(), "the pod name");
       !status.ok()) {
     return status;
   }
   if (request.samples().empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "samples is empty (worker ", Quote(request.worker_id()),
-        "); send the worker's micro-benchmark measurements"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("samples is empty (worker ", Quote(request.worker_id()),
+                     "); send the worker's micro-benchmark measurements"));
   }
   if (request.samples_size() > kMaxProfileSamples) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "samples has ", request.samples_size(), " entries; send at most ",
-        kMaxProfileSamples));
+    return absl::InvalidArgumentError(
+        absl::StrCat("samples has ", request.samples_size(),
+                     " entries; send at most ", kMaxProfileSamples));
   }
   absl::StatusOr<std::vector<ProfileSample>> own_samples =
       ProfileSamplesFromProto(request.samples());
@@ -1137,8 +1132,8 @@ absl::StatusOr<v1::SubmitProfileResponse> PlannerHandlerImpl::SubmitProfile(
     if (!converted.ok()) return converted.status();  // validated when stored
     samples.insert(samples.end(), converted->begin(), converted->end());
   }
-  absl::StatusOr<CostModelFit> fit = FitCostModel(
-      options_.model, options_.cluster, default_params_, samples);
+  absl::StatusOr<CostModelFit> fit =
+      FitCostModel(options_.model, options_.cluster, default_params_, samples);
   if (!fit.ok()) return fit.status();
 
   absl::MutexLock lock(&mu_);
@@ -1175,11 +1170,10 @@ absl::StatusOr<v1::SubmitProfileResponse> PlannerHandlerImpl::SubmitProfile(
   }
   std::vector<std::string> summary;
   for (const ModelFitReport& report : reports_) {
-    summary.push_back(
-        report.used_defaults
-            ? absl::StrCat(report.name, " defaults")
-            : absl::StrFormat("%s rms %.1f%%", report.name,
-                              100 * report.rms_relative_error));
+    summary.push_back(report.used_defaults
+                          ? absl::StrCat(report.name, " defaults")
+                          : absl::StrFormat("%s rms %.1f%%", report.name,
+                                            100 * report.rms_relative_error));
   }
   Log(absl::StrCat("profile from worker ", request.worker_id(), ": ",
                    request.samples_size(), " samples (", samples.size(),
@@ -1198,9 +1192,10 @@ void PlannerHandlerImpl::MaybeRefit() {
       refit_ratio_squared_sum_ <= 0) {
     return;
   }
+  const double fitted_factor = refit_ratio_sum_ / refit_ratio_squared_sum_;
+  if (!std::isfinite(fitted_factor)) return;
   const double factor =
-      std::clamp(refit_ratio_sum_ / refit_ratio_squared_sum_,
-                 kMinComputeCorrection, kMaxComputeCorrection);
+      std::clamp(fitted_factor, kMinComputeCorrection, kMaxComputeCorrection);
   const double current = versions_.rbegin()->second.compute_correction;
   if (std::abs(factor / current - 1) <= kRefitChangeThreshold) return;
   absl::StatusOr<int64_t> version =
@@ -1306,8 +1301,8 @@ std::shared_ptr<const StepPlan> PlannerHandlerImpl::ComputePlan(
     result->status = absl::Status(
         plan.status().code(),
         absl::StrCat("step ", step, ": ", plan.status().message()));
-    Log(absl::StrCat("step ", step, ": not plannable: ",
-                     plan.status().message()));
+    Log(absl::StrCat("step ", step,
+                     ": not plannable: ", plan.status().message()));
     return result;
   }
   if (plan->lower_bound_seconds <= 0) {
@@ -1608,7 +1603,8 @@ absl::StatusOr<v1::SubmitBatchesResponse> PlannerHandlerImpl::SubmitBatches(
       return status;
     }
   }
-  const bool background = !stopping_ && options_.background_planning_threads > 0;
+  const bool background =
+      !stopping_ && options_.background_planning_threads > 0;
   for (const auto& [step, i] : index_of_step) {
     StepRecord& entry = steps_[step];
     entry.fingerprint = fingerprints[i];
@@ -1625,16 +1621,16 @@ absl::StatusOr<v1::SubmitBatchesResponse> PlannerHandlerImpl::SubmitBatches(
 // ---------------------------------------------------------------------------
 // Measurements, model and workers.
 
-absl::StatusOr<v1::ReportStepStatsResponse>
-PlannerHandlerImpl::ReportStepStats(const v1::ReportStepStatsRequest& request) {
-  if (absl::Status status = ValidateIdentifier(
-          "worker_id", request.worker_id(), "the pod name");
+absl::StatusOr<v1::ReportStepStatsResponse> PlannerHandlerImpl::ReportStepStats(
+    const v1::ReportStepStatsRequest& request) {
+  if (absl::Status status =
+          ValidateIdentifier("worker_id", request.worker_id(), "the pod name");
       !status.ok()) {
     return status;
   }
   if (request.step() < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "step = ", request.step(), "; steps are numbered from 0"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("step = ", request.step(), "; steps are numbered from 0"));
   }
   if (request.rank() < 0 || request.rank() >= world_size_) {
     return absl::InvalidArgumentError(
@@ -1651,9 +1647,9 @@ PlannerHandlerImpl::ReportStepStats(const v1::ReportStepStatsRequest& request) {
     const v1::MicroBatchStats& stats = request.micro_batches(i);
     const std::string field = absl::StrCat("micro_batches[", i, "]");
     if (stats.micro_batch_index() < 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(field, ".micro_batch_index = ",
-                       stats.micro_batch_index(), "; indices start at 0"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          field, ".micro_batch_index = ", stats.micro_batch_index(),
+          "; indices start at 0"));
     }
     if (!seen_indices.insert(stats.micro_batch_index()).second) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -1672,9 +1668,9 @@ PlannerHandlerImpl::ReportStepStats(const v1::ReportStepStatsRequest& request) {
       }
     }
     if (stats.peak_memory_bytes() < 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(field, ".peak_memory_bytes = ",
-                       stats.peak_memory_bytes(), "; it must be >= 0"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          field, ".peak_memory_bytes = ", stats.peak_memory_bytes(),
+          "; it must be >= 0"));
     }
   }
 
@@ -1696,8 +1692,8 @@ PlannerHandlerImpl::ReportStepStats(const v1::ReportStepStatsRequest& request) {
     const int last = first + worker.registration.num_ranks() - 1;
     if (rank < first || rank > last) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "rank = ", rank, " is not one of worker ",
-          Quote(request.worker_id()), "'s ranks ", first, "..", last));
+          "rank = ", rank, " is not one of worker ", Quote(request.worker_id()),
+          "'s ranks ", first, "..", last));
     }
     auto entry = steps_.find(step);
     if (entry == steps_.end()) {
@@ -1706,8 +1702,7 @@ PlannerHandlerImpl::ReportStepStats(const v1::ReportStepStatsRequest& request) {
     }
     const StepPlanFuture& future = entry->second.plan;
     if (!future.valid() ||
-        future.wait_for(std::chrono::seconds(0)) !=
-            std::future_status::ready ||
+        future.wait_for(std::chrono::seconds(0)) != std::future_status::ready ||
         !future.get()->status.ok()) {
       return absl::FailedPreconditionError(absl::StrCat(
           "step ", step,
@@ -1729,10 +1724,9 @@ PlannerHandlerImpl::ReportStepStats(const v1::ReportStepStatsRequest& request) {
       const int index = request.micro_batches(i).micro_batch_index();
       if (index >= count) {
         return absl::InvalidArgumentError(absl::StrCat(
-            "micro_batches[", i, "].micro_batch_index = ", index,
-            " but rank ", rank, "'s group runs ", count,
-            " micro-batches in step ", step, " (indices 0..", count - 1,
-            ")"));
+            "micro_batches[", i, "].micro_batch_index = ", index, " but rank ",
+            rank, "'s group runs ", count, " micro-batches in step ", step,
+            " (indices 0..", count - 1, ")"));
       }
     }
 
@@ -1740,8 +1734,12 @@ PlannerHandlerImpl::ReportStepStats(const v1::ReportStepStatsRequest& request) {
     report.step_seconds = measured;
     if (group.predicted_seconds > 0) {
       measured_over_predicted = measured / group.predicted_seconds;
-      report.relative_error =
+      // A measurement so small that the error overflows says nothing.
+      const double relative_error =
           std::abs(measured - group.predicted_seconds) / measured;
+      if (std::isfinite(relative_error)) {
+        report.relative_error = relative_error;
+      }
     }
     // Online refit ratios, relative to the fitted parameters.
     const double correction =
@@ -1752,8 +1750,10 @@ PlannerHandlerImpl::ReportStepStats(const v1::ReportStepStatsRequest& request) {
         const double predicted =
             group.micro_batch_compute_seconds[stats.micro_batch_index()] /
             correction;
-        if (predicted > 0 && stats.compute_seconds() > 0) {
-          report.compute_ratios.push_back(predicted / stats.compute_seconds());
+        const double ratio = predicted / stats.compute_seconds();
+        if (predicted > 0 && stats.compute_seconds() > 0 &&
+            ratio >= 1 / kMaxRefitRatio && ratio <= kMaxRefitRatio) {
+          report.compute_ratios.push_back(ratio);
         }
       }
     }
@@ -1810,8 +1810,8 @@ PlannerHandlerImpl::ReportStepStats(const v1::ReportStepStatsRequest& request) {
   return response;
 }
 
-absl::StatusOr<v1::GetClusterModelResponse>
-PlannerHandlerImpl::GetClusterModel(const v1::GetClusterModelRequest&) {
+absl::StatusOr<v1::GetClusterModelResponse> PlannerHandlerImpl::GetClusterModel(
+    const v1::GetClusterModelRequest&) {
   absl::MutexLock lock(&mu_);
   v1::GetClusterModelResponse response;
   *response.mutable_model() = ModelSpecToProto(options_.model);
@@ -1870,16 +1870,16 @@ absl::StatusOr<v1::ListWorkersResponse> PlannerHandlerImpl::ListWorkers(
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<PlannerHandler>> PlannerHandler::Create(
-    PlannerHandlerOptions options, const Clock& clock,
-    PlannerMetrics* metrics, std::function<void(const std::string&)> log) {
+    PlannerHandlerOptions options, const Clock& clock, PlannerMetrics* metrics,
+    std::function<void(const std::string&)> log) {
   absl::StatusOr<CostModel> default_model =
       CostModel::CreateDefault(options.model, options.cluster);
   if (!default_model.ok()) return default_model.status();
-  if (absl::StatusOr<std::vector<int>> sizes = LegalSpSizes(
-          *default_model, options.planner_options.sp_sizes);
+  if (absl::StatusOr<std::vector<int>> sizes =
+          LegalSpSizes(*default_model, options.planner_options.sp_sizes);
       !sizes.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "planner_options.sp_sizes: ", sizes.status().message()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("planner_options.sp_sizes: ", sizes.status().message()));
   }
   if (options.plan_cache_steps < 1) {
     return absl::InvalidArgumentError(
@@ -1893,10 +1893,10 @@ absl::StatusOr<std::unique_ptr<PlannerHandler>> PlannerHandler::Create(
         "; use 0 (plan on demand) to ", kMaxBackgroundThreads));
   }
   if (options.worker_liveness_timeout <= absl::ZeroDuration()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "worker_liveness_timeout = ",
-        absl::FormatDuration(options.worker_liveness_timeout),
-        "; it must be positive"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("worker_liveness_timeout = ",
+                     absl::FormatDuration(options.worker_liveness_timeout),
+                     "; it must be positive"));
   }
   std::unique_ptr<StateStore> store;
   if (!options.state_dir.empty()) {

@@ -181,8 +181,8 @@ PlannerHandlerOptions CpuOptions() {
   return options;
 }
 
-v1::RegisterWorkerRequest Worker(const std::string& id,
-                                 const std::string& node, int num_ranks) {
+v1::RegisterWorkerRequest Worker(const std::string& id, const std::string& node,
+                                 int num_ranks) {
   v1::RegisterWorkerRequest request;
   request.set_worker_id(id);
   request.set_node_name(node);
@@ -197,11 +197,11 @@ v1::RegisterWorkerRequest Worker(const std::string& id,
 // Registers `nodes` nodes of one worker each holding every GPU of its node.
 void RegisterWorld(PlannerHandler& handler, int nodes, int ranks_per_node) {
   for (int n = 0; n < nodes; ++n) {
-    ASSERT_TRUE(handler
-                    .RegisterWorker(Worker(absl::StrCat("w", n),
-                                           absl::StrCat("node", n),
-                                           ranks_per_node))
-                    .ok());
+    ASSERT_TRUE(
+        handler
+            .RegisterWorker(Worker(absl::StrCat("w", n),
+                                   absl::StrCat("node", n), ranks_per_node))
+            .ok());
   }
 }
 
@@ -212,8 +212,8 @@ v1::GlobalBatch MakeBatch(int64_t step, int n = 48, int64_t salt = 0) {
   for (int i = 0; i < n; ++i) {
     v1::Sample* sample = batch.add_samples();
     sample->set_id(1000 * step + i);
-    sample->set_length_tokens(1000 + ((i + 7 * step + salt) * 2654435761LL) %
-                                         15000 +
+    sample->set_length_tokens(1000 +
+                              ((i + 7 * step + salt) * 2654435761LL) % 15000 +
                               (i % 16 == 0 ? 40000 : 0));
   }
   return batch;
@@ -269,8 +269,8 @@ TEST(PlannerHandlerTest, RegistersWorldWithStableContiguousRanks) {
   auto handler = MakeHandler(GpuOptions(), clock, &metrics);
   for (int n = 0; n < 4; ++n) {
     absl::StatusOr<v1::RegisterWorkerResponse> response =
-        handler->RegisterWorker(Worker(absl::StrCat("w", n),
-                                       absl::StrCat("node", n), 8));
+        handler->RegisterWorker(
+            Worker(absl::StrCat("w", n), absl::StrCat("node", n), 8));
     ASSERT_TRUE(response.ok()) << response.status();
     EXPECT_EQ(response->first_rank(), 8 * n);
     EXPECT_EQ(response->num_ranks(), 8);
@@ -298,9 +298,9 @@ TEST(PlannerHandlerTest, RegistersWorldWithStableContiguousRanks) {
   absl::StatusOr<v1::RegisterWorkerResponse> moved =
       handler->RegisterWorker(Worker("w2", "node5", 8));
   EXPECT_EQ(moved.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(moved.status().message(),
-              AllOf(HasSubstr("'w2'"), HasSubstr("'node2'"),
-                    HasSubstr("'node5'")));
+  EXPECT_THAT(
+      moved.status().message(),
+      AllOf(HasSubstr("'w2'"), HasSubstr("'node2'"), HasSubstr("'node5'")));
   absl::StatusOr<v1::RegisterWorkerResponse> resized =
       handler->RegisterWorker(Worker("w2", "node2", 4));
   EXPECT_EQ(resized.status().code(), absl::StatusCode::kFailedPrecondition);
@@ -359,9 +359,9 @@ TEST(PlannerHandlerTest, IncompleteWorldSaysWhatIsMissing) {
   absl::StatusOr<v1::GetPlanResponse> plan =
       handler->GetPlan(PlanRequest("w0", MakeBatch(0)));
   EXPECT_EQ(plan.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(plan.status().message(),
-              AllOf(HasSubstr("12 of 32 ranks"),
-                    HasSubstr("missing node slots 2, 3")));
+  EXPECT_THAT(
+      plan.status().message(),
+      AllOf(HasSubstr("12 of 32 ranks"), HasSubstr("missing node slots 2, 3")));
   EXPECT_EQ(handler->GetSerializedPlan(PlanRequest("w0", MakeBatch(0)))
                 .status()
                 .code(),
@@ -390,8 +390,8 @@ TEST(PlannerHandlerTest, RegistrationErrorsNameTheField) {
   Case memory{Worker("w", "node0", 8), "gpu_memory_bytes = -1"};
   memory.request.set_gpu_memory_bytes(-1);
   cases.push_back(memory);
-  for (const char* address : {"nohost", ":29500", "host:0", "host:70000",
-                              "host:12ab"}) {
+  for (const char* address :
+       {"nohost", ":29500", "host:0", "host:70000", "host:12ab"}) {
     Case bad{Worker("w", "node0", 8), "address"};
     bad.request.set_address(address);
     cases.push_back(bad);
@@ -497,16 +497,13 @@ TEST(PlannerHandlerTest, SubmitProfileFitsAndVersionsParameters) {
   EXPECT_EQ(model.reports_size(), fitted->reports_size());
 
   // The same profile again changes nothing.
-  EXPECT_EQ(handler->SubmitProfile(Profile(options, "w0", 1))
-                ->params_version(),
+  EXPECT_EQ(handler->SubmitProfile(Profile(options, "w0", 1))->params_version(),
             1);
   // The same worker re-submitting replaces its samples (version bumps since
   // the noise differs), and another worker's samples are added.
-  EXPECT_EQ(handler->SubmitProfile(Profile(options, "w0", 2))
-                ->params_version(),
+  EXPECT_EQ(handler->SubmitProfile(Profile(options, "w0", 2))->params_version(),
             2);
-  EXPECT_EQ(handler->SubmitProfile(Profile(options, "w1", 3))
-                ->params_version(),
+  EXPECT_EQ(handler->SubmitProfile(Profile(options, "w1", 3))->params_version(),
             3);
 
   // A new step uses the new parameters; the old step keeps its plan.
@@ -515,8 +512,9 @@ TEST(PlannerHandlerTest, SubmitProfileFitsAndVersionsParameters) {
   ASSERT_TRUE(after.ok());
   EXPECT_FALSE(after->using_default_params());
   EXPECT_EQ(after->params_version(), 3);
-  EXPECT_EQ(handler->GetPlan(PlanRequest("w1", MakeBatch(0)))->SerializeAsString(),
-            before->SerializeAsString());
+  EXPECT_EQ(
+      handler->GetPlan(PlanRequest("w1", MakeBatch(0)))->SerializeAsString(),
+      before->SerializeAsString());
 }
 
 TEST(PlannerHandlerTest, ProfileErrorsNameTheSample) {
@@ -651,9 +649,8 @@ TEST(PlannerHandlerTest, RestartServesIdenticalPlansAndKeepsState) {
     RegisterWorld(*handler, 4, 8);
     before.push_back(
         *handler->GetSerializedPlan(PlanRequest("w0", MakeBatch(0))).value());
-    ASSERT_EQ(handler->SubmitProfile(Profile(options, "w0", 1))
-                  ->params_version(),
-              1);
+    ASSERT_EQ(
+        handler->SubmitProfile(Profile(options, "w0", 1))->params_version(), 1);
     before.push_back(
         *handler->GetSerializedPlan(PlanRequest("w0", MakeBatch(1))).value());
     before.push_back(
@@ -691,8 +688,7 @@ TEST(PlannerHandlerTest, RestartServesIdenticalPlansAndKeepsState) {
                 .code(),
             absl::StatusCode::kFailedPrecondition);
   // Profiles survive too: the same profile from w0 is no change.
-  EXPECT_EQ(handler->SubmitProfile(Profile(options, "w0", 1))
-                ->params_version(),
+  EXPECT_EQ(handler->SubmitProfile(Profile(options, "w0", 1))->params_version(),
             1);
 }
 
@@ -717,7 +713,8 @@ TEST(PlannerHandlerTest, SubmittedBatchesArePlannedAhead) {
   auto handler = MakeHandler(options, clock, &metrics);
   RegisterWorld(*handler, 4, 8);
   v1::SubmitBatchesRequest submit;
-  for (int64_t step = 10; step < 13; ++step) *submit.add_batches() = MakeBatch(step);
+  for (int64_t step = 10; step < 13; ++step)
+    *submit.add_batches() = MakeBatch(step);
   *submit.add_batches() = MakeBatch(10);  // repeats are harmless
   absl::StatusOr<v1::SubmitBatchesResponse> accepted =
       handler->SubmitBatches(submit);
@@ -743,8 +740,7 @@ TEST(PlannerHandlerTest, SubmittedBatchesArePlannedAhead) {
   absl::StatusOr<v1::SubmitBatchesResponse> rejected =
       handler->SubmitBatches(bad);
   EXPECT_EQ(rejected.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(rejected.status().message(),
-              HasSubstr("batches[1].samples[0]"));
+  EXPECT_THAT(rejected.status().message(), HasSubstr("batches[1].samples[0]"));
   handler->Shutdown();
   handler->Shutdown();
   // After shutdown, submitted batches are planned on demand.
@@ -780,14 +776,17 @@ TEST(PlannerHandlerTest, EvictedPlansAreReplannedIdentically) {
   std::vector<std::string> first;
   for (int64_t step = 0; step < 3; ++step) {
     first.push_back(
-        *handler->GetSerializedPlan(PlanRequest("w0", MakeBatch(step))).value());
+        *handler->GetSerializedPlan(PlanRequest("w0", MakeBatch(step)))
+             .value());
   }
   EXPECT_EQ(metrics.plans_computed(), 3);
-  EXPECT_EQ(*handler->GetSerializedPlan(PlanRequest("w0", MakeBatch(2))).value(),
-            first[2]);
+  EXPECT_EQ(
+      *handler->GetSerializedPlan(PlanRequest("w0", MakeBatch(2))).value(),
+      first[2]);
   EXPECT_EQ(metrics.plans_computed(), 3);  // cached
-  EXPECT_EQ(*handler->GetSerializedPlan(PlanRequest("w0", MakeBatch(0))).value(),
-            first[0]);
+  EXPECT_EQ(
+      *handler->GetSerializedPlan(PlanRequest("w0", MakeBatch(0))).value(),
+      first[0]);
   EXPECT_EQ(metrics.plans_computed(), 4);  // evicted, planned again
 }
 
@@ -1140,7 +1139,8 @@ TEST(PlannerHandlerTest, StepStatsFeedMetricsAndImbalance) {
   const v1::GetPlanResponse plan =
       handler->GetPlan(PlanRequest("w0", MakeBatch(0, 12))).value();
   std::vector<std::pair<std::string, int>> worker_of_rank;
-  for (int r = 0; r < 4; ++r) worker_of_rank.push_back({absl::StrCat("w", r), r});
+  for (int r = 0; r < 4; ++r)
+    worker_of_rank.push_back({absl::StrCat("w", r), r});
   const std::vector<double> seconds = {1.0, 2.0, 3.0, 4.0};
   std::vector<v1::ReportStepStatsRequest> reports =
       ReportsFor(plan, 1, seconds, worker_of_rank);
@@ -1274,6 +1274,35 @@ TEST(PlannerHandlerTest, OnlineRefitFollowsMeasuredComputeTime) {
   EXPECT_EQ(handler->GetClusterModel({})->params_version(), 1);
 }
 
+TEST(PlannerHandlerTest, AbsurdlySmallMeasurementsDoNotCorruptTheModel) {
+  FakeClock clock;
+  RecordingMetrics metrics;
+  PlannerHandlerOptions options = GpuOptions();
+  options.cluster = H200Cluster(/*num_nodes=*/1, /*gpus_per_node=*/8);
+  options.online_refit = true;
+  auto handler = MakeHandler(options, clock, &metrics);
+  ASSERT_TRUE(handler->RegisterWorker(Worker("w0", "node0", 8)).ok());
+  std::vector<std::pair<std::string, int>> worker_of_rank(8, {"w0", 0});
+  const v1::GetPlanResponse first =
+      handler->GetPlan(PlanRequest("w0", MakeBatch(0, 16))).value();
+  // Valid (finite, > 0) but so small that predicted / measured overflows.
+  for (const v1::ReportStepStatsRequest& report :
+       ReportsFor(first, /*factor=*/1e-320, {}, worker_of_rank)) {
+    absl::StatusOr<v1::ReportStepStatsResponse> response =
+        handler->ReportStepStats(report);
+    ASSERT_TRUE(response.ok()) << response.status();
+  }
+  // No refit from them, and no non-finite error reached the metrics.
+  EXPECT_EQ(handler->GetClusterModel({})->params_version(), 0);
+  for (double error : metrics.errors()) EXPECT_TRUE(std::isfinite(error));
+  v1::GlobalBatch next = MakeBatch(0, 16);
+  next.set_step(1);
+  const v1::GetPlanResponse later =
+      handler->GetPlan(PlanRequest("w0", next)).value();
+  EXPECT_EQ(later.plan().predicted_step_seconds(),
+            first.plan().predicted_step_seconds());
+}
+
 TEST(PlannerHandlerTest, ListWorkersTracksLiveness) {
   FakeClock clock(absl::FromUnixSeconds(1'700'000'000));
   PlannerHandlerOptions options = CpuOptions();
@@ -1289,8 +1318,8 @@ TEST(PlannerHandlerTest, ListWorkersTracksLiveness) {
     return result;
   };
   using State = v1::WorkerInfo;
-  EXPECT_EQ(states(), (std::vector<v1::WorkerInfo::State>(
-                          4, State::REGISTERED)));
+  EXPECT_EQ(states(),
+            (std::vector<v1::WorkerInfo::State>(4, State::REGISTERED)));
   clock.Advance(absl::Seconds(10));
   ASSERT_TRUE(handler->GetPlan(PlanRequest("w1", MakeBatch(7, 8))).ok());
   v1::ListWorkersResponse listed = handler->ListWorkers({}).value();
@@ -1305,9 +1334,9 @@ TEST(PlannerHandlerTest, ListWorkersTracksLiveness) {
   EXPECT_EQ(listed.workers(2).gpu_kind(), "H200");
   EXPECT_EQ(listed.workers(2).libtorch_version(), "2.4.0");
   clock.Advance(absl::Seconds(55));
-  EXPECT_EQ(states(), (std::vector<v1::WorkerInfo::State>{
-                          State::LOST, State::ACTIVE, State::LOST,
-                          State::LOST}));
+  EXPECT_EQ(states(),
+            (std::vector<v1::WorkerInfo::State>{State::LOST, State::ACTIVE,
+                                                State::LOST, State::LOST}));
   clock.Advance(absl::Seconds(10));
   EXPECT_EQ(states()[1], State::LOST);
   // A report brings a worker back.
