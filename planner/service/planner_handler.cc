@@ -47,7 +47,6 @@ constexpr int kMaxSamplesPerBatch = 1 << 20;
 constexpr int kMaxProfileSamples = 1 << 20;
 constexpr size_t kMaxIdentifierLength = 128;
 constexpr size_t kMaxFreeTextLength = 256;
-constexpr int kMaxBackgroundThreads = 64;
 // Online refit: micro-batch measurements needed before the correction is
 // applied, the relative change that makes a new parameter version, and the
 // range a correction may take (beyond it the measurements are not of the
@@ -218,11 +217,23 @@ absl::Status CheckFiniteNonNegative(absl::string_view field, double value) {
   return absl::OkStatus();
 }
 
-// Failure to write state: the caller may retry.
+// Failure to write state. A full disk (RESOURCE_EXHAUSTED) or a read-only
+// or foreign directory (PERMISSION_DENIED) keeps its code: retrying cannot
+// help until an operator acts. Other I/O errors may pass: UNAVAILABLE, which
+// clients retry.
 absl::Status PersistError(absl::string_view what, const absl::Status& status) {
-  return absl::UnavailableError(absl::StrCat("cannot record ", what,
-                                             " durably (", status.message(),
-                                             "); retry later"));
+  const std::string message =
+      absl::StrCat("cannot record ", what, " durably (", status.message(), ")");
+  switch (status.code()) {
+    case absl::StatusCode::kResourceExhausted:
+      return absl::ResourceExhaustedError(
+          absl::StrCat(message, "; free space in the state directory"));
+    case absl::StatusCode::kPermissionDenied:
+      return absl::PermissionDeniedError(absl::StrCat(
+          message, "; make the state directory writable by the planner"));
+    default:
+      return absl::UnavailableError(absl::StrCat(message, "; retry later"));
+  }
 }
 
 // A corrupt or foreign state directory.
@@ -1218,7 +1229,8 @@ absl::Status PlannerHandlerImpl::CheckFingerprint(int64_t step,
   auto it = steps_.find(step);
   if (it != steps_.end() && it->second.fingerprint != fingerprint) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "step ", step, " was planned for a different batch (fingerprint ",
+        "step ", step,
+        " was submitted or planned with a different batch (fingerprint ",
         Hex(it->second.fingerprint), " != ", Hex(fingerprint),
         "); a step's batch must not change"));
   }
@@ -1887,10 +1899,10 @@ absl::StatusOr<std::unique_ptr<PlannerHandler>> PlannerHandler::Create(
                      "; keep at least 1 plan"));
   }
   if (options.background_planning_threads < 0 ||
-      options.background_planning_threads > kMaxBackgroundThreads) {
+      options.background_planning_threads > kMaxBackgroundPlanningThreads) {
     return absl::InvalidArgumentError(absl::StrCat(
         "background_planning_threads = ", options.background_planning_threads,
-        "; use 0 (plan on demand) to ", kMaxBackgroundThreads));
+        "; use 0 (plan on demand) to ", kMaxBackgroundPlanningThreads));
   }
   if (options.worker_liveness_timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError(

@@ -16,6 +16,9 @@
 
 namespace dcp {
 
+/// The most background planning threads a handler runs.
+inline constexpr int kMaxBackgroundPlanningThreads = 64;
+
 struct PlannerHandlerOptions {
   ModelSpec model;
   /// The expected world: num_nodes x gpus_per_node ranks.
@@ -32,7 +35,7 @@ struct PlannerHandlerOptions {
   /// A worker silent for longer is reported LOST.
   absl::Duration worker_liveness_timeout = absl::Seconds(60);
   /// Threads that plan submitted batches ahead; 0 plans only on demand.
-  int background_planning_threads = 1;
+  int background_planning_threads = 1;  // 0..kMaxBackgroundPlanningThreads
   /// Plans kept in memory (oldest steps evicted first; they are re-planned
   /// identically when asked for with their batch).
   int plan_cache_steps = 64;
@@ -82,8 +85,8 @@ class PlannerHandler {
       const v1::GetPlanRequest& request) = 0;
   /// The serialized GetPlanResponse, shared by every caller of the step
   /// (lets the gRPC layer send one buffer to hundreds of workers).
-  virtual absl::StatusOr<std::shared_ptr<const std::string>>
-  GetSerializedPlan(const v1::GetPlanRequest& request) = 0;
+  virtual absl::StatusOr<std::shared_ptr<const std::string>> GetSerializedPlan(
+      const v1::GetPlanRequest& request) = 0;
   virtual absl::StatusOr<v1::ReportStepStatsResponse> ReportStepStats(
       const v1::ReportStepStatsRequest& request) = 0;
   virtual absl::StatusOr<v1::GetClusterModelResponse> GetClusterModel(

@@ -628,8 +628,8 @@ TEST(PlannerHandlerTest, StepWithADifferentBatchIsRejected) {
       handler->GetPlan(PlanRequest("w1", changed));
   EXPECT_EQ(response.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(response.status().message(),
-              AllOf(HasSubstr("step 5 was planned for a different batch "
-                              "(fingerprint "),
+              AllOf(HasSubstr("step 5 was submitted or planned with a "
+                              "different batch (fingerprint "),
                     HasSubstr("a step's batch must not change")));
   v1::SubmitBatchesRequest submit;
   *submit.add_batches() = changed;

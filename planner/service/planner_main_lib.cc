@@ -23,6 +23,7 @@
 #include "common/process_support.h"
 #include "cost_model/cluster_spec.h"
 #include "cost_model/model_spec.h"
+#include "planner/service/planner_handler.h"
 #include "planner/service/planner_server.h"
 
 namespace dcp {
@@ -59,7 +60,8 @@ constexpr FlagSpec kFlags[] = {
      "file holding the bearer token clients must send (e.g. a mounted "
      "Kubernetes Secret); else $DCP_PLANNER_TOKEN; else no token"},
     {"planning-threads", "N", "1",
-     "threads planning submitted batches ahead; 0 plans on demand only"},
+     "threads planning submitted batches ahead, at most 64; 0 plans on "
+     "demand only"},
     {"liveness-timeout", "DURATION", "60s",
      "a worker silent this long is reported LOST (e.g. 30s, 2m)"},
     {"drain-timeout", "DURATION", "10s",
@@ -128,7 +130,7 @@ absl::StatusOr<PlannerServer::Options> ServerOptions(const ParsedFlags& flags) {
   if (!online_refit.ok()) return online_refit.status();
   options.handler.online_refit = *online_refit;
   absl::StatusOr<int> planning_threads =
-      flags.Int32("planning-threads", 0, 256);
+      flags.Int32("planning-threads", 0, kMaxBackgroundPlanningThreads);
   if (!planning_threads.ok()) return planning_threads.status();
   options.handler.background_planning_threads = *planning_threads;
   absl::StatusOr<absl::Duration> liveness = flags.Duration("liveness-timeout");
