@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -11,6 +12,7 @@
 #include <filesystem>
 #include <system_error>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
@@ -21,6 +23,8 @@ constexpr size_t kMaxNameLength = 200;
 // Marks temporary files; '~' is not allowed in keys, so a temporary file is
 // never mistaken for a key.
 constexpr absl::string_view kTempMarker = "~tmp.";
+/// Not a valid key either, so Read() and List() never see it.
+constexpr char kLockName[] = "~lock";
 
 absl::Status ErrnoError(absl::string_view what, const std::string& path,
                         int error) {
@@ -99,6 +103,38 @@ absl::StatusOr<std::unique_ptr<StateStore>> StateStore::Open(
     return absl::FailedPreconditionError(absl::StrCat(
         "state directory '", path, "' is not a directory"));
   }
+  // Ours alone from here on: only then are leftover temporary files a dead
+  // writer's.
+  const std::string lock_path = absl::StrCat(path, "/", kLockName);
+  const int lock_fd =
+      ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (lock_fd < 0) return ErrnoError("opening", lock_path, errno);
+  if (::flock(lock_fd, LOCK_EX | LOCK_NB) != 0) {
+    const int lock_error = errno;
+    std::string holder;
+    char buffer[64] = {};
+    const ssize_t read_bytes = ::pread(lock_fd, buffer, sizeof(buffer) - 1, 0);
+    if (read_bytes > 0) {
+      holder = std::string(absl::StripAsciiWhitespace(
+          absl::string_view(buffer, static_cast<size_t>(read_bytes))));
+    }
+    ::close(lock_fd);
+    if (lock_error != EWOULDBLOCK) {
+      return ErrnoError("locking", lock_path, lock_error);
+    }
+    return absl::FailedPreconditionError(absl::StrCat(
+        "state directory '", path, "' is in use by another planner",
+        holder.empty() ? "" : absl::StrCat(" (process ", holder, ")"),
+        "; stop it first, or give this planner its own state directory"));
+  }
+  const std::string pid = absl::StrCat(::getpid(), "\n");
+  if (::ftruncate(lock_fd, 0) != 0 ||
+      ::pwrite(lock_fd, pid.data(), pid.size(), 0) !=
+          static_cast<ssize_t>(pid.size())) {
+    const int write_error = errno;
+    ::close(lock_fd);
+    return ErrnoError("writing", lock_path, write_error);
+  }
   // Temporary files of writes interrupted by a crash.
   for (const auto& entry : std::filesystem::directory_iterator(path, error)) {
     const std::string name = entry.path().filename().string();
@@ -108,11 +144,14 @@ absl::StatusOr<std::unique_ptr<StateStore>> StateStore::Open(
     }
   }
   if (error) {
+    ::close(lock_fd);
     return absl::FailedPreconditionError(absl::StrCat(
         "cannot list state directory '", path, "': ", error.message()));
   }
-  return std::unique_ptr<StateStore>(new StateStore(path));
+  return std::unique_ptr<StateStore>(new StateStore(path, lock_fd));
 }
+
+StateStore::~StateStore() { ::close(lock_fd_); }  // releases the flock
 
 std::string StateStore::PathOf(absl::string_view name) const {
   return absl::StrCat(directory_, "/", name);

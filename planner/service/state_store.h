@@ -25,12 +25,23 @@ namespace dcp {
 ///
 /// Keys are simple file names: 1 to 200 characters of [A-Za-z0-9._-], not
 /// "." or "..". Thread-safe: writes are serialized by a mutex; reads may run
-/// concurrently with them. One process per directory.
+/// concurrently with them.
+///
+/// One store per directory: Open() takes an exclusive lock (flock) on the
+/// file "~lock" in it, held until the store is destroyed, so that a second
+/// planner (say, a new pod of a rolling update sharing the volume) cannot
+/// interleave its writes with a live one's or delete its temporary files.
 class StateStore {
  public:
   /// Opens `directory`, creating it (and missing parents) if needed.
+  /// FAILED_PRECONDITION if another live store holds it (naming the process
+  /// that holds it).
   static absl::StatusOr<std::unique_ptr<StateStore>> Open(
       absl::string_view directory);
+
+  ~StateStore();
+  StateStore(const StateStore&) = delete;
+  StateStore& operator=(const StateStore&) = delete;
 
   /// Replaces the value of `name` atomically and durably.
   absl::Status Write(absl::string_view name, absl::string_view bytes);
@@ -47,13 +58,15 @@ class StateStore {
   const std::string& directory() const { return directory_; }
 
  private:
-  explicit StateStore(std::string directory)
-      : directory_(std::move(directory)) {}
+  StateStore(std::string directory, int lock_fd)
+      : directory_(std::move(directory)), lock_fd_(lock_fd) {}
 
   std::string PathOf(absl::string_view name) const;
   absl::Status SyncDirectory() const;
 
   const std::string directory_;
+  /// The open "~lock" file whose flock this store holds.
+  const int lock_fd_;
   absl::Mutex write_mutex_;
   /// Makes temporary file names unique within the process.
   uint64_t next_temp_id_ ABSL_GUARDED_BY(write_mutex_) = 0;

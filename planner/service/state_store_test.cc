@@ -1,5 +1,8 @@
 #include "planner/service/state_store.h"
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -53,7 +56,8 @@ TEST(StateStoreTest, WritesReadsAndReplaces) {
 TEST(StateStoreTest, ListsByPrefixSorted) {
   auto store = StateStore::Open(TestDirectory());
   ASSERT_TRUE(store.ok());
-  for (const char* name : {"step_0003", "step_0001", "params_v1", "step_0002"}) {
+  for (const char* name :
+       {"step_0003", "step_0001", "params_v1", "step_0002"}) {
     ASSERT_TRUE((*store)->Write(name, name).ok());
   }
   EXPECT_THAT((*store)->List("step_").value(),
@@ -95,6 +99,7 @@ TEST(StateStoreTest, LeftoverTemporaryFileIsIgnored) {
   EXPECT_THAT((*store)->List("params").value(), ElementsAre("params_v1"));
   EXPECT_THAT((*store)->List("").value(), ElementsAre("params_v1"));
 
+  store->reset();  // the crashed process
   auto reopened = StateStore::Open(directory);
   ASSERT_TRUE(reopened.ok());
   EXPECT_FALSE(std::filesystem::exists(directory + "/params_v1~tmp.123.0"));
@@ -102,12 +107,36 @@ TEST(StateStoreTest, LeftoverTemporaryFileIsIgnored) {
   EXPECT_EQ((*reopened)->Read("params_v1")->value(), "old");
   // Writes leave no temporary files behind.
   ASSERT_TRUE((*reopened)->Write("params_v2", "committed").ok());
-  int files = 0;
+  std::vector<std::string> files;
   for (const auto& entry : std::filesystem::directory_iterator(directory)) {
-    (void)entry;
-    ++files;
+    files.push_back(entry.path().filename().string());
   }
-  EXPECT_EQ(files, 2);
+  std::sort(files.begin(), files.end());
+  EXPECT_THAT(files, ElementsAre("params_v1", "params_v2", "~lock"));
+}
+
+TEST(StateStoreTest, OneLiveStorePerDirectory) {
+  const std::string directory = TestDirectory();
+  auto first = StateStore::Open(directory);
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_TRUE((*first)->Write("job.json", "{}").ok());
+  // The temporary file of a write in flight must survive a second Open.
+  WriteRawFile(directory + "/job.json~tmp.7.0", "in flight");
+
+  auto second = StateStore::Open(directory);
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(second.status().message(),
+              HasSubstr(absl::StrCat("state directory '", directory,
+                                     "' is in use by another planner "
+                                     "(process ",
+                                     ::getpid(), ")")));
+  EXPECT_TRUE(std::filesystem::exists(directory + "/job.json~tmp.7.0"));
+
+  first->reset();  // releases the lock
+  auto third = StateStore::Open(directory);
+  ASSERT_TRUE(third.ok()) << third.status();
+  EXPECT_EQ((*third)->Read("job.json")->value(), "{}");
+  EXPECT_FALSE(std::filesystem::exists(directory + "/job.json~tmp.7.0"));
 }
 
 TEST(StateStoreTest, RejectsBadNames) {
@@ -124,8 +153,7 @@ TEST(StateStoreTest, RejectsBadNames) {
     EXPECT_EQ((*store)->Read(name).status().code(),
               absl::StatusCode::kInvalidArgument)
         << name;
-    EXPECT_EQ((*store)->Delete(name).code(),
-              absl::StatusCode::kInvalidArgument)
+    EXPECT_EQ((*store)->Delete(name).code(), absl::StatusCode::kInvalidArgument)
         << name;
   }
   EXPECT_TRUE(StateStore::ValidateName("step_000012.json").ok());
