@@ -1124,6 +1124,13 @@ absl::StatusOr<v1::SubmitProfileResponse> PlannerHandlerImpl::SubmitProfile(
   std::vector<v1::SubmitProfileRequest> profiles;
   {
     absl::MutexLock lock(&mu_);
+    // One profile per registered worker: a stale or mistyped id must not
+    // add a slot that every later fit would count.
+    if (absl::Status status = Touch(request.worker_id(), /*activity=*/false,
+                                    /*step=*/-1);
+        !status.ok()) {
+      return status;
+    }
     profiles = profiles_;
   }
   int slot = static_cast<int>(profiles.size());

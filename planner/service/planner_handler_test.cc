@@ -540,7 +540,15 @@ TEST(PlannerHandlerTest, ProfileErrorsNameTheSample) {
   EXPECT_EQ(response.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(response.status().message(),
               AllOf(HasSubstr("sample 6"), HasSubstr("measured_seconds")));
+  // A valid profile from a worker that never registered adds no slot.
+  response = handler->SubmitProfile(Profile(options, "w0", 1));
+  EXPECT_EQ(response.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(response.status().message(),
+              HasSubstr("worker_id 'w0' is not registered"));
   EXPECT_EQ(handler->GetClusterModel({})->params_version(), 0);
+  ASSERT_TRUE(handler->RegisterWorker(Worker("w0", "node0", 8)).ok());
+  EXPECT_EQ(handler->SubmitProfile(Profile(options, "w0", 1))->params_version(),
+            1);
 }
 
 TEST(PlannerHandlerTest, EachStepIsPlannedOnceEvenUnderConcurrency) {
