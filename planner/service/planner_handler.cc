@@ -52,6 +52,8 @@ constexpr size_t kMaxFreeTextLength = 256;
 // range a correction may take (beyond it the measurements are not of the
 // same kind of hardware as the model).
 constexpr int kMinRefitObservations = 4;
+/// Submitted batches that may wait to be planned at once (memory bound).
+constexpr size_t kMaxPendingBatches = 256;
 constexpr double kRefitChangeThreshold = 0.05;
 constexpr double kMinComputeCorrection = 0.1;
 constexpr double kMaxComputeCorrection = 10;
@@ -517,6 +519,8 @@ class PlannerHandlerImpl final : public PlannerHandler {
   // plan is cached (evicted smallest first).
   std::map<int64_t, StepRecord> steps_ ABSL_GUARDED_BY(mu_);
   std::set<int64_t> cached_steps_ ABSL_GUARDED_BY(mu_);
+  /// Steps whose StepRecord holds a batch that is not planned yet.
+  std::set<int64_t> pending_steps_ ABSL_GUARDED_BY(mu_);
 
   // Measurements per step (for steps whose plan is cached).
   std::map<int64_t, StepStats> stats_ ABSL_GUARDED_BY(mu_);
@@ -1265,6 +1269,7 @@ absl::StatusOr<std::shared_ptr<const StepPlan>> PlannerHandlerImpl::PlanStep(
       // Kept until the plan is cached, so that a request by step can plan
       // again after a failure to record the step.
       if (entry.batch == nullptr) entry.batch = batch;
+      pending_steps_.insert(step);
       if (!entry.persisted) entry.params_version = CurrentVersion();
       future = promise.get_future().share();
       entry.plan = future;
@@ -1416,6 +1421,7 @@ void PlannerHandlerImpl::FinishPlanning(int64_t step, const StepPlan& result) {
   }
   entry.persisted = true;
   entry.batch = nullptr;
+  pending_steps_.erase(step);
   cached_steps_.insert(step);
   // Evicts the oldest other steps beyond the cache size.
   while (static_cast<int>(cached_steps_.size()) > options_.plan_cache_steps) {
@@ -1622,6 +1628,23 @@ absl::StatusOr<v1::SubmitBatchesResponse> PlannerHandlerImpl::SubmitBatches(
       return status;
     }
   }
+  int new_pending = 0;
+  for (const auto& [step, i] : index_of_step) {
+    auto it = steps_.find(step);
+    if (it == steps_.end() ||
+        (!it->second.plan.valid() && it->second.batch == nullptr)) {
+      ++new_pending;
+    }
+  }
+  if (pending_steps_.size() + new_pending > kMaxPendingBatches) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        pending_steps_.size(),
+        " submitted batches are waiting to be planned "
+        "and this request adds ",
+        new_pending, "; at most ", kMaxPendingBatches,
+        " may wait: submit a step's batch shortly before it runs (e.g. one "
+        "step ahead), or fetch the waiting steps' plans first"));
+  }
   const bool background =
       !stopping_ && options_.background_planning_threads > 0;
   for (const auto& [step, i] : index_of_step) {
@@ -1629,6 +1652,7 @@ absl::StatusOr<v1::SubmitBatchesResponse> PlannerHandlerImpl::SubmitBatches(
     entry.fingerprint = fingerprints[i];
     if (entry.plan.valid() || entry.batch != nullptr) continue;
     entry.batch = std::make_shared<const v1::GlobalBatch>(request.batches(i));
+    pending_steps_.insert(step);
     if (background) queue_.push_back(step);
   }
   if (background) queue_cv_.SignalAll();

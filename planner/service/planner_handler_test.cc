@@ -760,6 +760,37 @@ TEST(PlannerHandlerTest, SubmittedBatchesArePlannedAhead) {
   EXPECT_EQ(metrics.plans_computed(), 4);
 }
 
+TEST(PlannerHandlerTest, AtMost256SubmittedBatchesWaitToBePlanned) {
+  FakeClock clock;
+  RecordingMetrics metrics;
+  PlannerHandlerOptions options = GpuOptions();
+  options.background_planning_threads = 0;  // nothing plans them ahead
+  auto handler = MakeHandler(options, clock, &metrics);
+  RegisterWorld(*handler, 4, 8);
+  v1::SubmitBatchesRequest many;
+  for (int64_t step = 0; step < 256; ++step) {
+    *many.add_batches() = MakeBatch(step, 4);
+  }
+  ASSERT_TRUE(handler->SubmitBatches(many).ok());
+  ASSERT_TRUE(handler->SubmitBatches(many).ok());  // nothing new
+  v1::SubmitBatchesRequest one_more;
+  *one_more.add_batches() = MakeBatch(256, 4);
+  absl::StatusOr<v1::SubmitBatchesResponse> refused =
+      handler->SubmitBatches(one_more);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(refused.status().message(),
+              HasSubstr("256 submitted batches are waiting to be planned and "
+                        "this request adds 1; at most 256"));
+  // Planning one makes room for one.
+  v1::GetPlanRequest by_step;
+  by_step.set_worker_id("w0");
+  by_step.set_step(0);
+  ASSERT_TRUE(handler->GetPlan(by_step).ok());
+  EXPECT_TRUE(handler->SubmitBatches(one_more).ok());
+  EXPECT_EQ(handler->SubmitBatches(one_more)->accepted(), 1);
+  EXPECT_EQ(metrics.plans_computed(), 1);
+}
+
 TEST(PlannerHandlerTest, LazyPlanningWithoutBackgroundThreads) {
   FakeClock clock;
   RecordingMetrics metrics;
