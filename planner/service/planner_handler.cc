@@ -558,9 +558,24 @@ absl::Status PlannerHandlerImpl::Load() {
   return absl::OkStatus();
 }
 
+/// What in `options` decides plans (besides the model, cluster and
+/// parameters), for job.json.
+json PlannerOptionsJson(const PlannerOptions& options) {
+  return {{"variable_accumulation", options.variable_accumulation},
+          {"pyramid_recompute", options.pyramid_recompute},
+          {"sp_sizes", options.sp_sizes},
+          {"strategy_name", options.strategy_name},
+          {"static_workload_max_length_tokens",
+           options.static_options.workload_max_length_tokens},
+          {"static_micro_batch_sequences",
+           options.static_options.micro_batch_sequences},
+          {"static_sp_size", options.static_options.sp_size}};
+}
+
 absl::Status PlannerHandlerImpl::LoadJob() {
   json job = {{"model", json::parse(ModelSpecToJson(options_.model))},
-              {"cluster", json::parse(ClusterSpecToJson(options_.cluster))}};
+              {"cluster", json::parse(ClusterSpecToJson(options_.cluster))},
+              {"planner", PlannerOptionsJson(options_.planner_options)}};
   absl::StatusOr<std::optional<std::string>> stored = store_->Read(kJobKey);
   if (!stored.ok()) return stored.status();
   if (!stored->has_value()) {
@@ -594,10 +609,16 @@ absl::Status PlannerHandlerImpl::LoadJob() {
         "cannot be checked; start with a fresh state_dir (or run the planner "
         "release that wrote it)"));
   }
+  // Directories from before the planner options were recorded were
+  // written with the defaults (dcp_planner has no flags for them).
+  if (!previous->contains("planner")) {
+    (*previous)["planner"] = PlannerOptionsJson(PlannerOptions());
+  }
   if (*previous != job) {
     return absl::FailedPreconditionError(absl::StrCat(
         "state directory '", store_->directory(),
-        "' belongs to a different job (its model or cluster differ: ",
+        "' belongs to a different job (its model, cluster or planner options "
+        "differ: ",
         previous->dump(), " vs ", job.dump(),
         "); use a fresh state_dir for a new job"));
   }

@@ -713,6 +713,44 @@ TEST(PlannerHandlerTest, RestartWithAnotherJobIsRefused) {
   EXPECT_THAT(other.status().message(), HasSubstr("different job"));
 }
 
+TEST(PlannerHandlerTest, RestartWithOtherPlannerOptionsIsRefused) {
+  const std::string directory = TestDirectory();
+  FakeClock clock;
+  PlannerHandlerOptions options = GpuOptions();
+  options.state_dir = directory;
+  ASSERT_NE(MakeHandler(options, clock, nullptr), nullptr);
+  PlannerHandlerOptions other = options;
+  other.planner_options.sp_sizes = {1, 2};  // would plan the steps otherwise
+  absl::StatusOr<std::unique_ptr<PlannerHandler>> refused =
+      PlannerHandler::Create(other, clock, nullptr, nullptr);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(refused.status().message(),
+              HasSubstr("different job (its model, cluster or planner "
+                        "options differ"));
+
+  // A job.json from before the options were recorded means the defaults.
+  const std::string job_path = directory + "/job.json";
+  std::string job;
+  {
+    std::ifstream file(job_path);
+    job.assign(std::istreambuf_iterator<char>(file), {});
+  }
+  const size_t planner = job.find("\"planner\"");
+  ASSERT_NE(planner, std::string::npos) << job;
+  const size_t end = job.find('}', planner);
+  ASSERT_NE(end, std::string::npos);
+  // "planner" is the last key ("cluster" < "fingerprint_version" < "model" <
+  // "planner"): drop it and the comma before it.
+  const size_t comma = job.rfind(',', planner);
+  job.erase(comma, end + 1 - comma);
+  { std::ofstream(job_path) << job; }
+  EXPECT_TRUE(PlannerHandler::Create(options, clock, nullptr, nullptr).ok())
+      << job;
+  EXPECT_EQ(
+      PlannerHandler::Create(other, clock, nullptr, nullptr).status().code(),
+      absl::StatusCode::kFailedPrecondition);
+}
+
 TEST(PlannerHandlerTest, SubmittedBatchesArePlannedAhead) {
   FakeClock clock;
   RecordingMetrics metrics;
