@@ -107,12 +107,26 @@ absl::StatusOr<std::optional<int64_t>> ReadCheckpoint(
     torch::nn::Module& model, torch::optim::Optimizer& optimizer) {
   const std::string path = CheckpointPath(dir);
   std::error_code error;
-  if (!std::filesystem::exists(path, error)) return std::nullopt;
+  const bool exists = std::filesystem::exists(path, error);
+  if (error) {
+    // Not "no checkpoint": starting over would overwrite a good one.
+    return absl::UnavailableError(
+        absl::StrCat("cannot tell whether the checkpoint ", path,
+                     " exists: ", error.message()));
+  }
+  if (!exists) return std::nullopt;
+  // Tensors are loaded straight onto the device the model lives on (each
+  // rank its own GPU), not the one rank 0 saved them from.
+  c10::optional<torch::Device> device;
+  for (const torch::Tensor& parameter : model.parameters()) {
+    device = parameter.device();
+    break;
+  }
   torch::serialize::InputArchive archive;
   c10::IValue next_step;
   c10::IValue saved_name;
   try {
-    archive.load_from(path);
+    archive.load_from(path, device);
     if (!archive.try_read(kNextStepKey, next_step) || !next_step.isInt() ||
         !archive.try_read(kModelNameKey, saved_name) ||
         !saved_name.isString()) {

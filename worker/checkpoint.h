@@ -30,9 +30,11 @@ absl::Status WriteCheckpoint(const std::string& dir, int64_t next_step,
                              const torch::optim::Optimizer& optimizer);
 
 /// Loads CheckpointPath(dir) into `model` and `optimizer` (which must have
-/// the shapes they were saved with) and returns the next step; nullopt when
-/// there is no checkpoint file. Errors: DATA_LOSS for an unreadable or
-/// inconsistent file, FAILED_PRECONDITION when it was written for another
+/// the shapes they were saved with), onto the device of `model`'s
+/// parameters whatever device it was saved from, and returns the next step;
+/// nullopt when there is no checkpoint file. Errors: UNAVAILABLE when the
+/// file system cannot say whether there is one, DATA_LOSS for an unreadable
+/// or inconsistent file, FAILED_PRECONDITION when it was written for another
 /// model (names differ) or its tensors do not fit `model`.
 absl::StatusOr<std::optional<int64_t>> ReadCheckpoint(
     const std::string& dir, const std::string& model_name,
