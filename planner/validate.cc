@@ -127,18 +127,16 @@ void CheckGroupLayout(int g, const GroupPlan& group, const ClusterSpec& cluster,
   }
 }
 
-}  // namespace
-
-absl::Status ValidatePlan(const CostModel& cost_model,
-                          absl::Span<const int64_t> lengths_tokens,
-                          const Plan& plan) {
+// ValidatePlan, with the memory check only when `cost_model` is given.
+absl::Status Validate(const ModelSpec& model, const ClusterSpec& cluster,
+                      const CostModel* cost_model,
+                      absl::Span<const int64_t> lengths_tokens,
+                      const Plan& plan) {
   Problems problems;
-  const ClusterSpec& cluster = cost_model.cluster();
   const int world = cluster.NumGpus();
-  const int kv_heads = cost_model.model().num_kv_heads;
-  const int num_layers = cost_model.model().num_layers;
+  const int kv_heads = model.num_kv_heads;
+  const int num_layers = model.num_layers;
   const int num_sequences = static_cast<int>(lengths_tokens.size());
-  const double budget_bytes = cost_model.MemoryBudgetBytes();
 
   if (lengths_tokens.empty()) {
     problems.Add("the batch has no sequences; give the lengths it plans");
@@ -249,17 +247,18 @@ absl::Status ValidatePlan(const CostModel& cost_model,
           planned_at[index] = where;
         }
       }
-      if (!indices_ok || !layers_ok || !lengths_ok || size == 0 ||
-          micro_batch.sequence_indices.empty()) {
+      if (cost_model == nullptr || !indices_ok || !layers_ok || !lengths_ok ||
+          size == 0 || micro_batch.sequence_indices.empty()) {
         continue;
       }
+      const double budget_bytes = cost_model->MemoryBudgetBytes();
       MicroBatchShape shape;
       shape.sp_size = size;
       for (int index : micro_batch.sequence_indices) {
         shape.AddSequence(lengths_tokens[index]);
       }
       const double peak_bytes =
-          cost_model.PeakBytes(shape, micro_batch.checkpointed_layers);
+          cost_model->PeakBytes(shape, micro_batch.checkpointed_layers);
       // A relative slack of 1e-9 absorbs rounding, not real overflows.
       if (!(peak_bytes <= budget_bytes * (1 + 1e-9))) {
         problems.Add(absl::StrFormat(
@@ -284,6 +283,22 @@ absl::Status ValidatePlan(const CostModel& cost_model,
                      "; every sequence must be planned once"));
   }
   return problems.ToStatus();
+}
+
+}  // namespace
+
+absl::Status ValidatePlan(const CostModel& cost_model,
+                          absl::Span<const int64_t> lengths_tokens,
+                          const Plan& plan) {
+  return Validate(cost_model.model(), cost_model.cluster(), &cost_model,
+                  lengths_tokens, plan);
+}
+
+absl::Status ValidatePlanStructure(const ModelSpec& model,
+                                   const ClusterSpec& cluster,
+                                   absl::Span<const int64_t> lengths_tokens,
+                                   const Plan& plan) {
+  return Validate(model, cluster, /*cost_model=*/nullptr, lengths_tokens, plan);
 }
 
 }  // namespace dcp

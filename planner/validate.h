@@ -30,6 +30,14 @@ absl::Status ValidatePlan(const CostModel& cost_model,
                           absl::Span<const int64_t> lengths_tokens,
                           const Plan& plan);
 
+/// ValidatePlan without the memory check, for a worker that knows the model
+/// and cluster but not the parameters the planner fitted: sequences, ranks,
+/// group sizes and layouts, and checkpointed layers in range.
+absl::Status ValidatePlanStructure(const ModelSpec& model,
+                                   const ClusterSpec& cluster,
+                                   absl::Span<const int64_t> lengths_tokens,
+                                   const Plan& plan);
+
 }  // namespace dcp
 
 #endif  // DCP_PLANNER_VALIDATE_H_

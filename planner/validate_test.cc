@@ -17,6 +17,7 @@ namespace {
 
 using ::testing::AllOf;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 CostModel MakeCostModel(int num_nodes, int gpus_per_node,
                         const std::string& preset = "llama3-8b") {
@@ -233,6 +234,21 @@ TEST_F(ValidatePlanTest, MemoryOverflowRecomputedNotTrusted) {
                               "memory"),
                     HasSubstr("exceeds the budget of"),
                     HasSubstr("65536 tokens per rank, 0 of 32 layers")));
+}
+
+TEST_F(ValidatePlanTest, StructureAloneSkipsOnlyTheMemoryCheck) {
+  const ModelSpec& model = cost_model_.model();
+  const ClusterSpec& cluster = cost_model_.cluster();
+  EXPECT_TRUE(ValidatePlanStructure(model, cluster, lengths_, plan_).ok());
+  lengths_[3] = 262144;  // overflows memory (see above), structure is fine
+  EXPECT_FALSE(Validate().ok());
+  EXPECT_TRUE(ValidatePlanStructure(model, cluster, lengths_, plan_).ok());
+  plan_.groups[1].micro_batches[0].sequence_indices.push_back(9);
+  const absl::Status status =
+      ValidatePlanStructure(model, cluster, lengths_, plan_);
+  EXPECT_THAT(status.message(),
+              HasSubstr("sequence index 9 is outside [0, 7)"));
+  EXPECT_THAT(status.message(), Not(HasSubstr("peak memory")));
 }
 
 TEST_F(ValidatePlanTest, NonPositiveLength) {

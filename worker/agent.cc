@@ -31,8 +31,10 @@
 #include "cost_model/cost_model.h"
 #include "nlohmann/json.hpp"
 #include "planner/baselines.h"
+#include "planner/plan.h"
 #include "planner/service/batch_fingerprint.h"
 #include "planner/service/proto_convert.h"
+#include "planner/validate.h"
 #include "torch/torch.h"
 #include "worker/checkpoint.h"
 #include "worker/model.h"
@@ -786,6 +788,14 @@ class AgentRun {
                              absl::StrCat("the bucket plan of step ", step));
         }
         plan = *std::move(bucket);
+      }
+      // Every rank checks the same plan, so all refuse a bad one together
+      // (an index out of range would otherwise throw mid-step, and a
+      // sequence planned twice or not at all would change the loss scale).
+      if (absl::Status valid =
+              ValidatePlanStructure(model_spec_, cluster_, lengths, plan);
+          !valid.ok()) {
+        return WithContext(valid, absl::StrCat("the plan of step ", step));
       }
 
       absl::Status token_error;

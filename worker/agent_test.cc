@@ -417,6 +417,41 @@ TEST(WorkerAgentTest, AsksWithTheBatchWhenThePlannerDoesNotKnowTheStep) {
       testing::Contains(HasSubstr("warning: SubmitBatches of step 1 failed")));
 }
 
+TEST(WorkerAgentTest, RefusesAPlanThatDropsOrRepeatsASequence) {
+  for (const bool repeat : {false, true}) {
+    FakePlannerClient planner;
+    ProgramPlanner(planner, /*polls_until_complete=*/1);
+    // The programmed plan, with its last sequence dropped or planned twice.
+    auto valid = planner.on_get_plan;
+    planner.on_get_plan = [valid, repeat](const v1::GetPlanRequest& request)
+        -> absl::StatusOr<v1::GetPlanResponse> {
+      absl::StatusOr<v1::GetPlanResponse> response = valid(request);
+      if (!response.ok()) return response;
+      auto* indices = response->mutable_plan()
+                          ->mutable_groups(0)
+                          ->mutable_micro_batches(0)
+                          ->mutable_sequence_indices();
+      if (repeat) {
+        indices->Add(indices->Get(0));
+      } else {
+        indices->RemoveLast();
+      }
+      return response;
+    };
+    std::vector<std::string> printed;
+    std::vector<std::string> logged;
+    WorkerAgentOptions options = QuickOptions(&printed, &logged);
+    options.profile = false;
+    options.create_communicator = FakeWorld();
+    absl::StatusOr<AgentRunResult> result = WorkerAgent(planner, options).Run();
+    EXPECT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(result.status().message(),
+                AllOf(HasSubstr("the plan of step 0"),
+                      HasSubstr(repeat ? "is planned twice"
+                                       : "are in no micro-batch")));
+  }
+}
+
 TEST(WorkerAgentTest, ResumedRunMatchesAnUninterruptedOne) {
   std::vector<std::string> printed;
   std::vector<std::string> logged;
