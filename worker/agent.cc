@@ -477,9 +477,11 @@ class AgentRun {
     return absl::OkStatus();
   }
 
-  /// Every rank's `value`, by rank (an all-reduce of one-hot vectors).
-  absl::StatusOr<std::vector<double>> AllGather(double value,
-                                                absl::string_view what) {
+  /// Every rank's `value`, by rank (an all-reduce of one-hot vectors),
+  /// waiting at most `timeout` (default: collective_timeout).
+  absl::StatusOr<std::vector<double>> AllGather(
+      double value, absl::string_view what,
+      std::optional<absl::Duration> timeout = std::nullopt) {
     const int world = communicator_->world_size();
     torch::Tensor values =
         torch::zeros({world}, torch::TensorOptions()
@@ -487,7 +489,7 @@ class AgentRun {
                                   .device(placement_.device));
     values[rank_].fill_(value);
     if (absl::Status status = communicator_->World().AllReduceSum(
-            values, options_.collective_timeout);
+            values, timeout.value_or(options_.collective_timeout));
         !status.ok()) {
       return WithContext(status, absl::StrCat("agreeing on ", what));
     }
@@ -507,7 +509,7 @@ class AgentRun {
     const double mine =
         next_step->has_value() ? static_cast<double>(**next_step) : -1;
     absl::StatusOr<std::vector<double>> all =
-        AllGather(mine, "the checkpoint step");
+        AllGather(mine, "the checkpoint step", options_.checkpoint_timeout);
     if (!all.ok()) return all.status();
     for (int r = 0; r < static_cast<int>(all->size()); ++r) {
       if ((*all)[r] != mine) {
@@ -874,11 +876,17 @@ class AgentRun {
       const bool periodic = options_.checkpoint_every > 0 &&
                             (step + 1) % options_.checkpoint_every == 0;
       if (*stop) result_.stopped_on_request = true;
-      if (rank_ == 0 && !options_.checkpoint_dir.empty() &&
-          (*stop || last || periodic)) {
-        DCP_AGENT_RETURN_IF_ERROR(Checkpoint(step + 1));
+      if (!options_.checkpoint_dir.empty() && (*stop || last || periodic)) {
+        DCP_AGENT_RETURN_IF_ERROR(CheckpointOnEveryRank(step + 1));
       }
-      if (rank_ == 0) DCP_AGENT_RETURN_IF_ERROR(WriteSummary());
+      if (rank_ == 0) {
+        // Only a report: failing here would leave the other ranks waiting
+        // in the next step's collectives.
+        if (absl::Status written = WriteSummary(); !written.ok()) {
+          Log(absl::StrCat("warning: the run summary was not written: ",
+                           written.ToString()));
+        }
+      }
       if (*stop) {
         Log(absl::StrCat(
             "stopping at the step boundary before step ", step + 1, " as asked",
@@ -933,6 +941,26 @@ class AgentRun {
       Log(absl::StrCat("warning: ReportStepStats of step ", step,
                        " failed: ", response.status().ToString()));
     }
+  }
+
+  /// Rank 0 writes the checkpoint while the others wait (up to
+  /// checkpoint_timeout, not the shorter collective timeout of their next
+  /// step); then every rank learns whether it was written, so a failed
+  /// write stops the whole job at once with the reason on rank 0.
+  absl::Status CheckpointOnEveryRank(int64_t next_step) {
+    const absl::Status written =
+        rank_ == 0 ? Checkpoint(next_step) : absl::OkStatus();
+    absl::StatusOr<std::vector<double>> failed =
+        AllGather(written.ok() ? 0 : 1, "whether the checkpoint was written",
+                  options_.checkpoint_timeout);
+    if (!written.ok()) return written;
+    if (!failed.ok()) return failed.status();
+    if ((*failed)[0] != 0) {
+      return absl::AbortedError(absl::StrCat(
+          "rank 0 could not write the checkpoint before step ", next_step,
+          " to ", options_.checkpoint_dir, " (its log says why)"));
+    }
+    return absl::OkStatus();
   }
 
   absl::Status Checkpoint(int64_t next_step) {

@@ -103,6 +103,11 @@ struct WorkerAgentOptions {
   /// Continue from the checkpoint in checkpoint_dir when there is one (every
   /// rank reads it, so the directory must be shared).
   bool resume = false;
+  /// How long ranks wait for each other around checkpoint I/O: for rank 0
+  /// to write one (then all learn whether it succeeded) and for every rank
+  /// to read one on resume. Larger than collective_timeout: a large model's
+  /// checkpoint on shared storage can take minutes.
+  absl::Duration checkpoint_timeout = absl::Minutes(30);
   /// Rank 0 writes the run's JSON summary here after every step; empty:
   /// none.
   std::string summary_file;

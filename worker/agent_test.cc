@@ -452,6 +452,33 @@ TEST(WorkerAgentTest, RefusesAPlanThatDropsOrRepeatsASequence) {
   }
 }
 
+TEST(WorkerAgentTest, AFailedCheckpointStopsTheRunAFailedSummaryDoesNot) {
+  const std::string dir = TestDir("io_failures");
+  { std::ofstream(dir + "/a-file") << "not a directory"; }
+  FakePlannerClient planner;
+  ProgramPlanner(planner, /*polls_until_complete=*/1);
+  std::vector<std::string> printed;
+  std::vector<std::string> logged;
+  WorkerAgentOptions options = QuickOptions(&printed, &logged);
+  options.profile = false;
+  options.steps = 2;
+  options.create_communicator = FakeWorld();
+  options.summary_file = dir + "/a-file/summary.json";  // cannot be written
+  absl::StatusOr<AgentRunResult> result = WorkerAgent(planner, options).Run();
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_THAT(
+      logged,
+      testing::Contains(HasSubstr("warning: the run summary was not written")));
+
+  options.summary_file = "";
+  options.checkpoint_dir = dir + "/a-file/checkpoints";
+  result = WorkerAgent(planner, options).Run();
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(result.status().message(),
+              HasSubstr("writing the checkpoint: cannot create the checkpoint "
+                        "directory"));
+}
+
 TEST(WorkerAgentTest, ResumedRunMatchesAnUninterruptedOne) {
   std::vector<std::string> printed;
   std::vector<std::string> logged;

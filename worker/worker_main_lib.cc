@@ -110,6 +110,9 @@ constexpr FlagSpec kFlags[] = {
      "write a checkpoint every K steps (0: only at the end or when stopped)"},
     {"resume", nullptr, "false",
      "continue from the checkpoint in --checkpoint-dir, if there is one"},
+    {"checkpoint-timeout", "DURATION", "30m",
+     "how long ranks wait for rank 0 to write a checkpoint, and for each "
+     "other to read one on --resume"},
     {"summary-file", "FILE", "",
      "rank 0 writes the run's JSON summary here (per step: plan, predicted "
      "and measured seconds, loss)"},
@@ -214,6 +217,9 @@ absl::StatusOr<MainConfig> Configure(const ParsedFlags& flags) {
   DCP_ASSIGN_OR_RETURN_FLAG(collective_timeout,
                             flags.Duration("collective-timeout"));
   agent.collective_timeout = collective_timeout;
+  DCP_ASSIGN_OR_RETURN_FLAG(checkpoint_timeout,
+                            flags.Duration("checkpoint-timeout"));
+  agent.checkpoint_timeout = checkpoint_timeout;
 
   DCP_ASSIGN_OR_RETURN_FLAG(profile, flags.Bool("profile"));
   agent.profile = profile;
