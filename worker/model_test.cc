@@ -281,6 +281,71 @@ TEST(PlanExecutorTest, SingleRankStepMatchesDirectGradient) {
   }
 }
 
+/// A world of one rank whose AllReduceSum doubles its tensor, as a sum over
+/// two ranks with identical contributions would; counts the calls.
+class DoublingGroup final : public FakeCommGroup {
+ public:
+  DoublingGroup() : FakeCommGroup(/*global_rank=*/0) {}
+  absl::Status AllReduceSum(torch::Tensor& tensor,
+                            absl::Duration timeout) override {
+    tensor.mul_(2);
+    return FakeCommGroup::AllReduceSum(tensor, timeout);
+  }
+};
+
+class DoublingCommunicator final : public Communicator {
+ public:
+  int rank() const override { return 0; }
+  int world_size() const override { return 1; }
+  CommGroup& World() override { return world_; }
+  absl::StatusOr<CommGroup*> Group(const std::vector<int>&) override {
+    return &world_;
+  }
+  int groups_created() const override { return 1; }
+  DoublingGroup world_;
+};
+
+TEST(PlanExecutorTest, GradientBucketsDoNotChangeTheGradients) {
+  std::vector<std::vector<int64_t>> sequences = {Tokens(9, 7), Tokens(4, 8)};
+  auto tokens_of = [&](int i) { return sequences.at(i); };
+  Plan plan;
+  GroupPlan group;
+  group.ranks = {0};
+  MicroBatchPlan micro_batch;
+  micro_batch.sequence_indices = {0, 1};
+  group.micro_batches = {micro_batch};
+  plan.groups = {group};
+
+  // Reference: one rank, no communication.
+  FakeCommunicator alone;
+  std::shared_ptr<GptModel> reference = TinyModel();
+  ASSERT_TRUE(PlanExecutor(reference, alone).RunStep(plan, tokens_of, 11).ok());
+  const int num_parameters = static_cast<int>(reference->parameters().size());
+  ASSERT_GT(num_parameters, 2);
+
+  // One bucket per parameter, and all parameters in one bucket.
+  for (const int64_t bucket_bytes : {int64_t{1}, int64_t{1} << 40}) {
+    DoublingCommunicator doubling;
+    std::shared_ptr<GptModel> model = TinyModel();
+    PlanExecutorOptions options;
+    options.all_reduce_bucket_bytes = bucket_bytes;
+    ASSERT_TRUE(PlanExecutor(model, doubling, options)
+                    .RunStep(plan, tokens_of, 11)
+                    .ok());
+    // The buckets, then the loss.
+    EXPECT_EQ(doubling.world_.all_reduce_calls,
+              bucket_bytes == 1 ? num_parameters + 1 : 2);
+    auto params = model->parameters();
+    auto reference_params = reference->parameters();
+    for (int i = 0; i < num_parameters; ++i) {
+      EXPECT_TRUE(
+          torch::equal(params[i].grad(), 2 * reference_params[i].grad()))
+          << "parameter " << i << " with buckets of " << bucket_bytes
+          << " bytes";
+    }
+  }
+}
+
 TEST(PlanExecutorTest, RejectsPlansThisRankCannotRun) {
   FakeCommunicator communicator;
   PlanExecutor executor(TinyModel(), communicator);

@@ -141,11 +141,10 @@ absl::StatusOr<StepResult> PlanExecutor::RunStep(
   }
 
   // On the parameters' device: NCCL reduces only device tensors.
-  torch::Tensor loss =
-      torch::tensor({result.local_loss},
-                    torch::TensorOptions()
-                        .dtype(torch::kFloat64)
-                        .device(model_->parameters().front().device()));
+  torch::Tensor loss = torch::tensor(
+      {result.local_loss}, torch::TensorOptions()
+                               .dtype(torch::kFloat64)
+                               .device(model_->parameters().front().device()));
   if (absl::Status status =
           communicator_.World().AllReduceSum(loss, options_.collective_timeout);
       !status.ok()) {
@@ -157,25 +156,43 @@ absl::StatusOr<StepResult> PlanExecutor::RunStep(
 
 absl::Status PlanExecutor::AllReduceGradients() {
   std::vector<torch::Tensor> parameters = model_->parameters();
-  std::vector<torch::Tensor> flat_grads;
-  flat_grads.reserve(parameters.size());
   for (torch::Tensor& p : parameters) {
     // A rank with no micro-batches still contributes (zeros), in the same
     // order and shape as every other rank.
     if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
-    flat_grads.push_back(p.grad().reshape({-1}));
   }
-  torch::Tensor buffer = torch::cat(flat_grads);
-  if (absl::Status status = communicator_.World().AllReduceSum(
-          buffer, options_.collective_timeout);
-      !status.ok()) {
-    return status;
-  }
-  int64_t offset = 0;
-  for (torch::Tensor& p : parameters) {
-    const int64_t n = p.numel();
-    p.mutable_grad().copy_(buffer.narrow(0, offset, n).view_as(p));
-    offset += n;
+  // Buckets of consecutive parameters: every rank cuts them identically.
+  size_t begin = 0;
+  while (begin < parameters.size()) {
+    size_t end = begin;
+    int64_t bytes = 0;
+    do {
+      bytes += parameters[end].numel() *
+               static_cast<int64_t>(parameters[end].element_size());
+      ++end;
+    } while (end < parameters.size() &&
+             bytes + parameters[end].numel() *
+                         static_cast<int64_t>(parameters[end].element_size()) <=
+                 options_.all_reduce_bucket_bytes);
+    std::vector<torch::Tensor> flat_grads;
+    flat_grads.reserve(end - begin);
+    for (size_t i = begin; i < end; ++i) {
+      flat_grads.push_back(parameters[i].grad().reshape({-1}));
+    }
+    torch::Tensor bucket = torch::cat(flat_grads);
+    if (absl::Status status = communicator_.World().AllReduceSum(
+            bucket, options_.collective_timeout);
+        !status.ok()) {
+      return status;
+    }
+    int64_t offset = 0;
+    for (size_t i = begin; i < end; ++i) {
+      torch::Tensor& p = parameters[i];
+      const int64_t n = p.numel();
+      p.mutable_grad().copy_(bucket.narrow(0, offset, n).view_as(p));
+      offset += n;
+    }
+    begin = end;
   }
   return absl::OkStatus();
 }

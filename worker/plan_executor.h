@@ -28,6 +28,10 @@ struct PlanExecutorOptions {
   /// Times micro-batches and collectives; null means RealClock. Must
   /// outlive the executor.
   const Clock* clock = nullptr;
+  /// Gradients are all-reduced in buckets of about this many bytes (a
+  /// parameter larger than a bucket gets its own), so the flat copy they
+  /// travel in never holds more than one bucket.
+  int64_t all_reduce_bucket_bytes = int64_t{64} << 20;
 };
 
 /// What one micro-batch did on this rank.
