@@ -449,6 +449,9 @@ class PlannerHandlerImpl final : public PlannerHandler {
   v1::RegisterWorkerResponse RegistrationResponse(
       const WorkerState& worker) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Marks a call from `worker_id` (empty: anonymous); NOT_FOUND if unknown.
+  /// SubmitProfile's answer: the current fit's reports and version.
+  v1::SubmitProfileResponse ProfileResponse() const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status Touch(absl::string_view worker_id, bool activity, int64_t step)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
@@ -498,7 +501,7 @@ class PlannerHandlerImpl final : public PlannerHandler {
   const CostParams default_params_;
 
   mutable absl::Mutex mu_;
-  /// Serializes SubmitProfile (fits run outside mu_); taken before mu_.
+  /// Serializes profile fits (which run outside mu_); taken before mu_.
   absl::Mutex profile_mu_ ABSL_ACQUIRED_BEFORE(mu_);
 
   // Registration: nodes in order of first registration (index = node
@@ -512,8 +515,15 @@ class PlannerHandlerImpl final : public PlannerHandler {
   std::map<int64_t, ParamsVersion> versions_ ABSL_GUARDED_BY(mu_);
   CostParams fitted_params_ ABSL_GUARDED_BY(mu_);
   std::vector<ModelFitReport> reports_ ABSL_GUARDED_BY(mu_);
-  // Profiles by slot (order of each worker's first submission).
-  std::vector<v1::SubmitProfileRequest> profiles_ ABSL_GUARDED_BY(mu_);
+  // Profiles by slot (order of each worker's first submission), shared so
+  // that a fit can take a snapshot cheaply. `profiles_generation_` counts
+  // changes to them; `fitted_generation_` is the generation the current fit
+  // covers (both 0 after loading: the loaded parameters fit the loaded
+  // profiles).
+  std::vector<std::shared_ptr<const v1::SubmitProfileRequest>> profiles_
+      ABSL_GUARDED_BY(mu_);
+  int64_t profiles_generation_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t fitted_generation_ ABSL_GUARDED_BY(mu_) = 0;
 
   // Steps ever planned or submitted, and the set of steps whose finished
   // plan is cached (evicted smallest first).
@@ -746,8 +756,8 @@ absl::Status PlannerHandlerImpl::LoadProfiles() {
   for (const std::string& key : *keys) {
     absl::StatusOr<std::optional<std::string>> stored = store_->Read(key);
     if (!stored.ok()) return stored.status();
-    v1::SubmitProfileRequest profile;
-    if (!stored->has_value() || !profile.ParseFromString(**stored)) {
+    auto profile = std::make_shared<v1::SubmitProfileRequest>();
+    if (!stored->has_value() || !profile->ParseFromString(**stored)) {
       return StateError(key, "is not a profile");
     }
     profiles_.push_back(std::move(profile));
@@ -1117,6 +1127,15 @@ absl::StatusOr<int64_t> PlannerHandlerImpl::AddVersion(
   return version;
 }
 
+v1::SubmitProfileResponse PlannerHandlerImpl::ProfileResponse() const {
+  v1::SubmitProfileResponse response;
+  for (const ModelFitReport& report : reports_) {
+    *response.add_reports() = FitReportToProto(report);
+  }
+  response.set_params_version(CurrentVersion());
+  return response;
+}
+
 absl::StatusOr<v1::SubmitProfileResponse> PlannerHandlerImpl::SubmitProfile(
     const v1::SubmitProfileRequest& request) {
   if (absl::Status status =
@@ -1145,8 +1164,8 @@ absl::StatusOr<v1::SubmitProfileResponse> PlannerHandlerImpl::SubmitProfile(
     return own_fit.status();
   }
 
-  absl::MutexLock profile_lock(&profile_mu_);
-  std::vector<v1::SubmitProfileRequest> profiles;
+  // Record the profile (replacing this worker's earlier one) before any fit.
+  int64_t generation = 0;
   {
     absl::MutexLock lock(&mu_);
     // One profile per registered worker: a stale or mistyped id must not
@@ -1156,22 +1175,48 @@ absl::StatusOr<v1::SubmitProfileResponse> PlannerHandlerImpl::SubmitProfile(
         !status.ok()) {
       return status;
     }
-    profiles = profiles_;
-  }
-  int slot = static_cast<int>(profiles.size());
-  for (size_t i = 0; i < profiles.size(); ++i) {
-    if (profiles[i].worker_id() == request.worker_id()) {
-      slot = static_cast<int>(i);
+    int slot = static_cast<int>(profiles_.size());
+    for (size_t i = 0; i < profiles_.size(); ++i) {
+      if (profiles_[i]->worker_id() == request.worker_id()) {
+        slot = static_cast<int>(i);
+      }
     }
+    const std::string bytes = request.SerializeAsString();
+    const bool unchanged = slot < static_cast<int>(profiles_.size()) &&
+                           profiles_[slot]->SerializeAsString() == bytes;
+    if (!unchanged) {
+      if (absl::Status status = Persist(ProfileKey(slot), bytes);
+          !status.ok()) {
+        return PersistError("the profile", status);
+      }
+      auto stored = std::make_shared<const v1::SubmitProfileRequest>(request);
+      if (slot == static_cast<int>(profiles_.size())) {
+        profiles_.push_back(std::move(stored));
+      } else {
+        profiles_[slot] = std::move(stored);
+      }
+      ++profiles_generation_;
+    }
+    generation = profiles_generation_;
   }
-  if (slot == static_cast<int>(profiles.size())) profiles.emplace_back();
-  const bool unchanged =
-      profiles[slot].SerializeAsString() == request.SerializeAsString();
-  profiles[slot] = request;
+
+  // One fit at a time over every profile recorded so far. When many
+  // workers submit at once (every rank at startup), the fit that runs next
+  // covers all of theirs, and they need not fit again: the number of fits
+  // grows with how long fits take, not with the number of workers.
+  absl::MutexLock profile_lock(&profile_mu_);
+  std::vector<std::shared_ptr<const v1::SubmitProfileRequest>> profiles;
+  int64_t snapshot_generation = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    if (fitted_generation_ >= generation) return ProfileResponse();
+    profiles = profiles_;
+    snapshot_generation = profiles_generation_;
+  }
   std::vector<ProfileSample> samples;
-  for (const v1::SubmitProfileRequest& profile : profiles) {
+  for (const auto& profile : profiles) {
     absl::StatusOr<std::vector<ProfileSample>> converted =
-        ProfileSamplesFromProto(profile.samples());
+        ProfileSamplesFromProto(profile->samples());
     if (!converted.ok()) return converted.status();  // validated when stored
     samples.insert(samples.end(), converted->begin(), converted->end());
   }
@@ -1180,14 +1225,6 @@ absl::StatusOr<v1::SubmitProfileResponse> PlannerHandlerImpl::SubmitProfile(
   if (!fit.ok()) return fit.status();
 
   absl::MutexLock lock(&mu_);
-  if (!unchanged) {
-    if (absl::Status status =
-            Persist(ProfileKey(slot), request.SerializeAsString());
-        !status.ok()) {
-      return PersistError("the profile", status);
-    }
-  }
-  profiles_ = std::move(profiles);
   // Against the previous fit: an unchanged fit keeps any online correction.
   const bool params_changed =
       SerializeParams(fit->params) != SerializeParams(fitted_params_);
@@ -1211,6 +1248,7 @@ absl::StatusOr<v1::SubmitProfileResponse> PlannerHandlerImpl::SubmitProfile(
     refit_ratio_squared_sum_ = 0;
     refit_count_ = 0;
   }
+  fitted_generation_ = snapshot_generation;
   std::vector<std::string> summary;
   for (const ModelFitReport& report : reports_) {
     summary.push_back(report.used_defaults
@@ -1218,16 +1256,12 @@ absl::StatusOr<v1::SubmitProfileResponse> PlannerHandlerImpl::SubmitProfile(
                           : absl::StrFormat("%s rms %.1f%%", report.name,
                                             100 * report.rms_relative_error));
   }
-  Log(absl::StrCat("profile from worker ", request.worker_id(), ": ",
-                   request.samples_size(), " samples (", samples.size(),
-                   " from ", profiles_.size(), " workers); params v",
-                   CurrentVersion(), "; ", absl::StrJoin(summary, ", ")));
-  v1::SubmitProfileResponse response;
-  for (const ModelFitReport& report : reports_) {
-    *response.add_reports() = FitReportToProto(report);
-  }
-  response.set_params_version(CurrentVersion());
-  return response;
+  Log(absl::StrCat("profiles fitted: ", samples.size(), " samples from ",
+                   profiles.size(), " workers (after worker ",
+                   request.worker_id(), "'s ", request.samples_size(),
+                   "); params v", CurrentVersion(), "; ",
+                   absl::StrJoin(summary, ", ")));
+  return ProfileResponse();
 }
 
 void PlannerHandlerImpl::MaybeRefit() {

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
@@ -515,6 +516,62 @@ TEST(PlannerHandlerTest, SubmitProfileFitsAndVersionsParameters) {
   EXPECT_EQ(
       handler->GetPlan(PlanRequest("w1", MakeBatch(0)))->SerializeAsString(),
       before->SerializeAsString());
+}
+
+TEST(PlannerHandlerTest, ConcurrentProfilesShareFits) {
+  FakeClock clock;
+  const PlannerHandlerOptions options = GpuOptions();
+  constexpr int kWorkers = 4;
+  std::vector<v1::SubmitProfileRequest> profiles;
+  for (int w = 0; w < kWorkers; ++w) {
+    profiles.push_back(Profile(options, absl::StrCat("w", w), 10 + w));
+  }
+
+  // Every worker at once.
+  LogLines log;
+  auto handler = MakeHandler(options, clock, nullptr, &log);
+  RegisterWorld(*handler, kWorkers, 8);
+  std::vector<absl::StatusOr<v1::SubmitProfileResponse>> responses(kWorkers);
+  std::vector<std::thread> threads;
+  for (int w = 0; w < kWorkers; ++w) {
+    threads.emplace_back(
+        [&, w] { responses[w] = handler->SubmitProfile(profiles[w]); });
+  }
+  for (std::thread& thread : threads) thread.join();
+  int64_t newest = 0;
+  for (const auto& response : responses) {
+    ASSERT_TRUE(response.ok()) << response.status();
+    newest = std::max(newest, response->params_version());
+  }
+  // Every call answered with a fit that covers its profile, and no more
+  // fits ran than calls.
+  int fits = 0;
+  for (const std::string& line : log.lines()) {
+    if (absl::StrContains(line, "profiles fitted")) ++fits;
+  }
+  EXPECT_GE(fits, 1);
+  EXPECT_LE(fits, kWorkers);
+  const v1::GetClusterModelResponse together =
+      handler->GetClusterModel({}).value();
+  EXPECT_EQ(together.params_version(), newest);
+
+  // The same profiles one by one end at the same fit (up to the order the
+  // samples were summed in).
+  auto sequential = MakeHandler(options, clock, nullptr);
+  RegisterWorld(*sequential, kWorkers, 8);
+  for (const v1::SubmitProfileRequest& profile : profiles) {
+    ASSERT_TRUE(sequential->SubmitProfile(profile).ok());
+  }
+  const v1::GetClusterModelResponse one_by_one =
+      sequential->GetClusterModel({}).value();
+  EXPECT_NEAR(together.params().compute().gemm_flops_per_second(),
+              one_by_one.params().compute().gemm_flops_per_second(),
+              1e-9 * one_by_one.params().compute().gemm_flops_per_second());
+  EXPECT_NEAR(
+      together.params().comm().all_to_all_intra_bus_bytes_per_second(),
+      one_by_one.params().comm().all_to_all_intra_bus_bytes_per_second(),
+      1e-9 *
+          one_by_one.params().comm().all_to_all_intra_bus_bytes_per_second());
 }
 
 TEST(PlannerHandlerTest, ProfileErrorsNameTheSample) {
