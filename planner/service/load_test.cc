@@ -41,6 +41,8 @@
 #include "common/clock.h"
 #include "common/command_line.h"
 #include "cost_model/cluster_spec.h"
+#include "cost_model/cost_model.h"
+#include "cost_model/fitting.h"
 #include "cost_model/model_spec.h"
 #include "dcp/v1/planner_service.pb.h"
 #include "nlohmann/json.hpp"
@@ -66,6 +68,7 @@ constexpr double kGetPlanP99TargetMs = 50;
 constexpr char kRegisterWorker[] = "RegisterWorker";
 constexpr char kListWorkers[] = "ListWorkers";
 constexpr char kSubmitBatches[] = "SubmitBatches";
+constexpr char kSubmitProfile[] = "SubmitProfile";
 constexpr char kGetPlan[] = "GetPlan";
 constexpr char kGetPlanHit[] = "GetPlan (cache hit)";
 constexpr char kGetPlanWaited[] = "GetPlan (waited for planning)";
@@ -268,6 +271,10 @@ class PlanLog {
   void Line(const std::string& line) {
     const absl::Time now = absl::Now();
     if (forward_) forward_(line);
+    if (absl::StartsWith(line, "profiles fitted")) {
+      profile_fits_.fetch_add(1);
+      return;
+    }
     if (!absl::StartsWith(line, "step ")) return;
     const size_t colon = line.find(':');
     int64_t step = 0;
@@ -306,8 +313,12 @@ class PlanLog {
     return failures_;
   }
 
+  /// Profile fits the handler logged ("profiles fitted: ...").
+  int64_t profile_fits() const { return profile_fits_.load(); }
+
  private:
   const std::function<void(const std::string&)> forward_;
+  std::atomic<int64_t> profile_fits_{0};
   mutable absl::Mutex mutex_;
   std::map<int64_t, Planned> planned_ ABSL_GUARDED_BY(mutex_);
   std::vector<std::string> failures_ ABSL_GUARDED_BY(mutex_);
@@ -540,7 +551,8 @@ absl::Status ValidateOptions(const LoadTestOptions& options) {
         range("connections", options.connections, 1, 4096),
         range("threads", options.threads, 1, 4096),
         range("server-threads", options.server_call_threads, 1, 1024),
-        range("planning-threads", options.planning_threads, 0, 64)}) {
+        range("planning-threads", options.planning_threads, 0, 64),
+        range("profile-samples", options.profile_samples, 0, 100000)}) {
     if (!status.ok()) return status;
   }
   if (options.global_batch_tokens < 0 || options.global_batch_samples < 0 ||
@@ -750,6 +762,40 @@ absl::StatusOr<LoadTestResult> RunLoadTest(
     result.problems.push_back(
         absl::StrCat("the world is not complete after ", options.workers,
                      " workers registered; no steps were run"));
+  }
+
+  // Profiles: every worker submits its micro-benchmark samples at once, as
+  // every rank does at startup (a different slice of one synthetic profile
+  // each).
+  if (world_complete && options.profile_samples > 0) {
+    absl::StatusOr<CostModel> truth = CostModel::CreateDefault(*model, cluster);
+    if (!truth.ok()) return truth.status();
+    const std::vector<ProfileSample> pool =
+        SyntheticProfile(*truth, options.seed, /*relative_noise=*/0.05);
+    const size_t stride =
+        std::max<size_t>(1, pool.size() / options.profile_samples);
+    Phase phase = RunPhase(
+        options.workers, options.threads, [&](int w, ThreadLog& thread_log) {
+          SimulatedWorker& worker = workers[w];
+          v1::SubmitProfileRequest request;
+          request.set_worker_id(worker.worker_id);
+          for (int i = 0; i < options.profile_samples; ++i) {
+            *request.add_samples() = ProfileSampleToProto(
+                pool[(i * stride + static_cast<size_t>(w) % stride) %
+                     pool.size()]);
+          }
+          absl::StatusOr<v1::SubmitProfileResponse> response =
+              TimedCall(thread_log,
+                        [&] { return worker.client->SubmitProfile(request); });
+          if (!response.ok()) {
+            thread_log.Fail(absl::StrCat("SubmitProfile ", worker.worker_id),
+                            response.status());
+          }
+        });
+    LatencyRow& row = rows[kSubmitProfile];
+    for (const CallRecord& call : phase.merged.calls) row.Add(call.ms);
+    absorb(phase, row);
+    result.profile_fits = plan_log.profile_fits();
   }
 
   // The steps.
@@ -988,8 +1034,8 @@ absl::StatusOr<LoadTestResult> RunLoadTest(
   }
 
   for (const char* name :
-       {kRegisterWorker, kListWorkers, kSubmitBatches, kGetPlan, kGetPlanHit,
-        kGetPlanWaited, kReportStepStats, kReportPerWorker}) {
+       {kRegisterWorker, kListWorkers, kSubmitProfile, kSubmitBatches, kGetPlan,
+        kGetPlanHit, kGetPlanWaited, kReportStepStats, kReportPerWorker}) {
     auto it = rows.find(name);
     if (it != rows.end()) result.rpcs.push_back(it->second.Summarize(name));
   }
@@ -1071,6 +1117,11 @@ std::string FormatLoadTestText(const LoadTestResult& result) {
       result.plans_total_metric >= 0
           ? absl::StrCat(" (dcp_plans_total ", result.plans_total_metric, ")")
           : std::string());
+  if (options.profile_samples > 0) {
+    absl::StrAppendFormat(
+        &text, "profiles: %d workers x %d samples, fitted %d times\n",
+        options.workers, options.profile_samples, result.profile_fits);
+  }
   if (!result.steps.empty()) {
     absl::StrAppendFormat(
         &text, "GetPlan message sizes: request %.1f KiB, response %.1f KiB\n",
@@ -1205,6 +1256,8 @@ std::string FormatLoadTestJson(const LoadTestResult& result) {
               {"ahead", options.ahead},
               {"get_plan_with_batch", options.get_plan_with_batch},
               {"decode_every_plan", options.decode_every_plan},
+              {"profile_samples", options.profile_samples},
+              {"profile_fits", result.profile_fits},
               {"train_seconds", options.train_seconds},
               {"server_call_threads", options.server_call_threads},
               {"planning_threads", options.planning_threads},
@@ -1269,6 +1322,10 @@ constexpr FlagSpec kFlags[] = {
      "response only when it differs byte for byte from the last one it "
      "decoded (decoding is each worker's own CPU work in a real job; here "
      "512 workers' would share the planner's cores) (default false)"},
+    {"profile-samples", "N", /*default_value=*/"",
+     "after registering, every worker submits a profile of N synthetic "
+     "micro-benchmark samples at once, as ranks do at startup (default 0: "
+     "no profiles)"},
     {"noise", "F", /*default_value=*/"",
      "reported step time = predicted x (1 + F x uniform[-1, 1)) (default "
      "0.05)"},
@@ -1357,6 +1414,8 @@ absl::StatusOr<LoadTestCommandLine> ParseLoadTestCommandLine(int argc,
                       &options.get_plan_with_batch),
            SetIfGiven(*flags, "decode-every-plan", boolean,
                       &options.decode_every_plan),
+           SetIfGiven(*flags, "profile-samples", int32,
+                      &options.profile_samples),
            SetIfGiven(*flags, "noise", number, &options.noise),
            SetIfGiven(*flags, "train-seconds", number, &options.train_seconds),
            SetIfGiven(*flags, "server-threads", int32,

@@ -49,6 +49,9 @@ struct LoadTestOptions {
   /// 512 workers' decoding, which a real job spreads over their own
   /// machines, does not all land on the planner's cores.
   bool decode_every_plan = false;
+  /// After registering, every worker submits a profile of this many
+  /// synthetic samples at once (0: no profiles).
+  int profile_samples = 0;
   /// Reported step time = predicted x (1 + noise x u), u uniform in [-1, 1)
   /// drawn from (seed, step, rank).
   double noise = 0.05;
@@ -122,6 +125,8 @@ struct LoadTestResult {
   int64_t plans_computed = 0;
   /// dcp_plans_total scraped from the server's /metrics; -1 if unreadable.
   int64_t plans_total_metric = -1;
+  /// Profile fits the planner ran for the workers' SubmitProfile calls.
+  int64_t profile_fits = 0;
   /// Server-side mean GetPlan latency (dcp_rpc_latency_seconds sum/count),
   /// receipt to answer; -1 if unreadable.
   double server_get_plan_mean_ms = -1;

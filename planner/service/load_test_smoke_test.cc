@@ -133,6 +133,22 @@ TEST(LoadTestSmokeTest, DecodingEveryResponseGivesTheSamePlans) {
               HasSubstr("responses decoded once per thread"));
 }
 
+TEST(LoadTestSmokeTest, EveryWorkerCanSubmitAProfile) {
+  LoadTestOptions options = SmallOptions();
+  options.profile_samples = 16;
+  const LoadTestResult result = RunClean(options);
+  const RpcLatency* profiles = FindRpc(result, "SubmitProfile");
+  ASSERT_NE(profiles, nullptr);
+  EXPECT_EQ(profiles->calls, 4);
+  EXPECT_EQ(profiles->failures, 0);
+  EXPECT_GE(result.profile_fits, 1);
+  EXPECT_LE(result.profile_fits, 4);
+  EXPECT_THAT(FormatLoadTestText(result),
+              HasSubstr("profiles: 4 workers x 16 samples, fitted"));
+  // Without the option there is no profile phase.
+  EXPECT_EQ(FindRpc(RunClean(SmallOptions()), "SubmitProfile"), nullptr);
+}
+
 TEST(LoadTestSmokeTest, RejectsBadOptions) {
   LoadTestOptions options = SmallOptions();
   options.global_batch_tokens = 1000;  // with global_batch_samples
