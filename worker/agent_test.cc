@@ -183,8 +183,8 @@ WorkerAgentOptions QuickOptions(std::vector<std::string>* printed,
   return options;
 }
 
-/// Communicators of one rank whose world collectives fail with
-/// DEADLINE_EXCEEDED after the first `successes` all-reduces.
+/// A group of one rank whose all-reduces fail with DEADLINE_EXCEEDED after
+/// the first `successes`.
 class TimingOutGroup final : public CommGroup {
  public:
   explicit TimingOutGroup(int successes) : successes_(successes) {}
@@ -208,27 +208,35 @@ class TimingOutGroup final : public CommGroup {
   std::vector<int> ranks_ = {0};
 };
 
-class TimingOutCommunicator final : public Communicator {
- public:
-  explicit TimingOutCommunicator(int successes) : world_(successes) {}
-  int rank() const override { return 0; }
-  int world_size() const override { return 1; }
-  CommGroup& World() override { return world_; }
-  absl::StatusOr<CommGroup*> Group(const std::vector<int>&) override {
-    return &world_;
-  }
-  int groups_created() const override { return 1; }
-
- private:
-  TimingOutGroup world_;
-};
-
 CommunicatorFactory FakeWorld() {
   return
       [](const C10dOptions&) -> absl::StatusOr<std::unique_ptr<Communicator>> {
         return std::unique_ptr<Communicator>(new FakeCommunicator());
       };
 }
+
+/// A planner programmed by ProgramPlanner (the world complete at the first
+/// poll) and QuickOptions for it without profiling, on the fake one-rank
+/// world, output captured. Not copyable (the options point at the output).
+struct QuickRun {
+  QuickRun() {
+    ProgramPlanner(planner, /*polls_until_complete=*/1);
+    options = QuickOptions(&printed, &logged);
+    options.profile = false;
+    options.create_communicator = FakeWorld();
+  }
+  QuickRun(const QuickRun&) = delete;
+  QuickRun& operator=(const QuickRun&) = delete;
+
+  absl::StatusOr<AgentRunResult> Run() {
+    return WorkerAgent(planner, options).Run();
+  }
+
+  FakePlannerClient planner;
+  std::vector<std::string> printed;
+  std::vector<std::string> logged;
+  WorkerAgentOptions options;
+};
 
 nlohmann::json ReadJson(const std::string& path) {
   std::ifstream file(path);
@@ -362,18 +370,12 @@ TEST(WorkerAgentTest, RegistersPollsProfilesPlansAndReports) {
 }
 
 TEST(WorkerAgentTest, BucketPlansComeFromTheClusterModel) {
-  FakePlannerClient planner;
-  ProgramPlanner(planner, /*polls_until_complete=*/1);
-  std::vector<std::string> printed;
-  std::vector<std::string> logged;
-  WorkerAgentOptions options = QuickOptions(&printed, &logged);
-  options.profile = false;
-  options.steps = 2;
-  options.plan_source = PlanSource::kBucket;
-  options.create_communicator = FakeWorld();
-  WorkerAgent agent(planner, options);
-  absl::StatusOr<AgentRunResult> result = agent.Run();
+  QuickRun run;
+  run.options.steps = 2;
+  run.options.plan_source = PlanSource::kBucket;
+  absl::StatusOr<AgentRunResult> result = run.Run();
   ASSERT_TRUE(result.ok()) << result.status();
+  const FakePlannerClient& planner = run.planner;
   ASSERT_THAT(result->steps, SizeIs(2));
   // One sequence per micro-batch on the only rank.
   EXPECT_THAT(result->steps[0].sp_sizes, ElementsAre(1));
@@ -419,11 +421,10 @@ TEST(WorkerAgentTest, AsksWithTheBatchWhenThePlannerDoesNotKnowTheStep) {
 
 TEST(WorkerAgentTest, RefusesAPlanThatDropsOrRepeatsASequence) {
   for (const bool repeat : {false, true}) {
-    FakePlannerClient planner;
-    ProgramPlanner(planner, /*polls_until_complete=*/1);
+    QuickRun run;
     // The programmed plan, with its last sequence dropped or planned twice.
-    auto valid = planner.on_get_plan;
-    planner.on_get_plan = [valid, repeat](const v1::GetPlanRequest& request)
+    auto valid = run.planner.on_get_plan;
+    run.planner.on_get_plan = [valid, repeat](const v1::GetPlanRequest& request)
         -> absl::StatusOr<v1::GetPlanResponse> {
       absl::StatusOr<v1::GetPlanResponse> response = valid(request);
       if (!response.ok()) return response;
@@ -438,12 +439,7 @@ TEST(WorkerAgentTest, RefusesAPlanThatDropsOrRepeatsASequence) {
       }
       return response;
     };
-    std::vector<std::string> printed;
-    std::vector<std::string> logged;
-    WorkerAgentOptions options = QuickOptions(&printed, &logged);
-    options.profile = false;
-    options.create_communicator = FakeWorld();
-    absl::StatusOr<AgentRunResult> result = WorkerAgent(planner, options).Run();
+    absl::StatusOr<AgentRunResult> result = run.Run();
     EXPECT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument);
     EXPECT_THAT(result.status().message(),
                 AllOf(HasSubstr("the plan of step 0"),
@@ -455,24 +451,19 @@ TEST(WorkerAgentTest, RefusesAPlanThatDropsOrRepeatsASequence) {
 TEST(WorkerAgentTest, AFailedCheckpointStopsTheRunAFailedSummaryDoesNot) {
   const std::string dir = TestDir("io_failures");
   { std::ofstream(dir + "/a-file") << "not a directory"; }
-  FakePlannerClient planner;
-  ProgramPlanner(planner, /*polls_until_complete=*/1);
-  std::vector<std::string> printed;
-  std::vector<std::string> logged;
-  WorkerAgentOptions options = QuickOptions(&printed, &logged);
-  options.profile = false;
-  options.steps = 2;
-  options.create_communicator = FakeWorld();
-  options.summary_file = dir + "/a-file/summary.json";  // cannot be written
-  absl::StatusOr<AgentRunResult> result = WorkerAgent(planner, options).Run();
+  QuickRun run;
+  run.options.steps = 2;
+  // Neither can be written: a-file is a file.
+  run.options.summary_file = dir + "/a-file/summary.json";
+  absl::StatusOr<AgentRunResult> result = run.Run();
   ASSERT_TRUE(result.ok()) << result.status();
   EXPECT_THAT(
-      logged,
+      run.logged,
       testing::Contains(HasSubstr("warning: the run summary was not written")));
 
-  options.summary_file = "";
-  options.checkpoint_dir = dir + "/a-file/checkpoints";
-  result = WorkerAgent(planner, options).Run();
+  run.options.summary_file = "";
+  run.options.checkpoint_dir = dir + "/a-file/checkpoints";
+  result = run.Run();
   EXPECT_EQ(result.status().code(), absl::StatusCode::kInternal);
   EXPECT_THAT(result.status().message(),
               HasSubstr("writing the checkpoint: cannot create the checkpoint "
@@ -626,7 +617,7 @@ TEST(WorkerAgentTest, HungCollectiveFailsTheStepWithTheTimeout) {
   options.create_communicator =
       [](const C10dOptions&) -> absl::StatusOr<std::unique_ptr<Communicator>> {
     return std::unique_ptr<Communicator>(
-        new TimingOutCommunicator(/*successes=*/1));
+        new OneGroupCommunicator<TimingOutGroup>(/*successes=*/1));
   };
   absl::StatusOr<AgentRunResult> result = WorkerAgent(planner, options).Run();
   ASSERT_FALSE(result.ok());

@@ -293,18 +293,6 @@ class DoublingGroup final : public FakeCommGroup {
   }
 };
 
-class DoublingCommunicator final : public Communicator {
- public:
-  int rank() const override { return 0; }
-  int world_size() const override { return 1; }
-  CommGroup& World() override { return world_; }
-  absl::StatusOr<CommGroup*> Group(const std::vector<int>&) override {
-    return &world_;
-  }
-  int groups_created() const override { return 1; }
-  DoublingGroup world_;
-};
-
 TEST(PlanExecutorTest, GradientBucketsDoNotChangeTheGradients) {
   std::vector<std::vector<int64_t>> sequences = {Tokens(9, 7), Tokens(4, 8)};
   auto tokens_of = [&](int i) { return sequences.at(i); };
@@ -325,7 +313,7 @@ TEST(PlanExecutorTest, GradientBucketsDoNotChangeTheGradients) {
 
   // One bucket per parameter, and all parameters in one bucket.
   for (const int64_t bucket_bytes : {int64_t{1}, int64_t{1} << 40}) {
-    DoublingCommunicator doubling;
+    OneGroupCommunicator<DoublingGroup> doubling;
     std::shared_ptr<GptModel> model = TinyModel();
     PlanExecutorOptions options;
     options.all_reduce_bucket_bytes = bucket_bytes;
@@ -333,7 +321,7 @@ TEST(PlanExecutorTest, GradientBucketsDoNotChangeTheGradients) {
                     .RunStep(plan, tokens_of, 11)
                     .ok());
     // The buckets, then the loss.
-    EXPECT_EQ(doubling.world_.all_reduce_calls,
+    EXPECT_EQ(doubling.group.all_reduce_calls,
               bucket_bytes == 1 ? num_parameters + 1 : 2);
     auto params = model->parameters();
     auto reference_params = reference->parameters();

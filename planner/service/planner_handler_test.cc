@@ -763,21 +763,16 @@ TEST(PlannerHandlerTest, RestartWithAnotherJobIsRefused) {
   PlannerHandlerOptions options = GpuOptions();
   options.state_dir = directory;
   ASSERT_NE(MakeHandler(options, clock, nullptr), nullptr);
-  options.cluster.num_nodes = 2;
-  absl::StatusOr<std::unique_ptr<PlannerHandler>> other =
-      PlannerHandler::Create(options, clock, nullptr, nullptr);
-  EXPECT_EQ(other.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(other.status().message(), HasSubstr("different job"));
-}
+  PlannerHandlerOptions other_cluster = options;
+  other_cluster.cluster.num_nodes = 2;
+  absl::StatusOr<std::unique_ptr<PlannerHandler>> another_job =
+      PlannerHandler::Create(other_cluster, clock, nullptr, nullptr);
+  EXPECT_EQ(another_job.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(another_job.status().message(), HasSubstr("different job"));
 
-TEST(PlannerHandlerTest, RestartWithOtherPlannerOptionsIsRefused) {
-  const std::string directory = TestDirectory();
-  FakeClock clock;
-  PlannerHandlerOptions options = GpuOptions();
-  options.state_dir = directory;
-  ASSERT_NE(MakeHandler(options, clock, nullptr), nullptr);
+  // Planner options decide plans too.
   PlannerHandlerOptions other = options;
-  other.planner_options.sp_sizes = {1, 2};  // would plan the steps otherwise
+  other.planner_options.sp_sizes = {1, 2};
   absl::StatusOr<std::unique_ptr<PlannerHandler>> refused =
       PlannerHandler::Create(other, clock, nullptr, nullptr);
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
@@ -1361,17 +1356,28 @@ TEST(PlannerHandlerTest, StepStatsFeedMetricsAndImbalance) {
               HasSubstr("step = -2"));
 }
 
-TEST(PlannerHandlerTest, OnlineRefitFollowsMeasuredComputeTime) {
+/// One node of 8 GPUs with online refit on, worker w0 registered, and the
+/// plan of step 0 (16 sequences).
+class OnlineRefitTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    options.cluster = H200Cluster(/*num_nodes=*/1, /*gpus_per_node=*/8);
+    options.online_refit = true;
+    handler = MakeHandler(options, clock, &metrics);
+    ASSERT_TRUE(handler->RegisterWorker(Worker("w0", "node0", 8)).ok());
+    first = handler->GetPlan(PlanRequest("w0", MakeBatch(0, 16))).value();
+  }
+
   FakeClock clock;
   RecordingMetrics metrics;
   PlannerHandlerOptions options = GpuOptions();
-  options.cluster = H200Cluster(/*num_nodes=*/1, /*gpus_per_node=*/8);
-  options.online_refit = true;
-  auto handler = MakeHandler(options, clock, &metrics);
-  ASSERT_TRUE(handler->RegisterWorker(Worker("w0", "node0", 8)).ok());
-  std::vector<std::pair<std::string, int>> worker_of_rank(8, {"w0", 0});
-  const v1::GetPlanResponse first =
-      handler->GetPlan(PlanRequest("w0", MakeBatch(0, 16))).value();
+  std::unique_ptr<PlannerHandler> handler;
+  const std::vector<std::pair<std::string, int>> worker_of_rank =
+      std::vector<std::pair<std::string, int>>(8, {"w0", 0});
+  v1::GetPlanResponse first;
+};
+
+TEST_F(OnlineRefitTest, FollowsMeasuredComputeTime) {
   EXPECT_EQ(first.params_version(), 0);
   for (const v1::ReportStepStatsRequest& report :
        ReportsFor(first, /*factor=*/2, {}, worker_of_rank)) {
@@ -1408,17 +1414,7 @@ TEST(PlannerHandlerTest, OnlineRefitFollowsMeasuredComputeTime) {
   EXPECT_EQ(handler->GetClusterModel({})->params_version(), 1);
 }
 
-TEST(PlannerHandlerTest, AbsurdlySmallMeasurementsDoNotCorruptTheModel) {
-  FakeClock clock;
-  RecordingMetrics metrics;
-  PlannerHandlerOptions options = GpuOptions();
-  options.cluster = H200Cluster(/*num_nodes=*/1, /*gpus_per_node=*/8);
-  options.online_refit = true;
-  auto handler = MakeHandler(options, clock, &metrics);
-  ASSERT_TRUE(handler->RegisterWorker(Worker("w0", "node0", 8)).ok());
-  std::vector<std::pair<std::string, int>> worker_of_rank(8, {"w0", 0});
-  const v1::GetPlanResponse first =
-      handler->GetPlan(PlanRequest("w0", MakeBatch(0, 16))).value();
+TEST_F(OnlineRefitTest, AbsurdlySmallMeasurementsDoNotCorruptTheModel) {
   // Valid (finite, > 0) but so small that predicted / measured overflows.
   for (const v1::ReportStepStatsRequest& report :
        ReportsFor(first, /*factor=*/1e-320, {}, worker_of_rank)) {
