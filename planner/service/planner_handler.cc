@@ -45,6 +45,8 @@ using json = nlohmann::json;
 constexpr int64_t kMaxLengthTokens = int64_t{1} << 40;
 constexpr int kMaxSamplesPerBatch = 1 << 20;
 constexpr int kMaxProfileSamples = 1 << 20;
+// Submitted batches that may wait to be planned at once (a memory bound).
+constexpr size_t kMaxPendingBatches = 256;
 constexpr size_t kMaxIdentifierLength = 128;
 constexpr size_t kMaxFreeTextLength = 256;
 // Online refit: micro-batch measurements needed before the correction is
@@ -52,8 +54,6 @@ constexpr size_t kMaxFreeTextLength = 256;
 // range a correction may take (beyond it the measurements are not of the
 // same kind of hardware as the model).
 constexpr int kMinRefitObservations = 4;
-/// Submitted batches that may wait to be planned at once (memory bound).
-constexpr size_t kMaxPendingBatches = 256;
 constexpr double kRefitChangeThreshold = 0.05;
 constexpr double kMinComputeCorrection = 0.1;
 constexpr double kMaxComputeCorrection = 10;
