@@ -551,7 +551,8 @@ absl::Status ValidateOptions(const LoadTestOptions& options) {
         range("connections", options.connections, 1, 4096),
         range("threads", options.threads, 1, 4096),
         range("server-threads", options.server_call_threads, 1, 1024),
-        range("planning-threads", options.planning_threads, 0, 64),
+        range("planning-threads", options.planning_threads, 0,
+              kMaxBackgroundPlanningThreads),
         range("profile-samples", options.profile_samples, 0, 100000)}) {
     if (!status.ok()) return status;
   }
