@@ -478,18 +478,18 @@ class AgentRun {
   }
 
   /// Every rank's `value`, by rank (an all-reduce of one-hot vectors),
-  /// waiting at most `timeout` (default: collective_timeout).
-  absl::StatusOr<std::vector<double>> AllGather(
-      double value, absl::string_view what,
-      std::optional<absl::Duration> timeout = std::nullopt) {
+  /// waiting at most `timeout`.
+  absl::StatusOr<std::vector<double>> AllGather(double value,
+                                                absl::string_view what,
+                                                absl::Duration timeout) {
     const int world = communicator_->world_size();
     torch::Tensor values =
         torch::zeros({world}, torch::TensorOptions()
                                   .dtype(torch::kFloat64)
                                   .device(placement_.device));
     values[rank_].fill_(value);
-    if (absl::Status status = communicator_->World().AllReduceSum(
-            values, timeout.value_or(options_.collective_timeout));
+    if (absl::Status status =
+            communicator_->World().AllReduceSum(values, timeout);
         !status.ok()) {
       return WithContext(status, absl::StrCat("agreeing on ", what));
     }
@@ -556,13 +556,10 @@ class AgentRun {
       }
     }
     // RunProfile is collective: profile when any rank wants to.
-    absl::StatusOr<std::vector<double>> wants =
-        AllGather(wanted ? 1 : 0, "whether to profile");
+    absl::StatusOr<double> wants = WorldSum(
+        wanted ? 1 : 0, "whether to profile", options_.collective_timeout);
     if (!wants.ok()) return wants.status();
-    if (std::all_of(wants->begin(), wants->end(),
-                    [](double w) { return w == 0; })) {
-      return absl::OkStatus();
-    }
+    if (*wants == 0) return absl::OkStatus();
     ProfileOptions profile_options = options_.profile_options;
     profile_options.device = placement_.device;
     profile_options.dtype = torch::kFloat32;
@@ -672,22 +669,43 @@ class AgentRun {
       }
     }
     *params_version = response->params_version();
-    return PlanFromProto(response->plan());
+    Plan plan = PlanFromProto(response->plan());
+    // Every rank checks the same plan, so all refuse a bad one together
+    // (an index out of range would otherwise throw mid-step, and a
+    // sequence planned twice or not at all would change the loss scale).
+    std::vector<int64_t> lengths;
+    lengths.reserve(samples.size());
+    for (const Sample& sample : samples)
+      lengths.push_back(sample.length_tokens);
+    if (absl::Status valid =
+            ValidatePlanStructure(model_spec_, cluster_, lengths, plan);
+        !valid.ok()) {
+      return WithContext(valid, absl::StrCat("the plan of step ", step));
+    }
+    return plan;
   }
 
-  /// The communicator's all-reduce of the stop flags: true when any rank
-  /// was asked to stop.
-  absl::StatusOr<bool> AgreeToStop() {
-    torch::Tensor flag = torch::full({1}, StopRequested() ? 1.0 : 0.0,
-                                     torch::TensorOptions()
-                                         .dtype(torch::kFloat64)
-                                         .device(placement_.device));
-    if (absl::Status status = communicator_->World().AllReduceSum(
-            flag, options_.collective_timeout);
+  /// The sum of every rank's `value`, waiting at most `timeout`.
+  absl::StatusOr<double> WorldSum(double value, absl::string_view what,
+                                  absl::Duration timeout) {
+    torch::Tensor sum = torch::full({1}, value,
+                                    torch::TensorOptions()
+                                        .dtype(torch::kFloat64)
+                                        .device(placement_.device));
+    if (absl::Status status = communicator_->World().AllReduceSum(sum, timeout);
         !status.ok()) {
-      return WithContext(status, "agreeing whether to stop");
+      return WithContext(status, absl::StrCat("agreeing ", what));
     }
-    return flag.to(torch::kCPU).item<double>() > 0;
+    return sum.to(torch::kCPU).item<double>();
+  }
+
+  /// True when any rank was asked to stop.
+  absl::StatusOr<bool> AgreeToStop() {
+    absl::StatusOr<double> stopping =
+        WorldSum(StopRequested() ? 1 : 0, "whether to stop",
+                 options_.collective_timeout);
+    if (!stopping.ok()) return stopping.status();
+    return *stopping > 0;
   }
 
   void ResetPeakMemory() {
@@ -790,14 +808,6 @@ class AgentRun {
                              absl::StrCat("the bucket plan of step ", step));
         }
         plan = *std::move(bucket);
-      }
-      // Every rank checks the same plan, so all refuse a bad one together
-      // (an index out of range would otherwise throw mid-step, and a
-      // sequence planned twice or not at all would change the loss scale).
-      if (absl::Status valid =
-              ValidatePlanStructure(model_spec_, cluster_, lengths, plan);
-          !valid.ok()) {
-        return WithContext(valid, absl::StrCat("the plan of step ", step));
       }
 
       absl::Status token_error;
@@ -950,12 +960,12 @@ class AgentRun {
   absl::Status CheckpointOnEveryRank(int64_t next_step) {
     const absl::Status written =
         rank_ == 0 ? Checkpoint(next_step) : absl::OkStatus();
-    absl::StatusOr<std::vector<double>> failed =
-        AllGather(written.ok() ? 0 : 1, "whether the checkpoint was written",
-                  options_.checkpoint_timeout);
+    absl::StatusOr<double> failed =
+        WorldSum(written.ok() ? 0 : 1, "whether the checkpoint was written",
+                 options_.checkpoint_timeout);
     if (!written.ok()) return written;
     if (!failed.ok()) return failed.status();
-    if ((*failed)[0] != 0) {
+    if (*failed != 0) {
       return absl::AbortedError(absl::StrCat(
           "rank 0 could not write the checkpoint before step ", next_step,
           " to ", options_.checkpoint_dir, " (its log says why)"));
