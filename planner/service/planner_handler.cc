@@ -1269,10 +1269,10 @@ void PlannerHandlerImpl::MaybeRefit() {
       refit_ratio_squared_sum_ <= 0) {
     return;
   }
-  const double fitted_factor = refit_ratio_sum_ / refit_ratio_squared_sum_;
-  if (!std::isfinite(fitted_factor)) return;
+  // Finite: every ratio summed lies in [1 / kMaxRefitRatio, kMaxRefitRatio].
   const double factor =
-      std::clamp(fitted_factor, kMinComputeCorrection, kMaxComputeCorrection);
+      std::clamp(refit_ratio_sum_ / refit_ratio_squared_sum_,
+                 kMinComputeCorrection, kMaxComputeCorrection);
   const double current = versions_.rbegin()->second.compute_correction;
   if (std::abs(factor / current - 1) <= kRefitChangeThreshold) return;
   absl::StatusOr<int64_t> version =
