@@ -895,19 +895,29 @@ TEST(PlannerHandlerTest, LazyPlanningWithoutBackgroundThreads) {
   EXPECT_EQ(metrics.plans_computed(), 1);
 }
 
-TEST(PlannerHandlerTest, EvictedPlansAreReplannedIdentically) {
+/// A planner that keeps 2 plans in memory, with steps 0, 1 and 2 planned
+/// (`first` holds their serialized plans): step 0's has been evicted.
+class EvictionTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    PlannerHandlerOptions options = GpuOptions();
+    options.plan_cache_steps = 2;
+    handler = MakeHandler(options, clock, &metrics);
+    RegisterWorld(*handler, 4, 8);
+    for (int64_t step = 0; step < 3; ++step) {
+      first.push_back(
+          *handler->GetSerializedPlan(PlanRequest("w0", MakeBatch(step)))
+               .value());
+    }
+  }
+
   FakeClock clock;
   RecordingMetrics metrics;
-  PlannerHandlerOptions options = GpuOptions();
-  options.plan_cache_steps = 2;
-  auto handler = MakeHandler(options, clock, &metrics);
-  RegisterWorld(*handler, 4, 8);
+  std::unique_ptr<PlannerHandler> handler;
   std::vector<std::string> first;
-  for (int64_t step = 0; step < 3; ++step) {
-    first.push_back(
-        *handler->GetSerializedPlan(PlanRequest("w0", MakeBatch(step)))
-             .value());
-  }
+};
+
+TEST_F(EvictionTest, EvictedPlansAreReplannedIdentically) {
   EXPECT_EQ(metrics.plans_computed(), 3);
   EXPECT_EQ(
       *handler->GetSerializedPlan(PlanRequest("w0", MakeBatch(2))).value(),
@@ -1069,19 +1079,7 @@ TEST(PlannerHandlerTest, UnknownStepByStepIsFailedPrecondition) {
   EXPECT_EQ(metrics.plans_computed(), 0);
 }
 
-TEST(PlannerHandlerTest, EvictedStepsNeedTheirBatchAgain) {
-  FakeClock clock;
-  RecordingMetrics metrics;
-  PlannerHandlerOptions options = GpuOptions();
-  options.plan_cache_steps = 2;
-  auto handler = MakeHandler(options, clock, &metrics);
-  RegisterWorld(*handler, 4, 8);
-  std::vector<std::string> first;
-  for (int64_t step = 0; step < 3; ++step) {
-    first.push_back(
-        *handler->GetSerializedPlan(PlanRequest("w0", MakeBatch(step)))
-             .value());
-  }
+TEST_F(EvictionTest, EvictedStepsNeedTheirBatchAgain) {
   EXPECT_EQ(*handler->GetSerializedPlan(StepRequest("w0", 2)).value(),
             first[2]);
   absl::StatusOr<std::shared_ptr<const std::string>> evicted =
