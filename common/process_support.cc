@@ -39,11 +39,27 @@ absl::StatusOr<std::string> LoadBearerToken(const ParsedFlags& flags) {
   return token;
 }
 
+absl::StatusOr<std::string> ReadPemFile(absl::string_view what,
+                                        const std::string& path) {
+  std::ifstream file(path, std::ios::binary);
+  if (!file) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot read the ", what, " PEM file '", path, "'"));
+  }
+  std::ostringstream contents;
+  contents << file.rdbuf();
+  if (contents.str().empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the ", what, " PEM file '", path, "' is empty"));
+  }
+  return contents.str();
+}
+
 void LogLine(const std::string& line) {
-  const std::string stamped = absl::StrCat(
-      absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", absl::Now(),
-                       absl::UTCTimeZone()),
-      " ", line, "\n");
+  const std::string stamped =
+      absl::StrCat(absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", absl::Now(),
+                                    absl::UTCTimeZone()),
+                   " ", line, "\n");
   std::fwrite(stamped.data(), 1, stamped.size(), stderr);
 }
 

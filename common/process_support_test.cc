@@ -19,8 +19,7 @@ constexpr FlagSpec kFlags[] = {
 
 ParsedFlags Parse(std::vector<const char*> args) {
   args.insert(args.begin(), "test");
-  return ParseFlags(static_cast<int>(args.size()), args.data(), kFlags)
-      .value();
+  return ParseFlags(static_cast<int>(args.size()), args.data(), kFlags).value();
 }
 
 std::string TempPath(const std::string& name) {
@@ -54,6 +53,19 @@ TEST(LoadBearerTokenTest, FallsBackToTheEnvironment) {
   EXPECT_EQ(LoadBearerToken(Parse({})).value(), "from-env");
   ::unsetenv("DCP_PLANNER_TOKEN");
   EXPECT_EQ(LoadBearerToken(Parse({})).value(), "");
+}
+
+TEST(ReadPemFileTest, ReadsTheFileOrNamesIt) {
+  const std::string path = TempPath("cert.pem");
+  std::ofstream(path) << "-----BEGIN CERTIFICATE-----\n";
+  EXPECT_EQ(ReadPemFile("planner CA", path).value(),
+            "-----BEGIN CERTIFICATE-----\n");
+  std::ofstream(path, std::ios::trunc).flush();
+  EXPECT_THAT(ReadPemFile("planner CA", path).status().message(),
+              HasSubstr("the planner CA PEM file '" + path + "' is empty"));
+  EXPECT_THAT(
+      ReadPemFile("client key", path + ".missing").status().message(),
+      HasSubstr("cannot read the client key PEM file '" + path + ".missing'"));
 }
 
 }  // namespace

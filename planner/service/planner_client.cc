@@ -3,13 +3,12 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <fstream>
-#include <sstream>
 #include <utility>
 
 #include "absl/memory/memory.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/process_support.h"
 #include "grpcpp/impl/codegen/client_unary_call.h"
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/support/byte_buffer.h"
@@ -17,22 +16,6 @@
 
 namespace dcp {
 namespace {
-
-absl::StatusOr<std::string> ReadPemFile(absl::string_view what,
-                                        const std::string& path) {
-  std::ifstream file(path, std::ios::binary);
-  if (!file) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("cannot read the ", what, " PEM file '", path, "'"));
-  }
-  std::ostringstream contents;
-  contents << file.rdbuf();
-  if (contents.str().empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("the ", what, " PEM file '", path, "' is empty"));
-  }
-  return contents.str();
-}
 
 /// Plaintext when `tls` names no CA, else TLS (with a client certificate
 /// when one is given).

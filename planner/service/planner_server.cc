@@ -2,8 +2,6 @@
 
 #include <chrono>
 #include <exception>
-#include <fstream>
-#include <sstream>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -11,6 +9,7 @@
 #include "absl/memory/memory.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/process_support.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/security/server_credentials.h"
@@ -23,22 +22,6 @@ namespace {
 
 /// The health-service name clients may check besides "" (the whole server).
 constexpr char kPlannerServiceName[] = "dcp.v1.Planner";
-
-absl::StatusOr<std::string> ReadPemFile(absl::string_view what,
-                                        const std::string& path) {
-  std::ifstream file(path, std::ios::binary);
-  if (!file) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("cannot read the ", what, " PEM file '", path, "'"));
-  }
-  std::ostringstream contents;
-  contents << file.rdbuf();
-  if (contents.str().empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("the ", what, " PEM file '", path, "' is empty"));
-  }
-  return contents.str();
-}
 
 /// Plaintext when `tls` is empty, else TLS (mutual when a client CA is set).
 absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentials(
