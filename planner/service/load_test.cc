@@ -1,9 +1,6 @@
 #include "planner/service/load_test.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <sys/resource.h>
-#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -46,6 +43,7 @@
 #include "cost_model/model_spec.h"
 #include "dcp/v1/planner_service.pb.h"
 #include "nlohmann/json.hpp"
+#include "planner/service/metrics_scrape.h"
 #include "planner/service/planner_client.h"
 #include "planner/service/planner_handler.h"
 #include "planner/service/planner_metrics.h"
@@ -134,58 +132,6 @@ int CountTcpConnectionsTo(int port) {
     }
   }
   return readable ? count : -1;
-}
-
-/// The body of `GET path` on 127.0.0.1:port (HTTP/1.0); empty on failure.
-std::string HttpGet(int port, absl::string_view path) {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return "";
-  timeval timeout{/*tv_sec=*/5, /*tv_usec=*/0};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  address.sin_port = htons(static_cast<uint16_t>(port));
-  if (connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) !=
-      0) {
-    close(fd);
-    return "";
-  }
-  const std::string request =
-      absl::StrCat("GET ", path, " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n");
-  if (write(fd, request.data(), request.size()) !=
-      static_cast<ssize_t>(request.size())) {
-    close(fd);
-    return "";
-  }
-  std::string response;
-  char buffer[4096];
-  ssize_t read_bytes;
-  while ((read_bytes = read(fd, buffer, sizeof(buffer))) > 0) {
-    response.append(buffer, read_bytes);
-  }
-  close(fd);
-  const size_t body = response.find("\r\n\r\n");
-  return body == std::string::npos ? "" : response.substr(body + 4);
-}
-
-/// The value of the first series `name` in Prometheus text `exposition`
-/// whose label text contains `label` (e.g. `method="GetPlan"`; empty: any).
-std::optional<double> MetricValue(absl::string_view exposition,
-                                  absl::string_view name,
-                                  absl::string_view label) {
-  for (absl::string_view line : absl::StrSplit(exposition, '\n')) {
-    if (line.empty() || line[0] == '#') continue;
-    const size_t space = line.rfind(' ');
-    if (space == absl::string_view::npos) continue;
-    const absl::string_view series = line.substr(0, space);
-    const size_t brace = series.find('{');
-    if (series.substr(0, brace) != name) continue;
-    if (!label.empty() && !absl::StrContains(series, label)) continue;
-    double value = 0;
-    if (absl::SimpleAtod(line.substr(space + 1), &value)) return value;
-  }
-  return std::nullopt;
 }
 
 /// SplitMix64: a well-mixed seed for each (seed, step, rank).
@@ -1001,12 +947,12 @@ absl::StatusOr<LoadTestResult> RunLoadTest(
     const std::string exposition =
         HttpGet((*server)->metrics_port(), "/metrics");
     if (std::optional<double> plans =
-            MetricValue(exposition, metric_names::kPlansTotal, "");
+            MetricValue(exposition, metric_names::kPlansTotal);
         plans.has_value()) {
       result.plans_total_metric = static_cast<int64_t>(*plans);
     }
-    const std::string method_label =
-        absl::StrCat(metric_names::kMethodLabel, "=\"GetPlan\"");
+    const std::map<std::string, std::string> method_label = {
+        {metric_names::kMethodLabel, "GetPlan"}};
     std::optional<double> sum = MetricValue(
         exposition, absl::StrCat(metric_names::kRpcLatencySeconds, "_sum"),
         method_label);
