@@ -432,6 +432,9 @@ class PlannerHandlerImpl final : public PlannerHandler {
   // Loading (before any other call).
   absl::Status LoadJob() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status LoadWorkers() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// Every stored (key, value) whose key starts with `prefix`, in key order.
+  absl::StatusOr<std::vector<std::pair<std::string, std::string>>> ReadAll(
+      absl::string_view prefix) const;
   absl::Status LoadParams() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status LoadProfiles() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status LoadSteps() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -708,14 +711,26 @@ absl::Status PlannerHandlerImpl::LoadWorkers() {
   return absl::OkStatus();
 }
 
-absl::Status PlannerHandlerImpl::LoadParams() {
-  absl::StatusOr<std::vector<std::string>> keys = store_->List(kParamsPrefix);
+absl::StatusOr<std::vector<std::pair<std::string, std::string>>>
+PlannerHandlerImpl::ReadAll(absl::string_view prefix) const {
+  absl::StatusOr<std::vector<std::string>> keys = store_->List(prefix);
   if (!keys.ok()) return keys.status();
+  std::vector<std::pair<std::string, std::string>> values;
   for (const std::string& key : *keys) {
     absl::StatusOr<std::optional<std::string>> stored = store_->Read(key);
     if (!stored.ok()) return stored.status();
-    if (!stored->has_value()) continue;
-    absl::StatusOr<json> doc = ParseJson(key, **stored);
+    if (!stored->has_value()) continue;  // removed since listed
+    values.emplace_back(key, **std::move(stored));
+  }
+  return values;
+}
+
+absl::Status PlannerHandlerImpl::LoadParams() {
+  absl::StatusOr<std::vector<std::pair<std::string, std::string>>> stored =
+      ReadAll(kParamsPrefix);
+  if (!stored.ok()) return stored.status();
+  for (const auto& [key, bytes] : *stored) {
+    absl::StatusOr<json> doc = ParseJson(key, bytes);
     if (!doc.ok()) return doc.status();
     v1::CostParams params;
     v1::CostParams fitted;
@@ -751,13 +766,12 @@ absl::Status PlannerHandlerImpl::LoadParams() {
 }
 
 absl::Status PlannerHandlerImpl::LoadProfiles() {
-  absl::StatusOr<std::vector<std::string>> keys = store_->List(kProfilePrefix);
-  if (!keys.ok()) return keys.status();
-  for (const std::string& key : *keys) {
-    absl::StatusOr<std::optional<std::string>> stored = store_->Read(key);
-    if (!stored.ok()) return stored.status();
+  absl::StatusOr<std::vector<std::pair<std::string, std::string>>> stored =
+      ReadAll(kProfilePrefix);
+  if (!stored.ok()) return stored.status();
+  for (const auto& [key, bytes] : *stored) {
     auto profile = std::make_shared<v1::SubmitProfileRequest>();
-    if (!stored->has_value() || !profile->ParseFromString(**stored)) {
+    if (!profile->ParseFromString(bytes)) {
       return StateError(key, "is not a profile");
     }
     profiles_.push_back(std::move(profile));
@@ -766,13 +780,11 @@ absl::Status PlannerHandlerImpl::LoadProfiles() {
 }
 
 absl::Status PlannerHandlerImpl::LoadSteps() {
-  absl::StatusOr<std::vector<std::string>> keys = store_->List(kStepPrefix);
-  if (!keys.ok()) return keys.status();
-  for (const std::string& key : *keys) {
-    absl::StatusOr<std::optional<std::string>> stored = store_->Read(key);
-    if (!stored.ok()) return stored.status();
-    if (!stored->has_value()) continue;
-    absl::StatusOr<json> doc = ParseJson(key, **stored);
+  absl::StatusOr<std::vector<std::pair<std::string, std::string>>> stored =
+      ReadAll(kStepPrefix);
+  if (!stored.ok()) return stored.status();
+  for (const auto& [key, bytes] : *stored) {
+    absl::StatusOr<json> doc = ParseJson(key, bytes);
     if (!doc.ok()) return doc.status();
     const json& step = (*doc)["step"];
     const json& fingerprint = (*doc)["fingerprint"];
