@@ -18,6 +18,7 @@
 #include "gtest/gtest.h"
 #include "planner/batch_check.h"
 #include "planner/plan.h"
+#include "planner/test_cost_model.h"
 #include "planner/validate.h"
 
 namespace dcp {
@@ -27,24 +28,14 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::UnorderedElementsAreArray;
 
-CostModel MakeCostModel(const std::string& preset, int num_nodes,
-                        int gpus_per_node) {
-  absl::StatusOr<ModelSpec> model = ModelPreset(preset);
-  EXPECT_TRUE(model.ok()) << model.status();
-  absl::StatusOr<CostModel> cost_model =
-      CostModel::CreateDefault(*model, H200Cluster(num_nodes, gpus_per_node));
-  EXPECT_TRUE(cost_model.ok()) << cost_model.status();
-  return *std::move(cost_model);
-}
-
 // Deterministic lengths in [low, high].
 std::vector<int64_t> Lengths(int count, int64_t low, int64_t high) {
   std::vector<int64_t> lengths;
   uint64_t state = 2024;
   for (int i = 0; i < count; ++i) {
     state = state * 6364136223846793005ULL + 1442695040888963407ULL;
-    lengths.push_back(low + static_cast<int64_t>(state >> 33) %
-                                (high - low + 1));
+    lengths.push_back(low +
+                      static_cast<int64_t>(state >> 33) % (high - low + 1));
   }
   return lengths;
 }
@@ -99,9 +90,9 @@ std::vector<int> Iota(int count) {
 
 TEST(ChooseStaticConfigTest, SmallestFittingSpAndLeastRecompute) {
   const CostModel cost_model = MakeCostModel("llama3-8b", 4, 8);
-  for (int64_t longest : {int64_t{2000}, int64_t{12000}, int64_t{30000},
-                          int64_t{60000}, int64_t{100000}, int64_t{150000},
-                          int64_t{400000}}) {
+  for (int64_t longest :
+       {int64_t{2000}, int64_t{12000}, int64_t{30000}, int64_t{60000},
+        int64_t{100000}, int64_t{150000}, int64_t{400000}}) {
     for (int per_micro_batch : {1, 2}) {
       SCOPED_TRACE(testing::Message() << longest << " tokens, "
                                       << per_micro_batch << " per micro-batch");
@@ -112,8 +103,7 @@ TEST(ChooseStaticConfigTest, SmallestFittingSpAndLeastRecompute) {
       std::optional<StaticConfig> expected =
           ExpectedStaticConfig(cost_model, longest, per_micro_batch);
       if (!expected) {
-        EXPECT_EQ(config.status().code(),
-                  absl::StatusCode::kResourceExhausted);
+        EXPECT_EQ(config.status().code(), absl::StatusCode::kResourceExhausted);
         continue;
       }
       ASSERT_TRUE(config.ok()) << config.status();
@@ -180,7 +170,8 @@ TEST(ChooseStaticConfigTest, BatchLongerThanTheWorkloadMaximumRaisesIt) {
   absl::StatusOr<StaticConfig> config = ChooseStaticConfig(
       cost_model, options, std::vector<int64_t>{1000, 150000});
   ASSERT_TRUE(config.ok()) << config.status();
-  EXPECT_EQ(config->sp_size, ExpectedStaticConfig(cost_model, 150000, 1)->sp_size);
+  EXPECT_EQ(config->sp_size,
+            ExpectedStaticConfig(cost_model, 150000, 1)->sp_size);
   EXPECT_EQ(config->sp_size, 4);
 }
 
@@ -199,17 +190,17 @@ TEST(ChooseStaticConfigTest, Errors) {
     EXPECT_EQ(PlanPacked(cost_model, lengths, options).status().code(),
               absl::StatusCode::kInvalidArgument);
   }
-  EXPECT_EQ(ChooseStaticConfig(cost_model, StaticOptions{},
-                               std::vector<int64_t>{})
-                .status()
-                .code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      ChooseStaticConfig(cost_model, StaticOptions{}, std::vector<int64_t>{})
+          .status()
+          .code(),
+      absl::StatusCode::kInvalidArgument);
   absl::StatusOr<Plan> zero =
       PlanBucket(cost_model, std::vector<int64_t>{5, 0}, StaticOptions{});
   EXPECT_EQ(zero.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(zero.status().message(), HasSubstr("sequence 1"));
-  absl::StatusOr<Plan> too_long = PlanPacked(
-      cost_model, std::vector<int64_t>{10'000'000}, StaticOptions{});
+  absl::StatusOr<Plan> too_long =
+      PlanPacked(cost_model, std::vector<int64_t>{10'000'000}, StaticOptions{});
   EXPECT_EQ(too_long.status().code(), absl::StatusCode::kResourceExhausted);
 }
 
@@ -241,8 +232,7 @@ TEST(PlanBucketTest, DealsRoundRobinOneSequencePerMicroBatch) {
       ChooseStaticConfig(cost_model, StaticOptions{}, lengths);
   ASSERT_TRUE(config.ok()) << config.status();
   ASSERT_EQ(config->sp_size, 2);
-  absl::StatusOr<Plan> plan =
-      PlanBucket(cost_model, lengths, StaticOptions{});
+  absl::StatusOr<Plan> plan = PlanBucket(cost_model, lengths, StaticOptions{});
   ASSERT_TRUE(plan.ok()) << plan.status();
   EXPECT_EQ(plan->strategy, "bucket");
   ASSERT_EQ(plan->groups.size(), 16u);
@@ -287,8 +277,7 @@ TEST(PlanBucketTest, TwoSequencesPerMicroBatchPairsConsecutiveDeals) {
       ASSERT_EQ(group.micro_batches.size(), 2u) << "group " << g;
       EXPECT_THAT(group.micro_batches[0].sequence_indices,
                   ElementsAre(g, g + 8));
-      EXPECT_THAT(group.micro_batches[1].sequence_indices,
-                  ElementsAre(g + 16));
+      EXPECT_THAT(group.micro_batches[1].sequence_indices, ElementsAre(g + 16));
     } else {
       ASSERT_EQ(group.micro_batches.size(), 1u) << "group " << g;
       EXPECT_THAT(group.micro_batches[0].sequence_indices,
@@ -305,8 +294,7 @@ TEST(PlanBucketTest, TwoSequencesPerMicroBatchPairsConsecutiveDeals) {
 TEST(PlanBucketTest, FewerSequencesThanGroupsLeavesGroupsIdle) {
   const CostModel cost_model = MakeCostModel("llama3-8b", 1, 8);
   const std::vector<int64_t> lengths = {3000, 1000, 2000};
-  absl::StatusOr<Plan> plan =
-      PlanBucket(cost_model, lengths, StaticOptions{});
+  absl::StatusOr<Plan> plan = PlanBucket(cost_model, lengths, StaticOptions{});
   ASSERT_TRUE(plan.ok()) << plan.status();
   ASSERT_EQ(plan->groups.size(), 8u);
   EXPECT_EQ(plan->groups[0].micro_batches.size(), 1u);
@@ -339,8 +327,9 @@ TEST(PlanPackedTest, RespectsCapacityAndBalancesTokens) {
     EXPECT_EQ(plan->strategy, "packed");
     ASSERT_EQ(plan->groups.size(),
               static_cast<size_t>(cost_model.cluster().NumGpus() / sp));
-    EXPECT_THAT(AllIndicesOf(*plan),
-                UnorderedElementsAreArray(Iota(static_cast<int>(lengths.size()))));
+    EXPECT_THAT(
+        AllIndicesOf(*plan),
+        UnorderedElementsAreArray(Iota(static_cast<int>(lengths.size()))));
     int64_t largest_micro_batch = 0;
     int64_t most = 0;
     int64_t least = INT64_MAX;
@@ -355,8 +344,7 @@ TEST(PlanPackedTest, RespectsCapacityAndBalancesTokens) {
         if (micro_batch.sequence_indices.size() > 1) {
           EXPECT_LE(tokens, capacity);
         }
-        EXPECT_EQ(micro_batch.checkpointed_layers,
-                  config->checkpointed_layers);
+        EXPECT_EQ(micro_batch.checkpointed_layers, config->checkpointed_layers);
         largest_micro_batch = std::max(largest_micro_batch, tokens);
         group_tokens += tokens;
       }
@@ -377,16 +365,15 @@ TEST(PlanPackedTest, PacksShortSequencesTogether) {
   // micro-batches.
   const CostModel cost_model = MakeCostModel("llama3-8b", 1, 8);
   const std::vector<int64_t> lengths(64, 1000);
-  absl::StatusOr<Plan> plan =
-      PlanPacked(cost_model, lengths, StaticOptions{});
+  absl::StatusOr<Plan> plan = PlanPacked(cost_model, lengths, StaticOptions{});
   ASSERT_TRUE(plan.ok()) << plan.status();
   size_t micro_batches = 0;
   for (const GroupPlan& group : plan->groups) {
     micro_batches += group.micro_batches.size();
   }
   const int64_t capacity = cost_model.MaxTokensPerRank(0);
-  EXPECT_EQ(micro_batches,
-            static_cast<size_t>((64 + capacity / 1000 - 1) / (capacity / 1000)));
+  EXPECT_EQ(micro_batches, static_cast<size_t>((64 + capacity / 1000 - 1) /
+                                               (capacity / 1000)));
   EXPECT_TRUE(ValidatePlan(cost_model, lengths, *plan).ok())
       << ValidatePlan(cost_model, lengths, *plan);
 }

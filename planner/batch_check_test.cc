@@ -15,6 +15,7 @@
 #include "cost_model/model_spec.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "planner/test_cost_model.h"
 
 namespace dcp {
 namespace {
@@ -23,16 +24,6 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
 constexpr double kGiB = 1024.0 * 1024 * 1024;
-
-CostModel MakeCostModel(const std::string& preset, int num_nodes,
-                        int gpus_per_node) {
-  absl::StatusOr<ModelSpec> model = ModelPreset(preset);
-  EXPECT_TRUE(model.ok()) << model.status();
-  absl::StatusOr<CostModel> cost_model =
-      CostModel::CreateDefault(*model, H200Cluster(num_nodes, gpus_per_node));
-  EXPECT_TRUE(cost_model.ok()) << cost_model.status();
-  return *std::move(cost_model);
-}
 
 // "105.1 GiB": how the messages print a byte count.
 std::string GiB(double bytes) {
@@ -80,9 +71,9 @@ TEST(LegalSpSizesTest, AllLegalSizesPerModelAndCluster) {
 }
 
 TEST(LegalSpSizesTest, RequestedSizesAreSortedAndDeduplicated) {
-  EXPECT_THAT(
-      *LegalSpSizes(MakeCostModel("llama3-8b", 4, 8), std::vector<int>{8, 2, 8}),
-      ElementsAre(2, 8));
+  EXPECT_THAT(*LegalSpSizes(MakeCostModel("llama3-8b", 4, 8),
+                            std::vector<int>{8, 2, 8}),
+              ElementsAre(2, 8));
 }
 
 TEST(LegalSpSizesTest, IllegalRequestedSizesSayWhy) {
@@ -109,14 +100,14 @@ TEST(LegalSpSizesTest, IllegalRequestedSizesSayWhy) {
     EXPECT_THAT(sizes.status().message(), HasSubstr("positive"));
   }
   {
-    absl::StatusOr<std::vector<int>> sizes = LegalSpSizes(
-        MakeCostModel("llama3-8b", 1, 4), std::vector<int>{8});
+    absl::StatusOr<std::vector<int>> sizes =
+        LegalSpSizes(MakeCostModel("llama3-8b", 1, 4), std::vector<int>{8});
     EXPECT_EQ(sizes.status().code(), absl::StatusCode::kInvalidArgument);
     EXPECT_THAT(sizes.status().message(), HasSubstr("only 4 GPUs"));
   }
   {
-    absl::StatusOr<std::vector<int>> sizes = LegalSpSizes(
-        MakeCostModel("video-dit-1b", 2, 6), std::vector<int>{4});
+    absl::StatusOr<std::vector<int>> sizes =
+        LegalSpSizes(MakeCostModel("video-dit-1b", 2, 6), std::vector<int>{4});
     EXPECT_EQ(sizes.status().code(), absl::StatusCode::kInvalidArgument);
     EXPECT_THAT(sizes.status().message(), HasSubstr("6 GPUs per node"));
   }
@@ -133,10 +124,10 @@ TEST(MinFeasibleSpSizeTest, LeastSizeThatHoldsTheSequenceWithFullRecompute) {
     int64_t length;
     int expected_sp;
   };
-  for (const Case& c : {Case{1, 1}, Case{per_rank, 1}, Case{per_rank + 1, 2},
-                        Case{2 * per_rank, 2}, Case{2 * per_rank + 1, 4},
-                        Case{4 * per_rank, 4}, Case{4 * per_rank + 1, 8},
-                        Case{8 * per_rank, 8}}) {
+  for (const Case& c :
+       {Case{1, 1}, Case{per_rank, 1}, Case{per_rank + 1, 2},
+        Case{2 * per_rank, 2}, Case{2 * per_rank + 1, 4}, Case{4 * per_rank, 4},
+        Case{4 * per_rank + 1, 8}, Case{8 * per_rank, 8}}) {
     SCOPED_TRACE(testing::Message() << c.length << " tokens");
     absl::StatusOr<int> sp =
         MinFeasibleSpSize(cost_model, sizes, /*sequence_index=*/0, c.length);
@@ -208,9 +199,9 @@ TEST(CheckModelStateFitsTest, Llama8bOnOneGpuNamesModelAndBudget) {
   EXPECT_THAT(status.message(), HasSubstr("llama3-8b"));
   EXPECT_THAT(status.message(),
               HasSubstr(GiB(cost_model.memory().StaticBytes())));
-  EXPECT_THAT(status.message(), HasSubstr(absl::StrCat(
-                                    "budget is ",
-                                    GiB(cost_model.MemoryBudgetBytes()))));
+  EXPECT_THAT(status.message(),
+              HasSubstr(absl::StrCat("budget is ",
+                                     GiB(cost_model.MemoryBudgetBytes()))));
 }
 
 TEST(CheckModelStateFitsTest, Llama70bOnFourNodesNamesModelAndBudget) {
@@ -219,9 +210,9 @@ TEST(CheckModelStateFitsTest, Llama70bOnFourNodesNamesModelAndBudget) {
   EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(status.message(), HasSubstr("llama3-70b"));
   EXPECT_THAT(status.message(), HasSubstr("sharded over 32 GPUs"));
-  EXPECT_THAT(status.message(), HasSubstr(absl::StrCat(
-                                    "budget is ",
-                                    GiB(cost_model.MemoryBudgetBytes()))));
+  EXPECT_THAT(status.message(),
+              HasSubstr(absl::StrCat("budget is ",
+                                     GiB(cost_model.MemoryBudgetBytes()))));
 }
 
 }  // namespace

@@ -18,6 +18,7 @@
 #include "gtest/gtest.h"
 #include "planner/batch_check.h"
 #include "planner/plan.h"
+#include "planner/test_cost_model.h"
 #include "planner/validate.h"
 
 namespace dcp {
@@ -28,16 +29,6 @@ using ::testing::HasSubstr;
 // Predictions of hand-built plans and the bound use the same cost model, so
 // only rounding separates a tight bound from the plan.
 constexpr double kRelativeTolerance = 1e-9;
-
-CostModel MakeCostModel(const std::string& preset, int num_nodes,
-                        int gpus_per_node) {
-  absl::StatusOr<ModelSpec> model = ModelPreset(preset);
-  EXPECT_TRUE(model.ok()) << model.status();
-  absl::StatusOr<CostModel> cost_model =
-      CostModel::CreateDefault(*model, H200Cluster(num_nodes, gpus_per_node));
-  EXPECT_TRUE(cost_model.ok()) << cost_model.status();
-  return *std::move(cost_model);
-}
 
 // Groups of `sp_size` over the whole world, in rank order, with no work yet.
 Plan EmptyHomogeneousPlan(const CostModel& cost_model, int sp_size) {
@@ -92,8 +83,8 @@ std::vector<int64_t> Lengths(int count, int64_t low, int64_t high) {
   uint64_t state = 99;
   for (int i = 0; i < count; ++i) {
     state = state * 6364136223846793005ULL + 1442695040888963407ULL;
-    lengths.push_back(low + static_cast<int64_t>(state >> 33) %
-                                (high - low + 1));
+    lengths.push_back(low +
+                      static_cast<int64_t>(state >> 33) % (high - low + 1));
   }
   return lengths;
 }
@@ -234,8 +225,8 @@ TEST(StepTimeLowerBoundTest, GrowsWhenALongerSequenceIsAdded) {
 TEST(StepTimeLowerBoundTest, OneLongSequenceIsAtLeastItsBestMicroBatch) {
   const CostModel cost_model = MakeCostModel("llama3-8b", 4, 8);
   const std::vector<int> sizes = {1, 2, 4, 8};
-  for (int64_t length : {int64_t{30000}, int64_t{100000}, int64_t{200000},
-                         int64_t{400000}}) {
+  for (int64_t length :
+       {int64_t{30000}, int64_t{100000}, int64_t{200000}, int64_t{400000}}) {
     SCOPED_TRACE(testing::Message() << length << " tokens");
     const std::vector<int64_t> lengths = {length};
     // The fastest micro-batch holding only it, on any size it fits.
@@ -245,7 +236,8 @@ TEST(StepTimeLowerBoundTest, OneLongSequenceIsAtLeastItsBestMicroBatch) {
       MicroBatchShape shape = ShapeOf(lengths, sp);
       std::optional<int> layers = cost_model.MinCheckpointedLayers(shape);
       if (!layers) continue;
-      const double seconds = cost_model.MicroBatch(shape, *layers).total_seconds;
+      const double seconds =
+          cost_model.MicroBatch(shape, *layers).total_seconds;
       if (seconds < best) {
         best = seconds;
         best_sp = sp;
@@ -300,9 +292,8 @@ TEST(StepTimeLowerBoundTest, SequenceThatFitsNowhereIsResourceExhausted) {
   EXPECT_THAT(bound.status().message(), HasSubstr("sequence 1"));
   EXPECT_THAT(bound.status().message(), HasSubstr("10000000 tokens"));
   // Restricting the sizes can also leave it nowhere to fit.
-  absl::StatusOr<double> small_only =
-      StepTimeLowerBound(cost_model, std::vector<int>{1},
-                         std::vector<int64_t>{100000});
+  absl::StatusOr<double> small_only = StepTimeLowerBound(
+      cost_model, std::vector<int>{1}, std::vector<int64_t>{100000});
   EXPECT_EQ(small_only.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(small_only.status().message(), HasSubstr("sequence 0"));
 }

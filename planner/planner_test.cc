@@ -23,6 +23,7 @@
 #include "planner/batch_check.h"
 #include "planner/lower_bound.h"
 #include "planner/plan.h"
+#include "planner/test_cost_model.h"
 #include "planner/validate.h"
 
 namespace dcp {
@@ -33,16 +34,6 @@ using ::testing::HasSubstr;
 
 constexpr double kRelativeTolerance = 1e-9;
 constexpr double kGiB = 1024.0 * 1024 * 1024;
-
-CostModel MakeCostModel(const std::string& preset, int num_nodes,
-                        int gpus_per_node) {
-  absl::StatusOr<ModelSpec> model = ModelPreset(preset);
-  EXPECT_TRUE(model.ok()) << model.status();
-  absl::StatusOr<CostModel> cost_model =
-      CostModel::CreateDefault(*model, H200Cluster(num_nodes, gpus_per_node));
-  EXPECT_TRUE(cost_model.ok()) << cost_model.status();
-  return *std::move(cost_model);
-}
 
 // `num_short` sequences of 1,000-2,000 tokens followed by the given long
 // ones: the skewed batches of long-context training.
@@ -132,8 +123,8 @@ TEST_F(SkewedBatchTest, PlanIsLegalAndNotBelowTheLowerBound) {
   EXPECT_EQ(plan->strategy, "dcp");
   ExpectLegalAndBounded(cost_model_, lengths_, *plan);
   // The bound in the plan is the independent one.
-  absl::StatusOr<double> bound = StepTimeLowerBound(
-      cost_model_, *LegalSpSizes(cost_model_, {}), lengths_);
+  absl::StatusOr<double> bound =
+      StepTimeLowerBound(cost_model_, *LegalSpSizes(cost_model_, {}), lengths_);
   ASSERT_TRUE(bound.ok()) << bound.status();
   EXPECT_DOUBLE_EQ(plan->lower_bound_seconds, *bound);
   // And it beats static training.
@@ -281,8 +272,7 @@ TEST_F(SkewedBatchTest, WithoutVariableAccumulationOnTheSkewedBatch) {
     common = std::max(common, group.micro_batches.size());
   }
   for (const GroupPlan& group : plan->groups) {
-    EXPECT_EQ(group.micro_batches.size(),
-              std::min(common, SequencesOf(group)));
+    EXPECT_EQ(group.micro_batches.size(), std::min(common, SequencesOf(group)));
   }
 }
 
@@ -337,8 +327,7 @@ TEST(PlannerTest, HeterogeneousWhenShortWorkDominates) {
     absl::StatusOr<Plan> homogeneous = PlanWith(cost_model, lengths, only);
     ASSERT_TRUE(homogeneous.ok()) << homogeneous.status();
     EXPECT_THAT(SpSizes(*homogeneous), ElementsAre(sp));
-    EXPECT_LT(plan->predicted_step_seconds,
-              homogeneous->predicted_step_seconds)
+    EXPECT_LT(plan->predicted_step_seconds, homogeneous->predicted_step_seconds)
         << "SP " << sp << " alone is at least as fast";
   }
 }
@@ -369,13 +358,12 @@ TEST(PlannerTest, NoSlowerThanItsAblations) {
           << num_short << " short sequences, "
           << (ablation == 0 ? "fixed accumulation" : "uniform recompute")
           << " is faster: full " << full->predicted_step_seconds
-          << " s (slowest group " << full->slowest_group_seconds
-          << " s at SP " << SlowestGroup(*full).sp_size()
-          << ", exposed all-reduce " << full->exposed_allreduce_seconds
-          << " s) vs " << restricted->predicted_step_seconds
-          << " s (slowest group " << restricted->slowest_group_seconds
-          << " s at SP " << SlowestGroup(*restricted).sp_size()
-          << ", exposed all-reduce "
+          << " s (slowest group " << full->slowest_group_seconds << " s at SP "
+          << SlowestGroup(*full).sp_size() << ", exposed all-reduce "
+          << full->exposed_allreduce_seconds << " s) vs "
+          << restricted->predicted_step_seconds << " s (slowest group "
+          << restricted->slowest_group_seconds << " s at SP "
+          << SlowestGroup(*restricted).sp_size() << ", exposed all-reduce "
           << restricted->exposed_allreduce_seconds << " s)";
     }
   }
@@ -445,17 +433,17 @@ TEST(PlannerTest, SequenceThatFitsNowhereNamesItAndTheBudget) {
   EXPECT_EQ(plan.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(plan.status().message(), HasSubstr("sequence 2"));
   EXPECT_THAT(plan.status().message(), HasSubstr("10000000 tokens"));
-  EXPECT_THAT(plan.status().message(),
-              HasSubstr(absl::StrFormat(
-                  "budget is %.1f GiB", cost_model.MemoryBudgetBytes() / kGiB)));
+  EXPECT_THAT(
+      plan.status().message(),
+      HasSubstr(absl::StrFormat("budget is %.1f GiB",
+                                cost_model.MemoryBudgetBytes() / kGiB)));
 }
 
 TEST(PlannerTest, SequenceTooLongForTheRequestedSizes) {
   const CostModel cost_model = MakeCostModel("llama3-8b", 4, 8);
   PlannerOptions options;
   options.sp_sizes = {1, 2};
-  absl::StatusOr<Plan> plan =
-      PlanWith(cost_model, {1000, 150000}, options);
+  absl::StatusOr<Plan> plan = PlanWith(cost_model, {1000, 150000}, options);
   EXPECT_EQ(plan.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(plan.status().message(), HasSubstr("sequence 1"));
   EXPECT_THAT(plan.status().message(), HasSubstr("SP=2"));

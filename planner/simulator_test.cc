@@ -15,6 +15,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "planner/test_cost_model.h"
 #include "planner/workload.h"
 
 namespace dcp {
@@ -36,12 +37,6 @@ class SteppingClock final : public Clock {
   mutable absl::Time now_ ABSL_GUARDED_BY(mutex_) = absl::UnixEpoch();
 };
 
-CostModel MakeCostModel() {
-  return *CostModel::CreateDefault(*ModelPreset("llama3-8b"),
-                                   H200Cluster(/*num_nodes=*/1,
-                                               /*gpus_per_node=*/8));
-}
-
 BatchStream MakeStream(uint64_t seed = 7) {
   absl::StatusOr<std::unique_ptr<LengthSource>> source =
       ParseWorkloadSpec("longtail:max=32768,tail_min=8192");
@@ -62,7 +57,8 @@ SimulationOptions SmallOptions() {
 }
 
 TEST(SimulatorTest, ReportsEveryStrategyWithSaneNumbers) {
-  const CostModel cost_model = MakeCostModel();
+  const CostModel cost_model =
+      MakeCostModel("llama3-8b", /*num_nodes=*/1, /*gpus_per_node=*/8);
   BatchStream stream = MakeStream();
   FakeClock clock;
   std::vector<int> progress_steps;
@@ -100,7 +96,8 @@ TEST(SimulatorTest, ReportsEveryStrategyWithSaneNumbers) {
 }
 
 TEST(SimulatorTest, DeterministicApartFromLatency) {
-  const CostModel cost_model = MakeCostModel();
+  const CostModel cost_model =
+      MakeCostModel("llama3-8b", /*num_nodes=*/1, /*gpus_per_node=*/8);
   BatchStream first_stream = MakeStream();
   BatchStream second_stream = MakeStream();
   FakeClock fake_clock;
@@ -124,7 +121,8 @@ TEST(SimulatorTest, DeterministicApartFromLatency) {
 }
 
 TEST(SimulatorTest, JsonHasTheDocumentedFields) {
-  const CostModel cost_model = MakeCostModel();
+  const CostModel cost_model =
+      MakeCostModel("llama3-8b", /*num_nodes=*/1, /*gpus_per_node=*/8);
   BatchStream stream = MakeStream();
   FakeClock clock;
   SimulationOptions options = SmallOptions();
@@ -155,7 +153,8 @@ TEST(SimulatorTest, JsonHasTheDocumentedFields) {
 }
 
 TEST(SimulatorTest, SubsetWithoutBucketStillComparesToBucket) {
-  const CostModel cost_model = MakeCostModel();
+  const CostModel cost_model =
+      MakeCostModel("llama3-8b", /*num_nodes=*/1, /*gpus_per_node=*/8);
   FakeClock clock;
   SimulationOptions options = SmallOptions();
   options.steps = 2;
@@ -177,7 +176,8 @@ TEST(SimulatorTest, SubsetWithoutBucketStillComparesToBucket) {
 }
 
 TEST(SimulatorTest, RejectsBadOptions) {
-  const CostModel cost_model = MakeCostModel();
+  const CostModel cost_model =
+      MakeCostModel("llama3-8b", /*num_nodes=*/1, /*gpus_per_node=*/8);
   FakeClock clock;
   BatchStream stream = MakeStream();
   SimulationOptions options = SmallOptions();
@@ -206,7 +206,8 @@ TEST(SimulatorTest, RejectsBadOptions) {
 
 TEST(SimulatorTest, PlanningErrorsNameTheStep) {
   // 1M-token sequences do not fit one 8-GPU node of llama3-8b.
-  const CostModel cost_model = MakeCostModel();
+  const CostModel cost_model =
+      MakeCostModel("llama3-8b", /*num_nodes=*/1, /*gpus_per_node=*/8);
   absl::StatusOr<BatchStream> stream =
       BatchStream::Create(MakeListSource({1024, 1 << 22}),
                           {/*global_batch_tokens=*/0,

@@ -11,6 +11,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "planner/plan.h"
+#include "planner/test_cost_model.h"
 
 namespace dcp {
 namespace {
@@ -18,16 +19,6 @@ namespace {
 using ::testing::AllOf;
 using ::testing::HasSubstr;
 using ::testing::Not;
-
-CostModel MakeCostModel(int num_nodes, int gpus_per_node,
-                        const std::string& preset = "llama3-8b") {
-  absl::StatusOr<ModelSpec> model = ModelPreset(preset);
-  EXPECT_TRUE(model.ok()) << model.status();
-  absl::StatusOr<CostModel> cost_model =
-      CostModel::CreateDefault(*model, H200Cluster(num_nodes, gpus_per_node));
-  EXPECT_TRUE(cost_model.ok()) << cost_model.status();
-  return *std::move(cost_model);
-}
 
 GroupPlan Group(std::vector<int> ranks,
                 std::vector<std::vector<int>> micro_batches,
@@ -52,7 +43,7 @@ std::vector<int> Range(int first, int count) {
 // 2 nodes x 8 GPUs: SP=4, SP=4, SP=8 over seven sequences.
 class ValidatePlanTest : public ::testing::Test {
  protected:
-  ValidatePlanTest() : cost_model_(MakeCostModel(2, 8)) {
+  ValidatePlanTest() : cost_model_(MakeCostModel("llama3-8b", 2, 8)) {
     plan_.strategy = "hand-made";
     plan_.groups.push_back(Group(Range(0, 4), {{0, 1}, {2}}, 32));
     plan_.groups.push_back(Group(Range(4, 4), {{3}}, 0));
@@ -161,7 +152,7 @@ TEST_F(ValidatePlanTest, GroupMustBeContiguous) {
 
 TEST(ValidatePlanNodesTest, LargeGroupMustCoverWholeNodes) {
   // 4 nodes x 4 GPUs: a group of 8 must hold two whole nodes.
-  const CostModel cost_model = MakeCostModel(4, 4);
+  const CostModel cost_model = MakeCostModel("llama3-8b", 4, 4);
   const std::vector<int64_t> lengths = {4096, 4096};
   Plan plan;
   plan.groups.push_back(Group({0, 1}, {{0}}, 32));
@@ -268,7 +259,7 @@ TEST_F(ValidatePlanTest, ListsSeveralProblems) {
 }
 
 TEST(ValidatePlanEdgeTest, EmptyPlanAndBatch) {
-  const CostModel cost_model = MakeCostModel(1, 8);
+  const CostModel cost_model = MakeCostModel("llama3-8b", 1, 8);
   const absl::Status status = ValidatePlan(cost_model, {}, Plan{});
   EXPECT_THAT(status.message(),
               AllOf(HasSubstr("no sequences"), HasSubstr("no groups")));
