@@ -35,6 +35,8 @@
 #include "planner/plan_json.h"
 #include "planner/planner.h"
 #include "planner/simulator.h"
+#include "planner/timeline.h"
+#include "planner/timeline_svg.h"
 #include "planner/validate.h"
 #include "planner/workload.h"
 
@@ -159,8 +161,11 @@ const std::vector<Subcommand>& Subcommands() {
                  absl::StrCat("one of ",
                               absl::StrJoin(SimulationStrategyNames(), ", "),
                               " (default: dcp)")},
-                {"format", FlagKind::kValue, "json|table",
-                 "output format (default: json)"},
+                {"format", FlagKind::kValue, "json|table|svg",
+                 "output format (default: json); svg draws the plan's "
+                 "timeline: a row per SP group, each micro-batch split into "
+                 "forward, recompute, backward and all-to-all, waiting in "
+                 "grey, the exposed all-reduce and the lower bound"},
                 {"write-lengths", FlagKind::kValue, "FILE",
                  "also write the batch's lengths to FILE, one per line, for "
                  "`dcp validate --lengths`"}}})},
@@ -731,7 +736,7 @@ int RunPlan(const FlagValues& flags, Command& command) {
       GetChoice(flags, "strategy", "dcp", SimulationStrategyNames());
   if (!strategy.ok()) return command.UsageError(strategy.status().message());
   absl::StatusOr<std::string> format =
-      GetChoice(flags, "format", "json", {"json", "table"});
+      GetChoice(flags, "format", "json", {"json", "table", "svg"});
   if (!format.ok()) return command.UsageError(format.status().message());
   absl::StatusOr<int64_t> step =
       GetInt(flags, "step", 0, 0, 1'000'000, "the batch of the stream to plan");
@@ -788,6 +793,11 @@ int RunPlan(const FlagValues& flags, Command& command) {
   }
   if (*format == "json") {
     command.out() << PlanToJson(*plan, lengths_tokens, *cost_model) << "\n";
+  } else if (*format == "svg") {
+    absl::StatusOr<Timeline> timeline =
+        BuildTimeline(*cost_model, lengths_tokens, *plan);
+    if (!timeline.ok()) return command.Failure(timeline.status().message());
+    command.out() << RenderTimelineSvg(*timeline);
   } else {
     command.out() << PlanToTable(*plan, lengths_tokens, *cost_model);
   }

@@ -14,6 +14,7 @@ PACKAGES=(
   libgtest-dev
   libprotobuf-dev
   libtorch-dev
+  libxml2-dev
   nlohmann-json3-dev
   openssl
   prometheus-cpp-dev
