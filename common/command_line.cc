@@ -297,6 +297,15 @@ absl::StatusOr<ParsedFlags> ParseFlags(int argc, const char* const* argv,
   return parsed;
 }
 
+std::vector<FlagSpec> ConcatFlagTables(
+    std::initializer_list<absl::Span<const FlagSpec>> tables) {
+  std::vector<FlagSpec> all;
+  for (absl::Span<const FlagSpec> table : tables) {
+    all.insert(all.end(), table.begin(), table.end());
+  }
+  return all;
+}
+
 std::string Usage(absl::string_view program, absl::string_view summary,
                   absl::Span<const FlagSpec> table,
                   absl::string_view epilogue) {

@@ -7,6 +7,7 @@
 // usage text.
 
 #include <cstdint>
+#include <initializer_list>
 #include <limits>
 #include <string>
 #include <vector>
@@ -143,6 +144,12 @@ absl::StatusOr<ParsedFlags> ParseFlags(int argc, const char* const* argv,
 /// wins).
 absl::StatusOr<ParsedFlags> ParseFlags(int argc, const char* const* argv,
                                        absl::Span<const FlagSpec> table);
+
+/// The flags of `tables` in order, one table (e.g. a binary's own flags and
+/// shared ones such as ModelClusterFlags::specs()). The FlagSpecs' strings
+/// still belong to the tables' owners.
+std::vector<FlagSpec> ConcatFlagTables(
+    std::initializer_list<absl::Span<const FlagSpec>> tables);
 
 /// The usage text: `summary`, "Usage: PROGRAM [--flag=value ...]", one
 /// aligned line per flag ("--name=VALUE" or "--name[=true|false]", its help

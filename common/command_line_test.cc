@@ -162,6 +162,19 @@ TEST(CommandLineTest, StringListsAndChoices) {
             "--name=xml: must be one of table, json");
 }
 
+TEST(CommandLineTest, ConcatFlagTablesKeepsOrder) {
+  constexpr FlagSpec kMore[] = {{"extra", "X", "", "one more"}};
+  const std::vector<FlagSpec> all = ConcatFlagTables({kTable, kMore});
+  ASSERT_EQ(all.size(), 7u);
+  EXPECT_STREQ(all[0].name, "nodes");
+  EXPECT_STREQ(all[5].name, "resume");
+  EXPECT_STREQ(all[6].name, "extra");
+  const char* arguments[] = {"program", "--extra=1", "--nodes=2"};
+  absl::StatusOr<ParsedFlags> flags = ParseFlags(3, arguments, all);
+  ASSERT_TRUE(flags.ok()) << flags.status();
+  EXPECT_EQ(flags->String("extra"), "1");
+}
+
 constexpr FlagSpec kRunFlags[] = {
     {"steps", "K", "20", "global batches to simulate"},
     {"format", "table|json", "table", "output format"},
