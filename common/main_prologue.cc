@@ -78,8 +78,12 @@ SubcommandMainStart StartSubcommandMain(const SubcommandProgramSpec& program,
       if (argv[1] == absl::string_view(subcommand.name)) {
         const std::string command =
             absl::StrCat(program.name, " ", subcommand.name);
-        start.exit_code =
-            PrintUsageError(err, command, parsed.status().message(), command);
+        start.exit_code = PrintUsageError(
+            err, command,
+            // The hint names the subcommand's help, so the
+            // parser's own "(see --help)" goes.
+            absl::StripSuffix(parsed.status().message(), " (see --help)"),
+            command);
         return start;
       }
     }
