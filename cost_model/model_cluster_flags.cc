@@ -22,9 +22,9 @@ ModelClusterFlags::ModelClusterFlags(const Options& options)
                                absl::StrJoin(ModelPresetNames(), ", "),
                                ") or a ModelSpec JSON file")) {
   specs_.push_back(
-      {"model", "NAME|FILE", options_.default_model, model_help_.c_str()});
-  specs_.push_back({"nodes", "N", options_.default_nodes,
-                    "nodes in the cluster (K and M suffixes allowed)"});
+      {"model", "PRESET|FILE", options_.default_model, model_help_.c_str()});
+  specs_.push_back(
+      {"nodes", "N", options_.default_nodes, "nodes in the cluster"});
   if (options_.gpus_flag) {
     specs_.push_back({"gpus", "N", "",
                       "GPUs in the cluster, instead of --nodes; must be a "

@@ -5,7 +5,7 @@
 // (`dcp`, `dcp_planner`, and for the worker helper to adopt: `dcp_worker`,
 // `dcp_local_job`, the load test):
 //
-//   --model=NAME|FILE       a preset (ModelPresetNames()) or ModelSpec JSON
+//   --model=PRESET|FILE     a preset (ModelPresetNames()) or ModelSpec JSON
 //   --nodes=N               nodes of the cluster, in [1, 16384]
 //   --gpus=N                (optional) GPUs instead of --nodes, whole nodes
 //   --gpus-per-node=G       GPUs (ranks) per node, in [1, 64]
