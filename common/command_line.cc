@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <limits>
+#include <sstream>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -220,6 +222,19 @@ absl::StatusOr<std::vector<int64_t>> ParsedFlags::IntList(
     values.push_back(value);
   }
   return values;
+}
+
+absl::StatusOr<std::string> ParsedFlags::FileContents(
+    absl::string_view name) const {
+  const std::string path = String(name);
+  std::ifstream file(path, std::ios::binary);
+  if (!file) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", name, "=", path, ": cannot read the file"));
+  }
+  std::ostringstream contents;
+  contents << file.rdbuf();
+  return contents.str();
 }
 
 absl::StatusOr<std::vector<std::string>> ParsedFlags::StringList(

@@ -103,6 +103,11 @@ class ParsedFlags {
       absl::string_view name, int64_t min = 1,
       int64_t max = std::numeric_limits<int64_t>::max()) const;
 
+  /// The contents of the file the flag names (its value, else its default):
+  /// INVALID_ARGUMENT "--cluster=PATH: cannot read the file" when it cannot be
+  /// opened.
+  absl::StatusOr<std::string> FileContents(absl::string_view name) const;
+
   /// Comma-separated words, whitespace around each removed and empty items
   /// skipped; at least one ("--strategies=: must list at least one item, e.g.
   /// a,b").

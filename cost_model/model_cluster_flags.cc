@@ -1,8 +1,5 @@
 #include "cost_model/model_cluster_flags.h"
 
-#include <fstream>
-#include <sstream>
-
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -77,18 +74,13 @@ absl::StatusOr<ClusterSpec> ModelClusterFlags::Cluster(
       H200Cluster(static_cast<int>(*nodes), static_cast<int>(*gpus_per_node));
   const bool file_given = options_.cluster_file_flag && flags.Given("cluster");
   if (file_given) {
-    const std::string path = flags.String("cluster");
-    std::ifstream file(path, std::ios::binary);
-    if (!file) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--cluster=", path, ": cannot read the file"));
-    }
-    std::ostringstream contents;
-    contents << file.rdbuf();
-    absl::StatusOr<ClusterSpec> from_file = ClusterSpecFromJson(contents.str());
+    absl::StatusOr<std::string> contents = flags.FileContents("cluster");
+    if (!contents.ok()) return contents.status();
+    absl::StatusOr<ClusterSpec> from_file = ClusterSpecFromJson(*contents);
     if (!from_file.ok()) {
       return absl::InvalidArgumentError(
-          absl::StrCat("--cluster=", path, ": ", from_file.status().message()));
+          absl::StrCat("--cluster=", flags.String("cluster"), ": ",
+                       from_file.status().message()));
     }
     cluster = *from_file;
     if (flags.Given("nodes") || gpus_given) {

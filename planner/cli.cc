@@ -8,7 +8,6 @@
 #include <iostream>
 #include <limits>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -102,6 +101,13 @@ const std::string& StrategyHelp() {
   return *help;
 }
 
+// The flags of a subcommand that plans a workload stream's batches: the
+// workload, model, cluster and strategy flags, then `own`.
+const std::vector<FlagSpec>* StreamFlags(absl::Span<const FlagSpec> own) {
+  return new std::vector<FlagSpec>(ConcatFlagTables(
+      {kWorkloadFlags, ModelCluster().specs(), kStrategyFlags, own}));
+}
+
 const std::vector<FlagSpec>& SimulateFlags() {
   static const auto* const flags = [] {
     const FlagSpec own[] = {
@@ -109,8 +115,7 @@ const std::vector<FlagSpec>& SimulateFlags() {
         {"strategies", "a,b", "", StrategiesHelp().c_str()},
         {"format", "table|json", "table", "output format"},
     };
-    return new std::vector<FlagSpec>(ConcatFlagTables(
-        {kWorkloadFlags, ModelCluster().specs(), kStrategyFlags, own}));
+    return StreamFlags(own);
   }();
   return *flags;
 }
@@ -125,8 +130,7 @@ const std::vector<FlagSpec>& PlanFlags() {
          "also write the batch's lengths to FILE, one per line, for `dcp "
          "validate --lengths`"},
     };
-    return new std::vector<FlagSpec>(ConcatFlagTables(
-        {kWorkloadFlags, ModelCluster().specs(), kStrategyFlags, own}));
+    return StreamFlags(own);
   }();
   return *flags;
 }
@@ -179,18 +183,6 @@ absl::StatusOr<std::vector<int>> SpSizes(const ParsedFlags& flags) {
       "sp-sizes", /*min=*/1, /*max=*/std::numeric_limits<int>::max());
   if (!sizes.ok()) return sizes.status();
   return std::vector<int>(sizes->begin(), sizes->end());
-}
-
-absl::StatusOr<std::string> ReadFile(absl::string_view flag,
-                                     const std::string& path) {
-  std::ifstream file(path);
-  if (!file) {
-    return absl::NotFoundError(
-        absl::StrCat("--", flag, "=", path, ": cannot open the file"));
-  }
-  std::stringstream text;
-  text << file.rdbuf();
-  return text.str();
 }
 
 // ---------------------------------------------------------------------------
@@ -359,7 +351,7 @@ int RunSimulate(const ParsedFlags& flags, Command& command) {
   } else {
     command.out() << SimulationReportToTable(*report);
   }
-  return kCliOk;
+  return kExitOk;
 }
 
 std::string DescribeRanks(const std::vector<int>& ranks) {
@@ -506,7 +498,7 @@ int RunPlan(const ParsedFlags& flags, Command& command) {
   } else {
     command.out() << PlanToTable(*plan, lengths_tokens, *cost_model);
   }
-  return kCliOk;
+  return kExitOk;
 }
 
 int RunValidate(const ParsedFlags& flags, Command& command) {
@@ -525,21 +517,21 @@ int RunValidate(const ParsedFlags& flags, Command& command) {
     return command.UsageError(lengths_tokens.status().message());
   }
   const std::string plan_path = flags.String("plan");
-  absl::StatusOr<std::string> plan_text = ReadFile("plan", plan_path);
+  absl::StatusOr<std::string> plan_text = flags.FileContents("plan");
   if (!plan_text.ok()) return command.UsageError(plan_text.status().message());
 
   absl::StatusOr<Plan> plan = PlanFromJson(*plan_text);
   if (!plan.ok()) {
     command.out() << "plan is invalid: " << plan_path << ": "
                   << plan.status().message() << "\n";
-    return kCliFailure;
+    return kExitFailure;
   }
   if (absl::Status status = ValidatePlan(*cost_model, *lengths_tokens, *plan);
       !status.ok()) {
     command.out() << "plan is invalid: "
                   << absl::StripPrefix(status.message(), "invalid plan: ")
                   << "\n";
-    return kCliFailure;
+    return kExitFailure;
   }
   // Valid, so the indices are safe to predict from.
   Plan predicted = *plan;
@@ -556,7 +548,7 @@ int RunValidate(const ParsedFlags& flags, Command& command) {
       lengths_tokens->size(), micro_batches,
       100 * MaxPeakBytes(predicted) / cost_model->MemoryBudgetBytes(),
       cost_model->MemoryBudgetBytes() / kGiB, predicted.predicted_step_seconds);
-  return kCliOk;
+  return kExitOk;
 }
 
 }  // namespace

@@ -181,8 +181,8 @@ int RunPlannerMain(int argc, char** argv) {
     std::fprintf(stderr, "dcp_planner: %s\n",
                  server.status().ToString().c_str());
     return server.status().code() == absl::StatusCode::kInvalidArgument
-               ? kPlannerMainUsageError
-               : kPlannerMainFailure;
+               ? kExitUsageError
+               : kExitFailure;
   }
   const std::string metrics_text =
       metrics_address.empty()
@@ -203,7 +203,7 @@ int RunPlannerMain(int argc, char** argv) {
                        absl::FormatDuration(*drain_timeout)));
   (*server)->Shutdown(*drain_timeout);
   LogLine("planner stopped");
-  return kPlannerMainOk;
+  return kExitOk;
 }
 
 }  // namespace dcp
