@@ -15,12 +15,10 @@
 // Integers take K/M suffixes. Usage in a binary:
 //
 //   const ModelClusterFlags& ModelCluster() {
-//     static const auto* const flags = [] {
-//       ModelClusterFlags::Options options;
-//       options.default_model = "tiny";
-//       options.cluster_file_flag = true;
-//       return new ModelClusterFlags(options);
-//     }();
+//     static const auto* const flags = new ModelClusterFlags(
+//         {/*default_model=*/"tiny", /*default_nodes=*/"1",
+//          /*default_gpus_per_node=*/"8", /*default_memory_fraction=*/"0.8",
+//          /*gpus_flag=*/false, /*cluster_file_flag=*/true});
 //     return *flags;
 //   }
 //   const std::vector<FlagSpec>& Table() {
@@ -50,6 +48,8 @@ namespace dcp {
 /// points into it), so keep one for the life of the program.
 class ModelClusterFlags {
  public:
+  /// An aggregate: give the fields in order, e.g. {"tiny", "1", "8", "0.8",
+  /// /*gpus_flag=*/false, /*cluster_file_flag=*/true}.
   struct Options {
     const char* default_model = "llama3-8b";
     const char* default_nodes = "1";

@@ -49,13 +49,10 @@ constexpr int64_t kDefaultTokensPerGpu = 64 * 1024;
 // cost_model/model_cluster_flags.h.
 
 const ModelClusterFlags& ModelCluster() {
-  static const auto* const flags = [] {
-    ModelClusterFlags::Options options;
-    options.default_model = "llama3-8b";
-    options.default_nodes = "4";
-    options.gpus_flag = true;
-    return new ModelClusterFlags(options);
-  }();
+  static const auto* const flags = new ModelClusterFlags(
+      {/*default_model=*/"llama3-8b", /*default_nodes=*/"4",
+       /*default_gpus_per_node=*/"8", /*default_memory_fraction=*/"0.8",
+       /*gpus_flag=*/true, /*cluster_file_flag=*/false});
   return *flags;
 }
 

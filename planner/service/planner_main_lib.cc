@@ -34,14 +34,10 @@ constexpr char kTokenEnvironmentVariable[] = "DCP_PLANNER_TOKEN";
 
 // --model, --nodes, --gpus-per-node, --memory-fraction and --cluster.
 const ModelClusterFlags& ModelCluster() {
-  static const auto* const flags = [] {
-    ModelClusterFlags::Options options;
-    options.default_model = "tiny";
-    options.default_nodes = "1";
-    options.default_gpus_per_node = "8";
-    options.cluster_file_flag = true;
-    return new ModelClusterFlags(options);
-  }();
+  static const auto* const flags = new ModelClusterFlags(
+      {/*default_model=*/"tiny", /*default_nodes=*/"1",
+       /*default_gpus_per_node=*/"8", /*default_memory_fraction=*/"0.8",
+       /*gpus_flag=*/false, /*cluster_file_flag=*/true});
   return *flags;
 }
 
