@@ -34,6 +34,7 @@
 #include "planner/plan_json.h"
 #include "planner/planner.h"
 #include "planner/simulator.h"
+#include "planner/strategy_report.h"
 #include "planner/timeline.h"
 #include "planner/timeline_svg.h"
 #include "planner/validate.h"
@@ -113,6 +114,12 @@ const std::vector<FlagSpec>& SimulateFlags() {
         {"steps", "K", "20", "global batches to simulate"},
         {"strategies", "a,b", "", StrategiesHelp().c_str()},
         {"format", "table|json", "table", "output format"},
+        {"report", "DIR", "",
+         "also write DIR/index.html: a self-contained page with the "
+         "workload's length histogram, every strategy's step-time "
+         "distribution, speedups against the best static strategy simulated "
+         "and bucket, idle fraction, memory, and the timeline of each "
+         "strategy's median batch (keeps every plan in memory)"},
     };
     return StreamFlags(own);
   }();
@@ -336,6 +343,8 @@ int RunSimulate(const ParsedFlags& flags, Command& command) {
   absl::StatusOr<std::string> format =
       flags.Choice("format", {"table", "json"});
   if (!format.ok()) return command.UsageError(format.status().message());
+  const std::string report_directory = flags.String("report");
+  options.keep_plans = !report_directory.empty();
 
   const bool err_is_tty = &command.err() == &std::cerr && isatty(STDERR_FILENO);
   auto progress = [&](int step, int total) {
@@ -353,6 +362,14 @@ int RunSimulate(const ParsedFlags& flags, Command& command) {
     command.out() << SimulationReportToJson(*report) << "\n";
   } else {
     command.out() << SimulationReportToTable(*report);
+  }
+  if (!report_directory.empty()) {
+    if (absl::Status status =
+            WriteStrategyReport(report_directory, *report, *cost_model);
+        !status.ok()) {
+      return command.Failure(status.message());
+    }
+    command.err() << "wrote " << report_directory << "/index.html\n";
   }
   return kExitOk;
 }

@@ -16,7 +16,9 @@ namespace {
 
 using ::testing::AllOf;
 using ::testing::HasSubstr;
+using ::testing::EndsWith;
 using ::testing::Not;
+using ::testing::StartsWith;
 using Json = nlohmann::json;
 
 struct CliResult {
@@ -211,6 +213,40 @@ TEST(CliTest, SimulateTableAndProgress) {
                                 Not(HasSubstr("packed"))));
   EXPECT_THAT(result.err,
               AllOf(HasSubstr("step 1/10"), HasSubstr("step 10/10")));
+}
+
+TEST(CliTest, PlanDrawsItsTimelineAsSvg) {
+  const CliResult result =
+      RunCli(With({"plan", "--format=svg", "--step=1"}, kSmallSetup));
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_THAT(result.out,
+              AllOf(StartsWith("<svg xmlns=\"http://www.w3.org/2000/svg\""),
+                    HasSubstr("data-num-ranks=\"8\""),
+                    HasSubstr("class=\"row\""), HasSubstr("lower bound"),
+                    EndsWith("</svg>\n")));
+}
+
+TEST(CliTest, SimulateWritesAReportOrSaysWhyNot) {
+  const std::string directory = TempPath("report");
+  const CliResult result = RunCli(With(
+      {"simulate", "--steps=3", absl::StrCat("--report=", directory)},
+      kSmallSetup));
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_THAT(result.err, HasSubstr(absl::StrCat("wrote ", directory,
+                                                 "/index.html")));
+  std::ifstream file(directory + "/index.html");
+  std::stringstream html;
+  html << file.rdbuf();
+  EXPECT_THAT(html.str(), AllOf(HasSubstr("<!DOCTYPE html>"),
+                                HasSubstr("Median batch of each strategy")));
+  // A file where the directory should be: a failure naming it.
+  const std::string blocker = TempPath("report_blocker");
+  WriteFile(blocker, "x");
+  const CliResult failed = RunCli(With(
+      {"simulate", "--steps=1", absl::StrCat("--report=", blocker, "/sub")},
+      kSmallSetup));
+  EXPECT_EQ(failed.exit_code, 1);
+  EXPECT_THAT(failed.err, HasSubstr("report_blocker"));
 }
 
 TEST(CliTest, PlanThenValidateRoundTrip) {

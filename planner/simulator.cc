@@ -33,6 +33,9 @@ struct StrategyRun {
   double sum_idle_fraction = 0;
   double max_memory_fraction = 0;
   double sum_gap_to_lower_bound = 0;
+  std::vector<double> step_seconds;
+  /// Every step's plan, with SimulationOptions::keep_plans.
+  std::vector<Plan> plans;
 };
 
 absl::Status WithStep(int step, const absl::Status& status) {
@@ -152,6 +155,8 @@ absl::StatusOr<SimulationReport> Simulate(
         StepTimeLowerBound(cost_model, *sp_sizes, lengths_tokens);
     if (!lower_bound.ok()) return WithStep(step, lower_bound.status());
     sum_lower_bound_seconds += *lower_bound;
+    report.lower_bound_step_seconds.push_back(*lower_bound);
+    if (options.keep_plans) report.batch_lengths.push_back(lengths_tokens);
 
     for (StrategyRun& run : runs) {
       const bool timed = run.name == kDcp;
@@ -176,13 +181,15 @@ absl::StatusOr<SimulationReport> Simulate(
       run.max_memory_fraction =
           std::max(run.max_memory_fraction, MaxPeakBytes(*plan) / budget_bytes);
       run.sum_gap_to_lower_bound += plan->GapToLowerBound();
+      run.step_seconds.push_back(plan->predicted_step_seconds);
+      if (options.keep_plans) run.plans.push_back(*std::move(plan));
     }
     if (progress) progress(step + 1, options.steps);
   }
 
   const double steps = static_cast<double>(options.steps);
   const double bucket_mean_seconds = runs[bucket_run].sum_step_seconds / steps;
-  for (const StrategyRun& run : runs) {
+  for (StrategyRun& run : runs) {
     if (!run.reported) continue;
     StrategyStats stats;
     stats.name = run.name;
@@ -196,6 +203,8 @@ absl::StatusOr<SimulationReport> Simulate(
     stats.mean_idle_fraction = run.sum_idle_fraction / steps;
     stats.max_memory_fraction = run.max_memory_fraction;
     stats.mean_gap_to_lower_bound = run.sum_gap_to_lower_bound / steps;
+    stats.step_seconds = std::move(run.step_seconds);
+    stats.plans = std::move(run.plans);
     report.strategies.push_back(std::move(stats));
   }
   report.lower_bound_mean_step_seconds = sum_lower_bound_seconds / steps;

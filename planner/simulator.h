@@ -31,6 +31,9 @@ struct SimulationOptions {
   /// SimulationStrategyNames(), each at most once.
   std::vector<std::string> strategies = {
       "bucket", "packed", "dcp", "dcp-fixed-accum", "dcp-uniform-recompute"};
+  /// Keep every step's lengths and every strategy's plans in the report
+  /// (for drawing them); memory grows with steps x plan size.
+  bool keep_plans = false;
 };
 
 /// One strategy's predicted performance over the simulated batches.
@@ -49,6 +52,11 @@ struct StrategyStats {
   /// Mean over steps of (predicted - lower bound) / lower bound.
   double mean_gap_to_lower_bound = 0;
   int steps = 0;
+  /// Predicted step time of each step, in step order.
+  std::vector<double> step_seconds;
+  /// Each step's plan (predictions and lower bound filled), with
+  /// SimulationOptions::keep_plans; empty otherwise.
+  std::vector<Plan> plans;
 };
 
 /// The result of Simulate(). Plain value.
@@ -56,6 +64,10 @@ struct SimulationReport {
   std::vector<StrategyStats> strategies;
   /// Mean over steps of StepTimeLowerBound().
   double lower_bound_mean_step_seconds = 0;
+  /// StepTimeLowerBound() of each step.
+  std::vector<double> lower_bound_step_seconds;
+  /// Each step's sequence lengths, with SimulationOptions::keep_plans.
+  std::vector<std::vector<int64_t>> batch_lengths;
   /// Wall time of the `dcp` strategy's PlanBatch by the injected clock,
   /// percentiles over steps (0 if `dcp` was not run).
   double plan_latency_p50_ms = 0;

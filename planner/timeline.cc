@@ -20,9 +20,10 @@ constexpr int kLabelRanks = 3;
 std::string RanksLabel(const std::vector<int>& ranks) {
   if (ranks.empty()) return "no ranks";
   if (ranks.size() == 1) return absl::StrCat("rank ", ranks[0]);
-  const bool contiguous = ranks.back() - ranks.front() + 1 ==
-                          static_cast<int>(ranks.size());
-  if (contiguous) return absl::StrCat("ranks ", ranks.front(), "-", ranks.back());
+  const bool contiguous =
+      ranks.back() - ranks.front() + 1 == static_cast<int>(ranks.size());
+  if (contiguous)
+    return absl::StrCat("ranks ", ranks.front(), "-", ranks.back());
   if (ranks.size() <= static_cast<size_t>(kLabelRanks)) {
     return absl::StrCat("ranks ", absl::StrJoin(ranks, ", "));
   }
@@ -63,10 +64,9 @@ TimelineRow LayOutGroup(const CostModel& cost_model,
         cost.backward_seconds - cost.recompute_seconds -
             layers * per_layer_all_to_all,
         cost.communication_seconds};
-    const TimelinePart kinds[] = {TimelinePart::kForward,
-                                  TimelinePart::kRecompute,
-                                  TimelinePart::kBackward,
-                                  TimelinePart::kAllToAll};
+    const TimelinePart kinds[] = {
+        TimelinePart::kForward, TimelinePart::kRecompute,
+        TimelinePart::kBackward, TimelinePart::kAllToAll};
     TimelineMicroBatch outline;
     outline.start_seconds = t;
     outline.num_sequences = shape.num_sequences;
@@ -107,14 +107,14 @@ std::vector<TimelineRow> Aggregate(std::vector<TimelineRow> rows,
                 return a.group_index < b.group_index;
               });
     const int count = static_cast<int>(members.size());
-    const int row_count = std::min(
-        count, 1 + static_cast<int>(static_cast<int64_t>(spare) * count /
-                                    std::max(1, total)));
+    const int row_count =
+        std::min(count, 1 + static_cast<int>(static_cast<int64_t>(spare) *
+                                             count / std::max(1, total)));
     for (int r = 0; r < row_count; ++r) {
-      const int begin = static_cast<int>(static_cast<int64_t>(r) * count /
-                                         row_count);
-      const int end = static_cast<int>(static_cast<int64_t>(r + 1) * count /
-                                       row_count);
+      const int begin =
+          static_cast<int>(static_cast<int64_t>(r) * count / row_count);
+      const int end =
+          static_cast<int>(static_cast<int64_t>(r + 1) * count / row_count);
       TimelineRow merged = members[begin];  // the slowest of the run
       merged.num_groups = end - begin;
       merged.min_busy_seconds = members[end - 1].busy_seconds;
@@ -209,9 +209,9 @@ absl::Status AttachMeasuredSeconds(
     const std::vector<std::vector<double>>& per_group,
     std::optional<double> measured_step_seconds, Timeline& timeline) {
   if (per_group.size() != static_cast<size_t>(timeline.num_groups_in_plan)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "measured times cover ", per_group.size(), " groups but the plan has ",
-        timeline.num_groups_in_plan));
+    return absl::InvalidArgumentError(
+        absl::StrCat("measured times cover ", per_group.size(),
+                     " groups but the plan has ", timeline.num_groups_in_plan));
   }
   for (size_t g = 0; g < per_group.size(); ++g) {
     for (double seconds : per_group[g]) {

@@ -56,42 +56,44 @@ class SvgWriter {
  public:
   SvgWriter(const Timeline& timeline, const TimelineSvgOptions& options)
       : timeline_(timeline), options_(options) {
-    double extent = std::max(timeline.step_seconds, timeline.lower_bound_seconds);
+    double extent =
+        std::max(timeline.step_seconds, timeline.lower_bound_seconds);
     if (timeline.measured_step_seconds.has_value()) {
       extent = std::max(extent, *timeline.measured_step_seconds);
     }
     for (const TimelineRow& row : timeline.rows) {
       double measured = 0;
-      for (double seconds : row.measured_micro_batch_seconds) measured += seconds;
+      for (double seconds : row.measured_micro_batch_seconds)
+        measured += seconds;
       extent = std::max(extent, measured);
     }
     extent_seconds_ = extent > 0 ? extent * 1.02 : 1;
-    plot_width_px_ = std::max(
-        100, options.width_px - kLabelWidthPx - kRightMarginPx);
-    height_px_ = kHeaderPx + options.row_height_px *
-                                 static_cast<int>(timeline.rows.size()) +
-                 kAxisPx;
+    plot_width_px_ =
+        std::max(100, options.width_px - kLabelWidthPx - kRightMarginPx);
+    height_px_ =
+        kHeaderPx +
+        options.row_height_px * static_cast<int>(timeline.rows.size()) +
+        kAxisPx;
   }
 
   std::string Render() {
     const std::string title =
         options_.title.empty()
-            ? absl::StrCat(timeline_.strategy.empty() ? "plan"
-                                                      : timeline_.strategy,
-                           " plan: ", FormatSecondsLabel(timeline_.step_seconds),
-                           " predicted step on ", timeline_.num_ranks,
-                           " ranks, ",
-                           absl::StrFormat("%.1f%%", 100 * timeline_.idle_fraction),
-                           " idle")
+            ? absl::StrCat(
+                  timeline_.strategy.empty() ? "plan" : timeline_.strategy,
+                  " plan: ", FormatSecondsLabel(timeline_.step_seconds),
+                  " predicted step on ", timeline_.num_ranks, " ranks, ",
+                  absl::StrFormat("%.1f%%", 100 * timeline_.idle_fraction),
+                  " idle")
             : options_.title;
-    absl::StrAppend(
-        &out_,
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"", options_.width_px,
-        "\" height=\"", height_px_, "\" viewBox=\"0 0 ", options_.width_px, " ",
-        height_px_, "\" font-family=\"sans-serif\" font-size=\"11\"",
-        " data-num-ranks=\"", timeline_.num_ranks, "\" data-step-seconds=\"",
-        Num(timeline_.step_seconds), "\" data-lower-bound-seconds=\"",
-        Num(timeline_.lower_bound_seconds), "\">\n");
+    absl::StrAppend(&out_, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"",
+                    options_.width_px, "\" height=\"", height_px_,
+                    "\" viewBox=\"0 0 ", options_.width_px, " ", height_px_,
+                    "\" font-family=\"sans-serif\" font-size=\"11\"",
+                    " data-num-ranks=\"", timeline_.num_ranks,
+                    "\" data-step-seconds=\"", Num(timeline_.step_seconds),
+                    "\" data-lower-bound-seconds=\"",
+                    Num(timeline_.lower_bound_seconds), "\">\n");
     absl::StrAppend(&out_, "<title>", XmlEscape(title), "</title>\n");
     absl::StrAppend(&out_, "<rect x=\"0\" y=\"0\" width=\"", options_.width_px,
                     "\" height=\"", height_px_, "\" fill=\"#ffffff\"/>\n");
@@ -126,16 +128,20 @@ class SvgWriter {
                       "\">", XmlEscape(name), "</text>\n");
       x += 24 + 7.0 * name.size();
     };
-    for (TimelinePart part :
-         {TimelinePart::kForward, TimelinePart::kRecompute,
-          TimelinePart::kBackward, TimelinePart::kAllToAll,
-          TimelinePart::kExposedAllReduce}) {
+    for (TimelinePart part : {TimelinePart::kForward, TimelinePart::kRecompute,
+                              TimelinePart::kBackward, TimelinePart::kAllToAll,
+                              TimelinePart::kExposedAllReduce}) {
       item(PartColor(part), part == TimelinePart::kExposedAllReduce
                                 ? "exposed all-reduce"
                                 : TimelinePartName(part));
     }
     item(kIdleColor, "waiting");
-    item(kMeasuredColor, "measured micro-batch");
+    const bool measured =
+        std::any_of(timeline_.rows.begin(), timeline_.rows.end(),
+                    [](const TimelineRow& row) {
+                      return !row.measured_micro_batch_seconds.empty();
+                    });
+    if (measured) item(kMeasuredColor, "measured micro-batch");
   }
 
   void Axis() {
@@ -145,8 +151,8 @@ class SvgWriter {
     for (double t = 0; t <= extent_seconds_ + 1e-12; t += step) {
       absl::StrAppend(&out_, "<line x1=\"", Px(X(t)), "\" y1=\"",
                       Px(kHeaderPx - 4), "\" x2=\"", Px(X(t)), "\" y2=\"",
-                      Px(bottom + 4), "\" stroke=\"#f0f0f0\"/>",
-                      "<text x=\"", Px(X(t)), "\" y=\"", Px(bottom + 18),
+                      Px(bottom + 4), "\" stroke=\"#f0f0f0\"/>", "<text x=\"",
+                      Px(X(t)), "\" y=\"", Px(bottom + 18),
                       "\" text-anchor=\"middle\">",
                       XmlEscape(FormatSecondsLabel(t)), "</text>\n");
     }
@@ -168,7 +174,8 @@ class SvgWriter {
     if (bar.micro_batch >= 0) {
       absl::StrAppend(&out_, ", micro-batch ", bar.micro_batch);
     }
-    absl::StrAppend(&out_, ": ", XmlEscape(FormatSecondsLabel(bar.duration_seconds)),
+    absl::StrAppend(&out_, ": ",
+                    XmlEscape(FormatSecondsLabel(bar.duration_seconds)),
                     "</title></rect>\n");
   }
 
@@ -185,16 +192,15 @@ class SvgWriter {
                            " mb")
             : absl::StrCat("SP ", row.sp_size, " x ", row.num_micro_batches,
                            " mb, ", row.ranks_label);
-    absl::StrAppend(
-        &out_, "<g class=\"row\" data-ranks=\"", absl::StrJoin(row.ranks, ","),
-        "\" data-sp-size=\"", row.sp_size, "\" data-groups=\"", row.num_groups,
-        "\" data-group-index=\"", row.group_index, "\" data-micro-batches=\"",
-        row.num_micro_batches, "\" data-busy-seconds=\"", Num(row.busy_seconds),
-        "\">\n");
-    absl::StrAppend(&out_, "<text class=\"label\" x=\"",
-                    Px(kLabelWidthPx - 6), "\" y=\"",
-                    Px(top + height / 2 + 4), "\" text-anchor=\"end\">",
-                    XmlEscape(label), "</text>\n");
+    absl::StrAppend(&out_, "<g class=\"row\" data-ranks=\"",
+                    absl::StrJoin(row.ranks, ","), "\" data-sp-size=\"",
+                    row.sp_size, "\" data-groups=\"", row.num_groups,
+                    "\" data-group-index=\"", row.group_index,
+                    "\" data-micro-batches=\"", row.num_micro_batches,
+                    "\" data-busy-seconds=\"", Num(row.busy_seconds), "\">\n");
+    absl::StrAppend(&out_, "<text class=\"label\" x=\"", Px(kLabelWidthPx - 6),
+                    "\" y=\"", Px(top + height / 2 + 4),
+                    "\" text-anchor=\"end\">", XmlEscape(label), "</text>\n");
     // Waiting for the slowest group, then the parts.
     if (timeline_.slowest_group_seconds > row.busy_seconds) {
       absl::StrAppend(
@@ -243,26 +249,26 @@ class SvgWriter {
       }
     }
     // The group's outline.
-    absl::StrAppend(&out_, "<rect class=\"group\" x=\"", Px(X(0)), "\" y=\"",
-                    Px(top), "\" width=\"", Px(W(row.busy_seconds)),
-                    "\" height=\"", Px(height),
-                    "\" fill=\"none\" stroke=\"#333333\" stroke-width=\"1\"/>\n",
-                    "</g>\n");
+    absl::StrAppend(
+        &out_, "<rect class=\"group\" x=\"", Px(X(0)), "\" y=\"", Px(top),
+        "\" width=\"", Px(W(row.busy_seconds)), "\" height=\"", Px(height),
+        "\" fill=\"none\" stroke=\"#333333\" stroke-width=\"1\"/>\n", "</g>\n");
   }
 
   void Markers() {
     const double bottom = RowTop(timeline_.rows.size());
     auto line = [&](const char* css_class, double seconds, const char* color,
                     const std::string& text, double text_y) {
-      absl::StrAppend(&out_, "<g class=\"", css_class, "\" data-seconds=\"",
-                      Num(seconds), "\"><line x1=\"", Px(X(seconds)),
-                      "\" y1=\"", Px(kHeaderPx - 8), "\" x2=\"",
-                      Px(X(seconds)), "\" y2=\"", Px(bottom),
-                      "\" stroke=\"", color,
-                      "\" stroke-width=\"1.5\" stroke-dasharray=\"5,3\"/>",
-                      "<text x=\"", Px(X(seconds) + 3), "\" y=\"", Px(text_y),
-                      "\" fill=\"", color, "\">", XmlEscape(text),
-                      "</text></g>\n");
+      // Labels near the right edge run leftwards.
+      const bool flip = X(seconds) > options_.width_px - 160;
+      absl::StrAppend(
+          &out_, "<g class=\"", css_class, "\" data-seconds=\"", Num(seconds),
+          "\"><line x1=\"", Px(X(seconds)), "\" y1=\"", Px(kHeaderPx - 8),
+          "\" x2=\"", Px(X(seconds)), "\" y2=\"", Px(bottom), "\" stroke=\"",
+          color, "\" stroke-width=\"1.5\" stroke-dasharray=\"5,3\"/>",
+          "<text x=\"", Px(X(seconds) + (flip ? -3 : 3)), "\" y=\"", Px(text_y),
+          "\" fill=\"", color, "\" text-anchor=\"", flip ? "end" : "start",
+          "\">", XmlEscape(text), "</text></g>\n");
     };
     if (timeline_.lower_bound_seconds > 0) {
       line("lower-bound", timeline_.lower_bound_seconds, "#000000",

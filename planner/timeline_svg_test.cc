@@ -27,7 +27,8 @@ struct Drawn {
 
 Drawn Draw(int num_nodes, int gpus_per_node, std::vector<int64_t> lengths,
            TimelineOptions options = {}) {
-  const CostModel cost_model = MakeCostModel("llama3-8b", num_nodes, gpus_per_node);
+  const CostModel cost_model =
+      MakeCostModel("llama3-8b", num_nodes, gpus_per_node);
   Drawn drawn;
   absl::StatusOr<Plan> plan = Planner(cost_model, {}).PlanBatch(lengths);
   EXPECT_TRUE(plan.ok()) << plan.status();
@@ -60,7 +61,8 @@ std::vector<int> Ranks(const std::string& list) {
 TEST(TimelineSvgTest, ParsesAsXmlWithEveryRankAndBarsInsideTheStep) {
   const Drawn drawn = Draw(2, 8, Skewed());
   const MarkupDocument doc = MarkupDocument::ParseXml(drawn.svg);
-  ASSERT_NE(doc.doc, nullptr) << "not well-formed XML:\n" << drawn.svg.substr(0, 2000);
+  ASSERT_NE(doc.doc, nullptr) << "not well-formed XML:\n"
+                              << drawn.svg.substr(0, 2000);
   const std::vector<xmlNode*> roots = doc.Select("/*[local-name()='svg']");
   ASSERT_EQ(roots.size(), 1u);
   EXPECT_EQ(NumberAttribute(roots[0], "data-num-ranks"), 16);

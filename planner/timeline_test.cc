@@ -40,14 +40,16 @@ TEST(TimelineTest, OneRowPerGroupWithPartsThatAddUpToThePrediction) {
     const TimelineRow& row = timeline->rows[g];
     const GroupPlan& group = plan.groups[g];
     EXPECT_EQ(row.ranks, group.ranks);
-    EXPECT_EQ(row.num_micro_batches, static_cast<int>(group.micro_batches.size()));
+    EXPECT_EQ(row.num_micro_batches,
+              static_cast<int>(group.micro_batches.size()));
     EXPECT_NEAR(row.busy_seconds, group.predicted_seconds,
                 1e-9 * group.predicted_seconds);
     ASSERT_EQ(row.micro_batches.size(), group.micro_batches.size());
     for (size_t m = 0; m < group.micro_batches.size(); ++m) {
       double parts = 0;
       for (const TimelineBar& bar : row.bars) {
-        if (bar.micro_batch == static_cast<int>(m)) parts += bar.duration_seconds;
+        if (bar.micro_batch == static_cast<int>(m))
+          parts += bar.duration_seconds;
       }
       EXPECT_NEAR(parts, group.micro_batches[m].predicted_seconds,
                   1e-9 * group.micro_batches[m].predicted_seconds)
@@ -133,7 +135,8 @@ TEST(TimelineTest, ManyGroupsShareRowsAndEveryRankIsShownOnce) {
               static_cast<size_t>(row.num_groups * row.sp_size));
     EXPECT_GE(row.busy_seconds, row.min_busy_seconds);
     // The drawn group is the row's slowest member.
-    EXPECT_NEAR(row.busy_seconds, plan.groups[row.group_index].predicted_seconds,
+    EXPECT_NEAR(row.busy_seconds,
+                plan.groups[row.group_index].predicted_seconds,
                 1e-9 * row.busy_seconds);
   }
   std::sort(ranks.begin(), ranks.end());

@@ -71,6 +71,27 @@ if [[ "${DCP_SKIP_DEPLOY_TOOLS:-0}" != 1 ]]; then
   fi
 fi
 
+# Headless Chromium for //planner:report_browser_test (it screenshots the
+# timeline SVG and the strategy report). Optional: where it cannot be
+# installed the test says so and skips. DCP_SKIP_BROWSER=1 skips it (the
+# Docker images' build stage does).
+if [[ "${DCP_SKIP_BROWSER:-0}" != 1 ]]; then
+  if command -v chromium >/dev/null 2>&1; then
+    echo "install_deps: chromium is installed"
+  else
+    browser_sudo=()
+    if [[ "$(id -u)" -ne 0 ]] && command -v sudo >/dev/null 2>&1; then
+      browser_sudo=(sudo)
+    fi
+    echo "install_deps: installing chromium (optional, for the report browser test)"
+    if ! { "${browser_sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -q &&
+           "${browser_sudo[@]}" env DEBIAN_FRONTEND=noninteractive \
+             apt-get install -y -q --no-install-recommends chromium; }; then
+      echo "install_deps: chromium could not be installed; report_browser_test will skip" >&2
+    fi
+  fi
+fi
+
 missing=()
 for package in "${PACKAGES[@]}"; do
   if dpkg -s "${package}" >/dev/null 2>&1 &&

@@ -7,6 +7,7 @@
 # offline, as for development.
 FROM debian:bookworm AS build
 ENV DCP_SKIP_DEPLOY_TOOLS=1
+ENV DCP_SKIP_BROWSER=1
 WORKDIR /src
 COPY scripts/install_deps.sh scripts/install_deps.sh
 RUN bash scripts/install_deps.sh && rm -rf /var/lib/apt/lists/*
