@@ -15,8 +15,8 @@ namespace dcp {
 namespace {
 
 using ::testing::AllOf;
-using ::testing::HasSubstr;
 using ::testing::EndsWith;
+using ::testing::HasSubstr;
 using ::testing::Not;
 using ::testing::StartsWith;
 using Json = nlohmann::json;
@@ -183,7 +183,7 @@ TEST(CliTest, SimulateJsonHasEveryStrategyAndField) {
   const Json json =
       Json::parse(result.out, nullptr, /*allow_exceptions=*/false);
   ASSERT_FALSE(json.is_discarded()) << result.out;
-  ASSERT_EQ(json["strategies"].size(), 5u);
+  ASSERT_EQ(json["strategies"].size(), 6u);
   std::vector<std::string> names;
   for (const Json& stats : json["strategies"]) {
     names.push_back(stats["name"].get<std::string>());
@@ -195,8 +195,8 @@ TEST(CliTest, SimulateJsonHasEveryStrategyAndField) {
     EXPECT_LE(json["lower_bound_mean_step_seconds"].get<double>(),
               stats["mean_step_seconds"].get<double>() * (1 + 1e-12));
   }
-  EXPECT_EQ(names, std::vector<std::string>({"bucket", "packed", "dcp",
-                                             "dcp-fixed-accum",
+  EXPECT_EQ(names, std::vector<std::string>({"bucket", "packed", "best-static",
+                                             "dcp", "dcp-fixed-accum",
                                              "dcp-uniform-recompute"}));
   EXPECT_TRUE(json["plan_latency_ms"]["p50"].is_number());
   EXPECT_TRUE(json["plan_latency_ms"]["p99"].is_number());
@@ -219,21 +219,21 @@ TEST(CliTest, PlanDrawsItsTimelineAsSvg) {
   const CliResult result =
       RunCli(With({"plan", "--format=svg", "--step=1"}, kSmallSetup));
   ASSERT_EQ(result.exit_code, 0) << result.err;
-  EXPECT_THAT(result.out,
-              AllOf(StartsWith("<svg xmlns=\"http://www.w3.org/2000/svg\""),
-                    HasSubstr("data-num-ranks=\"8\""),
-                    HasSubstr("class=\"row\""), HasSubstr("lower bound"),
-                    EndsWith("</svg>\n")));
+  EXPECT_THAT(
+      result.out,
+      AllOf(StartsWith("<svg xmlns=\"http://www.w3.org/2000/svg\""),
+            HasSubstr("data-num-ranks=\"8\""), HasSubstr("class=\"row\""),
+            HasSubstr("lower bound"), EndsWith("</svg>\n")));
 }
 
 TEST(CliTest, SimulateWritesAReportOrSaysWhyNot) {
   const std::string directory = TempPath("report");
-  const CliResult result = RunCli(With(
-      {"simulate", "--steps=3", absl::StrCat("--report=", directory)},
-      kSmallSetup));
+  const CliResult result = RunCli(
+      With({"simulate", "--steps=3", absl::StrCat("--report=", directory)},
+           kSmallSetup));
   ASSERT_EQ(result.exit_code, 0) << result.err;
-  EXPECT_THAT(result.err, HasSubstr(absl::StrCat("wrote ", directory,
-                                                 "/index.html")));
+  EXPECT_THAT(result.err,
+              HasSubstr(absl::StrCat("wrote ", directory, "/index.html")));
   std::ifstream file(directory + "/index.html");
   std::stringstream html;
   html << file.rdbuf();

@@ -13,6 +13,7 @@
 #include "common/percentile.h"
 #include "nlohmann/json.hpp"
 #include "planner/batch_check.h"
+#include "planner/best_static.h"
 #include "planner/lower_bound.h"
 #include "planner/plan.h"
 
@@ -21,6 +22,7 @@ namespace {
 
 constexpr char kBucket[] = "bucket";
 constexpr char kPacked[] = "packed";
+constexpr char kBestStatic[] = "best-static";
 constexpr char kDcp[] = "dcp";
 constexpr char kDcpFixedAccum[] = "dcp-fixed-accum";
 constexpr char kDcpUniformRecompute[] = "dcp-uniform-recompute";
@@ -56,7 +58,8 @@ std::string DescribeWorkload(const BatchStream& batches) {
 }  // namespace
 
 std::vector<std::string> SimulationStrategyNames() {
-  return {kBucket, kPacked, kDcp, kDcpFixedAccum, kDcpUniformRecompute};
+  return {kBucket, kPacked,        kBestStatic,
+          kDcp,    kDcpFixedAccum, kDcpUniformRecompute};
 }
 
 absl::StatusOr<Plan> PlanWithStrategy(const CostModel& cost_model,
@@ -69,6 +72,17 @@ absl::StatusOr<Plan> PlanWithStrategy(const CostModel& cost_model,
   }
   if (strategy == kPacked) {
     return PlanPacked(cost_model, lengths_tokens, static_options);
+  }
+  if (strategy == kBestStatic) {
+    absl::StatusOr<StaticSetting> setting = FindBestStaticSetting(
+        cost_model, planner_options.sp_sizes,
+        {std::vector<int64_t>(lengths_tokens.begin(), lengths_tokens.end())},
+        static_options);
+    if (!setting.ok()) return setting.status();
+    absl::StatusOr<Plan> plan =
+        PlanStaticSetting(cost_model, *setting, lengths_tokens);
+    if (plan.ok()) plan->strategy = kBestStatic;
+    return plan;
   }
   if (strategy != kDcp && strategy != kDcpFixedAccum &&
       strategy != kDcpUniformRecompute) {
@@ -144,13 +158,34 @@ absl::StatusOr<SimulationReport> Simulate(
   double sum_lower_bound_seconds = 0;
   std::vector<double> dcp_latencies_ms;
   const double budget_bytes = cost_model.MemoryBudgetBytes();
+  // best-static is one setting for the whole run, chosen over every batch:
+  // the batches are drawn first (memory grows with the steps).
+  const bool best_static_run = std::any_of(
+      runs.begin(), runs.end(),
+      [](const StrategyRun& run) { return run.name == kBestStatic; });
+  std::vector<std::vector<int64_t>> drawn;
+  auto draw = [&batches]() {
+    std::vector<int64_t> lengths;
+    for (const Sample& sample : batches.Next()) {
+      lengths.push_back(sample.length_tokens);
+    }
+    return lengths;
+  };
+  std::optional<StaticSetting> best_static;
+  if (best_static_run) {
+    for (int step = 0; step < options.steps; ++step) drawn.push_back(draw());
+    absl::StatusOr<StaticSetting> setting = FindBestStaticSetting(
+        cost_model, options.planner_options.sp_sizes, drawn, static_options);
+    if (!setting.ok()) {
+      return absl::Status(
+          setting.status().code(),
+          absl::StrCat(kBestStatic, ": ", setting.status().message()));
+    }
+    best_static = *setting;
+  }
   std::vector<int64_t> lengths_tokens;
   for (int step = 0; step < options.steps; ++step) {
-    const std::vector<Sample> batch = batches.Next();
-    lengths_tokens.clear();
-    for (const Sample& sample : batch) {
-      lengths_tokens.push_back(sample.length_tokens);
-    }
+    lengths_tokens = best_static_run ? std::move(drawn[step]) : draw();
     absl::StatusOr<double> lower_bound =
         StepTimeLowerBound(cost_model, *sp_sizes, lengths_tokens);
     if (!lower_bound.ok()) return WithStep(step, lower_bound.status());
@@ -162,8 +197,11 @@ absl::StatusOr<SimulationReport> Simulate(
       const bool timed = run.name == kDcp;
       const absl::Time start = timed ? clock.Now() : absl::InfinitePast();
       absl::StatusOr<Plan> plan =
-          PlanWithStrategy(cost_model, run.name, lengths_tokens, static_options,
-                           options.planner_options);
+          run.name == kBestStatic
+              ? PlanStaticSetting(cost_model, *best_static, lengths_tokens)
+              : PlanWithStrategy(cost_model, run.name, lengths_tokens,
+                                 static_options, options.planner_options);
+      if (plan.ok() && run.name == kBestStatic) plan->strategy = kBestStatic;
       if (timed) {
         dcp_latencies_ms.push_back(
             absl::ToDoubleMilliseconds(clock.Now() - start));
@@ -189,6 +227,11 @@ absl::StatusOr<SimulationReport> Simulate(
 
   const double steps = static_cast<double>(options.steps);
   const double bucket_mean_seconds = runs[bucket_run].sum_step_seconds / steps;
+  double best_static_mean_seconds = 0;
+  for (const StrategyRun& run : runs) {
+    if (run.name == kBestStatic)
+      best_static_mean_seconds = run.sum_step_seconds / steps;
+  }
   for (StrategyRun& run : runs) {
     if (!run.reported) continue;
     StrategyStats stats;
@@ -203,6 +246,11 @@ absl::StatusOr<SimulationReport> Simulate(
     stats.mean_idle_fraction = run.sum_idle_fraction / steps;
     stats.max_memory_fraction = run.max_memory_fraction;
     stats.mean_gap_to_lower_bound = run.sum_gap_to_lower_bound / steps;
+    stats.speedup_vs_best_static =
+        best_static_mean_seconds > 0 && stats.mean_step_seconds > 0
+            ? best_static_mean_seconds / stats.mean_step_seconds
+            : 0;
+    if (run.name == kBestStatic) stats.setting = best_static->Describe();
     stats.step_seconds = std::move(run.step_seconds);
     stats.plans = std::move(run.plans);
     report.strategies.push_back(std::move(stats));
@@ -218,7 +266,7 @@ absl::StatusOr<SimulationReport> Simulate(
 std::string SimulationReportToJson(const SimulationReport& report) {
   nlohmann::ordered_json strategies = nlohmann::ordered_json::array();
   for (const StrategyStats& stats : report.strategies) {
-    strategies.push_back({
+    nlohmann::ordered_json entry = {
         {"name", stats.name},
         {"mean_step_seconds", stats.mean_step_seconds},
         {"speedup_vs_bucket", stats.speedup_vs_bucket},
@@ -226,7 +274,12 @@ std::string SimulationReportToJson(const SimulationReport& report) {
         {"max_memory_fraction", stats.max_memory_fraction},
         {"mean_gap_to_lower_bound", stats.mean_gap_to_lower_bound},
         {"steps", stats.steps},
-    });
+    };
+    if (stats.speedup_vs_best_static > 0) {
+      entry["speedup_vs_best_static"] = stats.speedup_vs_best_static;
+    }
+    if (!stats.setting.empty()) entry["setting"] = stats.setting;
+    strategies.push_back(std::move(entry));
   }
   nlohmann::ordered_json json = {
       {"strategies", std::move(strategies)},
@@ -241,18 +294,34 @@ std::string SimulationReportToJson(const SimulationReport& report) {
 }
 
 std::string SimulationReportToTable(const SimulationReport& report) {
-  const std::vector<std::string> header = {
-      "strategy", "step (s)", "vs bucket", "idle", "peak memory", "gap to LB"};
+  const bool with_best_static =
+      std::any_of(report.strategies.begin(), report.strategies.end(),
+                  [](const StrategyStats& stats) {
+                    return stats.speedup_vs_best_static > 0;
+                  });
+  std::vector<std::string> header = {"strategy", "step (s)"};
+  if (with_best_static) header.push_back("vs best static");
+  for (const char* column : {"vs bucket", "idle", "peak memory", "gap to LB"}) {
+    header.push_back(column);
+  }
   std::vector<std::vector<std::string>> rows = {header};
   for (const StrategyStats& stats : report.strategies) {
-    rows.push_back({
-        stats.name,
-        absl::StrFormat("%.3f", stats.mean_step_seconds),
-        absl::StrFormat("%.2fx", stats.speedup_vs_bucket),
-        absl::StrFormat("%.1f%%", 100 * stats.mean_idle_fraction),
-        absl::StrFormat("%.1f%%", 100 * stats.max_memory_fraction),
-        absl::StrFormat("%.1f%%", 100 * stats.mean_gap_to_lower_bound),
-    });
+    std::vector<std::string> row = {
+        stats.setting.empty()
+            ? stats.name
+            : absl::StrCat(stats.name, " (", stats.setting, ")"),
+        absl::StrFormat("%.3f", stats.mean_step_seconds)};
+    if (with_best_static) {
+      row.push_back(absl::StrFormat("%.2fx", stats.speedup_vs_best_static));
+    }
+    for (std::string cell :
+         {absl::StrFormat("%.2fx", stats.speedup_vs_bucket),
+          absl::StrFormat("%.1f%%", 100 * stats.mean_idle_fraction),
+          absl::StrFormat("%.1f%%", 100 * stats.max_memory_fraction),
+          absl::StrFormat("%.1f%%", 100 * stats.mean_gap_to_lower_bound)}) {
+      row.push_back(std::move(cell));
+    }
+    rows.push_back(std::move(row));
   }
   std::vector<size_t> widths(header.size(), 0);
   for (const auto& row : rows) {

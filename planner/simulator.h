@@ -30,7 +30,8 @@ struct SimulationOptions {
   /// Strategies to run, reported in this order; names from
   /// SimulationStrategyNames(), each at most once.
   std::vector<std::string> strategies = {
-      "bucket", "packed", "dcp", "dcp-fixed-accum", "dcp-uniform-recompute"};
+      "bucket", "packed",          "best-static",
+      "dcp",    "dcp-fixed-accum", "dcp-uniform-recompute"};
   /// Keep every step's lengths and every strategy's plans in the report
   /// (for drawing them); memory grows with steps x plan size.
   bool keep_plans = false;
@@ -44,6 +45,11 @@ struct StrategyStats {
   /// bucket's mean step time / this strategy's (ratio of means over the same
   /// batches); 1 for bucket itself.
   double speedup_vs_bucket = 0;
+  /// best-static's mean step time / this strategy's; 0 when best-static was
+  /// not simulated.
+  double speedup_vs_best_static = 0;
+  /// best-static: the setting it chose, e.g. "packed SP 8"; else empty.
+  std::string setting;
   /// Mean over steps of MeanIdleFraction().
   double mean_idle_fraction = 0;
   /// Largest predicted peak bytes of any micro-batch of any step over the
@@ -77,15 +83,19 @@ struct SimulationReport {
   std::string workload_description;
 };
 
-/// Names Simulate() accepts: bucket, packed, dcp, dcp-fixed-accum,
-/// dcp-uniform-recompute.
+/// Names Simulate() accepts: bucket, packed, best-static, dcp,
+/// dcp-fixed-accum, dcp-uniform-recompute. `best-static` is the best static
+/// setting found by pricing bucket and packed at every legal SP size over
+/// all the simulated batches (FindBestStaticSetting: one setting for the
+/// whole run, as static training has; the batches are drawn up front).
 std::vector<std::string> SimulationStrategyNames();
 
 /// Plans one batch with a strategy named as in SimulationStrategyNames():
 /// `bucket` and `packed` use `static_options`; `dcp` plans with
 /// `planner_options`, `dcp-fixed-accum` with variable accumulation off and
 /// `dcp-uniform-recompute` with pyramid recompute off (Plan::strategy is the
-/// name). The planners' predictions are returned as they fill them; the
+/// name); `best-static` picks the best static setting for this one batch.
+/// The planners' predictions are returned as they fill them; the
 /// caller may PredictPlan() again. INVALID_ARGUMENT for an unknown name
 /// (listing the valid ones); otherwise the planner's error.
 absl::StatusOr<Plan> PlanWithStrategy(const CostModel& cost_model,

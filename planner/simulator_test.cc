@@ -21,6 +21,7 @@
 namespace dcp {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 
 // A clock that moves 1 ms every time it is read.
@@ -71,7 +72,7 @@ TEST(SimulatorTest, ReportsEveryStrategyWithSaneNumbers) {
   EXPECT_EQ(progress_steps, std::vector<int>({1, 2, 3, 4}));
   EXPECT_EQ(report->steps, 4);
   EXPECT_THAT(report->workload_description, HasSubstr("longtail"));
-  ASSERT_EQ(report->strategies.size(), 5u);
+  ASSERT_EQ(report->strategies.size(), 6u);
   const std::vector<std::string> names = SimulationStrategyNames();
   EXPECT_GT(report->lower_bound_mean_step_seconds, 0);
   for (size_t i = 0; i < names.size(); ++i) {
@@ -132,7 +133,7 @@ TEST(SimulatorTest, JsonHasTheDocumentedFields) {
   ASSERT_TRUE(report.ok()) << report.status();
   const nlohmann::json json =
       nlohmann::json::parse(SimulationReportToJson(*report));
-  ASSERT_EQ(json["strategies"].size(), 5u);
+  ASSERT_EQ(json["strategies"].size(), 6u);
   for (const nlohmann::json& stats : json["strategies"]) {
     for (const char* field :
          {"mean_step_seconds", "speedup_vs_bucket", "mean_idle_fraction",
@@ -187,7 +188,8 @@ TEST(SimulatorTest, RejectsBadOptions) {
   EXPECT_EQ(report.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(report.status().message()),
               HasSubstr("unknown strategy 'magic'; valid strategies: bucket, "
-                        "packed, dcp, dcp-fixed-accum, dcp-uniform-recompute"));
+                        "packed, best-static, dcp, dcp-fixed-accum, "
+                        "dcp-uniform-recompute"));
 
   options.strategies = {"dcp", "dcp"};
   EXPECT_THAT(Simulate(cost_model, stream, options, clock).status().message(),
@@ -217,11 +219,69 @@ TEST(SimulatorTest, PlanningErrorsNameTheStep) {
   FakeClock clock;
   SimulationOptions options = SmallOptions();
   // Statically configured for the short sequence, so step 0 plans.
+  // (best-static prices every batch before step 0: see the next test.)
   options.static_options.workload_max_length_tokens = 1024;
+  options.strategies = {"bucket", "packed", "dcp"};
   absl::StatusOr<SimulationReport> report =
       Simulate(cost_model, *stream, options, clock);
   EXPECT_EQ(report.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(std::string(report.status().message()), HasSubstr("step 1: "));
+}
+
+TEST(SimulatorTest, BestStaticSaysWhichSequenceNoStaticSizeHolds) {
+  const CostModel cost_model =
+      MakeCostModel("llama3-8b", /*num_nodes=*/1, /*gpus_per_node=*/8);
+  absl::StatusOr<BatchStream> stream =
+      BatchStream::Create(MakeListSource({1024, 1 << 22}),
+                          {/*global_batch_tokens=*/0,
+                           /*global_batch_samples=*/1},
+                          /*seed=*/1);
+  ASSERT_TRUE(stream.ok()) << stream.status();
+  FakeClock clock;
+  SimulationOptions options = SmallOptions();
+  options.strategies = {"best-static"};
+  const absl::Status status =
+      Simulate(cost_model, *stream, options, clock).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(
+      std::string(status.message()),
+      AllOf(HasSubstr("best-static: no static SP size holds the workload"),
+            HasSubstr("4194304 tokens")));
+  // One reason, not one per size.
+  EXPECT_EQ(std::string(status.message()).find("4194304"),
+            std::string(status.message()).rfind("4194304"));
+}
+
+TEST(SimulatorTest, BestStaticIsNoSlowerThanAnyStaticSettingAndSaysWhichItIs) {
+  const CostModel cost_model =
+      MakeCostModel("llama3-8b", /*num_nodes=*/2, /*gpus_per_node=*/8);
+  FakeClock clock;
+  SimulationOptions options = SmallOptions();
+  options.strategies = {"best-static", "dcp"};
+  BatchStream stream = MakeStream();
+  absl::StatusOr<SimulationReport> report =
+      Simulate(cost_model, stream, options, clock);
+  ASSERT_TRUE(report.ok()) << report.status();
+  const StrategyStats& best = report->strategies[0];
+  ASSERT_EQ(best.name, "best-static");
+  EXPECT_THAT(best.setting, testing::MatchesRegex("(bucket|packed) SP [0-9]+"));
+  EXPECT_DOUBLE_EQ(best.speedup_vs_best_static, 1.0);
+  EXPECT_GE(report->strategies[1].speedup_vs_best_static, 1.0);
+  // Every fixed static setting is at least as slow on the same batches.
+  for (int sp_size : {1, 2, 4, 8, 16}) {
+    for (const char* kind : {"bucket", "packed"}) {
+      SimulationOptions fixed = SmallOptions();
+      fixed.strategies = {kind};
+      fixed.static_options.sp_size = sp_size;
+      BatchStream same = MakeStream();
+      absl::StatusOr<SimulationReport> other =
+          Simulate(cost_model, same, fixed, clock);
+      if (!other.ok()) continue;  // that size cannot hold the workload
+      EXPECT_LE(best.mean_step_seconds,
+                other->strategies[0].mean_step_seconds * (1 + 1e-12))
+          << kind << " SP " << sp_size;
+    }
+  }
 }
 
 }  // namespace

@@ -24,6 +24,7 @@ namespace {
 constexpr int kChartWidthPx = 960;
 constexpr char kBucket[] = "bucket";
 constexpr char kPacked[] = "packed";
+constexpr char kBestStatic[] = "best-static";
 
 std::string Fixed(double value, int digits) {
   return absl::StrFormat("%.*f", digits, value);
@@ -214,9 +215,13 @@ absl::StatusOr<std::string> RenderStrategyReportHtml(
           " batches; run the simulation with keep_plans"));
     }
   }
-  // The best static strategy simulated, by mean step time.
+  // best-static when simulated, else the faster of bucket and packed.
   const StrategyStats* best_static = nullptr;
   for (const StrategyStats& stats : report.strategies) {
+    if (stats.name == kBestStatic) best_static = &stats;
+  }
+  for (const StrategyStats& stats : report.strategies) {
+    if (best_static != nullptr && best_static->name == kBestStatic) break;
     if (stats.name != kBucket && stats.name != kPacked) continue;
     if (best_static == nullptr ||
         stats.mean_step_seconds < best_static->mean_step_seconds) {
@@ -253,8 +258,12 @@ absl::StatusOr<std::string> RenderStrategyReportHtml(
                                                   : "";
     absl::StrAppend(
         &html, "<tr class=\"", css, "\" data-name=\"", XmlEscape(stats.name),
-        "\"><td>", XmlEscape(stats.name), "</td><td>",
-        XmlEscape(FormatSecondsLabel(stats.mean_step_seconds)), "</td><td>",
+        "\"><td>", XmlEscape(stats.name),
+        stats.setting.empty()
+            ? std::string()
+            : absl::StrCat(" (", XmlEscape(stats.setting), ")"),
+        "</td><td>", XmlEscape(FormatSecondsLabel(stats.mean_step_seconds)),
+        "</td><td>",
         best_static != nullptr && stats.mean_step_seconds > 0
             ? absl::StrFormat("%.2fx", best_static->mean_step_seconds /
                                            stats.mean_step_seconds)
@@ -269,9 +278,17 @@ absl::StatusOr<std::string> RenderStrategyReportHtml(
       XmlEscape(FormatSecondsLabel(report.lower_bound_mean_step_seconds)),
       " mean step. ");
   if (best_static != nullptr) {
-    absl::StrAppend(&html, "Best static strategy simulated: <b>",
-                    XmlEscape(best_static->name),
-                    "</b> (shaded; at the static SP size of this run). ");
+    if (best_static->name == kBestStatic) {
+      absl::StrAppend(&html, "Best static setting: <b>",
+                      XmlEscape(best_static->setting),
+                      "</b> (shaded; the least mean step time of bucket and "
+                      "packed at every legal SP size over these batches). ");
+    } else {
+      absl::StrAppend(&html, "Best static strategy simulated: <b>",
+                      XmlEscape(best_static->name),
+                      "</b> (shaded; at the static SP size of this run; "
+                      "simulate best-static to search every SP size). ");
+    }
   } else {
     absl::StrAppend(&html, "No static strategy was simulated. ");
   }

@@ -27,9 +27,9 @@ struct StrategyReportOptions {
 /// strategy's step-time distribution over the batches, and the timeline
 /// (RenderTimelineSvg) of each strategy's median batch.
 ///
-/// "Best static" is the faster, by mean step time, of `bucket` and `packed`
-/// among the simulated strategies (at the SP size they were run with); the
-/// page says which one it was. INVALID_ARGUMENT when the report holds no
+/// "Best static" is the `best-static` strategy when it was simulated (the
+/// best SP size searched), else the faster, by mean step time, of `bucket`
+/// and `packed` (at the SP size they were run with); the page says which. INVALID_ARGUMENT when the report holds no
 /// plans (keep_plans was off) or its plans and batches do not line up.
 absl::StatusOr<std::string> RenderStrategyReportHtml(
     const SimulationReport& report, const CostModel& cost_model,

@@ -77,14 +77,18 @@ TEST_F(StrategyReportTest, IsSelfContainedHtmlWithEveryStrategy) {
   const std::vector<xmlNode*> best =
       doc.Select("//table[@id='strategies']/tr[@class='best-static']");
   ASSERT_EQ(best.size(), 1u);
-  // The best static row is the faster of bucket and packed, at 1.00x.
-  double bucket = 0, packed = 0;
+  // The best static row is best-static's, at 1.00x, and no static strategy
+  // simulated beats it.
+  EXPECT_EQ(Attribute(best[0], "data-name"), "best-static");
+  double best_static = 0;
   for (const StrategyStats& stats : report_.strategies) {
-    if (stats.name == "bucket") bucket = stats.mean_step_seconds;
-    if (stats.name == "packed") packed = stats.mean_step_seconds;
+    if (stats.name == "best-static") best_static = stats.mean_step_seconds;
   }
-  EXPECT_EQ(Attribute(best[0], "data-name"),
-            packed < bucket ? "packed" : "bucket");
+  for (const StrategyStats& stats : report_.strategies) {
+    if (stats.name == "bucket" || stats.name == "packed") {
+      EXPECT_LE(best_static, stats.mean_step_seconds * (1 + 1e-12)) << stats.name;
+    }
+  }
   EXPECT_NE(TextOf(best[0]).find("1.00x"), std::string::npos)
       << TextOf(best[0]);
 }
