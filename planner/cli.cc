@@ -8,6 +8,7 @@
 #include <iostream>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -32,6 +33,8 @@
 #include "planner/lower_bound.h"
 #include "planner/plan.h"
 #include "planner/plan_json.h"
+#include "planner/plan_price.h"
+#include "planner/plan_table.h"
 #include "planner/planner.h"
 #include "planner/simulator.h"
 #include "planner/strategy_report.h"
@@ -145,6 +148,23 @@ const std::vector<FlagSpec>& PlanFlags() {
   return *flags;
 }
 
+constexpr FlagSpec kPriceFlags[] = {
+    {"plan", "FILE", "",
+     "the plan JSON (required), as `dcp plan --format=json` writes it: any "
+     "plan, whoever made it"},
+    {"lengths", "FILE", "", "the batch's lengths, one per line (required)"},
+    {"sp-sizes", "1,2,4", "",
+     "SP sizes the lower bound may use (default: every legal size)"},
+    {"format", "table|json|svg", "table",
+     "output format; svg draws the priced plan's timeline"},
+};
+
+const std::vector<FlagSpec>& PriceFlags() {
+  static const auto* const flags = new std::vector<FlagSpec>(
+      ConcatFlagTables({kPriceFlags, ModelCluster().specs()}));
+  return *flags;
+}
+
 const std::vector<FlagSpec>& ValidateFlags() {
   static const auto* const flags = new std::vector<FlagSpec>(
       ConcatFlagTables({kValidateFlags, ModelCluster().specs()}));
@@ -171,6 +191,14 @@ const std::vector<SubcommandSpec>& Subcommands() {
        "groups covering every rank, and every micro-batch within memory. "
        "Exits 0 if it is valid, 1 if not.",
        ValidateFlags()},
+      {"price", "price any plan with the cost model",
+       "Reads a plan in the JSON of `dcp plan --format=json` (one the "
+       "planner did not make: a user's current configuration, another "
+       "system's schedule), checks it as `dcp validate` does, and prints the "
+       "cost model's step time, per-group times and waiting, idle fraction, "
+       "peak memory and the gap to the lower bound. The plan's own "
+       "predictions are ignored. Exits 1 for an invalid plan.",
+       PriceFlags()},
   };
   return *subcommands;
 }
@@ -374,74 +402,6 @@ int RunSimulate(const ParsedFlags& flags, Command& command) {
   return kExitOk;
 }
 
-std::string DescribeRanks(const std::vector<int>& ranks) {
-  if (ranks.empty()) return "-";
-  bool contiguous = true;
-  for (size_t i = 1; i < ranks.size(); ++i) {
-    if (ranks[i] != ranks[0] + static_cast<int>(i)) contiguous = false;
-  }
-  if (ranks.size() == 1) return absl::StrCat(ranks[0]);
-  if (contiguous) return absl::StrCat(ranks[0], "-", ranks.back());
-  return absl::StrJoin(ranks, ",");
-}
-
-std::string PlanToTable(const Plan& plan,
-                        absl::Span<const int64_t> lengths_tokens,
-                        const CostModel& cost_model) {
-  int64_t total_tokens = 0;
-  for (int64_t length : lengths_tokens) total_tokens += length;
-  std::string table = absl::StrFormat(
-      "strategy %s: %d sequences, %d tokens on %d GPUs\n"
-      "predicted step %.3f s (slowest group %.3f s + exposed all-reduce "
-      "%.3f s); lower bound %.3f s (gap %.1f%%); peak memory %.1f%% of "
-      "%.1f GiB\n",
-      plan.strategy, lengths_tokens.size(), total_tokens,
-      cost_model.cluster().NumGpus(), plan.predicted_step_seconds,
-      plan.slowest_group_seconds, plan.exposed_allreduce_seconds,
-      plan.lower_bound_seconds, 100 * plan.GapToLowerBound(),
-      100 * MaxPeakBytes(plan) / cost_model.MemoryBudgetBytes(),
-      cost_model.MemoryBudgetBytes() / kGiB);
-  std::vector<std::vector<std::string>> rows = {
-      {"group", "ranks", "SP", "seconds",
-       "micro-batches: tokens(checkpointed layers)"}};
-  for (size_t g = 0; g < plan.groups.size(); ++g) {
-    const GroupPlan& group = plan.groups[g];
-    std::vector<std::string> micro_batches;
-    for (const MicroBatchPlan& micro_batch : group.micro_batches) {
-      int64_t tokens = 0;
-      for (int index : micro_batch.sequence_indices) {
-        if (index >= 0 && static_cast<size_t>(index) < lengths_tokens.size()) {
-          tokens += lengths_tokens[index];
-        }
-      }
-      micro_batches.push_back(
-          absl::StrCat(tokens, "(", micro_batch.checkpointed_layers, ")"));
-    }
-    rows.push_back(
-        {absl::StrCat(g), DescribeRanks(group.ranks),
-         absl::StrCat(group.sp_size()),
-         absl::StrFormat("%.3f", group.predicted_seconds),
-         micro_batches.empty() ? "idle" : absl::StrJoin(micro_batches, " ")});
-  }
-  std::vector<size_t> widths(rows[0].size(), 0);
-  for (const auto& row : rows) {
-    for (size_t c = 0; c + 1 < row.size(); ++c) {
-      widths[c] = std::max(widths[c], row[c].size());
-    }
-  }
-  for (const auto& row : rows) {
-    std::string line;
-    for (size_t c = 0; c < row.size(); ++c) {
-      line += row[c];
-      if (c + 1 < row.size()) {
-        line += std::string(widths[c] - row[c].size() + 2, ' ');
-      }
-    }
-    absl::StrAppend(&table, line, "\n");
-  }
-  return table;
-}
-
 int RunPlan(const ParsedFlags& flags, Command& command) {
   absl::StatusOr<CostModel> cost_model = LoadCostModel(flags);
   if (!cost_model.ok())
@@ -526,32 +486,61 @@ int RunPlan(const ParsedFlags& flags, Command& command) {
   return kExitOk;
 }
 
-int RunValidate(const ParsedFlags& flags, Command& command) {
+// What `validate` and `price` read: the model and cluster, --lengths and
+// the --plan file, parsed (not yet checked).
+struct PlanFile {
+  CostModel cost_model;
+  std::vector<int64_t> lengths_tokens;
+  Plan plan;
+};
+
+// Reads them; on failure prints why (a usage error for missing or
+// unreadable inputs, "plan is invalid: ..." for a file that is not a plan)
+// and returns nullopt with the exit code in `exit_code`.
+std::optional<PlanFile> ReadPlanFile(const ParsedFlags& flags, Command& command,
+                                     int& exit_code) {
   for (const char* required : {"plan", "lengths"}) {
     if (!flags.Given(required)) {
-      return command.UsageError(
-          absl::StrCat("--", required, "=FILE is required"));
+      exit_code =
+          command.UsageError(absl::StrCat("--", required, "=FILE is required"));
+      return std::nullopt;
     }
   }
   absl::StatusOr<CostModel> cost_model = LoadCostModel(flags);
-  if (!cost_model.ok())
-    return command.UsageError(cost_model.status().message());
+  if (!cost_model.ok()) {
+    exit_code = command.UsageError(cost_model.status().message());
+    return std::nullopt;
+  }
   absl::StatusOr<std::vector<int64_t>> lengths_tokens =
       ReadLengthsFile(flags.String("lengths"));
   if (!lengths_tokens.ok()) {
-    return command.UsageError(lengths_tokens.status().message());
+    exit_code = command.UsageError(lengths_tokens.status().message());
+    return std::nullopt;
   }
-  const std::string plan_path = flags.String("plan");
   absl::StatusOr<std::string> plan_text = flags.FileContents("plan");
-  if (!plan_text.ok()) return command.UsageError(plan_text.status().message());
-
+  if (!plan_text.ok()) {
+    exit_code = command.UsageError(plan_text.status().message());
+    return std::nullopt;
+  }
   absl::StatusOr<Plan> plan = PlanFromJson(*plan_text);
   if (!plan.ok()) {
-    command.out() << "plan is invalid: " << plan_path << ": "
+    command.out() << "plan is invalid: " << flags.String("plan") << ": "
                   << plan.status().message() << "\n";
-    return kExitFailure;
+    exit_code = kExitFailure;
+    return std::nullopt;
   }
-  if (absl::Status status = ValidatePlan(*cost_model, *lengths_tokens, *plan);
+  return PlanFile{*std::move(cost_model), *std::move(lengths_tokens),
+                  *std::move(plan)};
+}
+
+int RunValidate(const ParsedFlags& flags, Command& command) {
+  int exit_code = kExitOk;
+  std::optional<PlanFile> file = ReadPlanFile(flags, command, exit_code);
+  if (!file.has_value()) return exit_code;
+  const CostModel& cost_model = file->cost_model;
+  const std::vector<int64_t>& lengths_tokens = file->lengths_tokens;
+  if (absl::Status status =
+          ValidatePlan(cost_model, lengths_tokens, file->plan);
       !status.ok()) {
     command.out() << "plan is invalid: "
                   << absl::StripPrefix(status.message(), "invalid plan: ")
@@ -559,8 +548,8 @@ int RunValidate(const ParsedFlags& flags, Command& command) {
     return kExitFailure;
   }
   // Valid, so the indices are safe to predict from.
-  Plan predicted = *plan;
-  PredictPlan(*cost_model, *lengths_tokens, predicted);
+  Plan predicted = file->plan;
+  PredictPlan(cost_model, lengths_tokens, predicted);
   int micro_batches = 0;
   for (const GroupPlan& group : predicted.groups) {
     micro_batches += static_cast<int>(group.micro_batches.size());
@@ -569,10 +558,41 @@ int RunValidate(const ParsedFlags& flags, Command& command) {
       "plan is valid: %d SP group(s) over %d GPUs, %d sequence(s) in %d "
       "micro-batch(es), max memory %.1f%% of the %.1f GiB budget, predicted "
       "step %.3f s\n",
-      predicted.groups.size(), cost_model->cluster().NumGpus(),
-      lengths_tokens->size(), micro_batches,
-      100 * MaxPeakBytes(predicted) / cost_model->MemoryBudgetBytes(),
-      cost_model->MemoryBudgetBytes() / kGiB, predicted.predicted_step_seconds);
+      predicted.groups.size(), cost_model.cluster().NumGpus(),
+      lengths_tokens.size(), micro_batches,
+      100 * MaxPeakBytes(predicted) / cost_model.MemoryBudgetBytes(),
+      cost_model.MemoryBudgetBytes() / kGiB, predicted.predicted_step_seconds);
+  return kExitOk;
+}
+
+int RunPrice(const ParsedFlags& flags, Command& command) {
+  absl::StatusOr<std::string> format =
+      flags.Choice("format", {"table", "json", "svg"});
+  if (!format.ok()) return command.UsageError(format.status().message());
+  absl::StatusOr<std::vector<int>> sp_sizes = SpSizes(flags);
+  if (!sp_sizes.ok()) return command.UsageError(sp_sizes.status().message());
+  int exit_code = kExitOk;
+  std::optional<PlanFile> file = ReadPlanFile(flags, command, exit_code);
+  if (!file.has_value()) return exit_code;
+  absl::StatusOr<PlanPrice> price =
+      PricePlan(file->cost_model, file->lengths_tokens, file->plan, *sp_sizes);
+  if (!price.ok()) {
+    command.out() << "plan is invalid: "
+                  << absl::StripPrefix(price.status().message(),
+                                       "invalid plan: ")
+                  << "\n";
+    return kExitFailure;
+  }
+  if (*format == "json") {
+    command.out() << PlanPriceToJson(*price) << "\n";
+  } else if (*format == "svg") {
+    absl::StatusOr<Timeline> timeline =
+        BuildTimeline(file->cost_model, file->lengths_tokens, price->plan);
+    if (!timeline.ok()) return command.Failure(timeline.status().message());
+    command.out() << RenderTimelineSvg(*timeline);
+  } else {
+    command.out() << PlanPriceToTable(*price);
+  }
   return kExitOk;
 }
 
@@ -586,6 +606,7 @@ int RunDcpCli(int argc, char** argv, std::ostream& out, std::ostream& err) {
   const absl::string_view name = start.subcommand->name;
   if (name == "simulate") return RunSimulate(*start.flags, command);
   if (name == "plan") return RunPlan(*start.flags, command);
+  if (name == "price") return RunPrice(*start.flags, command);
   return RunValidate(*start.flags, command);
 }
 

@@ -88,7 +88,7 @@ TEST(CliTest, NoArgumentsIsAUsageError) {
 }
 
 TEST(CliTest, SubcommandHelp) {
-  for (const char* subcommand : {"simulate", "plan", "validate"}) {
+  for (const char* subcommand : {"simulate", "plan", "validate", "price"}) {
     SCOPED_TRACE(subcommand);
     const CliResult result = RunCli({subcommand, "--help"});
     EXPECT_EQ(result.exit_code, 0);
@@ -247,6 +247,53 @@ TEST(CliTest, SimulateWritesAReportOrSaysWhyNot) {
       kSmallSetup));
   EXPECT_EQ(failed.exit_code, 1);
   EXPECT_THAT(failed.err, HasSubstr("report_blocker"));
+}
+
+TEST(CliTest, PriceAPlanFromAFile) {
+  const std::string lengths_path = TempPath("price_lengths.txt");
+  const std::string plan_path = TempPath("price_plan.json");
+  WriteFile(lengths_path, "4096\n1000\n30000\n512\n8192\n700\n2048\n12000\n");
+  const std::vector<std::string> cluster = {"--nodes=1", "--gpus-per-node=8"};
+  const CliResult plan = RunCli(With(
+      {"plan", "--strategy=packed", absl::StrCat("--lengths=", lengths_path)},
+      cluster));
+  ASSERT_EQ(plan.exit_code, 0) << plan.err;
+  WriteFile(plan_path, plan.out);
+  const Json planned = Json::parse(plan.out);
+
+  const CliResult json =
+      RunCli(With({"price", "--format=json", absl::StrCat("--plan=", plan_path),
+                   absl::StrCat("--lengths=", lengths_path)},
+                  cluster));
+  ASSERT_EQ(json.exit_code, 0) << json.err << json.out;
+  const Json priced = Json::parse(json.out);
+  EXPECT_DOUBLE_EQ(priced["step_seconds"].get<double>(),
+                   planned["predicted_step_seconds"].get<double>());
+  EXPECT_EQ(priced["strategy"], "packed");
+  EXPECT_EQ(priced["groups"].size(), planned["groups"].size());
+
+  const CliResult table =
+      RunCli(With({"price", absl::StrCat("--plan=", plan_path),
+                   absl::StrCat("--lengths=", lengths_path)},
+                  cluster));
+  EXPECT_EQ(table.exit_code, 0);
+  EXPECT_THAT(table.out, AllOf(HasSubstr("predicted step"), HasSubstr("idle")));
+  const CliResult svg =
+      RunCli(With({"price", "--format=svg", absl::StrCat("--plan=", plan_path),
+                   absl::StrCat("--lengths=", lengths_path)},
+                  cluster));
+  EXPECT_EQ(svg.exit_code, 0);
+  EXPECT_THAT(svg.out, StartsWith("<svg"));
+
+  // The same plan against a batch it was not made for: invalid, exit 1.
+  WriteFile(lengths_path, "4096\n1000\n");
+  const CliResult invalid =
+      RunCli(With({"price", absl::StrCat("--plan=", plan_path),
+                   absl::StrCat("--lengths=", lengths_path)},
+                  cluster));
+  EXPECT_EQ(invalid.exit_code, 1);
+  EXPECT_THAT(invalid.out, HasSubstr("plan is invalid"));
+  EXPECT_EQ(RunCli(With({"price"}, cluster)).exit_code, 2);
 }
 
 TEST(CliTest, PlanThenValidateRoundTrip) {

@@ -1,0 +1,66 @@
+#ifndef DCP_PLANNER_PLAN_PRICE_H_
+#define DCP_PLANNER_PLAN_PRICE_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "cost_model/cost_model.h"
+#include "planner/plan.h"
+
+namespace dcp {
+
+/// The cost model's figures for one group of a priced plan.
+struct GroupPrice {
+  std::vector<int> ranks;
+  int micro_batches = 0;
+  double seconds = 0;
+  /// Waiting for the slowest group.
+  double idle_seconds = 0;
+  /// Largest micro-batch peak over the memory budget.
+  double peak_memory_fraction = 0;
+};
+
+/// What a plan costs under the cost model, whoever made it. Plain value.
+struct PlanPrice {
+  /// The plan with every prediction refilled (PredictPlan) and its lower
+  /// bound set.
+  Plan plan;
+  double step_seconds = 0;
+  double slowest_group_seconds = 0;
+  double exposed_allreduce_seconds = 0;
+  double lower_bound_seconds = 0;
+  /// (step - lower bound) / lower bound.
+  double gap_to_lower_bound = 0;
+  /// Mean over GPUs of the fraction of the step spent waiting.
+  double idle_fraction = 0;
+  double peak_memory_fraction = 0;
+  std::vector<GroupPrice> groups;
+};
+
+/// Prices a plan that the planner may not have made (a user's current
+/// configuration, another system's schedule): ValidatePlan's checks first
+/// (INVALID_ARGUMENT with its message for an illegal plan, or one over the
+/// memory budget), then the cost model's step time, per-group times, idle
+/// fraction, peak memory and the gap to StepTimeLowerBound over `sp_sizes`
+/// (LegalSpSizes; empty = all). The plan's own predictions are ignored.
+absl::StatusOr<PlanPrice> PricePlan(const CostModel& cost_model,
+                                    absl::Span<const int64_t> lengths_tokens,
+                                    const Plan& plan,
+                                    absl::Span<const int> sp_sizes = {});
+
+/// {"strategy", "step_seconds", "slowest_group_seconds",
+///  "exposed_allreduce_seconds", "lower_bound_seconds",
+///  "gap_to_lower_bound", "idle_fraction", "peak_memory_fraction",
+///  "groups": [{"ranks", "sp_size", "micro_batches", "seconds",
+///              "idle_seconds", "peak_memory_fraction"}]}
+std::string PlanPriceToJson(const PlanPrice& price);
+
+/// The same for people: a summary, then one aligned row per group.
+std::string PlanPriceToTable(const PlanPrice& price);
+
+}  // namespace dcp
+
+#endif  // DCP_PLANNER_PLAN_PRICE_H_
