@@ -26,6 +26,7 @@
 #include "cost_model/model_spec.h"
 #include "planner/service/planner_handler.h"
 #include "planner/service/planner_server.h"
+#include "planner/service/port_file.h"
 
 namespace dcp {
 namespace {
@@ -46,6 +47,10 @@ constexpr FlagSpec kListenFlags[] = {
      "gRPC address (port 0 picks a free port)"},
     {"metrics-listen", "HOST:PORT", "0.0.0.0:9464",
      "Prometheus GET /metrics address; empty disables metrics"},
+    {"port-file", "FILE", "",
+     "once serving, write the ports to FILE (atomically): lines "
+     "grpc_port=N and metrics_port=M (0: metrics disabled), for launchers "
+     "that pass port 0"},
 };
 
 constexpr FlagSpec kServiceFlags[] = {
@@ -185,6 +190,18 @@ int RunPlannerMain(int argc, char** argv) {
           ? std::string("metrics disabled")
           : absl::StrCat("metrics on ",
                          WithPort(metrics_address, (*server)->metrics_port()));
+  if (const std::string port_file = flags.String("port-file");
+      !port_file.empty()) {
+    const PlannerPorts ports{
+        (*server)->port(),
+        metrics_address.empty() ? 0 : (*server)->metrics_port()};
+    if (absl::Status status = WritePortFile(port_file, ports); !status.ok()) {
+      std::fprintf(stderr, "dcp_planner: --port-file: %s\n",
+                   std::string(status.message()).c_str());
+      (*server)->Shutdown(absl::ZeroDuration());
+      return kExitFailure;
+    }
+  }
   std::printf("dcp_planner listening on %s, %s\n",
               WithPort(listen_address, (*server)->port()).c_str(),
               metrics_text.c_str());

@@ -21,6 +21,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "planner/service/planner_client.h"
+#include "planner/service/port_file.h"
 
 extern char** environ;
 
@@ -134,9 +135,12 @@ TEST(PlannerMainTest, UnknownFlagExitsTwo) {
 }
 
 TEST(PlannerMainTest, ServesThenDrainsOnSigterm) {
-  Child child = Spawn({"--listen=127.0.0.1:0", "--metrics-listen=127.0.0.1:0",
-                       "--nodes=2", "--gpus-per-node=4",
-                       "--liveness-timeout=30s", "--drain-timeout=2s"});
+  const std::string port_file =
+      std::string(std::getenv("TEST_TMPDIR")) + "/planner_ports";
+  Child child =
+      Spawn({"--listen=127.0.0.1:0", "--metrics-listen=127.0.0.1:0",
+             "--nodes=2", "--gpus-per-node=4", "--liveness-timeout=30s",
+             "--drain-timeout=2s", "--port-file=" + port_file});
   const std::string line = ReadLine(child, absl::Seconds(20));
   ASSERT_THAT(line, MatchesRegex("dcp_planner listening on 127\\.0\\.0\\.1:"
                                  "[0-9]+, metrics on 127\\.0\\.0\\.1:[0-9]+"))
@@ -146,6 +150,13 @@ TEST(PlannerMainTest, ServesThenDrainsOnSigterm) {
   ASSERT_TRUE(absl::SimpleAtoi(
       line.substr(port_start, line.find(',') - port_start), &port))
       << line;
+
+  // The port file, written before the line, names the same port.
+  absl::StatusOr<std::optional<PlannerPorts>> ports = ReadPortFile(port_file);
+  ASSERT_TRUE(ports.ok()) << ports.status();
+  ASSERT_TRUE(ports->has_value());
+  EXPECT_EQ((*ports)->grpc_port, port);
+  EXPECT_GT((*ports)->metrics_port, 0);
 
   GrpcPlannerClient::Options options;
   options.target = absl::StrCat("127.0.0.1:", port);
