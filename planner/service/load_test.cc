@@ -160,10 +160,18 @@ std::string WithCommas(int64_t value) {
 // ---------------------------------------------------------------------------
 // What the server tells us about planning.
 
-/// The handler's PlannerMetrics: forwards to the server's and counts the
-/// plans computed. Thread-safe.
+/// The handler's PlannerMetrics: forwards to the server's, counts the plans
+/// computed and profile fits, and records each planned step from the
+/// handler's typed StepPlanned events. Thread-safe.
 class CountingPlannerMetrics final : public PlannerMetrics {
  public:
+  struct Planned {
+    /// When the plan was computed (it is served right after).
+    absl::Time at;
+    double plan_ms = 0;
+    int times = 0;
+  };
+
   explicit CountingPlannerMetrics(PlannerMetrics* forward)
       : forward_(forward != nullptr ? forward : &noop_) {}
 
@@ -190,80 +198,43 @@ class CountingPlannerMetrics final : public PlannerMetrics {
   void RegisteredWorkers(int workers) override {
     forward_->RegisteredWorkers(workers);
   }
-
-  int64_t plans_computed() const { return plans_computed_.load(); }
-
- private:
-  NoopPlannerMetrics noop_;
-  PlannerMetrics* const forward_;
-  std::atomic<int64_t> plans_computed_{0};
-};
-
-/// Reads the handler's log for planned steps: it logs "step N: SP sizes
-/// ..., planned in X ms" once per computed plan and "step N: not plannable:
-/// ..." for a batch it cannot plan. Thread-safe.
-class PlanLog {
- public:
-  struct Planned {
-    /// When the line was logged (the plan is served right after).
-    absl::Time at;
-    double plan_ms = 0;
-    int times = 0;
-  };
-
-  explicit PlanLog(std::function<void(const std::string&)> forward)
-      : forward_(std::move(forward)) {}
-
-  void Line(const std::string& line) {
+  void StepPlanned(int64_t step, double planning_seconds,
+                   bool plannable) override {
     const absl::Time now = absl::Now();
-    if (forward_) forward_(line);
-    if (absl::StartsWith(line, "profiles fitted")) {
-      profile_fits_.fetch_add(1);
-      return;
-    }
-    if (!absl::StartsWith(line, "step ")) return;
-    const size_t colon = line.find(':');
-    int64_t step = 0;
-    if (colon == std::string::npos ||
-        !absl::SimpleAtoi(absl::string_view(line).substr(5, colon - 5),
-                          &step)) {
-      return;
-    }
-    const absl::string_view rest = absl::string_view(line).substr(colon);
+    forward_->StepPlanned(step, planning_seconds, plannable);
     absl::MutexLock lock(&mutex_);
-    if (absl::StartsWith(rest, ": not plannable")) {
-      failures_.push_back(line);
+    if (!plannable) {
+      failures_.push_back(absl::StrCat(
+          "step ", step, ": not plannable (the planner's log says why)"));
       return;
     }
-    if (!absl::StartsWith(rest, ": SP sizes")) return;
     Planned& planned = planned_[step];
     ++planned.times;
     planned.at = now;
-    const size_t in = rest.rfind("planned in ");
-    if (in != absl::string_view::npos) {
-      absl::string_view number = rest.substr(in + 11);
-      number = number.substr(0, number.find(' '));
-      (void)absl::SimpleAtod(number, &planned.plan_ms);
-    }
+    planned.plan_ms = 1e3 * planning_seconds;
+  }
+  void ProfilesFitted(int workers, int64_t samples) override {
+    profile_fits_.fetch_add(1);
+    forward_->ProfilesFitted(workers, samples);
   }
 
+  int64_t plans_computed() const { return plans_computed_.load(); }
+  int64_t profile_fits() const { return profile_fits_.load(); }
   std::optional<Planned> Find(int64_t step) const {
     absl::MutexLock lock(&mutex_);
     auto it = planned_.find(step);
     if (it == planned_.end()) return std::nullopt;
     return it->second;
   }
-
   std::vector<std::string> failures() const {
     absl::MutexLock lock(&mutex_);
     return failures_;
   }
 
-  /// Profile fits the handler logged ("profiles fitted: ...").
-  int64_t profile_fits() const { return profile_fits_.load(); }
-
  private:
-  const std::function<void(const std::string&)> forward_;
+  NoopPlannerMetrics noop_;
+  PlannerMetrics* const forward_;
+  std::atomic<int64_t> plans_computed_{0};
   std::atomic<int64_t> profile_fits_{0};
   mutable absl::Mutex mutex_;
   std::map<int64_t, Planned> planned_ ABSL_GUARDED_BY(mutex_);
@@ -580,7 +551,6 @@ absl::StatusOr<LoadTestResult> RunLoadTest(
   }
 
   // The planner, in this process. Declared before the server: it outlives it.
-  PlanLog plan_log(log);
   std::unique_ptr<CountingPlannerMetrics> counting_metrics;
   PlannerServer::Options server_options;
   server_options.listen_address = "127.0.0.1:0";
@@ -590,8 +560,7 @@ absl::StatusOr<LoadTestResult> RunLoadTest(
   server_options.handler.background_planning_threads = options.planning_threads;
   server_options.call_threads = options.server_call_threads;
   absl::StatusOr<std::unique_ptr<PlannerServer>> server = PlannerServer::Start(
-      std::move(server_options), RealClock::Get(),
-      [&plan_log](const std::string& line) { plan_log.Line(line); },
+      std::move(server_options), RealClock::Get(), log,
       [&counting_metrics](PlannerHandlerOptions handler_options,
                           const Clock& clock, PlannerMetrics* metrics,
                           std::function<void(const std::string&)> handler_log)
@@ -742,7 +711,7 @@ absl::StatusOr<LoadTestResult> RunLoadTest(
     LatencyRow& row = rows[kSubmitProfile];
     for (const CallRecord& call : phase.merged.calls) row.Add(call.ms);
     absorb(phase, row);
-    result.profile_fits = plan_log.profile_fits();
+    result.profile_fits = counting_metrics->profile_fits();
   }
 
   // The steps.
@@ -757,7 +726,7 @@ absl::StatusOr<LoadTestResult> RunLoadTest(
     for (const v1::Sample& sample : batches[k].samples()) {
       step.tokens += sample.length_tokens();
     }
-    step.planned_before_fetch = plan_log.Find(k).has_value();
+    step.planned_before_fetch = counting_metrics->Find(k).has_value();
 
     // Every worker fetches the step's plan: by step and fingerprint (the
     // batch is known from SubmitBatches or worker 0's GetPlan), or with the
@@ -864,7 +833,8 @@ absl::StatusOr<LoadTestResult> RunLoadTest(
     absorb(fetch, rows[kGetPlan]);
     rows[kGetPlanHit].throughput = false;
     rows[kGetPlanWaited].throughput = false;
-    const std::optional<PlanLog::Planned> planned = plan_log.Find(k);
+    const std::optional<CountingPlannerMetrics::Planned> planned =
+        counting_metrics->Find(k);
     if (planned.has_value() && planned->times == 1) {
       step.plan_ms = planned->plan_ms;
     }
@@ -963,7 +933,7 @@ absl::StatusOr<LoadTestResult> RunLoadTest(
       result.server_get_plan_mean_ms = 1e3 * *sum / *count;
     }
   }
-  for (const std::string& failure : plan_log.failures()) {
+  for (const std::string& failure : counting_metrics->failures()) {
     result.problems.push_back(failure);
   }
   if (world_complete && result.plans_computed != options.steps) {
@@ -972,7 +942,8 @@ absl::StatusOr<LoadTestResult> RunLoadTest(
         options.steps, " steps; each step must be planned exactly once"));
   }
   for (const LoadTestStep& step : result.steps) {
-    const std::optional<PlanLog::Planned> planned = plan_log.Find(step.step);
+    const std::optional<CountingPlannerMetrics::Planned> planned =
+        counting_metrics->Find(step.step);
     if (world_complete && (!planned.has_value() || planned->times != 1)) {
       result.problems.push_back(
           absl::StrCat("step ", step.step, " was planned ",

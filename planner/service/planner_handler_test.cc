@@ -24,6 +24,7 @@
 #include "common/fake_clock.h"
 #include "cost_model/cost_model.h"
 #include "cost_model/fitting.h"
+#include "dcp/v1/planner_state.pb.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "planner/service/batch_fingerprint.h"
@@ -780,24 +781,21 @@ TEST(PlannerHandlerTest, RestartWithAnotherJobIsRefused) {
               HasSubstr("different job (its model, cluster or planner "
                         "options differ"));
 
-  // A job.json from before the options were recorded means the defaults.
-  const std::string job_path = directory + "/job.json";
-  std::string job;
-  {
-    std::ifstream file(job_path);
-    job.assign(std::istreambuf_iterator<char>(file), {});
-  }
-  const size_t planner = job.find("\"planner\"");
-  ASSERT_NE(planner, std::string::npos) << job;
-  const size_t end = job.find('}', planner);
-  ASSERT_NE(end, std::string::npos);
-  // "planner" is the last key ("cluster" < "fingerprint_version" < "model" <
-  // "planner"): drop it and the comma before it.
-  const size_t comma = job.rfind(',', planner);
-  job.erase(comma, end + 1 - comma);
-  { std::ofstream(job_path) << job; }
-  EXPECT_TRUE(PlannerHandler::Create(options, clock, nullptr, nullptr).ok())
-      << job;
+  // The job is recorded as a typed record; a directory of the earlier JSON
+  // format (job.json) is refused with what to do.
+  EXPECT_TRUE(std::filesystem::exists(directory + "/job.pb"));
+  const std::string legacy = directory + "_json";
+  std::filesystem::create_directories(legacy);
+  { std::ofstream(legacy + "/job.json") << "{}"; }
+  PlannerHandlerOptions old_format = options;
+  old_format.state_dir = legacy;
+  absl::StatusOr<std::unique_ptr<PlannerHandler>> old_refused =
+      PlannerHandler::Create(old_format, clock, nullptr, nullptr);
+  EXPECT_EQ(old_refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(
+      old_refused.status().message(),
+      AllOf(HasSubstr("JSON state files"), HasSubstr("fresh state_dir")));
+  EXPECT_TRUE(PlannerHandler::Create(options, clock, nullptr, nullptr).ok());
   EXPECT_EQ(
       PlannerHandler::Create(other, clock, nullptr, nullptr).status().code(),
       absl::StatusCode::kFailedPrecondition);
@@ -1156,20 +1154,19 @@ TEST(PlannerHandlerTest, StateWithOtherFingerprintVersionIsRefused) {
   PlannerHandlerOptions options = GpuOptions();
   options.state_dir = directory;
   ASSERT_NE(MakeHandler(options, clock, nullptr), nullptr);
-  const std::string path = absl::StrCat(directory, "/job.json");
-  std::string job;
+  const std::string path = absl::StrCat(directory, "/job.pb");
+  v1::JobRecord job;
   {
-    std::ifstream file(path);
-    job.assign(std::istreambuf_iterator<char>(file),
-               std::istreambuf_iterator<char>());
+    std::ifstream file(path, std::ios::binary);
+    ASSERT_TRUE(job.ParseFromIstream(&file));
   }
-  const std::string current =
-      absl::StrCat("\"batch_fingerprint_version\": ", kBatchFingerprintVersion);
-  const size_t at = job.find(current);
-  ASSERT_NE(at, std::string::npos) << job;
+  ASSERT_EQ(job.batch_fingerprint_version(), kBatchFingerprintVersion);
   // A directory of the byte-wise FNV-1a planner (version 1).
-  job.replace(at, current.size(), "\"batch_fingerprint_version\": 1");
-  { std::ofstream(path, std::ios::trunc) << job; }
+  job.set_batch_fingerprint_version(1);
+  {
+    std::ofstream file(path, std::ios::binary | std::ios::trunc);
+    ASSERT_TRUE(job.SerializeToOstream(&file));
+  }
   absl::StatusOr<std::unique_ptr<PlannerHandler>> reopened =
       PlannerHandler::Create(options, clock, nullptr, nullptr);
   EXPECT_EQ(reopened.status().code(), absl::StatusCode::kFailedPrecondition);
