@@ -154,6 +154,26 @@ void PlanCache::BackgroundLoop() {
   }
 }
 
+PlanCache::StepEntry& PlanCache::EntryFor(int64_t step) {
+  auto [it, added] = steps_.try_emplace(step);
+  if (added) {
+    // A step that left the window before a restart keeps its version.
+    if (std::optional<int64_t> version = history_.VersionOf(step)) {
+      it->second.persisted = true;
+      it->second.params_version = *version;
+    }
+  }
+  return it->second;
+}
+
+absl::Status PlanCache::NotInMemory(int64_t step) const {
+  return absl::FailedPreconditionError(absl::StrCat(
+      "step ", step, "'s plan is no longer in memory (older than the last ",
+      options_.plan_cache_steps,
+      " planned steps, or planned before the planner restarted) and its "
+      "batch is not kept; ask again with the batch's samples"));
+}
+
 absl::Status PlanCache::CheckFingerprintLocked(int64_t step,
                                                uint64_t fingerprint) const {
   auto it = steps_.find(step);
@@ -207,15 +227,7 @@ absl::StatusOr<std::shared_ptr<const StepPlan>> PlanCache::Plan(
         !status.ok()) {
       return status;
     }
-    const bool known = steps_.count(step) > 0;
-    StepEntry& entry = steps_[step];
-    if (!known) {
-      // A step that left the window before a restart keeps its version.
-      if (std::optional<int64_t> version = history_.VersionOf(step)) {
-        entry.persisted = true;
-        entry.params_version = *version;
-      }
-    }
+    StepEntry& entry = EntryFor(step);
     entry.fingerprint = fingerprint;
     if (!entry.plan.valid()) {
       // Kept until the plan is cached, so that a request by step can plan
@@ -344,14 +356,7 @@ absl::StatusOr<std::shared_ptr<const StepPlan>> PlanCache::PlanByStep(
     absl::ReleasableMutexLock lock(&mu_);
     auto it = steps_.find(step);
     if (it == steps_.end()) {
-      if (history_.VersionOf(step).has_value()) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            "step ", step,
-            "'s plan is no longer in memory (older than the last ",
-            options_.plan_cache_steps,
-            " planned steps, or planned before the planner restarted) and "
-            "its batch is not kept; ask again with the batch's samples"));
-      }
+      if (history_.VersionOf(step).has_value()) return NotInMemory(step);
       return absl::FailedPreconditionError(absl::StrCat(
           "step ", step,
           " is unknown: submit its batch (SubmitBatches or GetPlan with "
@@ -371,13 +376,7 @@ absl::StatusOr<std::shared_ptr<const StepPlan>> PlanCache::PlanByStep(
       lock.Release();
       return Await(future);
     }
-    if (entry.batch == nullptr) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "step ", step, "'s plan is no longer in memory (older than the last ",
-          options_.plan_cache_steps,
-          " planned steps, or planned before the planner restarted) and its "
-          "batch is not kept; ask again with the batch's samples"));
-    }
+    if (entry.batch == nullptr) return NotInMemory(step);
     batch = entry.batch;
     recorded_fingerprint = entry.fingerprint;
   }
@@ -415,14 +414,7 @@ absl::Status PlanCache::Submit(const v1::SubmitBatchesRequest& request,
   const bool background =
       !stopping_ && options_.background_planning_threads > 0;
   for (const auto& [step, i] : batches.index_of_step) {
-    const bool known = steps_.count(step) > 0;
-    StepEntry& entry = steps_[step];
-    if (!known) {
-      if (std::optional<int64_t> version = history_.VersionOf(step)) {
-        entry.persisted = true;
-        entry.params_version = *version;
-      }
-    }
+    StepEntry& entry = EntryFor(step);
     entry.fingerprint = batches.fingerprints[i];
     if (entry.plan.valid() || entry.batch != nullptr) continue;
     entry.batch = std::make_shared<const v1::GlobalBatch>(request.batches(i));

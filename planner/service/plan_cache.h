@@ -143,6 +143,11 @@ class PlanCache {
   }
   absl::Status CheckFingerprintLocked(int64_t step, uint64_t fingerprint) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// `step`'s entry, made (with its version from the history, if it left
+  /// the window before a restart) if there is none.
+  StepEntry& EntryFor(int64_t step) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// FAILED_PRECONDITION: `step`'s plan and batch are gone.
+  absl::Status NotInMemory(int64_t step) const;
   /// Records (if `record`) and plans one step; reports metrics and logs.
   std::shared_ptr<const StepPlan> ComputePlan(const v1::GlobalBatch& batch,
                                               uint64_t fingerprint,

@@ -14,28 +14,12 @@
 #include "gtest/gtest.h"
 #include "planner/service/batch_fingerprint.h"
 #include "planner/service/proto_convert.h"
+#include "planner/service/test_directory.h"
 
 namespace dcp {
 namespace {
 
 using ::testing::HasSubstr;
-
-std::string TestDirectory() {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  const std::string directory = absl::StrCat(
-      tmp != nullptr ? tmp : "/tmp", "/plan_cache_",
-      ::testing::UnitTest::GetInstance()->current_test_info()->name());
-  std::filesystem::remove_all(directory);
-  return directory;
-}
-
-int CountFiles(const std::string& directory, const std::string& prefix) {
-  int count = 0;
-  for (const auto& entry : std::filesystem::directory_iterator(directory)) {
-    if (entry.path().filename().string().rfind(prefix, 0) == 0) ++count;
-  }
-  return count;
-}
 
 std::shared_ptr<const v1::GlobalBatch> Batch(int64_t step) {
   auto batch = std::make_shared<v1::GlobalBatch>();
@@ -113,7 +97,7 @@ TEST(StepHistoryTest, MergesRunsOfOneVersion) {
 }
 
 TEST(PlanCacheTest, StepRecordsStayWithinTheWindow) {
-  const std::string directory = TestDirectory();
+  const std::string directory = FreshTestDirectory("plan_cache_");
   constexpr int kWindow = 64;
   std::map<int64_t, std::string> before;
   {
@@ -130,12 +114,12 @@ TEST(PlanCacheTest, StepRecordsStayWithinTheWindow) {
       before[step] = planner.PlanBytes(step);
     }
     EXPECT_EQ(planner.evicted.size(), 500u - kWindow);
-    EXPECT_LE(CountFiles(directory, "step_"), kWindow);
+    EXPECT_LE(CountFilesWithPrefix(directory, "step_"), kWindow);
   }
   // The directory holds O(window) step records, not O(steps): 64 step
   // records, the compacted history (two version ranges), the job, one
   // parameter version.
-  EXPECT_EQ(CountFiles(directory, "step_"), kWindow);
+  EXPECT_EQ(CountFilesWithPrefix(directory, "step_"), kWindow);
   EXPECT_TRUE(std::filesystem::exists(directory + "/steps_compacted.pb"));
 
   Planner restarted(directory, kWindow);

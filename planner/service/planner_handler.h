@@ -64,6 +64,13 @@ struct PlannerHandlerOptions {
 /// different batch or fingerprint, or when a step asked for by number is
 /// unknown or no longer in memory. Thread-safe: every method may be called
 /// concurrently.
+///
+/// Inside, Create() composes one manager per concept (worker_registry.h,
+/// cost_params_registry.h, profile_fitter.h, plan_cache.h,
+/// step_stats_tracker.h, with request_validation.h and
+/// planner_state_store.h), each with its own mutex, and the rule is: no
+/// manager calls another while holding its own lock; what crosses between
+/// them is an immutable snapshot. planner_handler.cc lists them.
 class PlannerHandler {
  public:
   /// Loads `options.state_dir` if it holds state. `clock`, `metrics` and

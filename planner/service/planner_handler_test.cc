@@ -30,6 +30,7 @@
 #include "planner/service/batch_fingerprint.h"
 #include "planner/service/planner_metrics.h"
 #include "planner/service/proto_convert.h"
+#include "planner/service/test_directory.h"
 
 namespace dcp {
 namespace {
@@ -155,15 +156,6 @@ class LogLines {
   mutable absl::Mutex mu_;
   std::vector<std::string> lines_;
 };
-
-std::string TestDirectory() {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  const std::string directory = absl::StrCat(
-      tmp != nullptr ? tmp : "/tmp", "/planner_handler_",
-      ::testing::UnitTest::GetInstance()->current_test_info()->name());
-  std::filesystem::remove_all(directory);
-  return directory;
-}
 
 // llama3-8b on 4 nodes x 8 GPUs.
 PlannerHandlerOptions GpuOptions() {
@@ -704,7 +696,7 @@ TEST(PlannerHandlerTest, StepWithADifferentBatchIsRejected) {
 }
 
 TEST(PlannerHandlerTest, RestartServesIdenticalPlansAndKeepsState) {
-  const std::string directory = TestDirectory();
+  const std::string directory = FreshTestDirectory("planner_handler_");
   FakeClock clock;
   PlannerHandlerOptions options = GpuOptions();
   options.state_dir = directory;
@@ -759,7 +751,7 @@ TEST(PlannerHandlerTest, RestartServesIdenticalPlansAndKeepsState) {
 }
 
 TEST(PlannerHandlerTest, RestartWithAnotherJobIsRefused) {
-  const std::string directory = TestDirectory();
+  const std::string directory = FreshTestDirectory("planner_handler_");
   FakeClock clock;
   PlannerHandlerOptions options = GpuOptions();
   options.state_dir = directory;
@@ -1110,7 +1102,7 @@ TEST_F(EvictionTest, EvictedStepsNeedTheirBatchAgain) {
 }
 
 TEST(PlannerHandlerTest, AfterRestartStepsByStepNeedTheirBatch) {
-  const std::string directory = TestDirectory();
+  const std::string directory = FreshTestDirectory("planner_handler_");
   FakeClock clock;
   PlannerHandlerOptions options = GpuOptions();
   options.state_dir = directory;
@@ -1149,7 +1141,7 @@ TEST(PlannerHandlerTest, AfterRestartStepsByStepNeedTheirBatch) {
 }
 
 TEST(PlannerHandlerTest, StateWithOtherFingerprintVersionIsRefused) {
-  const std::string directory = TestDirectory();
+  const std::string directory = FreshTestDirectory("planner_handler_");
   FakeClock clock;
   PlannerHandlerOptions options = GpuOptions();
   options.state_dir = directory;
@@ -1178,7 +1170,7 @@ TEST(PlannerHandlerTest, StateWithOtherFingerprintVersionIsRefused) {
 }
 
 TEST(PlannerHandlerTest, RegistrationsAreRecordedOnlyWithAStateDirectory) {
-  const std::string directory = TestDirectory();
+  const std::string directory = FreshTestDirectory("planner_handler_");
   FakeClock clock;
   {
     auto handler = MakeHandler(GpuOptions(), clock, nullptr);

@@ -54,8 +54,8 @@ class PlannerMetrics {
   }
 };
 
-/// Drops everything.
-class NoopPlannerMetrics final : public PlannerMetrics {
+/// Drops everything; a base for recorders that keep only some events.
+class NoopPlannerMetrics : public PlannerMetrics {
  public:
   void PlanComputed(double, double) override {}
   void PlanShape(const std::map<int, int>&, int, double, int) override {}

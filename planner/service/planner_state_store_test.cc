@@ -9,20 +9,12 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "planner/service/test_directory.h"
 
 namespace dcp {
 namespace {
 
 using ::testing::HasSubstr;
-
-std::string TestDirectory() {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  const std::string directory = absl::StrCat(
-      tmp != nullptr ? tmp : "/tmp", "/planner_state_store_",
-      ::testing::UnitTest::GetInstance()->current_test_info()->name());
-  std::filesystem::remove_all(directory);
-  return directory;
-}
 
 v1::JobRecord Job() {
   v1::JobRecord job;
@@ -32,16 +24,8 @@ v1::JobRecord Job() {
   return job;
 }
 
-int CountFiles(const std::string& directory, const std::string& prefix) {
-  int count = 0;
-  for (const auto& entry : std::filesystem::directory_iterator(directory)) {
-    if (entry.path().filename().string().rfind(prefix, 0) == 0) ++count;
-  }
-  return count;
-}
-
 TEST(PlannerStateStoreTest, RecordsRoundTripOneFileEach) {
-  const std::string directory = TestDirectory();
+  const std::string directory = FreshTestDirectory("planner_state_store_");
   {
     PlannerState state;
     auto store = PlannerStateStore::Open(directory, Job(), &state);
@@ -73,8 +57,8 @@ TEST(PlannerStateStoreTest, RecordsRoundTripOneFileEach) {
     range->set_params_version(0);
     ASSERT_TRUE((*store)->CompactSteps(compacted, {0, 1}).ok());
   }
-  EXPECT_EQ(CountFiles(directory, "worker_"), 2);
-  EXPECT_EQ(CountFiles(directory, "step_"), 1);
+  EXPECT_EQ(CountFilesWithPrefix(directory, "worker_"), 2);
+  EXPECT_EQ(CountFilesWithPrefix(directory, "step_"), 1);
   PlannerState state;
   auto store = PlannerStateStore::Open(directory, Job(), &state);
   ASSERT_TRUE(store.ok()) << store.status();
@@ -91,7 +75,7 @@ TEST(PlannerStateStoreTest, RecordsRoundTripOneFileEach) {
 }
 
 TEST(PlannerStateStoreTest, ForeignAndOldDirectoriesAreRefused) {
-  const std::string directory = TestDirectory();
+  const std::string directory = FreshTestDirectory("planner_state_store_");
   PlannerState state;
   ASSERT_TRUE(PlannerStateStore::Open(directory, Job(), &state).ok());
   v1::JobRecord other = Job();
@@ -106,7 +90,8 @@ TEST(PlannerStateStoreTest, ForeignAndOldDirectoriesAreRefused) {
       PlannerStateStore::Open(directory, version, &state).status().message(),
       HasSubstr("batch fingerprints of version 2"));
 
-  const std::string legacy = TestDirectory() + "_json";
+  const std::string legacy =
+      FreshTestDirectory("planner_state_store_") + "_json";
   std::filesystem::create_directories(legacy);
   { std::ofstream(legacy + "/job.json") << "{}"; }
   absl::Status old = PlannerStateStore::Open(legacy, Job(), &state).status();
@@ -115,7 +100,7 @@ TEST(PlannerStateStoreTest, ForeignAndOldDirectoriesAreRefused) {
 }
 
 TEST(PlannerStateStoreTest, CorruptRecordIsNamed) {
-  const std::string directory = TestDirectory();
+  const std::string directory = FreshTestDirectory("planner_state_store_");
   {
     PlannerState state;
     ASSERT_TRUE(PlannerStateStore::Open(directory, Job(), &state).ok());

@@ -16,14 +16,8 @@ namespace dcp {
 namespace {
 
 // Counts fits. Thread-safe.
-class FitCounter final : public PlannerMetrics {
+class FitCounter final : public NoopPlannerMetrics {
  public:
-  void PlanComputed(double, double) override {}
-  void PlanShape(const std::map<int, int>&, int, double, int) override {}
-  void StepMeasured(int, double) override {}
-  void StepImbalance(double) override {}
-  void CostModelError(double) override {}
-  void RegisteredWorkers(int) override {}
   void ProfilesFitted(int workers, int64_t) override {
     fits.fetch_add(1);
     last_workers.store(workers);

@@ -9,20 +9,12 @@
 #include "common/fake_clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "planner/service/test_directory.h"
 
 namespace dcp {
 namespace {
 
 using ::testing::HasSubstr;
-
-std::string TestDirectory() {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  const std::string directory = absl::StrCat(
-      tmp != nullptr ? tmp : "/tmp", "/worker_registry_",
-      ::testing::UnitTest::GetInstance()->current_test_info()->name());
-  std::filesystem::remove_all(directory);
-  return directory;
-}
 
 v1::RegisterWorkerRequest Worker(const std::string& id, const std::string& node,
                                  int num_ranks) {
@@ -79,7 +71,7 @@ TEST_F(WorkerRegistryTest, IncompleteWorldIsNotServed) {
 }
 
 TEST_F(WorkerRegistryTest, EachRegistrationWritesOnlyItsWorkersRecord) {
-  const std::string directory = TestDirectory();
+  const std::string directory = FreshTestDirectory("worker_registry_");
   v1::JobRecord job;
   {
     PlannerState state;
