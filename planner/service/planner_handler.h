@@ -24,11 +24,14 @@ struct PlannerHandlerOptions {
   /// The expected world: num_nodes x gpus_per_node ranks.
   ClusterSpec cluster;
   PlannerOptions planner_options;
-  /// Where state that must survive a restart is written atomically
-  /// (registrations, fitted parameters by version, each planned step's batch
-  /// fingerprint and parameter version, and the fingerprint algorithm's
-  /// version: a directory written with another one is refused). Empty:
-  /// memory only.
+  /// Where state that must survive a restart is written atomically, as
+  /// typed records read once at start (planner_state_store.h): one per
+  /// registered worker, parameter version and profile; each step's batch
+  /// fingerprint and parameter version while the step is within the last
+  /// `plan_cache_steps` planned (older steps keep only their version, in
+  /// ranges); and the job with the fingerprint algorithm's version (a
+  /// directory of another job or version, or of the earlier JSON format, is
+  /// refused). Empty: memory only.
   std::string state_dir;
   /// Refit the compute model from measured step statistics.
   bool online_refit = false;

@@ -22,6 +22,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/fake_clock.h"
@@ -116,6 +117,62 @@ TEST(PlannerHandlerTest, EachStepIsPlannedOnceEvenUnderConcurrency) {
                             HasSubstr("%), planned in 0.0 ms")));
   }
   EXPECT_EQ(step_lines, 3);
+}
+
+// Holds the handler's planning of a step: StepPlanned is reported from the
+// planning thread before the plan is handed to the waiting requests.
+class PlanningLatch final : public NoopPlannerMetrics {
+ public:
+  void StepPlanned(int64_t, double, bool) override {
+    planning.Notify();
+    release.WaitForNotification();
+  }
+  absl::Notification planning;
+  absl::Notification release;
+};
+
+TEST(PlannerHandlerTest, GetPlansWaitingForAStepDoNotBlockOtherCalls) {
+  FakeClock clock;
+  PlanningLatch latch;
+  auto handler = MakeHandler(GpuOptions(), clock, &latch);
+  RegisterWorld(*handler, 4, 8);
+  constexpr int kWaiting = 8;
+  std::vector<absl::StatusOr<std::shared_ptr<const std::string>>> plans(
+      kWaiting);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kWaiting; ++t) {
+    threads.emplace_back([&, t] {
+      plans[t] = handler->GetSerializedPlan(
+          PlanRequest(absl::StrCat("w", t % 4), MakeBatch(0)));
+    });
+  }
+  latch.planning.WaitForNotification();
+  // Step 0 is being planned and every GetPlan for it waits; the other
+  // calls answer at once.
+  v1::RegisterWorkerRequest moved = Worker("w0", "node0", 8);
+  moved.set_address("10.0.0.7:29500");
+  absl::StatusOr<v1::RegisterWorkerResponse> registered =
+      handler->RegisterWorker(moved);
+  ASSERT_TRUE(registered.ok()) << registered.status();
+  EXPECT_EQ(registered->rendezvous_address(), "10.0.0.7:29500");
+  EXPECT_EQ(handler->ListWorkers({})->workers_size(), 4);
+  EXPECT_EQ(handler->GetClusterModel({})->params_version(), 0);
+  v1::SubmitBatchesRequest submit;
+  *submit.add_batches() = MakeBatch(1);
+  EXPECT_TRUE(handler->SubmitBatches(submit).ok());
+  v1::ReportStepStatsRequest report;
+  report.set_worker_id("w1");
+  report.set_step(0);
+  report.set_rank(8);
+  report.set_step_seconds(1);
+  EXPECT_THAT(handler->ReportStepStats(report).status().message(),
+              HasSubstr("still planning"));
+  latch.release.Notify();
+  for (std::thread& thread : threads) thread.join();
+  for (const auto& plan : plans) {
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    EXPECT_EQ(**plan, **plans[0]);
+  }
 }
 
 TEST(PlannerHandlerTest, StepWithADifferentBatchIsRejected) {
