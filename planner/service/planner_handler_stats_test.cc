@@ -1,47 +1,24 @@
-#include "planner/service/planner_handler.h"
-
 // The handler end to end: step reports, metrics, online refit, liveness.
 
-#include <algorithm>
-#include <atomic>
-#include <cstdint>
-#include <cstdlib>
-#include <filesystem>
-#include <fstream>
-#include <iostream>
-#include <iterator>
-#include <map>
+#include "planner/service/planner_handler.h"
+
 #include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
-#include "absl/synchronization/mutex.h"
-#include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/fake_clock.h"
 #include "cost_model/cost_model.h"
-#include "cost_model/fitting.h"
-#include "dcp/v1/planner_state.pb.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "planner/service/batch_fingerprint.h"
 #include "planner/service/planner_handler_test_support.h"
-#include "planner/service/planner_metrics.h"
-#include "planner/service/proto_convert.h"
-#include "planner/service/test_directory.h"
 
 namespace dcp {
 namespace {
 
-using ::testing::AllOf;
 using ::testing::HasSubstr;
-using ::testing::IsEmpty;
-using ::testing::Not;
 
 // Reports of one CPU-world step: every rank's step seconds and micro-batch
 // compute times at `factor` times the prediction.

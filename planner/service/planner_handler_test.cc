@@ -1,18 +1,13 @@
-#include "planner/service/planner_handler.h"
-
 // The handler end to end: registration and request errors, profiles,
 // restarts and the state directory. Planning: planner_handler_planning_test;
 // reports and refit: planner_handler_stats_test.
 
+#include "planner/service/planner_handler.h"
+
 #include <algorithm>
-#include <atomic>
 #include <cstdint>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <iostream>
-#include <iterator>
-#include <map>
 #include <memory>
 #include <string>
 #include <thread>
@@ -21,20 +16,13 @@
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
-#include "absl/synchronization/mutex.h"
-#include "absl/time/clock.h"
-#include "absl/time/time.h"
 #include "common/fake_clock.h"
-#include "cost_model/cost_model.h"
 #include "cost_model/fitting.h"
 #include "dcp/v1/planner_state.pb.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "planner/service/batch_fingerprint.h"
 #include "planner/service/planner_handler_test_support.h"
-#include "planner/service/planner_metrics.h"
-#include "planner/service/proto_convert.h"
 #include "planner/service/test_directory.h"
 
 namespace dcp {
@@ -43,7 +31,6 @@ namespace {
 using ::testing::AllOf;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
-using ::testing::Not;
 
 TEST(PlannerHandlerTest, IncompleteWorldSaysWhatIsMissing) {
   FakeClock clock;

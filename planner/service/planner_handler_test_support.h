@@ -9,10 +9,7 @@
 #include <atomic>
 #include <cstdint>
 #include <cstdlib>
-#include <filesystem>
-#include <fstream>
 #include <iostream>
-#include <iterator>
 #include <map>
 #include <memory>
 #include <string>
@@ -29,14 +26,12 @@
 #include "common/fake_clock.h"
 #include "cost_model/cost_model.h"
 #include "cost_model/fitting.h"
-#include "dcp/v1/planner_state.pb.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "planner/service/batch_fingerprint.h"
 #include "planner/service/planner_handler.h"
 #include "planner/service/planner_metrics.h"
 #include "planner/service/proto_convert.h"
-#include "planner/service/test_directory.h"
 
 namespace dcp {
 
