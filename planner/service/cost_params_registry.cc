@@ -28,13 +28,11 @@ CostParams ScaleComputeTime(CostParams params, double factor) {
 
 CostParamsRegistry::CostParamsRegistry(
     ModelSpec model, ClusterSpec cluster,
-    std::shared_ptr<const CostModel> default_model, PlannerStateStore* store,
-    std::function<void(const std::string&)> log)
+    std::shared_ptr<const CostModel> default_model, PlannerStateStore* store)
     : model_(std::move(model)),
       cluster_(std::move(cluster)),
       default_params_(default_model->params()),
-      store_(store),
-      log_(std::move(log)) {
+      store_(store) {
   auto defaults = std::make_shared<const ParamsVersion>(
       ParamsVersion{0, std::move(default_model), 1});
   versions_[0] = defaults;

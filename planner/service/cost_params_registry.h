@@ -2,7 +2,6 @@
 #define DCP_PLANNER_SERVICE_COST_PARAMS_REGISTRY_H_
 
 #include <cstdint>
-#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -57,12 +56,10 @@ CostParams ScaleComputeTime(CostParams params, double factor);
 /// readers (every GetPlan) never wait for the disk. Calls no other manager.
 class CostParamsRegistry {
  public:
-  /// `store` may be null (memory only); it and `log` must outlive the
-  /// registry.
+  /// `store` may be null (memory only); it must outlive the registry.
   CostParamsRegistry(ModelSpec model, ClusterSpec cluster,
                      std::shared_ptr<const CostModel> default_model,
-                     PlannerStateStore* store,
-                     std::function<void(const std::string&)> log);
+                     PlannerStateStore* store);
 
   /// Installs a state directory's versions (before any other call).
   absl::Status Load(const std::map<int64_t, v1::ParamsVersionRecord>& versions);
@@ -100,7 +97,6 @@ class CostParamsRegistry {
   const ClusterSpec cluster_;
   const CostParams default_params_;
   PlannerStateStore* const store_;
-  const std::function<void(const std::string&)> log_;
 
   absl::Mutex write_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   mutable absl::Mutex mu_;

@@ -15,7 +15,7 @@ std::unique_ptr<CostParamsRegistry> MakeRegistry() {
       model, cluster,
       std::make_shared<const CostModel>(
           CostModel::CreateDefault(model, cluster).value()),
-      /*store=*/nullptr, nullptr);
+      /*store=*/nullptr);
 }
 
 TEST(CostParamsRegistryTest, SnapshotsAreImmutable) {

@@ -47,7 +47,7 @@ struct Planner {
         model, cluster,
         std::make_shared<const CostModel>(
             CostModel::CreateDefault(model, cluster).value()),
-        store.get(), nullptr);
+        store.get());
     EXPECT_TRUE(registry->Load(state.params_versions).ok());
     PlanCacheOptions options;
     options.world_size = cluster.NumGpus();

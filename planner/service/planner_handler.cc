@@ -80,7 +80,7 @@ class PlannerHandlerRoot final : public PlannerHandler {
                  options_.worker_liveness_timeout, clock, store_.get(),
                  *metrics_, log_),
         params_(options_.model, options_.cluster, std::move(default_model),
-                store_.get(), log_),
+                store_.get()),
         profiles_(options_.model, options_.cluster, params_, store_.get(),
                   *metrics_, log_),
         plans_(PlanCacheOptions{options_.planner_options, world_size_,

@@ -34,7 +34,7 @@ class ProfileFitterTest : public ::testing::Test {
         registry_(model_, cluster_,
                   std::make_shared<const CostModel>(
                       CostModel::CreateDefault(model_, cluster_).value()),
-                  /*store=*/nullptr, nullptr),
+                  /*store=*/nullptr),
         fitter_(model_, cluster_, registry_, /*store=*/nullptr, metrics_,
                 nullptr) {}
 
