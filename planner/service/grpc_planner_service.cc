@@ -132,11 +132,16 @@ GrpcPlannerService::GrpcPlannerService(PlannerHandler& handler,
           options.bearer_token.empty()
               ? std::string()
               : absl::StrCat("Bearer ", options.bearer_token)),
-      call_threads_(std::make_unique<CallThreads>(options.call_threads)) {}
+      call_threads_(std::make_unique<CallThreads>(options.call_threads)),
+      plan_call_threads_(
+          std::make_unique<CallThreads>(options.plan_call_threads)) {}
 
 GrpcPlannerService::~GrpcPlannerService() { Shutdown(); }
 
-void GrpcPlannerService::Shutdown() { call_threads_->Stop(); }
+void GrpcPlannerService::Shutdown() {
+  call_threads_->Stop();
+  plan_call_threads_->Stop();
+}
 
 grpc::Status GrpcPlannerService::Authenticate(
     const grpc::CallbackServerContext& context) const {
@@ -231,7 +236,8 @@ grpc::ServerUnaryReactor* GrpcPlannerService::GetPlan(
     Finish(reactor, kMethod, start, authenticated);
     return reactor;
   }
-  call_threads_->Schedule([this, context, request, response, reactor, start] {
+  plan_call_threads_->Schedule([this, context, request, response, reactor,
+                                start] {
     if (context->IsCancelled()) {
       Finish(reactor, kMethod, start,
              grpc::Status(grpc::StatusCode::CANCELLED,

@@ -21,10 +21,14 @@ struct GrpcPlannerServiceOptions {
   /// When set, every call must carry `authorization: Bearer <token>`
   /// metadata; others get UNAUTHENTICATED. Empty: no check.
   std::string bearer_token;
-  /// Threads that run handler calls. gRPC's callback threads must not block,
-  /// and handler calls may (GetPlan waits for its step's plan), so each call
-  /// is queued to these.
+  /// Threads that run handler calls other than GetPlan. gRPC's callback
+  /// threads must not block, so each call is queued to a pool of its own.
   int call_threads = 16;
+  /// Threads that run GetPlan calls, apart from the others: a GetPlan may
+  /// wait while its step is planned, and waiting GetPlans (every rank asks
+  /// for step 0 at once) must not hold the threads RegisterWorker and the
+  /// other calls need.
+  int plan_call_threads = 16;
 };
 
 /// dcp.v1.Planner over gRPC: a thin wrapper around a PlannerHandler that
@@ -33,10 +37,11 @@ struct GrpcPlannerServiceOptions {
 /// GetPlan answers with the handler's shared serialized response, sent as is
 /// (no per-request serialization or copy).
 ///
-/// Uses gRPC's callback API; handler calls run on `call_threads` threads of
-/// its own. Thread-safe. Register it with a grpc::ServerBuilder; call
-/// Shutdown() after the grpc::Server has shut down and before destroying
-/// either.
+/// Uses gRPC's callback API; GetPlan calls run on `plan_call_threads`
+/// threads and every other call on `call_threads` threads, so that calls
+/// waiting for a plan never delay registrations or reports. Thread-safe.
+/// Register it with a grpc::ServerBuilder; call Shutdown() after the
+/// grpc::Server has shut down and before destroying either.
 class GrpcPlannerService final
     : public v1::Planner::WithRawCallbackMethod_GetPlan<
           v1::Planner::CallbackService> {
@@ -105,6 +110,8 @@ class GrpcPlannerService final
   /// "Bearer <token>", or empty when no token is required.
   const std::string expected_authorization_;
   const std::unique_ptr<CallThreads> call_threads_;
+  /// GetPlan's own threads (see GrpcPlannerServiceOptions).
+  const std::unique_ptr<CallThreads> plan_call_threads_;
 };
 
 }  // namespace dcp

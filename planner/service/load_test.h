@@ -68,6 +68,17 @@ struct LoadTestOptions {
 inline constexpr int64_t kDefaultSamplesPerGpu = 4;
 
 /// Latencies of one kind of call, measured client-side around each call.
+/// RpcLatency::name of each row.
+inline constexpr char kRegisterWorker[] = "RegisterWorker";
+inline constexpr char kListWorkers[] = "ListWorkers";
+inline constexpr char kSubmitBatches[] = "SubmitBatches";
+inline constexpr char kSubmitProfile[] = "SubmitProfile";
+inline constexpr char kGetPlan[] = "GetPlan";
+inline constexpr char kGetPlanHit[] = "GetPlan (cache hit)";
+inline constexpr char kGetPlanWaited[] = "GetPlan (waited for planning)";
+inline constexpr char kReportStepStats[] = "ReportStepStats (per rank)";
+inline constexpr char kReportPerWorker[] = "ReportStepStats (per worker)";
+
 struct RpcLatency {
   /// "GetPlan", "GetPlan (cache hit)", "ReportStepStats (per worker)", ...
   std::string name;

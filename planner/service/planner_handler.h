@@ -24,11 +24,14 @@ struct PlannerHandlerOptions {
   /// The expected world: num_nodes x gpus_per_node ranks.
   ClusterSpec cluster;
   PlannerOptions planner_options;
-  /// Where state that must survive a restart is written atomically
-  /// (registrations, fitted parameters by version, each planned step's batch
-  /// fingerprint and parameter version, and the fingerprint algorithm's
-  /// version: a directory written with another one is refused). Empty:
-  /// memory only.
+  /// Where state that must survive a restart is written atomically, as
+  /// typed records read once at start (planner_state_store.h): one per
+  /// registered worker, parameter version and profile; each step's batch
+  /// fingerprint and parameter version while the step is within the last
+  /// `plan_cache_steps` planned (older steps keep only their version, in
+  /// ranges); and the job with the fingerprint algorithm's version (a
+  /// directory of another job or version, or of the earlier JSON format, is
+  /// refused). Empty: memory only.
   std::string state_dir;
   /// Refit the compute model from measured step statistics.
   bool online_refit = false;
@@ -64,6 +67,13 @@ struct PlannerHandlerOptions {
 /// different batch or fingerprint, or when a step asked for by number is
 /// unknown or no longer in memory. Thread-safe: every method may be called
 /// concurrently.
+///
+/// Inside, Create() composes one manager per concept (worker_registry.h,
+/// cost_params_registry.h, profile_fitter.h, plan_cache.h,
+/// step_stats_tracker.h, with request_validation.h and
+/// planner_state_store.h), each with its own mutex, and the rule is: no
+/// manager calls another while holding its own lock; what crosses between
+/// them is an immutable snapshot. planner_handler.cc lists them.
 class PlannerHandler {
  public:
   /// Loads `options.state_dir` if it holds state. `clock`, `metrics` and

@@ -1,6 +1,7 @@
 #ifndef DCP_PLANNER_SERVICE_PLANNER_METRICS_H_
 #define DCP_PLANNER_SERVICE_PLANNER_METRICS_H_
 
+#include <cstdint>
 #include <map>
 
 namespace dcp {
@@ -32,10 +33,29 @@ class PlannerMetrics {
   /// |measured - predicted| / measured of a group's step time.
   virtual void CostModelError(double relative_error) = 0;
   virtual void RegisteredWorkers(int workers) = 0;
+
+  // Typed events for tools and tests (the load test learns plan times from
+  // them, not from log lines). No-ops unless overridden.
+
+  /// Step `step`'s plan was computed (right after PlanComputed) in
+  /// `planning_seconds`; `plannable` is false when the batch could not be
+  /// planned.
+  virtual void StepPlanned(int64_t step, double planning_seconds,
+                           bool plannable) {
+    (void)step;
+    (void)planning_seconds;
+    (void)plannable;
+  }
+  /// A cost-model fit over `workers` workers' `samples` profile samples
+  /// finished.
+  virtual void ProfilesFitted(int workers, int64_t samples) {
+    (void)workers;
+    (void)samples;
+  }
 };
 
-/// Drops everything.
-class NoopPlannerMetrics final : public PlannerMetrics {
+/// Drops everything; a base for recorders that keep only some events.
+class NoopPlannerMetrics : public PlannerMetrics {
  public:
   void PlanComputed(double, double) override {}
   void PlanShape(const std::map<int, int>&, int, double, int) override {}

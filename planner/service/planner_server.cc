@@ -85,6 +85,7 @@ absl::StatusOr<std::unique_ptr<PlannerServer>> PlannerServer::Start(
   GrpcPlannerServiceOptions service_options;
   service_options.bearer_token = options.bearer_token;
   service_options.call_threads = options.call_threads;
+  service_options.plan_call_threads = options.plan_call_threads;
   server->service_ = std::make_unique<GrpcPlannerService>(
       *server->handler_, *server->metrics_, clock, std::move(service_options));
 

@@ -59,8 +59,10 @@ class PlannerServer {
     /// `authorization: Bearer <token>` (the health service needs none).
     std::string bearer_token;
     PlannerHandlerOptions handler;
-    /// Threads running handler calls (see GrpcPlannerServiceOptions).
+    /// Threads running handler calls other than GetPlan, and GetPlan's own
+    /// (see GrpcPlannerServiceOptions).
     int call_threads = 16;
+    int plan_call_threads = 16;
   };
 
   /// Makes a handler; PlannerHandler::Create by default, a fake in tests.

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <map>
@@ -581,7 +582,7 @@ class FakePlannerHandler final : public PlannerHandler {
   absl::StatusOr<std::shared_ptr<const std::string>> GetSerializedPlan(
       const v1::GetPlanRequest& request) override {
     if (gate != nullptr) {
-      entered.Notify();
+      if (calls_gated.fetch_add(1) == 0) entered.Notify();
       gate->WaitForNotification();
     }
     absl::MutexLock lock(&mutex_);
@@ -626,6 +627,8 @@ class FakePlannerHandler final : public PlannerHandler {
   /// Set before calls start.
   absl::Notification* gate = nullptr;
   absl::Notification entered;
+  /// GetPlan calls that reached `gate`.
+  std::atomic<int> calls_gated{0};
   absl::Notification shut_down;
 
  private:
@@ -644,6 +647,7 @@ class GrpcPlannerServiceTest : public ::testing::Test {
   void Start(bool metrics, absl::Notification* gate = nullptr) {
     PlannerServer::Options options;
     options.call_threads = 2;
+    options.plan_call_threads = 2;
     if (!metrics) options.metrics_address = "";
     absl::StatusOr<std::unique_ptr<PlannerServer>> started =
         PlannerServer::Start(
@@ -796,6 +800,35 @@ TEST_F(GrpcPlannerServiceTest, ShutdownDrainsCallsInFlight) {
   EXPECT_TRUE(plan.ok()) << plan.status();
   EXPECT_TRUE(fake->shut_down.HasBeenNotified());
   server->Wait();  // Returns: shut down.
+}
+
+TEST_F(GrpcPlannerServiceTest, WaitingGetPlansDoNotHoldRegistrationThreads) {
+  absl::Notification gate;
+  ASSERT_NO_FATAL_FAILURE(Start(/*metrics=*/false, &gate));
+  // More waiting GetPlans than there are threads of either pool (2 + 2):
+  // with one shared pool they would take every thread.
+  constexpr int kWaiting = 6;
+  std::vector<absl::StatusOr<v1::GetPlanResponse>> plans(kWaiting);
+  std::vector<std::thread> callers;
+  for (int i = 0; i < kWaiting; ++i) {
+    callers.emplace_back(
+        [&, i] { plans[i] = client->GetPlan(PlanRequest(i, /*step=*/0)); });
+  }
+  fake->entered.WaitForNotification();
+  // Both GetPlan threads are held; the rest of the GetPlans queue behind
+  // them, and registrations and reports still complete.
+  for (int i = 0; i < 4; ++i) {
+    v1::RegisterWorkerRequest request;
+    request.set_worker_id(absl::StrCat("w", i));
+    request.set_num_ranks(1);
+    absl::StatusOr<v1::RegisterWorkerResponse> registered =
+        client->RegisterWorker(request);
+    EXPECT_TRUE(registered.ok()) << registered.status();
+  }
+  EXPECT_TRUE(client->ReportStepStats(v1::ReportStepStatsRequest()).ok());
+  gate.Notify();
+  for (std::thread& caller : callers) caller.join();
+  for (const auto& plan : plans) EXPECT_TRUE(plan.ok()) << plan.status();
 }
 
 // ---------------------------------------------------------------------------

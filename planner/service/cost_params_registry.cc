@@ -1,0 +1,153 @@
+#include "planner/service/cost_params_registry.h"
+
+#include <cmath>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "planner/service/proto_convert.h"
+
+namespace dcp {
+namespace {
+
+std::string SerializeParams(const CostParams& params) {
+  return CostParamsToProto(params).SerializeAsString();
+}
+
+}  // namespace
+
+CostParams ScaleComputeTime(CostParams params, double factor) {
+  ComputeParams& compute = params.compute;
+  compute.gemm_flops_per_second /= factor;
+  compute.attention_forward_flops_per_second /= factor;
+  compute.attention_backward_flops_per_second /= factor;
+  compute.elementwise_bytes_per_second /= factor;
+  compute.layer_fixed_seconds *= factor;
+  return params;
+}
+
+CostParamsRegistry::CostParamsRegistry(
+    ModelSpec model, ClusterSpec cluster,
+    std::shared_ptr<const CostModel> default_model, PlannerStateStore* store)
+    : model_(std::move(model)),
+      cluster_(std::move(cluster)),
+      default_params_(default_model->params()),
+      store_(store) {
+  auto defaults = std::make_shared<const ParamsVersion>(
+      ParamsVersion{0, std::move(default_model), 1});
+  versions_[0] = defaults;
+  auto snapshot = std::make_shared<CostParamsSnapshot>();
+  snapshot->current = std::move(defaults);
+  snapshot->fitted_params = default_params_;
+  snapshot_ = std::move(snapshot);
+}
+
+absl::Status CostParamsRegistry::Load(
+    const std::map<int64_t, v1::ParamsVersionRecord>& versions) {
+  absl::MutexLock lock(&mu_);
+  auto snapshot = std::make_shared<CostParamsSnapshot>(*snapshot_);
+  for (const auto& [number, record] : versions) {
+    absl::StatusOr<CostModel> cost_model = CostModel::Create(
+        model_, cluster_, CostParamsFromProto(record.params()));
+    if (!cost_model.ok()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "state record of parameter version ", number, ": ",
+          cost_model.status().message(),
+          "; restore the state directory or start with an empty one"));
+    }
+    auto version = std::make_shared<const ParamsVersion>(ParamsVersion{
+        number, std::make_shared<const CostModel>(*std::move(cost_model)),
+        record.compute_correction()});
+    versions_[number] = version;
+    // The last (highest) version sets the current fit.
+    snapshot->current = std::move(version);
+    snapshot->fitted_params = CostParamsFromProto(record.fitted_params());
+    snapshot->reports.clear();
+    for (const v1::FitReport& report : record.reports()) {
+      snapshot->reports.push_back(FitReportFromProto(report));
+    }
+    snapshot->refit_epoch = record.refit_epoch();
+  }
+  snapshot_ = std::move(snapshot);
+  return absl::OkStatus();
+}
+
+std::shared_ptr<const CostParamsSnapshot> CostParamsRegistry::Snapshot() const {
+  absl::MutexLock lock(&mu_);
+  return snapshot_;
+}
+
+std::shared_ptr<const ParamsVersion> CostParamsRegistry::Version(
+    int64_t version) const {
+  absl::MutexLock lock(&mu_);
+  auto it = versions_.find(version);
+  return it == versions_.end() ? nullptr : it->second;
+}
+
+absl::StatusOr<int64_t> CostParamsRegistry::AddVersion(
+    const CostParams& params, double compute_correction,
+    CostParamsSnapshot next) {
+  absl::StatusOr<CostModel> cost_model =
+      CostModel::Create(model_, cluster_, params);
+  if (!cost_model.ok()) return cost_model.status();
+  const int64_t version = next.current->version + 1;
+  if (store_ != nullptr) {
+    v1::ParamsVersionRecord record;
+    record.set_params_version(version);
+    record.set_compute_correction(compute_correction);
+    record.set_refit_epoch(next.refit_epoch);
+    *record.mutable_params() = CostParamsToProto(params);
+    *record.mutable_fitted_params() = CostParamsToProto(next.fitted_params);
+    for (const ModelFitReport& report : next.reports) {
+      *record.add_reports() = FitReportToProto(report);
+    }
+    if (absl::Status status = store_->WriteParamsVersion(record);
+        !status.ok()) {
+      return PersistError(absl::StrCat("parameter version ", version), status);
+    }
+  }
+  auto made = std::make_shared<const ParamsVersion>(ParamsVersion{
+      version, std::make_shared<const CostModel>(*std::move(cost_model)),
+      compute_correction});
+  next.current = made;
+  absl::MutexLock lock(&mu_);
+  versions_[version] = std::move(made);
+  snapshot_ = std::make_shared<const CostParamsSnapshot>(std::move(next));
+  return version;
+}
+
+absl::Status CostParamsRegistry::ApplyFit(const CostModelFit& fit) {
+  absl::MutexLock write_lock(&write_mu_);
+  // Only writers (serialized here) replace the snapshot.
+  std::shared_ptr<const CostParamsSnapshot> previous = Snapshot();
+  CostParamsSnapshot next = *previous;
+  next.reports = fit.reports;
+  next.fitted_params = fit.params;
+  // Against the previous fit: an unchanged fit keeps any online correction.
+  if (SerializeParams(fit.params) == SerializeParams(previous->fitted_params)) {
+    absl::MutexLock lock(&mu_);
+    snapshot_ = std::make_shared<const CostParamsSnapshot>(std::move(next));
+    return absl::OkStatus();
+  }
+  // A new fit is a new baseline: online corrections start over from it.
+  next.refit_epoch = previous->current->version + 1;
+  return AddVersion(fit.params, /*compute_correction=*/1, std::move(next))
+      .status();
+}
+
+absl::StatusOr<std::optional<int64_t>> CostParamsRegistry::ApplyRefit(
+    int64_t epoch, double factor, double change_threshold) {
+  absl::MutexLock write_lock(&write_mu_);
+  std::shared_ptr<const CostParamsSnapshot> previous = Snapshot();
+  const double current = previous->current->compute_correction;
+  if (previous->refit_epoch != epoch ||
+      std::abs(factor / current - 1) <= change_threshold) {
+    return std::nullopt;
+  }
+  absl::StatusOr<int64_t> version = AddVersion(
+      ScaleComputeTime(previous->fitted_params, factor), factor, *previous);
+  if (!version.ok()) return version.status();
+  return *version;
+}
+
+}  // namespace dcp

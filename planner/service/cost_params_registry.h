@@ -1,0 +1,110 @@
+#ifndef DCP_PLANNER_SERVICE_COST_PARAMS_REGISTRY_H_
+#define DCP_PLANNER_SERVICE_COST_PARAMS_REGISTRY_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "cost_model/cluster_spec.h"
+#include "cost_model/cost_model.h"
+#include "cost_model/fitting.h"
+#include "cost_model/model_spec.h"
+#include "dcp/v1/planner_state.pb.h"
+#include "planner/service/planner_state_store.h"
+
+namespace dcp {
+
+/// One cost-parameter version. Immutable.
+struct ParamsVersion {
+  int64_t version = 0;
+  std::shared_ptr<const CostModel> cost_model;
+  /// Factor the online refit applied to the fitted compute time.
+  double compute_correction = 1;
+};
+
+/// The registry's state at one moment. Immutable: callers keep it as long
+/// as they like without holding any lock.
+struct CostParamsSnapshot {
+  /// The current (highest) version.
+  std::shared_ptr<const ParamsVersion> current;
+  /// The latest profile fit (the defaults before any), which online
+  /// corrections scale, and its per-kind reports.
+  CostParams fitted_params;
+  std::vector<ModelFitReport> reports;
+  /// The version of the latest profile fit: online refit counts only steps
+  /// planned with versions >= this.
+  int64_t refit_epoch = 0;
+};
+
+/// Compute time scales linearly with every compute rate's inverse and the
+/// fixed per-layer time: `params` with all compute time multiplied by
+/// `factor`.
+CostParams ScaleComputeTime(CostParams params, double factor);
+
+/// Every cost-parameter version of the job (0 = the defaults) and the
+/// current fit, handed out as immutable snapshots.
+///
+/// Thread model: `mu_` guards the versions and the current snapshot and is
+/// held only to read or swap them. `write_mu_` (taken first) serializes
+/// new versions, whose record is written to the state store without `mu_`:
+/// readers (every GetPlan) never wait for the disk. Calls no other manager.
+class CostParamsRegistry {
+ public:
+  /// `store` may be null (memory only); it must outlive the registry.
+  CostParamsRegistry(ModelSpec model, ClusterSpec cluster,
+                     std::shared_ptr<const CostModel> default_model,
+                     PlannerStateStore* store);
+
+  /// Installs a state directory's versions (before any other call).
+  absl::Status Load(const std::map<int64_t, v1::ParamsVersionRecord>& versions);
+
+  std::shared_ptr<const CostParamsSnapshot> Snapshot() const
+      ABSL_LOCKS_EXCLUDED(mu_);
+  /// Version `version`, or null if there is none.
+  std::shared_ptr<const ParamsVersion> Version(int64_t version) const
+      ABSL_LOCKS_EXCLUDED(mu_);
+  const CostParams& default_params() const { return default_params_; }
+
+  /// Makes a profile fit current. When its parameters differ from the
+  /// previous fit's, that is a new version (and a new refit epoch);
+  /// otherwise only the reports change (keeping any online correction).
+  absl::Status ApplyFit(const CostModelFit& fit)
+      ABSL_LOCKS_EXCLUDED(write_mu_, mu_);
+
+  /// Online refit: a new version whose compute time is the fit's scaled by
+  /// `factor`, unless the refit epoch is no longer `epoch` or `factor` is
+  /// within `change_threshold` (relative) of the current correction.
+  /// Returns the new version, or nullopt if none was made.
+  absl::StatusOr<std::optional<int64_t>> ApplyRefit(int64_t epoch,
+                                                    double factor,
+                                                    double change_threshold)
+      ABSL_LOCKS_EXCLUDED(write_mu_, mu_);
+
+ private:
+  /// Writes and installs a version made from `snapshot`'s fit.
+  absl::StatusOr<int64_t> AddVersion(const CostParams& params,
+                                     double compute_correction,
+                                     CostParamsSnapshot next)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_) ABSL_LOCKS_EXCLUDED(mu_);
+
+  const ModelSpec model_;
+  const ClusterSpec cluster_;
+  const CostParams default_params_;
+  PlannerStateStore* const store_;
+
+  absl::Mutex write_mu_ ABSL_ACQUIRED_BEFORE(mu_);
+  mutable absl::Mutex mu_;
+  std::map<int64_t, std::shared_ptr<const ParamsVersion>> versions_
+      ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<const CostParamsSnapshot> snapshot_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace dcp
+
+#endif  // DCP_PLANNER_SERVICE_COST_PARAMS_REGISTRY_H_

@@ -1,0 +1,68 @@
+#include "planner/service/cost_params_registry.h"
+
+#include <memory>
+
+#include "cost_model/cost_model.h"
+#include "gtest/gtest.h"
+
+namespace dcp {
+namespace {
+
+std::unique_ptr<CostParamsRegistry> MakeRegistry() {
+  const ModelSpec model = ModelPreset("tiny").value();
+  const ClusterSpec cluster = H200Cluster(/*num_nodes=*/2, /*gpus_per_node=*/1);
+  return std::make_unique<CostParamsRegistry>(
+      model, cluster,
+      std::make_shared<const CostModel>(
+          CostModel::CreateDefault(model, cluster).value()),
+      /*store=*/nullptr);
+}
+
+TEST(CostParamsRegistryTest, SnapshotsAreImmutable) {
+  auto registry = MakeRegistry();
+  std::shared_ptr<const CostParamsSnapshot> before = registry->Snapshot();
+  EXPECT_EQ(before->current->version, 0);
+  EXPECT_EQ(before->refit_epoch, 0);
+  ASSERT_EQ(registry->ApplyRefit(/*epoch=*/0, /*factor=*/2, 0.05).value(), 1);
+  // The old snapshot still says what it said.
+  EXPECT_EQ(before->current->version, 0);
+  EXPECT_EQ(before->current->compute_correction, 1);
+  std::shared_ptr<const CostParamsSnapshot> after = registry->Snapshot();
+  EXPECT_EQ(after->current->version, 1);
+  EXPECT_EQ(after->current->compute_correction, 2);
+  EXPECT_EQ(registry->Version(0)->cost_model, before->current->cost_model);
+  EXPECT_EQ(registry->Version(2), nullptr);
+  // Twice the compute time: half the GEMM rate.
+  EXPECT_DOUBLE_EQ(
+      after->current->cost_model->params().compute.gemm_flops_per_second,
+      before->fitted_params.compute.gemm_flops_per_second / 2);
+}
+
+TEST(CostParamsRegistryTest, RefitNeedsAChangeAndTheCurrentEpoch) {
+  auto registry = MakeRegistry();
+  EXPECT_FALSE(registry->ApplyRefit(0, 1.04, 0.05).value().has_value());
+  EXPECT_FALSE(registry->ApplyRefit(/*epoch=*/3, 2, 0.05).value().has_value());
+  EXPECT_EQ(registry->ApplyRefit(0, 1.5, 0.05).value(), 1);
+  EXPECT_FALSE(registry->ApplyRefit(0, 1.52, 0.05).value().has_value());
+}
+
+TEST(CostParamsRegistryTest, AFitWithNewParametersIsANewEpoch) {
+  auto registry = MakeRegistry();
+  ASSERT_TRUE(registry->ApplyRefit(0, 2, 0.05).ok());
+  CostModelFit same;
+  same.params = registry->default_params();
+  ASSERT_TRUE(registry->ApplyFit(same).ok());
+  // The same parameters as the previous fit keep the correction.
+  EXPECT_EQ(registry->Snapshot()->current->version, 1);
+  EXPECT_EQ(registry->Snapshot()->refit_epoch, 0);
+  CostModelFit changed = same;
+  changed.params.compute.gemm_flops_per_second *= 1.5;
+  ASSERT_TRUE(registry->ApplyFit(changed).ok());
+  std::shared_ptr<const CostParamsSnapshot> snapshot = registry->Snapshot();
+  EXPECT_EQ(snapshot->current->version, 2);
+  EXPECT_EQ(snapshot->refit_epoch, 2);
+  EXPECT_EQ(snapshot->current->compute_correction, 1);
+}
+
+}  // namespace
+}  // namespace dcp

@@ -1,0 +1,450 @@
+#include "planner/service/plan_cache.h"
+
+#include <algorithm>
+#include <chrono>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "planner/service/planner_state_store.h"
+
+namespace dcp {
+
+// ---------------------------------------------------------------------------
+// StepHistory.
+
+StepHistory::StepHistory(const v1::CompactedStepsRecord& record) {
+  // Ranges as written are disjoint.
+  for (const v1::StepVersionRange& range : record.ranges()) {
+    ranges_[range.first_step()] =
+        Range{range.last_step(), range.params_version()};
+  }
+}
+
+void StepHistory::Add(int64_t step, int64_t params_version) {
+  if (VersionOf(step).has_value()) return;
+  auto next = ranges_.upper_bound(step);
+  const bool joins_next = next != ranges_.end() && next->first == step + 1 &&
+                          next->second.params_version == params_version;
+  if (next != ranges_.begin()) {
+    auto previous = std::prev(next);
+    if (previous->second.last_step == step - 1 &&
+        previous->second.params_version == params_version) {
+      previous->second.last_step = joins_next ? next->second.last_step : step;
+      if (joins_next) ranges_.erase(next);
+      return;
+    }
+  }
+  if (joins_next) {
+    const Range range = next->second;
+    ranges_.erase(next);
+    ranges_[step] = range;
+    return;
+  }
+  ranges_[step] = Range{step, params_version};
+}
+
+std::optional<int64_t> StepHistory::VersionOf(int64_t step) const {
+  auto next = ranges_.upper_bound(step);
+  if (next == ranges_.begin()) return std::nullopt;
+  const auto& [first, range] = *std::prev(next);
+  if (step > range.last_step) return std::nullopt;
+  return range.params_version;
+}
+
+v1::CompactedStepsRecord StepHistory::ToRecord() const {
+  v1::CompactedStepsRecord record;
+  for (const auto& [first, range] : ranges_) {
+    v1::StepVersionRange* added = record.add_ranges();
+    added->set_first_step(first);
+    added->set_last_step(range.last_step);
+    added->set_params_version(range.params_version);
+  }
+  return record;
+}
+
+// ---------------------------------------------------------------------------
+// PlanCache.
+
+PlanCache::PlanCache(
+    PlanCacheOptions options, const CostParamsRegistry& registry,
+    const Clock& clock, PlannerStateStore* store, PlannerMetrics& metrics,
+    std::function<void(const std::string&)> log,
+    std::function<void(const std::vector<int64_t>&)> on_evicted)
+    : options_(std::move(options)),
+      registry_(registry),
+      clock_(clock),
+      store_(store),
+      metrics_(metrics),
+      log_(std::move(log)),
+      on_evicted_(std::move(on_evicted)) {}
+
+PlanCache::~PlanCache() { Shutdown(); }
+
+absl::Status PlanCache::Load(const std::vector<v1::StepRecord>& steps,
+                             const v1::CompactedStepsRecord& compacted) {
+  std::vector<int64_t> left_window;
+  {
+    absl::MutexLock lock(&mu_);
+    history_ = StepHistory(compacted);
+    for (const v1::StepRecord& record : steps) {
+      if (registry_.Version(record.params_version()) == nullptr) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "state record of step ", record.step(),
+            " refers to parameter version ", record.params_version(),
+            ", which is missing; restore the state directory or start with "
+            "an empty one"));
+      }
+      StepEntry& entry = steps_[record.step()];
+      entry.fingerprint = record.fingerprint();
+      entry.params_version = record.params_version();
+      entry.persisted = true;
+      recorded_steps_.insert(record.step());
+    }
+    while (static_cast<int>(recorded_steps_.size()) >
+           options_.plan_cache_steps) {
+      const int64_t oldest = *recorded_steps_.begin();
+      history_.Add(oldest, steps_[oldest].params_version);
+      recorded_steps_.erase(recorded_steps_.begin());
+      left_window.push_back(oldest);
+    }
+  }
+  Compact(left_window);
+  return absl::OkStatus();
+}
+
+void PlanCache::Start() {
+  absl::MutexLock threads_lock(&threads_mu_);
+  for (int i = 0; i < options_.background_planning_threads; ++i) {
+    threads_.emplace_back([this] { BackgroundLoop(); });
+  }
+}
+
+void PlanCache::Shutdown() {
+  absl::MutexLock threads_lock(&threads_mu_);
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+    queue_.clear();
+    queue_cv_.SignalAll();
+  }
+  for (std::thread& thread : threads_) thread.join();
+  threads_.clear();
+}
+
+void PlanCache::BackgroundLoop() {
+  while (true) {
+    std::shared_ptr<const v1::GlobalBatch> batch;
+    uint64_t fingerprint = 0;
+    {
+      absl::MutexLock lock(&mu_);
+      while (!stopping_ && queue_.empty()) queue_cv_.Wait(&mu_);
+      if (stopping_) return;
+      const int64_t step = queue_.front();
+      queue_.pop_front();
+      auto it = steps_.find(step);
+      if (it == steps_.end() || it->second.plan.valid() ||
+          it->second.batch == nullptr) {
+        continue;  // already planned or planning
+      }
+      batch = it->second.batch;
+      fingerprint = it->second.fingerprint;
+    }
+    // Errors reach whoever asks for the step's plan.
+    (void)Plan(std::move(batch), fingerprint);
+  }
+}
+
+PlanCache::StepEntry& PlanCache::EntryFor(int64_t step) {
+  auto [it, added] = steps_.try_emplace(step);
+  if (added) {
+    // A step that left the window before a restart keeps its version.
+    if (std::optional<int64_t> version = history_.VersionOf(step)) {
+      it->second.persisted = true;
+      it->second.params_version = *version;
+    }
+  }
+  return it->second;
+}
+
+absl::Status PlanCache::NotInMemory(int64_t step) const {
+  return absl::FailedPreconditionError(absl::StrCat(
+      "step ", step, "'s plan is no longer in memory (older than the last ",
+      options_.plan_cache_steps,
+      " planned steps, or planned before the planner restarted) and its "
+      "batch is not kept; ask again with the batch's samples"));
+}
+
+absl::Status PlanCache::CheckFingerprintLocked(int64_t step,
+                                               uint64_t fingerprint) const {
+  auto it = steps_.find(step);
+  if (it != steps_.end() && it->second.fingerprint != fingerprint) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "step ", step,
+        " was submitted or planned with a different batch (fingerprint ",
+        Hex(it->second.fingerprint), " != ", Hex(fingerprint),
+        "); a step's batch must not change"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status PlanCache::CheckFingerprint(int64_t step,
+                                         uint64_t fingerprint) const {
+  absl::MutexLock lock(&mu_);
+  return CheckFingerprintLocked(step, fingerprint);
+}
+
+std::optional<StepPlanFuture> PlanCache::Find(int64_t step,
+                                              uint64_t fingerprint) const {
+  absl::MutexLock lock(&mu_);
+  auto it = steps_.find(step);
+  if (it == steps_.end() || it->second.fingerprint != fingerprint ||
+      !it->second.plan.valid()) {
+    return std::nullopt;
+  }
+  return it->second.plan;
+}
+
+absl::StatusOr<std::shared_ptr<const StepPlan>> PlanCache::Await(
+    const StepPlanFuture& future) {
+  const std::shared_ptr<const StepPlan>& result = future.get();
+  if (!result->status.ok()) return result->status;
+  return result;
+}
+
+absl::StatusOr<std::shared_ptr<const StepPlan>> PlanCache::Plan(
+    std::shared_ptr<const v1::GlobalBatch> batch, uint64_t fingerprint) {
+  const int64_t step = batch->step();
+  // Read before taking `mu_`: the version current when planning starts.
+  const int64_t current_version = registry_.Snapshot()->current->version;
+  std::promise<std::shared_ptr<const StepPlan>> promise;
+  StepPlanFuture future;
+  bool plan_here = false;
+  bool record = false;
+  int64_t params_version = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    if (absl::Status status = CheckFingerprintLocked(step, fingerprint);
+        !status.ok()) {
+      return status;
+    }
+    StepEntry& entry = EntryFor(step);
+    entry.fingerprint = fingerprint;
+    if (!entry.plan.valid()) {
+      // Kept until the plan is cached, so that a request by step can plan
+      // again after a failure to record the step.
+      if (entry.batch == nullptr) entry.batch = batch;
+      pending_steps_.insert(step);
+      if (!entry.persisted) entry.params_version = current_version;
+      future = promise.get_future().share();
+      entry.plan = future;
+      plan_here = true;
+      record = !entry.persisted;
+      params_version = entry.params_version;
+    } else {
+      future = entry.plan;
+    }
+  }
+  if (plan_here) {
+    std::shared_ptr<const StepPlan> result =
+        ComputePlan(*batch, fingerprint, params_version, record);
+    Evictions evictions;
+    {
+      absl::MutexLock lock(&mu_);
+      evictions = FinishPlanning(step, *result);
+      if (record && !result->retry) recorded_steps_.insert(step);
+      while (static_cast<int>(recorded_steps_.size()) >
+             options_.plan_cache_steps) {
+        auto oldest = recorded_steps_.begin();
+        if (*oldest == step) ++oldest;
+        if (oldest == recorded_steps_.end()) break;
+        history_.Add(*oldest, steps_[*oldest].params_version);
+        evictions.left_window.push_back(*oldest);
+        recorded_steps_.erase(oldest);
+      }
+    }
+    promise.set_value(result);
+    if (!evictions.evicted.empty() && on_evicted_) {
+      on_evicted_(evictions.evicted);
+    }
+    Compact(evictions.left_window);
+  }
+  return Await(future);
+}
+
+std::shared_ptr<const StepPlan> PlanCache::ComputePlan(
+    const v1::GlobalBatch& batch, uint64_t fingerprint, int64_t params_version,
+    bool record) const {
+  const int64_t step = batch.step();
+  if (record && store_ != nullptr) {
+    v1::StepRecord step_record;
+    step_record.set_step(step);
+    step_record.set_fingerprint(fingerprint);
+    step_record.set_params_version(params_version);
+    step_record.set_num_samples(batch.samples_size());
+    if (absl::Status status = store_->WriteStep(step_record); !status.ok()) {
+      auto result = std::make_shared<StepPlan>();
+      result->params_version = params_version;
+      result->status = PersistError(absl::StrCat("step ", step), status);
+      result->retry = true;
+      return result;
+    }
+  }
+  std::shared_ptr<const ParamsVersion> params =
+      registry_.Version(params_version);
+  std::shared_ptr<const StepPlan> result = MakeStepPlan(
+      batch, *params, options_.planner_options, options_.world_size, clock_);
+  if (result->status.ok()) {
+    metrics_.PlanComputed(result->planning_seconds,
+                          result->predicted_step_seconds);
+    metrics_.PlanShape(result->shape.groups_by_sp_size,
+                       result->shape.micro_batches,
+                       result->shape.mean_checkpointed_layers,
+                       result->shape.max_checkpointed_layers);
+  }
+  metrics_.StepPlanned(step, result->planning_seconds, result->status.ok());
+  Log(DescribeStepPlan(step, *result));
+  return result;
+}
+
+PlanCache::Evictions PlanCache::FinishPlanning(int64_t step,
+                                               const StepPlan& result) {
+  Evictions evictions;
+  auto it = steps_.find(step);
+  if (it == steps_.end()) return evictions;
+  StepEntry& entry = it->second;
+  if (result.retry) {
+    entry.plan = StepPlanFuture();  // the next request tries again
+    return evictions;
+  }
+  entry.persisted = true;
+  entry.batch = nullptr;
+  pending_steps_.erase(step);
+  cached_steps_.insert(step);
+  // Evicts the oldest other steps beyond the cache size.
+  while (static_cast<int>(cached_steps_.size()) > options_.plan_cache_steps) {
+    auto oldest = cached_steps_.begin();
+    if (*oldest == step) ++oldest;
+    if (oldest == cached_steps_.end()) break;
+    steps_[*oldest].plan = StepPlanFuture();
+    evictions.evicted.push_back(*oldest);
+    cached_steps_.erase(oldest);
+  }
+  return evictions;
+}
+
+void PlanCache::Compact(const std::vector<int64_t>& left_window) {
+  if (store_ == nullptr || left_window.empty()) return;
+  absl::MutexLock compact_lock(&compact_mu_);
+  v1::CompactedStepsRecord record;
+  {
+    absl::MutexLock lock(&mu_);
+    record = history_.ToRecord();
+  }
+  // A failure leaves extra step records, which the next compaction or
+  // restart folds in; plans are unaffected.
+  if (absl::Status status = store_->CompactSteps(record, left_window);
+      !status.ok()) {
+    Log(absl::StrCat("step records not compacted: ", status.message()));
+  }
+}
+
+absl::StatusOr<std::shared_ptr<const StepPlan>> PlanCache::PlanByStep(
+    int64_t step, uint64_t fingerprint) {
+  std::shared_ptr<const v1::GlobalBatch> batch;
+  uint64_t recorded_fingerprint = 0;
+  {
+    absl::ReleasableMutexLock lock(&mu_);
+    auto it = steps_.find(step);
+    if (it == steps_.end()) {
+      if (history_.VersionOf(step).has_value()) return NotInMemory(step);
+      return absl::FailedPreconditionError(absl::StrCat(
+          "step ", step,
+          " is unknown: submit its batch (SubmitBatches or GetPlan with "
+          "samples) first"));
+    }
+    const StepEntry& entry = it->second;
+    if (fingerprint != 0 && fingerprint != entry.fingerprint) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "batch_fingerprint = ", Hex(fingerprint), " but step ", step,
+          " was recorded with batch fingerprint ", Hex(entry.fingerprint),
+          "; this worker's batch differs from the one the planner has for "
+          "the step (every rank must build the same batches: same dataset, "
+          "seed and batch size)"));
+    }
+    if (entry.plan.valid()) {
+      StepPlanFuture future = entry.plan;
+      lock.Release();
+      return Await(future);
+    }
+    if (entry.batch == nullptr) return NotInMemory(step);
+    batch = entry.batch;
+    recorded_fingerprint = entry.fingerprint;
+  }
+  // Submitted ahead but not yet taken by a background thread (or none).
+  return Plan(std::move(batch), recorded_fingerprint);
+}
+
+absl::Status PlanCache::Submit(const v1::SubmitBatchesRequest& request,
+                               const SubmittedBatches& batches) {
+  absl::MutexLock lock(&mu_);
+  for (int i = 0; i < request.batches_size(); ++i) {
+    if (absl::Status status = CheckFingerprintLocked(request.batches(i).step(),
+                                                     batches.fingerprints[i]);
+        !status.ok()) {
+      return status;
+    }
+  }
+  int new_pending = 0;
+  for (const auto& [step, i] : batches.index_of_step) {
+    auto it = steps_.find(step);
+    if (it == steps_.end() ||
+        (!it->second.plan.valid() && it->second.batch == nullptr)) {
+      ++new_pending;
+    }
+  }
+  if (pending_steps_.size() + new_pending > kMaxPendingBatches) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        pending_steps_.size(),
+        " submitted batches are waiting to be planned "
+        "and this request adds ",
+        new_pending, "; at most ", kMaxPendingBatches,
+        " may wait: submit a step's batch shortly before it runs (e.g. one "
+        "step ahead), or fetch the waiting steps' plans first"));
+  }
+  const bool background =
+      !stopping_ && options_.background_planning_threads > 0;
+  for (const auto& [step, i] : batches.index_of_step) {
+    StepEntry& entry = EntryFor(step);
+    entry.fingerprint = batches.fingerprints[i];
+    if (entry.plan.valid() || entry.batch != nullptr) continue;
+    entry.batch = std::make_shared<const v1::GlobalBatch>(request.batches(i));
+    pending_steps_.insert(step);
+    if (background) queue_.push_back(step);
+  }
+  if (background) queue_cv_.SignalAll();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::shared_ptr<const StepPlan>> PlanCache::ReadyPlan(
+    int64_t step) const {
+  absl::MutexLock lock(&mu_);
+  auto entry = steps_.find(step);
+  if (entry == steps_.end()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "step ", step, " has not been planned; fetch its plan first"));
+  }
+  const StepPlanFuture& future = entry->second.plan;
+  if (!future.valid() ||
+      future.wait_for(std::chrono::seconds(0)) != std::future_status::ready ||
+      !future.get()->status.ok()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "step ", step,
+        " has no plan in memory (not planned since the planner started, "
+        "still planning, failed, or older than the last ",
+        options_.plan_cache_steps,
+        " steps); report steps right after running them"));
+  }
+  return future.get();
+}
+
+}  // namespace dcp

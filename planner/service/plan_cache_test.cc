@@ -1,0 +1,161 @@
+#include "planner/service/plan_cache.h"
+
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/fake_clock.h"
+#include "cost_model/cost_model.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "planner/service/batch_fingerprint.h"
+#include "planner/service/proto_convert.h"
+#include "planner/service/test_directory.h"
+
+namespace dcp {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::shared_ptr<const v1::GlobalBatch> Batch(int64_t step) {
+  auto batch = std::make_shared<v1::GlobalBatch>();
+  batch->set_step(step);
+  for (int i = 0; i < 8; ++i) {
+    v1::Sample* sample = batch->add_samples();
+    sample->set_id(100 * step + i);
+    sample->set_length_tokens(64 + (step * 37 + i * 101) % 900);
+  }
+  return batch;
+}
+
+// A planner's parameter registry and plan cache over one state directory,
+// as the handler composes them (tiny model, 4 x 1 ranks).
+struct Planner {
+  Planner(const std::string& directory, int window) {
+    model = ModelPreset("tiny").value();
+    cluster = H200Cluster(/*num_nodes=*/4, /*gpus_per_node=*/1);
+    if (!directory.empty()) {
+      v1::JobRecord job;
+      *job.mutable_model() = ModelSpecToProto(model);
+      store = PlannerStateStore::Open(directory, job, &state).value();
+    }
+    registry = std::make_unique<CostParamsRegistry>(
+        model, cluster,
+        std::make_shared<const CostModel>(
+            CostModel::CreateDefault(model, cluster).value()),
+        store.get());
+    EXPECT_TRUE(registry->Load(state.params_versions).ok());
+    PlanCacheOptions options;
+    options.world_size = cluster.NumGpus();
+    options.plan_cache_steps = window;
+    options.background_planning_threads = 0;
+    cache = std::make_unique<PlanCache>(
+        options, *registry, clock, store.get(), metrics, nullptr,
+        [this](const std::vector<int64_t>& steps) {
+          evicted.insert(evicted.end(), steps.begin(), steps.end());
+        });
+    EXPECT_TRUE(cache->Load(state.steps, state.compacted_steps).ok());
+  }
+
+  std::string PlanBytes(int64_t step) {
+    std::shared_ptr<const v1::GlobalBatch> batch = Batch(step);
+    absl::StatusOr<std::shared_ptr<const StepPlan>> plan =
+        cache->Plan(batch, BatchFingerprint(*batch));
+    EXPECT_TRUE(plan.ok()) << plan.status();
+    return plan.ok() ? *(*plan)->serialized : "";
+  }
+
+  ModelSpec model;
+  ClusterSpec cluster;
+  FakeClock clock;
+  NoopPlannerMetrics metrics;
+  PlannerState state;
+  std::unique_ptr<PlannerStateStore> store;
+  std::unique_ptr<CostParamsRegistry> registry;
+  std::unique_ptr<PlanCache> cache;
+  std::vector<int64_t> evicted;
+};
+
+TEST(StepHistoryTest, MergesRunsOfOneVersion) {
+  StepHistory history;
+  for (int64_t step : {0, 1, 3, 2, 4}) history.Add(step, 0);
+  history.Add(5, 1);
+  history.Add(7, 1);
+  EXPECT_EQ(history.num_ranges(), 3u);
+  history.Add(6, 1);
+  EXPECT_EQ(history.num_ranges(), 2u);
+  EXPECT_EQ(history.VersionOf(3), 0);
+  EXPECT_EQ(history.VersionOf(6), 1);
+  EXPECT_FALSE(history.VersionOf(8).has_value());
+  StepHistory reloaded(history.ToRecord());
+  EXPECT_EQ(reloaded.num_ranges(), 2u);
+  EXPECT_EQ(reloaded.VersionOf(7), 1);
+}
+
+TEST(PlanCacheTest, StepRecordsStayWithinTheWindow) {
+  const std::string directory = FreshTestDirectory("plan_cache_");
+  constexpr int kWindow = 64;
+  std::map<int64_t, std::string> before;
+  {
+    Planner planner(directory, kWindow);
+    for (int64_t step = 0; step < 500; ++step) {
+      if (step == 250) {
+        // A new parameter version half-way: the steps after it keep it.
+        ASSERT_TRUE(planner.registry
+                        ->ApplyRefit(/*epoch=*/0, /*factor=*/2,
+                                     /*change_threshold=*/0.05)
+                        .value()
+                        .has_value());
+      }
+      before[step] = planner.PlanBytes(step);
+    }
+    EXPECT_EQ(planner.evicted.size(), 500u - kWindow);
+    EXPECT_LE(CountFilesWithPrefix(directory, "step_"), kWindow);
+  }
+  // The directory holds O(window) step records, not O(steps): 64 step
+  // records, the compacted history (two version ranges), the job, one
+  // parameter version.
+  EXPECT_EQ(CountFilesWithPrefix(directory, "step_"), kWindow);
+  EXPECT_TRUE(std::filesystem::exists(directory + "/steps_compacted.pb"));
+
+  Planner restarted(directory, kWindow);
+  EXPECT_EQ(restarted.state.steps.size(), static_cast<size_t>(kWindow));
+  EXPECT_EQ(restarted.state.compacted_steps.ranges_size(), 2);
+  // Cached steps and steps that left the window come back byte for byte,
+  // planned with their recorded versions.
+  for (int64_t step : {499, 480, 436, 435, 300, 250, 249, 10, 0}) {
+    EXPECT_EQ(restarted.PlanBytes(step), before[step]) << step;
+  }
+  // The window's records still guard their steps' batches.
+  auto changed = std::make_shared<v1::GlobalBatch>(*Batch(499));
+  changed->mutable_samples(0)->set_length_tokens(5);
+  EXPECT_THAT(restarted.cache->CheckFingerprint(499, BatchFingerprint(*changed))
+                  .message(),
+              HasSubstr("different batch"));
+}
+
+TEST(PlanCacheTest, ByStepNeedsASubmittedBatch) {
+  Planner planner("", /*window=*/4);
+  EXPECT_THAT(planner.cache->PlanByStep(3, 0).status().message(),
+              HasSubstr("is unknown"));
+  v1::SubmitBatchesRequest submit;
+  *submit.add_batches() = *Batch(3);
+  SubmittedBatches batches;
+  batches.fingerprints.push_back(BatchFingerprint(submit.batches(0)));
+  batches.index_of_step[3] = 0;
+  ASSERT_TRUE(planner.cache->Submit(submit, batches).ok());
+  absl::StatusOr<std::shared_ptr<const StepPlan>> plan =
+      planner.cache->PlanByStep(3, batches.fingerprints[0]);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(*(*plan)->serialized, planner.PlanBytes(3));
+  EXPECT_TRUE(planner.cache->ReadyPlan(3).ok());
+  EXPECT_THAT(planner.cache->ReadyPlan(4).status().message(),
+              HasSubstr("has not been planned"));
+}
+
+}  // namespace
+}  // namespace dcp

@@ -1,0 +1,235 @@
+#include "planner/service/planner_state_store.h"
+
+#include <algorithm>
+#include <optional>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "google/protobuf/util/message_differencer.h"
+#include "planner/service/batch_fingerprint.h"
+
+namespace dcp {
+namespace {
+
+constexpr char kJobKey[] = "job.pb";
+/// The job record of the JSON format this one replaced.
+constexpr char kLegacyJobKey[] = "job.json";
+constexpr char kWorkerPrefix[] = "worker_";
+constexpr char kParamsPrefix[] = "params_v";
+constexpr char kProfilePrefix[] = "profile_";
+constexpr char kStepPrefix[] = "step_";
+constexpr char kCompactedStepsKey[] = "steps_compacted.pb";
+
+std::string WorkerKey(int first_rank) {
+  return absl::StrFormat("%s%06d.pb", kWorkerPrefix, first_rank);
+}
+std::string ParamsKey(int64_t version) {
+  return absl::StrFormat("%s%012d.pb", kParamsPrefix, version);
+}
+std::string ProfileKey(int slot) {
+  return absl::StrFormat("%s%06d.pb", kProfilePrefix, slot);
+}
+std::string StepKey(int64_t step) {
+  return absl::StrFormat("%s%020d.pb", kStepPrefix, step);
+}
+
+// A corrupt or foreign state directory.
+absl::Status StateError(absl::string_view key, absl::string_view why) {
+  return absl::FailedPreconditionError(
+      absl::StrCat("state file '", key, "' ", why,
+                   "; restore the state directory or start with an empty one"));
+}
+
+/// Every stored (key, value) whose key starts with `prefix`, in key order.
+absl::StatusOr<std::vector<std::pair<std::string, std::string>>> ReadAll(
+    const StateStore& store, absl::string_view prefix) {
+  absl::StatusOr<std::vector<std::string>> keys = store.List(prefix);
+  if (!keys.ok()) return keys.status();
+  std::vector<std::pair<std::string, std::string>> values;
+  for (const std::string& key : *keys) {
+    absl::StatusOr<std::optional<std::string>> stored = store.Read(key);
+    if (!stored.ok()) return stored.status();
+    if (!stored->has_value()) continue;  // removed since listed
+    values.emplace_back(key, **std::move(stored));
+  }
+  return values;
+}
+
+/// Parses every record under `prefix` into `out` (one per key).
+template <typename Record>
+absl::Status ReadRecords(const StateStore& store, absl::string_view prefix,
+                         absl::string_view what, std::vector<Record>* out) {
+  absl::StatusOr<std::vector<std::pair<std::string, std::string>>> stored =
+      ReadAll(store, prefix);
+  if (!stored.ok()) return stored.status();
+  for (const auto& [key, bytes] : *stored) {
+    Record record;
+    if (!record.ParseFromString(bytes)) {
+      return StateError(key, absl::StrCat("is not a ", what, " record"));
+    }
+    out->push_back(std::move(record));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status PersistError(absl::string_view what, const absl::Status& status) {
+  const std::string message =
+      absl::StrCat("cannot record ", what, " durably (", status.message(), ")");
+  switch (status.code()) {
+    case absl::StatusCode::kResourceExhausted:
+      return absl::ResourceExhaustedError(
+          absl::StrCat(message, "; free space in the state directory"));
+    case absl::StatusCode::kPermissionDenied:
+      return absl::PermissionDeniedError(absl::StrCat(
+          message, "; make the state directory writable by the planner"));
+    default:
+      return absl::UnavailableError(absl::StrCat(message, "; retry later"));
+  }
+}
+
+absl::StatusOr<std::unique_ptr<PlannerStateStore>> PlannerStateStore::Open(
+    absl::string_view directory, const v1::JobRecord& job,
+    PlannerState* state) {
+  absl::StatusOr<std::unique_ptr<StateStore>> opened =
+      StateStore::Open(directory);
+  if (!opened.ok()) return opened.status();
+  std::unique_ptr<PlannerStateStore> store(
+      new PlannerStateStore(*std::move(opened)));
+  if (absl::Status status = store->CheckJob(job); !status.ok()) return status;
+  if (absl::Status status = store->Load(state); !status.ok()) return status;
+  return store;
+}
+
+absl::Status PlannerStateStore::CheckJob(const v1::JobRecord& job) {
+  absl::StatusOr<std::optional<std::string>> legacy =
+      store_->Read(kLegacyJobKey);
+  if (!legacy.ok()) return legacy.status();
+  if (legacy->has_value()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "state directory '", directory(),
+        "' was written by an earlier planner release (JSON state files such "
+        "as job.json); this planner keeps typed protobuf records (job.pb) "
+        "and does not read the old format: start with a fresh state_dir (or "
+        "run the planner release that wrote it)"));
+  }
+  absl::StatusOr<std::optional<std::string>> stored = store_->Read(kJobKey);
+  if (!stored.ok()) return stored.status();
+  if (!stored->has_value()) {
+    return store_->Write(kJobKey, job.SerializeAsString());
+  }
+  v1::JobRecord previous;
+  if (!previous.ParseFromString(**stored)) {
+    return StateError(kJobKey, "is not a job record");
+  }
+  // Step records hold fingerprints of the version the directory was started
+  // with; they cannot be compared with another version's.
+  if (previous.batch_fingerprint_version() != job.batch_fingerprint_version()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "state directory '", directory(),
+        "' records batch fingerprints of version ",
+        previous.batch_fingerprint_version(),
+        " but this planner computes version ", job.batch_fingerprint_version(),
+        " (see planner/service/batch_fingerprint.h), so its steps' batches "
+        "cannot be checked; start with a fresh state_dir (or run the planner "
+        "release that wrote it)"));
+  }
+  if (!google::protobuf::util::MessageDifferencer::Equals(previous, job)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "state directory '", directory(),
+        "' belongs to a different job (its model, cluster or planner options "
+        "differ: ",
+        previous.ShortDebugString(), " vs ", job.ShortDebugString(),
+        "); use a fresh state_dir for a new job"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status PlannerStateStore::Load(PlannerState* state) const {
+  if (absl::Status status =
+          ReadRecords(*store_, kWorkerPrefix, "worker", &state->workers);
+      !status.ok()) {
+    return status;
+  }
+  std::vector<v1::ParamsVersionRecord> versions;
+  if (absl::Status status =
+          ReadRecords(*store_, kParamsPrefix, "parameter version", &versions);
+      !status.ok()) {
+    return status;
+  }
+  for (v1::ParamsVersionRecord& version : versions) {
+    if (version.params_version() < 1 ||
+        state->params_versions.count(version.params_version()) > 0) {
+      return StateError(ParamsKey(version.params_version()),
+                        "is not a parameter version");
+    }
+    const int64_t number = version.params_version();
+    state->params_versions[number] = std::move(version);
+  }
+  std::vector<v1::ProfileRecord> profiles;
+  if (absl::Status status =
+          ReadRecords(*store_, kProfilePrefix, "profile", &profiles);
+      !status.ok()) {
+    return status;
+  }
+  for (v1::ProfileRecord& profile : profiles) {
+    state->profiles.push_back(std::move(*profile.mutable_profile()));
+  }
+  if (absl::Status status =
+          ReadRecords(*store_, kStepPrefix, "step", &state->steps);
+      !status.ok()) {
+    return status;
+  }
+  absl::StatusOr<std::optional<std::string>> compacted =
+      store_->Read(kCompactedStepsKey);
+  if (!compacted.ok()) return compacted.status();
+  if (compacted->has_value() &&
+      !state->compacted_steps.ParseFromString(**compacted)) {
+    return StateError(kCompactedStepsKey, "is not a compacted step history");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status PlannerStateStore::WriteWorker(const v1::WorkerRecord& record) {
+  return store_->Write(WorkerKey(record.first_rank()),
+                       record.SerializeAsString());
+}
+
+absl::Status PlannerStateStore::WriteParamsVersion(
+    const v1::ParamsVersionRecord& record) {
+  return store_->Write(ParamsKey(record.params_version()),
+                       record.SerializeAsString());
+}
+
+absl::Status PlannerStateStore::WriteProfile(
+    int slot, const v1::SubmitProfileRequest& profile) {
+  v1::ProfileRecord record;
+  *record.mutable_profile() = profile;
+  return store_->Write(ProfileKey(slot), record.SerializeAsString());
+}
+
+absl::Status PlannerStateStore::WriteStep(const v1::StepRecord& record) {
+  return store_->Write(StepKey(record.step()), record.SerializeAsString());
+}
+
+absl::Status PlannerStateStore::CompactSteps(
+    const v1::CompactedStepsRecord& compacted,
+    const std::vector<int64_t>& left_window) {
+  // The history first: a crash between leaves a step both compacted and
+  // recorded, which loading tolerates (the record wins).
+  if (absl::Status status =
+          store_->Write(kCompactedStepsKey, compacted.SerializeAsString());
+      !status.ok()) {
+    return status;
+  }
+  for (int64_t step : left_window) {
+    if (absl::Status status = store_->Delete(StepKey(step)); !status.ok()) {
+      return status;
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace dcp

@@ -1,0 +1,83 @@
+#ifndef DCP_PLANNER_SERVICE_PLANNER_STATE_STORE_H_
+#define DCP_PLANNER_SERVICE_PLANNER_STATE_STORE_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "dcp/v1/planner_state.pb.h"
+#include "planner/service/state_store.h"
+
+namespace dcp {
+
+/// Everything a state directory holds, read once at start.
+struct PlannerState {
+  std::vector<v1::WorkerRecord> workers;
+  /// By version (1, 2, ...; the defaults, version 0, are not stored).
+  std::map<int64_t, v1::ParamsVersionRecord> params_versions;
+  /// By slot (0, 1, ...: order of each worker's first profile).
+  std::vector<v1::SubmitProfileRequest> profiles;
+  /// Steps inside the plan-cache window when the planner stopped.
+  std::vector<v1::StepRecord> steps;
+  /// Steps that left the window (their parameter versions only).
+  v1::CompactedStepsRecord compacted_steps;
+};
+
+/// The planner's durable state as typed protobuf records
+/// (proto/dcp/v1/planner_state.proto) over a StateStore: one file per
+/// worker, parameter version, profile slot and window step, plus the job
+/// record and the compacted history of steps that left the window. A
+/// registration writes one worker's record; a step that leaves the window
+/// has its record folded into the compacted history and deleted, so the
+/// directory holds O(workers + versions + window) files however long the
+/// job runs.
+///
+/// A directory written by the earlier JSON format (job.json) is refused
+/// with an error saying to start fresh.
+///
+/// Thread-safe: writes are serialized by the StateStore. Callers hold no
+/// mutex of theirs while calling it (it does disk I/O and fsyncs).
+class PlannerStateStore {
+ public:
+  /// Opens `directory` (creating it), checks that it belongs to `job`
+  /// (writing `job` into a fresh directory) and reads it into `state`.
+  /// FAILED_PRECONDITION for a foreign, old-format or corrupt directory.
+  static absl::StatusOr<std::unique_ptr<PlannerStateStore>> Open(
+      absl::string_view directory, const v1::JobRecord& job,
+      PlannerState* state);
+
+  absl::Status WriteWorker(const v1::WorkerRecord& record);
+  absl::Status WriteParamsVersion(const v1::ParamsVersionRecord& record);
+  absl::Status WriteProfile(int slot, const v1::SubmitProfileRequest& profile);
+  absl::Status WriteStep(const v1::StepRecord& record);
+  /// Replaces the compacted history by `compacted` (which must cover
+  /// `left_window`), then deletes those steps' records.
+  absl::Status CompactSteps(const v1::CompactedStepsRecord& compacted,
+                            const std::vector<int64_t>& left_window);
+
+  const std::string& directory() const { return store_->directory(); }
+
+ private:
+  explicit PlannerStateStore(std::unique_ptr<StateStore> store)
+      : store_(std::move(store)) {}
+
+  absl::Status CheckJob(const v1::JobRecord& job);
+  absl::Status Load(PlannerState* state) const;
+
+  const std::unique_ptr<StateStore> store_;
+};
+
+/// The status for a failure to write state: a full disk (RESOURCE_EXHAUSTED)
+/// or a read-only or foreign directory (PERMISSION_DENIED) keeps its code;
+/// other I/O errors become UNAVAILABLE, which clients retry. `what` names
+/// what was not recorded ("the registration").
+absl::Status PersistError(absl::string_view what, const absl::Status& status);
+
+}  // namespace dcp
+
+#endif  // DCP_PLANNER_SERVICE_PLANNER_STATE_STORE_H_

@@ -1,0 +1,126 @@
+#include "planner/service/planner_state_store.h"
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "planner/service/test_directory.h"
+
+namespace dcp {
+namespace {
+
+using ::testing::HasSubstr;
+
+v1::JobRecord Job() {
+  v1::JobRecord job;
+  job.mutable_model()->set_name("tiny");
+  job.mutable_cluster()->set_num_nodes(2);
+  job.set_batch_fingerprint_version(2);
+  return job;
+}
+
+TEST(PlannerStateStoreTest, RecordsRoundTripOneFileEach) {
+  const std::string directory = FreshTestDirectory("planner_state_store_");
+  {
+    PlannerState state;
+    auto store = PlannerStateStore::Open(directory, Job(), &state);
+    ASSERT_TRUE(store.ok()) << store.status();
+    EXPECT_TRUE(state.workers.empty());
+    for (int rank : {0, 8}) {
+      v1::WorkerRecord worker;
+      worker.mutable_registration()->set_worker_id(absl::StrCat("w", rank));
+      worker.set_first_rank(rank);
+      ASSERT_TRUE((*store)->WriteWorker(worker).ok());
+    }
+    v1::ParamsVersionRecord version;
+    version.set_params_version(1);
+    version.set_compute_correction(1.5);
+    ASSERT_TRUE((*store)->WriteParamsVersion(version).ok());
+    v1::SubmitProfileRequest profile;
+    profile.set_worker_id("w0");
+    ASSERT_TRUE((*store)->WriteProfile(0, profile).ok());
+    for (int64_t step = 0; step < 3; ++step) {
+      v1::StepRecord record;
+      record.set_step(step);
+      record.set_fingerprint(100 + step);
+      ASSERT_TRUE((*store)->WriteStep(record).ok());
+    }
+    v1::CompactedStepsRecord compacted;
+    v1::StepVersionRange* range = compacted.add_ranges();
+    range->set_first_step(0);
+    range->set_last_step(1);
+    range->set_params_version(0);
+    ASSERT_TRUE((*store)->CompactSteps(compacted, {0, 1}).ok());
+  }
+  EXPECT_EQ(CountFilesWithPrefix(directory, "worker_"), 2);
+  EXPECT_EQ(CountFilesWithPrefix(directory, "step_"), 1);
+  PlannerState state;
+  auto store = PlannerStateStore::Open(directory, Job(), &state);
+  ASSERT_TRUE(store.ok()) << store.status();
+  ASSERT_EQ(state.workers.size(), 2u);
+  EXPECT_EQ(state.workers[1].registration().worker_id(), "w8");
+  ASSERT_EQ(state.params_versions.size(), 1u);
+  EXPECT_EQ(state.params_versions.at(1).compute_correction(), 1.5);
+  ASSERT_EQ(state.profiles.size(), 1u);
+  EXPECT_EQ(state.profiles[0].worker_id(), "w0");
+  ASSERT_EQ(state.steps.size(), 1u);
+  EXPECT_EQ(state.steps[0].fingerprint(), 102u);
+  ASSERT_EQ(state.compacted_steps.ranges_size(), 1);
+  EXPECT_EQ(state.compacted_steps.ranges(0).last_step(), 1);
+}
+
+TEST(PlannerStateStoreTest, ForeignAndOldDirectoriesAreRefused) {
+  const std::string directory = FreshTestDirectory("planner_state_store_");
+  PlannerState state;
+  ASSERT_TRUE(PlannerStateStore::Open(directory, Job(), &state).ok());
+  v1::JobRecord other = Job();
+  other.mutable_cluster()->set_num_nodes(3);
+  absl::Status refused =
+      PlannerStateStore::Open(directory, other, &state).status();
+  EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(refused.message(), HasSubstr("different job"));
+  v1::JobRecord version = Job();
+  version.set_batch_fingerprint_version(3);
+  EXPECT_THAT(
+      PlannerStateStore::Open(directory, version, &state).status().message(),
+      HasSubstr("batch fingerprints of version 2"));
+
+  const std::string legacy =
+      FreshTestDirectory("planner_state_store_") + "_json";
+  std::filesystem::create_directories(legacy);
+  { std::ofstream(legacy + "/job.json") << "{}"; }
+  absl::Status old = PlannerStateStore::Open(legacy, Job(), &state).status();
+  EXPECT_EQ(old.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(old.message(), HasSubstr("start with a fresh state_dir"));
+}
+
+TEST(PlannerStateStoreTest, CorruptRecordIsNamed) {
+  const std::string directory = FreshTestDirectory("planner_state_store_");
+  {
+    PlannerState state;
+    ASSERT_TRUE(PlannerStateStore::Open(directory, Job(), &state).ok());
+  }
+  { std::ofstream(directory + "/step_00000000000000000007.pb") << "\xff\xff"; }
+  PlannerState state;
+  absl::Status status =
+      PlannerStateStore::Open(directory, Job(), &state).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(status.message(), HasSubstr("step_00000000000000000007.pb"));
+}
+
+TEST(PlannerStateStoreTest, PersistErrorKeepsActionableCodes) {
+  EXPECT_EQ(PersistError("x", absl::ResourceExhaustedError("full")).code(),
+            absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(PersistError("x", absl::PermissionDeniedError("ro")).code(),
+            absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(PersistError("x", absl::InternalError("eio")).code(),
+            absl::StatusCode::kUnavailable);
+}
+
+}  // namespace
+}  // namespace dcp

@@ -1,0 +1,358 @@
+#include "planner/service/request_validation.h"
+
+#include <cmath>
+#include <set>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "planner/service/proto_convert.h"
+
+namespace dcp {
+namespace {
+
+// Longest sequence a batch may name (2^40 tokens): far beyond anything
+// plannable, small enough that sums over a batch cannot overflow.
+constexpr int64_t kMaxLengthTokens = int64_t{1} << 40;
+constexpr int kMaxSamplesPerBatch = 1 << 20;
+constexpr int kMaxProfileSamples = 1 << 20;
+constexpr size_t kMaxIdentifierLength = 128;
+constexpr size_t kMaxFreeTextLength = 256;
+
+bool IsIdentifierCharacter(char c) {
+  return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '.' ||
+         c == '_' || c == ':' || c == '-';
+}
+
+}  // namespace
+
+std::string Hex(uint64_t value) { return absl::StrFormat("%016x", value); }
+
+std::string Quote(absl::string_view value) {
+  std::string shown(value.substr(0, 64));
+  for (char& c : shown) {
+    if (!absl::ascii_isprint(static_cast<unsigned char>(c))) c = '?';
+  }
+  return absl::StrCat("'", shown, value.size() > 64 ? "...'" : "'");
+}
+
+absl::Status ValidateIdentifier(absl::string_view field,
+                                absl::string_view value,
+                                absl::string_view example) {
+  if (value.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        field, " is empty; set it to a stable name such as ", example));
+  }
+  if (value.size() > kMaxIdentifierLength) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, " ", Quote(value), " has ", value.size(),
+                     " characters; use at most ", kMaxIdentifierLength));
+  }
+  for (char c : value) {
+    if (!IsIdentifierCharacter(c)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, " ", Quote(value), " contains ",
+                       Quote(absl::string_view(&c, 1)),
+                       "; use only letters, digits and . _ : -"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Descriptive fields (gpu_kind, libtorch_version, address): printable ASCII,
+namespace {
+
+// Descriptive fields (gpu_kind, libtorch_version, address): printable ASCII,
+// so that they log, persist and compare plainly.
+absl::Status ValidateFreeText(absl::string_view field,
+                              absl::string_view value) {
+  if (value.size() > kMaxFreeTextLength) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, " ", Quote(value), " has ", value.size(),
+                     " characters; use at most ", kMaxFreeTextLength));
+  }
+  for (char c : value) {
+    const unsigned char byte = static_cast<unsigned char>(c);
+    if (byte < 0x20 || byte > 0x7e) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("%s %s contains byte 0x%02x; use printable ASCII",
+                          field, Quote(value), byte));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateAddress(absl::string_view address) {
+  if (address.empty()) return absl::OkStatus();
+  if (absl::Status status = ValidateFreeText("address", address);
+      !status.ok()) {
+    return status;
+  }
+  const size_t colon = address.rfind(':');
+  int port = 0;
+  if (colon == absl::string_view::npos || colon == 0 ||
+      !absl::SimpleAtoi(address.substr(colon + 1), &port) || port < 1 ||
+      port > 65535 ||
+      address.substr(colon + 1).find_first_not_of("0123456789") !=
+          absl::string_view::npos) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "address ", Quote(address),
+        " is not host:port with a port in 1..65535; give where this worker "
+        "would host the c10d store, e.g. 10.0.0.5:29500"));
+  }
+  return absl::OkStatus();
+}
+}  // namespace
+
+absl::Status ValidateGlobalBatch(const v1::GlobalBatch& batch,
+                                 absl::string_view field) {
+  if (batch.step() < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        field, ".step = ", batch.step(), "; steps are numbered from 0"));
+  }
+  if (batch.samples().empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ".samples is empty (step ", batch.step(),
+                     "); give the step's sequences"));
+  }
+  if (batch.samples_size() > kMaxSamplesPerBatch) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        field, ".samples has ", batch.samples_size(), " sequences; at most ",
+        kMaxSamplesPerBatch, " are supported"));
+  }
+  absl::flat_hash_map<int64_t, int> index_of_id;
+  index_of_id.reserve(batch.samples_size());
+  for (int i = 0; i < batch.samples_size(); ++i) {
+    const v1::Sample& sample = batch.samples(i);
+    if (sample.length_tokens() <= 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ".samples[", i, "] (id ", sample.id(),
+                       ") has length_tokens = ", sample.length_tokens(),
+                       "; every sequence needs at least 1 token"));
+    }
+    if (sample.length_tokens() > kMaxLengthTokens) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          field, ".samples[", i, "] (id ", sample.id(),
+          ") has length_tokens = ", sample.length_tokens(), "; at most ",
+          kMaxLengthTokens, " tokens are supported"));
+    }
+    auto [it, inserted] = index_of_id.emplace(sample.id(), i);
+    if (!inserted) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          field, ".samples[", i, "].id = ", sample.id(), " repeats ", field,
+          ".samples[", it->second, "].id; ids must be unique within a batch"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+namespace {
+
+absl::Status CheckFiniteNonNegative(absl::string_view field, double value) {
+  if (!std::isfinite(value) || value < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        field, " = ", value, "; it must be a finite non-negative number"));
+  }
+  return absl::OkStatus();
+}
+
+// Descriptive fields of a registration, checked in this order.
+absl::Status ValidateRegistrationText(
+    const v1::RegisterWorkerRequest& request) {
+  if (absl::Status status = ValidateAddress(request.address()); !status.ok()) {
+    return status;
+  }
+  if (absl::Status status = ValidateFreeText("gpu_kind", request.gpu_kind());
+      !status.ok()) {
+    return status;
+  }
+  return ValidateFreeText("libtorch_version", request.libtorch_version());
+}
+
+}  // namespace
+
+absl::Status ValidateRegisterWorkerRequest(
+    const v1::RegisterWorkerRequest& request, int gpus_per_node) {
+  const int per_node = gpus_per_node;
+  if (absl::Status status =
+          ValidateIdentifier("worker_id", request.worker_id(), "the pod name");
+      !status.ok()) {
+    return status;
+  }
+  if (absl::Status status =
+          ValidateIdentifier("node_name", request.node_name(), "the host name");
+      !status.ok()) {
+    return status;
+  }
+  if (request.num_ranks() < 1 || request.num_ranks() > per_node) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "num_ranks = ", request.num_ranks(), " for worker ",
+        Quote(request.worker_id()), "; it must be in [1, ", per_node,
+        "] (the cluster has ", per_node, " GPUs per node)"));
+  }
+  if (request.backend() != "" && request.backend() != "gloo" &&
+      request.backend() != "nccl") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "backend ", Quote(request.backend()), " for worker ",
+        Quote(request.worker_id()),
+        " is not supported; use \"gloo\" (CPU) or \"nccl\" (GPU)"));
+  }
+  if (request.gpu_memory_bytes() < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("gpu_memory_bytes = ", request.gpu_memory_bytes(),
+                     " for worker ", Quote(request.worker_id()),
+                     "; give the GPU's total memory, or 0 if unknown"));
+  }
+  return ValidateRegistrationText(request);
+}
+
+absl::Status ValidateSubmitProfileRequest(
+    const v1::SubmitProfileRequest& request) {
+  if (absl::Status status =
+          ValidateIdentifier("worker_id", request.worker_id(), "the pod name");
+      !status.ok()) {
+    return status;
+  }
+  if (request.samples().empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("samples is empty (worker ", Quote(request.worker_id()),
+                     "); send the worker's micro-benchmark measurements"));
+  }
+  if (request.samples_size() > kMaxProfileSamples) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("samples has ", request.samples_size(),
+                     " entries; send at most ", kMaxProfileSamples));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<SubmittedBatches> ValidateSubmitBatchesRequest(
+    const v1::SubmitBatchesRequest& request) {
+  SubmittedBatches result;
+  for (int i = 0; i < request.batches_size(); ++i) {
+    const v1::GlobalBatch& batch = request.batches(i);
+    if (absl::Status status =
+            ValidateGlobalBatch(batch, absl::StrCat("batches[", i, "]"));
+        !status.ok()) {
+      return status;
+    }
+    result.fingerprints.push_back(BatchFingerprint(batch));
+    auto [it, inserted] = result.index_of_step.emplace(batch.step(), i);
+    if (!inserted &&
+        result.fingerprints[it->second] != result.fingerprints[i]) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "batches[", i, "] and batches[", it->second, "] are both step ",
+          batch.step(), " with different samples; a step has one batch"));
+    }
+  }
+  return result;
+}
+
+absl::Status ValidateGetPlanWithBatch(const v1::GetPlanRequest& request,
+                                      uint64_t fingerprint) {
+  if (!request.worker_id().empty()) {
+    if (absl::Status status = ValidateIdentifier(
+            "worker_id", request.worker_id(), "the pod name");
+        !status.ok()) {
+      return status;
+    }
+  }
+  const int64_t step = request.batch().step();
+  if (request.step() != 0 && request.step() != step) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "step = ", request.step(), " but batch.step = ", step,
+        "; give the step once (batch.step with the samples, or step without "
+        "them)"));
+  }
+  if (request.batch_fingerprint() != 0 &&
+      request.batch_fingerprint() != fingerprint) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "batch_fingerprint = ", Hex(request.batch_fingerprint()),
+        " but the samples sent have fingerprint ", Hex(fingerprint),
+        "; compute it with BatchFingerprint over the same samples, or leave "
+        "it 0"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateGetPlanByStep(const v1::GetPlanRequest& request) {
+  if (!request.worker_id().empty()) {
+    if (absl::Status status = ValidateIdentifier(
+            "worker_id", request.worker_id(), "the pod name");
+        !status.ok()) {
+      return status;
+    }
+  }
+  const int64_t step = request.step();
+  if (request.has_batch() && request.batch().step() != step) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "batch.samples is empty (step ", request.batch().step(),
+        ") and step = ", step,
+        "; give the step's sequences in batch, or leave batch unset and ask "
+        "by step"));
+  }
+  if (step < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("step = ", step, "; steps are numbered from 0"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateReportStepStatsRequest(
+    const v1::ReportStepStatsRequest& request, int world_size) {
+  if (absl::Status status =
+          ValidateIdentifier("worker_id", request.worker_id(), "the pod name");
+      !status.ok()) {
+    return status;
+  }
+  if (request.step() < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("step = ", request.step(), "; steps are numbered from 0"));
+  }
+  if (request.rank() < 0 || request.rank() >= world_size) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("rank = ", request.rank(), "; ranks are 0..",
+                     world_size - 1, " in this world of ", world_size));
+  }
+  if (!std::isfinite(request.step_seconds()) || request.step_seconds() <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("step_seconds = ", request.step_seconds(),
+                     "; report the measured step time, a finite number > 0"));
+  }
+  std::set<int> seen_indices;
+  for (int i = 0; i < request.micro_batches_size(); ++i) {
+    const v1::MicroBatchStats& stats = request.micro_batches(i);
+    const std::string field = absl::StrCat("micro_batches[", i, "]");
+    if (stats.micro_batch_index() < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          field, ".micro_batch_index = ", stats.micro_batch_index(),
+          "; indices start at 0"));
+    }
+    if (!seen_indices.insert(stats.micro_batch_index()).second) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          field, ".micro_batch_index = ", stats.micro_batch_index(),
+          " repeats an earlier entry; report each micro-batch once"));
+    }
+    for (const auto& [name, value] :
+         {std::pair<const char*, double>{"compute_seconds",
+                                         stats.compute_seconds()},
+          {"communication_seconds", stats.communication_seconds()},
+          {"idle_seconds", stats.idle_seconds()}}) {
+      if (absl::Status status =
+              CheckFiniteNonNegative(absl::StrCat(field, ".", name), value);
+          !status.ok()) {
+        return status;
+      }
+    }
+    if (stats.peak_memory_bytes() < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          field, ".peak_memory_bytes = ", stats.peak_memory_bytes(),
+          "; it must be >= 0"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace dcp

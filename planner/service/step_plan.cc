@@ -1,0 +1,142 @@
+#include "planner/service/step_plan.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/time.h"
+#include "planner/batch_check.h"
+#include "planner/lower_bound.h"
+#include "planner/plan.h"
+#include "planner/service/proto_convert.h"
+
+namespace dcp {
+namespace {
+
+// "7.28 s" for a second or more, three digits below ("0.0123 s").
+std::string FormatSeconds(double seconds) {
+  return seconds >= 0.995 || seconds == 0 ? absl::StrFormat("%.2f s", seconds)
+                                          : absl::StrFormat("%.3g s", seconds);
+}
+
+}  // namespace
+
+std::shared_ptr<const StepPlan> MakeStepPlan(const v1::GlobalBatch& batch,
+                                             const ParamsVersion& params,
+                                             const PlannerOptions& options,
+                                             int world_size,
+                                             const Clock& clock) {
+  auto result = std::make_shared<StepPlan>();
+  result->params_version = params.version;
+  const CostModel& cost_model = *params.cost_model;
+  const int64_t step = batch.step();
+  const absl::Time start = clock.Now();
+  std::vector<int64_t> lengths;
+  lengths.reserve(batch.samples_size());
+  for (const v1::Sample& sample : batch.samples()) {
+    lengths.push_back(sample.length_tokens());
+  }
+  absl::StatusOr<Plan> plan = Planner(cost_model, options).PlanBatch(lengths);
+  if (!plan.ok()) {
+    result->status = absl::Status(
+        plan.status().code(),
+        absl::StrCat("step ", step, ": ", plan.status().message()));
+    result->planning_seconds = absl::ToDoubleSeconds(clock.Now() - start);
+    return result;
+  }
+  if (plan->lower_bound_seconds <= 0) {
+    absl::StatusOr<std::vector<int>> sizes =
+        LegalSpSizes(cost_model, options.sp_sizes);
+    if (sizes.ok()) {
+      absl::StatusOr<double> bound =
+          StepTimeLowerBound(cost_model, *sizes, lengths);
+      if (bound.ok()) plan->lower_bound_seconds = *bound;
+    }
+  }
+  result->planning_seconds = absl::ToDoubleSeconds(clock.Now() - start);
+  result->predicted_step_seconds = plan->predicted_step_seconds;
+  result->lower_bound_seconds = plan->lower_bound_seconds;
+  result->gap_to_lower_bound = plan->GapToLowerBound();
+
+  auto response = std::make_shared<v1::GetPlanResponse>();
+  *response->mutable_plan() = PlanToProto(*plan, step);
+  for (const v1::Sample& sample : batch.samples()) {
+    response->add_sample_ids(sample.id());
+  }
+  response->set_params_version(params.version);
+  response->set_using_default_params(params.version == 0);
+  {
+    v1::GetPlanResponse without_ids = *response;
+    without_ids.clear_sample_ids();
+    result->serialized_without_sample_ids =
+        std::make_shared<const std::string>(without_ids.SerializeAsString());
+  }
+  result->serialized =
+      std::make_shared<const std::string>(response->SerializeAsString());
+  result->response = std::move(response);
+
+  result->group_of_rank.assign(world_size, -1);
+  PlanShapeStats& shape = result->shape;
+  int64_t checkpointed_layers_sum = 0;
+  for (size_t g = 0; g < plan->groups.size(); ++g) {
+    const GroupPlan& group = plan->groups[g];
+    GroupSummary summary;
+    summary.predicted_seconds = group.predicted_seconds;
+    for (const MicroBatchPlan& micro_batch : group.micro_batches) {
+      MicroBatchShape micro_batch_shape;
+      micro_batch_shape.sp_size = group.sp_size();
+      for (int index : micro_batch.sequence_indices) {
+        micro_batch_shape.AddSequence(lengths[index]);
+      }
+      const MicroBatchCost cost = cost_model.MicroBatch(
+          micro_batch_shape, micro_batch.checkpointed_layers);
+      summary.micro_batch_compute_seconds.push_back(
+          std::max(0.0, cost.total_seconds - cost.communication_seconds));
+      checkpointed_layers_sum += micro_batch.checkpointed_layers;
+      shape.max_checkpointed_layers = std::max(shape.max_checkpointed_layers,
+                                               micro_batch.checkpointed_layers);
+    }
+    for (int rank : group.ranks) {
+      if (rank >= 0 && rank < world_size) {
+        result->group_of_rank[rank] = static_cast<int>(g);
+      }
+    }
+    result->groups.push_back(std::move(summary));
+    ++shape.groups_by_sp_size[group.sp_size()];
+    shape.micro_batches += static_cast<int>(group.micro_batches.size());
+  }
+  shape.mean_checkpointed_layers =
+      shape.micro_batches > 0
+          ? static_cast<double>(checkpointed_layers_sum) / shape.micro_batches
+          : 0.0;
+  return result;
+}
+
+std::string DescribeStepPlan(int64_t step, const StepPlan& plan) {
+  if (!plan.status.ok()) {
+    // The status already names the step.
+    const absl::string_view message = plan.status.message();
+    const std::string prefix = absl::StrCat("step ", step, ": ");
+    return absl::StrCat("step ", step, ": not plannable: ",
+                        absl::StartsWith(message, prefix)
+                            ? message.substr(prefix.size())
+                            : message);
+  }
+  std::vector<std::string> sizes;  // largest SP size first
+  for (auto it = plan.shape.groups_by_sp_size.rbegin();
+       it != plan.shape.groups_by_sp_size.rend(); ++it) {
+    sizes.push_back(absl::StrCat(it->first, "x", it->second));
+  }
+  return absl::StrFormat(
+      "step %d: SP sizes %s, %d micro-batches, predicted %s, lower bound %s "
+      "(gap %.1f%%), planned in %.1f ms",
+      step, absl::StrJoin(sizes, " "), plan.shape.micro_batches,
+      FormatSeconds(plan.predicted_step_seconds),
+      FormatSeconds(plan.lower_bound_seconds), 100 * plan.gap_to_lower_bound,
+      1e3 * plan.planning_seconds);
+}
+
+}  // namespace dcp

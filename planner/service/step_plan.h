@@ -1,0 +1,74 @@
+#ifndef DCP_PLANNER_SERVICE_STEP_PLAN_H_
+#define DCP_PLANNER_SERVICE_STEP_PLAN_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "common/clock.h"
+#include "dcp/v1/planner_service.pb.h"
+#include "planner/planner.h"
+#include "planner/service/cost_params_registry.h"
+
+namespace dcp {
+
+/// What a computed plan predicts per group, for checking reports.
+struct GroupSummary {
+  double predicted_seconds = 0;
+  /// Predicted compute (not communication) seconds of each micro-batch.
+  std::vector<double> micro_batch_compute_seconds;
+};
+
+/// The shape of a plan, as PlannerMetrics::PlanShape reports it.
+struct PlanShapeStats {
+  std::map<int, int> groups_by_sp_size;
+  int micro_batches = 0;
+  double mean_checkpointed_layers = 0;
+  int max_checkpointed_layers = 0;
+};
+
+/// The outcome of planning one step. Immutable once made; shared by every
+/// request for the step.
+struct StepPlan {
+  absl::Status status;
+  /// The status is transient (the step could not be recorded): not cached.
+  bool retry = false;
+  std::shared_ptr<const v1::GetPlanResponse> response;
+  std::shared_ptr<const std::string> serialized;
+  /// The same without sample_ids, for clients that named the batch by its
+  /// fingerprint (they hold the batch; this halves the bytes they decode).
+  std::shared_ptr<const std::string> serialized_without_sample_ids;
+  /// Group index of each rank (-1: none).
+  std::vector<int> group_of_rank;
+  std::vector<GroupSummary> groups;
+  int64_t params_version = 0;
+  PlanShapeStats shape;
+  /// Seconds the planner core (and the lower bound) took.
+  double planning_seconds = 0;
+  double predicted_step_seconds = 0;
+  double lower_bound_seconds = 0;
+  /// (predicted - lower bound) / lower bound.
+  double gap_to_lower_bound = 0;
+};
+
+/// Makes the plan of `batch` with `params` (planner call, lower bound,
+/// serialized variants, per-group predictions and plan-shape statistics).
+/// Pure but for reading `clock` to time the planner. An unplannable batch
+/// gives a StepPlan whose status says why (prefixed with the step).
+std::shared_ptr<const StepPlan> MakeStepPlan(const v1::GlobalBatch& batch,
+                                             const ParamsVersion& params,
+                                             const PlannerOptions& options,
+                                             int world_size,
+                                             const Clock& clock);
+
+/// One line describing a planned step for the log ("step 3: SP sizes 8x2
+/// 4x1, 12 micro-batches, predicted 7.28 s, lower bound ... planned in
+/// 12.0 ms").
+std::string DescribeStepPlan(int64_t step, const StepPlan& plan);
+
+}  // namespace dcp
+
+#endif  // DCP_PLANNER_SERVICE_STEP_PLAN_H_

@@ -1,0 +1,138 @@
+#include "planner/service/step_stats_tracker.h"
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace dcp {
+
+void RefitAccumulator::Add(const std::vector<double>& ratios) {
+  for (double ratio : ratios) {
+    ratio_sum_ += ratio;
+    ratio_squared_sum_ += ratio * ratio;
+    ++count_;
+  }
+}
+
+void RefitAccumulator::Remove(const std::vector<double>& ratios) {
+  for (double ratio : ratios) {
+    ratio_sum_ -= ratio;
+    ratio_squared_sum_ -= ratio * ratio;
+    --count_;
+  }
+}
+
+std::optional<double> RefitAccumulator::Factor() const {
+  if (count_ < kMinObservations || ratio_squared_sum_ <= 0) {
+    return std::nullopt;
+  }
+  // Finite: every ratio summed lies in [1 / kMaxRatio, kMaxRatio].
+  return std::clamp(ratio_sum_ / ratio_squared_sum_, kMinFactor, kMaxFactor);
+}
+
+absl::StatusOr<StepStatsTracker::Outcome> StepStatsTracker::Record(
+    const v1::ReportStepStatsRequest& request, const StepPlan& plan,
+    double plan_correction, const CostParamsSnapshot& params) {
+  const int64_t step = request.step();
+  const int rank = request.rank();
+  const double measured = request.step_seconds();
+  const int group_index = plan.group_of_rank[rank];
+  if (group_index < 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("rank ", rank, " has no group in step ", step, "'s plan"));
+  }
+  const GroupSummary& group = plan.groups[group_index];
+  const int count = static_cast<int>(group.micro_batch_compute_seconds.size());
+  for (int i = 0; i < request.micro_batches_size(); ++i) {
+    const int index = request.micro_batches(i).micro_batch_index();
+    if (index >= count) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "micro_batches[", i, "].micro_batch_index = ", index, " but rank ",
+          rank, "'s group runs ", count, " micro-batches in step ", step,
+          " (indices 0..", count - 1, ")"));
+    }
+  }
+
+  Outcome outcome;
+  RankReport report;
+  report.step_seconds = measured;
+  if (group.predicted_seconds > 0) {
+    outcome.measured_over_predicted = measured / group.predicted_seconds;
+    // A measurement so small that the error overflows says nothing.
+    const double relative_error =
+        std::abs(measured - group.predicted_seconds) / measured;
+    if (std::isfinite(relative_error)) report.relative_error = relative_error;
+  }
+  // Online refit ratios, relative to the fitted parameters.
+  if (plan.params_version >= params.refit_epoch) {
+    report.refit_epoch = params.refit_epoch;
+    for (const v1::MicroBatchStats& stats : request.micro_batches()) {
+      const double predicted =
+          group.micro_batch_compute_seconds[stats.micro_batch_index()] /
+          plan_correction;
+      const double ratio = predicted / stats.compute_seconds();
+      if (predicted > 0 && stats.compute_seconds() > 0 &&
+          RefitAccumulator::Accepts(ratio)) {
+        report.compute_ratios.push_back(ratio);
+      }
+    }
+  }
+
+  absl::MutexLock lock(&mu_);
+  if (params.refit_epoch != refit_epoch_) {
+    // A new fit is a new baseline: online corrections start over from it.
+    refit_epoch_ = params.refit_epoch;
+    refit_ = RefitAccumulator();
+  }
+  StepReports& step_reports = steps_[step];
+  if (auto previous = step_reports.ranks.find(rank);
+      previous != step_reports.ranks.end()) {
+    const RankReport& old = previous->second;
+    if (old.relative_error.has_value()) {
+      relative_error_sum_ -= *old.relative_error;
+      --relative_error_count_;
+    }
+    if (old.refit_epoch == refit_epoch_) refit_.Remove(old.compute_ratios);
+  }
+  if (report.relative_error.has_value()) {
+    relative_error_sum_ += *report.relative_error;
+    ++relative_error_count_;
+  }
+  if (report.refit_epoch == refit_epoch_) refit_.Add(report.compute_ratios);
+  outcome.relative_error = report.relative_error;
+  step_reports.ranks[rank] = std::move(report);
+  if (!step_reports.imbalance_reported &&
+      static_cast<int>(step_reports.ranks.size()) == world_size_) {
+    step_reports.imbalance_reported = true;
+    double most = 0;
+    double sum = 0;
+    for (const auto& [r, rank_report] : step_reports.ranks) {
+      most = std::max(most, rank_report.step_seconds);
+      sum += rank_report.step_seconds;
+    }
+    outcome.imbalance = (most - sum / world_size_) / most;
+    // Refit once per completed step, so that one step's reports make at
+    // most one new version.
+    if (online_refit_) {
+      outcome.refit_factor = refit_.Factor();
+      outcome.refit_epoch = refit_epoch_;
+      outcome.refit_observations = refit_.count();
+    }
+  }
+  return outcome;
+}
+
+void StepStatsTracker::Forget(const std::vector<int64_t>& steps) {
+  absl::MutexLock lock(&mu_);
+  for (int64_t step : steps) steps_.erase(step);
+}
+
+double StepStatsTracker::MeanRelativeError() const {
+  absl::MutexLock lock(&mu_);
+  return relative_error_count_ > 0 ? relative_error_sum_ / relative_error_count_
+                                   : 0;
+}
+
+}  // namespace dcp

@@ -1,0 +1,118 @@
+#ifndef DCP_PLANNER_SERVICE_STEP_STATS_TRACKER_H_
+#define DCP_PLANNER_SERVICE_STEP_STATS_TRACKER_H_
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "dcp/v1/planner_service.pb.h"
+#include "planner/service/cost_params_registry.h"
+#include "planner/service/step_plan.h"
+
+namespace dcp {
+
+/// Online refit's least-squares sums over micro-batch ratios r = predicted
+/// (at the fitted parameters) / measured compute seconds: the factor f
+/// minimising sum (1 - f r)^2 is sum r / sum r^2. Pure value type.
+class RefitAccumulator {
+ public:
+  /// Micro-batch measurements needed before a factor is given.
+  static constexpr int kMinObservations = 4;
+  /// The range a factor may take (beyond it the measurements are not of the
+  /// same kind of hardware as the model).
+  static constexpr double kMinFactor = 0.1;
+  static constexpr double kMaxFactor = 10;
+  /// A ratio outside [1 / this, this] is a broken measurement, not a
+  /// calibration signal (and could overflow the sums): not counted.
+  static constexpr double kMaxRatio = 100;
+  /// The relative change of the correction that makes a new version.
+  static constexpr double kChangeThreshold = 0.05;
+
+  /// True if `ratio` may be counted.
+  static bool Accepts(double ratio) {
+    return ratio >= 1 / kMaxRatio && ratio <= kMaxRatio;
+  }
+  void Add(const std::vector<double>& ratios);
+  void Remove(const std::vector<double>& ratios);
+  int64_t count() const { return count_; }
+  /// The clamped least-squares factor, or nullopt with too few
+  /// observations.
+  std::optional<double> Factor() const;
+
+ private:
+  double ratio_sum_ = 0;
+  double ratio_squared_sum_ = 0;
+  int64_t count_ = 0;
+};
+
+/// The ranks' step reports of the steps whose plans are cached: cost-model
+/// error, step imbalance and the online refit's sums.
+///
+/// Thread model: `mu_` guards everything; no I/O and no other manager is
+/// called. What it needs of the plan cache and the parameter registry comes
+/// in as immutable snapshots (StepPlan, CostParamsSnapshot); a refit it
+/// asks for is applied by the caller.
+class StepStatsTracker {
+ public:
+  /// What one report changed.
+  struct Outcome {
+    double measured_over_predicted = 0;
+    /// |measured - predicted| / measured, when there is a prediction.
+    std::optional<double> relative_error;
+    /// Set when this report completed its step (every rank reported).
+    std::optional<double> imbalance;
+    /// Set when the completed step asks for a refit by this factor (of the
+    /// refit epoch `refit_epoch`, from `refit_observations` measurements).
+    std::optional<double> refit_factor;
+    int64_t refit_epoch = 0;
+    int64_t refit_observations = 0;
+  };
+
+  StepStatsTracker(int world_size, bool online_refit)
+      : world_size_(world_size), online_refit_(online_refit) {}
+
+  /// Records a validated report of a rank of `plan`, planned with version
+  /// `plan_version` (whose correction is `plan_correction`) while `params`
+  /// is current. INVALID_ARGUMENT / FAILED_PRECONDITION if the rank or a
+  /// micro-batch is not in the plan.
+  absl::StatusOr<Outcome> Record(const v1::ReportStepStatsRequest& request,
+                                 const StepPlan& plan, double plan_correction,
+                                 const CostParamsSnapshot& params)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  /// Drops the reports of steps whose plans left the cache.
+  void Forget(const std::vector<int64_t>& steps) ABSL_LOCKS_EXCLUDED(mu_);
+  /// The mean relative error over every report counted (0 without any).
+  double MeanRelativeError() const ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  struct RankReport {
+    double step_seconds = 0;
+    std::optional<double> relative_error;
+    /// Counted in the refit sums of `refit_epoch`.
+    std::vector<double> compute_ratios;
+    int64_t refit_epoch = -1;
+  };
+  struct StepReports {
+    std::map<int, RankReport> ranks;
+    bool imbalance_reported = false;
+  };
+
+  const int world_size_;
+  const bool online_refit_;
+  mutable absl::Mutex mu_;
+  std::map<int64_t, StepReports> steps_ ABSL_GUARDED_BY(mu_);
+  double relative_error_sum_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t relative_error_count_ ABSL_GUARDED_BY(mu_) = 0;
+  /// Sums for steps planned with versions >= `refit_epoch_`; reset when the
+  /// parameters' refit epoch moves on (a new profile fit).
+  int64_t refit_epoch_ ABSL_GUARDED_BY(mu_) = 0;
+  RefitAccumulator refit_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace dcp
+
+#endif  // DCP_PLANNER_SERVICE_STEP_STATS_TRACKER_H_

@@ -1,0 +1,378 @@
+#include "planner/service/worker_registry.h"
+
+#include <algorithm>
+#include <optional>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "planner/service/proto_convert.h"
+#include "planner/service/request_validation.h"
+
+namespace dcp {
+namespace {
+
+absl::Status WorkersError(absl::string_view why) {
+  return absl::FailedPreconditionError(
+      absl::StrCat("the state directory's worker records ", why,
+                   "; restore the state directory or start with an empty one"));
+}
+
+}  // namespace
+
+WorkerRegistry::WorkerRegistry(ModelSpec model, ClusterSpec cluster,
+                               absl::Duration liveness_timeout,
+                               const Clock& clock, PlannerStateStore* store,
+                               PlannerMetrics& metrics,
+                               std::function<void(const std::string&)> log)
+    : model_(std::move(model)),
+      cluster_(std::move(cluster)),
+      world_size_(cluster_.NumGpus()),
+      liveness_timeout_(liveness_timeout),
+      clock_(clock),
+      store_(store),
+      metrics_(metrics),
+      log_(std::move(log)) {}
+
+absl::Status WorkerRegistry::Load(
+    const std::vector<v1::WorkerRecord>& records) {
+  absl::MutexLock lock(&mu_);
+  const int per_node = cluster_.gpus_per_node;
+  std::vector<std::optional<Node>> nodes(cluster_.num_nodes);
+  for (const v1::WorkerRecord& record : records) {
+    Worker worker;
+    worker.registration = record.registration();
+    worker.node_index = record.node_index();
+    worker.first_rank = record.first_rank();
+    worker.last_seen = clock_.Now();
+    const v1::RegisterWorkerRequest& registration = worker.registration;
+    const int offset = worker.first_rank - worker.node_index * per_node;
+    if (worker.node_index < 0 || worker.node_index >= cluster_.num_nodes ||
+        registration.num_ranks() < 1 || offset < 0 ||
+        offset + registration.num_ranks() > per_node ||
+        workers_.count(registration.worker_id()) > 0) {
+      return WorkersError(absl::StrCat("place worker ",
+                                       Quote(registration.worker_id()),
+                                       " outside the cluster"));
+    }
+    std::optional<Node>& node = nodes[worker.node_index];
+    if (!node.has_value()) node = Node{registration.node_name(), 0};
+    if (node->name != registration.node_name()) {
+      return WorkersError("put two node names in one node slot");
+    }
+    node->ranks_used += registration.num_ranks();
+    workers_[registration.worker_id()] = std::move(worker);
+  }
+  for (const std::optional<Node>& node : nodes) {
+    if (!node.has_value()) break;
+    nodes_.push_back(*node);
+  }
+  if (nodes_.size() != static_cast<size_t>(std::count_if(
+                           nodes.begin(), nodes.end(), [](const auto& node) {
+                             return node.has_value();
+                           }))) {
+    return WorkersError("leave a gap between node slots");
+  }
+  // Ranks of a node must be contiguous from the node's first rank.
+  std::vector<std::vector<std::pair<int, int>>> spans(nodes_.size());
+  for (const auto& [id, worker] : workers_) {
+    spans[worker.node_index].push_back(
+        {worker.first_rank, worker.registration.num_ranks()});
+  }
+  for (size_t n = 0; n < spans.size(); ++n) {
+    std::sort(spans[n].begin(), spans[n].end());
+    int next = static_cast<int>(n) * per_node;
+    for (const auto& [first, count] : spans[n]) {
+      if (first != next)
+        return WorkersError("have overlapping or gapped ranks");
+      next += count;
+    }
+  }
+  metrics_.RegisteredWorkers(static_cast<int>(workers_.size()));
+  return absl::OkStatus();
+}
+
+bool WorkerRegistry::WorldComplete() const {
+  if (static_cast<int>(nodes_.size()) < cluster_.num_nodes) return false;
+  for (const Node& node : nodes_) {
+    if (node.ranks_used < cluster_.gpus_per_node) return false;
+  }
+  return true;
+}
+
+std::string WorkerRegistry::WaitingFor() const {
+  if (WorldComplete()) return "";
+  const int num_nodes = cluster_.num_nodes;
+  const int per_node = cluster_.gpus_per_node;
+  int ranks = 0;
+  for (const Node& node : nodes_) ranks += node.ranks_used;
+  std::string text =
+      absl::StrCat(nodes_.size(), " of ", num_nodes, " nodes, ", ranks, " of ",
+                   world_size_, " ranks registered");
+  if (static_cast<int>(nodes_.size()) < num_nodes) {
+    std::vector<int> missing;
+    for (int n = static_cast<int>(nodes_.size()); n < num_nodes; ++n) {
+      if (missing.size() == 8) break;
+      missing.push_back(n);
+    }
+    const int count = num_nodes - static_cast<int>(nodes_.size());
+    absl::StrAppend(&text, "; missing node slot", count > 1 ? "s " : " ",
+                    absl::StrJoin(missing, ", "),
+                    count > 8 ? absl::StrCat(", ... (", count, " slots)") : "");
+  }
+  for (size_t n = 0; n < nodes_.size(); ++n) {
+    if (nodes_[n].ranks_used < per_node) {
+      absl::StrAppend(&text, "; node ", Quote(nodes_[n].name), " (slot ", n,
+                      ") has ", nodes_[n].ranks_used, " of ", per_node,
+                      " ranks");
+    }
+  }
+  return text;
+}
+
+std::string WorkerRegistry::RendezvousAddress() const {
+  for (const auto& [id, worker] : workers_) {
+    if (worker.first_rank == 0) return worker.registration.address();
+  }
+  return "";
+}
+
+absl::Status WorkerRegistry::CheckBackend(
+    const v1::RegisterWorkerRequest& request) const {
+  if (request.backend().empty()) return absl::OkStatus();
+  for (const auto& [id, worker] : workers_) {
+    const std::string& other = worker.registration.backend();
+    if (id != request.worker_id() && !other.empty() &&
+        other != request.backend()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "worker ", Quote(request.worker_id()), " uses backend ",
+          Quote(request.backend()), " but worker ", Quote(id), " uses ",
+          Quote(other), "; every worker of a job must use the same backend"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+v1::RegisterWorkerResponse WorkerRegistry::Response(
+    const Worker& worker) const {
+  v1::RegisterWorkerResponse response;
+  response.set_first_rank(worker.first_rank);
+  response.set_num_ranks(worker.registration.num_ranks());
+  response.set_node_index(worker.node_index);
+  response.set_world_size(world_size_);
+  response.set_world_complete(WorldComplete());
+  response.set_rendezvous_address(RendezvousAddress());
+  *response.mutable_model() = ModelSpecToProto(model_);
+  *response.mutable_cluster() = ClusterSpecToProto(cluster_);
+  response.set_waiting_for(WaitingFor());
+  return response;
+}
+
+absl::StatusOr<WorkerRegistry::Worker> WorkerRegistry::Place(
+    const v1::RegisterWorkerRequest& request) const {
+  const int per_node = cluster_.gpus_per_node;
+  auto node = std::find_if(nodes_.begin(), nodes_.end(), [&](const Node& n) {
+    return n.name == request.node_name();
+  });
+  const int node_index = static_cast<int>(node - nodes_.begin());
+  const bool new_node = node == nodes_.end();
+  if (new_node) {
+    if (static_cast<int>(nodes_.size()) >= cluster_.num_nodes) {
+      std::vector<std::string> names;
+      for (const Node& n : nodes_) names.push_back(Quote(n.name));
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "worker ", Quote(request.worker_id()), " is on node ",
+          Quote(request.node_name()), " but all ", cluster_.num_nodes,
+          " node slots are taken by ", absl::StrJoin(names, ", "),
+          "; run it on one of those nodes or plan for more nodes"));
+    }
+  } else if (node->ranks_used + request.num_ranks() > per_node) {
+    std::vector<std::string> holders;
+    for (const auto& [id, worker] : workers_) {
+      if (worker.node_index == node_index) holders.push_back(Quote(id));
+    }
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "node ", Quote(request.node_name()), " has ", node->ranks_used,
+        " of its ", per_node, " ranks taken by ", absl::StrJoin(holders, ", "),
+        "; worker ", Quote(request.worker_id()), " asks for ",
+        request.num_ranks(), " more"));
+  }
+  Worker worker;
+  worker.registration = request;
+  worker.node_index = node_index;
+  worker.first_rank = node_index * per_node + (new_node ? 0 : node->ranks_used);
+  return worker;
+}
+
+absl::StatusOr<v1::RegisterWorkerResponse> WorkerRegistry::Register(
+    const v1::RegisterWorkerRequest& request) {
+  absl::MutexLock registration_lock(&registration_mu_);
+  // Decided under `mu_`, written without it, applied under it again: only
+  // registrations change workers and nodes, and they are serialized.
+  Worker placed;
+  bool is_new = false;
+  {
+    absl::MutexLock lock(&mu_);
+    if (absl::Status status = CheckBackend(request); !status.ok()) {
+      return status;
+    }
+    auto existing = workers_.find(request.worker_id());
+    is_new = existing == workers_.end();
+    if (!is_new) {
+      Worker& worker = existing->second;
+      const v1::RegisterWorkerRequest& registered = worker.registration;
+      if (registered.node_name() != request.node_name() ||
+          registered.num_ranks() != request.num_ranks()) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "worker ", Quote(request.worker_id()),
+            " registered before on node ", Quote(registered.node_name()),
+            " with ", registered.num_ranks(), " ranks and now comes from node ",
+            Quote(request.node_name()), " with ", request.num_ranks(),
+            "; a worker id keeps its node and ranks for the whole job (use a "
+            "new worker id, or restart the job with a fresh state_dir)"));
+      }
+      worker.last_seen = clock_.Now();
+      if (registered.SerializeAsString() == request.SerializeAsString()) {
+        return Response(worker);
+      }
+      placed = worker;
+      placed.registration = request;  // new address, versions...
+    } else {
+      absl::StatusOr<Worker> worker = Place(request);
+      if (!worker.ok()) return worker.status();
+      placed = *std::move(worker);
+    }
+  }
+  if (store_ != nullptr) {
+    v1::WorkerRecord record;
+    *record.mutable_registration() = placed.registration;
+    record.set_node_index(placed.node_index);
+    record.set_first_rank(placed.first_rank);
+    if (absl::Status status = store_->WriteWorker(record); !status.ok()) {
+      return PersistError("the registration", status);
+    }
+  }
+  absl::MutexLock lock(&mu_);
+  if (!is_new) {
+    Worker& worker = workers_.at(request.worker_id());
+    worker.registration = request;
+    worker.last_seen = clock_.Now();
+    return Response(worker);
+  }
+  placed.last_seen = clock_.Now();
+  if (placed.node_index == static_cast<int>(nodes_.size())) {
+    nodes_.push_back(Node{request.node_name(), 0});
+  }
+  nodes_[placed.node_index].ranks_used += request.num_ranks();
+  const Worker& worker =
+      workers_.emplace(request.worker_id(), std::move(placed)).first->second;
+  metrics_.RegisteredWorkers(static_cast<int>(workers_.size()));
+  Log(absl::StrCat(
+      "worker ", request.worker_id(), " on node ", request.node_name(),
+      " (slot ", worker.node_index, "): ranks ", worker.first_rank, "..",
+      worker.first_rank + request.num_ranks() - 1,
+      WorldComplete() ? "; world complete" : absl::StrCat("; ", WaitingFor())));
+  if (request.gpu_memory_bytes() > 0 &&
+      request.gpu_memory_bytes() < 0.98 * cluster_.gpu_memory_bytes) {
+    Log(absl::StrCat("warning: worker ", request.worker_id(), " has ",
+                     request.gpu_memory_bytes(),
+                     " bytes of GPU memory; plans assume ",
+                     cluster_.gpu_memory_bytes));
+  }
+  return Response(worker);
+}
+
+absl::Status WorkerRegistry::TouchLocked(absl::string_view worker_id,
+                                         bool activity, int64_t step) {
+  if (worker_id.empty()) return absl::OkStatus();
+  auto it = workers_.find(std::string(worker_id));
+  if (it == workers_.end()) {
+    return absl::NotFoundError(
+        absl::StrCat("worker_id ", Quote(worker_id),
+                     " is not registered; call RegisterWorker first"));
+  }
+  it->second.last_seen = clock_.Now();
+  if (activity) {
+    it->second.active = true;
+    it->second.last_step = std::max(it->second.last_step, step);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status WorkerRegistry::Touch(absl::string_view worker_id, bool activity,
+                                   int64_t step) {
+  absl::MutexLock lock(&mu_);
+  return TouchLocked(worker_id, activity, step);
+}
+
+absl::Status WorkerRegistry::CheckCanServe(absl::string_view worker_id,
+                                           int64_t step) {
+  absl::MutexLock lock(&mu_);
+  if (absl::Status status = TouchLocked(worker_id, /*activity=*/true, step);
+      !status.ok()) {
+    return status;
+  }
+  if (!WorldComplete()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("the world is incomplete (", WaitingFor(),
+                     "); plans are served once every worker has registered"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status WorkerRegistry::CheckReport(absl::string_view worker_id,
+                                         int64_t step, int rank) {
+  absl::MutexLock lock(&mu_);
+  if (absl::Status status = TouchLocked(worker_id, /*activity=*/true, step);
+      !status.ok()) {
+    return status;
+  }
+  const Worker& worker = workers_.at(std::string(worker_id));
+  const int first = worker.first_rank;
+  const int last = first + worker.registration.num_ranks() - 1;
+  if (rank < first || rank > last) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("rank = ", rank, " is not one of worker ",
+                     Quote(worker_id), "'s ranks ", first, "..", last));
+  }
+  return absl::OkStatus();
+}
+
+v1::ListWorkersResponse WorkerRegistry::List() const {
+  const absl::Time now = clock_.Now();
+  absl::MutexLock lock(&mu_);
+  std::vector<const Worker*> ordered;
+  for (const auto& [id, worker] : workers_) ordered.push_back(&worker);
+  std::sort(ordered.begin(), ordered.end(),
+            [](const Worker* a, const Worker* b) {
+              return a->first_rank < b->first_rank;
+            });
+  v1::ListWorkersResponse response;
+  for (const Worker* worker : ordered) {
+    const v1::RegisterWorkerRequest& registration = worker->registration;
+    v1::WorkerInfo* info = response.add_workers();
+    info->set_worker_id(registration.worker_id());
+    info->set_node_name(registration.node_name());
+    info->set_node_index(worker->node_index);
+    info->set_first_rank(worker->first_rank);
+    info->set_num_ranks(registration.num_ranks());
+    info->set_address(registration.address());
+    info->set_gpu_kind(registration.gpu_kind());
+    info->set_libtorch_version(registration.libtorch_version());
+    info->set_backend(registration.backend());
+    if (now - worker->last_seen > liveness_timeout_) {
+      info->set_state(v1::WorkerInfo::LOST);
+    } else if (worker->active) {
+      info->set_state(v1::WorkerInfo::ACTIVE);
+    } else {
+      info->set_state(v1::WorkerInfo::REGISTERED);
+    }
+    info->set_last_seen_unix_millis(absl::ToUnixMillis(worker->last_seen));
+    info->set_last_step(worker->last_step);
+  }
+  response.set_world_size(world_size_);
+  response.set_world_complete(WorldComplete());
+  return response;
+}
+
+}  // namespace dcp

@@ -1,0 +1,118 @@
+#ifndef DCP_PLANNER_SERVICE_WORKER_REGISTRY_H_
+#define DCP_PLANNER_SERVICE_WORKER_REGISTRY_H_
+
+#include <functional>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "common/clock.h"
+#include "cost_model/cluster_spec.h"
+#include "cost_model/model_spec.h"
+#include "dcp/v1/planner_service.pb.h"
+#include "dcp/v1/planner_state.pb.h"
+#include "planner/service/planner_metrics.h"
+#include "planner/service/planner_state_store.h"
+
+namespace dcp {
+
+/// The workers of a job: their node slots and ranks (nodes in order of
+/// first registration; a node's ranks are contiguous from its first rank),
+/// and their liveness (last call, last step).
+///
+/// Thread model: `mu_` guards the workers and nodes and is held only for
+/// in-memory work, never across I/O. `registration_mu_` (taken first)
+/// serializes registrations, which write one worker's record to the state
+/// store between two short holds of `mu_`: a registration never makes
+/// Touch, GetPlan or ListWorkers wait for the disk, and never rewrites
+/// other workers' records. Calls no other manager.
+class WorkerRegistry {
+ public:
+  /// `store` (may be null: memory only), `clock`, `metrics` and `log` must
+  /// outlive the registry.
+  WorkerRegistry(ModelSpec model, ClusterSpec cluster,
+                 absl::Duration liveness_timeout, const Clock& clock,
+                 PlannerStateStore* store, PlannerMetrics& metrics,
+                 std::function<void(const std::string&)> log);
+
+  /// Installs the workers of a state directory (before any other call).
+  absl::Status Load(const std::vector<v1::WorkerRecord>& records);
+
+  /// Registers (or re-registers) a worker; the request must have passed
+  /// ValidateRegisterWorkerRequest.
+  absl::StatusOr<v1::RegisterWorkerResponse> Register(
+      const v1::RegisterWorkerRequest& request)
+      ABSL_LOCKS_EXCLUDED(registration_mu_, mu_);
+
+  /// Marks a call from `worker_id` (empty: anonymous, always OK); with
+  /// `activity` also the worker as active at `step`. NOT_FOUND if unknown.
+  absl::Status Touch(absl::string_view worker_id, bool activity, int64_t step)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  /// Touch, then FAILED_PRECONDITION (saying what is missing) unless the
+  /// world is complete: plans are served only then.
+  absl::Status CheckCanServe(absl::string_view worker_id, int64_t step)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  /// Touch (active at `step`), then INVALID_ARGUMENT unless `rank` is one
+  /// of the worker's ranks.
+  absl::Status CheckReport(absl::string_view worker_id, int64_t step, int rank)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  v1::ListWorkersResponse List() const ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  struct Worker {
+    v1::RegisterWorkerRequest registration;
+    int node_index = 0;
+    int first_rank = 0;
+    absl::Time last_seen = absl::InfinitePast();
+    /// Has fetched a plan or reported statistics.
+    bool active = false;
+    int64_t last_step = -1;
+  };
+  struct Node {
+    std::string name;
+    int ranks_used = 0;
+  };
+
+  void Log(const std::string& line) const {
+    if (log_) log_(line);
+  }
+  bool WorldComplete() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::string WaitingFor() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::string RendezvousAddress() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status CheckBackend(const v1::RegisterWorkerRequest& request) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  v1::RegisterWorkerResponse Response(const Worker& worker) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// Where a new worker goes, or why it cannot.
+  absl::StatusOr<Worker> Place(const v1::RegisterWorkerRequest& request) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status TouchLocked(absl::string_view worker_id, bool activity,
+                           int64_t step) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const ModelSpec model_;
+  const ClusterSpec cluster_;
+  const int world_size_;
+  const absl::Duration liveness_timeout_;
+  const Clock& clock_;
+  PlannerStateStore* const store_;
+  PlannerMetrics& metrics_;
+  const std::function<void(const std::string&)> log_;
+
+  absl::Mutex registration_mu_ ABSL_ACQUIRED_BEFORE(mu_);
+  mutable absl::Mutex mu_;
+  std::map<std::string, Worker> workers_ ABSL_GUARDED_BY(mu_);
+  /// Index = node slot.
+  std::vector<Node> nodes_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace dcp
+
+#endif  // DCP_PLANNER_SERVICE_WORKER_REGISTRY_H_

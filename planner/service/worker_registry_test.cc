@@ -1,0 +1,282 @@
+#include "planner/service/worker_registry.h"
+
+#include <atomic>
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "common/fake_clock.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "planner/service/request_validation.h"
+#include "planner/service/test_directory.h"
+
+namespace dcp {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+
+v1::RegisterWorkerRequest TestWorker(const std::string& id,
+                                     const std::string& node, int num_ranks) {
+  v1::RegisterWorkerRequest request;
+  request.set_worker_id(id);
+  request.set_node_name(node);
+  request.set_num_ranks(num_ranks);
+  request.set_address(absl::StrCat(node, ":29500"));
+  return request;
+}
+
+// The registry as the handler drives it (validation first), with the
+// handler's method names, so that the tests moved here from
+// planner_handler_test read as before.
+class ValidatingRegistry {
+ public:
+  ValidatingRegistry(const Clock& clock, PlannerMetrics* metrics)
+      : cluster_(H200Cluster(/*num_nodes=*/4, /*gpus_per_node=*/8)),
+        registry_(ModelPreset("llama3-8b").value(), cluster_, absl::Seconds(60),
+                  clock, /*store=*/nullptr,
+                  metrics != nullptr ? *metrics : noop_, nullptr) {}
+
+  absl::StatusOr<v1::RegisterWorkerResponse> RegisterWorker(
+      const v1::RegisterWorkerRequest& request) {
+    if (absl::Status status =
+            ValidateRegisterWorkerRequest(request, cluster_.gpus_per_node);
+        !status.ok()) {
+      return status;
+    }
+    return registry_.Register(request);
+  }
+  absl::StatusOr<v1::ListWorkersResponse> ListWorkers(
+      const v1::ListWorkersRequest&) {
+    return registry_.List();
+  }
+
+ private:
+  NoopPlannerMetrics noop_;
+  const ClusterSpec cluster_;
+  WorkerRegistry registry_;
+};
+
+// llama3-8b on 4 nodes x 8 GPUs, as planner_handler_test's GpuOptions.
+std::unique_ptr<ValidatingRegistry> MakeGpuRegistry(const Clock& clock,
+                                                    PlannerMetrics* metrics) {
+  return std::make_unique<ValidatingRegistry>(clock, metrics);
+}
+
+// Counts registered workers. Thread-safe.
+class RecordingMetrics final : public NoopPlannerMetrics {
+ public:
+  void RegisteredWorkers(int workers) override { workers_.store(workers); }
+  int registered_workers() const { return workers_.load(); }
+
+ private:
+  std::atomic<int> workers_{0};
+};
+
+v1::RegisterWorkerRequest Worker(const std::string& id, const std::string& node,
+                                 int num_ranks) {
+  v1::RegisterWorkerRequest request = TestWorker(id, node, num_ranks);
+  request.set_gpu_kind("H200");
+  request.set_backend("nccl");
+  request.set_libtorch_version("2.4.0");
+  return request;
+}
+
+class WorkerRegistryTest : public ::testing::Test {
+ protected:
+  std::unique_ptr<WorkerRegistry> MakeRegistry(PlannerStateStore* store) {
+    return std::make_unique<WorkerRegistry>(ModelPreset("tiny").value(),
+                                            H200Cluster(/*num_nodes=*/2,
+                                                        /*gpus_per_node=*/4),
+                                            absl::Seconds(60), clock_, store,
+                                            metrics_, nullptr);
+  }
+
+  FakeClock clock_;
+  NoopPlannerMetrics metrics_;
+};
+
+TEST_F(WorkerRegistryTest, PlacesWorkersInContiguousNodeBlocks) {
+  auto registry = MakeRegistry(nullptr);
+  EXPECT_EQ(registry->Register(TestWorker("a", "n0", 2))->first_rank(), 0);
+  EXPECT_EQ(registry->Register(TestWorker("b", "n1", 4))->first_rank(), 4);
+  v1::RegisterWorkerResponse c =
+      registry->Register(TestWorker("c", "n0", 2)).value();
+  EXPECT_EQ(c.first_rank(), 2);
+  EXPECT_TRUE(c.world_complete());
+  EXPECT_EQ(c.rendezvous_address(), "n0:29500");
+  EXPECT_EQ(registry->Register(TestWorker("d", "n0", 1)).status().code(),
+            absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(registry->Register(TestWorker("e", "n2", 1)).status().code(),
+            absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(registry->Register(TestWorker("a", "n1", 2)).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(registry->CheckCanServe("a", 0).ok());
+  EXPECT_THAT(registry->CheckReport("a", 0, 3).message(),
+              HasSubstr("is not one of worker 'a''s ranks 0..1"));
+  EXPECT_EQ(registry->Touch("nobody", false, -1).code(),
+            absl::StatusCode::kNotFound);
+}
+
+TEST_F(WorkerRegistryTest, IncompleteWorldIsNotServed) {
+  auto registry = MakeRegistry(nullptr);
+  ASSERT_TRUE(registry->Register(TestWorker("a", "n0", 4)).ok());
+  EXPECT_THAT(registry->CheckCanServe("a", 0).message(),
+              HasSubstr("missing node slot 1"));
+  EXPECT_FALSE(registry->List().world_complete());
+}
+
+TEST_F(WorkerRegistryTest, EachRegistrationWritesOnlyItsWorkersRecord) {
+  const std::string directory = FreshTestDirectory("worker_registry_");
+  v1::JobRecord job;
+  {
+    PlannerState state;
+    auto store = PlannerStateStore::Open(directory, job, &state).value();
+    auto registry = MakeRegistry(store.get());
+    ASSERT_TRUE(registry->Register(TestWorker("a", "n0", 4)).ok());
+    ASSERT_TRUE(registry->Register(TestWorker("b", "n1", 4)).ok());
+    // Deleting a's record shows that registering b again (a new address)
+    // rewrites b's record only.
+    ASSERT_TRUE(std::filesystem::remove(directory + "/worker_000000.pb"));
+    v1::RegisterWorkerRequest moved = TestWorker("b", "n1", 4);
+    moved.set_address("10.0.0.9:29500");
+    ASSERT_TRUE(registry->Register(moved).ok());
+    EXPECT_FALSE(std::filesystem::exists(directory + "/worker_000000.pb"));
+    {
+      PlannerState gapped;
+      // (A second store cannot open the directory while this one holds it.)
+      EXPECT_FALSE(PlannerStateStore::Open(directory, job, &gapped).ok());
+    }
+    v1::RegisterWorkerRequest a = TestWorker("a", "n0", 4);
+    a.set_address("10.0.0.8:29500");
+    ASSERT_TRUE(registry->Register(a).ok());
+  }
+  PlannerState state;
+  auto store = PlannerStateStore::Open(directory, job, &state).value();
+  ASSERT_EQ(state.workers.size(), 2u);
+  auto registry = MakeRegistry(store.get());
+  ASSERT_TRUE(registry->Load(state.workers).ok());
+  v1::ListWorkersResponse workers = registry->List();
+  ASSERT_EQ(workers.workers_size(), 2);
+  EXPECT_EQ(workers.workers(0).address(), "10.0.0.8:29500");
+  EXPECT_EQ(workers.workers(1).address(), "10.0.0.9:29500");
+  EXPECT_EQ(workers.workers(1).first_rank(), 4);
+  EXPECT_TRUE(workers.world_complete());
+}
+
+TEST_F(WorkerRegistryTest, GapsBetweenNodeSlotsAreRefused) {
+  v1::WorkerRecord second;
+  *second.mutable_registration() = TestWorker("b", "n1", 4);
+  second.set_node_index(1);
+  second.set_first_rank(4);
+  EXPECT_THAT(MakeRegistry(nullptr)->Load({second}).message(),
+              HasSubstr("gap between node slots"));
+}
+
+TEST_F(WorkerRegistryTest, InconsistentRecordsAreRefused) {
+  v1::WorkerRecord outside;
+  *outside.mutable_registration() = TestWorker("a", "n0", 4);
+  outside.set_node_index(0);
+  outside.set_first_rank(2);  // 2 + 4 ranks overflow the node
+  EXPECT_EQ(MakeRegistry(nullptr)->Load({outside}).code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_F(WorkerRegistryTest, LivenessFollowsTheClock) {
+  auto registry = MakeRegistry(nullptr);
+  ASSERT_TRUE(registry->Register(TestWorker("a", "n0", 4)).ok());
+  EXPECT_EQ(registry->List().workers(0).state(), v1::WorkerInfo::REGISTERED);
+  ASSERT_TRUE(registry->Touch("a", /*activity=*/true, /*step=*/5).ok());
+  EXPECT_EQ(registry->List().workers(0).state(), v1::WorkerInfo::ACTIVE);
+  EXPECT_EQ(registry->List().workers(0).last_step(), 5);
+  clock_.Advance(absl::Seconds(61));
+  EXPECT_EQ(registry->List().workers(0).state(), v1::WorkerInfo::LOST);
+}
+
+TEST(WorkerRegistryHandlerTest, RegistersWorldWithStableContiguousRanks) {
+  FakeClock clock;
+  RecordingMetrics metrics;
+  auto handler = MakeGpuRegistry(clock, &metrics);
+  for (int n = 0; n < 4; ++n) {
+    absl::StatusOr<v1::RegisterWorkerResponse> response =
+        handler->RegisterWorker(
+            Worker(absl::StrCat("w", n), absl::StrCat("node", n), 8));
+    ASSERT_TRUE(response.ok()) << response.status();
+    EXPECT_EQ(response->first_rank(), 8 * n);
+    EXPECT_EQ(response->num_ranks(), 8);
+    EXPECT_EQ(response->node_index(), n);
+    EXPECT_EQ(response->world_size(), 32);
+    EXPECT_EQ(response->world_complete(), n == 3);
+    EXPECT_EQ(response->waiting_for().empty(), n == 3);
+    EXPECT_EQ(response->rendezvous_address(), "node0:29500");
+    EXPECT_EQ(response->model().name(), "llama3-8b");
+    EXPECT_EQ(response->cluster().num_nodes(), 4);
+    EXPECT_EQ(response->cluster().gpus_per_node(), 8);
+  }
+  EXPECT_EQ(metrics.registered_workers(), 4);
+  // Re-registering (e.g. after a pod restart with a new address) keeps the
+  // ranks.
+  v1::RegisterWorkerRequest again = Worker("w2", "node2", 8);
+  again.set_address("10.0.0.9:29500");
+  absl::StatusOr<v1::RegisterWorkerResponse> response =
+      handler->RegisterWorker(again);
+  ASSERT_TRUE(response.ok());
+  EXPECT_EQ(response->first_rank(), 16);
+  EXPECT_EQ(response->node_index(), 2);
+  EXPECT_TRUE(response->world_complete());
+  // A changed node or rank count is refused, saying why.
+  absl::StatusOr<v1::RegisterWorkerResponse> moved =
+      handler->RegisterWorker(Worker("w2", "node5", 8));
+  EXPECT_EQ(moved.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(
+      moved.status().message(),
+      AllOf(HasSubstr("'w2'"), HasSubstr("'node2'"), HasSubstr("'node5'")));
+  absl::StatusOr<v1::RegisterWorkerResponse> resized =
+      handler->RegisterWorker(Worker("w2", "node2", 4));
+  EXPECT_EQ(resized.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(resized.status().message(), HasSubstr("with 4"));
+}
+
+TEST(WorkerRegistryHandlerTest, WorkersOfOneNodeGetConsecutiveRanks) {
+  FakeClock clock;
+  auto handler = MakeGpuRegistry(clock, nullptr);
+  EXPECT_EQ(handler->RegisterWorker(Worker("a", "node0", 4))->first_rank(), 0);
+  EXPECT_EQ(handler->RegisterWorker(Worker("b", "node1", 2))->first_rank(), 8);
+  EXPECT_EQ(handler->RegisterWorker(Worker("c", "node0", 4))->first_rank(), 4);
+  EXPECT_EQ(handler->RegisterWorker(Worker("d", "node1", 6))->first_rank(), 10);
+  EXPECT_EQ(handler->RegisterWorker(Worker("a", "node0", 4))->first_rank(), 0);
+  // node0 is full.
+  absl::StatusOr<v1::RegisterWorkerResponse> full =
+      handler->RegisterWorker(Worker("e", "node0", 1));
+  EXPECT_EQ(full.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(full.status().message(),
+              AllOf(HasSubstr("'node0'"), HasSubstr("8 of its 8"),
+                    HasSubstr("'a'"), HasSubstr("'c'")));
+  ASSERT_TRUE(handler->RegisterWorker(Worker("f", "node2", 8)).ok());
+  ASSERT_TRUE(handler->RegisterWorker(Worker("g", "node3", 8)).ok());
+  // A fifth node does not fit a 4-node cluster.
+  absl::StatusOr<v1::RegisterWorkerResponse> extra =
+      handler->RegisterWorker(Worker("h", "node4", 8));
+  EXPECT_EQ(extra.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(extra.status().message(),
+              AllOf(HasSubstr("'node4'"), HasSubstr("all 4 node slots")));
+  // A worker with another backend is refused.
+  v1::RegisterWorkerRequest gloo = Worker("b", "node1", 2);
+  gloo.set_backend("gloo");
+  EXPECT_EQ(handler->RegisterWorker(gloo).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  v1::ListWorkersResponse workers = handler->ListWorkers({}).value();
+  EXPECT_TRUE(workers.world_complete());
+  ASSERT_EQ(workers.workers_size(), 6);
+  std::vector<std::string> order;
+  for (const v1::WorkerInfo& info : workers.workers()) {
+    order.push_back(info.worker_id());
+  }
+  EXPECT_EQ(order, (std::vector<std::string>{"a", "c", "b", "d", "f", "g"}));
+}
+
+}  // namespace
+}  // namespace dcp
