@@ -1,7 +1,8 @@
 // RunLoadTest, the one sequential scenario (register, profile, then per step
-// submit, fetch, train, report), and its command line. Over ~600 lines: the
-// scenario is one function whose phases share its state; cutting it further
-// waits for the shared model/cluster flags (common layer) to land here.
+// submit, fetch, train, report), and its command line (common/main_prologue;
+// its world flags name simulated workers, --workers and --ranks-per-worker,
+// not the cluster flags of the real binaries). Over ~600 lines: the scenario
+// is one function whose phases share its state.
 
 #include "planner/service/load_test.h"
 
@@ -14,6 +15,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <iostream>
 #include <limits>
 #include <map>
 #include <memory>
@@ -40,6 +42,8 @@
 #include "absl/types/span.h"
 #include "common/clock.h"
 #include "common/command_line.h"
+#include "common/main_prologue.h"
+#include "common/percentile.h"
 #include "cost_model/cluster_spec.h"
 #include "cost_model/cost_model.h"
 #include "cost_model/fitting.h"
@@ -82,14 +86,6 @@ double LoadAverage() {
   double load = -1;
   if (!(file >> load)) return -1;
   return load;
-}
-
-/// Nearest-rank percentile of sorted values (0 for none).
-double Percentile(const std::vector<double>& sorted, double fraction) {
-  if (sorted.empty()) return 0;
-  const size_t rank = static_cast<size_t>(
-      std::ceil(fraction * static_cast<double>(sorted.size())));
-  return sorted[std::min(sorted.size() - 1, rank == 0 ? 0 : rank - 1)];
 }
 
 /// ESTABLISHED TCP connections in this network namespace whose remote port
@@ -1013,8 +1009,8 @@ constexpr FlagSpec kFlags[] = {
      "print the planner's log lines to stderr"},
 };
 
-std::string LoadTestUsage() {
-  return Usage(
+const ProgramSpec& LoadTestProgram() {
+  static const auto* const program = new ProgramSpec{
       "planner_load_test",
       "planner_load_test: load-tests the DCP planner service.\n\n"
       "Starts a planner in this process on 127.0.0.1 (a free port) and\n"
@@ -1032,14 +1028,14 @@ std::string LoadTestUsage() {
       "for planning.",
       kFlags,
       "Exit status: 0 when every call succeeded and every step was planned "
-      "exactly once, 1 otherwise, 2 for a usage error.\n");
+      "exactly once, 1 otherwise, 2 for a usage error.\n"};
+  return *program;
 }
 
 struct LoadTestCommandLine {
   LoadTestOptions options;
   bool json = false;
   bool verbose = false;
-  bool help = false;
 };
 
 /// Sets `*field` from the flag when it is given (else leaves the default).
@@ -1053,13 +1049,10 @@ absl::Status SetIfGiven(const ParsedFlags& flags, const char* name, Getter get,
   return absl::OkStatus();
 }
 
-absl::StatusOr<LoadTestCommandLine> ParseLoadTestCommandLine(int argc,
-                                                             char** argv) {
-  absl::StatusOr<ParsedFlags> flags = ParseFlags(argc, argv, kFlags);
-  if (!flags.ok()) return flags.status();
+absl::StatusOr<LoadTestCommandLine> LoadTestCommandLineOf(
+    const ParsedFlags& parsed) {
+  const ParsedFlags* flags = &parsed;
   LoadTestCommandLine command_line;
-  command_line.help = flags->help();
-  if (command_line.help) return command_line;
   LoadTestOptions& options = command_line.options;
   const auto int32 = [&](const char* name) { return flags->Int32(name); };
   const auto positive = [&](const char* name) {
@@ -1122,16 +1115,13 @@ void LogToStderr(const std::string& line) {
 }  // namespace
 
 int RunLoadTestMain(int argc, char** argv) {
+  const MainStart start = StartMain(LoadTestProgram(), argc, argv);
+  if (!start.flags.has_value()) return start.exit_code;
   absl::StatusOr<LoadTestCommandLine> command_line =
-      ParseLoadTestCommandLine(argc, argv);
+      LoadTestCommandLineOf(*start.flags);
   if (!command_line.ok()) {
-    std::fprintf(stderr, "planner_load_test: %s\n",
-                 std::string(command_line.status().message()).c_str());
-    return kLoadTestUsageError;
-  }
-  if (command_line->help) {
-    std::fputs(LoadTestUsage().c_str(), stdout);
-    return kLoadTestOk;
+    return PrintUsageError(std::cerr, LoadTestProgram().name,
+                           command_line.status().message());
   }
   absl::StatusOr<LoadTestResult> result =
       RunLoadTest(command_line->options,
@@ -1142,13 +1132,13 @@ int RunLoadTestMain(int argc, char** argv) {
     std::fprintf(stderr, "planner_load_test: %s\n",
                  std::string(result.status().message()).c_str());
     return result.status().code() == absl::StatusCode::kInvalidArgument
-               ? kLoadTestUsageError
-               : kLoadTestFailed;
+               ? kExitUsageError
+               : kExitFailure;
   }
   const std::string output = command_line->json ? FormatLoadTestJson(*result)
                                                 : FormatLoadTestText(*result);
   std::fputs(output.c_str(), stdout);
-  return result->ok() ? kLoadTestOk : kLoadTestFailed;
+  return result->ok() ? kExitOk : kExitFailure;
 }
 
 }  // namespace dcp

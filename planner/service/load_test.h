@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/main_prologue.h"
 
 namespace dcp {
 
@@ -179,11 +180,9 @@ std::string FormatLoadTestText(const LoadTestResult& result);
 /// The result as one JSON object (ends with a newline).
 std::string FormatLoadTestJson(const LoadTestResult& result);
 
-/// Exit codes of `planner_load_test`.
-inline constexpr int kLoadTestOk = 0;
-/// A call failed or a step was not planned exactly once.
-inline constexpr int kLoadTestFailed = 1;
-inline constexpr int kLoadTestUsageError = 2;
+/// Exit codes of `planner_load_test` (common/main_prologue's): kExitOk,
+/// kExitFailure when a call failed or a step was not planned exactly once,
+/// kExitUsageError.
 
 /// The `planner_load_test` command (see --help). `argv[0]` is the program
 /// name.
