@@ -7,8 +7,10 @@
 
 namespace dcp {
 
-absl::StatusOr<std::pair<std::string, int>> ParseHostPort(
-    absl::string_view address) {
+namespace {
+
+absl::StatusOr<std::pair<std::string, int>> ParseAddress(
+    absl::string_view address, int min_port) {
   const size_t colon = address.rfind(':');
   const absl::string_view digits = colon == absl::string_view::npos
                                        ? absl::string_view()
@@ -22,13 +24,24 @@ absl::StatusOr<std::pair<std::string, int>> ParseHostPort(
     host = host.substr(1, host.size() - 2);
   }
   if (!all_digits || host.empty() || !absl::SimpleAtoi(digits, &port) ||
-      port < 1 || port > 65535) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("address \"", address,
-                     "\" is not host:port with a port in 1..65535; give e.g. "
-                     "10.0.0.5:29500 or [::1]:29500"));
+      port < min_port || port > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "address \"", address, "\" is not host:port with a port in ", min_port,
+        "..65535; give e.g. 10.0.0.5:29500 or [::1]:29500"));
   }
   return std::make_pair(std::string(host), port);
+}
+
+}  // namespace
+
+absl::StatusOr<std::pair<std::string, int>> ParseHostPort(
+    absl::string_view address) {
+  return ParseAddress(address, /*min_port=*/1);
+}
+
+absl::StatusOr<std::pair<std::string, int>> ParseListenAddress(
+    absl::string_view address) {
+  return ParseAddress(address, /*min_port=*/0);
 }
 
 std::string JoinHostPort(absl::string_view host, int port) {

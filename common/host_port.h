@@ -16,6 +16,11 @@ namespace dcp {
 absl::StatusOr<std::pair<std::string, int>> ParseHostPort(
     absl::string_view address);
 
+/// ParseHostPort for an address to listen on: port 0 (pick a free port) is
+/// allowed too, so the port is in 0..65535.
+absl::StatusOr<std::pair<std::string, int>> ParseListenAddress(
+    absl::string_view address);
+
 /// "host:port", or "[host]:port" when `host` contains a ':' (an IPv6
 /// address), so that ParseHostPort(JoinHostPort(h, p)) gives back {h, p}.
 std::string JoinHostPort(absl::string_view host, int port);

@@ -40,6 +40,18 @@ TEST(ParseHostPortTest, RejectsBadAddressesNamingThem) {
   }
 }
 
+TEST(ParseListenAddressTest, AllowsPortZeroAndRefusesOutOfRange) {
+  EXPECT_THAT(*ParseListenAddress("0.0.0.0:0"), Pair("0.0.0.0", 0));
+  EXPECT_THAT(*ParseListenAddress("127.0.0.1:50051"), Pair("127.0.0.1", 50051));
+  // 70000 would be truncated to 4464 by a 16-bit port.
+  for (const char* address : {"127.0.0.1:70000", "127.0.0.1:-1", ":0", "x"}) {
+    absl::StatusOr<std::pair<std::string, int>> parsed =
+        ParseListenAddress(address);
+    ASSERT_FALSE(parsed.ok()) << address;
+    EXPECT_THAT(parsed.status().message(), HasSubstr("0..65535"));
+  }
+}
+
 TEST(JoinHostPortTest, BracketsIpv6HostsOnly) {
   EXPECT_EQ(JoinHostPort("10.0.0.5", 29500), "10.0.0.5:29500");
   EXPECT_EQ(JoinHostPort("::1", 80), "[::1]:80");

@@ -19,6 +19,7 @@
 #include "absl/time/time.h"
 #include "common/clock.h"
 #include "common/command_line.h"
+#include "common/host_port.h"
 #include "common/main_prologue.h"
 #include "common/process_support.h"
 #include "cost_model/cluster_spec.h"
@@ -101,6 +102,20 @@ absl::StatusOr<PlannerServer::Options> ServerOptions(const ParsedFlags& flags) {
   if (options.listen_address.empty()) {
     return absl::InvalidArgumentError(
         "--listen is empty; give HOST:PORT, e.g. 0.0.0.0:50051");
+  }
+  if (absl::StatusOr<std::pair<std::string, int>> listen =
+          ParseListenAddress(options.listen_address);
+      !listen.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--listen: ", listen.status().message()));
+  }
+  if (!options.metrics_address.empty()) {
+    if (absl::StatusOr<std::pair<std::string, int>> metrics =
+            ParseListenAddress(options.metrics_address);
+        !metrics.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--metrics-listen: ", metrics.status().message()));
+    }
   }
 
   absl::StatusOr<ModelSpec> model = ModelCluster().Model(flags);

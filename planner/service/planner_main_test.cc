@@ -134,6 +134,19 @@ TEST(PlannerMainTest, UnknownFlagExitsTwo) {
   EXPECT_EQ(WaitForExit(bad_value, absl::Seconds(10)), 2);
 }
 
+TEST(PlannerMainTest, PortOutOfRangeIsAUsageError) {
+  // Port 70000 used to be truncated to 4464 and served there.
+  Child child = Spawn({"--listen=127.0.0.1:70000", "--metrics-listen="});
+  EXPECT_EQ(WaitForExit(child, absl::Seconds(10)), 2);
+  Child metrics = Spawn({"--listen=127.0.0.1:0", "--metrics-listen=:99999"});
+  EXPECT_EQ(WaitForExit(metrics, absl::Seconds(10)), 2);
+}
+
+TEST(PlannerMainTest, RepeatedFlagIsAUsageError) {
+  Child child = Spawn({"--nodes=1", "--nodes=2"});
+  EXPECT_EQ(WaitForExit(child, absl::Seconds(10)), 2);
+}
+
 TEST(PlannerMainTest, ServesThenDrainsOnSigterm) {
   const std::string port_file =
       std::string(std::getenv("TEST_TMPDIR")) + "/planner_ports";
