@@ -1,10 +1,12 @@
 #include "planner/batch_check.h"
 
 #include <algorithm>
+#include <cstdint>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "planner/limits.h"
 
 namespace dcp {
 
@@ -13,11 +15,22 @@ absl::Status ValidateBatch(absl::Span<const int64_t> lengths_tokens) {
     return absl::InvalidArgumentError(
         "the global batch is empty; give it at least one sequence");
   }
+  if (static_cast<int64_t>(lengths_tokens.size()) > kMaxBatchSequences) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the global batch has ", lengths_tokens.size(),
+                     " sequences; at most ", kMaxBatchSequences,
+                     " can be planned at once: use smaller global batches"));
+  }
   for (size_t i = 0; i < lengths_tokens.size(); ++i) {
     if (lengths_tokens[i] <= 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("sequence ", i, " has length ", lengths_tokens[i],
+                       " tokens; every length must be at least 1"));
+    }
+    if (lengths_tokens[i] > kMaxSequenceTokens) {
       return absl::InvalidArgumentError(absl::StrCat(
           "sequence ", i, " has length ", lengths_tokens[i],
-          " tokens; every length must be at least 1"));
+          " tokens; at most ", kMaxSequenceTokens, " are supported"));
     }
   }
   return absl::OkStatus();
@@ -107,16 +120,15 @@ absl::StatusOr<int> MinFeasibleSpSize(const CostModel& cost_model,
   shape.AddSequence(length_tokens);
   constexpr double kGiB = 1024.0 * 1024 * 1024;
   const std::string which =
-      sequence_index >= 0
-          ? absl::StrCat("sequence ", sequence_index)
-          : std::string("the workload's longest sequence");
+      sequence_index >= 0 ? absl::StrCat("sequence ", sequence_index)
+                          : std::string("the workload's longest sequence");
   return absl::ResourceExhaustedError(absl::StrFormat(
       "%s of %d tokens needs %.1f GiB per GPU even at SP=%d with "
       "full recompute (%.1f GiB of it model state); the budget is %.1f GiB "
       "(%.0f%% of %.1f GiB). Use more GPUs per SP group, a shorter maximum "
       "length, or a larger usable memory fraction",
-      which, length_tokens, cost_model.PeakBytes(shape, full) / kGiB,
-      largest, cost_model.memory().StaticBytes() / kGiB,
+      which, length_tokens, cost_model.PeakBytes(shape, full) / kGiB, largest,
+      cost_model.memory().StaticBytes() / kGiB,
       cost_model.MemoryBudgetBytes() / kGiB,
       100 * cost_model.cluster().usable_memory_fraction,
       cost_model.cluster().gpu_memory_bytes / kGiB));

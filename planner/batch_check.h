@@ -11,7 +11,8 @@
 
 namespace dcp {
 
-/// Rejects an empty batch or a non-positive length (naming its index).
+/// Rejects an empty batch, one of more than kMaxBatchSequences sequences, or
+/// a length outside 1..kMaxSequenceTokens (naming its index).
 absl::Status ValidateBatch(absl::Span<const int64_t> lengths_tokens);
 
 /// SP sizes a plan may use on this model and cluster: sizes that divide the

@@ -51,6 +51,19 @@ TEST(ValidateBatchTest, RejectsANonPositiveLengthNamingItsIndex) {
   EXPECT_THAT(negative.message(), HasSubstr("sequence 0 has length -7"));
 }
 
+TEST(ValidateBatchTest, RejectsAbsurdLengthsAndBatches) {
+  // Lengths whose products overflowed int64 used to give "-2 tokens".
+  absl::Status long_one =
+      ValidateBatch(std::vector<int64_t>{10, (int64_t{1} << 40) + 1});
+  EXPECT_EQ(long_one.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(long_one.message(), HasSubstr("sequence 1 has length"));
+  EXPECT_TRUE(ValidateBatch(std::vector<int64_t>{int64_t{1} << 40}).ok());
+  absl::Status too_many =
+      ValidateBatch(std::vector<int64_t>((int64_t{1} << 20) + 1, 1));
+  EXPECT_EQ(too_many.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(too_many.message(), HasSubstr("at most 1048576"));
+}
+
 TEST(LegalSpSizesTest, AllLegalSizesPerModelAndCluster) {
   // llama3-8b: 8 KV heads.
   EXPECT_THAT(*LegalSpSizes(MakeCostModel("llama3-8b", 4, 8), {}),

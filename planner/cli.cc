@@ -30,6 +30,7 @@
 #include "cost_model/model_spec.h"
 #include "planner/baselines.h"
 #include "planner/batch_check.h"
+#include "planner/limits.h"
 #include "planner/lower_bound.h"
 #include "planner/plan.h"
 #include "planner/plan_json.h"
@@ -267,11 +268,11 @@ absl::StatusOr<BatchStream> LoadStream(const ParsedFlags& flags, int num_gpus) {
   if (has_samples) {
     DCP_ASSIGN_OR_RETURN(
         options.global_batch_samples,
-        flags.IntWithSuffix("global-batch-samples", 1, int64_t{1} << 30));
+        flags.IntWithSuffix("global-batch-samples", 1, kMaxBatchSequences));
   } else if (has_tokens) {
     DCP_ASSIGN_OR_RETURN(
         options.global_batch_tokens,
-        flags.IntWithSuffix("global-batch-tokens", 1, int64_t{1} << 50));
+        flags.IntWithSuffix("global-batch-tokens", 1, kMaxSequenceTokens));
   } else {
     options.global_batch_tokens = kDefaultTokensPerGpu * num_gpus;
   }

@@ -296,6 +296,24 @@ TEST(CliTest, PriceAPlanFromAFile) {
   EXPECT_EQ(RunCli(With({"price"}, cluster)).exit_code, 2);
 }
 
+TEST(CliTest, AbsurdBatchSizesAreUsageErrors) {
+  // These used to abort with std::bad_alloc.
+  for (const char* flag : {"--global-batch-tokens=1125899906842624",
+                           "--global-batch-samples=1073741824"}) {
+    const CliResult result =
+        RunCli({"plan", "--nodes=1", "--gpus-per-node=8", flag});
+    EXPECT_EQ(result.exit_code, 2) << flag << ": " << result.err;
+    EXPECT_THAT(result.err, HasSubstr(std::string(flag).substr(0, 17))) << flag;
+  }
+  // A length beyond 2^40 tokens in a lengths file is refused, not planned.
+  const std::string lengths_path = TempPath("absurd_lengths.txt");
+  WriteFile(lengths_path, "1024\n4611686018427387904\n");
+  const CliResult result = RunCli({"plan", "--nodes=1", "--gpus-per-node=8",
+                                   absl::StrCat("--lengths=", lengths_path)});
+  EXPECT_NE(result.exit_code, 0);
+  EXPECT_THAT(result.err, HasSubstr("sequence 1 has length"));
+}
+
 TEST(CliTest, PlanThenValidateRoundTrip) {
   const std::string lengths_path = TempPath("lengths.txt");
   const std::string plan_path = TempPath("plan.json");

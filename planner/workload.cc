@@ -21,6 +21,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "common/status_macros.h"
+#include "planner/limits.h"
 
 namespace dcp {
 namespace {
@@ -99,22 +100,21 @@ class Params {
     for (absl::string_view entry : absl::StrSplit(body, ',')) {
       entry = absl::StripAsciiWhitespace(entry);
       if (entry.empty()) {
-        return Error(absl::StrCat(
-            "empty entry in key list '", body,
-            "' (stray comma?); write KIND:key=value,key=value"));
+        return Error(
+            absl::StrCat("empty entry in key list '", body,
+                         "' (stray comma?); write KIND:key=value,key=value"));
       }
       const size_t eq = entry.find('=');
       if (eq == absl::string_view::npos) {
-        return Error(absl::StrCat("entry '", entry,
-                                  "' is not of the form key=value"));
+        return Error(
+            absl::StrCat("entry '", entry, "' is not of the form key=value"));
       }
       const std::string key(absl::StripAsciiWhitespace(entry.substr(0, eq)));
-      const std::string value(
-          absl::StripAsciiWhitespace(entry.substr(eq + 1)));
+      const std::string value(absl::StripAsciiWhitespace(entry.substr(eq + 1)));
       if (std::find(valid_keys_.begin(), valid_keys_.end(), key) ==
           valid_keys_.end()) {
-        return Error(absl::StrCat("unknown key '", key, "' (value '", value,
-                                  "')"));
+        return Error(
+            absl::StrCat("unknown key '", key, "' (value '", value, "')"));
       }
       if (values_.count(key) > 0) {
         return Error(absl::StrCat("key '", key, "' is given more than once"));
@@ -188,8 +188,8 @@ class Params {
   absl::Status CheckOrder(const std::string& lo_key, int64_t lo,
                           const std::string& hi_key, int64_t hi) const {
     if (lo <= hi) return absl::OkStatus();
-    return Error(absl::StrCat(lo_key, "=", lo, " is greater than ", hi_key,
-                              "=", hi, "; make ", lo_key, " <= ", hi_key));
+    return Error(absl::StrCat(lo_key, "=", lo, " is greater than ", hi_key, "=",
+                              hi, "; make ", lo_key, " <= ", hi_key));
   }
 
  private:
@@ -275,8 +275,9 @@ class BimodalSource : public LengthSource {
     return absl::StrCat(
         "bimodal: lognormal(short_median=", c_.short_median,
         " tokens) or, with probability long_fraction=", c_.long_fraction,
-        ", lognormal(long_median=", c_.long_median, " tokens), sigma=",
-        c_.sigma, ", clamped to [", c_.min, ", ", c_.max, "] tokens");
+        ", lognormal(long_median=", c_.long_median,
+        " tokens), sigma=", c_.sigma, ", clamped to [", c_.min, ", ", c_.max,
+        "] tokens");
   }
   int64_t MaxLengthTokens() const override { return c_.max; }
 
@@ -300,13 +301,13 @@ struct VideoBucket {
 // short low-resolution clips, a few percent of long 720p clips.
 std::vector<VideoBucket> DefaultVideoBuckets() {
   return {
-      {256, 256, 1, 30},     //    256 tokens: 256x256 image
-      {512, 512, 1, 25},     //   1024 tokens: 512x512 image
-      {240, 426, 51, 20},    //   5265 tokens: 240p, 51 frames
-      {360, 640, 51, 12},    //  11960 tokens: 360p, 51 frames
-      {480, 854, 102, 8},    //  42120 tokens: 480p, 102 frames
-      {720, 1280, 51, 3},    //  46800 tokens: 720p, 51 frames
-      {720, 1280, 204, 2},   // 183600 tokens: 720p, 204 frames
+      {256, 256, 1, 30},    //    256 tokens: 256x256 image
+      {512, 512, 1, 25},    //   1024 tokens: 512x512 image
+      {240, 426, 51, 20},   //   5265 tokens: 240p, 51 frames
+      {360, 640, 51, 12},   //  11960 tokens: 360p, 51 frames
+      {480, 854, 102, 8},   //  42120 tokens: 480p, 102 frames
+      {720, 1280, 51, 3},   //  46800 tokens: 720p, 51 frames
+      {720, 1280, 204, 2},  // 183600 tokens: 720p, 204 frames
   };
 }
 
@@ -335,12 +336,12 @@ class VideoSource : public LengthSource {
     std::vector<std::string> parts;
     for (const VideoBucket& b : buckets_) {
       parts.push_back(absl::StrCat(b.height, "x", b.width, "x", b.frames, "=",
-                                   b.Tokens(), "tok@",
-                                   100.0 * b.weight / total, "%"));
+                                   b.Tokens(), "tok@", 100.0 * b.weight / total,
+                                   "%"));
     }
     std::string out = absl::StrCat("video: ", buckets_.size(), " buckets (",
-                                   absl::StrJoin(parts, ", "),
-                                   "), largest ", max_tokens_, " tokens");
+                                   absl::StrJoin(parts, ", "), "), largest ",
+                                   max_tokens_, " tokens");
     if (cap_.has_value()) {
       absl::StrAppend(&out, "; max=", *cap_, " dropped ", num_dropped_,
                       " bucket(s)");
@@ -372,11 +373,11 @@ class ListSource : public LengthSource {
     if (lengths_.empty()) return absl::StrCat(label_, ": empty list");
     double sum = 0;
     for (int64_t l : lengths_) sum += static_cast<double>(l);
-    return absl::StrCat(
-        label_, ": ", lengths_.size(), " lengths cycled in order (min ",
-        *std::min_element(lengths_.begin(), lengths_.end()), ", mean ",
-        sum / static_cast<double>(lengths_.size()), ", max ",
-        MaxLengthTokens(), " tokens)");
+    return absl::StrCat(label_, ": ", lengths_.size(),
+                        " lengths cycled in order (min ",
+                        *std::min_element(lengths_.begin(), lengths_.end()),
+                        ", mean ", sum / static_cast<double>(lengths_.size()),
+                        ", max ", MaxLengthTokens(), " tokens)");
   }
   int64_t MaxLengthTokens() const override {
     if (lengths_.empty()) return 0;
@@ -394,8 +395,8 @@ class ListSource : public LengthSource {
 
 absl::StatusOr<std::unique_ptr<LengthSource>> ParseLongtail(
     absl::string_view body) {
-  Params p("longtail", {"median", "sigma", "tail_fraction", "tail_min",
-                        "alpha", "max", "min"});
+  Params p("longtail", {"median", "sigma", "tail_fraction", "tail_min", "alpha",
+                        "max", "min"});
   DCP_RETURN_IF_ERROR(p.Parse(body));
   LongtailSource::Config c;
   DCP_RETURN_IF_ERROR(p.GetTokens("median", &c.median));
@@ -427,8 +428,8 @@ absl::StatusOr<std::unique_ptr<LengthSource>> ParseUniform(
 
 absl::StatusOr<std::unique_ptr<LengthSource>> ParseBimodal(
     absl::string_view body) {
-  Params p("bimodal", {"short_median", "long_median", "long_fraction",
-                       "sigma", "min", "max"});
+  Params p("bimodal", {"short_median", "long_median", "long_fraction", "sigma",
+                       "min", "max"});
   DCP_RETURN_IF_ERROR(p.Parse(body));
   BimodalSource::Config c;
   DCP_RETURN_IF_ERROR(p.GetTokens("short_median", &c.short_median));
@@ -438,14 +439,12 @@ absl::StatusOr<std::unique_ptr<LengthSource>> ParseBimodal(
   DCP_RETURN_IF_ERROR(p.GetTokens("min", &c.min));
   DCP_RETURN_IF_ERROR(p.GetTokens("max", &c.max));
   DCP_RETURN_IF_ERROR(p.CheckOrder("min", c.min, "max", c.max));
-  DCP_RETURN_IF_ERROR(p.CheckOrder("min", c.min, "short_median",
-                                   c.short_median));
-  DCP_RETURN_IF_ERROR(p.CheckOrder("short_median", c.short_median, "max",
-                                   c.max));
-  DCP_RETURN_IF_ERROR(p.CheckOrder("min", c.min, "long_median",
-                                   c.long_median));
-  DCP_RETURN_IF_ERROR(p.CheckOrder("long_median", c.long_median, "max",
-                                   c.max));
+  DCP_RETURN_IF_ERROR(
+      p.CheckOrder("min", c.min, "short_median", c.short_median));
+  DCP_RETURN_IF_ERROR(
+      p.CheckOrder("short_median", c.short_median, "max", c.max));
+  DCP_RETURN_IF_ERROR(p.CheckOrder("min", c.min, "long_median", c.long_median));
+  DCP_RETURN_IF_ERROR(p.CheckOrder("long_median", c.long_median, "max", c.max));
   return std::unique_ptr<LengthSource>(new BimodalSource(c));
 }
 
@@ -456,8 +455,8 @@ absl::StatusOr<std::vector<VideoBucket>> ParseVideoBuckets(
     entry = absl::StripAsciiWhitespace(entry);
     if (entry.empty()) continue;
     const auto bad = [&](absl::string_view why) {
-      return p.Error(absl::StrCat("key 'buckets' has entry '", entry, "': ",
-                                  why,
+      return p.Error(absl::StrCat("key 'buckets' has entry '", entry,
+                                  "': ", why,
                                   "; expected HxWxF@weight, e.g. "
                                   "720x1280x51@3 (F=1 for images)"));
     };
@@ -471,8 +470,8 @@ absl::StatusOr<std::vector<VideoBucket>> ParseVideoBuckets(
           absl::StripAsciiWhitespace(entry.substr(at + 1));
       if (!absl::SimpleAtod(weight, &b.weight) || !std::isfinite(b.weight) ||
           b.weight <= 0) {
-        return bad(absl::StrCat("weight '", weight,
-                                "' is not a finite number > 0"));
+        return bad(
+            absl::StrCat("weight '", weight, "' is not a finite number > 0"));
       }
     }
     const std::vector<absl::string_view> parts =
@@ -523,10 +522,11 @@ absl::StatusOr<std::unique_ptr<LengthSource>> ParseVideo(
       if (b.Tokens() <= max) kept.push_back(b);
     }
     if (kept.empty()) {
-      return p.Error(absl::StrCat(
-          "key 'max' has value '", max, "' but every bucket exceeds it (the "
-          "smallest has ", smallest, " tokens); raise max to at least ",
-          smallest, " or add smaller buckets"));
+      return p.Error(absl::StrCat("key 'max' has value '", max,
+                                  "' but every bucket exceeds it (the "
+                                  "smallest has ",
+                                  smallest, " tokens); raise max to at least ",
+                                  smallest, " or add smaller buckets"));
     }
     num_dropped = static_cast<int64_t>(buckets.size() - kept.size());
     buckets = std::move(kept);
@@ -571,9 +571,9 @@ absl::StatusOr<std::unique_ptr<LengthSource>> ParseWorkloadSpec(
 absl::StatusOr<std::vector<int64_t>> ReadLengthsFile(const std::string& path) {
   std::ifstream in(path);
   if (!in.is_open()) {
-    return absl::NotFoundError(absl::StrCat(
-        "cannot open lengths file '", path,
-        "'; check the path and permissions"));
+    return absl::NotFoundError(
+        absl::StrCat("cannot open lengths file '", path,
+                     "'; check the path and permissions"));
   }
   std::vector<int64_t> lengths;
   std::string line;
@@ -584,9 +584,9 @@ absl::StatusOr<std::vector<int64_t>> ReadLengthsFile(const std::string& path) {
     if (text.empty() || text[0] == '#') continue;
     int64_t length = 0;
     if (!absl::SimpleAtoi(text, &length) || length <= 0) {
-      const std::string shown =
-          text.size() > 80 ? absl::StrCat(text.substr(0, 80), "...")
-                           : std::string(text);
+      const std::string shown = text.size() > 80
+                                    ? absl::StrCat(text.substr(0, 80), "...")
+                                    : std::string(text);
       return absl::InvalidArgumentError(absl::StrCat(
           "lengths file '", path, "' line ", line_number, ": '", shown,
           "' is not a positive integer; write one length in tokens per line "
@@ -595,9 +595,8 @@ absl::StatusOr<std::vector<int64_t>> ReadLengthsFile(const std::string& path) {
     lengths.push_back(length);
   }
   if (in.bad()) {
-    return absl::DataLossError(absl::StrCat("error reading lengths file '",
-                                            path, "' after line ",
-                                            line_number));
+    return absl::DataLossError(absl::StrCat(
+        "error reading lengths file '", path, "' after line ", line_number));
   }
   if (lengths.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -620,8 +619,7 @@ BatchStream::BatchStream(std::unique_ptr<LengthSource> source,
     : source_(std::move(source)), options_(options), rng_(seed) {}
 
 absl::StatusOr<BatchStream> BatchStream::Create(
-    std::unique_ptr<LengthSource> source, BatchOptions options,
-    uint64_t seed) {
+    std::unique_ptr<LengthSource> source, BatchOptions options, uint64_t seed) {
   if (source == nullptr) {
     return absl::InvalidArgumentError(
         "BatchStream: source is null; pass a LengthSource from "
@@ -633,8 +631,7 @@ absl::StatusOr<BatchStream> BatchStream::Create(
         " and global_batch_samples=", options.global_batch_samples,
         " must not be negative"));
   }
-  if ((options.global_batch_tokens > 0) ==
-      (options.global_batch_samples > 0)) {
+  if ((options.global_batch_tokens > 0) == (options.global_batch_samples > 0)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "BatchStream: global_batch_tokens=", options.global_batch_tokens,
         " and global_batch_samples=", options.global_batch_samples,
@@ -661,7 +658,7 @@ std::vector<Sample> BatchStream::Next() {
   std::vector<Sample> batch;
   if (options_.global_batch_samples > 0) {
     batch.reserve(static_cast<size_t>(
-        std::min<int64_t>(options_.global_batch_samples, 1 << 20)));
+        std::min<int64_t>(options_.global_batch_samples, kMaxBatchSequences)));
     for (int64_t i = 0; i < options_.global_batch_samples; ++i) {
       batch.push_back(Draw());
     }
@@ -671,7 +668,9 @@ std::vector<Sample> BatchStream::Next() {
   batch.push_back(pending_.has_value() ? *pending_ : Draw());
   pending_.reset();
   int64_t total = batch.back().length_tokens;
-  while (true) {
+  // A batch stops at kMaxBatchSequences sequences even under its budget
+  // (memory stays bounded; the planner refuses larger batches anyway).
+  while (static_cast<int64_t>(batch.size()) < kMaxBatchSequences) {
     Sample sample = Draw();
     if (sample.length_tokens <= budget - total) {
       total += sample.length_tokens;

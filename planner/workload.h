@@ -90,9 +90,10 @@ struct BatchOptions {
 /// Deterministic stream of global batches. Samples get consecutive ids from
 /// 0 in the order they are drawn; batches never drop or reorder samples.
 ///  * Token budget: samples are appended while the batch total stays
-///    <= global_batch_tokens. A batch always has at least one sample: a
-///    sample longer than the budget forms a batch alone, and the sample that
-///    did not fit starts the next batch.
+///    <= global_batch_tokens, and the batch has fewer than
+///    kMaxBatchSequences (planner/limits.h) samples. A batch always has at
+///    least one sample: a sample longer than the budget forms a batch alone,
+///    and the sample that did not fit starts the next batch.
 ///  * Sample count: every batch has exactly global_batch_samples samples.
 class BatchStream {
  public:

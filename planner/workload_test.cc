@@ -13,6 +13,7 @@
 #include "absl/status/status.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "planner/limits.h"
 
 namespace dcp {
 namespace {
@@ -79,7 +80,8 @@ TEST(WorkloadTest, SameSeedSameLengthsDifferentSeedDifferent) {
 TEST(WorkloadTest, GoldenValues) {
   EXPECT_EQ(DrawSpec("uniform:min=1,max=1000", 1, 6),
             (std::vector<int64_t>{529, 463, 931, 247, 385, 410}));
-  EXPECT_EQ(DrawSpec("video", 1, 6), (std::vector<int64_t>{256, 256, 1024, 256, 1024, 42120}));
+  EXPECT_EQ(DrawSpec("video", 1, 6),
+            (std::vector<int64_t>{256, 256, 1024, 256, 1024, 42120}));
   EXPECT_EQ(DrawSpec("longtail", 1, 6),
             (std::vector<int64_t>{153, 3498, 130, 130, 225, 1714}));
 }
@@ -120,8 +122,8 @@ TEST(WorkloadTest, ClampedSpecHitsBothBounds) {
 
 TEST(WorkloadTest, LongtailMedianNearMedianKey) {
   for (int64_t median : {1024, 4000}) {
-    const std::vector<int64_t> v = DrawSpec(
-        "longtail:median=" + std::to_string(median), 11, 20000);
+    const std::vector<int64_t> v =
+        DrawSpec("longtail:median=" + std::to_string(median), 11, 20000);
     EXPECT_NEAR(static_cast<double>(Median(v)), median, 0.1 * median);
   }
 }
@@ -317,8 +319,7 @@ TEST(WorkloadSpecErrorTest, VideoBucketErrors) {
               HasSubstr("'0' is not an integer"));
   EXPECT_THAT(ParseError("video:buckets=720x1280x1@-2").message(),
               HasSubstr("weight '-2'"));
-  EXPECT_THAT(ParseError("video:buckets=;").message(),
-              HasSubstr("no buckets"));
+  EXPECT_THAT(ParseError("video:buckets=;").message(), HasSubstr("no buckets"));
   const absl::Status s = ParseError("video:max=100");
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(s.message(), HasSubstr("every bucket exceeds it"));
@@ -436,7 +437,8 @@ TEST(BatchStreamTest, TokenBudgetKeepsOrderAndNeverLosesSamples) {
 TEST(BatchStreamTest, OversizeSampleFormsItsOwnBatch) {
   BatchOptions options;
   options.global_batch_tokens = 50;
-  BatchStream stream = MustCreate(MakeListSource({10, 100, 10, 10}), options, 0);
+  BatchStream stream =
+      MustCreate(MakeListSource({10, 100, 10, 10}), options, 0);
   auto lengths = [](const std::vector<Sample>& batch) {
     std::vector<int64_t> out;
     for (const Sample& s : batch) out.push_back(s.length_tokens);
@@ -459,6 +461,17 @@ TEST(BatchStreamTest, ExactBudgetFillsCompletely) {
     ASSERT_EQ(batch.size(), 3u);
     EXPECT_EQ(batch[0].id, 3 * i);
   }
+}
+
+TEST(BatchStreamTest, AHugeTokenBudgetStopsAtThePlannableSequenceCount) {
+  BatchOptions options;
+  options.global_batch_tokens = int64_t{1} << 40;
+  BatchStream stream = MustCreate(MakeListSource({1}), options, 0);
+  const std::vector<Sample> first = stream.Next();
+  EXPECT_EQ(first.size(), static_cast<size_t>(kMaxBatchSequences));
+  // Nothing is dropped: the next batch goes on from the next id.
+  const std::vector<Sample> second = stream.Next();
+  EXPECT_EQ(second.front().id, first.back().id + 1);
 }
 
 TEST(BatchStreamTest, SampleCount) {

@@ -8,15 +8,13 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "planner/limits.h"
 #include "planner/service/proto_convert.h"
 
 namespace dcp {
 namespace {
 
-// Longest sequence a batch may name (2^40 tokens): far beyond anything
-// plannable, small enough that sums over a batch cannot overflow.
-constexpr int64_t kMaxLengthTokens = int64_t{1} << 40;
-constexpr int kMaxSamplesPerBatch = 1 << 20;
+// A batch's limits are the planner core's (planner/limits.h).
 constexpr int kMaxProfileSamples = 1 << 20;
 constexpr size_t kMaxIdentifierLength = 128;
 constexpr size_t kMaxFreeTextLength = 256;
@@ -117,10 +115,10 @@ absl::Status ValidateGlobalBatch(const v1::GlobalBatch& batch,
         absl::StrCat(field, ".samples is empty (step ", batch.step(),
                      "); give the step's sequences"));
   }
-  if (batch.samples_size() > kMaxSamplesPerBatch) {
+  if (batch.samples_size() > kMaxBatchSequences) {
     return absl::InvalidArgumentError(absl::StrCat(
         field, ".samples has ", batch.samples_size(), " sequences; at most ",
-        kMaxSamplesPerBatch, " are supported"));
+        kMaxBatchSequences, " are supported"));
   }
   absl::flat_hash_map<int64_t, int> index_of_id;
   index_of_id.reserve(batch.samples_size());
@@ -132,11 +130,11 @@ absl::Status ValidateGlobalBatch(const v1::GlobalBatch& batch,
                        ") has length_tokens = ", sample.length_tokens(),
                        "; every sequence needs at least 1 token"));
     }
-    if (sample.length_tokens() > kMaxLengthTokens) {
+    if (sample.length_tokens() > kMaxSequenceTokens) {
       return absl::InvalidArgumentError(absl::StrCat(
           field, ".samples[", i, "] (id ", sample.id(),
           ") has length_tokens = ", sample.length_tokens(), "; at most ",
-          kMaxLengthTokens, " tokens are supported"));
+          kMaxSequenceTokens, " tokens are supported"));
     }
     auto [it, inserted] = index_of_id.emplace(sample.id(), i);
     if (!inserted) {
