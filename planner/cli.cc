@@ -493,6 +493,8 @@ struct PlanFile {
   CostModel cost_model;
   std::vector<int64_t> lengths_tokens;
   Plan plan;
+  /// The file's text (for CheckDerivedFields).
+  std::string text;
 };
 
 // Reads them; on failure prints why (a usage error for missing or
@@ -531,7 +533,7 @@ std::optional<PlanFile> ReadPlanFile(const ParsedFlags& flags, Command& command,
     return std::nullopt;
   }
   return PlanFile{*std::move(cost_model), *std::move(lengths_tokens),
-                  *std::move(plan)};
+                  *std::move(plan), *std::move(plan_text)};
 }
 
 int RunValidate(const ParsedFlags& flags, Command& command) {
@@ -540,9 +542,11 @@ int RunValidate(const ParsedFlags& flags, Command& command) {
   if (!file.has_value()) return exit_code;
   const CostModel& cost_model = file->cost_model;
   const std::vector<int64_t>& lengths_tokens = file->lengths_tokens;
-  if (absl::Status status =
-          ValidatePlan(cost_model, lengths_tokens, file->plan);
-      !status.ok()) {
+  absl::Status status = ValidatePlan(cost_model, lengths_tokens, file->plan);
+  if (status.ok()) {
+    status = CheckDerivedFields(file->text, lengths_tokens, cost_model);
+  }
+  if (!status.ok()) {
     command.out() << "plan is invalid: "
                   << absl::StripPrefix(status.message(), "invalid plan: ")
                   << "\n";
@@ -577,6 +581,13 @@ int RunPrice(const ParsedFlags& flags, Command& command) {
   if (!file.has_value()) return exit_code;
   absl::StatusOr<PlanPrice> price =
       PricePlan(file->cost_model, file->lengths_tokens, file->plan, *sp_sizes);
+  if (price.ok()) {
+    if (absl::Status derived = CheckDerivedFields(
+            file->text, file->lengths_tokens, file->cost_model);
+        !derived.ok()) {
+      price = derived;
+    }
+  }
   if (!price.ok()) {
     command.out() << "plan is invalid: "
                   << absl::StripPrefix(price.status().message(),

@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -343,6 +344,53 @@ TEST(CliTest, PlanThenValidateRoundTrip) {
               "--nodes=2"});
   EXPECT_EQ(wrong_cluster.exit_code, 1);
   EXPECT_THAT(wrong_cluster.out, HasSubstr("ranks are in no group"));
+}
+
+TEST(CliTest, DerivedFieldsThatContradictThePlanAreInvalid) {
+  const std::string lengths_path = TempPath("derived_lengths.txt");
+  const std::string plan_path = TempPath("derived_plan.json");
+  WriteFile(lengths_path, "4096\n1000\n30000\n512\n8192\n");
+  const std::vector<std::string> cluster = {"--nodes=1", "--gpus-per-node=8"};
+  const CliResult plan = RunCli(With(
+      {"plan", absl::StrCat("--lengths=", lengths_path), "--strategy=packed"},
+      cluster));
+  ASSERT_EQ(plan.exit_code, 0) << plan.err;
+  const Json original = Json::parse(plan.out);
+  WriteFile(plan_path, original.dump());
+  for (const char* subcommand : {"validate", "price"}) {
+    EXPECT_EQ(RunCli(With({subcommand, "--plan=" + plan_path,
+                           "--lengths=" + lengths_path},
+                          cluster))
+                  .exit_code,
+              0)
+        << subcommand;
+  }
+  struct Edit {
+    const char* path;
+    std::function<void(Json&)> apply;
+  };
+  const std::vector<Edit> edits = {
+      {"groups[0].sp_size", [](Json& j) { j["groups"][0]["sp_size"] = 3; }},
+      {"groups[0].micro_batches[0].tokens",
+       [](Json& j) { j["groups"][0]["micro_batches"][0]["tokens"] = 7; }},
+      {"num_sequences", [](Json& j) { j["num_sequences"] = 99; }},
+      {"memory_budget_bytes", [](Json& j) { j["memory_budget_bytes"] = 1e9; }},
+      {"gap_to_lower_bound", [](Json& j) { j["gap_to_lower_bound"] = -0.5; }},
+  };
+  for (const Edit& edit : edits) {
+    Json json = original;
+    edit.apply(json);
+    WriteFile(plan_path, json.dump());
+    for (const char* subcommand : {"validate", "price"}) {
+      const CliResult result = RunCli(
+          With({subcommand, "--plan=" + plan_path, "--lengths=" + lengths_path},
+               cluster));
+      EXPECT_EQ(result.exit_code, 1) << subcommand << " " << edit.path;
+      EXPECT_THAT(result.out,
+                  AllOf(HasSubstr("plan is invalid"), HasSubstr(edit.path)))
+          << subcommand;
+    }
+  }
 }
 
 TEST(CliTest, CorruptedPlanFailsValidation) {

@@ -1,6 +1,7 @@
 #include "planner/plan_json.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <string>
 #include <utility>
@@ -275,6 +276,95 @@ absl::StatusOr<Plan> PlanFromJson(absl::string_view text) {
     }
   }
   return plan;
+}
+
+absl::Status CheckDerivedFields(absl::string_view text,
+                                absl::Span<const int64_t> lengths_tokens,
+                                const CostModel& cost_model) {
+  const Json json = Json::parse(text.begin(), text.end(), /*cb=*/nullptr,
+                                /*allow_exceptions=*/false);
+  if (!json.is_object()) {
+    return absl::InvalidArgumentError("the plan is not a JSON object");
+  }
+  auto contradiction = [](const std::string& path, const Json& value,
+                          const std::string& derived) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, " = ", value.dump(), " contradicts the plan: ", derived));
+  };
+  // Integers compare exactly; a non-integer where one is derived is wrong.
+  auto integer_is = [](const Json& value, int64_t expected) {
+    return value.is_number_integer() && value.get<int64_t>() == expected;
+  };
+  auto close = [](double a, double b) {
+    return std::abs(a - b) <= 1e-9 * std::max({1.0, std::abs(a), std::abs(b)});
+  };
+  if (json.contains("num_sequences") &&
+      !integer_is(json["num_sequences"],
+                  static_cast<int64_t>(lengths_tokens.size()))) {
+    return contradiction(
+        "num_sequences", json["num_sequences"],
+        absl::StrCat("the batch has ", lengths_tokens.size(), " sequences"));
+  }
+  if (json.contains("memory_budget_bytes")) {
+    const Json& budget = json["memory_budget_bytes"];
+    if (!budget.is_number() ||
+        !close(budget.get<double>(), cost_model.MemoryBudgetBytes())) {
+      return contradiction(
+          "memory_budget_bytes", budget,
+          absl::StrCat("the model and cluster give a budget of ",
+                       cost_model.MemoryBudgetBytes(),
+                       " bytes (was the plan made with another "
+                       "--memory-fraction or cluster?)"));
+    }
+  }
+  if (json.contains("gap_to_lower_bound") &&
+      json.value("lower_bound_seconds", Json()).is_number() &&
+      json.value("predicted_step_seconds", Json()).is_number()) {
+    const double lower_bound = json["lower_bound_seconds"].get<double>();
+    const double step = json["predicted_step_seconds"].get<double>();
+    const double gap = lower_bound > 0 ? step / lower_bound - 1 : 0;
+    const Json& stated = json["gap_to_lower_bound"];
+    if (!stated.is_number() || !close(stated.get<double>(), gap)) {
+      return contradiction(
+          "gap_to_lower_bound", stated,
+          absl::StrCat("predicted_step_seconds / lower_bound_seconds - 1 = ",
+                       gap));
+    }
+  }
+  const Json& groups = json.value("groups", Json::array());
+  for (size_t g = 0; g < groups.size(); ++g) {
+    const Json& group = groups[g];
+    const std::string path = absl::StrCat("groups[", g, "]");
+    if (group.contains("sp_size") &&
+        !integer_is(
+            group["sp_size"],
+            static_cast<int64_t>(group.value("ranks", Json::array()).size()))) {
+      return contradiction(
+          absl::StrCat(path, ".sp_size"), group["sp_size"],
+          absl::StrCat("the group has ",
+                       group.value("ranks", Json::array()).size(), " ranks"));
+    }
+    const Json& micro_batches = group.value("micro_batches", Json::array());
+    for (size_t m = 0; m < micro_batches.size(); ++m) {
+      const Json& micro_batch = micro_batches[m];
+      if (!micro_batch.contains("tokens")) continue;
+      int64_t tokens = 0;
+      for (const Json& index :
+           micro_batch.value("sequence_indices", Json::array())) {
+        if (index.is_number_integer() && index.get<int64_t>() >= 0 &&
+            static_cast<size_t>(index.get<int64_t>()) < lengths_tokens.size()) {
+          tokens += lengths_tokens[index.get<int64_t>()];
+        }
+      }
+      if (!integer_is(micro_batch["tokens"], tokens)) {
+        return contradiction(
+            absl::StrCat(path, ".micro_batches[", m, "].tokens"),
+            micro_batch["tokens"],
+            absl::StrCat("its sequences have ", tokens, " tokens"));
+      }
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace dcp

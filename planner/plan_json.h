@@ -43,6 +43,19 @@ std::string PlanToJson(const Plan& plan,
 /// plan is legal (see ValidatePlan).
 absl::StatusOr<Plan> PlanFromJson(absl::string_view json);
 
+/// Checks the derived fields PlanFromJson ignores against what they derive
+/// from, so that a file that contradicts itself is not taken as valid:
+/// `num_sequences` (the batch's sequence count), each group's `sp_size` (its
+/// rank count), each micro-batch's `tokens` (the sum of its sequences'
+/// lengths), `memory_budget_bytes` (the cost model's budget) and
+/// `gap_to_lower_bound` (from the predicted step and the lower bound in the
+/// file). Absent fields are fine. INVALID_ARGUMENT naming the field's path
+/// and both values. Call after PlanFromJson succeeded and the indices were
+/// checked (ValidatePlan).
+absl::Status CheckDerivedFields(absl::string_view json,
+                                absl::Span<const int64_t> lengths_tokens,
+                                const CostModel& cost_model);
+
 }  // namespace dcp
 
 #endif  // DCP_PLANNER_PLAN_JSON_H_
