@@ -9,6 +9,10 @@
 # toolkit at $CUDA_HOME (default /usr/local/cuda); where the toolkit lacks
 # them, the pinned wheels of third_party/libtorch/cuda_runtime_requirements.txt
 # are installed next to torch instead (on libtorch_cpu.so's rpath).
+# With DCP_TORCH_CUDA=1 (the GPU image), all of torch's pinned CUDA libraries
+# (third_party/libtorch/cuda_requirements.txt) are installed next to it and
+# their include/ and lib/ folders linked together in $DCP_TORCH_VENV/cuda, a
+# CUDA_HOME for `bazel build --config=cuda` on a machine without the toolkit.
 # Idempotent: the environment is rebuilt only when what it should hold
 # changes. Prints the size of the download and how long it took.
 set -euo pipefail
@@ -17,11 +21,14 @@ venv="${DCP_TORCH_VENV:-/opt/dcp/torch-venv}"
 libtorch_dir="$(cd "$(dirname "$0")/.." && pwd)/third_party/libtorch"
 requirement_files=("${libtorch_dir}/requirements.txt")
 cuda_lib="${CUDA_HOME:-/usr/local/cuda}/lib64"
-if [[ ! -e "${cuda_lib}/libcudart.so.13" || ! -e "${cuda_lib}/libcupti.so.13" ]]; then
+if [[ "${DCP_TORCH_CUDA:-0}" == 1 ]]; then
+  requirement_files+=("${libtorch_dir}/cuda_requirements.txt")
+elif [[ ! -e "${cuda_lib}/libcudart.so.13" || ! -e "${cuda_lib}/libcupti.so.13" ]]; then
   echo "install_torch: ${cuda_lib} lacks libcudart.so.13 or libcupti.so.13; they come from PyPI"
   requirement_files+=("${libtorch_dir}/cuda_runtime_requirements.txt")
 fi
-stamp="$(cat "${requirement_files[@]}" | sha256sum | cut -d' ' -f1)"
+stamp="$(echo "${requirement_files[@]##*/}" | cat - "${libtorch_dir}"/*requirements.txt |
+         sha256sum | cut -d' ' -f1)"
 if [[ -x "${venv}/bin/python3" && -e "${venv}/libtorch/lib/libtorch_cpu.so" &&
       "$(cat "${venv}/requirements.sha256" 2>/dev/null)" == "${stamp}" ]]; then
   echo "install_torch: LibTorch in ${venv}/libtorch is up to date"
@@ -36,7 +43,7 @@ requirements=()
 for file in "${requirement_files[@]}"; do
   requirements+=(-r "${file}")
 done
-echo "install_torch: installing $(grep -hv '^#' "${requirement_files[@]}" | xargs) into ${venv}"
+echo "install_torch: installing $(cat "${requirement_files[@]}" | grep -v '^[#-]' | xargs) into ${venv}"
 "${sudo[@]}" rm -rf "${venv}"
 "${sudo[@]}" /usr/bin/python3 -m venv "${venv}"
 download="$(mktemp -d)"
@@ -54,6 +61,15 @@ if [[ ! -e "${torch_dir}/lib/libtorch_cpu.so" ]]; then
   exit 1
 fi
 "${sudo[@]}" ln -sfn "${torch_dir}" "${venv}/libtorch"
+if [[ "${DCP_TORCH_CUDA:-0}" == 1 ]]; then
+  "${sudo[@]}" mkdir -p "${venv}/cuda/include" "${venv}/cuda/lib64"
+  for entry in "${torch_dir}"/../nvidia/*/include/* "${torch_dir}"/../nvidia/*/lib/*; do
+    folder=include
+    [[ "${entry}" == */lib/* ]] && folder=lib64
+    "${sudo[@]}" ln -sfn "$(realpath "${entry}")" "${venv}/cuda/${folder}/$(basename "${entry}")"
+  done
+  echo "install_torch: CUDA_HOME for --config=cuda: ${venv}/cuda"
+fi
 echo "${stamp}" | "${sudo[@]}" tee "${venv}/requirements.sha256" >/dev/null
 echo "install_torch: LibTorch is ${venv}/libtorch ($(du -sm "${torch_dir}" | cut -f1) MiB" \
      "installed, $(($(date +%s) - start)) s in all)"
