@@ -63,10 +63,11 @@ fi
 "${sudo[@]}" ln -sfn "${torch_dir}" "${venv}/libtorch"
 if [[ "${DCP_TORCH_CUDA:-0}" == 1 ]]; then
   "${sudo[@]}" mkdir -p "${venv}/cuda/include" "${venv}/cuda/lib64"
-  for entry in "${torch_dir}"/../nvidia/*/include/* "${torch_dir}"/../nvidia/*/lib/*; do
-    folder=include
-    [[ "${entry}" == */lib/* ]] && folder=lib64
-    "${sudo[@]}" ln -sfn "$(realpath "${entry}")" "${venv}/cuda/${folder}/$(basename "${entry}")"
+  for entry in "${torch_dir}"/../nvidia/*/include/*; do
+    "${sudo[@]}" ln -sfn "$(realpath "${entry}")" "${venv}/cuda/include/$(basename "${entry}")"
+  done
+  for entry in "${torch_dir}"/../nvidia/*/lib/*; do
+    "${sudo[@]}" ln -sfn "$(realpath "${entry}")" "${venv}/cuda/lib64/$(basename "${entry}")"
   done
   echo "install_torch: CUDA_HOME for --config=cuda: ${venv}/cuda"
 fi
