@@ -375,8 +375,10 @@ def check_promtool(rendered):
 # --- Docker images -------------------------------------------------------------------
 
 
-def needed_packages(binary):
-    """Debian packages of the libraries `binary` links directly."""
+def needed_packages(binary, wheel_libraries=None):
+    """Debian packages of the libraries `binary` links directly. Libraries of
+    the torch wheel (.../site-packages/torch/lib/, which the image copies) go
+    into `wheel_libraries` when given, as their folders."""
     needed = re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", run(["readelf", "-d", binary]).stdout)
     resolved = dict(re.findall(r"^\s*(\S+) => (\S+)", run(["ldd", binary]).stdout, re.M))
     packages = set()
@@ -384,6 +386,9 @@ def needed_packages(binary):
         path = resolved.get(library)
         if not path:
             raise AssertionError(f"{binary}: ldd cannot resolve {library}")
+        if wheel_libraries is not None and "/site-packages/torch/lib/" in os.path.realpath(path):
+            wheel_libraries.add(os.path.dirname(os.path.realpath(path)))
+            continue
         for candidate in (os.path.realpath(path), path, "/usr" + os.path.realpath(path)):
             result = run(["dpkg", "-S", candidate])
             if result.returncode == 0:
@@ -406,17 +411,36 @@ def dockerfile_runtime_packages(path):
     return packages
 
 
+def dockerfile_copied_from_build(path):
+    """Destinations of `COPY --from=build SOURCE DESTINATION` in the last stage."""
+    with open(path) as f:
+        text = f.read().replace("\\\n", " ")
+    last_stage = re.split(r"^FROM ", text, flags=re.M)[-1]
+    return set(re.findall(r"^COPY --from=build \S+\s+(\S+)$", last_stage, re.M))
+
+
 def check_dockerfiles(rendered):
     docker = os.path.join(DEPLOY, "docker")
-    for name, binary, optional in (("planner", PLANNER_BINARY, set()),
-                                   ("worker", WORKER_BINARY, {"libtorch1.13"})):
+    for name, binary in (("planner", PLANNER_BINARY), ("worker", WORKER_BINARY)):
         try:
-            needed = needed_packages(binary)
-            listed = dockerfile_runtime_packages(os.path.join(docker, f"{name}.Dockerfile"))
+            wheel_libraries = set()
+            needed = needed_packages(binary, wheel_libraries)
+            dockerfile = os.path.join(docker, f"{name}.Dockerfile")
+            listed = dockerfile_runtime_packages(dockerfile)
             missing = needed - listed
-            extra = listed - needed - {"zlib1g"} - (optional - needed)
+            extra = listed - needed - {"zlib1g"}
             check(f"{name}.Dockerfile runtime packages = packages of dcp_{name}'s libraries ({len(needed)})",
                   not missing and not extra, f"missing {sorted(missing)}, not needed {sorted(extra)}")
+            # The torch wheel's libraries are copied to the path of the binary's
+            # rpath, with the CUDA libraries from PyPI next to them.
+            copied = dockerfile_copied_from_build(dockerfile)
+            wanted = set()
+            for folder in wheel_libraries:
+                site_packages = os.path.dirname(os.path.dirname(folder))
+                wanted |= {folder, os.path.join(site_packages, "nvidia")}
+            if name == "worker":
+                check(f"worker.Dockerfile copies the torch wheel's libraries dcp_worker links ({sorted(wheel_libraries)})",
+                      wheel_libraries and wanted <= copied, f"copied {sorted(copied)}, needed {sorted(wanted)}")
         except AssertionError as error:
             check(f"{name}.Dockerfile runtime packages", False, str(error))
     with open(os.path.join(docker, "worker.Dockerfile")) as f:

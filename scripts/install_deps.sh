@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs the Debian packages the build needs, only those that are missing.
+# Installs the Debian packages the build needs, only those that are missing,
+# then LibTorch: the pinned PyPI torch wheel (scripts/install_torch.sh).
 # Idempotent and non-interactive; runs `apt-get update` only when something is
 # missing. Needs root (or sudo) only in that case.
 set -euo pipefail
@@ -13,13 +14,13 @@ PACKAGES=(
   libgrpc++-dev
   libgtest-dev
   libprotobuf-dev
-  libtorch-dev
   libxml2-dev
   nlohmann-json3-dev
   openssl
   prometheus-cpp-dev
   protobuf-compiler
   protobuf-compiler-grpc
+  python3-venv
 )
 
 # Tools of //deploy:deploy_test (deploy/README.md): Debian's Prometheus server
@@ -104,6 +105,7 @@ done
 
 if [[ ${#missing[@]} -eq 0 ]]; then
   echo "install_deps: all ${#PACKAGES[@]} packages are installed"
+  bash "$(dirname "$0")/install_torch.sh"
   exit 0
 fi
 
@@ -122,4 +124,5 @@ echo "install_deps: apt-get update"
 "${sudo[@]}" apt-get update -q
 echo "install_deps: apt-get install ${missing[*]}"
 "${sudo[@]}" apt-get install -y -q "${missing[@]}"
+bash "$(dirname "$0")/install_torch.sh"
 echo "install_deps: done"

@@ -1,16 +1,22 @@
 #!/usr/bin/env bash
 # Installs missing build dependencies, then builds and runs the tests.
 # Extra arguments go to `bazel test`: flags (e.g. `--jobs=1`) and, optionally,
-# target patterns; without a target pattern every test runs (`//...`).
+# target patterns; without a target pattern every test runs (`//...`) and
+# then tests/cuda_link_check.sh checks that the CUDA build of dcp_worker links.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 bash scripts/install_deps.sh
 
 args=("$@")
+flags=()
 has_target=false
 for arg in "${args[@]+"${args[@]}"}"; do
-  [[ "${arg}" != -* ]] && has_target=true
+  if [[ "${arg}" != -* ]]; then
+    has_target=true
+  else
+    flags+=("${arg}")
+  fi
 done
 if [[ "${has_target}" == false ]]; then
   args+=("//...")
@@ -26,6 +32,15 @@ passed=$(grep -cE '^//[^ ]+ +(\(cached\) )?PASSED' "${log}" || true)
 failed=$(grep -cE '^//[^ ]+ +(\(cached\) )?(FAILED|TIMEOUT|NO STATUS|INCOMPLETE|FLAKY)|FAILED TO BUILD' "${log}" || true)
 if [[ "${status}" -ne 0 && "${failed}" -eq 0 ]]; then
   failed=1  # the build itself failed
+fi
+if [[ "${has_target}" == false ]]; then
+  echo "run_all: bash tests/cuda_link_check.sh ${flags[*]+"${flags[*]}"}"
+  if bash tests/cuda_link_check.sh "${flags[@]+"${flags[@]}"}" 2>&1 | tee "${log}"; then
+    grep -q '^cuda_link_check: PASSED' "${log}" && passed=$((passed + 1))
+  else
+    status=1
+    failed=$((failed + 1))
+  fi
 fi
 echo "run_all: ${passed} passed, ${failed} failed"
 exit "${status}"

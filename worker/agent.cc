@@ -721,7 +721,7 @@ class AgentRun {
 #if DCP_LIBTORCH_HAS_CUDA
     if (placement_.device.is_cuda()) {
       constexpr size_t kAggregate = static_cast<size_t>(
-          c10::cuda::CUDACachingAllocator::StatType::AGGREGATE);
+          c10::CachingDeviceAllocator::StatType::AGGREGATE);
       return c10::cuda::CUDACachingAllocator::getDeviceStats(
                  placement_.device.index())
           .allocated_bytes[kAggregate]

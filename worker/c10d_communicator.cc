@@ -121,8 +121,7 @@ std::shared_ptr<::gloo::transport::Device> CreateGlooDevice(
 }
 
 /// A CommGroup over one c10d backend object (ProcessGroupGloo or
-/// ProcessGroupNCCL; a template so that it works whether they derive from
-/// c10d::ProcessGroup, as in LibTorch 1.13, or from c10d::Backend, as in 2.x).
+/// ProcessGroupNCCL, both c10d::Backend).
 /// A collective fails with DEADLINE_EXCEEDED after its call timeout, or
 /// earlier when Gloo's own transport timeout (C10dOptions::timeout, per send
 /// or receive) passes first. After a collective fails or times out, the members

@@ -400,8 +400,7 @@ TEST(C10dCommunicatorTest, UnreachableStoreIsUnavailable) {
   options.world_size = 2;
   options.rank = 1;
   options.store_port = ntohs(address.sin_port);
-  // LibTorch 1.13 retries refused connections once a second while more than
-  // a second of the timeout is left.
+  // The TCPStore client retries refused connections until the timeout.
   options.timeout = absl::Seconds(3);
   const absl::Time start = absl::Now();
   absl::Status status = CreateC10dCommunicator(options).status();

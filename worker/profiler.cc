@@ -412,14 +412,8 @@ absl::Status ProfileActivationMemory(const ModelSpec& model,
       torch::empty({0}, torch::TensorOptions().device(options.device))
           .device()
           .index();
-  // StatType moved from the CUDA allocator to c10 in LibTorch 2.5.
-#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 5)
   constexpr size_t kAggregate =
       static_cast<size_t>(c10::CachingDeviceAllocator::StatType::AGGREGATE);
-#else
-  constexpr size_t kAggregate =
-      static_cast<size_t>(c10::cuda::CUDACachingAllocator::StatType::AGGREGATE);
-#endif
   at::Generator generator = at::detail::createCPUGenerator(options.seed);
   for (int layers : checkpointed) {
     for (int64_t tokens : options.memory_tokens) {
