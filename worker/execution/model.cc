@@ -54,139 +54,147 @@ int64_t Gcd(int64_t a, int64_t b) { return std::gcd(a, b); }
 
 }  // namespace
 
-/// One transformer block. Not thread-safe.
-class DecoderLayer : public torch::nn::Module {
- public:
-  DecoderLayer(const ModelSpec& spec, const GptModelOptions& options,
-               at::Generator& generator)
-      : num_heads_(spec.num_attention_heads),
-        num_kv_heads_(spec.num_kv_heads),
-        head_dim_(spec.HeadDim()),
-        epsilon_(options.rms_norm_epsilon) {
-    const int64_t h = spec.hidden_size;
-    const int64_t kv = spec.KvHiddenSize();
-    const int64_t f = spec.ffn_hidden_size;
-    // Residual-branch outputs are scaled down with depth (GPT-2 style).
-    const double out_std =
-        options.init_std / std::sqrt(2.0 * std::max(1, spec.num_layers));
-    auto matrix = [&](int64_t rows, int64_t cols, double std_dev) {
-      return torch::empty({rows, cols}, torch::kFloat32)
-          .normal_(0.0, std_dev, generator);
-    };
-    attention_norm_ = Register("attention_norm", torch::ones({h}));
-    wq_ = Register("wq", matrix(h, h, options.init_std));
-    wk_ = Register("wk", matrix(kv, h, options.init_std));
-    wv_ = Register("wv", matrix(kv, h, options.init_std));
-    wo_ = Register("wo", matrix(h, h, out_std));
-    mlp_norm_ = Register("mlp_norm", torch::ones({h}));
-    w_gate_ = Register("w_gate", matrix(f, h, options.init_std));
-    w_up_ = Register("w_up", matrix(f, h, options.init_std));
-    w_down_ = Register("w_down", matrix(h, f, out_std));
+torch::Tensor SequenceAttention(const torch::Tensor& q, const torch::Tensor& k,
+                                const torch::Tensor& v,
+                                const torch::Tensor& blocked) {
+  const int64_t group_size = q.size(0) / k.size(0);
+  torch::Tensor ks = k;
+  torch::Tensor vs = v;
+  if (group_size > 1) {
+    ks = ks.repeat_interleave(group_size, /*dim=*/0);
+    vs = vs.repeat_interleave(group_size, /*dim=*/0);
   }
-
-  torch::Tensor Forward(const torch::Tensor& x, const ForwardContext& context) {
-    torch::Tensor h = RmsNorm(x, attention_norm_, epsilon_);
-    torch::Tensor attention = Attention(h, context);
-    torch::Tensor y = x + torch::matmul(attention, wo_.t());
-    torch::Tensor g = RmsNorm(y, mlp_norm_, epsilon_);
-    torch::Tensor mlp = torch::silu(torch::matmul(g, w_gate_.t())) *
-                        torch::matmul(g, w_up_.t());
-    return y + torch::matmul(mlp, w_down_.t());
+  const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
+  torch::Tensor scores = torch::matmul(q, ks.transpose(1, 2)) * scale;
+  if (blocked.defined()) {
+    scores =
+        scores.masked_fill(blocked, -std::numeric_limits<double>::infinity());
   }
+  torch::Tensor probabilities = torch::softmax(scores, /*dim=*/-1);
+  return torch::matmul(probabilities, vs);
+}
 
-  const std::vector<torch::Tensor>& layer_parameters() const {
-    return parameters_;
+DecoderLayer::DecoderLayer(const ModelSpec& spec,
+                           const GptModelOptions& options,
+                           at::Generator& generator)
+    : num_heads_(spec.num_attention_heads),
+      num_kv_heads_(spec.num_kv_heads),
+      head_dim_(spec.HeadDim()),
+      epsilon_(options.rms_norm_epsilon) {
+  const int64_t h = spec.hidden_size;
+  const int64_t kv = spec.KvHiddenSize();
+  const int64_t f = spec.ffn_hidden_size;
+  // Residual-branch outputs are scaled down with depth (GPT-2 style).
+  const double out_std =
+      options.init_std / std::sqrt(2.0 * std::max(1, spec.num_layers));
+  auto matrix = [&](int64_t rows, int64_t cols, double std_dev) {
+    return torch::empty({rows, cols}, torch::kFloat32)
+        .normal_(0.0, std_dev, generator);
+  };
+  attention_norm_ = Register("attention_norm", torch::ones({h}));
+  wq_ = Register("wq", matrix(h, h, options.init_std));
+  wk_ = Register("wk", matrix(kv, h, options.init_std));
+  wv_ = Register("wv", matrix(kv, h, options.init_std));
+  wo_ = Register("wo", matrix(h, h, out_std));
+  mlp_norm_ = Register("mlp_norm", torch::ones({h}));
+  w_gate_ = Register("w_gate", matrix(f, h, options.init_std));
+  w_up_ = Register("w_up", matrix(f, h, options.init_std));
+  w_down_ = Register("w_down", matrix(h, f, out_std));
+}
+
+torch::Tensor DecoderLayer::Forward(const torch::Tensor& x,
+                                    const ForwardContext& context) {
+  torch::Tensor h = RmsNorm(x, attention_norm_, epsilon_);
+  torch::Tensor y = x + ProjectOutput(Attention(h, context));
+  return y + Mlp(RmsNorm(y, mlp_norm_, epsilon_));
+}
+
+DecoderLayer::Projections DecoderLayer::ProjectQkv(
+    const torch::Tensor& h) const {
+  const int64_t tokens = h.size(0);
+  return {torch::matmul(h, wq_.t()).view({tokens, num_heads_, head_dim_}),
+          torch::matmul(h, wk_.t()).view({tokens, num_kv_heads_, head_dim_}),
+          torch::matmul(h, wv_.t()).view({tokens, num_kv_heads_, head_dim_})};
+}
+
+torch::Tensor DecoderLayer::ProjectOutput(
+    const torch::Tensor& attention) const {
+  return torch::matmul(attention, wo_.t());
+}
+
+torch::Tensor DecoderLayer::Mlp(const torch::Tensor& g) const {
+  torch::Tensor mlp =
+      torch::silu(torch::matmul(g, w_gate_.t())) * torch::matmul(g, w_up_.t());
+  return torch::matmul(mlp, w_down_.t());
+}
+
+torch::Tensor DecoderLayer::Register(const std::string& name,
+                                     torch::Tensor value) {
+  torch::Tensor p = register_parameter(name, std::move(value));
+  parameters_.push_back(p);
+  return p;
+}
+
+torch::Tensor DecoderLayer::Attention(const torch::Tensor& h,
+                                      const ForwardContext& context) const {
+  const int64_t tokens = h.size(0);
+  const int64_t s = context.sp.size();
+  Projections projections = ProjectQkv(h);
+  torch::Tensor q =
+      ApplyRotary(projections.q, context.rope_cos, context.rope_sin);
+  torch::Tensor k =
+      ApplyRotary(projections.k, context.rope_cos, context.rope_sin);
+  torch::Tensor v = projections.v;
+
+  // KV heads must split evenly over the group: replicate them to
+  // lcm(kv heads, s) when s does not divide their count.
+  const int64_t kv_repeat = s / Gcd(num_kv_heads_, s);
+  if (kv_repeat > 1) {
+    k = k.repeat_interleave(kv_repeat, /*dim=*/1);
+    v = v.repeat_interleave(kv_repeat, /*dim=*/1);
   }
+  const int64_t local_q_heads = num_heads_ / s;
+  const int64_t local_kv_heads = num_kv_heads_ * kv_repeat / s;
+  const int64_t width = local_q_heads + 2 * local_kv_heads;
 
- private:
-  torch::Tensor Register(const std::string& name, torch::Tensor value) {
-    torch::Tensor p = register_parameter(name, std::move(value));
-    parameters_.push_back(p);
-    return p;
+  // [T, s, width, d]: chunk j along dim 1 holds member j's heads.
+  torch::Tensor packed =
+      torch::cat({q.view({tokens, s, local_q_heads, head_dim_}),
+                  k.view({tokens, s, local_kv_heads, head_dim_}),
+                  v.view({tokens, s, local_kv_heads, head_dim_})},
+                 /*dim=*/2);
+  // Sequence-sharded, all heads -> all tokens, local heads: chunk j of the
+  // result is member j's tokens for this member's heads.
+  torch::Tensor gathered = DifferentiableAllToAll(
+      packed.permute({1, 0, 2, 3}).contiguous(), context.sp);
+
+  std::vector<torch::Tensor> outputs;
+  outputs.reserve(context.slice_tokens.size());
+  int64_t offset = 0;
+  for (size_t i = 0; i < context.slice_tokens.size(); ++i) {
+    const int64_t slice = context.slice_tokens[i];
+    const int64_t padded = slice * s;
+    // Member-major then slice order is position order: [P, width, d].
+    torch::Tensor sequence =
+        gathered.narrow(1, offset, slice).reshape({padded, width, head_dim_});
+    torch::Tensor qs = sequence.narrow(1, 0, local_q_heads).transpose(0, 1);
+    torch::Tensor ks =
+        sequence.narrow(1, local_q_heads, local_kv_heads).transpose(0, 1);
+    torch::Tensor vs =
+        sequence.narrow(1, local_q_heads + local_kv_heads, local_kv_heads)
+            .transpose(0, 1);
+    torch::Tensor out =
+        SequenceAttention(qs, ks, vs, context.blocked[i]);  // [hq, P, d]
+    outputs.push_back(
+        out.transpose(0, 1).reshape({s, slice, local_q_heads, head_dim_}));
+    offset += slice;
   }
-
-  // h: [T, hidden] normed local tokens -> [T, hidden] attention output.
-  torch::Tensor Attention(const torch::Tensor& h,
-                          const ForwardContext& context) const {
-    const int64_t tokens = h.size(0);
-    const int64_t s = context.sp.size();
-    torch::Tensor q =
-        torch::matmul(h, wq_.t()).view({tokens, num_heads_, head_dim_});
-    torch::Tensor k =
-        torch::matmul(h, wk_.t()).view({tokens, num_kv_heads_, head_dim_});
-    torch::Tensor v =
-        torch::matmul(h, wv_.t()).view({tokens, num_kv_heads_, head_dim_});
-    q = ApplyRotary(q, context.rope_cos, context.rope_sin);
-    k = ApplyRotary(k, context.rope_cos, context.rope_sin);
-
-    // KV heads must split evenly over the group: replicate them to
-    // lcm(kv heads, s) when s does not divide their count.
-    const int64_t kv_repeat = s / Gcd(num_kv_heads_, s);
-    if (kv_repeat > 1) {
-      k = k.repeat_interleave(kv_repeat, /*dim=*/1);
-      v = v.repeat_interleave(kv_repeat, /*dim=*/1);
-    }
-    const int64_t local_q_heads = num_heads_ / s;
-    const int64_t local_kv_heads = num_kv_heads_ * kv_repeat / s;
-    const int64_t width = local_q_heads + 2 * local_kv_heads;
-
-    // [T, s, width, d]: chunk j along dim 1 holds member j's heads.
-    torch::Tensor packed =
-        torch::cat({q.view({tokens, s, local_q_heads, head_dim_}),
-                    k.view({tokens, s, local_kv_heads, head_dim_}),
-                    v.view({tokens, s, local_kv_heads, head_dim_})},
-                   /*dim=*/2);
-    // Sequence-sharded, all heads -> all tokens, local heads: chunk j of the
-    // result is member j's tokens for this member's heads.
-    torch::Tensor gathered = DifferentiableAllToAll(
-        packed.permute({1, 0, 2, 3}).contiguous(), context.sp);
-
-    const int64_t group_size = local_q_heads / local_kv_heads;
-    const double scale = 1.0 / std::sqrt(static_cast<double>(head_dim_));
-    std::vector<torch::Tensor> outputs;
-    outputs.reserve(context.slice_tokens.size());
-    int64_t offset = 0;
-    for (size_t i = 0; i < context.slice_tokens.size(); ++i) {
-      const int64_t slice = context.slice_tokens[i];
-      const int64_t padded = slice * s;
-      // Member-major then slice order is position order: [P, width, d].
-      torch::Tensor sequence =
-          gathered.narrow(1, offset, slice).reshape({padded, width, head_dim_});
-      torch::Tensor qs = sequence.narrow(1, 0, local_q_heads).transpose(0, 1);
-      torch::Tensor ks =
-          sequence.narrow(1, local_q_heads, local_kv_heads).transpose(0, 1);
-      torch::Tensor vs =
-          sequence.narrow(1, local_q_heads + local_kv_heads, local_kv_heads)
-              .transpose(0, 1);
-      if (group_size > 1) {
-        ks = ks.repeat_interleave(group_size, /*dim=*/0);
-        vs = vs.repeat_interleave(group_size, /*dim=*/0);
-      }
-      torch::Tensor scores = torch::matmul(qs, ks.transpose(1, 2)) * scale;
-      scores = scores.masked_fill(context.blocked[i],
-                                  -std::numeric_limits<double>::infinity());
-      torch::Tensor probabilities = torch::softmax(scores, /*dim=*/-1);
-      torch::Tensor out = torch::matmul(probabilities, vs);  // [hq, P, d]
-      outputs.push_back(
-          out.transpose(0, 1).reshape({s, slice, local_q_heads, head_dim_}));
-      offset += slice;
-    }
-    // All tokens, local heads -> local tokens, all heads: chunk j of the
-    // result is this member's tokens for member j's heads.
-    torch::Tensor local = DifferentiableAllToAll(
-        torch::cat(outputs, /*dim=*/1).contiguous(), context.sp);
-    return local.permute({1, 0, 2, 3})
-        .reshape({tokens, num_heads_ * head_dim_});
-  }
-
-  int64_t num_heads_;
-  int64_t num_kv_heads_;
-  int64_t head_dim_;
-  double epsilon_;
-  std::vector<torch::Tensor> parameters_;
-  torch::Tensor attention_norm_, wq_, wk_, wv_, wo_, mlp_norm_, w_gate_, w_up_,
-      w_down_;
-};
+  // All tokens, local heads -> local tokens, all heads: chunk j of the
+  // result is this member's tokens for member j's heads.
+  torch::Tensor local = DifferentiableAllToAll(
+      torch::cat(outputs, /*dim=*/1).contiguous(), context.sp);
+  return local.permute({1, 0, 2, 3}).reshape({tokens, num_heads_ * head_dim_});
+}
 
 int64_t PackedShard::num_local_tokens() const {
   return std::accumulate(slice_tokens.begin(), slice_tokens.end(), int64_t{0});
@@ -261,6 +269,11 @@ GptModel::GptModel(const ModelSpec& spec, const GptModelOptions& options)
 
 absl::StatusOr<std::shared_ptr<GptModel>> GptModel::Create(
     const ModelSpec& spec, const GptModelOptions& options) {
+  if (absl::Status status = CheckSpec(spec); !status.ok()) return status;
+  return std::shared_ptr<GptModel>(new GptModel(spec, options));
+}
+
+absl::Status GptModel::CheckSpec(const ModelSpec& spec) {
   if (absl::Status status = ValidateModelSpec(spec); !status.ok()) {
     return status;
   }
@@ -286,7 +299,7 @@ absl::StatusOr<std::shared_ptr<GptModel>> GptModel::Create(
         " do not give whole heads; need hidden_size % heads == 0, heads % "
         "kv_heads == 0 and an even head dimension (rotary embeddings)"));
   }
-  return std::shared_ptr<GptModel>(new GptModel(spec, options));
+  return absl::OkStatus();
 }
 
 absl::Status GptModel::CheckSequenceParallelSize(int sp_size) const {

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -65,7 +66,71 @@ struct GptModelOptions {
   double rope_theta = 10000.0;
 };
 
-class DecoderLayer;
+namespace gpt_internal {
+struct ForwardContext;
+}  // namespace gpt_internal
+
+/// GptModel's attention core over one (gathered, full) sequence of this
+/// rank's heads: q [q_heads, P, head_dim], k and v [kv_heads, P, head_dim]
+/// (q_heads a multiple of kv_heads; each KV head serves q_heads / kv_heads
+/// query heads, grouped-query attention), softmax(q k^T / sqrt(head_dim))
+/// with -inf where `blocked` [P, P] is true (a query row must not see a key
+/// column; undefined: nothing blocked), times v. Returns [q_heads, P,
+/// head_dim]. Differentiable. The profiler times this very function.
+torch::Tensor SequenceAttention(const torch::Tensor& q, const torch::Tensor& k,
+                                const torch::Tensor& v,
+                                const torch::Tensor& blocked);
+
+/// One transformer block of GptModel: RMSNorm -> grouped-query attention
+/// with rotary positions (Ulysses over the forward's group) -> residual ->
+/// RMSNorm -> SwiGLU MLP -> residual. Its token-local parts are public so
+/// that the profiler times the layer's own code. Parameters are created
+/// float32 on the CPU (move the module to change either).
+///
+/// Not thread-safe.
+class DecoderLayer : public torch::nn::Module {
+ public:
+  /// `spec` must pass GptModel::CheckSpec. Draws the matrices from
+  /// `generator` in a fixed order.
+  DecoderLayer(const ModelSpec& spec, const GptModelOptions& options,
+               at::Generator& generator);
+
+  /// The layer on x [T, hidden] of local tokens.
+  torch::Tensor Forward(const torch::Tensor& x,
+                        const gpt_internal::ForwardContext& context);
+
+  /// Q [T, heads, head_dim], K and V [T, kv_heads, head_dim] of normed
+  /// tokens h [T, hidden], before rotary embeddings.
+  struct Projections {
+    torch::Tensor q;
+    torch::Tensor k;
+    torch::Tensor v;
+  };
+  Projections ProjectQkv(const torch::Tensor& h) const;
+  /// The output projection of attention [T, hidden] (heads concatenated).
+  torch::Tensor ProjectOutput(const torch::Tensor& attention) const;
+  /// The SwiGLU MLP of normed tokens g [T, hidden]: W_down (silu(W_gate g)
+  /// * W_up g).
+  torch::Tensor Mlp(const torch::Tensor& g) const;
+
+  const std::vector<torch::Tensor>& layer_parameters() const {
+    return parameters_;
+  }
+
+ private:
+  torch::Tensor Register(const std::string& name, torch::Tensor value);
+  // h: [T, hidden] normed local tokens -> [T, hidden] attention output.
+  torch::Tensor Attention(const torch::Tensor& h,
+                          const gpt_internal::ForwardContext& context) const;
+
+  int64_t num_heads_;
+  int64_t num_kv_heads_;
+  int64_t head_dim_;
+  double epsilon_;
+  std::vector<torch::Tensor> parameters_;
+  torch::Tensor attention_norm_, wq_, wk_, wv_, wo_, mlp_norm_, w_gate_, w_up_,
+      w_down_;
+};
 
 /// A GPT-style causal language model built from a ModelSpec: token
 /// embedding; num_layers x [RMSNorm -> grouped-query attention with rotary
@@ -90,6 +155,10 @@ class GptModel : public torch::nn::Module {
   /// == 0, an even head dimension for rotary embeddings).
   static absl::StatusOr<std::shared_ptr<GptModel>> Create(
       const ModelSpec& spec, const GptModelOptions& options = {});
+
+  /// OK when Create accepts `spec` (see there); INVALID_ARGUMENT naming the
+  /// field otherwise. Pure function.
+  static absl::Status CheckSpec(const ModelSpec& spec);
 
   /// OK when Ulysses over `sp_size` ranks can shard this model's heads
   /// (sp_size divides num_attention_heads).

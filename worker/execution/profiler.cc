@@ -22,6 +22,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "common/status_macros.h"
 #include "worker/communication/sequence_parallel.h"
 #include "worker/execution/model.h"
 
@@ -31,12 +32,6 @@
 
 namespace dcp {
 namespace {
-
-#define DCP_PROFILER_RETURN_IF_ERROR(expr) \
-  do {                                     \
-    const ::absl::Status status_ = (expr); \
-    if (!status_.ok()) return status_;     \
-  } while (false)
 
 absl::Status CheckPositive(absl::string_view field,
                            const std::vector<int64_t>& values) {
@@ -84,16 +79,8 @@ absl::Status CheckDevice(const ProfileOptions& options) {
 absl::Status ValidateOptions(const ModelSpec& model,
                              const ProfileOptions& options, int gpus_per_node,
                              int world_size) {
-  DCP_PROFILER_RETURN_IF_ERROR(ValidateModelSpec(model));
-  if (model.hidden_size % model.num_attention_heads != 0 ||
-      model.num_attention_heads % model.num_kv_heads != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "model '", model.name, "': hidden_size ", model.hidden_size,
-        ", num_attention_heads ", model.num_attention_heads, ", num_kv_heads ",
-        model.num_kv_heads,
-        " do not give whole heads; the attention benchmark needs "
-        "hidden_size % heads == 0 and heads % kv_heads == 0"));
-  }
+  // The benchmarks run GptModel's own layer and attention code.
+  DCP_RETURN_IF_ERROR(GptModel::CheckSpec(model));
   if (gpus_per_node < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("gpus_per_node = ", gpus_per_node, " must be at least 1"));
@@ -115,17 +102,15 @@ absl::Status ValidateOptions(const ModelSpec& model,
         " must be positive and finite (a missing rank must not hang the "
         "profile)"));
   }
-  DCP_PROFILER_RETURN_IF_ERROR(CheckDevice(options));
-  DCP_PROFILER_RETURN_IF_ERROR(
-      CheckPositive("gemm_tokens", options.gemm_tokens));
-  DCP_PROFILER_RETURN_IF_ERROR(
+  DCP_RETURN_IF_ERROR(CheckDevice(options));
+  DCP_RETURN_IF_ERROR(CheckPositive("gemm_tokens", options.gemm_tokens));
+  DCP_RETURN_IF_ERROR(
       CheckPositive("attention_lengths", options.attention_lengths));
-  DCP_PROFILER_RETURN_IF_ERROR(
+  DCP_RETURN_IF_ERROR(
       CheckPositive("all_to_all_bytes", options.all_to_all_bytes));
-  DCP_PROFILER_RETURN_IF_ERROR(
+  DCP_RETURN_IF_ERROR(
       CheckPositive("all_reduce_bytes", options.all_reduce_bytes));
-  DCP_PROFILER_RETURN_IF_ERROR(
-      CheckPositive("memory_tokens", options.memory_tokens));
+  DCP_RETURN_IF_ERROR(CheckPositive("memory_tokens", options.memory_tokens));
 
   const int64_t element_bytes = torch::elementSize(options.dtype);
   absl::StatusOr<std::vector<int>> group_sizes =
@@ -200,17 +185,17 @@ class Timer {
       absl::string_view what, const std::function<absl::Status()>& prepare,
       const std::function<absl::Status()>& run) const {
     for (int i = 0; i < options_.warmup; ++i) {
-      DCP_PROFILER_RETURN_IF_ERROR(prepare());
-      DCP_PROFILER_RETURN_IF_ERROR(run());
+      DCP_RETURN_IF_ERROR(prepare());
+      DCP_RETURN_IF_ERROR(run());
     }
     Synchronize(options_.device);
     std::vector<double> seconds;
     seconds.reserve(options_.repeats);
     for (int i = 0; i < options_.repeats; ++i) {
-      DCP_PROFILER_RETURN_IF_ERROR(prepare());
+      DCP_RETURN_IF_ERROR(prepare());
       Synchronize(options_.device);
       const absl::Time start = clock_.Now();
-      DCP_PROFILER_RETURN_IF_ERROR(run());
+      DCP_RETURN_IF_ERROR(run());
       Synchronize(options_.device);
       const absl::Time end = clock_.Now();
       seconds.push_back(absl::ToDoubleSeconds(end - start));
@@ -260,32 +245,19 @@ class InputSource {
 absl::Status ProfileGemms(const ModelSpec& model, const ProfileOptions& options,
                           const Timer& timer, InputSource& inputs,
                           std::vector<ProfileSample>& samples) {
-  const int64_t h = model.hidden_size;
-  const int64_t kv = model.KvHiddenSize();
-  const int64_t f = model.ffn_hidden_size;
-  const double scale = 0.02;
-  // [out, in] like GptModel's matrices.
-  const torch::Tensor wq = inputs.Normal({h, h}, scale);
-  const torch::Tensor wk = inputs.Normal({kv, h}, scale);
-  const torch::Tensor wv = inputs.Normal({kv, h}, scale);
-  const torch::Tensor wo = inputs.Normal({h, h}, scale);
-  const torch::Tensor w_up = inputs.Normal({f, h}, scale);
-  const torch::Tensor w_down = inputs.Normal({h, f}, scale);
-  const torch::Tensor w_gate =
-      model.gated_mlp ? inputs.Normal({f, h}, scale) : torch::Tensor();
+  // GptModel's own layer, moved to the profiled device and dtype.
+  at::Generator generator = at::detail::createCPUGenerator(options.seed);
+  DecoderLayer layer(model, GptModelOptions(), generator);
+  layer.to(options.device, options.dtype);
+  // The forward GEMMs alone, as the samples' flops count them.
+  torch::NoGradGuard no_grad;
   const double flops_per_token = model.LinearForwardFlopsPerToken();
   for (int64_t tokens : options.gemm_tokens) {
-    const torch::Tensor x = inputs.Normal({tokens, h});
-    const torch::Tensor mlp_hidden = inputs.Normal({tokens, f});
+    const torch::Tensor x = inputs.Normal({tokens, model.hidden_size});
     auto layer_gemms = [&]() -> absl::Status {
-      torch::Tensor q = torch::matmul(x, wq.t());
-      torch::Tensor k = torch::matmul(x, wk.t());
-      torch::Tensor v = torch::matmul(x, wv.t());
-      torch::Tensor o = torch::matmul(x, wo.t());
-      torch::Tensor up = torch::matmul(x, w_up.t());
-      torch::Tensor gate;
-      if (w_gate.defined()) gate = torch::matmul(x, w_gate.t());
-      torch::Tensor down = torch::matmul(mlp_hidden, w_down.t());
+      DecoderLayer::Projections qkv = layer.ProjectQkv(x);
+      torch::Tensor output = layer.ProjectOutput(x);
+      torch::Tensor mlp = layer.Mlp(x);
       return absl::OkStatus();
     };
     absl::StatusOr<double> seconds =
@@ -309,8 +281,6 @@ absl::Status ProfileAttention(const ModelSpec& model,
   const int64_t q_heads = model.num_attention_heads;
   const int64_t kv_heads = model.num_kv_heads;
   const int64_t head_dim = model.HeadDim();
-  const int64_t group = q_heads / kv_heads;
-  const double scale = 1.0 / std::sqrt(static_cast<double>(head_dim));
   const double per_squared_token = model.AttentionForwardFlopsPerSquaredToken();
   for (int64_t length : options.attention_lengths) {
     const torch::Tensor q =
@@ -329,24 +299,9 @@ absl::Status ProfileAttention(const ModelSpec& model,
       blocked =
           (position.unsqueeze(0) > position.unsqueeze(1)).to(options.device);
     }
-    // GptModel's attention core for one sequence of local heads.
-    auto attention = [&]() {
-      torch::Tensor ks = k;
-      torch::Tensor vs = v;
-      if (group > 1) {
-        ks = ks.repeat_interleave(group, /*dim=*/0);
-        vs = vs.repeat_interleave(group, /*dim=*/0);
-      }
-      torch::Tensor scores = torch::matmul(q, ks.transpose(1, 2)) * scale;
-      if (blocked.defined()) {
-        scores = scores.masked_fill(blocked,
-                                    -std::numeric_limits<double>::infinity());
-      }
-      torch::Tensor probabilities = torch::softmax(scores, /*dim=*/-1);
-      return torch::matmul(probabilities, vs);
-    };
+    // GptModel's own attention core for one sequence of local heads.
     auto forward = [&]() -> absl::Status {
-      torch::Tensor output = attention();
+      torch::Tensor output = SequenceAttention(q, k, v, blocked);
       return absl::OkStatus();
     };
     absl::StatusOr<double> forward_seconds = timer.MedianSeconds(
@@ -359,7 +314,7 @@ absl::Status ProfileAttention(const ModelSpec& model,
       for (const torch::Tensor& input : {q, k, v}) {
         input.mutable_grad() = torch::Tensor();
       }
-      output = attention();
+      output = SequenceAttention(q, k, v, blocked);
       return absl::OkStatus();
     };
     auto backward = [&]() -> absl::Status {
@@ -444,14 +399,14 @@ absl::Status ProfileActivationMemory(const ModelSpec& model,
       };
       // Untimed first step: allocates the gradients, which then accumulate
       // in place and so are part of what was allocated before.
-      DCP_PROFILER_RETURN_IF_ERROR(step());
+      DCP_RETURN_IF_ERROR(step());
       Synchronize(options.device);
       const int64_t before =
           c10::cuda::CUDACachingAllocator::getDeviceStats(device_index)
               .allocated_bytes[kAggregate]
               .current;
       c10::cuda::CUDACachingAllocator::resetPeakStats(device_index);
-      DCP_PROFILER_RETURN_IF_ERROR(step());
+      DCP_RETURN_IF_ERROR(step());
       Synchronize(options.device);
       const int64_t peak =
           c10::cuda::CUDACachingAllocator::getDeviceStats(device_index)
@@ -476,13 +431,11 @@ absl::Status ProfileCompute(const ModelSpec& model,
   const Timer timer(options, clock);
   InputSource inputs(options);
   try {
-    DCP_PROFILER_RETURN_IF_ERROR(
-        ProfileGemms(model, options, timer, inputs, samples));
-    DCP_PROFILER_RETURN_IF_ERROR(
+    DCP_RETURN_IF_ERROR(ProfileGemms(model, options, timer, inputs, samples));
+    DCP_RETURN_IF_ERROR(
         ProfileAttention(model, options, timer, inputs, samples));
 #if DCP_LIBTORCH_HAS_CUDA
-    DCP_PROFILER_RETURN_IF_ERROR(
-        ProfileActivationMemory(model, options, samples));
+    DCP_RETURN_IF_ERROR(ProfileActivationMemory(model, options, samples));
 #endif
   } catch (...) {
     return StatusFromCurrentException("profiling compute");
@@ -503,7 +456,7 @@ absl::Status ProfileCollectives(Communicator& comm, int gpus_per_node,
   const torch::TensorOptions tensor_options =
       torch::TensorOptions().dtype(options.dtype).device(options.device);
   CommGroup& world = comm.World();
-  DCP_PROFILER_RETURN_IF_ERROR(world.Barrier(timeout));
+  DCP_RETURN_IF_ERROR(world.Barrier(timeout));
 
   for (int group_size : group_sizes) {
     const int first = rank / group_size * group_size;
@@ -588,16 +541,16 @@ absl::StatusOr<std::vector<int>> ProfileGroupSizes(
 absl::StatusOr<std::vector<ProfileSample>> RunProfile(
     const ModelSpec& model, Communicator& comm, int gpus_per_node,
     const ProfileOptions& options, const Clock& clock) {
-  DCP_PROFILER_RETURN_IF_ERROR(
+  DCP_RETURN_IF_ERROR(
       ValidateOptions(model, options, gpus_per_node, comm.world_size()));
   absl::StatusOr<std::vector<int>> group_sizes =
       ProfileGroupSizes(options, comm.world_size());
   if (!group_sizes.ok()) return group_sizes.status();
 
   std::vector<ProfileSample> samples;
-  DCP_PROFILER_RETURN_IF_ERROR(ProfileCompute(model, options, clock, samples));
-  DCP_PROFILER_RETURN_IF_ERROR(ProfileCollectives(
-      comm, gpus_per_node, *group_sizes, options, clock, samples));
+  DCP_RETURN_IF_ERROR(ProfileCompute(model, options, clock, samples));
+  DCP_RETURN_IF_ERROR(ProfileCollectives(comm, gpus_per_node, *group_sizes,
+                                         options, clock, samples));
   return samples;
 }
 

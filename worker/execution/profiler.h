@@ -82,14 +82,15 @@ struct ProfileOptions {
 /// synchronising the device), and nowhere else.
 ///
 /// Compute, on this rank alone:
-///  - kGemm, per gemm_tokens T: one layer's forward matrix multiplications
-///    (Q, K, V, output projections and the MLP's) on random [T, in] inputs;
+///  - kGemm, per gemm_tokens T: the forward matrix multiplications of one
+///    GptModel DecoderLayer, run by the layer's own ProjectQkv,
+///    ProjectOutput and Mlp on random [T, hidden] inputs (no autograd);
 ///    flops = model.LinearForwardFlopsPerToken() * T, tokens = T, the form
 ///    ComputeModel::GemmSeconds expects.
-///  - kAttentionForward / kAttentionBackward, per attention_lengths L: the
-///    model's attention core (grouped-query softmax attention over one
-///    sequence, with a causal mask if model.causal, as GptModel computes it)
-///    forward, and its autograd backward (the forward untimed);
+///  - kAttentionForward / kAttentionBackward, per attention_lengths L:
+///    GptModel's own attention core (SequenceAttention over one sequence of
+///    random Q, K, V, with a causal mask if model.causal) forward, and its
+///    autograd backward (the forward untimed);
 ///    flops = model.AttentionForwardFlopsPerSquaredToken() * L^2 for both
 ///    (the fit applies the backward factor), sum_squared_lengths = L^2,
 ///    sum_lengths = L.
@@ -117,7 +118,8 @@ struct ProfileOptions {
 /// point of view); which ranks' samples to submit (e.g. rank 0's, or all
 /// for averaging) is the caller's choice. Compute samples are this rank's.
 ///
-/// Errors: INVALID_ARGUMENT for an invalid model or options (the message
+/// Errors: INVALID_ARGUMENT for options, or a model GptModel cannot build
+/// (GptModel::CheckSpec), that are invalid (the message
 /// names the field and the fix); FAILED_PRECONDITION for a CUDA device
 /// without a CUDA LibTorch; INTERNAL when a benchmark throws or the clock
 /// does not advance over a measurement (a non-positive median); a
