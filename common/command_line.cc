@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <limits>
+#include <sstream>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -222,6 +224,19 @@ absl::StatusOr<std::vector<int64_t>> ParsedFlags::IntList(
   return values;
 }
 
+absl::StatusOr<std::string> ParsedFlags::FileContents(
+    absl::string_view name) const {
+  const std::string path = String(name);
+  std::ifstream file(path, std::ios::binary);
+  if (!file) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", name, "=", path, ": cannot read the file"));
+  }
+  std::ostringstream contents;
+  contents << file.rdbuf();
+  return contents.str();
+}
+
 absl::StatusOr<std::vector<std::string>> ParsedFlags::StringList(
     absl::string_view name) const {
   const std::string text = String(name);
@@ -295,6 +310,15 @@ absl::StatusOr<ParsedFlags> ParseFlags(int argc, const char* const* argv,
     parsed.values_[std::string(name)] = std::move(value);
   }
   return parsed;
+}
+
+std::vector<FlagSpec> ConcatFlagTables(
+    std::initializer_list<absl::Span<const FlagSpec>> tables) {
+  std::vector<FlagSpec> all;
+  for (absl::Span<const FlagSpec> table : tables) {
+    all.insert(all.end(), table.begin(), table.end());
+  }
+  return all;
 }
 
 std::string Usage(absl::string_view program, absl::string_view summary,

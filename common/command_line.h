@@ -7,6 +7,7 @@
 // usage text.
 
 #include <cstdint>
+#include <initializer_list>
 #include <limits>
 #include <string>
 #include <vector>
@@ -102,6 +103,11 @@ class ParsedFlags {
       absl::string_view name, int64_t min = 1,
       int64_t max = std::numeric_limits<int64_t>::max()) const;
 
+  /// The contents of the file the flag names (its value, else its default):
+  /// INVALID_ARGUMENT "--cluster=PATH: cannot read the file" when it cannot be
+  /// opened.
+  absl::StatusOr<std::string> FileContents(absl::string_view name) const;
+
   /// Comma-separated words, whitespace around each removed and empty items
   /// skipped; at least one ("--strategies=: must list at least one item, e.g.
   /// a,b").
@@ -143,6 +149,12 @@ absl::StatusOr<ParsedFlags> ParseFlags(int argc, const char* const* argv,
 /// wins).
 absl::StatusOr<ParsedFlags> ParseFlags(int argc, const char* const* argv,
                                        absl::Span<const FlagSpec> table);
+
+/// The flags of `tables` in order, one table (e.g. a binary's own flags and
+/// shared ones such as ModelClusterFlags::specs()). The FlagSpecs' strings
+/// still belong to the tables' owners.
+std::vector<FlagSpec> ConcatFlagTables(
+    std::initializer_list<absl::Span<const FlagSpec>> tables);
 
 /// The usage text: `summary`, "Usage: PROGRAM [--flag=value ...]", one
 /// aligned line per flag ("--name=VALUE" or "--name[=true|false]", its help

@@ -1,5 +1,7 @@
 #include "common/command_line.h"
 
+#include <cstdlib>
+#include <fstream>
 #include <limits>
 #include <string>
 #include <vector>
@@ -160,6 +162,40 @@ TEST(CommandLineTest, StringListsAndChoices) {
   flags = Parse({"--name=xml"});
   EXPECT_EQ(flags->Choice("name", formats).status().message(),
             "--name=xml: must be one of table, json");
+}
+
+TEST(CommandLineTest, FileContentsNamesTheFlagWhenUnreadable) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string path =
+      absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/command_line_file");
+  std::ofstream(path, std::ios::binary) << std::string("a\0b\n", 4);
+  const std::string argument = "--name=" + path;
+  absl::StatusOr<ParsedFlags> flags = Parse({argument.c_str()});
+  ASSERT_TRUE(flags.ok());
+  EXPECT_EQ(*flags->FileContents("name"), std::string("a\0b\n", 4));
+
+  std::ofstream(path, std::ios::binary | std::ios::trunc);
+  EXPECT_EQ(*flags->FileContents("name"), "");
+
+  flags = Parse({"--name=/no/such/file"});
+  ASSERT_TRUE(flags.ok());
+  absl::StatusOr<std::string> contents = flags->FileContents("name");
+  EXPECT_EQ(contents.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(contents.status().message(),
+            "--name=/no/such/file: cannot read the file");
+}
+
+TEST(CommandLineTest, ConcatFlagTablesKeepsOrder) {
+  constexpr FlagSpec kMore[] = {{"extra", "X", "", "one more"}};
+  const std::vector<FlagSpec> all = ConcatFlagTables({kTable, kMore});
+  ASSERT_EQ(all.size(), 7u);
+  EXPECT_STREQ(all[0].name, "nodes");
+  EXPECT_STREQ(all[5].name, "resume");
+  EXPECT_STREQ(all[6].name, "extra");
+  const char* arguments[] = {"program", "--extra=1", "--nodes=2"};
+  absl::StatusOr<ParsedFlags> flags = ParseFlags(3, arguments, all);
+  ASSERT_TRUE(flags.ok()) << flags.status();
+  EXPECT_EQ(flags->String("extra"), "1");
 }
 
 constexpr FlagSpec kRunFlags[] = {

@@ -21,18 +21,12 @@ std::string EnvironmentValue(const char* name) {
 
 absl::StatusOr<std::string> LoadBearerToken(const ParsedFlags& flags) {
   if (!flags.Given("token-file")) return EnvironmentValue("DCP_PLANNER_TOKEN");
-  const std::string path = flags.String("token-file");
-  std::ifstream file(path, std::ios::binary);
-  if (!file) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--token-file=", path, ": cannot read the file"));
-  }
-  std::ostringstream contents;
-  contents << file.rdbuf();
-  std::string token(absl::StripAsciiWhitespace(contents.str()));
+  absl::StatusOr<std::string> contents = flags.FileContents("token-file");
+  if (!contents.ok()) return contents.status();
+  std::string token(absl::StripAsciiWhitespace(*contents));
   if (token.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "--token-file=", path,
+        "--token-file=", flags.String("token-file"),
         ": the file is empty; write the token into it or drop the flag to "
         "run without a token"));
   }

@@ -3,22 +3,19 @@
 
 #include <ostream>
 
-namespace dcp {
+#include "common/main_prologue.h"
 
-/// Exit codes of the `dcp` command line.
-inline constexpr int kCliOk = 0;
-/// The work failed (planning error, invalid plan, unparsable plan file).
-inline constexpr int kCliFailure = 1;
-/// The command line was wrong (unknown subcommand or flag, bad value,
-/// unreadable input file, unknown model preset).
-inline constexpr int kCliUsageError = 2;
+namespace dcp {
 
 /// The `dcp` command line: `dcp simulate`, `dcp plan` and `dcp validate`
 /// (run `dcp --help` for the flags). `argv[0]` is the program name. Results
 /// go to `out`; progress and one-line error messages to `err`. Returns the
-/// exit code: kCliOk, kCliFailure or kCliUsageError. Progress lines are
-/// printed every step when `err` is std::cerr on a terminal, else at every
-/// 10% of runs of 10 steps or more. Not thread-safe (writes the streams).
+/// exit code (common/main_prologue.h): kExitOk, kExitFailure when the work
+/// failed (planning error, invalid plan, unparsable plan file) or
+/// kExitUsageError when the command line was wrong (unknown subcommand or
+/// flag, bad value, unreadable input file, unknown model preset). Progress
+/// lines are printed every step when `err` is std::cerr on a terminal, else at
+/// every 10% of runs of 10 steps or more. Not thread-safe (writes the streams).
 int RunDcpCli(int argc, char** argv, std::ostream& out, std::ostream& err);
 
 }  // namespace dcp

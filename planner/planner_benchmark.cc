@@ -5,14 +5,13 @@
 // pre-generated stream; p50/p99 over iterations are reported as counters.
 //
 //   bazel run -c opt //planner:planner_benchmark
-#include <algorithm>
 #include <chrono>
-#include <cmath>
-#include <string>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "benchmark/benchmark.h"
+#include "common/percentile.h"
 #include "planner/planner.h"
 #include "planner/workload.h"
 
@@ -33,13 +32,6 @@ std::vector<std::vector<int64_t>> MakeBatches(int num_sequences, int count) {
     batches.push_back(std::move(lengths));
   }
   return batches;
-}
-
-double Percentile(std::vector<double> values, double fraction) {
-  std::sort(values.begin(), values.end());
-  const size_t rank = static_cast<size_t>(
-      std::max(0.0, std::ceil(fraction * values.size()) - 1));
-  return values[std::min(rank, values.size() - 1)];
 }
 
 void BM_PlanBatch(benchmark::State& state) {

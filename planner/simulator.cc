@@ -1,7 +1,6 @@
 #include "planner/simulator.h"
 
 #include <algorithm>
-#include <cmath>
 #include <cstdint>
 #include <optional>
 #include <utility>
@@ -11,6 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
+#include "common/percentile.h"
 #include "nlohmann/json.hpp"
 #include "planner/batch_check.h"
 #include "planner/lower_bound.h"
@@ -34,13 +34,6 @@ struct StrategyRun {
   double max_memory_fraction = 0;
   double sum_gap_to_lower_bound = 0;
 };
-
-// Nearest-rank percentile of a non-empty sorted list.
-double Percentile(const std::vector<double>& sorted, double fraction) {
-  const size_t rank = static_cast<size_t>(
-      std::ceil(fraction * static_cast<double>(sorted.size())));
-  return sorted[std::min(sorted.size(), std::max<size_t>(rank, 1)) - 1];
-}
 
 absl::Status WithStep(int step, const absl::Status& status) {
   return absl::Status(status.code(),
@@ -207,7 +200,6 @@ absl::StatusOr<SimulationReport> Simulate(
   }
   report.lower_bound_mean_step_seconds = sum_lower_bound_seconds / steps;
   if (!dcp_latencies_ms.empty()) {
-    std::sort(dcp_latencies_ms.begin(), dcp_latencies_ms.end());
     report.plan_latency_p50_ms = Percentile(dcp_latencies_ms, 0.50);
     report.plan_latency_p99_ms = Percentile(dcp_latencies_ms, 0.99);
   }

@@ -20,6 +20,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
+#include "common/status_macros.h"
 
 namespace dcp {
 namespace {
@@ -196,12 +197,6 @@ class Params {
   std::vector<std::string> valid_keys_;
   std::map<std::string, std::string> values_;
 };
-
-#define DCP_RETURN_IF_ERROR(expr)              \
-  do {                                         \
-    absl::Status dcp_status_ = (expr);         \
-    if (!dcp_status_.ok()) return dcp_status_; \
-  } while (false)
 
 // ---------------------------------------------------------------------------
 // Sources.
@@ -539,8 +534,6 @@ absl::StatusOr<std::unique_ptr<LengthSource>> ParseVideo(
   return std::unique_ptr<LengthSource>(
       new VideoSource(std::move(buckets), num_dropped, cap));
 }
-
-#undef DCP_RETURN_IF_ERROR
 
 }  // namespace
 

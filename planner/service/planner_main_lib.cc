@@ -5,9 +5,8 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
+#include <iostream>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -20,8 +19,10 @@
 #include "absl/time/time.h"
 #include "common/clock.h"
 #include "common/command_line.h"
+#include "common/main_prologue.h"
 #include "common/process_support.h"
 #include "cost_model/cluster_spec.h"
+#include "cost_model/model_cluster_flags.h"
 #include "cost_model/model_spec.h"
 #include "planner/service/planner_handler.h"
 #include "planner/service/planner_server.h"
@@ -31,22 +32,23 @@ namespace {
 
 constexpr char kTokenEnvironmentVariable[] = "DCP_PLANNER_TOKEN";
 
-constexpr FlagSpec kFlags[] = {
+// --model, --nodes, --gpus-per-node, --memory-fraction and --cluster.
+const ModelClusterFlags& ModelCluster() {
+  static const auto* const flags = new ModelClusterFlags(
+      {/*default_model=*/"tiny", /*default_nodes=*/"1",
+       /*default_gpus_per_node=*/"8", /*default_memory_fraction=*/"0.8",
+       /*gpus_flag=*/false, /*cluster_file_flag=*/true});
+  return *flags;
+}
+
+constexpr FlagSpec kListenFlags[] = {
     {"listen", "HOST:PORT", "0.0.0.0:50051",
      "gRPC address (port 0 picks a free port)"},
     {"metrics-listen", "HOST:PORT", "0.0.0.0:9464",
      "Prometheus GET /metrics address; empty disables metrics"},
-    {"model", "NAME|FILE", "tiny",
-     "model preset (llama3-8b, llama3-70b, video-dit-1b, tiny) or a "
-     "ModelSpec JSON file"},
-    {"cluster", "FILE", "",
-     "ClusterSpec JSON (cost_model/cluster_spec.h field names over the H200 "
-     "defaults, e.g. a small CPU cluster); --nodes, --gpus-per-node and "
-     "--memory-fraction override it when given"},
-    {"nodes", "N", "1", "nodes in the training job"},
-    {"gpus-per-node", "N", "8", "ranks per node"},
-    {"memory-fraction", "F", "0.8",
-     "fraction of each GPU's memory plans may use, in (0, 1]"},
+};
+
+constexpr FlagSpec kServiceFlags[] = {
     {"state-dir", "DIR", "",
      "directory for state that survives a restart (registrations, fitted "
      "parameters, planned steps); empty keeps it in memory"},
@@ -68,16 +70,23 @@ constexpr FlagSpec kFlags[] = {
      "on SIGTERM/SIGINT, how long calls in flight may take to finish"},
 };
 
-std::string PlannerUsage() {
-  return dcp::Usage(
+const std::vector<FlagSpec>& Flags() {
+  static const auto* const flags = new std::vector<FlagSpec>(
+      ConcatFlagTables({kListenFlags, ModelCluster().specs(), kServiceFlags}));
+  return *flags;
+}
+
+const ProgramSpec& Program() {
+  static const auto* const program = new ProgramSpec{
       "dcp_planner",
       "dcp_planner: the DCP planner service. Workers register, submit "
       "profiles, fetch each step's plan and report step times over gRPC "
       "(dcp.v1.Planner, plus grpc.health.v1).",
-      kFlags,
+      Flags(),
       "Prints \"dcp_planner listening on HOST:PORT, metrics on HOST:PORT\" "
       "once serving.\nSIGTERM or SIGINT drains calls in flight and exits "
-      "0.\n");
+      "0.\n"};
+  return *program;
 }
 
 absl::StatusOr<PlannerServer::Options> ServerOptions(const ParsedFlags& flags) {
@@ -89,42 +98,12 @@ absl::StatusOr<PlannerServer::Options> ServerOptions(const ParsedFlags& flags) {
         "--listen is empty; give HOST:PORT, e.g. 0.0.0.0:50051");
   }
 
-  absl::StatusOr<ModelSpec> model = LoadModelSpec(flags.String("model"));
+  absl::StatusOr<ModelSpec> model = ModelCluster().Model(flags);
   if (!model.ok()) return model.status();
-  absl::StatusOr<int> nodes = flags.Int32("nodes", 1, 1 << 14);
-  if (!nodes.ok()) return nodes.status();
-  absl::StatusOr<int> gpus_per_node = flags.Int32("gpus-per-node", 1, 64);
-  if (!gpus_per_node.ok()) return gpus_per_node.status();
-  ClusterSpec cluster = H200Cluster(*nodes, *gpus_per_node);
-  if (flags.Given("cluster")) {
-    const std::string path = flags.String("cluster");
-    std::ifstream file(path, std::ios::binary);
-    if (!file) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--cluster=", path, ": cannot read the file"));
-    }
-    std::ostringstream contents;
-    contents << file.rdbuf();
-    absl::StatusOr<ClusterSpec> from_file = ClusterSpecFromJson(contents.str());
-    if (!from_file.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--cluster=", path, ": ", from_file.status().message()));
-    }
-    cluster = *from_file;
-    if (flags.Given("nodes")) cluster.num_nodes = *nodes;
-    if (flags.Given("gpus-per-node")) cluster.gpus_per_node = *gpus_per_node;
-  }
-  if (!flags.Given("cluster") || flags.Given("memory-fraction")) {
-    absl::StatusOr<double> fraction = flags.Double(
-        "memory-fraction", /*min=*/0, /*max=*/1, /*min_exclusive=*/true);
-    if (!fraction.ok()) return fraction.status();
-    cluster.usable_memory_fraction = *fraction;
-  }
-  if (absl::Status valid = ValidateClusterSpec(cluster); !valid.ok()) {
-    return valid;
-  }
+  absl::StatusOr<ClusterSpec> cluster = ModelCluster().Cluster(flags);
+  if (!cluster.ok()) return cluster.status();
   options.handler.model = *std::move(model);
-  options.handler.cluster = cluster;
+  options.handler.cluster = *cluster;
   options.handler.state_dir = flags.String("state-dir");
   absl::StatusOr<bool> online_refit = flags.Bool("online-refit");
   if (!online_refit.ok()) return online_refit.status();
@@ -165,26 +144,16 @@ std::string WithPort(const std::string& address, int port) {
 }  // namespace
 
 int RunPlannerMain(int argc, char** argv) {
-  absl::StatusOr<ParsedFlags> parsed = ParseFlags(argc, argv, kFlags);
-  if (!parsed.ok()) {
-    std::fprintf(stderr, "dcp_planner: %s\n",
-                 std::string(parsed.status().message()).c_str());
-    return kPlannerMainUsageError;
-  }
-  if (parsed->help()) {
-    std::fputs(PlannerUsage().c_str(), stdout);
-    std::fflush(stdout);
-    return kPlannerMainOk;
-  }
-  const ParsedFlags& flags = *parsed;
+  const MainStart start = StartMain(Program(), argc, argv);
+  if (!start.flags.has_value()) return start.exit_code;
+  const ParsedFlags& flags = *start.flags;
   absl::StatusOr<PlannerServer::Options> options = ServerOptions(flags);
   absl::StatusOr<absl::Duration> drain_timeout =
       flags.Duration("drain-timeout");
   if (options.ok() && !drain_timeout.ok()) options = drain_timeout.status();
   if (!options.ok()) {
-    std::fprintf(stderr, "dcp_planner: %s\n",
-                 std::string(options.status().message()).c_str());
-    return kPlannerMainUsageError;
+    return PrintUsageError(std::cerr, Program().name,
+                           options.status().message());
   }
   if (options->bearer_token.empty()) {
     LogLine(absl::StrCat("no bearer token (--token-file or $",
@@ -208,8 +177,8 @@ int RunPlannerMain(int argc, char** argv) {
     std::fprintf(stderr, "dcp_planner: %s\n",
                  server.status().ToString().c_str());
     return server.status().code() == absl::StatusCode::kInvalidArgument
-               ? kPlannerMainUsageError
-               : kPlannerMainFailure;
+               ? kExitUsageError
+               : kExitFailure;
   }
   const std::string metrics_text =
       metrics_address.empty()
@@ -230,7 +199,7 @@ int RunPlannerMain(int argc, char** argv) {
                        absl::FormatDuration(*drain_timeout)));
   (*server)->Shutdown(*drain_timeout);
   LogLine("planner stopped");
-  return kPlannerMainOk;
+  return kExitOk;
 }
 
 }  // namespace dcp

@@ -1,20 +1,18 @@
 #ifndef DCP_PLANNER_SERVICE_PLANNER_MAIN_LIB_H_
 #define DCP_PLANNER_SERVICE_PLANNER_MAIN_LIB_H_
 
-namespace dcp {
+#include "common/main_prologue.h"
 
-/// Exit codes of `dcp_planner`.
-inline constexpr int kPlannerMainOk = 0;
-/// The planner could not start (handler state, unbindable address, ...).
-inline constexpr int kPlannerMainFailure = 1;
-/// The command line was wrong (unknown flag, bad value, unreadable file).
-inline constexpr int kPlannerMainUsageError = 2;
+namespace dcp {
 
 /// The `dcp_planner` process (run `dcp_planner --help` for the flags): starts
 /// a PlannerServer, prints "dcp_planner listening on HOST:PORT, metrics on
 /// HOST:PORT" to stdout, logs the handler's lines (one per planned step) to
 /// stderr with a UTC timestamp, and on SIGTERM or SIGINT drains the calls in
-/// flight and returns kPlannerMainOk. Blocks SIGTERM and SIGINT in the
+/// flight and returns kExitOk. Returns kExitUsageError (common/main_prologue.h)
+/// when the command line was wrong (unknown flag, bad value, unreadable file)
+/// and kExitFailure when the planner could not start (handler state,
+/// unbindable address, ...). Blocks SIGTERM and SIGINT in the
 /// calling thread (and the threads it starts) to wait for them; call it from
 /// main() before starting other threads. `argv[0]` is the program name.
 int RunPlannerMain(int argc, char** argv);

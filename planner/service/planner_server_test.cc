@@ -4,9 +4,6 @@
 
 #include "planner/service/planner_server.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -32,6 +29,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
+#include "common/free_port.h"
 #include "cost_model/cluster_spec.h"
 #include "cost_model/cost_model.h"
 #include "cost_model/fitting.h"
@@ -75,20 +73,6 @@ std::string FreshDir(absl::string_view name) {
           absl::StrCat("rm -rf '", path, "' && mkdir -p '", path, "'").c_str()),
       0);
   return path;
-}
-
-/// A port on 127.0.0.1 nothing listens on (bound, then released).
-int UnusedPort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  address.sin_port = 0;
-  bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address));
-  socklen_t length = sizeof(address);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
-  close(fd);
-  return ntohs(address.sin_port);
 }
 
 /// grpc.health.v1.Health/Check of `service` ("" for the server) over a
@@ -743,7 +727,7 @@ TEST_F(GrpcPlannerServiceTest, ClientGetsThePlanAsTheServedBytes) {
   EXPECT_EQ(parsed.plan().strategy(), "fake");
 
   // No planner there: retried, then UNAVAILABLE naming it, as for GetPlan.
-  const int port = UnusedPort();
+  const int port = *PickFreePort("127.0.0.1");  // Nothing listens there.
   std::unique_ptr<GrpcPlannerClient> nowhere = MakeClient(ClientOptions(port));
   absl::StatusOr<std::string> unreachable = nowhere->GetSerializedPlan(request);
   EXPECT_EQ(unreachable.status().code(), absl::StatusCode::kUnavailable)
@@ -818,7 +802,7 @@ TEST_F(GrpcPlannerServiceTest, ShutdownDrainsCallsInFlight) {
 // Client retries.
 
 TEST(GrpcPlannerClientTest, RetriesUnavailableThenNamesThePlanner) {
-  const int port = UnusedPort();
+  const int port = *PickFreePort("127.0.0.1");  // Nothing listens there.
   GrpcPlannerClient::Options options = ClientOptions(port);
   options.retry.max_attempts = 4;
   options.retry.initial_backoff = absl::Milliseconds(100);

@@ -8,56 +8,27 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstring>
 #include <filesystem>
 #include <system_error>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/atomic_file.h"
 
 namespace dcp {
 namespace {
 
 constexpr size_t kMaxNameLength = 200;
-// Marks temporary files; '~' is not allowed in keys, so a temporary file is
-// never mistaken for a key.
-constexpr absl::string_view kTempMarker = "~tmp.";
+// Marks WriteFileAtomically's temporary files; '~' is not allowed in keys, so
+// a temporary file is never mistaken for a key.
+constexpr absl::string_view kTempMarker = kAtomicFileTempMarker;
 /// Not a valid key either, so Read() and List() never see it.
 constexpr char kLockName[] = "~lock";
-
-absl::Status ErrnoError(absl::string_view what, const std::string& path,
-                        int error) {
-  std::string message =
-      absl::StrCat(what, " '", path, "' failed: ", std::strerror(error));
-  if (error == ENOSPC || error == EDQUOT) {
-    return absl::ResourceExhaustedError(message);
-  }
-  if (error == EACCES || error == EPERM || error == EROFS) {
-    return absl::PermissionDeniedError(message);
-  }
-  return absl::InternalError(message);
-}
 
 bool IsNameCharacter(char c) {
   return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
          (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-';
-}
-
-// Writes all of `bytes` to `fd`, retrying on EINTR and short writes.
-int WriteAll(int fd, absl::string_view bytes) {
-  const char* data = bytes.data();
-  size_t left = bytes.size();
-  while (left > 0) {
-    const ssize_t written = ::write(fd, data, left);
-    if (written < 0) {
-      if (errno == EINTR) continue;
-      return errno;
-    }
-    data += written;
-    left -= static_cast<size_t>(written);
-  }
-  return 0;
 }
 
 }  // namespace
@@ -108,7 +79,7 @@ absl::StatusOr<std::unique_ptr<StateStore>> StateStore::Open(
   const std::string lock_path = absl::StrCat(path, "/", kLockName);
   const int lock_fd =
       ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (lock_fd < 0) return ErrnoError("opening", lock_path, errno);
+  if (lock_fd < 0) return FileSystemError("opening", lock_path, errno);
   if (::flock(lock_fd, LOCK_EX | LOCK_NB) != 0) {
     const int lock_error = errno;
     std::string holder;
@@ -120,7 +91,7 @@ absl::StatusOr<std::unique_ptr<StateStore>> StateStore::Open(
     }
     ::close(lock_fd);
     if (lock_error != EWOULDBLOCK) {
-      return ErrnoError("locking", lock_path, lock_error);
+      return FileSystemError("locking", lock_path, lock_error);
     }
     return absl::FailedPreconditionError(absl::StrCat(
         "state directory '", path, "' is in use by another planner",
@@ -133,7 +104,7 @@ absl::StatusOr<std::unique_ptr<StateStore>> StateStore::Open(
           static_cast<ssize_t>(pid.size())) {
     const int write_error = errno;
     ::close(lock_fd);
-    return ErrnoError("writing", lock_path, write_error);
+    return FileSystemError("writing", lock_path, write_error);
   }
   // Temporary files of writes interrupted by a crash.
   for (const auto& entry : std::filesystem::directory_iterator(path, error)) {
@@ -157,39 +128,11 @@ std::string StateStore::PathOf(absl::string_view name) const {
   return absl::StrCat(directory_, "/", name);
 }
 
-absl::Status StateStore::SyncDirectory() const {
-  const int fd = ::open(directory_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return ErrnoError("opening directory", directory_, errno);
-  const int result = ::fsync(fd);
-  const int error = errno;
-  ::close(fd);
-  if (result != 0) return ErrnoError("fsync of directory", directory_, error);
-  return absl::OkStatus();
-}
-
 absl::Status StateStore::Write(absl::string_view name,
                                absl::string_view bytes) {
   if (absl::Status status = ValidateName(name); !status.ok()) return status;
   absl::MutexLock lock(&write_mutex_);
-  const std::string temp_path = absl::StrCat(PathOf(name), kTempMarker,
-                                             ::getpid(), ".", next_temp_id_++);
-  const int fd = ::open(temp_path.c_str(),
-                        O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return ErrnoError("creating", temp_path, errno);
-  int error = WriteAll(fd, bytes);
-  if (error == 0 && ::fsync(fd) != 0) error = errno;
-  if (::close(fd) != 0 && error == 0) error = errno;
-  if (error != 0) {
-    ::unlink(temp_path.c_str());
-    return ErrnoError("writing", temp_path, error);
-  }
-  const std::string path = PathOf(name);
-  if (::rename(temp_path.c_str(), path.c_str()) != 0) {
-    error = errno;
-    ::unlink(temp_path.c_str());
-    return ErrnoError("renaming to", path, error);
-  }
-  return SyncDirectory();
+  return WriteFileAtomically(PathOf(name), bytes);
 }
 
 absl::StatusOr<std::optional<std::string>> StateStore::Read(
@@ -199,7 +142,7 @@ absl::StatusOr<std::optional<std::string>> StateStore::Read(
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     if (errno == ENOENT) return std::optional<std::string>();
-    return ErrnoError("opening", path, errno);
+    return FileSystemError("opening", path, errno);
   }
   std::string bytes;
   char buffer[1 << 16];
@@ -209,7 +152,7 @@ absl::StatusOr<std::optional<std::string>> StateStore::Read(
       if (errno == EINTR) continue;
       const int error = errno;
       ::close(fd);
-      return ErrnoError("reading", path, error);
+      return FileSystemError("reading", path, error);
     }
     if (count == 0) break;
     bytes.append(buffer, static_cast<size_t>(count));
@@ -221,7 +164,7 @@ absl::StatusOr<std::optional<std::string>> StateStore::Read(
 absl::StatusOr<std::vector<std::string>> StateStore::List(
     absl::string_view prefix) const {
   DIR* dir = ::opendir(directory_.c_str());
-  if (dir == nullptr) return ErrnoError("listing", directory_, errno);
+  if (dir == nullptr) return FileSystemError("listing", directory_, errno);
   std::vector<std::string> names;
   while (true) {
     errno = 0;
@@ -234,7 +177,7 @@ absl::StatusOr<std::vector<std::string>> StateStore::List(
   }
   const int error = errno;
   ::closedir(dir);
-  if (error != 0) return ErrnoError("listing", directory_, error);
+  if (error != 0) return FileSystemError("listing", directory_, error);
   std::sort(names.begin(), names.end());
   return names;
 }
@@ -245,9 +188,9 @@ absl::Status StateStore::Delete(absl::string_view name) {
   const std::string path = PathOf(name);
   if (::unlink(path.c_str()) != 0) {
     if (errno == ENOENT) return absl::OkStatus();
-    return ErrnoError("removing", path, errno);
+    return FileSystemError("removing", path, errno);
   }
-  return SyncDirectory();
+  return SyncDirectory(directory_);
 }
 
 }  // namespace dcp

@@ -1,7 +1,6 @@
 #ifndef DCP_PLANNER_SERVICE_STATE_STORE_H_
 #define DCP_PLANNER_SERVICE_STATE_STORE_H_
 
-#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -17,8 +16,9 @@ namespace dcp {
 
 /// A small durable key-value store: one file per key in one directory.
 ///
-/// Write() is atomic and durable: the bytes go to a temporary file in the
-/// same directory, which is fsynced, renamed over the key's file, and the
+/// Write() is atomic and durable (common/atomic_file.h's
+/// WriteFileAtomically): the bytes go to a temporary file in the same
+/// directory, which is fsynced, renamed over the key's file, and the
 /// directory is fsynced. A crash leaves either the old or the new value;
 /// a leftover temporary file (whose name is never a valid key) is ignored
 /// by Read() and List() and removed by Open().
@@ -62,14 +62,13 @@ class StateStore {
       : directory_(std::move(directory)), lock_fd_(lock_fd) {}
 
   std::string PathOf(absl::string_view name) const;
-  absl::Status SyncDirectory() const;
 
   const std::string directory_;
   /// The open "~lock" file whose flock this store holds.
   const int lock_fd_;
+  /// Serializes Write() and Delete() (WriteFileAtomically names its own
+  /// temporary files).
   absl::Mutex write_mutex_;
-  /// Makes temporary file names unique within the process.
-  uint64_t next_temp_id_ ABSL_GUARDED_BY(write_mutex_) = 0;
 };
 
 }  // namespace dcp
