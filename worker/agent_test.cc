@@ -34,6 +34,7 @@
 #include "prometheus/text_serializer.h"
 #include "worker/communication/fake_communicator.h"
 #include "worker/execution/checkpoint.h"
+#include "worker/one_rank_planner_answers.h"
 #include "worker/prometheus_worker_metrics.h"
 #include "worker/run_summary.h"
 
@@ -52,12 +53,6 @@ std::string TestDir(const std::string& name) {
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   return dir;
-}
-
-ClusterSpec OneRankCluster() {
-  ClusterSpec cluster = H200Cluster(/*num_nodes=*/1, /*gpus_per_node=*/1);
-  cluster.gpu_memory_bytes = 1e9;
-  return cluster;
 }
 
 struct SubmittedBatches {
@@ -87,21 +82,8 @@ void ProgramPlanner(FakePlannerClient& planner, int polls_until_complete) {
   };
   planner.on_get_cluster_model = [](const v1::GetClusterModelRequest&)
       -> absl::StatusOr<v1::GetClusterModelResponse> {
-    v1::GetClusterModelResponse response;
-    const ModelSpec model = *ModelPreset("tiny");
-    *response.mutable_model() = ModelSpecToProto(model);
-    *response.mutable_cluster() = ClusterSpecToProto(OneRankCluster());
-    *response.mutable_params() =
-        CostParamsToProto(DefaultCostParams(model, OneRankCluster()));
-    ModelFitReport report;
-    report.name = "gemm";
-    report.num_samples = 4;
-    report.used_defaults = false;
-    report.rms_relative_error = 0.05;
-    report.max_relative_error = 0.1;
-    *response.add_reports() = FitReportToProto(report);
-    response.set_using_default_params(true);
-    return response;
+    return TinyClusterModel(/*using_default_params=*/true,
+                            /*params_version=*/0);
   };
   planner.on_submit_profile = [](const v1::SubmitProfileRequest&)
       -> absl::StatusOr<v1::SubmitProfileResponse> {
@@ -134,24 +116,7 @@ void ProgramPlanner(FakePlannerClient& planner, int polls_until_complete) {
       }
       batches->by_step[batch.step()] = batch;
     }
-    Plan plan;
-    plan.strategy = "dcp";
-    GroupPlan group;
-    group.ranks = {0};
-    MicroBatchPlan micro_batch;
-    for (int i = 0; i < batch.samples_size(); ++i) {
-      micro_batch.sequence_indices.push_back(i);
-    }
-    group.micro_batches.push_back(micro_batch);
-    plan.groups.push_back(group);
-    plan.predicted_step_seconds = 0.5;
-    v1::GetPlanResponse response;
-    *response.mutable_plan() = PlanToProto(plan, batch.step());
-    for (const v1::Sample& sample : batch.samples()) {
-      response.add_sample_ids(sample.id());
-    }
-    response.set_params_version(1);
-    return response;
+    return OneMicroBatchPlan(batch, /*params_version=*/1);
   };
   planner.on_report_step_stats = [](const v1::ReportStepStatsRequest&)
       -> absl::StatusOr<v1::ReportStepStatsResponse> {

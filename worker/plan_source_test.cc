@@ -17,6 +17,7 @@
 #include "planner/service/batch_fingerprint.h"
 #include "planner/service/fake_planner_client.h"
 #include "planner/service/proto_convert.h"
+#include "worker/one_rank_planner_answers.h"
 
 namespace dcp {
 namespace {
@@ -25,35 +26,13 @@ using ::testing::Contains;
 using ::testing::HasSubstr;
 using ::testing::SizeIs;
 
-ClusterSpec OneRankCluster() {
-  ClusterSpec cluster = H200Cluster(/*num_nodes=*/1, /*gpus_per_node=*/1);
-  cluster.gpu_memory_bytes = 1e9;
-  return cluster;
-}
-
 const std::vector<Sample> kBatch = {{/*id=*/10, /*length_tokens=*/32},
                                     {/*id=*/11, /*length_tokens=*/64},
                                     {/*id=*/12, /*length_tokens=*/16}};
 
-/// Every sequence of `batch` in one micro-batch on rank 0.
+/// Every sequence of `batch` in one micro-batch, planner parameters v3.
 v1::GetPlanResponse OneMicroBatch(const v1::GlobalBatch& batch) {
-  Plan plan;
-  plan.strategy = "dcp";
-  GroupPlan group;
-  group.ranks = {0};
-  MicroBatchPlan micro_batch;
-  for (int i = 0; i < batch.samples_size(); ++i) {
-    micro_batch.sequence_indices.push_back(i);
-  }
-  group.micro_batches.push_back(micro_batch);
-  plan.groups.push_back(group);
-  v1::GetPlanResponse response;
-  *response.mutable_plan() = PlanToProto(plan, batch.step());
-  for (const v1::Sample& sample : batch.samples()) {
-    response.add_sample_ids(sample.id());
-  }
-  response.set_params_version(3);
-  return response;
+  return OneMicroBatchPlan(batch, /*params_version=*/3);
 }
 
 struct Fixture {
@@ -156,14 +135,8 @@ TEST(BucketPlanSourceTest, PlansLocallyOnThePlannersCostModel) {
   FakePlannerClient planner;
   planner.on_get_cluster_model = [](const v1::GetClusterModelRequest&)
       -> absl::StatusOr<v1::GetClusterModelResponse> {
-    v1::GetClusterModelResponse response;
-    const ModelSpec model = *ModelPreset("tiny");
-    *response.mutable_model() = ModelSpecToProto(model);
-    *response.mutable_cluster() = ClusterSpecToProto(OneRankCluster());
-    *response.mutable_params() =
-        CostParamsToProto(DefaultCostParams(model, OneRankCluster()));
-    response.set_params_version(2);
-    return response;
+    return TinyClusterModel(/*using_default_params=*/false,
+                            /*params_version=*/2);
   };
   std::vector<std::string> logged;
   StaticOptions options;

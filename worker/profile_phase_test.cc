@@ -16,6 +16,7 @@
 #include "planner/service/proto_convert.h"
 #include "torch/torch.h"
 #include "worker/communication/fake_communicator.h"
+#include "worker/one_rank_planner_answers.h"
 
 namespace dcp {
 namespace {
@@ -31,16 +32,9 @@ using ::testing::SizeIs;
 void ProgramPlanner(FakePlannerClient& planner, bool fitted) {
   planner.on_get_cluster_model = [fitted](const v1::GetClusterModelRequest&)
       -> absl::StatusOr<v1::GetClusterModelResponse> {
-    v1::GetClusterModelResponse response;
-    response.set_using_default_params(!fitted);
-    response.set_params_version(2);
-    ModelFitReport gemm;
-    gemm.name = "gemm";
-    gemm.num_samples = 4;
-    gemm.used_defaults = false;
-    gemm.rms_relative_error = 0.05;
-    gemm.max_relative_error = 0.1;
-    *response.add_reports() = FitReportToProto(gemm);
+    v1::GetClusterModelResponse response =
+        TinyClusterModel(/*using_default_params=*/!fitted,
+                         /*params_version=*/2);
     ModelFitReport memory;
     memory.name = "memory";
     memory.used_defaults = true;
