@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <memory>
 #include <optional>
 #include <sstream>
@@ -30,6 +31,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/command_line.h"
+#include "common/main_prologue.h"
 #include "common/status_macros.h"
 #include "launcher/child_process.h"
 #include "nlohmann/json.hpp"
@@ -92,8 +94,9 @@ constexpr FlagSpec kFlags[] = {
      "the whole job's limit; then every process is killed"},
 };
 
-std::string LocalJobUsage() {
-  return Usage(
+/// dcp_local_job's command line, for StartMain.
+const ProgramSpec& LocalJobProgram() {
+  static const auto* const program = new ProgramSpec{
       "dcp_local_job",
       "dcp_local_job: a whole DCP training job on 127.0.0.1: the real "
       "dcp_planner and one dcp_worker process per rank (LibTorch + Gloo on "
@@ -101,7 +104,8 @@ std::string LocalJobUsage() {
       "batches with the static bucket plans.",
       kFlags,
       "Exit codes: 0 success, 1 a process failed or the job timed out or was "
-      "interrupted, 2 usage error.\n");
+      "interrupted, 2 usage error.\n"};
+  return *program;
 }
 
 struct Config {
@@ -649,20 +653,13 @@ absl::Status RunJob(Config& config) {
 }  // namespace
 
 int RunLocalJobMain(int argc, char** argv) {
-  absl::StatusOr<ParsedFlags> parsed = ParseFlags(argc, argv, kFlags);
-  if (!parsed.ok()) {
-    PrintError(std::string(parsed.status().message()));
-    return kLocalJobUsageError;
-  }
-  if (parsed->help()) {
-    std::fputs(LocalJobUsage().c_str(), stdout);
-    std::fflush(stdout);
-    return kLocalJobOk;
-  }
-  absl::StatusOr<Config> config = Configure(*parsed, argc > 0 ? argv[0] : "");
+  const MainStart main_start = StartMain(LocalJobProgram(), argc, argv);
+  if (!main_start.flags.has_value()) return main_start.exit_code;
+  absl::StatusOr<Config> config =
+      Configure(*main_start.flags, argc > 0 ? argv[0] : "");
   if (!config.ok()) {
-    PrintError(std::string(config.status().message()));
-    return kLocalJobUsageError;
+    return PrintUsageError(std::cerr, LocalJobProgram().name,
+                           config.status().message());
   }
   InstallInterruptHandlers();
   const absl::Time start = absl::Now();

@@ -1,14 +1,16 @@
 #ifndef DCP_LAUNCHER_LOCAL_JOB_H_
 #define DCP_LAUNCHER_LOCAL_JOB_H_
 
+#include "common/main_prologue.h"
+
 namespace dcp {
 
 /// Exit codes of `dcp_local_job`.
-inline constexpr int kLocalJobOk = 0;
+inline constexpr int kLocalJobOk = kExitOk;
 /// A process failed, timed out, or the job was interrupted.
-inline constexpr int kLocalJobFailure = 1;
+inline constexpr int kLocalJobFailure = kExitFailure;
 /// The command line was wrong or a binary was not found.
-inline constexpr int kLocalJobUsageError = 2;
+inline constexpr int kLocalJobUsageError = kExitUsageError;
 
 /// The `dcp_local_job` process (run `dcp_local_job --help` for the flags): a
 /// whole DCP training job on 127.0.0.1. Starts the real `dcp_planner`

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <iostream>
 #include <limits>
 #include <memory>
 #include <sstream>
@@ -22,6 +23,7 @@
 #include "absl/time/time.h"
 #include "common/clock.h"
 #include "common/command_line.h"
+#include "common/main_prologue.h"
 #include "common/process_support.h"
 #include "common/status_macros.h"
 #include "planner/service/planner_client.h"
@@ -121,8 +123,9 @@ constexpr FlagSpec kFlags[] = {
      "Prometheus GET /metrics address (port 0 picks one); empty disables"},
 };
 
-std::string WorkerUsage() {
-  return Usage(
+/// dcp_worker's command line, for StartMain.
+const ProgramSpec& WorkerProgram() {
+  static const auto* const program = new ProgramSpec{
       "dcp_worker",
       "dcp_worker: one rank of a DCP training job. Registers with the "
       "planner (--planner=HOST:PORT or $DCP_PLANNER_ADDRESS), joins the c10d "
@@ -135,7 +138,8 @@ std::string WorkerUsage() {
       "SIGTERM/SIGINT: finish the current step, stop with every rank at the "
       "same step boundary, write a checkpoint, exit 0 (a second signal exits "
       "at once).\nExit codes: 0 done or stopped, 1 the run failed, 2 usage "
-      "error.\n");
+      "error.\n"};
+  return *program;
 }
 
 std::string HostName() {
@@ -317,22 +321,12 @@ void InstallStopHandlers() {
 }  // namespace
 
 int RunWorkerMain(int argc, char** argv) {
-  absl::StatusOr<ParsedFlags> parsed = ParseFlags(argc, argv, kFlags);
-  if (!parsed.ok()) {
-    std::fprintf(stderr, "dcp_worker: %s\n",
-                 std::string(parsed.status().message()).c_str());
-    return kWorkerMainUsageError;
-  }
-  if (parsed->help()) {
-    std::fputs(WorkerUsage().c_str(), stdout);
-    std::fflush(stdout);
-    return kWorkerMainOk;
-  }
-  absl::StatusOr<MainConfig> config = Configure(*parsed);
+  const MainStart start = StartMain(WorkerProgram(), argc, argv);
+  if (!start.flags.has_value()) return start.exit_code;
+  absl::StatusOr<MainConfig> config = Configure(*start.flags);
   if (!config.ok()) {
-    std::fprintf(stderr, "dcp_worker: %s\n",
-                 std::string(config.status().message()).c_str());
-    return kWorkerMainUsageError;
+    return PrintUsageError(std::cerr, WorkerProgram().name,
+                           config.status().message());
   }
   InstallStopHandlers();
   if (config->torch_threads > 0) torch::set_num_threads(config->torch_threads);
@@ -340,9 +334,8 @@ int RunWorkerMain(int argc, char** argv) {
   absl::StatusOr<std::unique_ptr<GrpcPlannerClient>> client =
       GrpcPlannerClient::Create(config->client);
   if (!client.ok()) {
-    std::fprintf(stderr, "dcp_worker: %s\n",
-                 std::string(client.status().message()).c_str());
-    return kWorkerMainUsageError;
+    return PrintUsageError(std::cerr, WorkerProgram().name,
+                           client.status().message());
   }
   PrometheusWorkerMetrics metrics;
   std::unique_ptr<prometheus::Exposer> exposer;
@@ -350,9 +343,10 @@ int RunWorkerMain(int argc, char** argv) {
     try {
       exposer = std::make_unique<prometheus::Exposer>(config->metrics_listen);
     } catch (const std::exception& e) {
-      std::fprintf(stderr, "dcp_worker: --metrics-listen=%s: %s\n",
-                   config->metrics_listen.c_str(), e.what());
-      return kWorkerMainUsageError;
+      return PrintUsageError(
+          std::cerr, WorkerProgram().name,
+          absl::StrCat("--metrics-listen=", config->metrics_listen, ": ",
+                       e.what()));
     }
     exposer->RegisterCollectable(metrics.registry());
     const std::vector<int> ports = exposer->GetListeningPorts();

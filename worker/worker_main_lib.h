@@ -1,15 +1,17 @@
 #ifndef DCP_WORKER_WORKER_MAIN_LIB_H_
 #define DCP_WORKER_WORKER_MAIN_LIB_H_
 
+#include "common/main_prologue.h"
+
 namespace dcp {
 
 /// Exit codes of `dcp_worker`.
-inline constexpr int kWorkerMainOk = 0;
+inline constexpr int kWorkerMainOk = kExitOk;
 /// The run failed (planner unreachable, a collective timed out, ...); the
 /// error is on stderr.
-inline constexpr int kWorkerMainFailure = 1;
+inline constexpr int kWorkerMainFailure = kExitFailure;
 /// The command line was wrong (unknown flag, bad value, missing planner).
-inline constexpr int kWorkerMainUsageError = 2;
+inline constexpr int kWorkerMainUsageError = kExitUsageError;
 
 /// The `dcp_worker` process (run `dcp_worker --help` for the flags): one
 /// rank of a DCP training job. Builds a GrpcPlannerClient from the flags and
