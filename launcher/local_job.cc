@@ -666,11 +666,11 @@ int RunLocalJobMain(int argc, char** argv) {
   absl::Status status = RunJob(*config);
   if (!status.ok()) {
     PrintError(absl::StrCat("FAILED: ", status.message()));
-    return kLocalJobFailure;
+    return kExitFailure;
   }
   PrintLine(absl::StrFormat("[dcp_local_job] done in %.1f s",
                             absl::ToDoubleSeconds(absl::Now() - start)));
-  return kLocalJobOk;
+  return kExitOk;
 }
 
 }  // namespace dcp

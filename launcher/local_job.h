@@ -5,13 +5,6 @@
 
 namespace dcp {
 
-/// Exit codes of `dcp_local_job`.
-inline constexpr int kLocalJobOk = kExitOk;
-/// A process failed, timed out, or the job was interrupted.
-inline constexpr int kLocalJobFailure = kExitFailure;
-/// The command line was wrong or a binary was not found.
-inline constexpr int kLocalJobUsageError = kExitUsageError;
-
 /// The `dcp_local_job` process (run `dcp_local_job --help` for the flags): a
 /// whole DCP training job on 127.0.0.1. Starts the real `dcp_planner`
 /// (reading its port from its "listening on" line) with a small CPU cluster
@@ -23,7 +16,8 @@ inline constexpr int kLocalJobUsageError = kExitUsageError;
 /// the measured speedup and the cost model's error over the dcp steps.
 /// Processes' stderr goes to log files in the work directory; a failing
 /// process's log tail is printed. Any failure or the timeout kills every
-/// process (none is left behind) and returns kLocalJobFailure. SIGINT or
+/// process (none is left behind) and returns kExitFailure (kExitUsageError for
+/// a bad command line or a binary not found). SIGINT or
 /// SIGTERM asks the workers to stop at a step boundary (they checkpoint),
 /// then stops the planner. Call from main() before starting other threads.
 int RunLocalJobMain(int argc, char** argv);

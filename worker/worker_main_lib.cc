@@ -363,13 +363,13 @@ int RunWorkerMain(int argc, char** argv) {
   if (!result.ok()) {
     LogLine(absl::StrCat("dcp_worker ", config->agent.worker_id,
                          ": error: ", result.status().ToString()));
-    return kWorkerMainFailure;
+    return kExitFailure;
   }
   LogLine(absl::StrCat(
       "dcp_worker ", config->agent.worker_id, " (rank ", result->rank,
       "): ", result->stopped_on_request ? "stopped on request" : "done",
       " after steps ", result->first_step, "..", result->next_step - 1));
-  return kWorkerMainOk;
+  return kExitOk;
 }
 
 }  // namespace dcp

@@ -5,14 +5,6 @@
 
 namespace dcp {
 
-/// Exit codes of `dcp_worker`.
-inline constexpr int kWorkerMainOk = kExitOk;
-/// The run failed (planner unreachable, a collective timed out, ...); the
-/// error is on stderr.
-inline constexpr int kWorkerMainFailure = kExitFailure;
-/// The command line was wrong (unknown flag, bad value, missing planner).
-inline constexpr int kWorkerMainUsageError = kExitUsageError;
-
 /// The `dcp_worker` process (run `dcp_worker --help` for the flags): one
 /// rank of a DCP training job. Builds a GrpcPlannerClient from the flags and
 /// the environment (DCP_PLANNER_ADDRESS, DCP_PLANNER_TOKEN, DCP_WORKER_ID,
@@ -21,8 +13,11 @@ inline constexpr int kWorkerMainUsageError = kExitUsageError;
 /// fit and one line per step to stdout; diagnostics go to stderr with a UTC
 /// timestamp. SIGTERM or SIGINT: every rank finishes the current step, they
 /// stop at the same step boundary, rank 0 writes a checkpoint (with
-/// --checkpoint-dir), and the process exits kWorkerMainOk; a second signal
-/// exits at once. Call from main() before starting other threads.
+/// --checkpoint-dir), and the process exits kExitOk; a second signal
+/// exits at once. Exit codes: kExitOk, kExitFailure (the run failed: planner
+/// unreachable, a collective timed out, ...; the error is on stderr),
+/// kExitUsageError (an unknown flag, a bad value, no planner address). Call
+/// from main() before starting other threads.
 int RunWorkerMain(int argc, char** argv);
 
 }  // namespace dcp
