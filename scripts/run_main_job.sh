@@ -6,11 +6,11 @@
 # plans (one line per step: plan, predicted and measured step time, loss),
 # then runs the same batches with the static `bucket` plans and prints the
 # measured speedup and the cost model's predicted-vs-measured error.
-# Extra arguments go to dcp_local_job (see `bazel-bin/worker/dcp_local_job
+# Extra arguments go to dcp_local_job (see `bazel-bin/launcher/dcp_local_job
 # --help`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 bash scripts/install_deps.sh
-bazel build //worker:dcp_local_job //planner:dcp
-bazel-bin/worker/dcp_local_job "$@"
+bazel build //launcher:dcp_local_job //planner:dcp
+bazel-bin/launcher/dcp_local_job "$@"

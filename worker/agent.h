@@ -1,7 +1,9 @@
-// The worker agent: one process per rank. It registers with the planner,
-// joins the c10d world, profiles, and for every step fetches the plan (or
-// computes the static bucket plan), runs it with a PlanExecutor and reports
-// what it measured.
+// The worker agent: one process per rank. It sequences the phases of a run,
+// each its own module: placement (backend, device), rendezvous (register,
+// find rank 0's store), building the model, checkpoint coordination
+// (resume), profiling, then per step a plan from its plan source, the
+// PlanExecutor, world consensus (whether to stop), the run summary and
+// checkpoints.
 
 #ifndef DCP_WORKER_AGENT_H_
 #define DCP_WORKER_AGENT_H_
@@ -19,9 +21,9 @@
 #include "planner/plan.h"
 #include "planner/service/planner_client.h"
 #include "planner/workload.h"
-#include "worker/communicator.h"
-#include "worker/dataset.h"
-#include "worker/profiler.h"
+#include "worker/communication/communicator.h"
+#include "worker/execution/profiler.h"
+#include "worker/run_summary.h"
 #include "worker/worker_metrics.h"
 
 namespace dcp {
@@ -108,8 +110,8 @@ struct WorkerAgentOptions {
   /// to read one on resume. Larger than collective_timeout: a large model's
   /// checkpoint on shared storage can take minutes.
   absl::Duration checkpoint_timeout = absl::Minutes(30);
-  /// Rank 0 writes the run's JSON summary here after every step; empty:
-  /// none.
+  /// Rank 0 writes the run summary (worker/run_summary.h) here after every
+  /// step; empty: none.
   std::string summary_file;
 
   // --- Hooks
@@ -123,23 +125,6 @@ struct WorkerAgentOptions {
   std::function<bool()> stop_requested;
   /// Waits between registration polls; empty: absl::SleepFor.
   std::function<void(absl::Duration)> sleep;
-};
-
-/// One step as rank 0 saw it.
-struct StepRecord {
-  int64_t step = 0;
-  /// Per SP group, in plan order: its size, its micro-batch count and the
-  /// range of checkpointed layers over its micro-batches.
-  std::vector<int> sp_sizes;
-  std::vector<int> micro_batches;
-  std::vector<std::pair<int, int>> recompute;
-  /// PlanShape() of the plan.
-  std::string plan_shape;
-  double predicted_seconds = 0;
-  double measured_seconds = 0;
-  double loss = 0;
-  /// The planner's cost-model parameter version (0 for bucket plans).
-  int64_t params_version = 0;
 };
 
 /// What a run did.
@@ -191,22 +176,6 @@ class WorkerAgent {
   const Clock& clock_;
   WorkerMetrics* metrics_;
 };
-
-/// "SP[2,1,1] mb[1,3,2] recompute[0,0-1,0]": per group of the plan, its SP
-/// size, its micro-batch count and its checkpointed layers (a range when its
-/// micro-batches differ).
-std::string PlanShape(const Plan& plan);
-
-/// The dataset named by `spec` ("synthetic", "synthetic:SEED",
-/// "tokens:PREFIX") for a model with `vocab_size` token ids.
-/// INVALID_ARGUMENT for an unknown spec or a token file whose vocabulary is
-/// larger than the model's.
-absl::StatusOr<std::unique_ptr<Dataset>> OpenDataset(const std::string& spec,
-                                                     int64_t vocab_size);
-
-/// A TCP port on `host` that was free a moment ago (bound with port 0, then
-/// released). UNAVAILABLE when `host` cannot be resolved or bound.
-absl::StatusOr<int> PickFreePort(const std::string& host);
 
 }  // namespace dcp
 

@@ -25,16 +25,18 @@
 #include "cost_model/model_spec.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "nlohmann/json.hpp"
 #include "planner/plan.h"
+#include "planner/service/batch_fingerprint.h"
 #include "planner/service/fake_planner_client.h"
 #include "planner/service/proto_convert.h"
 #include "prometheus/metric_family.h"
 #include "prometheus/metric_type.h"
 #include "prometheus/text_serializer.h"
-#include "worker/checkpoint.h"
-#include "worker/fake_communicator.h"
+#include "worker/communication/fake_communicator.h"
+#include "worker/execution/checkpoint.h"
+#include "worker/one_rank_planner_answers.h"
 #include "worker/prometheus_worker_metrics.h"
+#include "worker/run_summary.h"
 
 namespace dcp {
 namespace {
@@ -51,12 +53,6 @@ std::string TestDir(const std::string& name) {
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   return dir;
-}
-
-ClusterSpec OneRankCluster() {
-  ClusterSpec cluster = H200Cluster(/*num_nodes=*/1, /*gpus_per_node=*/1);
-  cluster.gpu_memory_bytes = 1e9;
-  return cluster;
 }
 
 struct SubmittedBatches {
@@ -86,21 +82,8 @@ void ProgramPlanner(FakePlannerClient& planner, int polls_until_complete) {
   };
   planner.on_get_cluster_model = [](const v1::GetClusterModelRequest&)
       -> absl::StatusOr<v1::GetClusterModelResponse> {
-    v1::GetClusterModelResponse response;
-    const ModelSpec model = *ModelPreset("tiny");
-    *response.mutable_model() = ModelSpecToProto(model);
-    *response.mutable_cluster() = ClusterSpecToProto(OneRankCluster());
-    *response.mutable_params() =
-        CostParamsToProto(DefaultCostParams(model, OneRankCluster()));
-    ModelFitReport report;
-    report.name = "gemm";
-    report.num_samples = 4;
-    report.used_defaults = false;
-    report.rms_relative_error = 0.05;
-    report.max_relative_error = 0.1;
-    *response.add_reports() = FitReportToProto(report);
-    response.set_using_default_params(true);
-    return response;
+    return TinyClusterModel(/*using_default_params=*/true,
+                            /*params_version=*/0);
   };
   planner.on_submit_profile = [](const v1::SubmitProfileRequest&)
       -> absl::StatusOr<v1::SubmitProfileResponse> {
@@ -133,24 +116,7 @@ void ProgramPlanner(FakePlannerClient& planner, int polls_until_complete) {
       }
       batches->by_step[batch.step()] = batch;
     }
-    Plan plan;
-    plan.strategy = "dcp";
-    GroupPlan group;
-    group.ranks = {0};
-    MicroBatchPlan micro_batch;
-    for (int i = 0; i < batch.samples_size(); ++i) {
-      micro_batch.sequence_indices.push_back(i);
-    }
-    group.micro_batches.push_back(micro_batch);
-    plan.groups.push_back(group);
-    plan.predicted_step_seconds = 0.5;
-    v1::GetPlanResponse response;
-    *response.mutable_plan() = PlanToProto(plan, batch.step());
-    for (const v1::Sample& sample : batch.samples()) {
-      response.add_sample_ids(sample.id());
-    }
-    response.set_params_version(1);
-    return response;
+    return OneMicroBatchPlan(batch, /*params_version=*/1);
   };
   planner.on_report_step_stats = [](const v1::ReportStepStatsRequest&)
       -> absl::StatusOr<v1::ReportStepStatsResponse> {
@@ -238,11 +204,10 @@ struct QuickRun {
   WorkerAgentOptions options;
 };
 
-nlohmann::json ReadJson(const std::string& path) {
-  std::ifstream file(path);
-  nlohmann::json value;
-  file >> value;
-  return value;
+RunSummary ReadSummary(const std::string& path) {
+  absl::StatusOr<RunSummary> summary = ReadRunSummary(path);
+  EXPECT_TRUE(summary.ok()) << summary.status();
+  return summary.ok() ? *std::move(summary) : RunSummary();
 }
 
 TEST(WorkerAgentTest, RegistersPollsProfilesPlansAndReports) {
@@ -333,12 +298,11 @@ TEST(WorkerAgentTest, RegistersPollsProfilesPlansAndReports) {
               AllOf(HasSubstr("step 0: plan SP[1] mb[1] recompute[0] | "
                               "predicted 0.500 s measured "),
                     HasSubstr(" | loss ")));
-  const nlohmann::json summary = ReadJson(options.summary_file);
-  EXPECT_EQ(summary["plan_source"], "planner");
-  ASSERT_EQ(summary["steps"].size(), 3u);
-  EXPECT_EQ(summary["steps"][2]["plan"], "SP[1] mb[1] recompute[0]");
-  EXPECT_DOUBLE_EQ(summary["steps"][0]["loss"].get<double>(),
-                   result->steps[0].loss);
+  const RunSummary summary = ReadSummary(options.summary_file);
+  EXPECT_EQ(summary.plan_source, "planner");
+  ASSERT_EQ(summary.steps.size(), 3u);
+  EXPECT_EQ(summary.steps[2].plan_shape, "SP[1] mb[1] recompute[0]");
+  EXPECT_DOUBLE_EQ(summary.steps[0].loss, result->steps[0].loss);
   // The loss of the tiny model on the synthetic data starts near ln(256).
   EXPECT_NEAR(result->steps[0].loss, 5.55, 0.2);
 
@@ -516,19 +480,18 @@ TEST(WorkerAgentTest, ResumedRunMatchesAnUninterruptedOne) {
   EXPECT_EQ(second_planner.get_plan_requests()[0].batch_fingerprint(),
             planner.get_plan_requests()[2].batch_fingerprint());
 
-  const nlohmann::json expected = ReadJson(dir + "/uninterrupted.json");
-  const nlohmann::json before = ReadJson(dir + "/first.json");
-  const nlohmann::json after = ReadJson(dir + "/resumed.json");
-  ASSERT_EQ(before["steps"].size(), 2u);
-  ASSERT_EQ(after["steps"].size(), 2u);
+  const RunSummary expected = ReadSummary(dir + "/uninterrupted.json");
+  const RunSummary before = ReadSummary(dir + "/first.json");
+  const RunSummary after = ReadSummary(dir + "/resumed.json");
+  ASSERT_EQ(expected.steps.size(), 4u);
+  ASSERT_EQ(before.steps.size(), 2u);
+  ASSERT_EQ(after.steps.size(), 2u);
   for (int step = 0; step < 4; ++step) {
-    const nlohmann::json& got =
-        step < 2 ? before["steps"][step] : after["steps"][step - 2];
-    EXPECT_EQ(got["step"], step);
-    EXPECT_EQ(got["plan"], expected["steps"][step]["plan"]);
-    EXPECT_EQ(got["loss"].get<double>(),
-              expected["steps"][step]["loss"].get<double>())
-        << "step " << step;
+    const StepRecord& got =
+        step < 2 ? before.steps[step] : after.steps[step - 2];
+    EXPECT_EQ(got.step, step);
+    EXPECT_EQ(got.plan_shape, expected.steps[step].plan_shape);
+    EXPECT_EQ(got.loss, expected.steps[step].loss) << "step " << step;
   }
 }
 
@@ -637,33 +600,6 @@ TEST(WorkerAgentTest, RejectsBadOptions) {
   absl::StatusOr<AgentRunResult> result = WorkerAgent(planner, options).Run();
   EXPECT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(planner.register_worker_requests(), SizeIs(0));
-}
-
-TEST(PlanShapeTest, ListsGroupsMicroBatchesAndRecomputeRanges) {
-  Plan plan;
-  GroupPlan two;
-  two.ranks = {0, 1};
-  two.micro_batches.resize(1);
-  GroupPlan one;
-  one.ranks = {2};
-  one.micro_batches.resize(3);
-  one.micro_batches[1].checkpointed_layers = 1;
-  GroupPlan last;
-  last.ranks = {3};
-  last.micro_batches.resize(2);
-  plan.groups = {two, one, last};
-  EXPECT_EQ(PlanShape(plan), "SP[2,1,1] mb[1,3,2] recompute[0,0-1,0]");
-}
-
-TEST(OpenDatasetTest, NamesWhatIsWrong) {
-  EXPECT_TRUE(OpenDataset("synthetic", 256).ok());
-  EXPECT_TRUE(OpenDataset("synthetic:7", 256).ok());
-  EXPECT_EQ(OpenDataset("synthetic:x", 256).status().code(),
-            absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(OpenDataset("tokens:/nonexistent/prefix", 256).status().code(),
-            absl::StatusCode::kNotFound);
-  EXPECT_EQ(OpenDataset("files", 256).status().code(),
-            absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <iostream>
 #include <limits>
 #include <memory>
 #include <sstream>
@@ -22,7 +23,9 @@
 #include "absl/time/time.h"
 #include "common/clock.h"
 #include "common/command_line.h"
+#include "common/main_prologue.h"
 #include "common/process_support.h"
+#include "common/status_macros.h"
 #include "planner/service/planner_client.h"
 #include "prometheus/exposer.h"
 #include "torch/torch.h"
@@ -120,8 +123,9 @@ constexpr FlagSpec kFlags[] = {
      "Prometheus GET /metrics address (port 0 picks one); empty disables"},
 };
 
-std::string WorkerUsage() {
-  return Usage(
+/// dcp_worker's command line, for StartMain.
+const ProgramSpec& WorkerProgram() {
+  static const auto* const program = new ProgramSpec{
       "dcp_worker",
       "dcp_worker: one rank of a DCP training job. Registers with the "
       "planner (--planner=HOST:PORT or $DCP_PLANNER_ADDRESS), joins the c10d "
@@ -134,13 +138,9 @@ std::string WorkerUsage() {
       "SIGTERM/SIGINT: finish the current step, stop with every rank at the "
       "same step boundary, write a checkpoint, exit 0 (a second signal exits "
       "at once).\nExit codes: 0 done or stopped, 1 the run failed, 2 usage "
-      "error.\n");
+      "error.\n"};
+  return *program;
 }
-
-#define DCP_ASSIGN_OR_RETURN_FLAG(lhs, expr)    \
-  auto lhs##_or = (expr);                       \
-  if (!lhs##_or.ok()) return lhs##_or.status(); \
-  auto lhs = *std::move(lhs##_or)
 
 std::string HostName() {
   char name[256] = {};
@@ -173,7 +173,7 @@ absl::StatusOr<MainConfig> Configure(const ParsedFlags& flags) {
         "no planner address: give --planner=HOST:PORT or set "
         "$DCP_PLANNER_ADDRESS");
   }
-  DCP_ASSIGN_OR_RETURN_FLAG(token, LoadBearerToken(flags));
+  DCP_ASSIGN_OR_RETURN(auto token, LoadBearerToken(flags));
   config.client.bearer_token = token;
   config.client.tls.root_ca_file = flags.String("tls-ca");
   config.client.tls.cert_file = flags.String("tls-cert");
@@ -189,9 +189,9 @@ absl::StatusOr<MainConfig> Configure(const ParsedFlags& flags) {
     return absl::InvalidArgumentError(
         "--tls-cert/--tls-key need --tls-ca (mutual TLS is TLS)");
   }
-  DCP_ASSIGN_OR_RETURN_FLAG(rpc_timeout, flags.Duration("rpc-timeout"));
+  DCP_ASSIGN_OR_RETURN(auto rpc_timeout, flags.Duration("rpc-timeout"));
   config.client.call_deadline = rpc_timeout;
-  DCP_ASSIGN_OR_RETURN_FLAG(attempts, flags.Int("rpc-attempts", 1, 100));
+  DCP_ASSIGN_OR_RETURN(auto attempts, flags.Int("rpc-attempts", 1, 100));
   config.client.retry.max_attempts = static_cast<int>(attempts);
   config.client.retry.seed = static_cast<uint64_t>(::getpid());
 
@@ -204,7 +204,7 @@ absl::StatusOr<MainConfig> Configure(const ParsedFlags& flags) {
   if (agent.node_name.empty()) agent.node_name = HostName();
   agent.store_host = FlagOrEnvironment(flags, "store-host", "DCP_STORE_HOST");
   if (agent.store_host.empty()) agent.store_host = HostName();
-  DCP_ASSIGN_OR_RETURN_FLAG(store_port, flags.Int("store-port", 0, 65535));
+  DCP_ASSIGN_OR_RETURN(auto store_port, flags.Int("store-port", 0, 65535));
   agent.store_port = static_cast<int>(store_port);
   const std::string backend = flags.String("backend");
   if (backend != "auto" && backend != "gloo" && backend != "nccl") {
@@ -212,47 +212,47 @@ absl::StatusOr<MainConfig> Configure(const ParsedFlags& flags) {
         absl::StrCat("--backend=", backend, ": expected auto, gloo or nccl"));
   }
   agent.backend = backend == "auto" ? "" : backend;
-  DCP_ASSIGN_OR_RETURN_FLAG(world_timeout, flags.Duration("world-timeout"));
+  DCP_ASSIGN_OR_RETURN(auto world_timeout, flags.Duration("world-timeout"));
   agent.world_timeout = world_timeout;
-  DCP_ASSIGN_OR_RETURN_FLAG(collective_timeout,
-                            flags.Duration("collective-timeout"));
+  DCP_ASSIGN_OR_RETURN(auto collective_timeout,
+                       flags.Duration("collective-timeout"));
   agent.collective_timeout = collective_timeout;
-  DCP_ASSIGN_OR_RETURN_FLAG(checkpoint_timeout,
-                            flags.Duration("checkpoint-timeout"));
+  DCP_ASSIGN_OR_RETURN(auto checkpoint_timeout,
+                       flags.Duration("checkpoint-timeout"));
   agent.checkpoint_timeout = checkpoint_timeout;
 
-  DCP_ASSIGN_OR_RETURN_FLAG(profile, flags.Bool("profile"));
+  DCP_ASSIGN_OR_RETURN(auto profile, flags.Bool("profile"));
   agent.profile = profile;
   if (flags.Given("profile-gemm-tokens")) {
-    DCP_ASSIGN_OR_RETURN_FLAG(sizes, flags.IntList("profile-gemm-tokens"));
+    DCP_ASSIGN_OR_RETURN(auto sizes, flags.IntList("profile-gemm-tokens"));
     agent.profile_options.gemm_tokens = sizes;
   }
   if (flags.Given("profile-attention-lengths")) {
-    DCP_ASSIGN_OR_RETURN_FLAG(lengths,
-                              flags.IntList("profile-attention-lengths"));
+    DCP_ASSIGN_OR_RETURN(auto lengths,
+                         flags.IntList("profile-attention-lengths"));
     agent.profile_options.attention_lengths = lengths;
   }
   if (flags.Given("profile-repeats")) {
-    DCP_ASSIGN_OR_RETURN_FLAG(repeats, flags.Int("profile-repeats", 1, 1000));
+    DCP_ASSIGN_OR_RETURN(auto repeats, flags.Int("profile-repeats", 1, 1000));
     agent.profile_options.repeats = static_cast<int>(repeats);
   }
-  DCP_ASSIGN_OR_RETURN_FLAG(steps, flags.Int("steps", 0, int64_t{1} << 40));
+  DCP_ASSIGN_OR_RETURN(auto steps, flags.Int("steps", 0, int64_t{1} << 40));
   agent.steps = steps;
   agent.workload = flags.String("workload");
-  DCP_ASSIGN_OR_RETURN_FLAG(seed, flags.Uint64("seed"));
+  DCP_ASSIGN_OR_RETURN(auto seed, flags.Uint64("seed"));
   agent.workload_seed = seed;
   if (flags.Given("global-batch-samples")) {
     if (flags.Given("global-batch-tokens")) {
       return absl::InvalidArgumentError(
           "give --global-batch-tokens or --global-batch-samples, not both");
     }
-    DCP_ASSIGN_OR_RETURN_FLAG(
-        samples, flags.Int("global-batch-samples", 1, int64_t{1} << 40));
+    DCP_ASSIGN_OR_RETURN(
+        auto samples, flags.Int("global-batch-samples", 1, int64_t{1} << 40));
     agent.batch = BatchOptions{/*global_batch_tokens=*/0,
                                /*global_batch_samples=*/samples};
   } else {
-    DCP_ASSIGN_OR_RETURN_FLAG(
-        tokens, flags.Int("global-batch-tokens", 1, int64_t{1} << 50));
+    DCP_ASSIGN_OR_RETURN(auto tokens,
+                         flags.Int("global-batch-tokens", 1, int64_t{1} << 50));
     agent.batch = BatchOptions{/*global_batch_tokens=*/tokens,
                                /*global_batch_samples=*/0};
   }
@@ -265,28 +265,27 @@ absl::StatusOr<MainConfig> Configure(const ParsedFlags& flags) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--plan-source=", plan_source, ": expected planner or bucket"));
   }
-  DCP_ASSIGN_OR_RETURN_FLAG(
-      micro_batch_sequences,
-      flags.Int("bucket-micro-batch-sequences", 1, 1 << 20));
+  DCP_ASSIGN_OR_RETURN(auto micro_batch_sequences,
+                       flags.Int("bucket-micro-batch-sequences", 1, 1 << 20));
   agent.bucket_micro_batch_sequences = static_cast<int>(micro_batch_sequences);
-  DCP_ASSIGN_OR_RETURN_FLAG(static_sp, flags.Int("static-sp", 0, 1 << 16));
+  DCP_ASSIGN_OR_RETURN(auto static_sp, flags.Int("static-sp", 0, 1 << 16));
   agent.bucket_static_sp = static_cast<int>(static_sp);
   agent.data = flags.String("data");
-  DCP_ASSIGN_OR_RETURN_FLAG(model_seed, flags.Uint64("model-seed"));
+  DCP_ASSIGN_OR_RETURN(auto model_seed, flags.Uint64("model-seed"));
   agent.model_seed = model_seed;
-  DCP_ASSIGN_OR_RETURN_FLAG(
-      learning_rate, flags.Double("learning-rate", /*min=*/0,
-                                  std::numeric_limits<double>::infinity(),
-                                  /*min_exclusive=*/true));
+  DCP_ASSIGN_OR_RETURN(auto learning_rate,
+                       flags.Double("learning-rate", /*min=*/0,
+                                    std::numeric_limits<double>::infinity(),
+                                    /*min_exclusive=*/true));
   agent.learning_rate = learning_rate;
-  DCP_ASSIGN_OR_RETURN_FLAG(torch_threads, flags.Int("torch-threads", 0, 1024));
+  DCP_ASSIGN_OR_RETURN(auto torch_threads, flags.Int("torch-threads", 0, 1024));
   config.torch_threads = static_cast<int>(torch_threads);
 
   agent.checkpoint_dir = flags.String("checkpoint-dir");
-  DCP_ASSIGN_OR_RETURN_FLAG(checkpoint_every,
-                            flags.Int("checkpoint-every", 0, int64_t{1} << 40));
+  DCP_ASSIGN_OR_RETURN(auto checkpoint_every,
+                       flags.Int("checkpoint-every", 0, int64_t{1} << 40));
   agent.checkpoint_every = checkpoint_every;
-  DCP_ASSIGN_OR_RETURN_FLAG(resume, flags.Bool("resume"));
+  DCP_ASSIGN_OR_RETURN(auto resume, flags.Bool("resume"));
   agent.resume = resume;
   if ((agent.resume || agent.checkpoint_every > 0) &&
       agent.checkpoint_dir.empty()) {
@@ -322,22 +321,12 @@ void InstallStopHandlers() {
 }  // namespace
 
 int RunWorkerMain(int argc, char** argv) {
-  absl::StatusOr<ParsedFlags> parsed = ParseFlags(argc, argv, kFlags);
-  if (!parsed.ok()) {
-    std::fprintf(stderr, "dcp_worker: %s\n",
-                 std::string(parsed.status().message()).c_str());
-    return kWorkerMainUsageError;
-  }
-  if (parsed->help()) {
-    std::fputs(WorkerUsage().c_str(), stdout);
-    std::fflush(stdout);
-    return kWorkerMainOk;
-  }
-  absl::StatusOr<MainConfig> config = Configure(*parsed);
+  const MainStart start = StartMain(WorkerProgram(), argc, argv);
+  if (!start.flags.has_value()) return start.exit_code;
+  absl::StatusOr<MainConfig> config = Configure(*start.flags);
   if (!config.ok()) {
-    std::fprintf(stderr, "dcp_worker: %s\n",
-                 std::string(config.status().message()).c_str());
-    return kWorkerMainUsageError;
+    return PrintUsageError(std::cerr, WorkerProgram().name,
+                           config.status().message());
   }
   InstallStopHandlers();
   if (config->torch_threads > 0) torch::set_num_threads(config->torch_threads);
@@ -345,9 +334,8 @@ int RunWorkerMain(int argc, char** argv) {
   absl::StatusOr<std::unique_ptr<GrpcPlannerClient>> client =
       GrpcPlannerClient::Create(config->client);
   if (!client.ok()) {
-    std::fprintf(stderr, "dcp_worker: %s\n",
-                 std::string(client.status().message()).c_str());
-    return kWorkerMainUsageError;
+    return PrintUsageError(std::cerr, WorkerProgram().name,
+                           client.status().message());
   }
   PrometheusWorkerMetrics metrics;
   std::unique_ptr<prometheus::Exposer> exposer;
@@ -355,9 +343,10 @@ int RunWorkerMain(int argc, char** argv) {
     try {
       exposer = std::make_unique<prometheus::Exposer>(config->metrics_listen);
     } catch (const std::exception& e) {
-      std::fprintf(stderr, "dcp_worker: --metrics-listen=%s: %s\n",
-                   config->metrics_listen.c_str(), e.what());
-      return kWorkerMainUsageError;
+      return PrintUsageError(
+          std::cerr, WorkerProgram().name,
+          absl::StrCat("--metrics-listen=", config->metrics_listen, ": ",
+                       e.what()));
     }
     exposer->RegisterCollectable(metrics.registry());
     const std::vector<int> ports = exposer->GetListeningPorts();
@@ -374,13 +363,13 @@ int RunWorkerMain(int argc, char** argv) {
   if (!result.ok()) {
     LogLine(absl::StrCat("dcp_worker ", config->agent.worker_id,
                          ": error: ", result.status().ToString()));
-    return kWorkerMainFailure;
+    return kExitFailure;
   }
   LogLine(absl::StrCat(
       "dcp_worker ", config->agent.worker_id, " (rank ", result->rank,
       "): ", result->stopped_on_request ? "stopped on request" : "done",
       " after steps ", result->first_step, "..", result->next_step - 1));
-  return kWorkerMainOk;
+  return kExitOk;
 }
 
 }  // namespace dcp

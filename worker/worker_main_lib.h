@@ -1,15 +1,9 @@
 #ifndef DCP_WORKER_WORKER_MAIN_LIB_H_
 #define DCP_WORKER_WORKER_MAIN_LIB_H_
 
-namespace dcp {
+#include "common/main_prologue.h"
 
-/// Exit codes of `dcp_worker`.
-inline constexpr int kWorkerMainOk = 0;
-/// The run failed (planner unreachable, a collective timed out, ...); the
-/// error is on stderr.
-inline constexpr int kWorkerMainFailure = 1;
-/// The command line was wrong (unknown flag, bad value, missing planner).
-inline constexpr int kWorkerMainUsageError = 2;
+namespace dcp {
 
 /// The `dcp_worker` process (run `dcp_worker --help` for the flags): one
 /// rank of a DCP training job. Builds a GrpcPlannerClient from the flags and
@@ -19,8 +13,11 @@ inline constexpr int kWorkerMainUsageError = 2;
 /// fit and one line per step to stdout; diagnostics go to stderr with a UTC
 /// timestamp. SIGTERM or SIGINT: every rank finishes the current step, they
 /// stop at the same step boundary, rank 0 writes a checkpoint (with
-/// --checkpoint-dir), and the process exits kWorkerMainOk; a second signal
-/// exits at once. Call from main() before starting other threads.
+/// --checkpoint-dir), and the process exits kExitOk; a second signal
+/// exits at once. Exit codes: kExitOk, kExitFailure (the run failed: planner
+/// unreachable, a collective timed out, ...; the error is on stderr),
+/// kExitUsageError (an unknown flag, a bad value, no planner address). Call
+/// from main() before starting other threads.
 int RunWorkerMain(int argc, char** argv);
 
 }  // namespace dcp

@@ -13,10 +13,10 @@
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/free_port.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "worker/agent.h"
-#include "worker/child_process.h"
+#include "launcher/child_process.h"
 
 namespace dcp {
 namespace {

@@ -1,0 +1,475 @@
+#include "launcher/local_job.h"
+
+#include <signal.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "common/command_line.h"
+#include "common/main_prologue.h"
+#include "common/status_macros.h"
+#include "launcher/child_process.h"
+#include "launcher/local_job_config.h"
+#include "nlohmann/json.hpp"
+#include "worker/run_summary.h"
+
+namespace dcp {
+namespace {
+
+using nlohmann::json;
+
+using Config = LocalJobConfig;
+
+// --- Output -----------------------------------------------------------------
+
+absl::Mutex output_mutex(absl::kConstInit);
+
+void PrintLine(const std::string& line) {
+  absl::MutexLock lock(&output_mutex);
+  std::fprintf(stdout, "%s\n", line.c_str());
+  std::fflush(stdout);
+}
+
+void PrintError(const std::string& line) {
+  absl::MutexLock lock(&output_mutex);
+  std::fflush(stdout);
+  std::fprintf(stderr, "dcp_local_job: %s\n", line.c_str());
+  std::fflush(stderr);
+}
+
+/// The last `count` lines of the file at `path`.
+std::string Tail(const std::string& path, int count) {
+  std::ifstream file(path);
+  std::vector<std::string> lines;
+  std::string line;
+  while (std::getline(file, line)) {
+    lines.push_back(line);
+    if (static_cast<int>(lines.size()) > count) lines.erase(lines.begin());
+  }
+  std::string text;
+  for (const std::string& kept : lines)
+    absl::StrAppend(&text, "    ", kept, "\n");
+  return text;
+}
+
+// --- Signals
+// ------------------------------------------------------------------
+
+std::atomic<int> interrupt_signal{0};
+
+void OnInterrupt(int signal_number) { interrupt_signal.store(signal_number); }
+
+void InstallInterruptHandlers() {
+  struct sigaction action = {};
+  action.sa_handler = &OnInterrupt;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = SA_RESTART;
+  ::sigaction(SIGTERM, &action, nullptr);
+  ::sigaction(SIGINT, &action, nullptr);
+}
+
+// --- The job
+// --------------------------------------------------------------------
+
+absl::Status WriteClusterSpec(const Config& config, const std::string& path) {
+  // Figures of a CPU core (predictions until the profile is fitted; the
+  // fit replaces the compute and communication ones).
+  const json cluster = {
+      {"num_nodes", config.nodes},
+      {"gpus_per_node", config.ranks_per_node},
+      {"gpu_memory_bytes", static_cast<double>(config.rank_memory_bytes)},
+      {"usable_memory_fraction", 0.8},
+      {"peak_flops_per_second", 50e9},
+      {"gemm_flops_per_second", 20e9},
+      {"hbm_bytes_per_second", 10e9},
+      {"intra_node_bus_bytes_per_second", 2e9},
+      {"intra_node_latency_seconds", 50e-6},
+      {"inter_node_bus_bytes_per_second", 1e9},
+      {"inter_node_latency_seconds", 100e-6},
+      {"allreduce_intra_bus_bytes_per_second", 2e9}};
+  std::ofstream file(path);
+  file << cluster.dump(2) << "\n";
+  file.close();
+  if (!file) return absl::InternalError(absl::StrCat("cannot write ", path));
+  return absl::OkStatus();
+}
+
+/// The planner process, started and serving.
+struct Planner {
+  std::unique_ptr<ChildProcess> process;
+  int port = 0;
+  std::string log_path;
+};
+
+absl::StatusOr<Planner> StartPlanner(const Config& config,
+                                     const std::string& cluster_path,
+                                     absl::Time deadline) {
+  Planner planner;
+  planner.log_path = absl::StrCat(config.work_dir, "/planner.log");
+  auto listening = std::make_shared<absl::Notification>();
+  auto port = std::make_shared<std::atomic<int>>(0);
+  absl::StatusOr<std::unique_ptr<ChildProcess>> process = ChildProcess::Start(
+      {config.planner_binary, "--listen=127.0.0.1:0",
+       "--metrics-listen=", absl::StrCat("--model=", config.model),
+       absl::StrCat("--cluster=", cluster_path), "--drain-timeout=2s",
+       absl::StrCat("--online-refit=", config.online_refit ? "true" : "false")},
+      planner.log_path, [listening, port](const std::string& line) {
+        // "dcp_planner listening on HOST:PORT, metrics ..."
+        constexpr absl::string_view kPrefix = "dcp_planner listening on ";
+        if (listening->HasBeenNotified() || !absl::StartsWith(line, kPrefix)) {
+          return;
+        }
+        const std::string address(
+            absl::string_view(line).substr(kPrefix.size()));
+        const std::string host_port = address.substr(0, address.find(','));
+        int value = 0;
+        if (absl::SimpleAtoi(host_port.substr(host_port.rfind(':') + 1),
+                             &value)) {
+          port->store(value);
+        }
+        listening->Notify();
+      });
+  if (!process.ok()) return process.status();
+  planner.process = *std::move(process);
+  while (!listening->WaitForNotificationWithTimeout(absl::Milliseconds(50))) {
+    if (std::optional<int> code = planner.process->Poll(); code.has_value()) {
+      return absl::InternalError(absl::StrCat(
+          "dcp_planner exited with code ", *code, " before serving; its log (",
+          planner.log_path, "):\n", Tail(planner.log_path, 20)));
+    }
+    if (absl::Now() >= deadline || interrupt_signal.load() != 0) {
+      return absl::DeadlineExceededError(
+          "dcp_planner did not print its \"listening on\" line in time");
+    }
+  }
+  planner.port = port->load();
+  if (planner.port <= 0) {
+    return absl::InternalError("cannot parse dcp_planner's port");
+  }
+  return planner;
+}
+
+/// Stops the planner: SIGTERM, then SIGKILL after a grace period.
+void StopPlanner(Planner& planner) {
+  if (planner.process == nullptr) return;
+  planner.process->Signal(SIGTERM);
+  if (!planner.process->WaitFor(absl::Seconds(10)).has_value()) {
+    planner.process->Kill();
+  }
+  planner.process->JoinOutput();
+}
+
+/// How one run of the workers went.
+struct PhaseOutcome {
+  RunSummary summary;
+  bool interrupted = false;
+};
+
+/// Runs the workers of one phase to completion and returns rank 0's
+/// summary. On any failure every worker is killed.
+absl::StatusOr<PhaseOutcome> RunWorkers(const Config& config,
+                                        const Planner& planner,
+                                        const std::string& phase,
+                                        bool dcp_phase, absl::Time deadline) {
+  const std::string summary_path =
+      absl::StrCat(config.work_dir, "/", phase, "_summary.json");
+  std::filesystem::remove(summary_path);
+  auto sigterm_due = std::make_shared<std::atomic<bool>>(false);
+  const std::string sigterm_line =
+      absl::StrCat("step ", config.sigterm_after_step, ":");
+  const bool drill = dcp_phase && config.sigterm_after_step >= 0;
+
+  std::vector<std::unique_ptr<ChildProcess>> workers;
+  std::vector<std::string> logs;
+  for (int index = 0; index < config.world_size(); ++index) {
+    // The same ids in every phase: re-registering keeps each worker's rank.
+    const std::string id = absl::StrCat("w", index);
+    std::vector<std::string> argv = {
+        config.worker_binary,
+        absl::StrCat("--planner=127.0.0.1:", planner.port),
+        absl::StrCat("--worker-id=", id),
+        absl::StrCat("--node-name=node", index / config.ranks_per_node),
+        "--store-host=127.0.0.1",
+        absl::StrCat("--steps=", config.steps),
+        absl::StrCat("--workload=", config.workload),
+        absl::StrCat("--seed=", config.seed),
+        absl::StrCat("--global-batch-tokens=", config.global_batch_tokens),
+        absl::StrCat("--plan-source=", dcp_phase ? "planner" : "bucket"),
+        absl::StrCat("--profile=", config.profile ? "true" : "false"),
+        absl::StrCat("--profile-attention-lengths=",
+                     config.profile_attention_lengths),
+        absl::StrCat("--profile-repeats=", config.profile_repeats),
+        absl::StrCat("--torch-threads=", config.torch_threads),
+        absl::StrCat("--collective-timeout=", config.collective_timeout),
+        absl::StrCat("--summary-file=", summary_path),
+        "--rpc-attempts=5",
+        "--world-timeout=2m"};
+    if (dcp_phase && !config.checkpoint_dir.empty()) {
+      argv.push_back(absl::StrCat("--checkpoint-dir=", config.checkpoint_dir));
+      argv.push_back(
+          absl::StrCat("--checkpoint-every=", config.checkpoint_every));
+      if (config.resume) argv.push_back("--resume");
+    }
+    logs.push_back(absl::StrCat(config.work_dir, "/", phase, "-", id, ".log"));
+    absl::StatusOr<std::unique_ptr<ChildProcess>> worker = ChildProcess::Start(
+        argv, logs.back(),
+        [sigterm_due, sigterm_line, drill](const std::string& line) {
+          // Only rank 0 prints; its lines are the job's report.
+          PrintLine(line);
+          if (drill && absl::StartsWith(line, sigterm_line)) {
+            sigterm_due->store(true);
+          }
+        });
+    if (!worker.ok()) return worker.status();
+    workers.push_back(*std::move(worker));
+  }
+
+  bool sigterm_sent = false;
+  bool interrupted = false;
+  std::vector<std::optional<int>> codes(workers.size());
+  while (true) {
+    bool all_done = true;
+    for (size_t i = 0; i < workers.size(); ++i) {
+      if (!codes[i].has_value()) codes[i] = workers[i]->Poll();
+      if (!codes[i].has_value()) {
+        all_done = false;
+      } else if (*codes[i] != 0) {
+        std::string report =
+            absl::StrCat("worker w", i, " of the ", phase, " run (pid ",
+                         workers[i]->pid(), ") exited with code ", *codes[i],
+                         "; its log (", logs[i], "):\n", Tail(logs[i], 15));
+        for (size_t j = 0; j < workers.size(); ++j) {
+          if (!codes[j].has_value()) workers[j]->Kill();
+        }
+        return absl::InternalError(report);
+      }
+    }
+    if (all_done) break;
+    if (std::optional<int> code = planner.process->Poll(); code.has_value()) {
+      return absl::InternalError(
+          absl::StrCat("dcp_planner exited with code ", *code, " during the ",
+                       phase, " run; its log (", planner.log_path, "):\n",
+                       Tail(planner.log_path, 15)));
+    }
+    if (absl::Now() >= deadline) {
+      for (auto& worker : workers) worker->Kill();
+      return absl::DeadlineExceededError(absl::StrCat(
+          "the job ran past --timeout=", absl::FormatDuration(config.timeout),
+          " during the ", phase, " run; killed every process (logs in ",
+          config.work_dir, ")"));
+    }
+    const bool interrupt = interrupt_signal.load() != 0;
+    if (!sigterm_sent && (interrupt || sigterm_due->load())) {
+      sigterm_sent = true;
+      interrupted = interrupt;
+      PrintLine(absl::StrCat("[dcp_local_job] sending SIGTERM to the ",
+                             workers.size(), " workers",
+                             interrupt ? " (interrupted)" : " (fault drill)"));
+      for (auto& worker : workers) worker->Signal(SIGTERM);
+    }
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  for (auto& worker : workers) worker->JoinOutput();
+
+  PhaseOutcome outcome;
+  outcome.interrupted = interrupted;
+  absl::StatusOr<RunSummary> summary = ReadRunSummary(summary_path);
+  if (absl::IsNotFound(summary.status()) && sigterm_sent) {
+    // Stopped before the first step (e.g. while waiting for the world).
+    outcome.summary.stopped_on_request = true;
+    return outcome;
+  }
+  if (!summary.ok()) {
+    return absl::InternalError(absl::StrCat(
+        "rank 0 wrote no readable summary: ", summary.status().message()));
+  }
+  outcome.summary = *std::move(summary);
+  return outcome;
+}
+
+void PrintReport(const RunSummary& dcp, const RunSummary* bucket) {
+  PrintLine("");
+  PrintLine("== summary ==");
+  if (dcp.steps.empty()) {
+    PrintLine("no dcp steps ran");
+    return;
+  }
+  // Step 0 also creates the SP groups' communicators; the second figure
+  // leaves it out.
+  const size_t warm = dcp.steps.size() > 1 ? 1 : 0;
+  PrintLine(absl::StrFormat(
+      "dcp    (%d steps): mean step %.3f s measured, %.3f s predicted "
+      "(without step 0: %.3f s measured)",
+      dcp.steps.size(), dcp.MeanMeasuredSeconds(), dcp.MeanPredictedSeconds(),
+      dcp.MeanMeasuredSeconds(warm)));
+  if (bucket != nullptr && !bucket->steps.empty()) {
+    const size_t bucket_warm = bucket->steps.size() > 1 ? 1 : 0;
+    PrintLine(absl::StrFormat(
+        "bucket (%d steps): mean step %.3f s measured, %.3f s predicted "
+        "(without step 0: %.3f s measured)",
+        bucket->steps.size(), bucket->MeanMeasuredSeconds(),
+        bucket->MeanPredictedSeconds(),
+        bucket->MeanMeasuredSeconds(bucket_warm)));
+    const double speedup =
+        bucket->MeanMeasuredSeconds() / dcp.MeanMeasuredSeconds();
+    const double speedup_warm = bucket->MeanMeasuredSeconds(bucket_warm) /
+                                dcp.MeanMeasuredSeconds(warm);
+    const double predicted_speedup =
+        bucket->MeanPredictedSeconds() / dcp.MeanPredictedSeconds();
+    PrintLine(absl::StrFormat(
+        "measured speedup dcp vs bucket: %.2fx (without step 0: %.2fx); "
+        "predicted %.2fx",
+        speedup, speedup_warm, predicted_speedup));
+    double max_difference = 0;
+    const size_t common = std::min(dcp.steps.size(), bucket->steps.size());
+    for (size_t i = 0; i < common; ++i) {
+      max_difference = std::max(
+          max_difference, std::abs(dcp.steps[i].loss - bucket->steps[i].loss));
+    }
+    PrintLine(absl::StrFormat(
+        "same batches, same model: max |loss dcp - loss bucket| = %.2g over "
+        "%d steps",
+        max_difference, common));
+  }
+  PrintLine(absl::StrFormat(
+      "cost model error (dcp): mean |predicted - measured| / measured = "
+      "%.1f%% over %d steps (%.1f%% without step 0)",
+      100 * dcp.MeanRelativeError(), dcp.steps.size(),
+      100 * dcp.MeanRelativeError(warm)));
+}
+
+absl::Status RunJob(Config& config) {
+  const absl::Time deadline = absl::Now() + config.timeout;
+  if (config.work_dir.empty()) {
+    char pattern[] = "/tmp/dcp_local_job.XXXXXX";
+    if (::mkdtemp(pattern) == nullptr) {
+      return absl::InternalError("cannot create a work directory in /tmp");
+    }
+    config.work_dir = pattern;
+  }
+  std::error_code error;
+  std::filesystem::create_directories(config.work_dir, error);
+  if (error) {
+    return absl::InternalError(
+        absl::StrCat("cannot create ", config.work_dir, ": ", error.message()));
+  }
+  const std::string cluster_path =
+      absl::StrCat(config.work_dir, "/cluster.json");
+  if (absl::Status written = WriteClusterSpec(config, cluster_path);
+      !written.ok()) {
+    return written;
+  }
+
+  absl::StatusOr<Planner> planner =
+      StartPlanner(config, cluster_path, deadline);
+  if (!planner.ok()) return planner.status();
+  PrintLine(absl::StrFormat(
+      "[dcp_local_job] dcp_planner on 127.0.0.1:%d: model %s, %d nodes x %d "
+      "ranks (%d dcp_worker processes), plans may use %.1f MB per rank",
+      planner->port, config.model, config.nodes, config.ranks_per_node,
+      config.world_size(), 0.8 * config.rank_memory_bytes / 1e6));
+  PrintLine(absl::StrCat("[dcp_local_job] workload ", config.workload, ", ",
+                         config.global_batch_tokens,
+                         " tokens per global batch, seed ", config.seed,
+                         "; logs in ", config.work_dir));
+
+  PrintLine("");
+  PrintLine(absl::StrCat("== dcp: ", config.steps,
+                         " steps with the planner's plans",
+                         config.profile ? " (after profiling)" : "", " =="));
+  absl::StatusOr<PhaseOutcome> dcp =
+      RunWorkers(config, *planner, "dcp", /*dcp_phase=*/true, deadline);
+  if (!dcp.ok()) {
+    StopPlanner(*planner);
+    return dcp.status();
+  }
+  if (dcp->interrupted) {
+    StopPlanner(*planner);
+    return absl::CancelledError(absl::StrCat(
+        "interrupted; the workers stopped before step ", dcp->summary.next_step,
+        config.checkpoint_dir.empty()
+            ? std::string()
+            : absl::StrCat(" (checkpoint in ", config.checkpoint_dir, ")")));
+  }
+  const bool stopped = dcp->summary.stopped_on_request;
+  if (stopped) {
+    PrintLine(absl::StrCat(
+        "[dcp_local_job] every worker exited 0 at the step boundary before "
+        "step ",
+        dcp->summary.next_step,
+        config.checkpoint_dir.empty()
+            ? std::string()
+            : absl::StrCat("; checkpoint in ", config.checkpoint_dir)));
+  }
+
+  std::optional<PhaseOutcome> bucket;
+  if (config.compare_bucket && !stopped) {
+    PrintLine("");
+    PrintLine(absl::StrCat("== bucket: the same ", config.steps,
+                           " batches with the static bucket plans =="));
+    absl::StatusOr<PhaseOutcome> outcome =
+        RunWorkers(config, *planner, "bucket", /*dcp_phase=*/false, deadline);
+    if (!outcome.ok()) {
+      StopPlanner(*planner);
+      return outcome.status();
+    }
+    if (outcome->interrupted) {
+      StopPlanner(*planner);
+      return absl::CancelledError("interrupted during the bucket run");
+    }
+    bucket = *std::move(outcome);
+  }
+  StopPlanner(*planner);
+  PrintReport(dcp->summary, bucket.has_value() ? &bucket->summary : nullptr);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+int RunLocalJobMain(int argc, char** argv) {
+  const MainStart main_start = StartMain(LocalJobProgram(), argc, argv);
+  if (!main_start.flags.has_value()) return main_start.exit_code;
+  absl::StatusOr<Config> config =
+      ConfigureLocalJob(*main_start.flags, argc > 0 ? argv[0] : "");
+  if (!config.ok()) {
+    return PrintUsageError(std::cerr, LocalJobProgram().name,
+                           config.status().message());
+  }
+  InstallInterruptHandlers();
+  const absl::Time start = absl::Now();
+  absl::Status status = RunJob(*config);
+  if (!status.ok()) {
+    PrintError(absl::StrCat("FAILED: ", status.message()));
+    return kExitFailure;
+  }
+  PrintLine(absl::StrFormat("[dcp_local_job] done in %.1f s",
+                            absl::ToDoubleSeconds(absl::Now() - start)));
+  return kExitOk;
+}
+
+}  // namespace dcp

@@ -1,0 +1,198 @@
+#include "launcher/local_job_config.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <system_error>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/status_macros.h"
+
+namespace dcp {
+namespace {
+
+constexpr char kDefaultWorkload[] =
+    "longtail:median=64,sigma=1.0,tail_fraction=0.05,tail_min=512,alpha=1.2,"
+    "max=2048,min=16";
+
+constexpr FlagSpec kFlags[] = {
+    {"planner-binary", "PATH", "",
+     "the dcp_planner binary (default: found next to this one in bazel-bin "
+     "or its runfiles)"},
+    {"worker-binary", "PATH", "", "the dcp_worker binary (default: likewise)"},
+    {"work-dir", "DIR", "",
+     "logs, cluster spec, summaries and checkpoints (default: a new "
+     "/tmp/dcp_local_job.XXXXXX, kept)"},
+    {"nodes", "N", "2", "nodes of the simulated cluster"},
+    {"ranks-per-node", "N", "2",
+     "ranks per node (one dcp_worker process each)"},
+    {"model", "NAME|FILE", "tiny", "the planner's --model"},
+    {"rank-memory-bytes", "BYTES", "8750000",
+     "memory of one rank in the cluster spec; plans may use 80% of it (the "
+     "default makes sequences over ~1,200 tokens need SP 2 or recompute, "
+     "and 2,048 need SP 2)"},
+    {"workload", "SPEC", kDefaultWorkload,
+     "sequence lengths (planner/workload.h)"},
+    {"global-batch-tokens", "T", "8192", "tokens per global batch"},
+    {"seed", "S", "1", "seed of the batch stream"},
+    {"steps", "N", "12", "steps with dcp plans (and with bucket plans)"},
+    {"profile", nullptr, "true", "profile and fit the cost model first"},
+    {"profile-attention-lengths", "N,N,...", "8,16,256,512,1024",
+     "the workers' --profile-attention-lengths: on a CPU, attention keeps "
+     "its score matrix, so its cost per FLOP is flat from ~256 tokens and "
+     "lower in cache below; very short lengths show the fixed cost per call "
+     "so that the fit's efficiency curve comes out physical"},
+    {"profile-repeats", "N", "3", "the workers' --profile-repeats"},
+    {"online-refit", nullptr, "true",
+     "the planner rescales its compute model from the measured micro-batch "
+     "times as steps are reported (its --online-refit)"},
+    {"compare-bucket", nullptr, "true",
+     "then run the same batches with the static bucket plans"},
+    {"checkpoint-dir", "DIR", "",
+     "the dcp run's checkpoint directory (shared by its workers)"},
+    {"checkpoint-every", "K", "0", "checkpoint every K steps of the dcp run"},
+    {"resume", nullptr, "false",
+     "the dcp run continues from the checkpoint in --checkpoint-dir"},
+    {"sigterm-after-step", "K", "-1",
+     "send SIGTERM to every worker once rank 0 reports step K (a fault "
+     "drill: they stop together at a step boundary and checkpoint)"},
+    {"torch-threads", "N", "1", "LibTorch threads per worker"},
+    {"collective-timeout", "DURATION", "60s",
+     "the workers' store and collective timeout"},
+    {"timeout", "DURATION", "10m",
+     "the whole job's limit; then every process is killed"},
+};
+
+std::string Directory(const std::string& path) {
+  return std::filesystem::path(path).parent_path().string();
+}
+
+bool IsExecutable(const std::string& path) {
+  return !path.empty() && ::access(path.c_str(), X_OK) == 0 &&
+         std::filesystem::is_regular_file(path);
+}
+
+/// `name` (e.g. "worker/dcp_worker") next to this binary: in bazel-bin, in
+/// this binary's runfiles, or in the runfiles of a test that runs it.
+absl::StatusOr<std::string> FindBinary(const std::string& flag_value,
+                                       const char* flag,
+                                       const std::string& workspace_path,
+                                       const char* argv0) {
+  if (!flag_value.empty()) {
+    if (!IsExecutable(flag_value)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--", flag, "=", flag_value, " is not executable"));
+    }
+    return flag_value;
+  }
+  std::vector<std::string> bin_dirs;  // Directories standing for bazel-bin.
+  std::error_code error;
+  const std::string self =
+      std::filesystem::read_symlink("/proc/self/exe", error).string();
+  for (const std::string& binary : {std::string(argv0), self}) {
+    if (binary.empty()) continue;
+    // <bin>/launcher/dcp_local_job -> <bin>
+    const std::string package_dir = Directory(binary);
+    bin_dirs.push_back(Directory(package_dir));
+    bin_dirs.push_back(absl::StrCat(binary, ".runfiles/dcp"));
+  }
+  for (const char* variable : {"RUNFILES_DIR", "TEST_SRCDIR"}) {
+    if (const char* value = std::getenv(variable); value != nullptr) {
+      bin_dirs.push_back(absl::StrCat(value, "/dcp"));
+    }
+  }
+  std::vector<std::string> tried;
+  for (const std::string& dir : bin_dirs) {
+    const std::string candidate =
+        dir.empty() ? workspace_path : absl::StrCat(dir, "/", workspace_path);
+    if (IsExecutable(candidate)) return candidate;
+    tried.push_back(candidate);
+  }
+  return absl::NotFoundError(absl::StrCat(
+      "cannot find ", workspace_path, " (tried ", absl::StrJoin(tried, ", "),
+      "); build it (bazel build //launcher:dcp_local_job builds both "
+      "binaries) or pass --",
+      flag));
+}
+
+}  // namespace
+
+/// dcp_local_job's command line, for StartMain.
+const ProgramSpec& LocalJobProgram() {
+  static const auto* const program = new ProgramSpec{
+      "dcp_local_job",
+      "dcp_local_job: a whole DCP training job on 127.0.0.1: the real "
+      "dcp_planner and one dcp_worker process per rank (LibTorch + Gloo on "
+      "the CPU), first with the planner's per-batch plans, then the same "
+      "batches with the static bucket plans.",
+      kFlags,
+      "Exit codes: 0 success, 1 a process failed or the job timed out or was "
+      "interrupted, 2 usage error.\n"};
+  return *program;
+}
+
+absl::StatusOr<LocalJobConfig> ConfigureLocalJob(const ParsedFlags& flags,
+                                                 const char* argv0) {
+  LocalJobConfig config;
+  DCP_ASSIGN_OR_RETURN(
+      auto planner, FindBinary(flags.String("planner-binary"), "planner-binary",
+                               "planner/service/dcp_planner", argv0));
+  config.planner_binary = planner;
+  DCP_ASSIGN_OR_RETURN(
+      auto worker, FindBinary(flags.String("worker-binary"), "worker-binary",
+                              "worker/dcp_worker", argv0));
+  config.worker_binary = worker;
+  config.work_dir = flags.String("work-dir");
+  DCP_ASSIGN_OR_RETURN(auto nodes, flags.Int("nodes", 1, 64));
+  config.nodes = static_cast<int>(nodes);
+  DCP_ASSIGN_OR_RETURN(auto ranks_per_node, flags.Int("ranks-per-node", 1, 64));
+  config.ranks_per_node = static_cast<int>(ranks_per_node);
+  config.model = flags.String("model");
+  DCP_ASSIGN_OR_RETURN(auto memory,
+                       flags.Int("rank-memory-bytes", 1, int64_t{1} << 50));
+  config.rank_memory_bytes = memory;
+  config.workload = flags.String("workload");
+  DCP_ASSIGN_OR_RETURN(auto tokens,
+                       flags.Int("global-batch-tokens", 1, int64_t{1} << 40));
+  config.global_batch_tokens = tokens;
+  DCP_ASSIGN_OR_RETURN(auto seed, flags.Int("seed", 0, int64_t{1} << 62));
+  config.seed = seed;
+  DCP_ASSIGN_OR_RETURN(auto steps, flags.Int("steps", 1, 1 << 20));
+  config.steps = steps;
+  DCP_ASSIGN_OR_RETURN(auto profile, flags.Bool("profile"));
+  config.profile = profile;
+  config.profile_attention_lengths = flags.String("profile-attention-lengths");
+  DCP_ASSIGN_OR_RETURN(auto repeats, flags.Int("profile-repeats", 1, 1000));
+  config.profile_repeats = repeats;
+  DCP_ASSIGN_OR_RETURN(auto online_refit, flags.Bool("online-refit"));
+  config.online_refit = online_refit;
+  DCP_ASSIGN_OR_RETURN(auto compare, flags.Bool("compare-bucket"));
+  config.compare_bucket = compare;
+  config.checkpoint_dir = flags.String("checkpoint-dir");
+  DCP_ASSIGN_OR_RETURN(auto every, flags.Int("checkpoint-every", 0, 1 << 20));
+  config.checkpoint_every = every;
+  DCP_ASSIGN_OR_RETURN(auto resume, flags.Bool("resume"));
+  config.resume = resume;
+  if ((config.resume || config.checkpoint_every > 0) &&
+      config.checkpoint_dir.empty()) {
+    return absl::InvalidArgumentError(
+        "--resume and --checkpoint-every need --checkpoint-dir");
+  }
+  DCP_ASSIGN_OR_RETURN(auto sigterm,
+                       flags.Int("sigterm-after-step", -1, 1 << 20));
+  config.sigterm_after_step = sigterm;
+  DCP_ASSIGN_OR_RETURN(auto threads, flags.Int("torch-threads", 0, 256));
+  config.torch_threads = threads;
+  DCP_ASSIGN_OR_RETURN(auto collective, flags.Duration("collective-timeout"));
+  config.collective_timeout = absl::FormatDuration(collective);
+  DCP_ASSIGN_OR_RETURN(auto timeout, flags.Duration("timeout"));
+  config.timeout = timeout;
+  return config;
+}
+
+}  // namespace dcp

@@ -1,0 +1,57 @@
+// dcp_local_job's command line: its flags and the configuration they give.
+
+#ifndef DCP_LAUNCHER_LOCAL_JOB_CONFIG_H_
+#define DCP_LAUNCHER_LOCAL_JOB_CONFIG_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "common/command_line.h"
+#include "common/main_prologue.h"
+
+namespace dcp {
+
+/// What one dcp_local_job run does, from its flags. Plain value.
+struct LocalJobConfig {
+  std::string planner_binary;
+  std::string worker_binary;
+  std::string work_dir;
+  int nodes = 2;
+  int ranks_per_node = 2;
+  std::string model;
+  int64_t rank_memory_bytes = 0;
+  std::string workload;
+  int64_t global_batch_tokens = 0;
+  int64_t seed = 1;
+  int64_t steps = 0;
+  bool profile = true;
+  std::string profile_attention_lengths;
+  int64_t profile_repeats = 3;
+  bool online_refit = true;
+  bool compare_bucket = true;
+  std::string checkpoint_dir;
+  int64_t checkpoint_every = 0;
+  bool resume = false;
+  int64_t sigterm_after_step = -1;
+  int64_t torch_threads = 1;
+  std::string collective_timeout;
+  absl::Duration timeout;
+
+  int world_size() const { return nodes * ranks_per_node; }
+};
+
+/// dcp_local_job's program (name, flags, help) for StartMain.
+const ProgramSpec& LocalJobProgram();
+
+/// The configuration `flags` give. The planner and worker binaries are
+/// --planner-binary / --worker-binary, else found next to `argv0` (in
+/// bazel-bin or runfiles). INVALID_ARGUMENT naming the flag for a bad value;
+/// NOT_FOUND naming the places tried for a binary that is not there.
+absl::StatusOr<LocalJobConfig> ConfigureLocalJob(const ParsedFlags& flags,
+                                                 const char* argv0);
+
+}  // namespace dcp
+
+#endif  // DCP_LAUNCHER_LOCAL_JOB_CONFIG_H_

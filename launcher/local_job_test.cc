@@ -1,0 +1,235 @@
+// dcp_local_job end to end on loopback: the real dcp_planner and dcp_worker
+// processes of a world of two ranks. A tiny scenario (profile, dcp plans,
+// bucket plans, the report), checkpoint + resume against an uninterrupted
+// run, and SIGTERM to every worker mid-run.
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "launcher/child_process.h"
+#include "worker/run_summary.h"
+
+namespace dcp {
+namespace {
+
+using ::testing::Contains;
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+std::string Runfile(const std::string& path) {
+  const char* root = std::getenv("TEST_SRCDIR");
+  return absl::StrCat(root != nullptr ? root : ".", "/dcp/", path);
+}
+
+std::string TestDir(const std::string& name) {
+  const char* root = std::getenv("TEST_TMPDIR");
+  const std::string dir =
+      absl::StrCat(root != nullptr ? root : "/tmp", "/local_job_test_", name);
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+struct JobRun {
+  int exit_code = -1;
+  std::vector<std::string> lines;
+  std::string output;  // stdout lines joined, for failure messages
+};
+
+/// Runs dcp_local_job on two ranks of one node with `flags` (after the
+/// defaults below) and its work directory in `dir`.
+JobRun RunJob(const std::string& dir, const std::vector<std::string>& flags) {
+  std::vector<std::string> argv = {
+      Runfile("launcher/dcp_local_job"),
+      absl::StrCat("--planner-binary=", Runfile("planner/service/dcp_planner")),
+      absl::StrCat("--worker-binary=", Runfile("worker/dcp_worker")),
+      absl::StrCat("--work-dir=", dir),
+      "--nodes=1",
+      "--ranks-per-node=2",
+      "--workload=longtail:median=64,tail_fraction=0.05,tail_min=256,"
+      "max=1024,min=16",
+      "--global-batch-tokens=2048",
+      "--timeout=3m",
+      "--collective-timeout=60s"};
+  argv.insert(argv.end(), flags.begin(), flags.end());
+  auto mutex = std::make_shared<absl::Mutex>();
+  auto lines = std::make_shared<std::vector<std::string>>();
+  absl::StatusOr<std::unique_ptr<ChildProcess>> job =
+      ChildProcess::Start(argv, absl::StrCat(dir, "/dcp_local_job.stderr"),
+                          [mutex, lines](const std::string& line) {
+                            absl::MutexLock lock(mutex.get());
+                            lines->push_back(line);
+                          });
+  JobRun run;
+  if (!job.ok()) {
+    run.output = std::string(job.status().message());
+    return run;
+  }
+  std::optional<int> code = (*job)->WaitFor(absl::Minutes(4));
+  run.exit_code = code.has_value() ? *code : (*job)->Kill();
+  (*job)->JoinOutput();
+  absl::MutexLock lock(mutex.get());
+  run.lines = *lines;
+  std::ifstream errors(absl::StrCat(dir, "/dcp_local_job.stderr"));
+  std::string stderr_text((std::istreambuf_iterator<char>(errors)),
+                          std::istreambuf_iterator<char>());
+  run.output = absl::StrCat(absl::StrJoin(run.lines, "\n"), "\n--- stderr:\n",
+                            stderr_text);
+  return run;
+}
+
+/// The dcp run's summary in `dir` (an empty one, with a failure, when it
+/// cannot be read).
+RunSummary Summary(const std::string& dir) {
+  absl::StatusOr<RunSummary> summary =
+      ReadRunSummary(absl::StrCat(dir, "/dcp_summary.json"));
+  EXPECT_TRUE(summary.ok()) << summary.status();
+  return summary.ok() ? *std::move(summary) : RunSummary();
+}
+
+/// The flags of a reproducible run: no profile (measured samples differ
+/// between runs) and no online refit (it follows measured times), so the
+/// planner's plans depend on the batches only.
+std::vector<std::string> Reproducible(int steps) {
+  return {absl::StrCat("--steps=", steps), "--profile=false",
+          "--online-refit=false", "--compare-bucket=false"};
+}
+
+/// Expects `resumed`'s steps to have the plans and losses of the same steps
+/// of `whole`.
+void ExpectSameSteps(const RunSummary& whole, const RunSummary& resumed) {
+  for (const StepRecord& step : resumed.steps) {
+    const int index = static_cast<int>(step.step);
+    ASSERT_LT(index, static_cast<int>(whole.steps.size()));
+    const StepRecord& expected = whole.steps[index];
+    EXPECT_EQ(step.plan_shape, expected.plan_shape) << "step " << index;
+    EXPECT_EQ(step.sp_sizes, expected.sp_sizes) << "step " << index;
+    EXPECT_EQ(step.loss, expected.loss) << "step " << index;
+  }
+}
+
+/// The summary of an uninterrupted reproducible 4-step run (made once).
+const RunSummary& UninterruptedFourSteps() {
+  static const RunSummary* const summary = [] {
+    const std::string dir = TestDir("whole");
+    const JobRun run = RunJob(dir, Reproducible(4));
+    EXPECT_EQ(run.exit_code, 0) << run.output;
+    return new RunSummary(run.exit_code == 0 ? Summary(dir) : RunSummary());
+  }();
+  return *summary;
+}
+
+TEST(LocalJobTest, ProfilesRunsDcpThenBucketAndReports) {
+  const std::string dir = TestDir("tiny");
+  const JobRun run = RunJob(dir, {"--steps=3"});
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_THAT(run.lines, Contains(StartsWith("[dcp_local_job] dcp_planner on "
+                                             "127.0.0.1:")));
+  EXPECT_THAT(run.lines,
+              Contains(StartsWith("profile: 2 ranks submitted their samples")));
+  EXPECT_THAT(run.lines, Contains(StartsWith("  fit gemm: ")));
+  int step_lines = 0;
+  for (const std::string& line : run.lines) {
+    if (absl::StartsWith(line, "step ")) {
+      ++step_lines;
+      EXPECT_THAT(line, testing::MatchesRegex(
+                            "step [0-2]: plan SP\\[[0-9,]+\\] mb\\[[0-9,]+\\] "
+                            "recompute\\[[-0-9,]+\\] \\| predicted [0-9.]+ s "
+                            "measured [0-9.]+ s \\| loss [0-9.]+"));
+    }
+  }
+  EXPECT_EQ(step_lines, 6) << run.output;  // 3 dcp, 3 bucket
+  EXPECT_THAT(run.lines, Contains(StartsWith("== bucket: the same 3 batches")));
+  EXPECT_THAT(run.lines,
+              Contains(StartsWith("measured speedup dcp vs bucket: ")));
+  EXPECT_THAT(run.lines, Contains(StartsWith("cost model error (dcp): ")));
+  EXPECT_THAT(run.lines,
+              Contains(StartsWith("same batches, same model: max |loss dcp - "
+                                  "loss bucket|")));
+  const RunSummary summary = Summary(dir);
+  EXPECT_EQ(summary.world_size, 2);
+  EXPECT_EQ(summary.steps.size(), 3u);
+}
+
+TEST(LocalJobTest, ResumedJobMatchesAnUninterruptedOne) {
+  const RunSummary& expected = UninterruptedFourSteps();
+  ASSERT_EQ(expected.steps.size(), 4u);
+
+  const std::string checkpoints = TestDir("checkpoints");
+  std::vector<std::string> first_flags = Reproducible(2);
+  first_flags.push_back(absl::StrCat("--checkpoint-dir=", checkpoints));
+  const std::string first_dir = TestDir("first_half");
+  const JobRun first = RunJob(first_dir, first_flags);
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  ASSERT_TRUE(std::filesystem::exists(checkpoints + "/checkpoint.pt"));
+  ExpectSameSteps(expected, Summary(first_dir));
+
+  std::vector<std::string> second_flags = Reproducible(4);
+  second_flags.push_back(absl::StrCat("--checkpoint-dir=", checkpoints));
+  second_flags.push_back("--resume");
+  const std::string second_dir = TestDir("second_half");
+  const JobRun second = RunJob(second_dir, second_flags);
+  ASSERT_EQ(second.exit_code, 0) << second.output;
+  EXPECT_THAT(second.lines, Contains(HasSubstr("at step 2")));
+  const RunSummary resumed = Summary(second_dir);
+  EXPECT_EQ(resumed.first_step, 2);
+  ASSERT_EQ(resumed.steps.size(), 2u);
+  ExpectSameSteps(expected, resumed);
+}
+
+TEST(LocalJobTest, SigtermStopsEveryRankAtOneStepBoundaryWithACheckpoint) {
+  const std::string checkpoints = TestDir("sigterm_checkpoints");
+  const RunSummary& expected = UninterruptedFourSteps();
+  ASSERT_EQ(expected.steps.size(), 4u);
+  std::vector<std::string> flags = Reproducible(4);
+  flags.push_back(absl::StrCat("--checkpoint-dir=", checkpoints));
+  flags.push_back("--sigterm-after-step=0");
+  const std::string dir = TestDir("sigterm");
+  const JobRun run = RunJob(dir, flags);
+  // Every worker exited 0 (the launcher fails on any other exit code).
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_THAT(run.lines,
+              Contains(HasSubstr("sending SIGTERM to the 2 workers")));
+  EXPECT_THAT(
+      run.lines,
+      Contains(HasSubstr("every worker exited 0 at the step boundary")));
+  const RunSummary summary = Summary(dir);
+  EXPECT_TRUE(summary.stopped_on_request);
+  const int stopped_before = static_cast<int>(summary.next_step);
+  EXPECT_GE(stopped_before, 1);
+  EXPECT_LT(stopped_before, 4) << run.output;
+  EXPECT_TRUE(std::filesystem::exists(checkpoints + "/checkpoint.pt"));
+
+  // The checkpoint continues the run where it stopped, as if uninterrupted.
+  std::vector<std::string> resume_flags = Reproducible(4);
+  resume_flags.push_back(absl::StrCat("--checkpoint-dir=", checkpoints));
+  resume_flags.push_back("--resume");
+  const std::string resumed_dir = TestDir("sigterm_resumed");
+  const JobRun resumed = RunJob(resumed_dir, resume_flags);
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  const RunSummary after = Summary(resumed_dir);
+  EXPECT_EQ(after.first_step, stopped_before);
+  EXPECT_EQ(after.next_step, 4);
+  ExpectSameSteps(expected, summary);
+  ExpectSameSteps(expected, after);
+}
+
+TEST(LocalJobTest, UsageErrorsExitTwo) {
+  const std::string dir = TestDir("usage");
+  EXPECT_EQ(RunJob(dir, {"--no-such-flag"}).exit_code, 2);
+  EXPECT_EQ(RunJob(dir, {"--resume"}).exit_code, 2);
+}
+
+}  // namespace
+}  // namespace dcp

@@ -1,0 +1,92 @@
+#include "worker/checkpoint_coordinator.h"
+
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "worker/execution/checkpoint.h"
+#include "worker/status_context.h"
+
+namespace dcp {
+
+CheckpointCoordinator::CheckpointCoordinator(
+    CheckpointCoordinatorOptions options, WorldConsensus& consensus,
+    torch::nn::Module& model, torch::optim::Optimizer& optimizer,
+    const Clock& clock, std::function<void(const std::string&)> log)
+    : options_(std::move(options)),
+      consensus_(consensus),
+      model_(model),
+      optimizer_(optimizer),
+      clock_(clock),
+      log_(std::move(log)) {}
+
+std::string CheckpointCoordinator::path() const {
+  return CheckpointPath(options_.dir);
+}
+
+bool CheckpointCoordinator::Due(int64_t next_step, int64_t steps,
+                                bool stopping) const {
+  if (options_.dir.empty()) return false;
+  const bool periodic = options_.every > 0 && next_step % options_.every == 0;
+  return stopping || next_step == steps || periodic;
+}
+
+absl::Status CheckpointCoordinator::Write(int64_t next_step) {
+  const absl::Time start = clock_.Now();
+  if (absl::Status status = WriteCheckpoint(
+          options_.dir, next_step, options_.model_name, model_, optimizer_);
+      !status.ok()) {
+    return WithContext(status, "writing the checkpoint");
+  }
+  log_(absl::StrFormat("checkpoint (next step %d) written to %s in %.3f s",
+                       next_step, path(),
+                       absl::ToDoubleSeconds(clock_.Now() - start)));
+  return absl::OkStatus();
+}
+
+absl::Status CheckpointCoordinator::WriteOnEveryRank(int64_t next_step) {
+  const absl::Status written =
+      consensus_.rank() == 0 ? Write(next_step) : absl::OkStatus();
+  absl::StatusOr<bool> failed = consensus_.Any(
+      !written.ok(), "whether the checkpoint was written", options_.timeout);
+  if (!written.ok()) return written;
+  if (!failed.ok()) return failed.status();
+  if (*failed) {
+    return absl::AbortedError(
+        absl::StrCat("rank 0 could not write the checkpoint before step ",
+                     next_step, " to ", options_.dir, " (its log says why)"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::optional<int64_t>> CheckpointCoordinator::Resume() {
+  absl::StatusOr<std::optional<int64_t>> next_step =
+      ReadCheckpoint(options_.dir, options_.model_name, model_, optimizer_);
+  if (!next_step.ok()) {
+    return WithContext(next_step.status(), "resuming");
+  }
+  const double mine =
+      next_step->has_value() ? static_cast<double>(**next_step) : -1;
+  absl::StatusOr<std::vector<double>> all =
+      consensus_.Gather(mine, "on the checkpoint step", options_.timeout);
+  if (!all.ok()) return all.status();
+  for (int r = 0; r < static_cast<int>(all->size()); ++r) {
+    if ((*all)[r] != mine) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "ranks disagree on the checkpoint to resume from: rank ",
+          consensus_.rank(), " found ",
+          next_step->has_value() ? "next step " : "none",
+          next_step->has_value() ? absl::StrCat(**next_step) : "", " in ",
+          options_.dir, ", rank ", r, " found ",
+          (*all)[r] < 0 ? std::string("none")
+                        : absl::StrCat("next step ", (*all)[r]),
+          "; --checkpoint-dir must be one directory shared by every rank"));
+    }
+  }
+  return *next_step;
+}
+
+}  // namespace dcp

@@ -1,0 +1,82 @@
+// Checkpoint coordination: which steps end with a checkpoint, rank 0
+// writing it while every rank learns whether it was written, and every rank
+// resuming from the same one.
+
+#ifndef DCP_WORKER_CHECKPOINT_COORDINATOR_H_
+#define DCP_WORKER_CHECKPOINT_COORDINATOR_H_
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "common/clock.h"
+#include "torch/torch.h"
+#include "worker/world_consensus.h"
+
+namespace dcp {
+
+struct CheckpointCoordinatorOptions {
+  /// Where rank 0 writes the checkpoint (execution/checkpoint.h); shared by
+  /// every rank, which all read it on resume. Empty: no checkpoints.
+  std::string dir;
+  /// Write one every this many steps (0: only when stopping or finishing).
+  int64_t every = 0;
+  /// How long ranks wait for each other around checkpoint I/O (rank 0's
+  /// write; every rank's read). Longer than a collective timeout: a large
+  /// model's checkpoint on shared storage can take minutes.
+  absl::Duration timeout = absl::Minutes(30);
+  /// The model's name, stored with the checkpoint and checked on resume.
+  std::string model_name;
+};
+
+/// Coordinates the checkpoints of one rank's run with the other ranks'
+/// (through `consensus`, so every rank must make the same calls in the same
+/// order). `model` and `optimizer` are what is saved and restored.
+///
+/// Not thread-safe: the training thread calls it between steps. Everything
+/// passed by reference must outlive it.
+class CheckpointCoordinator {
+ public:
+  CheckpointCoordinator(CheckpointCoordinatorOptions options,
+                        WorldConsensus& consensus, torch::nn::Module& model,
+                        torch::optim::Optimizer& optimizer, const Clock& clock,
+                        std::function<void(const std::string&)> log);
+
+  /// Whether the boundary before step `next_step` (of `steps` in the run)
+  /// gets a checkpoint: with a directory, when stopping, at the end, or
+  /// every `every` steps.
+  bool Due(int64_t next_step, int64_t steps, bool stopping) const;
+
+  /// Rank 0 writes the checkpoint (next step `next_step`) while the others
+  /// wait up to `timeout`; then every rank learns whether it was written,
+  /// so a failed write stops the whole job at once: rank 0 returns its
+  /// error, the others ABORTED.
+  absl::Status WriteOnEveryRank(int64_t next_step);
+
+  /// Every rank reads the checkpoint in `dir` and the ranks check that they
+  /// found the same one (FAILED_PRECONDITION naming both findings when not:
+  /// the directory is not shared). Returns its next step, or nullopt when
+  /// there is none.
+  absl::StatusOr<std::optional<int64_t>> Resume();
+
+  /// The checkpoint file (execution/checkpoint.h's CheckpointPath(dir)).
+  std::string path() const;
+
+ private:
+  absl::Status Write(int64_t next_step);
+
+  const CheckpointCoordinatorOptions options_;
+  WorldConsensus& consensus_;
+  torch::nn::Module& model_;
+  torch::optim::Optimizer& optimizer_;
+  const Clock& clock_;
+  std::function<void(const std::string&)> log_;
+};
+
+}  // namespace dcp
+
+#endif  // DCP_WORKER_CHECKPOINT_COORDINATOR_H_

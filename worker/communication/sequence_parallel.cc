@@ -1,0 +1,87 @@
+#include "worker/communication/sequence_parallel.h"
+
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace dcp {
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+// Carries the context through autograd's saved data (an IValue capsule).
+struct ContextHolder : torch::CustomClassHolder {
+  explicit ContextHolder(SequenceParallelContext c) : context(std::move(c)) {}
+  SequenceParallelContext context;
+};
+
+torch::Tensor RunAllToAll(const torch::Tensor& input,
+                          const SequenceParallelContext& context) {
+  torch::Tensor send = input.contiguous();
+  torch::Tensor receive = torch::empty_like(send);
+  const absl::Time start = context.clock->Now();
+  absl::Status status = context.group->AllToAll(send, receive, context.timeout);
+  const absl::Time end = context.clock->Now();
+  if (context.stats != nullptr) {
+    context.stats->all_to_all_time += end - start;
+    context.stats->all_to_all_calls += 1;
+    context.stats->all_to_all_bytes +=
+        send.numel() * static_cast<int64_t>(send.element_size());
+  }
+  if (!status.ok()) throw CollectiveError(std::move(status));
+  return receive;
+}
+
+class AllToAllFunction : public torch::autograd::Function<AllToAllFunction> {
+ public:
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& input,
+                               c10::intrusive_ptr<ContextHolder> holder) {
+    torch::Tensor output = RunAllToAll(input, holder->context);
+    ctx->saved_data["context"] = c10::IValue::make_capsule(std::move(holder));
+    return output;
+  }
+
+  static variable_list backward(AutogradContext* ctx,
+                                variable_list grad_outputs) {
+    auto holder = c10::static_intrusive_pointer_cast<ContextHolder>(
+        ctx->saved_data["context"].toCapsule());
+    // Gradients are materialized (zeros when unused), so every member always
+    // takes part in this collective.
+    return {RunAllToAll(grad_outputs[0], holder->context), torch::Tensor()};
+  }
+};
+
+}  // namespace
+
+CollectiveError::CollectiveError(absl::Status status)
+    : std::runtime_error(status.ToString()), status_(std::move(status)) {}
+
+absl::Status StatusFromCurrentException(const char* what_failed) {
+  try {
+    throw;
+  } catch (const CollectiveError& error) {
+    return absl::Status(
+        error.status().code(),
+        absl::StrCat(what_failed, ": ", error.status().message()));
+  } catch (const std::exception& error) {
+    return absl::InternalError(absl::StrCat(what_failed, ": ", error.what()));
+  } catch (...) {
+    return absl::InternalError(
+        absl::StrCat(what_failed, ": unknown exception"));
+  }
+}
+
+torch::Tensor DifferentiableAllToAll(const torch::Tensor& input,
+                                     const SequenceParallelContext& context) {
+  if (context.size() == 1) return input;
+  TORCH_CHECK(input.dim() >= 1 && input.size(0) == context.size(),
+              "DifferentiableAllToAll: dim 0 of the input (",
+              input.dim() >= 1 ? input.size(0) : 0,
+              ") must equal the group size (", context.size(), ")");
+  return AllToAllFunction::apply(input,
+                                 c10::make_intrusive<ContextHolder>(context));
+}
+
+}  // namespace dcp

@@ -1,0 +1,418 @@
+#include "worker/execution/model.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "worker/execution/recompute.h"
+
+namespace dcp {
+
+namespace gpt_internal {
+
+// What every layer of one forward pass shares: the group, the rotary tables
+// of the local tokens and the attention masks of the full sequences. Shared
+// by the autograd graph (recompute re-runs layers with it), so immutable.
+struct ForwardContext {
+  SequenceParallelContext sp;
+  // Rotary cos / sin of the local tokens, [num_local_tokens, 1, head_dim/2].
+  torch::Tensor rope_cos;
+  torch::Tensor rope_sin;
+  std::vector<int64_t> slice_tokens;
+  // Per sequence: [P, P] bool, true where a query (row) must not see a key
+  // (column): a later position or padding.
+  std::vector<torch::Tensor> blocked;
+};
+
+}  // namespace gpt_internal
+
+using gpt_internal::ForwardContext;
+
+namespace {
+
+torch::Tensor RmsNorm(const torch::Tensor& x, const torch::Tensor& weight,
+                      double epsilon) {
+  torch::Tensor mean_square = x.pow(2).mean(-1, /*keepdim=*/true);
+  return x * torch::rsqrt(mean_square + epsilon) * weight;
+}
+
+// Rotate-half rotary embedding of x [tokens, heads, head_dim].
+torch::Tensor ApplyRotary(const torch::Tensor& x, const torch::Tensor& cos,
+                          const torch::Tensor& sin) {
+  const int64_t half = x.size(-1) / 2;
+  torch::Tensor x1 = x.narrow(-1, 0, half);
+  torch::Tensor x2 = x.narrow(-1, half, half);
+  return torch::cat({x1 * cos - x2 * sin, x2 * cos + x1 * sin}, -1);
+}
+
+int64_t Gcd(int64_t a, int64_t b) { return std::gcd(a, b); }
+
+}  // namespace
+
+torch::Tensor SequenceAttention(const torch::Tensor& q, const torch::Tensor& k,
+                                const torch::Tensor& v,
+                                const torch::Tensor& blocked) {
+  const int64_t group_size = q.size(0) / k.size(0);
+  torch::Tensor ks = k;
+  torch::Tensor vs = v;
+  if (group_size > 1) {
+    ks = ks.repeat_interleave(group_size, /*dim=*/0);
+    vs = vs.repeat_interleave(group_size, /*dim=*/0);
+  }
+  const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
+  torch::Tensor scores = torch::matmul(q, ks.transpose(1, 2)) * scale;
+  if (blocked.defined()) {
+    scores =
+        scores.masked_fill(blocked, -std::numeric_limits<double>::infinity());
+  }
+  torch::Tensor probabilities = torch::softmax(scores, /*dim=*/-1);
+  return torch::matmul(probabilities, vs);
+}
+
+DecoderLayer::DecoderLayer(const ModelSpec& spec,
+                           const GptModelOptions& options,
+                           at::Generator& generator)
+    : num_heads_(spec.num_attention_heads),
+      num_kv_heads_(spec.num_kv_heads),
+      head_dim_(spec.HeadDim()),
+      epsilon_(options.rms_norm_epsilon) {
+  const int64_t h = spec.hidden_size;
+  const int64_t kv = spec.KvHiddenSize();
+  const int64_t f = spec.ffn_hidden_size;
+  // Residual-branch outputs are scaled down with depth (GPT-2 style).
+  const double out_std =
+      options.init_std / std::sqrt(2.0 * std::max(1, spec.num_layers));
+  auto matrix = [&](int64_t rows, int64_t cols, double std_dev) {
+    return torch::empty({rows, cols}, torch::kFloat32)
+        .normal_(0.0, std_dev, generator);
+  };
+  attention_norm_ = Register("attention_norm", torch::ones({h}));
+  wq_ = Register("wq", matrix(h, h, options.init_std));
+  wk_ = Register("wk", matrix(kv, h, options.init_std));
+  wv_ = Register("wv", matrix(kv, h, options.init_std));
+  wo_ = Register("wo", matrix(h, h, out_std));
+  mlp_norm_ = Register("mlp_norm", torch::ones({h}));
+  w_gate_ = Register("w_gate", matrix(f, h, options.init_std));
+  w_up_ = Register("w_up", matrix(f, h, options.init_std));
+  w_down_ = Register("w_down", matrix(h, f, out_std));
+}
+
+torch::Tensor DecoderLayer::Forward(const torch::Tensor& x,
+                                    const ForwardContext& context) {
+  torch::Tensor h = RmsNorm(x, attention_norm_, epsilon_);
+  torch::Tensor y = x + ProjectOutput(Attention(h, context));
+  return y + Mlp(RmsNorm(y, mlp_norm_, epsilon_));
+}
+
+DecoderLayer::Projections DecoderLayer::ProjectQkv(
+    const torch::Tensor& h) const {
+  const int64_t tokens = h.size(0);
+  return {torch::matmul(h, wq_.t()).view({tokens, num_heads_, head_dim_}),
+          torch::matmul(h, wk_.t()).view({tokens, num_kv_heads_, head_dim_}),
+          torch::matmul(h, wv_.t()).view({tokens, num_kv_heads_, head_dim_})};
+}
+
+torch::Tensor DecoderLayer::ProjectOutput(
+    const torch::Tensor& attention) const {
+  return torch::matmul(attention, wo_.t());
+}
+
+torch::Tensor DecoderLayer::Mlp(const torch::Tensor& g) const {
+  torch::Tensor mlp =
+      torch::silu(torch::matmul(g, w_gate_.t())) * torch::matmul(g, w_up_.t());
+  return torch::matmul(mlp, w_down_.t());
+}
+
+torch::Tensor DecoderLayer::Register(const std::string& name,
+                                     torch::Tensor value) {
+  torch::Tensor p = register_parameter(name, std::move(value));
+  parameters_.push_back(p);
+  return p;
+}
+
+torch::Tensor DecoderLayer::Attention(const torch::Tensor& h,
+                                      const ForwardContext& context) const {
+  const int64_t tokens = h.size(0);
+  const int64_t s = context.sp.size();
+  Projections projections = ProjectQkv(h);
+  torch::Tensor q =
+      ApplyRotary(projections.q, context.rope_cos, context.rope_sin);
+  torch::Tensor k =
+      ApplyRotary(projections.k, context.rope_cos, context.rope_sin);
+  torch::Tensor v = projections.v;
+
+  // KV heads must split evenly over the group: replicate them to
+  // lcm(kv heads, s) when s does not divide their count.
+  const int64_t kv_repeat = s / Gcd(num_kv_heads_, s);
+  if (kv_repeat > 1) {
+    k = k.repeat_interleave(kv_repeat, /*dim=*/1);
+    v = v.repeat_interleave(kv_repeat, /*dim=*/1);
+  }
+  const int64_t local_q_heads = num_heads_ / s;
+  const int64_t local_kv_heads = num_kv_heads_ * kv_repeat / s;
+  const int64_t width = local_q_heads + 2 * local_kv_heads;
+
+  // [T, s, width, d]: chunk j along dim 1 holds member j's heads.
+  torch::Tensor packed =
+      torch::cat({q.view({tokens, s, local_q_heads, head_dim_}),
+                  k.view({tokens, s, local_kv_heads, head_dim_}),
+                  v.view({tokens, s, local_kv_heads, head_dim_})},
+                 /*dim=*/2);
+  // Sequence-sharded, all heads -> all tokens, local heads: chunk j of the
+  // result is member j's tokens for this member's heads.
+  torch::Tensor gathered = DifferentiableAllToAll(
+      packed.permute({1, 0, 2, 3}).contiguous(), context.sp);
+
+  std::vector<torch::Tensor> outputs;
+  outputs.reserve(context.slice_tokens.size());
+  int64_t offset = 0;
+  for (size_t i = 0; i < context.slice_tokens.size(); ++i) {
+    const int64_t slice = context.slice_tokens[i];
+    const int64_t padded = slice * s;
+    // Member-major then slice order is position order: [P, width, d].
+    torch::Tensor sequence =
+        gathered.narrow(1, offset, slice).reshape({padded, width, head_dim_});
+    torch::Tensor qs = sequence.narrow(1, 0, local_q_heads).transpose(0, 1);
+    torch::Tensor ks =
+        sequence.narrow(1, local_q_heads, local_kv_heads).transpose(0, 1);
+    torch::Tensor vs =
+        sequence.narrow(1, local_q_heads + local_kv_heads, local_kv_heads)
+            .transpose(0, 1);
+    torch::Tensor out =
+        SequenceAttention(qs, ks, vs, context.blocked[i]);  // [hq, P, d]
+    outputs.push_back(
+        out.transpose(0, 1).reshape({s, slice, local_q_heads, head_dim_}));
+    offset += slice;
+  }
+  // All tokens, local heads -> local tokens, all heads: chunk j of the
+  // result is this member's tokens for member j's heads.
+  torch::Tensor local = DifferentiableAllToAll(
+      torch::cat(outputs, /*dim=*/1).contiguous(), context.sp);
+  return local.permute({1, 0, 2, 3}).reshape({tokens, num_heads_ * head_dim_});
+}
+
+int64_t PackedShard::num_local_tokens() const {
+  return std::accumulate(slice_tokens.begin(), slice_tokens.end(), int64_t{0});
+}
+
+absl::StatusOr<PackedShard> ShardPackedSequences(
+    const std::vector<std::vector<int64_t>>& sequences, int sp_rank,
+    int sp_size) {
+  if (sp_size < 1 || sp_rank < 0 || sp_rank >= sp_size) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("SP rank ", sp_rank, " of size ", sp_size,
+                     " is invalid; need 0 <= rank < size"));
+  }
+  PackedShard shard;
+  std::vector<int64_t> ids, positions, targets;
+  for (size_t i = 0; i < sequences.size(); ++i) {
+    const std::vector<int64_t>& tokens = sequences[i];
+    const int64_t length = static_cast<int64_t>(tokens.size());
+    if (length == 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("sequence ", i,
+                       " of the micro-batch has no tokens; every packed "
+                       "sequence needs at least one"));
+    }
+    const int64_t slice = (length + sp_size - 1) / sp_size;
+    shard.slice_tokens.push_back(slice);
+    shard.sequence_tokens.push_back(length);
+    for (int64_t p = sp_rank * slice; p < (sp_rank + 1) * slice; ++p) {
+      const bool real = p < length;
+      if (real) ++shard.num_real_tokens;
+      ids.push_back(real ? tokens[p] : 0);
+      positions.push_back(p);
+      const bool predicts = p + 1 < length;
+      targets.push_back(predicts ? tokens[p + 1] : kIgnoredTarget);
+      if (predicts) ++shard.num_predicted_tokens;
+    }
+  }
+  auto to_tensor = [](const std::vector<int64_t>& values) {
+    return torch::tensor(torch::ArrayRef<int64_t>(values), torch::kInt64)
+        .view({static_cast<int64_t>(values.size())});
+  };
+  shard.token_ids = to_tensor(ids);
+  shard.positions = to_tensor(positions);
+  shard.targets = to_tensor(targets);
+  return shard;
+}
+
+GptModel::GptModel(const ModelSpec& spec, const GptModelOptions& options)
+    : spec_(spec), options_(options) {
+  at::Generator generator =
+      at::make_generator<at::CPUGeneratorImpl>(options.seed);
+  const int64_t h = spec.hidden_size;
+  const int64_t vocab = spec.vocab_size;
+  // Initialised on the CPU in float32 from one generator, in a fixed order,
+  // then moved: the same seed gives the same weights whatever the dtype.
+  embedding_ = register_parameter(
+      "embedding",
+      torch::empty({vocab, h}).normal_(0.0, options.init_std, generator));
+  for (int i = 0; i < spec.num_layers; ++i) {
+    auto layer = std::make_shared<DecoderLayer>(spec, options, generator);
+    register_module(absl::StrCat("layer", i), layer);
+    layers_.push_back(std::move(layer));
+  }
+  final_norm_ = register_parameter("final_norm", torch::ones({h}));
+  lm_head_ = register_parameter(
+      "lm_head",
+      torch::empty({vocab, h}).normal_(0.0, options.init_std, generator));
+  for (auto& p : parameters()) {
+    p.set_data(p.data().to(options.device, options.dtype));
+  }
+}
+
+absl::StatusOr<std::shared_ptr<GptModel>> GptModel::Create(
+    const ModelSpec& spec, const GptModelOptions& options) {
+  if (absl::Status status = CheckSpec(spec); !status.ok()) return status;
+  return std::shared_ptr<GptModel>(new GptModel(spec, options));
+}
+
+absl::Status GptModel::CheckSpec(const ModelSpec& spec) {
+  if (absl::Status status = ValidateModelSpec(spec); !status.ok()) {
+    return status;
+  }
+  if (spec.vocab_size <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "model '", spec.name, "' has vocab_size ", spec.vocab_size,
+        "; the GPT model needs a vocabulary (set vocab_size > 0)"));
+  }
+  if (!spec.causal || !spec.gated_mlp || spec.adaln_modulation) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "model '", spec.name,
+        "' is not a GPT-style decoder; GptModel needs causal = true, "
+        "gated_mlp = true and adaln_modulation = false"));
+  }
+  if (spec.num_attention_heads <= 0 || spec.num_kv_heads <= 0 ||
+      spec.hidden_size % spec.num_attention_heads != 0 ||
+      spec.num_attention_heads % spec.num_kv_heads != 0 ||
+      spec.HeadDim() % 2 != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "model '", spec.name, "': hidden_size ", spec.hidden_size,
+        ", num_attention_heads ", spec.num_attention_heads, ", num_kv_heads ",
+        spec.num_kv_heads,
+        " do not give whole heads; need hidden_size % heads == 0, heads % "
+        "kv_heads == 0 and an even head dimension (rotary embeddings)"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status GptModel::CheckSequenceParallelSize(int sp_size) const {
+  if (sp_size < 1 || spec_.num_attention_heads % sp_size != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Ulysses SP size ", sp_size, " must divide num_attention_heads (",
+        spec_.num_attention_heads, ") of model '", spec_.name,
+        "'; use an SP size that divides it"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<torch::Tensor> GptModel::Forward(
+    const PackedShard& shard, const SequenceParallelContext& sp,
+    int checkpointed_layers) {
+  if (absl::Status status = CheckSequenceParallelSize(sp.size());
+      !status.ok()) {
+    return status;
+  }
+  const int64_t tokens = shard.num_local_tokens();
+  if (shard.slice_tokens.size() != shard.sequence_tokens.size() ||
+      !shard.token_ids.defined() || shard.token_ids.dim() != 1 ||
+      shard.token_ids.size(0) != tokens || !shard.positions.defined() ||
+      shard.positions.sizes() != shard.token_ids.sizes()) {
+    return absl::InvalidArgumentError(
+        "packed shard is inconsistent: token_ids and positions must be 1-D "
+        "with one entry per local token (sum of slice_tokens); build it with "
+        "ShardPackedSequences");
+  }
+  if (tokens == 0) {
+    return absl::InvalidArgumentError(
+        "packed shard has no tokens; a micro-batch needs at least one "
+        "sequence");
+  }
+  const int64_t s = sp.size();
+  for (size_t i = 0; i < shard.slice_tokens.size(); ++i) {
+    const int64_t length = shard.sequence_tokens[i];
+    if (length < 1 || (length + s - 1) / s != shard.slice_tokens[i]) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "sequence ", i, " of ", length, " tokens does not have ",
+          shard.slice_tokens[i], " tokens per slice at SP size ", s,
+          "; shard it with ShardPackedSequences for this group size"));
+    }
+  }
+  if (shard.token_ids.numel() > 0) {
+    const int64_t lowest = shard.token_ids.min().item<int64_t>();
+    const int64_t highest = shard.token_ids.max().item<int64_t>();
+    if (lowest < 0 || highest >= spec_.vocab_size) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "token ids must be in [0, ", spec_.vocab_size, ") for model '",
+          spec_.name, "'; got a token in [", lowest, ", ", highest, "]"));
+    }
+  }
+
+  auto context = std::make_shared<ForwardContext>();
+  context->sp = sp;
+  context->slice_tokens = shard.slice_tokens;
+  const torch::TensorOptions float_options =
+      torch::TensorOptions().dtype(options_.dtype).device(options_.device);
+  {
+    // Rotary tables in float64, then cast: identical for a position wherever
+    // its token lands.
+    const int64_t half = spec_.HeadDim() / 2;
+    torch::Tensor exponents =
+        torch::arange(half, torch::kFloat64) * (2.0 / spec_.HeadDim());
+    torch::Tensor inverse_frequency =
+        torch::pow(options_.rope_theta, -exponents);
+    torch::Tensor angles = shard.positions.to(torch::kFloat64).unsqueeze(1) *
+                           inverse_frequency.unsqueeze(0);
+    context->rope_cos = angles.cos().unsqueeze(1).to(float_options);
+    context->rope_sin = angles.sin().unsqueeze(1).to(float_options);
+  }
+  for (size_t i = 0; i < shard.slice_tokens.size(); ++i) {
+    const int64_t padded = shard.slice_tokens[i] * s;
+    torch::Tensor position = torch::arange(padded, torch::kInt64);
+    torch::Tensor later = position.unsqueeze(0) > position.unsqueeze(1);
+    torch::Tensor padding =
+        (position >= shard.sequence_tokens[i]).unsqueeze(0).expand_as(later);
+    context->blocked.push_back((later | padding).to(options_.device));
+  }
+
+  const int recomputed =
+      std::max(0, std::min<int>(checkpointed_layers, layers_.size()));
+  try {
+    torch::Tensor x =
+        torch::embedding(embedding_, shard.token_ids.to(options_.device));
+    for (size_t l = 0; l < layers_.size(); ++l) {
+      std::shared_ptr<DecoderLayer> layer = layers_[l];
+      if (static_cast<int>(l) < recomputed) {
+        // The closure owns the layer and context: recompute outlives Forward.
+        x = CheckpointedForward(
+            [layer, context](const torch::Tensor& input) {
+              return layer->Forward(input, *context);
+            },
+            x, layer->layer_parameters());
+      } else {
+        x = layer->Forward(x, *context);
+      }
+    }
+    x = RmsNorm(x, final_norm_, options_.rms_norm_epsilon);
+    return torch::matmul(x, lm_head_.t());
+  } catch (...) {
+    return StatusFromCurrentException("GptModel forward");
+  }
+}
+
+torch::Tensor GptModel::TokenLossSum(const torch::Tensor& logits,
+                                     const torch::Tensor& targets) {
+  return torch::nn::functional::cross_entropy(
+      logits, targets.to(logits.device()),
+      torch::nn::functional::CrossEntropyFuncOptions()
+          .ignore_index(kIgnoredTarget)
+          .reduction(torch::kSum));
+}
+
+}  // namespace dcp

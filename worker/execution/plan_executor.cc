@@ -1,0 +1,200 @@
+#include "worker/execution/plan_executor.h"
+
+#include <algorithm>
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace dcp {
+namespace {
+
+torch::optim::AdamWOptions AdamWOptionsFrom(const PlanExecutorOptions& o) {
+  return torch::optim::AdamWOptions(o.learning_rate)
+      .betas({o.adam_beta1, o.adam_beta2})
+      .eps(o.adam_epsilon)
+      .weight_decay(o.weight_decay);
+}
+
+}  // namespace
+
+PlanExecutor::PlanExecutor(std::shared_ptr<GptModel> model,
+                           Communicator& communicator,
+                           PlanExecutorOptions options)
+    : model_(std::move(model)),
+      communicator_(communicator),
+      options_(options),
+      clock_(options.clock != nullptr ? options.clock : &RealClock::Get()),
+      optimizer_(model_->parameters(), AdamWOptionsFrom(options)) {}
+
+absl::StatusOr<StepResult> PlanExecutor::RunStep(
+    const Plan& plan,
+    const std::function<std::vector<int64_t>(int sequence_index)>& tokens_of,
+    int64_t total_loss_tokens) {
+  if (total_loss_tokens <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "total_loss_tokens is ", total_loss_tokens,
+        "; pass the number of predicted tokens of the whole global batch "
+        "(sum of sequence lengths minus one per sequence), which must be > 0"));
+  }
+  const int rank = communicator_.rank();
+  StepResult result;
+  for (size_t g = 0; g < plan.groups.size(); ++g) {
+    const std::vector<int>& ranks = plan.groups[g].ranks;
+    if (std::find(ranks.begin(), ranks.end(), rank) == ranks.end()) continue;
+    if (result.group_index >= 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "rank ", rank, " is in SP groups ", result.group_index, " and ", g,
+          " of the plan; each rank must be in exactly one group"));
+    }
+    result.group_index = static_cast<int>(g);
+  }
+  if (result.group_index < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "rank ", rank, " is in none of the plan's ", plan.groups.size(),
+        " SP groups; a plan must place every rank of the world (size ",
+        communicator_.world_size(), ") in exactly one group"));
+  }
+  const GroupPlan& group_plan = plan.groups[result.group_index];
+  if (absl::Status status =
+          model_->CheckSequenceParallelSize(group_plan.sp_size());
+      !status.ok()) {
+    return status;
+  }
+  absl::StatusOr<CommGroup*> group = communicator_.Group(group_plan.ranks);
+  if (!group.ok()) return group.status();
+  result.sp_size = (*group)->size();
+  result.sp_rank = (*group)->rank();
+
+  model_->train();
+  for (torch::Tensor& p : model_->parameters()) {
+    if (p.grad().defined()) p.mutable_grad().zero_();
+  }
+
+  const double inverse_total = 1.0 / static_cast<double>(total_loss_tokens);
+  for (size_t m = 0; m < group_plan.micro_batches.size(); ++m) {
+    const MicroBatchPlan& micro_batch = group_plan.micro_batches[m];
+    const absl::Time start = clock_->Now();
+    std::vector<std::vector<int64_t>> sequences;
+    sequences.reserve(micro_batch.sequence_indices.size());
+    for (int index : micro_batch.sequence_indices) {
+      sequences.push_back(tokens_of(index));
+      if (sequences.back().empty()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("sequence ", index, " (micro-batch ", m, " of group ",
+                         result.group_index, ") has no tokens"));
+      }
+    }
+    MicroBatchResult micro_result;
+    micro_result.num_sequences = static_cast<int>(sequences.size());
+    micro_result.checkpointed_layers = micro_batch.checkpointed_layers;
+    if (sequences.empty()) {
+      result.micro_batches.push_back(micro_result);
+      continue;  // Nothing to run, on any member alike.
+    }
+    absl::StatusOr<PackedShard> shard =
+        ShardPackedSequences(sequences, result.sp_rank, result.sp_size);
+    if (!shard.ok()) return shard.status();
+    micro_result.local_tokens = shard->num_local_tokens();
+    micro_result.predicted_tokens = shard->num_predicted_tokens;
+    micro_result.real_tokens = shard->num_real_tokens;
+
+    SequenceParallelContext sp;
+    sp.group = *group;
+    sp.timeout = options_.collective_timeout;
+    sp.clock = clock_;
+    sp.stats = std::make_shared<CommunicationStats>();
+    absl::StatusOr<torch::Tensor> logits =
+        model_->Forward(*shard, sp, micro_batch.checkpointed_layers);
+    if (!logits.ok()) return logits.status();
+    try {
+      torch::Tensor loss =
+          GptModel::TokenLossSum(*logits, shard->targets) * inverse_total;
+      loss.backward();
+      micro_result.loss = loss.item<double>();
+    } catch (...) {
+      return StatusFromCurrentException(absl::StrCat("backward of micro-batch ",
+                                                     m, " of group ",
+                                                     result.group_index)
+                                            .c_str());
+    }
+    const absl::Duration elapsed = clock_->Now() - start;
+    micro_result.communication_seconds =
+        absl::ToDoubleSeconds(sp.stats->all_to_all_time);
+    micro_result.compute_seconds =
+        absl::ToDoubleSeconds(elapsed - sp.stats->all_to_all_time);
+    micro_result.all_to_all_calls = sp.stats->all_to_all_calls;
+    result.local_loss += micro_result.loss;
+    result.micro_batches.push_back(micro_result);
+  }
+
+  const absl::Time allreduce_start = clock_->Now();
+  if (absl::Status status = AllReduceGradients(); !status.ok()) return status;
+  result.gradient_allreduce_seconds =
+      absl::ToDoubleSeconds(clock_->Now() - allreduce_start);
+
+  try {
+    optimizer_.step();
+  } catch (...) {
+    return StatusFromCurrentException("AdamW step");
+  }
+
+  // On the parameters' device: NCCL reduces only device tensors.
+  torch::Tensor loss = torch::tensor(
+      {result.local_loss}, torch::TensorOptions()
+                               .dtype(torch::kFloat64)
+                               .device(model_->parameters().front().device()));
+  if (absl::Status status =
+          communicator_.World().AllReduceSum(loss, options_.collective_timeout);
+      !status.ok()) {
+    return status;
+  }
+  result.global_loss = loss.cpu().item<double>();
+  return result;
+}
+
+absl::Status PlanExecutor::AllReduceGradients() {
+  std::vector<torch::Tensor> parameters = model_->parameters();
+  for (torch::Tensor& p : parameters) {
+    // A rank with no micro-batches still contributes (zeros), in the same
+    // order and shape as every other rank.
+    if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
+  }
+  // Buckets of consecutive parameters: every rank cuts them identically.
+  size_t begin = 0;
+  while (begin < parameters.size()) {
+    size_t end = begin;
+    int64_t bytes = 0;
+    do {
+      bytes += parameters[end].numel() *
+               static_cast<int64_t>(parameters[end].element_size());
+      ++end;
+    } while (end < parameters.size() &&
+             bytes + parameters[end].numel() *
+                         static_cast<int64_t>(parameters[end].element_size()) <=
+                 options_.all_reduce_bucket_bytes);
+    std::vector<torch::Tensor> flat_grads;
+    flat_grads.reserve(end - begin);
+    for (size_t i = begin; i < end; ++i) {
+      flat_grads.push_back(parameters[i].grad().reshape({-1}));
+    }
+    torch::Tensor bucket = torch::cat(flat_grads);
+    if (absl::Status status = communicator_.World().AllReduceSum(
+            bucket, options_.collective_timeout);
+        !status.ok()) {
+      return status;
+    }
+    int64_t offset = 0;
+    for (size_t i = begin; i < end; ++i) {
+      torch::Tensor& p = parameters[i];
+      const int64_t n = p.numel();
+      p.mutable_grad().copy_(bucket.narrow(0, offset, n).view_as(p));
+      offset += n;
+    }
+    begin = end;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace dcp

@@ -1,0 +1,550 @@
+#include "worker/execution/profiler.h"
+
+#if DCP_LIBTORCH_HAS_CUDA
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <torch/version.h>
+#endif
+
+#include <ATen/CPUGeneratorImpl.h>
+
+#include <algorithm>
+#include <cmath>
+#include <exception>
+#include <functional>
+#include <limits>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "common/status_macros.h"
+#include "worker/communication/sequence_parallel.h"
+#include "worker/execution/model.h"
+
+#ifndef DCP_LIBTORCH_HAS_CUDA
+#error "DCP_LIBTORCH_HAS_CUDA is undefined: depend on @libtorch//:cuda"
+#endif
+
+namespace dcp {
+namespace {
+
+absl::Status CheckPositive(absl::string_view field,
+                           const std::vector<int64_t>& values) {
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (values[i] <= 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("ProfileOptions.", field, "[", i, "] = ", values[i],
+                       " must be positive; drop it or use a positive size"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckDevice(const ProfileOptions& options) {
+  const torch::Device& device = options.device;
+  if (device.is_cuda()) {
+#if DCP_LIBTORCH_HAS_CUDA
+    if (!torch::cuda::is_available()) {
+      return absl::FailedPreconditionError(
+          "ProfileOptions.device is CUDA but no CUDA device is visible; "
+          "profile on a GPU machine or use the CPU");
+    }
+#else
+    return absl::FailedPreconditionError(
+        "ProfileOptions.device is CUDA but this LibTorch has no CUDA; build "
+        "with a CUDA LibTorch (LIBTORCH_HOME) or profile on the CPU");
+#endif
+  } else if (!device.is_cpu()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("ProfileOptions.device ", device.str(),
+                     " is not supported; use the CPU or a CUDA device"));
+  }
+  const torch::Dtype dtype = options.dtype;
+  const bool supported = dtype == torch::kFloat32 || dtype == torch::kFloat64 ||
+                         dtype == torch::kBFloat16 ||
+                         (device.is_cuda() && dtype == torch::kHalf);
+  if (!supported) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "ProfileOptions.dtype ", c10::toString(dtype), " is not supported on ",
+        device.str(), "; use float32, float64 or bfloat16 (float16 on CUDA)"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateOptions(const ModelSpec& model,
+                             const ProfileOptions& options, int gpus_per_node,
+                             int world_size) {
+  // The benchmarks run GptModel's own layer and attention code.
+  DCP_RETURN_IF_ERROR(GptModel::CheckSpec(model));
+  if (gpus_per_node < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("gpus_per_node = ", gpus_per_node, " must be at least 1"));
+  }
+  if (options.repeats < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("ProfileOptions.repeats = ", options.repeats,
+                     " must be at least 1 (the median of the timed runs)"));
+  }
+  if (options.warmup < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "ProfileOptions.warmup = ", options.warmup, " must be at least 0"));
+  }
+  if (options.collective_timeout <= absl::ZeroDuration() ||
+      options.collective_timeout == absl::InfiniteDuration()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "ProfileOptions.collective_timeout = ",
+        absl::FormatDuration(options.collective_timeout),
+        " must be positive and finite (a missing rank must not hang the "
+        "profile)"));
+  }
+  DCP_RETURN_IF_ERROR(CheckDevice(options));
+  DCP_RETURN_IF_ERROR(CheckPositive("gemm_tokens", options.gemm_tokens));
+  DCP_RETURN_IF_ERROR(
+      CheckPositive("attention_lengths", options.attention_lengths));
+  DCP_RETURN_IF_ERROR(
+      CheckPositive("all_to_all_bytes", options.all_to_all_bytes));
+  DCP_RETURN_IF_ERROR(
+      CheckPositive("all_reduce_bytes", options.all_reduce_bytes));
+  DCP_RETURN_IF_ERROR(CheckPositive("memory_tokens", options.memory_tokens));
+
+  const int64_t element_bytes = torch::elementSize(options.dtype);
+  absl::StatusOr<std::vector<int>> group_sizes =
+      ProfileGroupSizes(options, world_size);
+  if (!group_sizes.ok()) return group_sizes.status();
+  if (!group_sizes->empty()) {
+    const int64_t largest = group_sizes->back();
+    for (int64_t bytes : options.all_to_all_bytes) {
+      if (bytes < largest * element_bytes) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("ProfileOptions.all_to_all_bytes ", bytes,
+                         " is less than one ", c10::toString(options.dtype),
+                         " element per member of a group of ", largest, " (",
+                         largest * element_bytes, " bytes); use larger sizes"));
+      }
+    }
+  }
+  for (int64_t bytes : options.all_reduce_bytes) {
+    if (bytes < element_bytes) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "ProfileOptions.all_reduce_bytes ", bytes, " is less than one ",
+          c10::toString(options.dtype), " element (", element_bytes,
+          " bytes); use larger sizes"));
+    }
+  }
+  if (options.memory_sequence_tokens <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("ProfileOptions.memory_sequence_tokens = ",
+                     options.memory_sequence_tokens, " must be positive"));
+  }
+  for (int64_t tokens : options.memory_tokens) {
+    if (tokens % options.memory_sequence_tokens != 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("ProfileOptions.memory_tokens ", tokens,
+                       " is not a multiple of memory_sequence_tokens (",
+                       options.memory_sequence_tokens, "); round it"));
+    }
+  }
+  if (options.memory_checkpointed_layers.has_value()) {
+    for (int layers : *options.memory_checkpointed_layers) {
+      if (layers < 0 || layers > model.num_layers) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("ProfileOptions.memory_checkpointed_layers ", layers,
+                         " is outside [0, num_layers = ", model.num_layers,
+                         "] of model '", model.name, "'"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+/// Waits for the device's queued work, so that the clock sees it done.
+void Synchronize(const torch::Device& device) {
+#if DCP_LIBTORCH_HAS_CUDA
+  if (device.is_cuda()) {
+    torch::cuda::synchronize(device.has_index() ? device.index() : -1);
+  }
+#else
+  (void)device;
+#endif
+}
+
+/// Times one measurement: `options.warmup` untimed runs, then
+/// `options.repeats` runs each timed by two clock reads; `prepare` runs
+/// (untimed) before every run. Returns the median seconds.
+class Timer {
+ public:
+  Timer(const ProfileOptions& options, const Clock& clock)
+      : options_(options), clock_(clock) {}
+
+  absl::StatusOr<double> MedianSeconds(
+      absl::string_view what, const std::function<absl::Status()>& prepare,
+      const std::function<absl::Status()>& run) const {
+    for (int i = 0; i < options_.warmup; ++i) {
+      DCP_RETURN_IF_ERROR(prepare());
+      DCP_RETURN_IF_ERROR(run());
+    }
+    Synchronize(options_.device);
+    std::vector<double> seconds;
+    seconds.reserve(options_.repeats);
+    for (int i = 0; i < options_.repeats; ++i) {
+      DCP_RETURN_IF_ERROR(prepare());
+      Synchronize(options_.device);
+      const absl::Time start = clock_.Now();
+      DCP_RETURN_IF_ERROR(run());
+      Synchronize(options_.device);
+      const absl::Time end = clock_.Now();
+      seconds.push_back(absl::ToDoubleSeconds(end - start));
+    }
+    std::sort(seconds.begin(), seconds.end());
+    const size_t middle = seconds.size() / 2;
+    const double median = seconds.size() % 2 == 1
+                              ? seconds[middle]
+                              : (seconds[middle - 1] + seconds[middle]) / 2;
+    if (!(median > 0)) {
+      return absl::InternalError(absl::StrCat(
+          "profiling ", what, ": the clock measured a median of ", median,
+          " s over ", options_.repeats,
+          " runs; the clock must advance over a measurement (use a finer "
+          "clock or larger sizes)"));
+    }
+    return median;
+  }
+
+ private:
+  const ProfileOptions& options_;
+  const Clock& clock_;
+};
+
+absl::Status NoPreparation() { return absl::OkStatus(); }
+
+/// Random inputs of the compute benchmarks, drawn on the CPU from one seeded
+/// generator (identical on every device), then moved.
+class InputSource {
+ public:
+  explicit InputSource(const ProfileOptions& options)
+      : generator_(at::detail::createCPUGenerator(options.seed)),
+        options_(torch::TensorOptions()
+                     .dtype(options.dtype)
+                     .device(options.device)) {}
+
+  torch::Tensor Normal(at::IntArrayRef sizes, double scale = 1.0) {
+    return (torch::randn(sizes, generator_, torch::kFloat32) * scale)
+        .to(options_);
+  }
+
+ private:
+  at::Generator generator_;
+  torch::TensorOptions options_;
+};
+
+absl::Status ProfileGemms(const ModelSpec& model, const ProfileOptions& options,
+                          const Timer& timer, InputSource& inputs,
+                          std::vector<ProfileSample>& samples) {
+  // GptModel's own layer, moved to the profiled device and dtype.
+  at::Generator generator = at::detail::createCPUGenerator(options.seed);
+  DecoderLayer layer(model, GptModelOptions(), generator);
+  layer.to(options.device, options.dtype);
+  // The forward GEMMs alone, as the samples' flops count them.
+  torch::NoGradGuard no_grad;
+  const double flops_per_token = model.LinearForwardFlopsPerToken();
+  for (int64_t tokens : options.gemm_tokens) {
+    const torch::Tensor x = inputs.Normal({tokens, model.hidden_size});
+    auto layer_gemms = [&]() -> absl::Status {
+      DecoderLayer::Projections qkv = layer.ProjectQkv(x);
+      torch::Tensor output = layer.ProjectOutput(x);
+      torch::Tensor mlp = layer.Mlp(x);
+      return absl::OkStatus();
+    };
+    absl::StatusOr<double> seconds =
+        timer.MedianSeconds(absl::StrCat("GEMMs of ", tokens, " tokens"),
+                            NoPreparation, layer_gemms);
+    if (!seconds.ok()) return seconds.status();
+    ProfileSample sample;
+    sample.op = ProfileSample::Op::kGemm;
+    sample.tokens = static_cast<double>(tokens);
+    sample.flops = flops_per_token * static_cast<double>(tokens);
+    sample.measured_seconds = *seconds;
+    samples.push_back(sample);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ProfileAttention(const ModelSpec& model,
+                              const ProfileOptions& options, const Timer& timer,
+                              InputSource& inputs,
+                              std::vector<ProfileSample>& samples) {
+  const int64_t q_heads = model.num_attention_heads;
+  const int64_t kv_heads = model.num_kv_heads;
+  const int64_t head_dim = model.HeadDim();
+  const double per_squared_token = model.AttentionForwardFlopsPerSquaredToken();
+  for (int64_t length : options.attention_lengths) {
+    const torch::Tensor q =
+        inputs.Normal({q_heads, length, head_dim}).requires_grad_(true);
+    const torch::Tensor k =
+        inputs.Normal({kv_heads, length, head_dim}).requires_grad_(true);
+    const torch::Tensor v =
+        inputs.Normal({kv_heads, length, head_dim}).requires_grad_(true);
+    const torch::Tensor output_gradient =
+        inputs.Normal({q_heads, length, head_dim});
+    // True where a query (row) must not see a key (column), as GptModel's
+    // mask of one unpadded sequence.
+    torch::Tensor blocked;
+    if (model.causal) {
+      torch::Tensor position = torch::arange(length, torch::kInt64);
+      blocked =
+          (position.unsqueeze(0) > position.unsqueeze(1)).to(options.device);
+    }
+    // GptModel's own attention core for one sequence of local heads.
+    auto forward = [&]() -> absl::Status {
+      torch::Tensor output = SequenceAttention(q, k, v, blocked);
+      return absl::OkStatus();
+    };
+    absl::StatusOr<double> forward_seconds = timer.MedianSeconds(
+        absl::StrCat("attention forward of ", length, " tokens"), NoPreparation,
+        forward);
+    if (!forward_seconds.ok()) return forward_seconds.status();
+
+    torch::Tensor output;
+    auto prepare_backward = [&]() -> absl::Status {
+      for (const torch::Tensor& input : {q, k, v}) {
+        input.mutable_grad() = torch::Tensor();
+      }
+      output = SequenceAttention(q, k, v, blocked);
+      return absl::OkStatus();
+    };
+    auto backward = [&]() -> absl::Status {
+      torch::autograd::backward({output}, {output_gradient});
+      output = torch::Tensor();
+      return absl::OkStatus();
+    };
+    absl::StatusOr<double> backward_seconds = timer.MedianSeconds(
+        absl::StrCat("attention backward of ", length, " tokens"),
+        prepare_backward, backward);
+    if (!backward_seconds.ok()) return backward_seconds.status();
+
+    const double squared = static_cast<double>(length) * length;
+    ProfileSample sample;
+    sample.flops = per_squared_token * squared;
+    sample.sum_squared_lengths = squared;
+    sample.sum_lengths = static_cast<double>(length);
+    sample.op = ProfileSample::Op::kAttentionForward;
+    sample.measured_seconds = *forward_seconds;
+    samples.push_back(sample);
+    sample.op = ProfileSample::Op::kAttentionBackward;
+    sample.measured_seconds = *backward_seconds;
+    samples.push_back(sample);
+  }
+  return absl::OkStatus();
+}
+
+#if DCP_LIBTORCH_HAS_CUDA
+absl::Status ProfileActivationMemory(const ModelSpec& model,
+                                     const ProfileOptions& options,
+                                     std::vector<ProfileSample>& samples) {
+  if (!options.device.is_cuda() || options.memory_tokens.empty()) {
+    return absl::OkStatus();
+  }
+  GptModelOptions model_options;
+  model_options.seed = options.seed;
+  model_options.dtype = options.dtype;
+  model_options.device = options.device;
+  absl::StatusOr<std::shared_ptr<GptModel>> gpt =
+      GptModel::Create(model, model_options);
+  // Only GPT-style decoders can be run; other models get no memory samples.
+  if (!gpt.ok()) return absl::OkStatus();
+  std::vector<int> checkpointed = options.memory_checkpointed_layers.value_or(
+      std::vector<int>{0, std::min(1, model.num_layers), model.num_layers});
+  std::sort(checkpointed.begin(), checkpointed.end());
+  checkpointed.erase(std::unique(checkpointed.begin(), checkpointed.end()),
+                     checkpointed.end());
+  // The current CUDA device when options.device names none.
+  const int device_index =
+      torch::empty({0}, torch::TensorOptions().device(options.device))
+          .device()
+          .index();
+  constexpr size_t kAggregate =
+      static_cast<size_t>(c10::CachingDeviceAllocator::StatType::AGGREGATE);
+  at::Generator generator = at::detail::createCPUGenerator(options.seed);
+  for (int layers : checkpointed) {
+    for (int64_t tokens : options.memory_tokens) {
+      const int64_t length = options.memory_sequence_tokens;
+      std::vector<std::vector<int64_t>> sequences;
+      for (int64_t i = 0; i < tokens / length; ++i) {
+        torch::Tensor ids = torch::randint(model.vocab_size, {length},
+                                           generator, torch::kInt64);
+        sequences.emplace_back(ids.data_ptr<int64_t>(),
+                               ids.data_ptr<int64_t>() + length);
+      }
+      absl::StatusOr<PackedShard> shard =
+          ShardPackedSequences(sequences, /*sp_rank=*/0, /*sp_size=*/1);
+      if (!shard.ok()) return shard.status();
+      auto step = [&]() -> absl::Status {
+        absl::StatusOr<torch::Tensor> logits =
+            (*gpt)->Forward(*shard, SequenceParallelContext(), layers);
+        if (!logits.ok()) return logits.status();
+        GptModel::TokenLossSum(*logits, shard->targets).backward();
+        return absl::OkStatus();
+      };
+      // Untimed first step: allocates the gradients, which then accumulate
+      // in place and so are part of what was allocated before.
+      DCP_RETURN_IF_ERROR(step());
+      Synchronize(options.device);
+      const int64_t before =
+          c10::cuda::CUDACachingAllocator::getDeviceStats(device_index)
+              .allocated_bytes[kAggregate]
+              .current;
+      c10::cuda::CUDACachingAllocator::resetPeakStats(device_index);
+      DCP_RETURN_IF_ERROR(step());
+      Synchronize(options.device);
+      const int64_t peak =
+          c10::cuda::CUDACachingAllocator::getDeviceStats(device_index)
+              .allocated_bytes[kAggregate]
+              .peak;
+      ProfileSample sample;
+      sample.op = ProfileSample::Op::kActivationMemory;
+      sample.tokens = static_cast<double>(tokens);
+      sample.checkpointed_layers = layers;
+      sample.measured_bytes =
+          options.memory_static_bytes + static_cast<double>(peak - before);
+      if (sample.measured_bytes > 0) samples.push_back(sample);
+    }
+  }
+  return absl::OkStatus();
+}
+#endif  // DCP_LIBTORCH_HAS_CUDA
+
+absl::Status ProfileCompute(const ModelSpec& model,
+                            const ProfileOptions& options, const Clock& clock,
+                            std::vector<ProfileSample>& samples) {
+  const Timer timer(options, clock);
+  InputSource inputs(options);
+  try {
+    DCP_RETURN_IF_ERROR(ProfileGemms(model, options, timer, inputs, samples));
+    DCP_RETURN_IF_ERROR(
+        ProfileAttention(model, options, timer, inputs, samples));
+#if DCP_LIBTORCH_HAS_CUDA
+    DCP_RETURN_IF_ERROR(ProfileActivationMemory(model, options, samples));
+#endif
+  } catch (...) {
+    return StatusFromCurrentException("profiling compute");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ProfileCollectives(Communicator& comm, int gpus_per_node,
+                                const std::vector<int>& group_sizes,
+                                const ProfileOptions& options,
+                                const Clock& clock,
+                                std::vector<ProfileSample>& samples) {
+  const Timer timer(options, clock);
+  const absl::Duration timeout = options.collective_timeout;
+  const int world_size = comm.world_size();
+  const int rank = comm.rank();
+  const int64_t element_bytes = torch::elementSize(options.dtype);
+  const torch::TensorOptions tensor_options =
+      torch::TensorOptions().dtype(options.dtype).device(options.device);
+  CommGroup& world = comm.World();
+  DCP_RETURN_IF_ERROR(world.Barrier(timeout));
+
+  for (int group_size : group_sizes) {
+    const int first = rank / group_size * group_size;
+    std::vector<int> members;
+    for (int r = first; r < first + group_size; ++r) members.push_back(r);
+    absl::StatusOr<CommGroup*> group = comm.Group(members);
+    if (!group.ok()) return group.status();
+    const bool inter_node =
+        first / gpus_per_node != (first + group_size - 1) / gpus_per_node;
+    for (int64_t bytes : options.all_to_all_bytes) {
+      const int64_t chunk_elements = bytes / (element_bytes * group_size);
+      torch::Tensor input =
+          torch::zeros({group_size, chunk_elements}, tensor_options);
+      torch::Tensor output = torch::empty_like(input);
+      absl::StatusOr<double> seconds = timer.MedianSeconds(
+          absl::StrCat("all-to-all of ", bytes, " bytes over ", group_size,
+                       " ranks"),
+          [&] { return (*group)->Barrier(timeout); },
+          [&] { return (*group)->AllToAll(input, output, timeout); });
+      if (!seconds.ok()) return seconds.status();
+      ProfileSample sample;
+      sample.op = ProfileSample::Op::kAllToAll;
+      sample.group_size = group_size;
+      sample.inter_node = inter_node;
+      sample.bytes = static_cast<double>(input.numel()) *
+                     static_cast<double>(element_bytes);
+      sample.measured_seconds = *seconds;
+      samples.push_back(sample);
+    }
+  }
+
+  if (world_size >= 2) {
+    const bool inter_node = world_size > gpus_per_node;
+    for (int64_t bytes : options.all_reduce_bytes) {
+      torch::Tensor buffer =
+          torch::zeros({bytes / element_bytes}, tensor_options);
+      absl::StatusOr<double> seconds = timer.MedianSeconds(
+          absl::StrCat("all-reduce of ", bytes, " bytes over ", world_size,
+                       " ranks"),
+          [&] { return world.Barrier(timeout); },
+          [&] { return world.AllReduceSum(buffer, timeout); });
+      if (!seconds.ok()) return seconds.status();
+      ProfileSample sample;
+      sample.op = ProfileSample::Op::kAllReduce;
+      sample.group_size = world_size;
+      sample.inter_node = inter_node;
+      sample.bytes = static_cast<double>(buffer.numel()) *
+                     static_cast<double>(element_bytes);
+      sample.measured_seconds = *seconds;
+      samples.push_back(sample);
+    }
+  }
+  return world.Barrier(timeout);
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<int>> ProfileGroupSizes(
+    const ProfileOptions& options, int world_size) {
+  std::vector<int> sizes;
+  if (!options.group_sizes.has_value()) {
+    for (int size = 2; size <= world_size; size *= 2) {
+      if (world_size % size == 0) sizes.push_back(size);
+    }
+    return sizes;
+  }
+  sizes = *options.group_sizes;
+  for (int size : sizes) {
+    if (size < 2 || size > world_size || world_size % size != 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "ProfileOptions.group_sizes has ", size,
+          ", but an all-to-all group size must be at least 2 and divide the "
+          "world size ",
+          world_size, "; use sizes among the divisors of ", world_size));
+    }
+  }
+  std::sort(sizes.begin(), sizes.end());
+  sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
+  return sizes;
+}
+
+absl::StatusOr<std::vector<ProfileSample>> RunProfile(
+    const ModelSpec& model, Communicator& comm, int gpus_per_node,
+    const ProfileOptions& options, const Clock& clock) {
+  DCP_RETURN_IF_ERROR(
+      ValidateOptions(model, options, gpus_per_node, comm.world_size()));
+  absl::StatusOr<std::vector<int>> group_sizes =
+      ProfileGroupSizes(options, comm.world_size());
+  if (!group_sizes.ok()) return group_sizes.status();
+
+  std::vector<ProfileSample> samples;
+  DCP_RETURN_IF_ERROR(ProfileCompute(model, options, clock, samples));
+  DCP_RETURN_IF_ERROR(ProfileCollectives(comm, gpus_per_node, *group_sizes,
+                                         options, clock, samples));
+  return samples;
+}
+
+}  // namespace dcp

@@ -1,0 +1,419 @@
+// RunProfile: single-process cases over a FakeCommunicator (samples, fitting
+// them, a scripted clock, option checks) and the collective protocol over 4
+// Gloo ranks run as child processes (multiprocess_test_util.h).
+
+#include "worker/execution/profiler.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "common/clock.h"
+#include "cost_model/cluster_spec.h"
+#include "cost_model/compute_model.h"
+#include "cost_model/cost_model.h"
+#include "cost_model/fitting.h"
+#include "cost_model/model_spec.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "torch/torch.h"
+#include "worker/communication/c10d_test_world.h"
+#include "worker/communication/communicator.h"
+#include "worker/communication/fake_communicator.h"
+#include "worker/communication/multiprocess_test_util.h"
+
+namespace dcp {
+namespace {
+
+using Op = ProfileSample::Op;
+using ::dcp::testing::RankContext;
+
+constexpr int kWorldSize = 4;
+// Ranks per node in the multi-process case: groups of 4 cross nodes.
+constexpr int kGpusPerNode = 2;
+constexpr absl::Duration kSetupTimeout = absl::Seconds(30);
+constexpr absl::Duration kRunTimeout = absl::Seconds(120);
+
+ModelSpec Tiny() {
+  absl::StatusOr<ModelSpec> spec = ModelPreset("tiny");
+  EXPECT_TRUE(spec.ok()) << spec.status();
+  return *spec;
+}
+
+std::vector<ProfileSample> OfOp(const std::vector<ProfileSample>& samples,
+                                Op op) {
+  std::vector<ProfileSample> selected;
+  for (const ProfileSample& sample : samples) {
+    if (sample.op == op) selected.push_back(sample);
+  }
+  return selected;
+}
+
+const ModelFitReport* Report(const CostModelFit& fit, const std::string& name) {
+  for (const ModelFitReport& report : fit.reports) {
+    if (report.name == name) return &report;
+  }
+  return nullptr;
+}
+
+/// A clock whose time moves only when read: each Now() returns the current
+/// time, then advances it by the next step of a cyclic script. Thread-safe.
+class ScriptedClock final : public Clock {
+ public:
+  explicit ScriptedClock(std::vector<absl::Duration> steps)
+      : steps_(std::move(steps)) {}
+
+  absl::Time Now() const override {
+    absl::MutexLock lock(&mutex_);
+    const absl::Time now = now_;
+    now_ += steps_[reads_ % steps_.size()];
+    ++reads_;
+    return now;
+  }
+
+  int64_t reads() const {
+    absl::MutexLock lock(&mutex_);
+    return reads_;
+  }
+
+ private:
+  const std::vector<absl::Duration> steps_;
+  mutable absl::Mutex mutex_;
+  mutable absl::Time now_ ABSL_GUARDED_BY(mutex_) = absl::UnixEpoch();
+  mutable int64_t reads_ ABSL_GUARDED_BY(mutex_) = 0;
+};
+
+TEST(ProfilerTest, SingleRankDefaultProfileHasComputeSamplesOnly) {
+  const ModelSpec spec = Tiny();
+  FakeCommunicator comm;
+  const ProfileOptions options;
+  const absl::Time start = absl::Now();
+  absl::StatusOr<std::vector<ProfileSample>> samples =
+      RunProfile(spec, comm, /*gpus_per_node=*/8, options);
+  std::fprintf(stderr, "default single-rank profile took %s\n",
+               absl::FormatDuration(absl::Now() - start).c_str());
+  ASSERT_TRUE(samples.ok()) << samples.status();
+
+  const std::vector<ProfileSample> gemms = OfOp(*samples, Op::kGemm);
+  const std::vector<ProfileSample> forward =
+      OfOp(*samples, Op::kAttentionForward);
+  const std::vector<ProfileSample> backward =
+      OfOp(*samples, Op::kAttentionBackward);
+  ASSERT_EQ(gemms.size(), options.gemm_tokens.size());
+  ASSERT_EQ(forward.size(), options.attention_lengths.size());
+  ASSERT_EQ(backward.size(), options.attention_lengths.size());
+  // A world of one has no collectives; the CPU reports no peak memory.
+  EXPECT_EQ(samples->size(), gemms.size() + forward.size() + backward.size());
+  EXPECT_EQ(comm.world().all_to_all_calls, 0);
+  EXPECT_EQ(comm.world().all_reduce_calls, 0);
+
+  for (size_t i = 0; i < gemms.size(); ++i) {
+    const double tokens = static_cast<double>(options.gemm_tokens[i]);
+    EXPECT_EQ(gemms[i].tokens, tokens);
+    EXPECT_DOUBLE_EQ(gemms[i].flops,
+                     spec.LinearForwardFlopsPerToken() * tokens);
+    EXPECT_GT(gemms[i].measured_seconds, 0);
+  }
+  // Far more work at the most tokens than at the fewest.
+  EXPECT_GT(gemms.back().measured_seconds, 2 * gemms.front().measured_seconds);
+  EXPECT_GT(gemms.back().measured_seconds,
+            gemms[gemms.size() - 2].measured_seconds);
+
+  for (size_t i = 0; i < forward.size(); ++i) {
+    const double length = static_cast<double>(options.attention_lengths[i]);
+    for (const ProfileSample& sample : {forward[i], backward[i]}) {
+      EXPECT_DOUBLE_EQ(
+          sample.flops,
+          spec.AttentionForwardFlopsPerSquaredToken() * length * length);
+      EXPECT_EQ(sample.sum_squared_lengths, length * length);
+      EXPECT_EQ(sample.sum_lengths, length);
+      EXPECT_GT(sample.measured_seconds, 0);
+    }
+  }
+  EXPECT_GT(forward.back().measured_seconds, forward.front().measured_seconds);
+  EXPECT_GT(backward.back().measured_seconds,
+            backward.front().measured_seconds);
+}
+
+TEST(ProfilerTest, FittedComputeModelPredictsAFreshGemm) {
+  const ModelSpec spec = Tiny();
+  FakeCommunicator comm;
+  ProfileOptions options;
+  options.repeats = 7;
+  absl::StatusOr<std::vector<ProfileSample>> samples =
+      RunProfile(spec, comm, /*gpus_per_node=*/8, options);
+  ASSERT_TRUE(samples.ok()) << samples.status();
+
+  const ClusterSpec cluster = H200Cluster(/*num_nodes=*/1, /*gpus_per_node=*/8);
+  absl::StatusOr<CostModelFit> fit =
+      FitCostModel(spec, cluster, DefaultCostParams(spec, cluster), *samples);
+  ASSERT_TRUE(fit.ok()) << fit.status();
+  for (const char* name : {"gemm", "attention_forward", "attention_backward"}) {
+    const ModelFitReport* report = Report(*fit, name);
+    ASSERT_NE(report, nullptr) << name;
+    EXPECT_FALSE(report->used_defaults) << name << ": " << report->note;
+    std::fprintf(stderr, "%s: %s, rms relative error %.3f\n", name,
+                 report->note.c_str(), report->rms_relative_error);
+  }
+
+  // A token count between the profiled ones, measured afresh.
+  ProfileOptions fresh = options;
+  fresh.gemm_tokens = {1024};
+  fresh.attention_lengths = {};
+  absl::StatusOr<std::vector<ProfileSample>> measured =
+      RunProfile(spec, comm, /*gpus_per_node=*/8, fresh);
+  ASSERT_TRUE(measured.ok()) << measured.status();
+  ASSERT_EQ(measured->size(), 1u);
+  const ProfileSample& sample = (*measured)[0];
+  const double predicted = ComputeModel(spec, fit->params.compute)
+                               .GemmSeconds(sample.flops, sample.tokens);
+  std::fprintf(stderr,
+               "GEMM of 1024 tokens: measured %.3g s, predicted %.3g s\n",
+               sample.measured_seconds, predicted);
+  EXPECT_NEAR(predicted, sample.measured_seconds,
+              0.5 * sample.measured_seconds);
+}
+
+TEST(ProfilerTest, EachSampleIsTheMedianOfTheTimedRunsOnTheInjectedClock) {
+  // Each timed run reads the clock twice: the step after the first read is
+  // the run's duration, the step after the second the gap to the next run.
+  // Runs of 3, 1 and 2 ms have a median of 2 ms; warmup runs read nothing.
+  const ScriptedClock clock({absl::Milliseconds(3), absl::Milliseconds(50),
+                             absl::Milliseconds(1), absl::Milliseconds(50),
+                             absl::Milliseconds(2), absl::Milliseconds(50)});
+  FakeCommunicator comm;
+  ProfileOptions options;
+  options.repeats = 3;
+  options.warmup = 1;
+  options.gemm_tokens = {8, 16};
+  options.attention_lengths = {8};
+  absl::StatusOr<std::vector<ProfileSample>> samples =
+      RunProfile(Tiny(), comm, /*gpus_per_node=*/8, options, clock);
+  ASSERT_TRUE(samples.ok()) << samples.status();
+  ASSERT_EQ(samples->size(), 4u);
+  for (const ProfileSample& sample : *samples) {
+    EXPECT_DOUBLE_EQ(sample.measured_seconds, 0.002);
+  }
+  EXPECT_EQ(clock.reads(), 4 * 2 * options.repeats);
+
+  // An even number of runs: the mean of the middle two (1 and 3 ms here).
+  const ScriptedClock even_clock(
+      {absl::Milliseconds(3), absl::ZeroDuration(), absl::Milliseconds(1),
+       absl::ZeroDuration(), absl::Milliseconds(9), absl::ZeroDuration(),
+       absl::Milliseconds(0.5), absl::ZeroDuration()});
+  options.repeats = 4;
+  options.attention_lengths = {};
+  samples = RunProfile(Tiny(), comm, /*gpus_per_node=*/8, options, even_clock);
+  ASSERT_TRUE(samples.ok()) << samples.status();
+  ASSERT_EQ(samples->size(), 2u);
+  for (const ProfileSample& sample : *samples) {
+    EXPECT_DOUBLE_EQ(sample.measured_seconds, 0.002);
+  }
+}
+
+TEST(ProfilerTest, ClockThatDoesNotAdvanceIsAnError) {
+  const ScriptedClock stopped({absl::ZeroDuration()});
+  FakeCommunicator comm;
+  ProfileOptions options;
+  options.repeats = 1;
+  options.warmup = 0;
+  options.gemm_tokens = {8};
+  options.attention_lengths = {};
+  absl::Status status =
+      RunProfile(Tiny(), comm, /*gpus_per_node=*/8, options, stopped).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInternal) << status;
+  EXPECT_THAT(std::string(status.message()),
+              ::testing::HasSubstr("clock must advance"));
+}
+
+TEST(ProfilerTest, InvalidOptionsAreRejectedBeforeAnyWork) {
+  const ModelSpec spec = Tiny();
+  FakeCommunicator comm;
+  auto error_of = [&](const ProfileOptions& options, int gpus_per_node = 8,
+                      const ModelSpec* model = nullptr) {
+    return RunProfile(model == nullptr ? spec : *model, comm, gpus_per_node,
+                      options)
+        .status();
+  };
+  auto expect_invalid = [&](const absl::Status& status,
+                            const std::string& mentions) {
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+    EXPECT_THAT(std::string(status.message()), ::testing::HasSubstr(mentions));
+  };
+  ProfileOptions options;
+  options.repeats = 0;
+  expect_invalid(error_of(options), "repeats");
+  options = ProfileOptions();
+  options.warmup = -1;
+  expect_invalid(error_of(options), "warmup");
+  options = ProfileOptions();
+  options.gemm_tokens = {64, 0};
+  expect_invalid(error_of(options), "gemm_tokens[1] = 0");
+  options = ProfileOptions();
+  options.attention_lengths = {-5};
+  expect_invalid(error_of(options), "attention_lengths[0]");
+  options = ProfileOptions();
+  options.all_reduce_bytes = {1};
+  expect_invalid(error_of(options), "all_reduce_bytes");
+  options = ProfileOptions();
+  options.group_sizes = std::vector<int>{2};
+  expect_invalid(error_of(options), "divide the world size 1");
+  options = ProfileOptions();
+  options.collective_timeout = absl::InfiniteDuration();
+  expect_invalid(error_of(options), "collective_timeout");
+  options = ProfileOptions();
+  options.dtype = torch::kInt64;
+  expect_invalid(error_of(options), "dtype");
+  options = ProfileOptions();
+  options.memory_tokens = {1000};
+  expect_invalid(error_of(options), "memory_sequence_tokens");
+  options = ProfileOptions();
+  options.memory_checkpointed_layers = std::vector<int>{3};
+  expect_invalid(error_of(options), "memory_checkpointed_layers");
+  expect_invalid(error_of(ProfileOptions(), /*gpus_per_node=*/0),
+                 "gpus_per_node");
+  ModelSpec uneven = spec;
+  uneven.num_kv_heads = 3;
+  EXPECT_EQ(error_of(ProfileOptions(), 8, &uneven).code(),
+            absl::StatusCode::kInvalidArgument);
+  options = ProfileOptions();
+  options.device = torch::Device(torch::kCUDA, 0);
+#if DCP_LIBTORCH_HAS_CUDA
+  if (!torch::cuda::is_available()) {
+    EXPECT_EQ(error_of(options).code(), absl::StatusCode::kFailedPrecondition);
+  }
+#else
+  EXPECT_EQ(error_of(options).code(), absl::StatusCode::kFailedPrecondition);
+#endif
+  // Nothing was communicated.
+  EXPECT_EQ(comm.world().barrier_calls, 0);
+}
+
+TEST(ProfilerTest, GroupSizes) {
+  auto sizes = [](std::optional<std::vector<int>> requested, int world) {
+    ProfileOptions options;
+    options.group_sizes = std::move(requested);
+    return ProfileGroupSizes(options, world);
+  };
+  EXPECT_THAT(*sizes(std::nullopt, 1), ::testing::IsEmpty());
+  EXPECT_THAT(*sizes(std::nullopt, 4), ::testing::ElementsAre(2, 4));
+  EXPECT_THAT(*sizes(std::nullopt, 8), ::testing::ElementsAre(2, 4, 8));
+  EXPECT_THAT(*sizes(std::nullopt, 12), ::testing::ElementsAre(2, 4));
+  EXPECT_THAT(*sizes(std::vector<int>{6, 2, 2}, 12),
+              ::testing::ElementsAre(2, 6));
+  EXPECT_THAT(*sizes(std::vector<int>{}, 8), ::testing::IsEmpty());
+  EXPECT_EQ(sizes(std::vector<int>{3}, 8).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(sizes(std::vector<int>{1}, 8).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(sizes(std::vector<int>{16}, 8).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+// --- 4 Gloo ranks ---
+
+absl::Status Check(bool condition, const std::string& what) {
+  if (condition) return absl::OkStatus();
+  return absl::InternalError(absl::StrCat("check failed: ", what));
+}
+
+// The default profile, collectively: every rank gets all-to-all samples for
+// groups of 2 (inside a node) and 4 (across the two nodes of 2), world
+// all-reduce samples, its own compute samples, and a fit that accepts them.
+DCP_RANK_MAIN(DefaultProfile) {
+  absl::StatusOr<std::unique_ptr<Communicator>> comm =
+      ::dcp::testing::JoinC10dTestWorld(
+          context, absl::StrCat("profiler_", context.arg), kSetupTimeout);
+  if (!comm.ok()) return comm.status();
+  const ModelSpec spec = Tiny();
+  const ProfileOptions options;
+  const absl::Time start = absl::Now();
+  absl::StatusOr<std::vector<ProfileSample>> samples =
+      RunProfile(spec, **comm, kGpusPerNode, options);
+  const absl::Duration took = absl::Now() - start;
+  if (!samples.ok()) return samples.status();
+  std::fprintf(stderr, "[rank %d] default profile: %zu samples in %s\n",
+               context.rank, samples->size(),
+               absl::FormatDuration(took).c_str());
+
+  std::map<int, std::vector<ProfileSample>> all_to_all;
+  for (const ProfileSample& sample : OfOp(*samples, Op::kAllToAll)) {
+    all_to_all[sample.group_size].push_back(sample);
+  }
+  absl::Status status =
+      Check(all_to_all.size() == 2 && all_to_all.count(2) == 1 &&
+                all_to_all.count(4) == 1,
+            "all-to-all samples for exactly group sizes 2 and 4");
+  if (!status.ok()) return status;
+  for (const auto& [group_size, group_samples] : all_to_all) {
+    status =
+        Check(group_samples.size() == options.all_to_all_bytes.size(),
+              absl::StrCat("one all-to-all sample per size at ", group_size));
+    if (!status.ok()) return status;
+    for (size_t i = 0; i < group_samples.size(); ++i) {
+      const ProfileSample& sample = group_samples[i];
+      status = Check(
+          sample.inter_node == (group_size > kGpusPerNode) &&
+              sample.bytes ==
+                  static_cast<double>(options.all_to_all_bytes[i]) &&
+              sample.measured_seconds > 0,
+          absl::StrCat("all-to-all sample ", i, " of group size ", group_size));
+      if (!status.ok()) return status;
+    }
+  }
+  const std::vector<ProfileSample> all_reduce = OfOp(*samples, Op::kAllReduce);
+  status = Check(all_reduce.size() == options.all_reduce_bytes.size(),
+                 "one world all-reduce sample per size");
+  if (!status.ok()) return status;
+  for (const ProfileSample& sample : all_reduce) {
+    status = Check(sample.group_size == kWorldSize && sample.inter_node &&
+                       sample.measured_seconds > 0,
+                   "all-reduce sample over the world across nodes");
+    if (!status.ok()) return status;
+  }
+  status = Check(OfOp(*samples, Op::kGemm).size() == options.gemm_tokens.size(),
+                 "GEMM samples on every rank");
+  if (!status.ok()) return status;
+
+  const ClusterSpec cluster =
+      H200Cluster(/*num_nodes=*/kWorldSize / kGpusPerNode, kGpusPerNode);
+  absl::StatusOr<CostModelFit> fit =
+      FitCostModel(spec, cluster, DefaultCostParams(spec, cluster), *samples);
+  if (!fit.ok()) return fit.status();
+  if (context.rank == 0) {
+    for (const ModelFitReport& report : fit->reports) {
+      std::fprintf(stderr, "[rank 0] fit %s: %s\n", report.name.c_str(),
+                   report.note.c_str());
+    }
+  }
+  return Check(
+      took < absl::Seconds(60),
+      absl::StrCat("default profile took ", absl::FormatDuration(took)));
+}
+
+TEST(ProfilerMultiProcessTest, DefaultProfileOverFourRanks) {
+  const absl::Time start = absl::Now();
+  absl::StatusOr<std::vector<int>> exit_codes = ::dcp::testing::RunRanks(
+      kWorldSize, kRunTimeout, "DefaultProfile", "default");
+  ASSERT_TRUE(exit_codes.ok()) << exit_codes.status();
+  EXPECT_THAT(*exit_codes, ::testing::Each(0))
+      << "exit codes by rank (the children's stderr above says why)";
+  std::fprintf(stderr, "4 ranks done in %s\n",
+               absl::FormatDuration(absl::Now() - start).c_str());
+}
+
+}  // namespace
+}  // namespace dcp

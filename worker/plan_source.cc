@@ -1,0 +1,166 @@
+#include "worker/plan_source.h"
+
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "planner/service/batch_fingerprint.h"
+#include "planner/service/proto_convert.h"
+#include "planner/validate.h"
+#include "worker/status_context.h"
+
+namespace dcp {
+namespace {
+
+std::vector<int64_t> Lengths(const std::vector<Sample>& samples) {
+  std::vector<int64_t> lengths;
+  lengths.reserve(samples.size());
+  for (const Sample& sample : samples) lengths.push_back(sample.length_tokens);
+  return lengths;
+}
+
+}  // namespace
+
+v1::GlobalBatch GlobalBatchProto(const std::vector<Sample>& samples,
+                                 int64_t step) {
+  v1::GlobalBatch batch;
+  batch.set_step(step);
+  for (const Sample& sample : samples) {
+    v1::Sample* proto = batch.add_samples();
+    proto->set_id(sample.id);
+    proto->set_length_tokens(sample.length_tokens);
+  }
+  return batch;
+}
+
+PlannerPlanSource::PlannerPlanSource(PlannerClient& planner,
+                                     PlannerPlanSourceOptions options)
+    : planner_(planner), options_(std::move(options)) {}
+
+void PlannerPlanSource::BatchKnown(const std::vector<Sample>& samples,
+                                   int64_t step) {
+  if (!options_.submits_ahead) return;
+  v1::SubmitBatchesRequest request;
+  *request.add_batches() = GlobalBatchProto(samples, step);
+  absl::StatusOr<v1::SubmitBatchesResponse> response =
+      planner_.SubmitBatches(request);
+  if (!response.ok()) {
+    options_.log(absl::StrCat("warning: SubmitBatches of step ", step,
+                              " failed (it will be planned on demand): ",
+                              response.status().ToString()));
+  }
+}
+
+absl::StatusOr<StepPlan> PlannerPlanSource::PlanOf(
+    const std::vector<Sample>& samples, int64_t step) {
+  v1::GetPlanRequest request;
+  request.set_worker_id(options_.worker_id);
+  request.set_step(step);
+  request.set_batch_fingerprint(BatchFingerprint(samples));
+  absl::StatusOr<v1::GetPlanResponse> response = planner_.GetPlan(request);
+  if (response.status().code() == absl::StatusCode::kFailedPrecondition) {
+    *request.mutable_batch() = GlobalBatchProto(samples, step);
+    response = planner_.GetPlan(request);
+  }
+  if (!response.ok()) {
+    return WithContext(response.status(),
+                       absl::StrCat("fetching the plan of step ", step));
+  }
+  if (response->plan().step() != step) {
+    return absl::InternalError(absl::StrCat("asked for the plan of step ", step,
+                                            " and got step ",
+                                            response->plan().step()));
+  }
+  if (response->sample_ids_size() != 0) {
+    bool same = response->sample_ids_size() == static_cast<int>(samples.size());
+    for (int i = 0; same && i < response->sample_ids_size(); ++i) {
+      same = response->sample_ids(i) == samples[i].id;
+    }
+    if (!same) {
+      return absl::InternalError(absl::StrCat(
+          "the plan of step ", step,
+          " was made for other sample ids than this rank's batch; every "
+          "rank must use the same --workload, seed and batch size"));
+    }
+  }
+  StepPlan result;
+  result.params_version = response->params_version();
+  result.plan = PlanFromProto(response->plan());
+  // Every rank checks the same plan, so all refuse a bad one together (an
+  // index out of range would otherwise throw mid-step, and a sequence
+  // planned twice or not at all would change the loss scale).
+  if (absl::Status valid = ValidatePlanStructure(
+          options_.model, options_.cluster, Lengths(samples), result.plan);
+      !valid.ok()) {
+    return WithContext(valid, absl::StrCat("the plan of step ", step));
+  }
+  return result;
+}
+
+void PlannerPlanSource::StepMeasured(int64_t step,
+                                     const StepMeasurement& measured) {
+  const WorkerStepMetrics& totals = measured.totals;
+  v1::ReportStepStatsRequest request;
+  request.set_worker_id(options_.worker_id);
+  request.set_step(step);
+  request.set_rank(options_.rank);
+  request.set_step_seconds(std::max(totals.step_seconds, 1e-9));
+  const int count = static_cast<int>(measured.micro_batches.size());
+  for (int m = 0; m < count; ++m) {
+    const StepMeasurement::MicroBatch& micro = measured.micro_batches[m];
+    v1::MicroBatchStats* stats = request.add_micro_batches();
+    stats->set_micro_batch_index(m);
+    stats->set_compute_seconds(std::max(0.0, micro.compute_seconds));
+    stats->set_communication_seconds(
+        std::max(0.0, micro.communication_seconds));
+    // The wait at the step-end all-reduce follows the last micro-batch.
+    stats->set_idle_seconds(m + 1 == count ? totals.idle_seconds : 0);
+    stats->set_peak_memory_bytes(totals.peak_memory_bytes);
+  }
+  absl::StatusOr<v1::ReportStepStatsResponse> response =
+      planner_.ReportStepStats(request);
+  if (!response.ok()) {
+    options_.log(absl::StrCat("warning: ReportStepStats of step ", step,
+                              " failed: ", response.status().ToString()));
+  }
+}
+
+absl::StatusOr<std::unique_ptr<BucketPlanSource>> BucketPlanSource::Create(
+    PlannerClient& planner, const StaticOptions& options,
+    const std::function<void(const std::string&)>& log) {
+  absl::StatusOr<v1::GetClusterModelResponse> model =
+      planner.GetClusterModel(v1::GetClusterModelRequest());
+  if (!model.ok()) {
+    return WithContext(model.status(), "asking the planner for its cost model");
+  }
+  absl::StatusOr<CostModel> cost_model =
+      CostModel::Create(ModelSpecFromProto(model->model()),
+                        ClusterSpecFromProto(model->cluster()),
+                        CostParamsFromProto(model->params()));
+  if (!cost_model.ok()) {
+    return WithContext(cost_model.status(), "the planner's cost model");
+  }
+  log(absl::StrCat("bucket plans from the planner's cost model v",
+                   model->params_version()));
+  return std::unique_ptr<BucketPlanSource>(
+      new BucketPlanSource(*std::move(cost_model), options));
+}
+
+absl::StatusOr<StepPlan> BucketPlanSource::PlanOf(
+    const std::vector<Sample>& samples, int64_t step) {
+  absl::StatusOr<Plan> bucket =
+      PlanBucket(cost_model_, Lengths(samples), options_);
+  if (!bucket.ok()) {
+    return WithContext(bucket.status(),
+                       absl::StrCat("the bucket plan of step ", step));
+  }
+  StepPlan result;
+  result.plan = *std::move(bucket);
+  return result;
+}
+
+}  // namespace dcp

@@ -1,0 +1,136 @@
+// Plan sources: where each training step's plan comes from. The planner's
+// per-batch plans (GetPlan) or static bucket plans made locally on the
+// planner's cost model; the agent only sees StepPlanSource.
+
+#ifndef DCP_WORKER_PLAN_SOURCE_H_
+#define DCP_WORKER_PLAN_SOURCE_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "cost_model/cluster_spec.h"
+#include "cost_model/cost_model.h"
+#include "cost_model/model_spec.h"
+#include "planner/baselines.h"
+#include "planner/plan.h"
+#include "planner/service/planner_client.h"
+#include "planner/workload.h"
+#include "worker/worker_metrics.h"
+
+namespace dcp {
+
+/// A step's plan and the planner's cost-model parameter version it was made
+/// with (0 for plans made locally). Plain value.
+struct StepPlan {
+  Plan plan;
+  int64_t params_version = 0;
+};
+
+/// What this rank measured of one step, for the source of its plan.
+/// Plain value.
+struct StepMeasurement {
+  /// Totals over the step (WorkerStepMetrics' fields).
+  WorkerStepMetrics totals;
+  /// Per micro-batch of this rank, in plan order.
+  struct MicroBatch {
+    double compute_seconds = 0;
+    double communication_seconds = 0;
+  };
+  std::vector<MicroBatch> micro_batches;
+};
+
+/// Where the plans of one rank's steps come from. Every rank of a world
+/// uses the same kind of source over the same batches. Calls come in step
+/// order: BatchKnown(step) as soon as the step's batch is drawn (one step
+/// ahead), PlanOf(step), then StepMeasured(step) once it ran.
+///
+/// Not thread-safe: the training thread makes every call.
+class StepPlanSource {
+ public:
+  virtual ~StepPlanSource() = default;
+
+  /// Step `step` will train on `samples`.
+  virtual void BatchKnown(const std::vector<Sample>& samples, int64_t step) = 0;
+
+  /// The plan of step `step`, whose batch is `samples`; errors say which
+  /// step's plan could not be had and why.
+  virtual absl::StatusOr<StepPlan> PlanOf(const std::vector<Sample>& samples,
+                                          int64_t step) = 0;
+
+  /// This rank ran step `step` and measured `measured`.
+  virtual void StepMeasured(int64_t step, const StepMeasurement& measured) = 0;
+};
+
+struct PlannerPlanSourceOptions {
+  std::string worker_id;
+  int rank = 0;
+  /// Submit each batch as soon as it is known (SubmitBatches), so the
+  /// planner plans it ahead; one rank (rank 0) does.
+  bool submits_ahead = false;
+  /// What the plans are checked against.
+  ModelSpec model;
+  ClusterSpec cluster;
+  /// Warnings, one line each; required.
+  std::function<void(const std::string&)> log;
+};
+
+/// The planner's plans. PlanOf asks by step with the batch's fingerprint (a
+/// few bytes; the batch was submitted ahead), and with the whole batch when
+/// the planner does not know the step (yet, or any more):
+/// FAILED_PRECONDITION. A batch that really differs from the planner's
+/// fails that second call too. Every plan is checked against the batch and
+/// ValidatePlanStructure, so every rank refuses a bad plan together.
+/// StepMeasured reports to the planner (ReportStepStats). A failed
+/// SubmitBatches or ReportStepStats is only a warning.
+///
+/// Not thread-safe (see StepPlanSource); `planner` must outlive it.
+class PlannerPlanSource final : public StepPlanSource {
+ public:
+  PlannerPlanSource(PlannerClient& planner, PlannerPlanSourceOptions options);
+
+  void BatchKnown(const std::vector<Sample>& samples, int64_t step) override;
+  absl::StatusOr<StepPlan> PlanOf(const std::vector<Sample>& samples,
+                                  int64_t step) override;
+  void StepMeasured(int64_t step, const StepMeasurement& measured) override;
+
+ private:
+  PlannerClient& planner_;
+  const PlannerPlanSourceOptions options_;
+};
+
+/// The static `bucket` baseline (planner/baselines.h), computed locally
+/// with PlanBucket on the planner's cost model, to run the same batches the
+/// static way. Reports nothing.
+///
+/// Not thread-safe (see StepPlanSource).
+class BucketPlanSource final : public StepPlanSource {
+ public:
+  /// Fetches the planner's cost model (GetClusterModel) once.
+  static absl::StatusOr<std::unique_ptr<BucketPlanSource>> Create(
+      PlannerClient& planner, const StaticOptions& options,
+      const std::function<void(const std::string&)>& log);
+
+  void BatchKnown(const std::vector<Sample>&, int64_t) override {}
+  absl::StatusOr<StepPlan> PlanOf(const std::vector<Sample>& samples,
+                                  int64_t step) override;
+  void StepMeasured(int64_t, const StepMeasurement&) override {}
+
+ private:
+  BucketPlanSource(CostModel cost_model, StaticOptions options)
+      : cost_model_(std::move(cost_model)), options_(options) {}
+
+  const CostModel cost_model_;
+  const StaticOptions options_;
+};
+
+/// `samples` as the planner's step `step`.
+v1::GlobalBatch GlobalBatchProto(const std::vector<Sample>& samples,
+                                 int64_t step);
+
+}  // namespace dcp
+
+#endif  // DCP_WORKER_PLAN_SOURCE_H_

@@ -1,0 +1,165 @@
+// PlannerPlanSource and BucketPlanSource against a FakePlannerClient.
+
+#include "worker/plan_source.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "cost_model/cluster_spec.h"
+#include "cost_model/cost_model.h"
+#include "cost_model/model_spec.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "planner/plan.h"
+#include "planner/service/batch_fingerprint.h"
+#include "planner/service/fake_planner_client.h"
+#include "planner/service/proto_convert.h"
+#include "worker/one_rank_planner_answers.h"
+
+namespace dcp {
+namespace {
+
+using ::testing::Contains;
+using ::testing::HasSubstr;
+using ::testing::SizeIs;
+
+const std::vector<Sample> kBatch = {{/*id=*/10, /*length_tokens=*/32},
+                                    {/*id=*/11, /*length_tokens=*/64},
+                                    {/*id=*/12, /*length_tokens=*/16}};
+
+/// Every sequence of `batch` in one micro-batch, planner parameters v3.
+v1::GetPlanResponse OneMicroBatch(const v1::GlobalBatch& batch) {
+  return OneMicroBatchPlan(batch, /*params_version=*/3);
+}
+
+struct Fixture {
+  explicit Fixture(bool submits_ahead) {
+    PlannerPlanSourceOptions options;
+    options.worker_id = "worker-a";
+    options.rank = 0;
+    options.submits_ahead = submits_ahead;
+    options.model = *ModelPreset("tiny");
+    options.cluster = OneRankCluster();
+    options.log = [this](const std::string& line) { logged.push_back(line); };
+    source = std::make_unique<PlannerPlanSource>(planner, options);
+  }
+  FakePlannerClient planner;
+  std::vector<std::string> logged;
+  std::unique_ptr<PlannerPlanSource> source;
+};
+
+TEST(PlannerPlanSourceTest, AsksByFingerprintThenWithTheBatch) {
+  Fixture fixture(/*submits_ahead=*/false);
+  fixture.planner.on_get_plan = [](const v1::GetPlanRequest& request)
+      -> absl::StatusOr<v1::GetPlanResponse> {
+    if (request.batch().samples_size() == 0) {
+      return absl::FailedPreconditionError("step 4 is unknown");
+    }
+    return OneMicroBatch(request.batch());
+  };
+  absl::StatusOr<StepPlan> plan = fixture.source->PlanOf(kBatch, /*step=*/4);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->params_version, 3);
+  ASSERT_THAT(plan->plan.groups, SizeIs(1));
+  EXPECT_THAT(plan->plan.groups[0].micro_batches[0].sequence_indices,
+              SizeIs(3));
+  const std::vector<v1::GetPlanRequest> requests =
+      fixture.planner.get_plan_requests();
+  ASSERT_THAT(requests, SizeIs(2));
+  EXPECT_EQ(requests[0].step(), 4);
+  EXPECT_EQ(requests[0].batch().samples_size(), 0);
+  EXPECT_EQ(requests[0].batch_fingerprint(), BatchFingerprint(kBatch));
+  EXPECT_EQ(requests[1].batch().step(), 4);
+  EXPECT_EQ(requests[1].batch().samples_size(), 3);
+}
+
+TEST(PlannerPlanSourceTest, RefusesAPlanMadeForOtherSamples) {
+  Fixture fixture(/*submits_ahead=*/false);
+  fixture.planner.on_get_plan = [](const v1::GetPlanRequest& request)
+      -> absl::StatusOr<v1::GetPlanResponse> {
+    v1::GlobalBatch other = GlobalBatchProto(kBatch, request.step());
+    other.mutable_samples(1)->set_id(99);
+    return OneMicroBatch(other);
+  };
+  const absl::Status status = fixture.source->PlanOf(kBatch, 0).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(status.message(), HasSubstr("other sample ids"));
+}
+
+TEST(PlannerPlanSourceTest, SubmitsAheadOnlyWhenAskedAndOnlyWarns) {
+  Fixture quiet(/*submits_ahead=*/false);
+  quiet.source->BatchKnown(kBatch, 1);
+  EXPECT_THAT(quiet.planner.submit_batches_requests(), SizeIs(0));
+
+  Fixture ahead(/*submits_ahead=*/true);
+  ahead.planner.on_submit_batches = [](const v1::SubmitBatchesRequest&)
+      -> absl::StatusOr<v1::SubmitBatchesResponse> {
+    return absl::UnavailableError("planner restarting");
+  };
+  ahead.source->BatchKnown(kBatch, 1);
+  ASSERT_THAT(ahead.planner.submit_batches_requests(), SizeIs(1));
+  EXPECT_EQ(ahead.planner.submit_batches_requests()[0].batches(0).step(), 1);
+  EXPECT_THAT(ahead.logged,
+              Contains(HasSubstr("warning: SubmitBatches of step 1 failed")));
+}
+
+TEST(PlannerPlanSourceTest, ReportsTheIdleTimeWithTheLastMicroBatch) {
+  Fixture fixture(/*submits_ahead=*/false);
+  StepMeasurement measured;
+  measured.totals.step_seconds = 2;
+  measured.totals.idle_seconds = 0.5;
+  measured.totals.peak_memory_bytes = 1000;
+  measured.micro_batches = {{/*compute_seconds=*/0.75,
+                             /*communication_seconds=*/0.25},
+                            {/*compute_seconds=*/0.25,
+                             /*communication_seconds=*/-1}};
+  fixture.source->StepMeasured(/*step=*/6, measured);
+  ASSERT_THAT(fixture.planner.report_step_stats_requests(), SizeIs(1));
+  const v1::ReportStepStatsRequest report =
+      fixture.planner.report_step_stats_requests()[0];
+  EXPECT_EQ(report.step(), 6);
+  EXPECT_EQ(report.worker_id(), "worker-a");
+  EXPECT_EQ(report.step_seconds(), 2);
+  ASSERT_EQ(report.micro_batches_size(), 2);
+  EXPECT_EQ(report.micro_batches(0).compute_seconds(), 0.75);
+  EXPECT_EQ(report.micro_batches(0).idle_seconds(), 0);
+  EXPECT_EQ(report.micro_batches(1).idle_seconds(), 0.5);
+  EXPECT_EQ(report.micro_batches(1).communication_seconds(), 0);
+  EXPECT_EQ(report.micro_batches(1).peak_memory_bytes(), 1000);
+}
+
+TEST(BucketPlanSourceTest, PlansLocallyOnThePlannersCostModel) {
+  FakePlannerClient planner;
+  planner.on_get_cluster_model = [](const v1::GetClusterModelRequest&)
+      -> absl::StatusOr<v1::GetClusterModelResponse> {
+    return TinyClusterModel(/*using_default_params=*/false,
+                            /*params_version=*/2);
+  };
+  std::vector<std::string> logged;
+  StaticOptions options;
+  options.micro_batch_sequences = 1;
+  absl::StatusOr<std::unique_ptr<BucketPlanSource>> source =
+      BucketPlanSource::Create(planner, options, [&](const std::string& line) {
+        logged.push_back(line);
+      });
+  ASSERT_TRUE(source.ok()) << source.status();
+  EXPECT_THAT(logged, Contains(HasSubstr("cost model v2")));
+  (*source)->BatchKnown(kBatch, 0);
+  absl::StatusOr<StepPlan> plan = (*source)->PlanOf(kBatch, 0);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->params_version, 0);
+  ASSERT_THAT(plan->plan.groups, SizeIs(1));
+  // One sequence per micro-batch on the only rank.
+  EXPECT_THAT(plan->plan.groups[0].micro_batches, SizeIs(3));
+  EXPECT_GT(plan->plan.predicted_step_seconds, 0);
+  (*source)->StepMeasured(0, StepMeasurement());
+  EXPECT_THAT(planner.get_plan_requests(), SizeIs(0));
+  EXPECT_THAT(planner.submit_batches_requests(), SizeIs(0));
+  EXPECT_THAT(planner.report_step_stats_requests(), SizeIs(0));
+}
+
+}  // namespace
+}  // namespace dcp
