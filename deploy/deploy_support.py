@@ -9,7 +9,6 @@ import signal
 import socket
 import subprocess
 import tempfile
-import threading
 import time
 import urllib.parse
 import urllib.request
@@ -295,31 +294,35 @@ def planner_argv(deployment, mounts):
 
 
 class Planner:
-    """A dcp_planner process and its "listening on" line."""
-
-    LINE = re.compile(r"dcp_planner listening on 127\.0\.0\.1:(\d+), metrics on 127\.0\.0\.1:(\d+)")
+    """A dcp_planner process and the ports it writes to its --port-file."""
 
     def __init__(self, argv, log_path, env=None):
         self.log = open(log_path, "w")
-        self.process = start(argv, stdout=subprocess.PIPE, stderr=self.log, text=True, env=env)
+        self.port_file = log_path + ".ports"
+        if os.path.exists(self.port_file):
+            os.remove(self.port_file)
+        self.process = start(argv + [f"--port-file={self.port_file}"], stdout=subprocess.DEVNULL,
+                             stderr=self.log, text=True, env=env)
+        # (gRPC port, metrics port), set by wait_serving.
         self.ports = None
-        self.lines = []
-        threading.Thread(target=self._read, daemon=True).start()
 
-    def _read(self):
-        for line in self.process.stdout:
-            self.lines.append(line)
-            match = self.LINE.search(line)
-            if match and not self.ports:
-                self.ports = (int(match.group(1)), int(match.group(2)))
+    def _ports(self):
+        """(gRPC port, metrics port) once the port file exists, else None."""
+        try:
+            with open(self.port_file) as f:
+                fields = dict(line.strip().split("=", 1) for line in f if "=" in line)
+        except FileNotFoundError:
+            return None
+        return int(fields["grpc_port"]), int(fields["metrics_port"])
 
     def wait_serving(self, deadline):
         def serving():
             if self.process.poll() is not None:
                 raise RuntimeError(f"dcp_planner exited with {self.process.returncode}: "
                                    f"{tail(open(self.log.name).read())}")
+            self.ports = self._ports()
             return self.ports
-        return wait_for("dcp_planner's \"listening on\" line", serving, deadline)
+        return wait_for(f"dcp_planner's port file {self.port_file}", serving, deadline)
 
 
 def make_tls_files(directory):

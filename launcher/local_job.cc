@@ -36,6 +36,7 @@
 #include "launcher/child_process.h"
 #include "launcher/local_job_config.h"
 #include "nlohmann/json.hpp"
+#include "planner/service/port_file.h"
 #include "worker/run_summary.h"
 
 namespace dcp {
@@ -131,47 +132,37 @@ absl::StatusOr<Planner> StartPlanner(const Config& config,
                                      absl::Time deadline) {
   Planner planner;
   planner.log_path = absl::StrCat(config.work_dir, "/planner.log");
-  auto listening = std::make_shared<absl::Notification>();
-  auto port = std::make_shared<std::atomic<int>>(0);
+  // The planner writes its ports to this file once serving (--port-file);
+  // its stdout is for people.
+  const std::string port_file = absl::StrCat(config.work_dir, "/planner.ports");
+  std::remove(port_file.c_str());
   absl::StatusOr<std::unique_ptr<ChildProcess>> process = ChildProcess::Start(
       {config.planner_binary, "--listen=127.0.0.1:0",
        "--metrics-listen=", absl::StrCat("--model=", config.model),
        absl::StrCat("--cluster=", cluster_path), "--drain-timeout=2s",
-       absl::StrCat("--online-refit=", config.online_refit ? "true" : "false")},
-      planner.log_path, [listening, port](const std::string& line) {
-        // "dcp_planner listening on HOST:PORT, metrics ..."
-        constexpr absl::string_view kPrefix = "dcp_planner listening on ";
-        if (listening->HasBeenNotified() || !absl::StartsWith(line, kPrefix)) {
-          return;
-        }
-        const std::string address(
-            absl::string_view(line).substr(kPrefix.size()));
-        const std::string host_port = address.substr(0, address.find(','));
-        int value = 0;
-        if (absl::SimpleAtoi(host_port.substr(host_port.rfind(':') + 1),
-                             &value)) {
-          port->store(value);
-        }
-        listening->Notify();
-      });
+       absl::StrCat("--online-refit=", config.online_refit ? "true" : "false"),
+       absl::StrCat("--port-file=", port_file)},
+      planner.log_path, [](const std::string&) {});
   if (!process.ok()) return process.status();
   planner.process = *std::move(process);
-  while (!listening->WaitForNotificationWithTimeout(absl::Milliseconds(50))) {
+  while (true) {
+    absl::StatusOr<std::optional<PlannerPorts>> ports = ReadPortFile(port_file);
+    if (!ports.ok()) return ports.status();
+    if (ports->has_value()) {
+      planner.port = (*ports)->grpc_port;
+      return planner;
+    }
     if (std::optional<int> code = planner.process->Poll(); code.has_value()) {
       return absl::InternalError(absl::StrCat(
           "dcp_planner exited with code ", *code, " before serving; its log (",
           planner.log_path, "):\n", Tail(planner.log_path, 20)));
     }
     if (absl::Now() >= deadline || interrupt_signal.load() != 0) {
-      return absl::DeadlineExceededError(
-          "dcp_planner did not print its \"listening on\" line in time");
+      return absl::DeadlineExceededError(absl::StrCat(
+          "dcp_planner did not write its ports to ", port_file, " in time"));
     }
+    absl::SleepFor(absl::Milliseconds(50));
   }
-  planner.port = port->load();
-  if (planner.port <= 0) {
-    return absl::InternalError("cannot parse dcp_planner's port");
-  }
-  return planner;
 }
 
 /// Stops the planner: SIGTERM, then SIGKILL after a grace period.

@@ -250,16 +250,33 @@ TEST(CliTest, SimulateWritesAReportOrSaysWhyNot) {
   EXPECT_THAT(failed.err, HasSubstr("report_blocker"));
 }
 
+// Writes `lengths` (one per line) and the `packed` plan of them on one
+// node of 8 GPUs to files named after `name`; returns the plan's output.
+struct PlannedFiles {
+  std::string lengths_path;
+  std::string plan_path;
+  CliResult plan;
+};
+PlannedFiles WritePackedPlan(const std::string& name,
+                             const std::string& lengths) {
+  PlannedFiles files{
+      TempPath(name + "_lengths.txt"), TempPath(name + "_plan.json"), {}};
+  WriteFile(files.lengths_path, lengths);
+  files.plan =
+      RunCli({"plan", "--nodes=1", "--gpus-per-node=8", "--strategy=packed",
+              absl::StrCat("--lengths=", files.lengths_path)});
+  WriteFile(files.plan_path, files.plan.out);
+  return files;
+}
+
 TEST(CliTest, PriceAPlanFromAFile) {
-  const std::string lengths_path = TempPath("price_lengths.txt");
-  const std::string plan_path = TempPath("price_plan.json");
-  WriteFile(lengths_path, "4096\n1000\n30000\n512\n8192\n700\n2048\n12000\n");
+  const PlannedFiles files = WritePackedPlan(
+      "price", "4096\n1000\n30000\n512\n8192\n700\n2048\n12000\n");
+  const std::string& lengths_path = files.lengths_path;
+  const std::string& plan_path = files.plan_path;
+  const CliResult& plan = files.plan;
   const std::vector<std::string> cluster = {"--nodes=1", "--gpus-per-node=8"};
-  const CliResult plan = RunCli(With(
-      {"plan", "--strategy=packed", absl::StrCat("--lengths=", lengths_path)},
-      cluster));
   ASSERT_EQ(plan.exit_code, 0) << plan.err;
-  WriteFile(plan_path, plan.out);
   const Json planned = Json::parse(plan.out);
 
   const CliResult json =
@@ -347,16 +364,13 @@ TEST(CliTest, PlanThenValidateRoundTrip) {
 }
 
 TEST(CliTest, DerivedFieldsThatContradictThePlanAreInvalid) {
-  const std::string lengths_path = TempPath("derived_lengths.txt");
-  const std::string plan_path = TempPath("derived_plan.json");
-  WriteFile(lengths_path, "4096\n1000\n30000\n512\n8192\n");
+  const PlannedFiles files =
+      WritePackedPlan("derived", "4096\n1000\n30000\n512\n8192\n");
+  const std::string& lengths_path = files.lengths_path;
+  const std::string& plan_path = files.plan_path;
   const std::vector<std::string> cluster = {"--nodes=1", "--gpus-per-node=8"};
-  const CliResult plan = RunCli(With(
-      {"plan", absl::StrCat("--lengths=", lengths_path), "--strategy=packed"},
-      cluster));
-  ASSERT_EQ(plan.exit_code, 0) << plan.err;
-  const Json original = Json::parse(plan.out);
-  WriteFile(plan_path, original.dump());
+  ASSERT_EQ(files.plan.exit_code, 0) << files.plan.err;
+  const Json original = Json::parse(files.plan.out);
   for (const char* subcommand : {"validate", "price"}) {
     EXPECT_EQ(RunCli(With({subcommand, "--plan=" + plan_path,
                            "--lengths=" + lengths_path},

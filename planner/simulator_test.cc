@@ -206,16 +206,22 @@ TEST(SimulatorTest, RejectsBadOptions) {
               HasSubstr("SP size 3"));
 }
 
-TEST(SimulatorTest, PlanningErrorsNameTheStep) {
-  // 1M-token sequences do not fit one 8-GPU node of llama3-8b.
-  const CostModel cost_model =
-      MakeCostModel("llama3-8b", /*num_nodes=*/1, /*gpus_per_node=*/8);
+// Batches of one sequence each: 1K tokens, then 4M tokens, which does not
+// fit one 8-GPU node of llama3-8b.
+BatchStream ShortThenTooLong() {
   absl::StatusOr<BatchStream> stream =
       BatchStream::Create(MakeListSource({1024, 1 << 22}),
                           {/*global_batch_tokens=*/0,
                            /*global_batch_samples=*/1},
                           /*seed=*/1);
-  ASSERT_TRUE(stream.ok()) << stream.status();
+  EXPECT_TRUE(stream.ok()) << stream.status();
+  return *std::move(stream);
+}
+
+TEST(SimulatorTest, PlanningErrorsNameTheStep) {
+  const CostModel cost_model =
+      MakeCostModel("llama3-8b", /*num_nodes=*/1, /*gpus_per_node=*/8);
+  BatchStream stream = ShortThenTooLong();
   FakeClock clock;
   SimulationOptions options = SmallOptions();
   // Statically configured for the short sequence, so step 0 plans.
@@ -223,7 +229,7 @@ TEST(SimulatorTest, PlanningErrorsNameTheStep) {
   options.static_options.workload_max_length_tokens = 1024;
   options.strategies = {"bucket", "packed", "dcp"};
   absl::StatusOr<SimulationReport> report =
-      Simulate(cost_model, *stream, options, clock);
+      Simulate(cost_model, stream, options, clock);
   EXPECT_EQ(report.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(std::string(report.status().message()), HasSubstr("step 1: "));
 }
@@ -231,17 +237,12 @@ TEST(SimulatorTest, PlanningErrorsNameTheStep) {
 TEST(SimulatorTest, BestStaticSaysWhichSequenceNoStaticSizeHolds) {
   const CostModel cost_model =
       MakeCostModel("llama3-8b", /*num_nodes=*/1, /*gpus_per_node=*/8);
-  absl::StatusOr<BatchStream> stream =
-      BatchStream::Create(MakeListSource({1024, 1 << 22}),
-                          {/*global_batch_tokens=*/0,
-                           /*global_batch_samples=*/1},
-                          /*seed=*/1);
-  ASSERT_TRUE(stream.ok()) << stream.status();
+  BatchStream stream = ShortThenTooLong();
   FakeClock clock;
   SimulationOptions options = SmallOptions();
   options.strategies = {"best-static"};
   const absl::Status status =
-      Simulate(cost_model, *stream, options, clock).status();
+      Simulate(cost_model, stream, options, clock).status();
   EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(
       std::string(status.message()),

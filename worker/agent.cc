@@ -16,7 +16,7 @@
 #include "cost_model/cluster_spec.h"
 #include "cost_model/model_spec.h"
 #include "planner/baselines.h"
-#include "planner/service/proto_convert.h"
+#include "planner/client/proto_convert.h"
 #include "torch/torch.h"
 #include "worker/checkpoint_coordinator.h"
 #include "worker/communication/communicator.h"

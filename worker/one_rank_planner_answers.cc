@@ -2,8 +2,8 @@
 
 #include "cost_model/cost_model.h"
 #include "cost_model/model_spec.h"
+#include "planner/client/proto_convert.h"
 #include "planner/plan.h"
-#include "planner/service/proto_convert.h"
 
 namespace dcp {
 

@@ -8,8 +8,8 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "planner/service/batch_fingerprint.h"
-#include "planner/service/proto_convert.h"
+#include "planner/client/batch_fingerprint.h"
+#include "planner/client/proto_convert.h"
 #include "planner/validate.h"
 #include "worker/status_context.h"
 

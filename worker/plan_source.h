@@ -16,8 +16,8 @@
 #include "cost_model/cost_model.h"
 #include "cost_model/model_spec.h"
 #include "planner/baselines.h"
+#include "planner/client/planner_client.h"
 #include "planner/plan.h"
-#include "planner/service/planner_client.h"
 #include "planner/workload.h"
 #include "worker/worker_metrics.h"
 

@@ -13,10 +13,10 @@
 #include "cost_model/model_spec.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "planner/client/batch_fingerprint.h"
+#include "planner/client/fake_planner_client.h"
+#include "planner/client/proto_convert.h"
 #include "planner/plan.h"
-#include "planner/service/batch_fingerprint.h"
-#include "planner/service/fake_planner_client.h"
-#include "planner/service/proto_convert.h"
 #include "worker/one_rank_planner_answers.h"
 
 namespace dcp {

@@ -6,7 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/status_macros.h"
-#include "planner/service/proto_convert.h"
+#include "planner/client/proto_convert.h"
 #include "worker/status_context.h"
 
 namespace dcp {

@@ -11,7 +11,7 @@
 #include "absl/time/time.h"
 #include "common/clock.h"
 #include "cost_model/model_spec.h"
-#include "planner/service/planner_client.h"
+#include "planner/client/planner_client.h"
 #include "worker/communication/communicator.h"
 #include "worker/execution/profiler.h"
 #include "worker/world_consensus.h"

@@ -12,7 +12,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
-#include "planner/service/planner_client.h"
+#include "planner/client/planner_client.h"
 
 namespace dcp {
 

@@ -19,7 +19,7 @@
 #include "common/host_port.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "planner/service/fake_planner_client.h"
+#include "planner/client/fake_planner_client.h"
 
 namespace dcp {
 namespace {

@@ -26,7 +26,7 @@
 #include "common/main_prologue.h"
 #include "common/process_support.h"
 #include "common/status_macros.h"
-#include "planner/service/planner_client.h"
+#include "planner/client/planner_client.h"
 #include "prometheus/exposer.h"
 #include "torch/torch.h"
 #include "worker/agent.h"

@@ -5,7 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "planner/service/proto_convert.h"
+#include "planner/client/proto_convert.h"
 
 namespace dcp {
 namespace {

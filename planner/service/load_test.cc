@@ -49,13 +49,13 @@
 #include "cost_model/fitting.h"
 #include "cost_model/model_spec.h"
 #include "dcp/v1/planner_service.pb.h"
+#include "planner/client/planner_client.h"
+#include "planner/client/proto_convert.h"
 #include "planner/service/metrics_scrape.h"
-#include "planner/service/planner_client.h"
 #include "planner/service/planner_handler.h"
 #include "planner/service/planner_metrics.h"
 #include "planner/service/planner_server.h"
 #include "planner/service/prometheus_metrics.h"
-#include "planner/service/proto_convert.h"
 #include "planner/workload.h"
 
 namespace dcp {

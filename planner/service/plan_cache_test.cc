@@ -12,8 +12,8 @@
 #include "cost_model/cost_model.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "planner/service/batch_fingerprint.h"
-#include "planner/service/proto_convert.h"
+#include "planner/client/batch_fingerprint.h"
+#include "planner/client/proto_convert.h"
 #include "planner/service/test_directory.h"
 
 namespace dcp {

@@ -24,9 +24,9 @@
 #include "cost_model/cost_model.h"
 #include "cost_model/fitting.h"
 #include "gtest/gtest.h"
+#include "planner/client/proto_convert.h"
 #include "planner/service/planner_handler.h"
 #include "planner/service/planner_metrics.h"
-#include "planner/service/proto_convert.h"
 
 namespace dcp {
 namespace {
@@ -62,10 +62,17 @@ class Fuzzer {
     return std::uniform_int_distribution<int64_t>(-100000, 100000)(rng_);
   }
   int32_t Int32() {
-    static constexpr int32_t kValues[] = {
-        0, 1, -1, 2, 3, 4, 8, 9, 64,
-        std::numeric_limits<int32_t>::max(),
-        std::numeric_limits<int32_t>::min()};
+    static constexpr int32_t kValues[] = {0,
+                                          1,
+                                          -1,
+                                          2,
+                                          3,
+                                          4,
+                                          8,
+                                          9,
+                                          64,
+                                          std::numeric_limits<int32_t>::max(),
+                                          std::numeric_limits<int32_t>::min()};
     if (Chance(0.6)) return kValues[Uniform(0, std::size(kValues) - 1)];
     return Uniform(-100, 100);
   }
@@ -91,8 +98,9 @@ class Fuzzer {
   }
   std::string String() {
     static const char* const kValues[] = {
-        "", "w0", "w1", "w2", "w3", "w4", "node0", "node1", "node2", "node3",
-        "node4", "a b", "x/y", "w:0", "..", "nccl", "gloo", "mpi",
+        "",           "w0",     "w1",      "w2",       "w3",     "w4",
+        "node0",      "node1",  "node2",   "node3",    "node4",  "a b",
+        "x/y",        "w:0",    "..",      "nccl",     "gloo",   "mpi",
         "host:29500", "host:0", "[::1]:1", "\xc3\xbc", "h:99999"};
     if (Chance(0.85)) return kValues[Uniform(0, std::size(kValues) - 1)];
     std::string value(Uniform(0, 300), 'x');
@@ -101,13 +109,16 @@ class Fuzzer {
   }
 
   // Mostly-valid worker ids so that deeper paths are reached.
-  std::string WorkerId() { return Chance(0.8) ? absl::StrCat("w", Uniform(0, 4)) : String(); }
+  std::string WorkerId() {
+    return Chance(0.8) ? absl::StrCat("w", Uniform(0, 4)) : String();
+  }
 
   v1::RegisterWorkerRequest Register() {
     v1::RegisterWorkerRequest request;
     const int n = Uniform(0, 4);
     request.set_worker_id(absl::StrCat("w", n));
-    request.set_node_name(absl::StrCat("node", Chance(0.8) ? n : Uniform(0, 5)));
+    request.set_node_name(
+        absl::StrCat("node", Chance(0.8) ? n : Uniform(0, 5)));
     request.set_num_ranks(Chance(0.7) ? options_.cluster.gpus_per_node
                                       : Int32());
     request.set_address(absl::StrCat("host", n, ":29500"));
@@ -160,8 +171,8 @@ class Fuzzer {
         *request.add_samples() = sample;
       }
       if (Chance(0.5) && request.samples_size() > 0) {
-        MutateSample(*request.mutable_samples(
-            Uniform(0, request.samples_size() - 1)));
+        MutateSample(
+            *request.mutable_samples(Uniform(0, request.samples_size() - 1)));
       }
       return request;
     }

@@ -1,8 +1,6 @@
 // The handler end to end: each step planned once, batches submitted ahead,
 // requests by step, eviction.
 
-#include "planner/service/planner_handler.h"
-
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -18,7 +16,8 @@
 #include "common/fake_clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "planner/service/batch_fingerprint.h"
+#include "planner/client/batch_fingerprint.h"
+#include "planner/service/planner_handler.h"
 #include "planner/service/planner_handler_test_support.h"
 #include "planner/service/planner_metrics.h"
 

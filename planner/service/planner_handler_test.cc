@@ -21,7 +21,7 @@
 #include "dcp/v1/planner_state.pb.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "planner/service/batch_fingerprint.h"
+#include "planner/client/batch_fingerprint.h"
 #include "planner/service/planner_handler_test_support.h"
 #include "planner/service/test_directory.h"
 

@@ -28,10 +28,10 @@
 #include "cost_model/fitting.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "planner/service/batch_fingerprint.h"
+#include "planner/client/batch_fingerprint.h"
+#include "planner/client/proto_convert.h"
 #include "planner/service/planner_handler.h"
 #include "planner/service/planner_metrics.h"
-#include "planner/service/proto_convert.h"
 
 namespace dcp {
 

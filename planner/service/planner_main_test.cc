@@ -20,7 +20,7 @@
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "planner/service/planner_client.h"
+#include "planner/client/planner_client.h"
 #include "planner/service/port_file.h"
 
 extern char** environ;

@@ -41,11 +41,11 @@
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
+#include "planner/client/planner_client.h"
+#include "planner/client/proto_convert.h"
 #include "planner/service/metrics_scrape.h"
-#include "planner/service/planner_client.h"
 #include "planner/service/planner_handler.h"
 #include "planner/service/prometheus_metrics.h"
-#include "planner/service/proto_convert.h"
 
 namespace dcp {
 namespace {

@@ -7,7 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "google/protobuf/util/message_differencer.h"
-#include "planner/service/batch_fingerprint.h"
+#include "planner/client/batch_fingerprint.h"
 
 namespace dcp {
 namespace {
@@ -132,7 +132,7 @@ absl::Status PlannerStateStore::CheckJob(const v1::JobRecord& job) {
         "' records batch fingerprints of version ",
         previous.batch_fingerprint_version(),
         " but this planner computes version ", job.batch_fingerprint_version(),
-        " (see planner/service/batch_fingerprint.h), so its steps' batches "
+        " (see planner/client/batch_fingerprint.h), so its steps' batches "
         "cannot be checked; start with a fresh state_dir (or run the planner "
         "release that wrote it)"));
   }

@@ -6,7 +6,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "cost_model/fitting.h"
-#include "planner/service/proto_convert.h"
+#include "planner/client/proto_convert.h"
 
 namespace dcp {
 

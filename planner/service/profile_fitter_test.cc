@@ -10,7 +10,7 @@
 #include "cost_model/fitting.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "planner/service/proto_convert.h"
+#include "planner/client/proto_convert.h"
 
 namespace dcp {
 namespace {

@@ -8,8 +8,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "planner/client/proto_convert.h"
 #include "planner/limits.h"
-#include "planner/service/proto_convert.h"
 
 namespace dcp {
 namespace {

@@ -9,9 +9,9 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
 #include "planner/batch_check.h"
+#include "planner/client/proto_convert.h"
 #include "planner/lower_bound.h"
 #include "planner/plan.h"
-#include "planner/service/proto_convert.h"
 
 namespace dcp {
 namespace {

@@ -6,7 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "planner/service/proto_convert.h"
+#include "planner/client/proto_convert.h"
 #include "planner/service/request_validation.h"
 
 namespace dcp {

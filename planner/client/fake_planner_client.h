@@ -10,7 +10,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
-#include "planner/service/planner_client.h"
+#include "planner/client/planner_client.h"
 
 namespace dcp {
 

@@ -1,4 +1,4 @@
-#include "planner/service/proto_convert.h"
+#include "planner/client/proto_convert.h"
 
 #include <algorithm>
 #include <cmath>
@@ -6,7 +6,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "planner/service/batch_fingerprint.h"
+#include "planner/client/batch_fingerprint.h"
 
 namespace dcp {
 namespace {
@@ -133,8 +133,7 @@ v1::MemoryParams MemoryParamsToProto(const MemoryParams& params) {
   v1::MemoryParams proto;
   proto.set_weight_bytes_per_parameter(params.weight_bytes_per_parameter);
   proto.set_gradient_bytes_per_parameter(params.gradient_bytes_per_parameter);
-  proto.set_optimizer_bytes_per_parameter(
-      params.optimizer_bytes_per_parameter);
+  proto.set_optimizer_bytes_per_parameter(params.optimizer_bytes_per_parameter);
   proto.set_zero1_optimizer_sharding(params.zero1_optimizer_sharding);
   proto.set_fixed_bytes(params.fixed_bytes);
   proto.set_activation_bytes_per_token_per_layer(

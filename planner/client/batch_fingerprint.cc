@@ -1,4 +1,4 @@
-#include "planner/service/batch_fingerprint.h"
+#include "planner/client/batch_fingerprint.h"
 
 namespace dcp {
 

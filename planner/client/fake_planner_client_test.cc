@@ -1,4 +1,4 @@
-#include "planner/service/fake_planner_client.h"
+#include "planner/client/fake_planner_client.h"
 
 #include "absl/status/status.h"
 #include "gmock/gmock.h"

@@ -1,11 +1,11 @@
-#include "planner/service/batch_fingerprint.h"
+#include "planner/client/batch_fingerprint.h"
 
 #include <cstdint>
 #include <vector>
 
 #include "dcp/v1/batch.pb.h"
 #include "gtest/gtest.h"
-#include "planner/service/proto_convert.h"
+#include "planner/client/proto_convert.h"
 #include "planner/workload.h"
 
 namespace dcp {

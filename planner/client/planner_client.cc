@@ -1,4 +1,4 @@
-#include "planner/service/planner_client.h"
+#include "planner/client/planner_client.h"
 
 #include <algorithm>
 #include <chrono>

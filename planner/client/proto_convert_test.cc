@@ -1,4 +1,4 @@
-#include "planner/service/proto_convert.h"
+#include "planner/client/proto_convert.h"
 
 #include <cstdint>
 #include <vector>
@@ -142,10 +142,10 @@ TEST(ProtoConvertTest, SyntheticProfileRoundTrips) {
     EXPECT_NEAR(a.measured_bytes, b.measured_bytes, 0.5) << i;
   }
   // Every op is represented and maps back to itself.
-  for (auto op : {ProfileSample::Op::kGemm, ProfileSample::Op::kAttentionForward,
-                  ProfileSample::Op::kAttentionBackward,
-                  ProfileSample::Op::kAllToAll, ProfileSample::Op::kAllReduce,
-                  ProfileSample::Op::kActivationMemory}) {
+  for (auto op :
+       {ProfileSample::Op::kGemm, ProfileSample::Op::kAttentionForward,
+        ProfileSample::Op::kAttentionBackward, ProfileSample::Op::kAllToAll,
+        ProfileSample::Op::kAllReduce, ProfileSample::Op::kActivationMemory}) {
     ProfileSample sample;
     sample.op = op;
     EXPECT_EQ(ProfileSampleFromProto(ProfileSampleToProto(sample), 0)->op, op);
