@@ -1,3 +1,8 @@
+// The `dcp` command line: flag tables, the shared loaders of model, cluster,
+// workload and plan files, and one runner per subcommand (simulate, plan,
+// validate, price). Slightly over 600 lines: the runners share the loaders;
+// every figure they print is computed in the libraries they call.
+
 #include "planner/cli.h"
 
 #include <unistd.h>

@@ -1,3 +1,8 @@
+// Over 600 lines by choice: the five length generators, their one spec
+// parser (keys, ranges and error messages shared by all of them) and the
+// batch stream are one concept, "where the lengths come from", behind
+// workload.h; the generators are private classes the parser builds.
+
 #include "planner/workload.h"
 
 #include <algorithm>

@@ -445,7 +445,9 @@ absl::Status ValidateOptions(const LoadTestOptions& options) {
         range("server-threads", options.server_call_threads, 1, 1024),
         range("planning-threads", options.planning_threads, 0,
               kMaxBackgroundPlanningThreads),
-        range("profile-samples", options.profile_samples, 0, 100000)}) {
+        range("profile-samples", options.profile_samples, 0, 100000),
+        range("register-while-planning", options.register_while_planning, 0,
+              1 << 20)}) {
     if (!status.ok()) return status;
   }
   if (options.global_batch_tokens < 0 || options.global_batch_samples < 0 ||
@@ -614,18 +616,24 @@ absl::StatusOr<LoadTestResult> RunLoadTest(
   // complete world); each later batch goes in when the step before starts.
   if (options.ahead) submit(0);
 
+  // What a worker sends to register (again: RegisterWorker is idempotent).
+  auto registration = [&options](const SimulatedWorker& worker) {
+    v1::RegisterWorkerRequest request;
+    request.set_worker_id(worker.worker_id);
+    request.set_node_name(worker.node_name);
+    request.set_num_ranks(options.ranks_per_worker);
+    request.set_gpu_kind("H200");
+    request.set_address(absl::StrCat(worker.node_name, ":29500"));
+    request.set_backend("nccl");
+    return request;
+  };
+
   // Registration: every worker registers its node and ranks.
   {
     Phase phase = RunPhase(
         options.workers, options.threads, [&](int w, ThreadLog& thread_log) {
           SimulatedWorker& worker = workers[w];
-          v1::RegisterWorkerRequest request;
-          request.set_worker_id(worker.worker_id);
-          request.set_node_name(worker.node_name);
-          request.set_num_ranks(options.ranks_per_worker);
-          request.set_gpu_kind("H200");
-          request.set_address(absl::StrCat(worker.node_name, ":29500"));
-          request.set_backend("nccl");
+          const v1::RegisterWorkerRequest request = registration(worker);
           absl::StatusOr<v1::RegisterWorkerResponse> response =
               TimedCall(thread_log,
                         [&] { return worker.client->RegisterWorker(request); });
@@ -777,6 +785,26 @@ absl::StatusOr<LoadTestResult> RunLoadTest(
         step.predicted_step_seconds = response->plan().predicted_step_seconds();
       }
     };
+    // Step 0: re-registrations on a thread of their own while the GetPlans
+    // run (--register-while-planning).
+    ThreadLog reregistrations;
+    std::thread reregister;
+    if (k == 0 && options.register_while_planning > 0) {
+      reregister = std::thread([&] {
+        for (int i = 0; i < options.register_while_planning; ++i) {
+          SimulatedWorker& worker = workers[i % options.workers];
+          const v1::RegisterWorkerRequest request = registration(worker);
+          absl::StatusOr<v1::RegisterWorkerResponse> response =
+              TimedCall(reregistrations,
+                        [&] { return worker.client->RegisterWorker(request); });
+          if (!response.ok()) {
+            reregistrations.Fail(
+                absl::StrCat("RegisterWorker (again) ", worker.worker_id),
+                response.status());
+          }
+        }
+      });
+    }
     const double process_cpu_start = ProcessCpuSeconds();
     Phase fetch;
     if (options.get_plan_with_batch) {
@@ -800,6 +828,31 @@ absl::StatusOr<LoadTestResult> RunLoadTest(
                             fetch_plan(first_by_step + i, /*with_batch=*/false,
                                        thread_log);
                           }));
+    }
+    if (reregister.joinable()) {
+      reregister.join();
+      // Only the calls sent while step 0 was still being planned count.
+      const std::optional<CountingPlannerMetrics::Planned> planned_0 =
+          counting_metrics->Find(0);
+      LatencyRow& row = rows[kRegisterWhilePlanning];
+      row.throughput = false;
+      row.failures += reregistrations.failures;
+      result.failed_calls += reregistrations.failures;
+      for (const std::string& error : reregistrations.errors) {
+        if (result.errors.size() < kMaxErrorsKept)
+          result.errors.push_back(error);
+      }
+      for (const CallRecord& call : reregistrations.calls) {
+        if (planned_0.has_value() && call.start < planned_0->at) {
+          row.Add(call.ms);
+        }
+      }
+      if (row.ms.empty()) {
+        result.problems.push_back(
+            "no re-registration was sent while step 0 was being planned; use "
+            "--ahead=false --get-plan-with-batch (and a larger world or "
+            "batch)");
+      }
     }
     get_plan_process_cpu += ProcessCpuSeconds() - process_cpu_start;
     get_plan_client_cpu += fetch.merged.cpu_seconds;
@@ -927,8 +980,9 @@ absl::StatusOr<LoadTestResult> RunLoadTest(
   }
 
   for (const char* name :
-       {kRegisterWorker, kListWorkers, kSubmitProfile, kSubmitBatches, kGetPlan,
-        kGetPlanHit, kGetPlanWaited, kReportStepStats, kReportPerWorker}) {
+       {kRegisterWorker, kRegisterWhilePlanning, kListWorkers, kSubmitProfile,
+        kSubmitBatches, kGetPlan, kGetPlanHit, kGetPlanWaited, kReportStepStats,
+        kReportPerWorker}) {
     auto it = rows.find(name);
     if (it != rows.end()) result.rpcs.push_back(it->second.Summarize(name));
   }
@@ -1003,6 +1057,11 @@ constexpr FlagSpec kFlags[] = {
      "the planner's handler call threads (default 16)"},
     {"planning-threads", "N", /*default_value=*/"",
      "the planner's background planning threads (default 1)"},
+    {"register-while-planning", "N", /*default_value=*/"",
+     "while step 0's GetPlans run, one more client thread re-registers "
+     "workers N times; the calls sent before step 0 was planned are the row "
+     "'RegisterWorker (while GetPlans wait)' (use with --ahead=false "
+     "--get-plan-with-batch, so that every step-0 GetPlan waits) (default 0)"},
     {"format", "text|json", /*default_value=*/"",
      "output format (default text)"},
     {"verbose", nullptr, /*default_value=*/"",
@@ -1086,6 +1145,8 @@ absl::StatusOr<LoadTestCommandLine> LoadTestCommandLineOf(
                       &options.server_call_threads),
            SetIfGiven(*flags, "planning-threads", int32,
                       &options.planning_threads),
+           SetIfGiven(*flags, "register-while-planning", int32,
+                      &options.register_while_planning),
            SetIfGiven(*flags, "verbose", boolean, &command_line.verbose),
        }) {
     if (!status.ok()) return status;

@@ -63,6 +63,13 @@ struct LoadTestOptions {
   int server_call_threads = 16;
   /// The handler's background planning threads.
   int planning_threads = 1;
+  /// While step 0's GetPlans are under way, one more client thread
+  /// re-registers workers (RegisterWorker is idempotent) this many times, one
+  /// call after another; the calls sent before step 0's plan was made form
+  /// the row kRegisterWhilePlanning. With --ahead=false and
+  /// --get-plan-with-batch every step-0 GetPlan waits for that plan, so the
+  /// row shows whether registration waits behind them. 0: no such calls.
+  int register_while_planning = 0;
 };
 
 /// Samples per GPU in the default global batch.
@@ -77,6 +84,8 @@ inline constexpr char kSubmitProfile[] = "SubmitProfile";
 inline constexpr char kGetPlan[] = "GetPlan";
 inline constexpr char kGetPlanHit[] = "GetPlan (cache hit)";
 inline constexpr char kGetPlanWaited[] = "GetPlan (waited for planning)";
+inline constexpr char kRegisterWhilePlanning[] =
+    "RegisterWorker (while GetPlans wait)";
 inline constexpr char kReportStepStats[] = "ReportStepStats (per rank)";
 inline constexpr char kReportPerWorker[] = "ReportStepStats (per worker)";
 

@@ -149,6 +149,27 @@ TEST(LoadTestSmokeTest, EveryWorkerCanSubmitAProfile) {
   EXPECT_EQ(FindRpc(RunClean(SmallOptions()), "SubmitProfile"), nullptr);
 }
 
+TEST(LoadTestSmokeTest, ReRegistrationsDuringStepZerosPlanningAreTheirOwnRow) {
+  LoadTestOptions options = SmallOptions();
+  // Every step-0 GetPlan carries the batch and waits for its plan; the
+  // batch is large enough that planning outlasts some re-registrations.
+  options.ahead = false;
+  options.get_plan_with_batch = true;
+  options.model = "llama3-8b";
+  options.workers = 8;
+  options.ranks_per_worker = 8;
+  options.global_batch_samples = 4096;
+  options.register_while_planning = 2000;
+  const LoadTestResult result = RunClean(options);
+  const RpcLatency* during = FindRpc(result, kRegisterWhilePlanning);
+  ASSERT_NE(during, nullptr) << FormatLoadTestText(result);
+  EXPECT_GT(during->calls, 0);
+  EXPECT_LE(during->calls, 2000);
+  EXPECT_EQ(during->failures, 0);
+  EXPECT_NE(FormatLoadTestText(result).find(kRegisterWhilePlanning),
+            std::string::npos);
+}
+
 TEST(LoadTestSmokeTest, RejectsBadOptions) {
   LoadTestOptions options = SmallOptions();
   options.global_batch_tokens = 1000;  // with global_batch_samples

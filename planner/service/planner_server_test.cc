@@ -1,6 +1,8 @@
 // Integration tests of the planner server: the real PlannerServer driven
 // through the real GrpcPlannerClient over TCP on 127.0.0.1 (port 0), with the
-// real PlannerHandler and, for the gRPC edge alone, a fake handler.
+// real PlannerHandler and, for the gRPC edge alone, a fake handler. Over 600
+// lines: one server's behaviour over the wire (TLS, tokens, metrics,
+// draining, call threads), sharing its start-up fixtures.
 
 #include "planner/service/planner_server.h"
 
