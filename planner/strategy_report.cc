@@ -185,6 +185,21 @@ size_t MedianStep(const std::vector<double>& step_seconds) {
   return order[(order.size() - 1) / 2];
 }
 
+// best-static when it was simulated, else the faster of bucket and packed;
+// null when neither was.
+const StrategyStats* BestStatic(const SimulationReport& report) {
+  const StrategyStats* best = nullptr;
+  for (const StrategyStats& stats : report.strategies) {
+    if (stats.name == kBestStatic) return &stats;
+    if ((stats.name == kBucket || stats.name == kPacked) &&
+        (best == nullptr ||
+         stats.mean_step_seconds < best->mean_step_seconds)) {
+      best = &stats;
+    }
+  }
+  return best;
+}
+
 constexpr char kStyle[] =
     "body{font-family:sans-serif;margin:24px;color:#222;max-width:1240px}"
     "h1{font-size:22px}h2{font-size:17px;margin-top:28px}"
@@ -215,19 +230,7 @@ absl::StatusOr<std::string> RenderStrategyReportHtml(
           " batches; run the simulation with keep_plans"));
     }
   }
-  // best-static when simulated, else the faster of bucket and packed.
-  const StrategyStats* best_static = nullptr;
-  for (const StrategyStats& stats : report.strategies) {
-    if (stats.name == kBestStatic) best_static = &stats;
-  }
-  for (const StrategyStats& stats : report.strategies) {
-    if (best_static != nullptr && best_static->name == kBestStatic) break;
-    if (stats.name != kBucket && stats.name != kPacked) continue;
-    if (best_static == nullptr ||
-        stats.mean_step_seconds < best_static->mean_step_seconds) {
-      best_static = &stats;
-    }
-  }
+  const StrategyStats* best_static = BestStatic(report);
 
   std::string html =
       "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
