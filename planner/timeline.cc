@@ -8,8 +8,8 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "cost_model/micro_batch_shape.h"
+#include "planner/plan_table.h"
 
 namespace dcp {
 namespace {
@@ -17,19 +17,19 @@ namespace {
 // Rank numbers a label lists before it elides the rest.
 constexpr int kLabelRanks = 3;
 
+// "rank 3", "ranks 0-7", "ranks 0,5,9", or past kLabelRanks scattered
+// ranks "ranks 0,5,9,... (32)".
 std::string RanksLabel(const std::vector<int>& ranks) {
   if (ranks.empty()) return "no ranks";
-  if (ranks.size() == 1) return absl::StrCat("rank ", ranks[0]);
+  const char* prefix = ranks.size() == 1 ? "rank " : "ranks ";
   const bool contiguous =
       ranks.back() - ranks.front() + 1 == static_cast<int>(ranks.size());
-  if (contiguous)
-    return absl::StrCat("ranks ", ranks.front(), "-", ranks.back());
-  if (ranks.size() <= static_cast<size_t>(kLabelRanks)) {
-    return absl::StrCat("ranks ", absl::StrJoin(ranks, ", "));
+  if (contiguous || ranks.size() <= static_cast<size_t>(kLabelRanks)) {
+    return absl::StrCat(prefix, DescribeRankList(ranks));
   }
-  std::vector<int> shown(ranks.begin(), ranks.begin() + kLabelRanks);
-  return absl::StrCat("ranks ", absl::StrJoin(shown, ", "), ", ... (",
-                      ranks.size(), ")");
+  const std::vector<int> shown(ranks.begin(), ranks.begin() + kLabelRanks);
+  return absl::StrCat(prefix, DescribeRankList(shown), ",... (", ranks.size(),
+                      ")");
 }
 
 // One group laid out from t = 0: its micro-batches and their parts.

@@ -71,7 +71,7 @@ struct TimelineRow {
   /// Measured seconds of each drawn micro-batch, when known (see
   /// AttachMeasuredSeconds); empty otherwise.
   std::vector<double> measured_micro_batch_seconds;
-  /// "ranks 0-3" or "ranks 0, 5, 9 ..." (at most a few numbers).
+  /// "ranks 0-3" or "ranks 0,5,9,... (32)" (at most a few numbers).
   std::string ranks_label;
 };
 
