@@ -541,22 +541,35 @@ std::optional<PlanFile> ReadPlanFile(const ParsedFlags& flags, Command& command,
                   *std::move(plan), *std::move(plan_text)};
 }
 
-int RunValidate(const ParsedFlags& flags, Command& command) {
-  int exit_code = kExitOk;
+// ReadPlanFile, then ValidatePlan and CheckDerivedFields: the checks of
+// `validate` and `price`. An invalid plan prints "plan is invalid: ..." and
+// gives kExitFailure in `exit_code`.
+std::optional<PlanFile> ReadValidPlanFile(const ParsedFlags& flags,
+                                          Command& command, int& exit_code) {
   std::optional<PlanFile> file = ReadPlanFile(flags, command, exit_code);
-  if (!file.has_value()) return exit_code;
-  const CostModel& cost_model = file->cost_model;
-  const std::vector<int64_t>& lengths_tokens = file->lengths_tokens;
-  absl::Status status = ValidatePlan(cost_model, lengths_tokens, file->plan);
+  if (!file.has_value()) return std::nullopt;
+  absl::Status status =
+      ValidatePlan(file->cost_model, file->lengths_tokens, file->plan);
   if (status.ok()) {
-    status = CheckDerivedFields(file->text, lengths_tokens, cost_model);
+    status =
+        CheckDerivedFields(file->text, file->lengths_tokens, file->cost_model);
   }
   if (!status.ok()) {
     command.out() << "plan is invalid: "
                   << absl::StripPrefix(status.message(), "invalid plan: ")
                   << "\n";
-    return kExitFailure;
+    exit_code = kExitFailure;
+    return std::nullopt;
   }
+  return file;
+}
+
+int RunValidate(const ParsedFlags& flags, Command& command) {
+  int exit_code = kExitOk;
+  std::optional<PlanFile> file = ReadValidPlanFile(flags, command, exit_code);
+  if (!file.has_value()) return exit_code;
+  const CostModel& cost_model = file->cost_model;
+  const std::vector<int64_t>& lengths_tokens = file->lengths_tokens;
   // Valid, so the indices are safe to predict from.
   Plan predicted = file->plan;
   PredictPlan(cost_model, lengths_tokens, predicted);
@@ -582,24 +595,11 @@ int RunPrice(const ParsedFlags& flags, Command& command) {
   absl::StatusOr<std::vector<int>> sp_sizes = SpSizes(flags);
   if (!sp_sizes.ok()) return command.UsageError(sp_sizes.status().message());
   int exit_code = kExitOk;
-  std::optional<PlanFile> file = ReadPlanFile(flags, command, exit_code);
+  std::optional<PlanFile> file = ReadValidPlanFile(flags, command, exit_code);
   if (!file.has_value()) return exit_code;
   absl::StatusOr<PlanPrice> price =
       PricePlan(file->cost_model, file->lengths_tokens, file->plan, *sp_sizes);
-  if (price.ok()) {
-    if (absl::Status derived = CheckDerivedFields(
-            file->text, file->lengths_tokens, file->cost_model);
-        !derived.ok()) {
-      price = derived;
-    }
-  }
-  if (!price.ok()) {
-    command.out() << "plan is invalid: "
-                  << absl::StripPrefix(price.status().message(),
-                                       "invalid plan: ")
-                  << "\n";
-    return kExitFailure;
-  }
+  if (!price.ok()) return command.Failure(price.status().message());
   if (*format == "json") {
     command.out() << PlanPriceToJson(*price) << "\n";
   } else if (*format == "svg") {
