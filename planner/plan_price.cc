@@ -33,11 +33,6 @@ absl::StatusOr<PlanPrice> PricePlan(const CostModel& cost_model,
   PredictPlan(cost_model, lengths_tokens, price.plan);
   price.plan.lower_bound_seconds = *lower_bound;
   const Plan& priced = price.plan;
-  price.step_seconds = priced.predicted_step_seconds;
-  price.slowest_group_seconds = priced.slowest_group_seconds;
-  price.exposed_allreduce_seconds = priced.exposed_allreduce_seconds;
-  price.lower_bound_seconds = *lower_bound;
-  price.gap_to_lower_bound = priced.GapToLowerBound();
   price.idle_fraction = MeanIdleFraction(priced);
   const double budget = cost_model.MemoryBudgetBytes();
   price.peak_memory_fraction = MaxPeakBytes(priced) / budget;
@@ -69,11 +64,11 @@ std::string PlanPriceToJson(const PlanPrice& price) {
   }
   nlohmann::ordered_json json = {
       {"strategy", price.plan.strategy},
-      {"step_seconds", price.step_seconds},
-      {"slowest_group_seconds", price.slowest_group_seconds},
-      {"exposed_allreduce_seconds", price.exposed_allreduce_seconds},
-      {"lower_bound_seconds", price.lower_bound_seconds},
-      {"gap_to_lower_bound", price.gap_to_lower_bound},
+      {"step_seconds", price.plan.predicted_step_seconds},
+      {"slowest_group_seconds", price.plan.slowest_group_seconds},
+      {"exposed_allreduce_seconds", price.plan.exposed_allreduce_seconds},
+      {"lower_bound_seconds", price.plan.lower_bound_seconds},
+      {"gap_to_lower_bound", price.plan.GapToLowerBound()},
       {"idle_fraction", price.idle_fraction},
       {"peak_memory_fraction", price.peak_memory_fraction},
       {"groups", std::move(groups)},
@@ -86,9 +81,9 @@ std::string PlanPriceToTable(const PlanPrice& price) {
       "predicted step %.3f s (slowest group %.3f s + exposed all-reduce "
       "%.3f s); lower bound %.3f s (gap %.1f%%); idle %.1f%%; peak memory "
       "%.1f%% of the budget\n",
-      price.step_seconds, price.slowest_group_seconds,
-      price.exposed_allreduce_seconds, price.lower_bound_seconds,
-      100 * price.gap_to_lower_bound, 100 * price.idle_fraction,
+      price.plan.predicted_step_seconds, price.plan.slowest_group_seconds,
+      price.plan.exposed_allreduce_seconds, price.plan.lower_bound_seconds,
+      100 * price.plan.GapToLowerBound(), 100 * price.idle_fraction,
       100 * price.peak_memory_fraction);
   absl::StrAppend(&table, absl::StrFormat("%-6s %-12s %4s %6s %10s %10s %8s\n",
                                           "group", "ranks", "SP", "micro",

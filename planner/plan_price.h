@@ -26,14 +26,9 @@ struct GroupPrice {
 /// What a plan costs under the cost model, whoever made it. Plain value.
 struct PlanPrice {
   /// The plan with every prediction refilled (PredictPlan) and its lower
-  /// bound set.
+  /// bound set: its step, slowest group, exposed all-reduce, lower bound and
+  /// GapToLowerBound() are the priced figures.
   Plan plan;
-  double step_seconds = 0;
-  double slowest_group_seconds = 0;
-  double exposed_allreduce_seconds = 0;
-  double lower_bound_seconds = 0;
-  /// (step - lower bound) / lower bound.
-  double gap_to_lower_bound = 0;
   /// Mean over GPUs of the fraction of the step spent waiting.
   double idle_fraction = 0;
   double peak_memory_fraction = 0;

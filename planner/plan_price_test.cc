@@ -57,21 +57,21 @@ TEST(PlanPriceTest, PricedPlansEqualTheSimulatorsFigures) {
         ASSERT_TRUE(read.ok()) << read.status();
         absl::StatusOr<PlanPrice> price = PricePlan(cost_model, lengths, *read);
         ASSERT_TRUE(price.ok()) << price.status();
-        EXPECT_NEAR(price->step_seconds, stats.step_seconds[step],
-                    1e-9 * stats.step_seconds[step]);
-        EXPECT_NEAR(price->lower_bound_seconds,
+        EXPECT_NEAR(price->plan.predicted_step_seconds,
+                    stats.step_seconds[step], 1e-9 * stats.step_seconds[step]);
+        EXPECT_NEAR(price->plan.lower_bound_seconds,
                     report.lower_bound_step_seconds[step],
-                    1e-9 * price->lower_bound_seconds);
-        EXPECT_LE(price->lower_bound_seconds,
-                  price->step_seconds * (1 + 1e-12));
+                    1e-9 * price->plan.lower_bound_seconds);
+        EXPECT_LE(price->plan.lower_bound_seconds,
+                  price->plan.predicted_step_seconds * (1 + 1e-12));
         EXPECT_LE(price->peak_memory_fraction, 1 + 1e-12);
         EXPECT_GE(price->idle_fraction, 0);
         EXPECT_LT(price->idle_fraction, 1);
         ASSERT_EQ(price->groups.size(), read->groups.size());
         for (const GroupPrice& group : price->groups) {
           EXPECT_NEAR(group.seconds + group.idle_seconds,
-                      price->slowest_group_seconds,
-                      1e-9 * price->slowest_group_seconds);
+                      price->plan.slowest_group_seconds,
+                      1e-9 * price->plan.slowest_group_seconds);
         }
       }
     }
@@ -121,7 +121,8 @@ TEST(PlanPriceTest, JsonAndTableSayTheFigures) {
       cost_model, report.batch_lengths[0], report.strategies[0].plans[0]);
   ASSERT_TRUE(price.ok()) << price.status();
   const nlohmann::json json = nlohmann::json::parse(PlanPriceToJson(*price));
-  EXPECT_DOUBLE_EQ(json["step_seconds"].get<double>(), price->step_seconds);
+  EXPECT_DOUBLE_EQ(json["step_seconds"].get<double>(),
+                   price->plan.predicted_step_seconds);
   EXPECT_EQ(json["groups"].size(), price->groups.size());
   for (const char* field : {"lower_bound_seconds", "gap_to_lower_bound",
                             "idle_fraction", "peak_memory_fraction"}) {
