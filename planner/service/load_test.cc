@@ -787,22 +787,25 @@ absl::StatusOr<LoadTestResult> RunLoadTest(
     };
     // Step 0: re-registrations on a thread of their own while the GetPlans
     // run (--register-while-planning).
-    ThreadLog reregistrations;
+    Phase reregistrations;
     std::thread reregister;
     if (k == 0 && options.register_while_planning > 0) {
+      // One more client thread, as a phase of its own beside the fetches.
       reregister = std::thread([&] {
-        for (int i = 0; i < options.register_while_planning; ++i) {
-          SimulatedWorker& worker = workers[i % options.workers];
-          const v1::RegisterWorkerRequest request = registration(worker);
-          absl::StatusOr<v1::RegisterWorkerResponse> response =
-              TimedCall(reregistrations,
-                        [&] { return worker.client->RegisterWorker(request); });
-          if (!response.ok()) {
-            reregistrations.Fail(
-                absl::StrCat("RegisterWorker (again) ", worker.worker_id),
-                response.status());
-          }
-        }
+        reregistrations = RunPhase(
+            options.register_while_planning, /*threads=*/1,
+            [&](int i, ThreadLog& thread_log) {
+              SimulatedWorker& worker = workers[i % options.workers];
+              const v1::RegisterWorkerRequest request = registration(worker);
+              absl::StatusOr<v1::RegisterWorkerResponse> response = TimedCall(
+                  thread_log,
+                  [&] { return worker.client->RegisterWorker(request); });
+              if (!response.ok()) {
+                thread_log.Fail(
+                    absl::StrCat("RegisterWorker (again) ", worker.worker_id),
+                    response.status());
+              }
+            });
       });
     }
     const double process_cpu_start = ProcessCpuSeconds();
@@ -836,13 +839,8 @@ absl::StatusOr<LoadTestResult> RunLoadTest(
           counting_metrics->Find(0);
       LatencyRow& row = rows[kRegisterWhilePlanning];
       row.throughput = false;
-      row.failures += reregistrations.failures;
-      result.failed_calls += reregistrations.failures;
-      for (const std::string& error : reregistrations.errors) {
-        if (result.errors.size() < kMaxErrorsKept)
-          result.errors.push_back(error);
-      }
-      for (const CallRecord& call : reregistrations.calls) {
+      absorb(reregistrations, row);
+      for (const CallRecord& call : reregistrations.merged.calls) {
         if (planned_0.has_value() && call.start < planned_0->at) {
           row.Add(call.ms);
         }
