@@ -104,9 +104,20 @@ const std::string& StrategiesHelp() {
                    absl::StrJoin(SimulationStrategyNames(), ","), ")"));
   return *help;
 }
+// `dcp plan` prints one layout per step: the strategies that re-group the
+// ranks within a step are compared by `dcp simulate` only.
+std::vector<std::string> SingleLayoutStrategyNames() {
+  std::vector<std::string> names;
+  for (const std::string& name : SimulationStrategyNames()) {
+    if (!IsPhasedStrategy(name)) names.push_back(name);
+  }
+  return names;
+}
 const std::string& StrategyHelp() {
-  static const auto* const help = new std::string(
-      absl::StrCat("one of ", absl::StrJoin(SimulationStrategyNames(), ", ")));
+  static const auto* const help = new std::string(absl::StrCat(
+      "one of ", absl::StrJoin(SingleLayoutStrategyNames(), ", "),
+      " (megatron-dyncp and videosys-dcp re-group within a step and are "
+      "compared by `dcp simulate`)"));
   return *help;
 }
 
@@ -122,6 +133,10 @@ const std::vector<FlagSpec>& SimulateFlags() {
     const FlagSpec own[] = {
         {"steps", "K", "20", "global batches to simulate"},
         {"strategies", "a,b", "", StrategiesHelp().c_str()},
+        {"megatron-recompute", "run|micro-batch", "run",
+         "megatron-dyncp's recompute: one --recompute-num-layers for the "
+         "run, tuned with its cap (as Megatron-LM has), or the fewest layers "
+         "each micro-batch needs (more generous than Megatron-LM)"},
         {"format", "table|json", "table", "output format"},
         {"report", "DIR", "",
          "also write DIR/index.html: a self-contained page with the "
@@ -183,8 +198,21 @@ const std::vector<SubcommandSpec>& Subcommands() {
        "compare the strategies' predicted step times over a batch stream",
        "Plans --steps global batches of the workload with each strategy, "
        "predicts every plan with the cost model, and prints each strategy's "
-       "mean step time, speedup over bucket, idle fraction, peak memory and "
-       "gap to the lower bound.",
+       "mean step time, speedup over bucket, idle fraction, peak memory, "
+       "gap to the lower bound and phases per step. Peers: megatron-dyncp is "
+       "Megatron-LM's hybrid context-parallel scheduler (CP size per "
+       "sub-sample = next power of two of length over a per-rank token cap, "
+       "one micro-batch per sub-sample, rounds balanced by length^2/CP), its "
+       "cap and its one recompute setting tuned over these batches; "
+       "videosys-dcp is VideoSys's DCP-inter with PAC (per-bucket SP and "
+       "batch size from a cost-model profile, one bucket per group, "
+       "accumulation balanced by predicted time). Both re-group the ranks "
+       "within a step, and are priced honestly for it: a step is a sequence "
+       "of phases (Megatron's rounds, VideoSys's iterations) separated by "
+       "barriers, so it lasts the sum of each phase's slowest group, plus "
+       "the part of the one gradient all-reduce that the last phase's "
+       "slowest group's last backward does not hide. Their SP sizes are "
+       "this cost model's legal Ulysses sizes.",
        SimulateFlags()},
       {"plan", "plan one global batch and print the plan",
        "Plans one global batch (the --step-th batch of the workload stream, "
@@ -374,6 +402,12 @@ int RunSimulate(const ParsedFlags& flags, Command& command) {
     }
   }
   options.strategies = *strategies;
+  absl::StatusOr<std::string> megatron_recompute =
+      flags.Choice("megatron-recompute", {"run", "micro-batch"});
+  if (!megatron_recompute.ok())
+    return command.UsageError(megatron_recompute.status().message());
+  options.megatron_least_recompute_per_micro_batch =
+      *megatron_recompute == "micro-batch";
   absl::StatusOr<std::string> format =
       flags.Choice("format", {"table", "json"});
   if (!format.ok()) return command.UsageError(format.status().message());
@@ -420,7 +454,7 @@ int RunPlan(const ParsedFlags& flags, Command& command) {
     return command.UsageError(status.message());
   }
   absl::StatusOr<std::string> strategy =
-      flags.Choice("strategy", SimulationStrategyNames());
+      flags.Choice("strategy", SingleLayoutStrategyNames());
   if (!strategy.ok()) return command.UsageError(strategy.status().message());
   absl::StatusOr<std::string> format =
       flags.Choice("format", {"json", "table", "svg"});

@@ -184,7 +184,7 @@ TEST(CliTest, SimulateJsonHasEveryStrategyAndField) {
   const Json json =
       Json::parse(result.out, nullptr, /*allow_exceptions=*/false);
   ASSERT_FALSE(json.is_discarded()) << result.out;
-  ASSERT_EQ(json["strategies"].size(), 6u);
+  ASSERT_EQ(json["strategies"].size(), 8u);
   std::vector<std::string> names;
   for (const Json& stats : json["strategies"]) {
     names.push_back(stats["name"].get<std::string>());
@@ -197,6 +197,7 @@ TEST(CliTest, SimulateJsonHasEveryStrategyAndField) {
               stats["mean_step_seconds"].get<double>() * (1 + 1e-12));
   }
   EXPECT_EQ(names, std::vector<std::string>({"bucket", "packed", "best-static",
+                                             "megatron-dyncp", "videosys-dcp",
                                              "dcp", "dcp-fixed-accum",
                                              "dcp-uniform-recompute"}));
   EXPECT_TRUE(json["plan_latency_ms"]["p50"].is_number());

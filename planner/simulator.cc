@@ -15,7 +15,10 @@
 #include "planner/batch_check.h"
 #include "planner/best_static.h"
 #include "planner/lower_bound.h"
+#include "planner/megatron_dyncp.h"
+#include "planner/phased_plan.h"
 #include "planner/plan.h"
+#include "planner/videosys_dcp.h"
 
 namespace dcp {
 namespace {
@@ -23,6 +26,8 @@ namespace {
 constexpr char kBucket[] = "bucket";
 constexpr char kPacked[] = "packed";
 constexpr char kBestStatic[] = "best-static";
+constexpr char kMegatronDynCp[] = "megatron-dyncp";
+constexpr char kVideoSysDcp[] = "videosys-dcp";
 constexpr char kDcp[] = "dcp";
 constexpr char kDcpFixedAccum[] = "dcp-fixed-accum";
 constexpr char kDcpUniformRecompute[] = "dcp-uniform-recompute";
@@ -35,9 +40,11 @@ struct StrategyRun {
   double sum_idle_fraction = 0;
   double max_memory_fraction = 0;
   double sum_gap_to_lower_bound = 0;
+  double sum_phases = 0;
   std::vector<double> step_seconds;
   /// Every step's plan, with SimulationOptions::keep_plans.
   std::vector<Plan> plans;
+  std::vector<PhasedPlan> phased_plans;
 };
 
 absl::Status WithStep(int step, const absl::Status& status) {
@@ -58,8 +65,33 @@ std::string DescribeWorkload(const BatchStream& batches) {
 }  // namespace
 
 std::vector<std::string> SimulationStrategyNames() {
-  return {kBucket, kPacked,        kBestStatic,
-          kDcp,    kDcpFixedAccum, kDcpUniformRecompute};
+  return {kBucket,      kPacked, kBestStatic,    kMegatronDynCp,
+          kVideoSysDcp, kDcp,    kDcpFixedAccum, kDcpUniformRecompute};
+}
+
+bool IsPhasedStrategy(absl::string_view strategy) {
+  return strategy == kMegatronDynCp || strategy == kVideoSysDcp;
+}
+
+absl::StatusOr<PhasedPlan> PlanPhasedWithStrategy(
+    const CostModel& cost_model, absl::string_view strategy,
+    absl::Span<const int64_t> lengths_tokens,
+    const PlannerOptions& planner_options) {
+  if (strategy == kMegatronDynCp) {
+    absl::StatusOr<MegatronDynCpSetting> setting = TuneMegatronDynCp(
+        cost_model, planner_options.sp_sizes,
+        {std::vector<int64_t>(lengths_tokens.begin(), lengths_tokens.end())});
+    if (!setting.ok()) return setting.status();
+    return PlanMegatronDynCp(cost_model, planner_options.sp_sizes,
+                             lengths_tokens, *setting);
+  }
+  if (strategy == kVideoSysDcp) {
+    return PlanVideoSysDcp(cost_model, planner_options.sp_sizes,
+                           lengths_tokens);
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "'", strategy, "' is not a strategy that re-groups within a step; use ",
+      kMegatronDynCp, " or ", kVideoSysDcp));
 }
 
 absl::StatusOr<Plan> PlanWithStrategy(const CostModel& cost_model,
@@ -83,6 +115,12 @@ absl::StatusOr<Plan> PlanWithStrategy(const CostModel& cost_model,
         PlanStaticSetting(cost_model, *setting, lengths_tokens);
     if (plan.ok()) plan->strategy = kBestStatic;
     return plan;
+  }
+  if (IsPhasedStrategy(strategy)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(strategy,
+                     " re-groups the ranks within a step: its schedule is a "
+                     "phased plan (PlanPhasedWithStrategy), not one layout"));
   }
   if (strategy != kDcp && strategy != kDcpFixedAccum &&
       strategy != kDcpUniformRecompute) {
@@ -160,9 +198,14 @@ absl::StatusOr<SimulationReport> Simulate(
   const double budget_bytes = cost_model.MemoryBudgetBytes();
   // best-static is one setting for the whole run, chosen over every batch:
   // the batches are drawn first (memory grows with the steps).
+  // megatron-dyncp's cap is tuned over every batch the same way.
   const bool best_static_run = std::any_of(
       runs.begin(), runs.end(),
       [](const StrategyRun& run) { return run.name == kBestStatic; });
+  const bool megatron_run = std::any_of(
+      runs.begin(), runs.end(),
+      [](const StrategyRun& run) { return run.name == kMegatronDynCp; });
+  const bool draw_first = best_static_run || megatron_run;
   std::vector<std::vector<int64_t>> drawn;
   auto draw = [&batches]() {
     std::vector<int64_t> lengths;
@@ -172,8 +215,18 @@ absl::StatusOr<SimulationReport> Simulate(
     return lengths;
   };
   std::optional<StaticSetting> best_static;
-  if (best_static_run) {
+  std::optional<MegatronDynCpSetting> megatron;
+  if (draw_first) {
     for (int step = 0; step < options.steps; ++step) drawn.push_back(draw());
+  }
+  if (megatron_run) {
+    absl::StatusOr<MegatronDynCpSetting> setting =
+        TuneMegatronDynCp(cost_model, options.planner_options.sp_sizes, drawn,
+                          options.megatron_least_recompute_per_micro_batch);
+    if (!setting.ok()) return setting.status();
+    megatron = *setting;
+  }
+  if (best_static_run) {
     absl::StatusOr<StaticSetting> setting = FindBestStaticSetting(
         cost_model, options.planner_options.sp_sizes, drawn, static_options);
     if (!setting.ok()) {
@@ -185,7 +238,7 @@ absl::StatusOr<SimulationReport> Simulate(
   }
   std::vector<int64_t> lengths_tokens;
   for (int step = 0; step < options.steps; ++step) {
-    lengths_tokens = best_static_run ? std::move(drawn[step]) : draw();
+    lengths_tokens = draw_first ? std::move(drawn[step]) : draw();
     absl::StatusOr<double> lower_bound =
         StepTimeLowerBound(cost_model, *sp_sizes, lengths_tokens);
     if (!lower_bound.ok()) return WithStep(step, lower_bound.status());
@@ -194,6 +247,32 @@ absl::StatusOr<SimulationReport> Simulate(
     if (options.keep_plans) report.batch_lengths.push_back(lengths_tokens);
 
     for (StrategyRun& run : runs) {
+      if (IsPhasedStrategy(run.name)) {
+        absl::StatusOr<PhasedPlan> phased =
+            run.name == kMegatronDynCp
+                ? PlanMegatronDynCp(cost_model,
+                                    options.planner_options.sp_sizes,
+                                    lengths_tokens, *megatron)
+                : PlanVideoSysDcp(cost_model, options.planner_options.sp_sizes,
+                                  lengths_tokens);
+        if (!phased.ok()) {
+          return WithStep(
+              step, absl::Status(phased.status().code(),
+                                 absl::StrCat(run.name, ": ",
+                                              phased.status().message())));
+        }
+        PredictPhasedPlan(cost_model, lengths_tokens, *phased);
+        phased->lower_bound_seconds = *lower_bound;
+        run.sum_step_seconds += phased->predicted_step_seconds;
+        run.sum_idle_fraction += MeanIdleFraction(*phased);
+        run.max_memory_fraction = std::max(
+            run.max_memory_fraction, MaxPeakBytes(*phased) / budget_bytes);
+        run.sum_gap_to_lower_bound += phased->GapToLowerBound();
+        run.sum_phases += phased->phases.size();
+        run.step_seconds.push_back(phased->predicted_step_seconds);
+        if (options.keep_plans) run.phased_plans.push_back(*std::move(phased));
+        continue;
+      }
       const bool timed = run.name == kDcp;
       const absl::Time start = timed ? clock.Now() : absl::InfinitePast();
       absl::StatusOr<Plan> plan =
@@ -219,6 +298,7 @@ absl::StatusOr<SimulationReport> Simulate(
       run.max_memory_fraction =
           std::max(run.max_memory_fraction, MaxPeakBytes(*plan) / budget_bytes);
       run.sum_gap_to_lower_bound += plan->GapToLowerBound();
+      run.sum_phases += 1;
       run.step_seconds.push_back(plan->predicted_step_seconds);
       if (options.keep_plans) run.plans.push_back(*std::move(plan));
     }
@@ -251,8 +331,11 @@ absl::StatusOr<SimulationReport> Simulate(
             ? best_static_mean_seconds / stats.mean_step_seconds
             : 0;
     if (run.name == kBestStatic) stats.setting = best_static->Describe();
+    if (run.name == kMegatronDynCp) stats.setting = megatron->Describe();
+    stats.mean_phases = run.sum_phases / steps;
     stats.step_seconds = std::move(run.step_seconds);
     stats.plans = std::move(run.plans);
+    stats.phased_plans = std::move(run.phased_plans);
     report.strategies.push_back(std::move(stats));
   }
   report.lower_bound_mean_step_seconds = sum_lower_bound_seconds / steps;
@@ -279,6 +362,7 @@ std::string SimulationReportToJson(const SimulationReport& report) {
       entry["speedup_vs_best_static"] = stats.speedup_vs_best_static;
     }
     if (!stats.setting.empty()) entry["setting"] = stats.setting;
+    entry["mean_phases"] = stats.mean_phases;
     strategies.push_back(std::move(entry));
   }
   nlohmann::ordered_json json = {
@@ -301,7 +385,8 @@ std::string SimulationReportToTable(const SimulationReport& report) {
                   });
   std::vector<std::string> header = {"strategy", "step (s)"};
   if (with_best_static) header.push_back("vs best static");
-  for (const char* column : {"vs bucket", "idle", "peak memory", "gap to LB"}) {
+  for (const char* column :
+       {"vs bucket", "idle", "peak memory", "gap to LB", "phases"}) {
     header.push_back(column);
   }
   std::vector<std::vector<std::string>> rows = {header};
@@ -318,7 +403,8 @@ std::string SimulationReportToTable(const SimulationReport& report) {
          {absl::StrFormat("%.2fx", stats.speedup_vs_bucket),
           absl::StrFormat("%.1f%%", 100 * stats.mean_idle_fraction),
           absl::StrFormat("%.1f%%", 100 * stats.max_memory_fraction),
-          absl::StrFormat("%.1f%%", 100 * stats.mean_gap_to_lower_bound)}) {
+          absl::StrFormat("%.1f%%", 100 * stats.mean_gap_to_lower_bound),
+          absl::StrFormat("%.1f", stats.mean_phases)}) {
       row.push_back(std::move(cell));
     }
     rows.push_back(std::move(row));

@@ -11,6 +11,7 @@
 #include "common/clock.h"
 #include "cost_model/cost_model.h"
 #include "planner/baselines.h"
+#include "planner/phased_plan.h"
 #include "planner/plan.h"
 #include "planner/planner.h"
 #include "planner/workload.h"
@@ -30,8 +31,12 @@ struct SimulationOptions {
   /// Strategies to run, reported in this order; names from
   /// SimulationStrategyNames(), each at most once.
   std::vector<std::string> strategies = {
-      "bucket", "packed",          "best-static",
-      "dcp",    "dcp-fixed-accum", "dcp-uniform-recompute"};
+      "bucket",       "packed", "best-static",     "megatron-dyncp",
+      "videosys-dcp", "dcp",    "dcp-fixed-accum", "dcp-uniform-recompute"};
+  /// megatron-dyncp with each micro-batch recomputing only what it needs
+  /// (a more generous variant than Megatron's one `--recompute-num-layers`
+  /// for the run; see MegatronDynCpSetting).
+  bool megatron_least_recompute_per_micro_batch = false;
   /// Keep every step's lengths and every strategy's plans in the report
   /// (for drawing them); memory grows with steps x plan size.
   bool keep_plans = false;
@@ -48,8 +53,12 @@ struct StrategyStats {
   /// best-static's mean step time / this strategy's; 0 when best-static was
   /// not simulated.
   double speedup_vs_best_static = 0;
-  /// best-static: the setting it chose, e.g. "packed SP 8"; else empty.
+  /// best-static: the setting it chose, e.g. "packed SP 8"; megatron-dyncp:
+  /// its tuned cap and recompute; else empty.
   std::string setting;
+  /// Mean over steps of the phases a step runs in (1 for single-layout
+  /// strategies; more for peers that re-group within a step).
+  double mean_phases = 1;
   /// Mean over steps of MeanIdleFraction().
   double mean_idle_fraction = 0;
   /// Largest predicted peak bytes of any micro-batch of any step over the
@@ -61,8 +70,10 @@ struct StrategyStats {
   /// Predicted step time of each step, in step order.
   std::vector<double> step_seconds;
   /// Each step's plan (predictions and lower bound filled), with
-  /// SimulationOptions::keep_plans; empty otherwise.
+  /// SimulationOptions::keep_plans; empty otherwise, and empty for the
+  /// phased strategies (IsPhasedStrategy), which fill `phased_plans`.
   std::vector<Plan> plans;
+  std::vector<PhasedPlan> phased_plans;
 };
 
 /// The result of Simulate(). Plain value.
@@ -83,12 +94,28 @@ struct SimulationReport {
   std::string workload_description;
 };
 
-/// Names Simulate() accepts: bucket, packed, best-static, dcp,
-/// dcp-fixed-accum, dcp-uniform-recompute. `best-static` is the best static
-/// setting found by pricing bucket and packed at every legal SP size over
-/// all the simulated batches (FindBestStaticSetting: one setting for the
-/// whole run, as static training has; the batches are drawn up front).
+/// Names Simulate() accepts: bucket, packed, best-static, megatron-dyncp,
+/// videosys-dcp, dcp, dcp-fixed-accum, dcp-uniform-recompute. `best-static`
+/// is the best static setting found by pricing bucket and packed at every
+/// legal SP size over all the simulated batches (FindBestStaticSetting: one
+/// setting for the whole run, as static training has; the batches are drawn
+/// up front). `megatron-dyncp` (megatron_dyncp.h) has its per-rank token
+/// cap and recompute tuned the same way over all the batches;
+/// `videosys-dcp` (videosys_dcp.h) profiles each batch's buckets.
 std::vector<std::string> SimulationStrategyNames();
+
+/// The strategies that re-group the ranks within a step (megatron-dyncp,
+/// videosys-dcp): their plans are PhasedPlans, priced as phases at barriers
+/// (the sum of each phase's slowest group, then the exposed all-reduce).
+bool IsPhasedStrategy(absl::string_view strategy);
+
+/// Plans one batch with a phased strategy; megatron-dyncp tunes its cap on
+/// this one batch. Predictions filled, no lower bound. INVALID_ARGUMENT for
+/// a name that is not a phased strategy.
+absl::StatusOr<PhasedPlan> PlanPhasedWithStrategy(
+    const CostModel& cost_model, absl::string_view strategy,
+    absl::Span<const int64_t> lengths_tokens,
+    const PlannerOptions& planner_options);
 
 /// Plans one batch with a strategy named as in SimulationStrategyNames():
 /// `bucket` and `packed` use `static_options`; `dcp` plans with
@@ -97,7 +124,8 @@ std::vector<std::string> SimulationStrategyNames();
 /// name); `best-static` picks the best static setting for this one batch.
 /// The planners' predictions are returned as they fill them; the
 /// caller may PredictPlan() again. INVALID_ARGUMENT for an unknown name
-/// (listing the valid ones); otherwise the planner's error.
+/// (listing the valid ones) or a phased strategy (use
+/// PlanPhasedWithStrategy); otherwise the planner's error.
 absl::StatusOr<Plan> PlanWithStrategy(const CostModel& cost_model,
                                       absl::string_view strategy,
                                       absl::Span<const int64_t> lengths_tokens,

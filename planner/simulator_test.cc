@@ -72,7 +72,7 @@ TEST(SimulatorTest, ReportsEveryStrategyWithSaneNumbers) {
   EXPECT_EQ(progress_steps, std::vector<int>({1, 2, 3, 4}));
   EXPECT_EQ(report->steps, 4);
   EXPECT_THAT(report->workload_description, HasSubstr("longtail"));
-  ASSERT_EQ(report->strategies.size(), 6u);
+  ASSERT_EQ(report->strategies.size(), 8u);
   const std::vector<std::string> names = SimulationStrategyNames();
   EXPECT_GT(report->lower_bound_mean_step_seconds, 0);
   for (size_t i = 0; i < names.size(); ++i) {
@@ -133,7 +133,7 @@ TEST(SimulatorTest, JsonHasTheDocumentedFields) {
   ASSERT_TRUE(report.ok()) << report.status();
   const nlohmann::json json =
       nlohmann::json::parse(SimulationReportToJson(*report));
-  ASSERT_EQ(json["strategies"].size(), 6u);
+  ASSERT_EQ(json["strategies"].size(), 8u);
   for (const nlohmann::json& stats : json["strategies"]) {
     for (const char* field :
          {"mean_step_seconds", "speedup_vs_bucket", "mean_idle_fraction",
@@ -188,8 +188,8 @@ TEST(SimulatorTest, RejectsBadOptions) {
   EXPECT_EQ(report.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(report.status().message()),
               HasSubstr("unknown strategy 'magic'; valid strategies: bucket, "
-                        "packed, best-static, dcp, dcp-fixed-accum, "
-                        "dcp-uniform-recompute"));
+                        "packed, best-static, megatron-dyncp, videosys-dcp, "
+                        "dcp, dcp-fixed-accum, dcp-uniform-recompute"));
 
   options.strategies = {"dcp", "dcp"};
   EXPECT_THAT(Simulate(cost_model, stream, options, clock).status().message(),

@@ -223,11 +223,13 @@ absl::StatusOr<std::string> RenderStrategyReportHtml(
         "the simulation kept no batches; run it with keep_plans");
   }
   for (const StrategyStats& stats : report.strategies) {
-    if (stats.plans.size() != steps || stats.step_seconds.size() != steps) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "strategy ", stats.name, " has ", stats.plans.size(), " plans and ",
-          stats.step_seconds.size(), " step times for ", steps,
-          " batches; run the simulation with keep_plans"));
+    const size_t plans =
+        std::max(stats.plans.size(), stats.phased_plans.size());
+    if (plans != steps || stats.step_seconds.size() != steps) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("strategy ", stats.name, " has ", plans, " plans and ",
+                       stats.step_seconds.size(), " step times for ", steps,
+                       " batches; run the simulation with keep_plans"));
     }
   }
   const StrategyStats* best_static = BestStatic(report);
@@ -315,22 +317,45 @@ absl::StatusOr<std::string> RenderStrategyReportHtml(
   timeline_options.max_rows = options.max_timeline_rows;
   for (const StrategyStats& stats : report.strategies) {
     const size_t step = MedianStep(stats.step_seconds);
-    absl::StatusOr<Timeline> timeline =
-        BuildTimeline(cost_model, report.batch_lengths[step], stats.plans[step],
-                      timeline_options);
+    // A strategy that re-groups within a step is drawn by its longest phase.
+    const bool phased = stats.plans.empty();
+    size_t drawn_phase = 0;
+    if (phased) {
+      const std::vector<Plan>& phases = stats.phased_plans[step].phases;
+      for (size_t p = 1; p < phases.size(); ++p) {
+        if (phases[p].slowest_group_seconds >
+            phases[drawn_phase].slowest_group_seconds) {
+          drawn_phase = p;
+        }
+      }
+    }
+    const Plan& drawn = phased ? stats.phased_plans[step].phases[drawn_phase]
+                               : stats.plans[step];
+    absl::StatusOr<Timeline> timeline = BuildTimeline(
+        cost_model, report.batch_lengths[step], drawn, timeline_options);
     if (!timeline.ok()) {
       return absl::Status(timeline.status().code(),
                           absl::StrCat(stats.name, ", step ", step, ": ",
                                        timeline.status().message()));
     }
     TimelineSvgOptions svg_options;
-    svg_options.title = absl::StrCat(
-        stats.name, ", step ", step,
-        " (its median): ", FormatSecondsLabel(timeline->step_seconds), ", ",
-        Percent(timeline->idle_fraction), " idle");
+    svg_options.title =
+        phased ? absl::StrCat(stats.name, ", step ", step, " (its median): ",
+                              FormatSecondsLabel(stats.step_seconds[step]),
+                              " in ", stats.phased_plans[step].phases.size(),
+                              " phases at barriers; drawn: its longest phase, ",
+                              drawn_phase, " (",
+                              FormatSecondsLabel(timeline->step_seconds),
+                              " with the all-reduce)")
+               : absl::StrCat(stats.name, ", step ", step, " (its median): ",
+                              FormatSecondsLabel(timeline->step_seconds), ", ",
+                              Percent(timeline->idle_fraction), " idle");
     absl::StrAppend(&html, "<figure class=\"timeline\" data-strategy=\"",
-                    XmlEscape(stats.name), "\" data-step=\"", step, "\">",
-                    RenderTimelineSvg(*timeline, svg_options), "</figure>\n");
+                    XmlEscape(stats.name), "\" data-step=\"", step, "\"",
+                    phased ? absl::StrCat(" data-phase=\"", drawn_phase, "\"")
+                           : std::string(),
+                    ">", RenderTimelineSvg(*timeline, svg_options),
+                    "</figure>\n");
   }
   absl::StrAppend(&html, "</body></html>\n");
   return html;
