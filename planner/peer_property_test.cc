@@ -4,7 +4,9 @@
 // `dcp simulate` runs them: every plan valid (each sequence once, memory
 // within budget), the simulator's figure for each plan equal to what
 // PricePlan says of the same plan (phase by phase for the phased peers),
-// and lower bound <= dcp <= every baseline.
+// and lower bound <= dcp <= every baseline, with the exact optimum
+// (exact_reference.h) between the lower bound and dcp where the batch is
+// small enough for it.
 #include <algorithm>
 #include <cmath>
 #include <random>
@@ -16,6 +18,7 @@
 #include "common/fake_clock.h"
 #include "gtest/gtest.h"
 #include "planner/batch_check.h"
+#include "planner/exact_reference.h"
 #include "planner/phased_plan.h"
 #include "planner/plan_price.h"
 #include "planner/simulator.h"
@@ -152,6 +155,14 @@ TEST(PeerPropertyTest, BaselinesAreValidPricedAsPlannedAndNoFasterThanDcp) {
       }
     }
     ASSERT_GT(dcp_seconds, 0);
+    if (instance.lengths.size() <= 8) {
+      absl::StatusOr<ExactReference> exact =
+          ComputeExactReference(cost_model, {}, instance.lengths);
+      ASSERT_TRUE(exact.ok()) << exact.status();
+      // bound <= optimum <= dcp, the optimum in [lower, upper].
+      EXPECT_LE(bound, exact->upper_seconds * (1 + kTolerance));
+      EXPECT_LE(exact->lower_seconds, dcp_seconds * (1 + kTolerance));
+    }
     for (const StrategyStats& stats : report->strategies) {
       if (std::find(baselines.begin(), baselines.end(), stats.name) ==
           baselines.end()) {
