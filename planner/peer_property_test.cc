@@ -70,18 +70,9 @@ Instance RandomInstance(std::mt19937_64& rng) {
 // PricePlan of one phase, as a plan of its own sequences.
 PlanPrice PricePhase(const CostModel& cost_model,
                      const std::vector<int64_t>& lengths, const Plan& phase) {
-  Plan renumbered = phase;
-  std::vector<int64_t> sub_batch;
-  for (GroupPlan& group : renumbered.groups) {
-    for (MicroBatchPlan& micro_batch : group.micro_batches) {
-      for (int& index : micro_batch.sequence_indices) {
-        sub_batch.push_back(lengths[index]);
-        index = static_cast<int>(sub_batch.size()) - 1;
-      }
-    }
-  }
+  const PhaseBatch batch = PhaseAsBatch(lengths, phase);
   absl::StatusOr<PlanPrice> price =
-      PricePlan(cost_model, sub_batch, renumbered);
+      PricePlan(cost_model, batch.lengths_tokens, batch.plan);
   EXPECT_TRUE(price.ok()) << price.status();
   return price.ok() ? *price : PlanPrice{};
 }

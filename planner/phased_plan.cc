@@ -55,6 +55,21 @@ double MaxPeakBytes(const PhasedPlan& plan) {
   return peak;
 }
 
+PhaseBatch PhaseAsBatch(absl::Span<const int64_t> lengths_tokens,
+                        const Plan& phase) {
+  PhaseBatch batch;
+  batch.plan = phase;
+  for (GroupPlan& group : batch.plan.groups) {
+    for (MicroBatchPlan& micro_batch : group.micro_batches) {
+      for (int& index : micro_batch.sequence_indices) {
+        batch.lengths_tokens.push_back(lengths_tokens[index]);
+        index = static_cast<int>(batch.lengths_tokens.size()) - 1;
+      }
+    }
+  }
+  return batch;
+}
+
 absl::StatusOr<Plan> LayOutPhase(const ClusterSpec& cluster,
                                  std::vector<PhaseGroup> groups) {
   int used = 0;
@@ -125,24 +140,15 @@ absl::Status ValidatePhasedPlan(const CostModel& cost_model,
     if (problems.size() > 10) problems.resize(10);
     return absl::InvalidArgumentError(absl::StrJoin(problems, "; "));
   }
-  // Each phase is checked as a plan of its own sequences: the sub-batch in
-  // order of first appearance, the indices renumbered into it.
+  // Each phase is checked as a plan of its own sequences.
   for (int p = 0; p < static_cast<int>(plan.phases.size()); ++p) {
-    Plan renumbered = plan.phases[p];
-    std::vector<int64_t> sub_batch;
-    for (GroupPlan& group : renumbered.groups) {
-      for (MicroBatchPlan& micro_batch : group.micro_batches) {
-        for (int& index : micro_batch.sequence_indices) {
-          sub_batch.push_back(lengths_tokens[index]);
-          index = static_cast<int>(sub_batch.size()) - 1;
-        }
-      }
-    }
-    if (sub_batch.empty()) {
+    const PhaseBatch batch = PhaseAsBatch(lengths_tokens, plan.phases[p]);
+    if (batch.lengths_tokens.empty()) {
       return absl::InvalidArgumentError(absl::StrCat(
           "phase ", p, " runs no sequences; drop the empty phase"));
     }
-    if (absl::Status status = ValidatePlan(cost_model, sub_batch, renumbered);
+    if (absl::Status status =
+            ValidatePlan(cost_model, batch.lengths_tokens, batch.plan);
         !status.ok()) {
       return absl::InvalidArgumentError(
           absl::StrCat("phase ", p, ": ", status.message()));

@@ -73,6 +73,16 @@ absl::Status ValidatePhasedPlan(const CostModel& cost_model,
                                 absl::Span<const int64_t> lengths_tokens,
                                 const PhasedPlan& plan);
 
+/// One phase as a plan of its own batch: the phase's sequences in order of
+/// appearance, and the phase with its indices renumbered into them.
+struct PhaseBatch {
+  std::vector<int64_t> lengths_tokens;
+  Plan plan;
+};
+/// The indices of `phase` must be valid for `lengths_tokens`.
+PhaseBatch PhaseAsBatch(absl::Span<const int64_t> lengths_tokens,
+                        const Plan& phase);
+
 /// A group of a phase before it is placed on ranks.
 struct PhaseGroup {
   int sp_size = 1;

@@ -101,6 +101,18 @@ TEST(PhasedPlanTest, ValidationNamesTheProblem) {
   EXPECT_FALSE(ValidatePhasedPlan(cost_model, kLengths, PhasedPlan{}).ok());
 }
 
+TEST(PhasedPlanTest, PhaseAsBatchRenumbersItsSequences) {
+  const PhaseBatch batch = PhaseAsBatch(kLengths, TwoPhases().phases[1]);
+  EXPECT_EQ(batch.lengths_tokens,
+            (std::vector<int64_t>{4096, 4096, 2048, 1024}));
+  ASSERT_EQ(batch.plan.groups.size(), 4u);
+  for (int g = 0; g < 4; ++g) {
+    EXPECT_EQ(batch.plan.groups[g].micro_batches[0].sequence_indices,
+              std::vector<int>({g}));
+    EXPECT_EQ(batch.plan.groups[g].ranks, std::vector<int>({g}));
+  }
+}
+
 TEST(PhasedPlanTest, LayOutPhasePlacesGroupsAndIdlesTheRest) {
   ClusterSpec cluster = H200Cluster(2, 4);
   std::vector<PhaseGroup> groups(2);
