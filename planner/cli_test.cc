@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -162,6 +163,9 @@ TEST(CliTest, BadValuesNameTheFlag) {
        "exclusive"},
       {{"simulate", "--lengths=/no/such/file"}, "/no/such/file"},
       {{"plan", "--strategy=magic"}, "--strategy=magic"},
+      {{"plan", "--strategy=megatron-dyncp"}, "--strategy=megatron-dyncp"},
+      {{"simulate", "--megatron-recompute=never"},
+       "--megatron-recompute=never: must be one of run, micro-batch"},
       {{"plan", "--step=-1"}, "--step=-1"},
       {{"plan", "--gpus=30"}, "--gpus=30: is not a multiple of"},
       {{"plan", "--gpus=16", "--nodes=2"}, "cannot be combined with --nodes"},
@@ -204,6 +208,45 @@ TEST(CliTest, SimulateJsonHasEveryStrategyAndField) {
   EXPECT_TRUE(json["plan_latency_ms"]["p99"].is_number());
   // Three steps is a short run: no progress lines.
   EXPECT_EQ(result.err, "");
+}
+
+TEST(CliTest, SimulateHelpSaysHowPeersThatRegroupArePriced) {
+  const CliResult result = RunCli({"simulate", "--help"});
+  EXPECT_EQ(result.exit_code, 0);
+  // The description is wrapped: read it as one line.
+  const std::string text = absl::StrReplaceAll(result.out, {{"\n", " "}});
+  EXPECT_THAT(text, HasSubstr("separated by barriers"));
+  EXPECT_THAT(text, HasSubstr("sum of each phase's slowest group"));
+  EXPECT_THAT(text, HasSubstr("--megatron-recompute"));
+}
+
+TEST(CliTest, SimulatePeersPrintTheirSettingAndPhases) {
+  for (const char* recompute : {"run", "micro-batch"}) {
+    const CliResult result = RunCli(
+        With({"simulate", "--format=json", "--steps=2",
+              "--strategies=megatron-dyncp,videosys-dcp,dcp",
+              absl::StrCat("--megatron-recompute=", recompute)},
+             kSmallSetup));
+    ASSERT_EQ(result.exit_code, 0) << result.err;
+    const Json json =
+        Json::parse(result.out, nullptr, /*allow_exceptions=*/false);
+    ASSERT_EQ(json["strategies"].size(), 3u) << result.out;
+    const Json& megatron = json["strategies"][0];
+    EXPECT_EQ(megatron["name"], "megatron-dyncp");
+    EXPECT_THAT(megatron["setting"].get<std::string>(),
+                HasSubstr(std::string(recompute) == "run"
+                              ? "layers checkpointed"
+                              : "least recompute per micro-batch"));
+    for (const Json& stats : json["strategies"]) {
+      EXPECT_GE(stats["mean_phases"].get<double>(), 1.0);
+    }
+    EXPECT_EQ(json["strategies"][2]["mean_phases"].get<double>(), 1.0);
+    // dcp is no slower than either peer on these batches.
+    EXPECT_LE(json["strategies"][2]["mean_step_seconds"].get<double>(),
+              megatron["mean_step_seconds"].get<double>());
+    EXPECT_LE(json["strategies"][2]["mean_step_seconds"].get<double>(),
+              json["strategies"][1]["mean_step_seconds"].get<double>());
+  }
 }
 
 TEST(CliTest, SimulateTableAndProgress) {
