@@ -73,27 +73,6 @@ bool IsPhasedStrategy(absl::string_view strategy) {
   return strategy == kMegatronDynCp || strategy == kVideoSysDcp;
 }
 
-absl::StatusOr<PhasedPlan> PlanPhasedWithStrategy(
-    const CostModel& cost_model, absl::string_view strategy,
-    absl::Span<const int64_t> lengths_tokens,
-    const PlannerOptions& planner_options) {
-  if (strategy == kMegatronDynCp) {
-    absl::StatusOr<MegatronDynCpSetting> setting = TuneMegatronDynCp(
-        cost_model, planner_options.sp_sizes,
-        {std::vector<int64_t>(lengths_tokens.begin(), lengths_tokens.end())});
-    if (!setting.ok()) return setting.status();
-    return PlanMegatronDynCp(cost_model, planner_options.sp_sizes,
-                             lengths_tokens, *setting);
-  }
-  if (strategy == kVideoSysDcp) {
-    return PlanVideoSysDcp(cost_model, planner_options.sp_sizes,
-                           lengths_tokens);
-  }
-  return absl::InvalidArgumentError(absl::StrCat(
-      "'", strategy, "' is not a strategy that re-groups within a step; use ",
-      kMegatronDynCp, " or ", kVideoSysDcp));
-}
-
 absl::StatusOr<Plan> PlanWithStrategy(const CostModel& cost_model,
                                       absl::string_view strategy,
                                       absl::Span<const int64_t> lengths_tokens,
@@ -120,7 +99,7 @@ absl::StatusOr<Plan> PlanWithStrategy(const CostModel& cost_model,
     return absl::InvalidArgumentError(
         absl::StrCat(strategy,
                      " re-groups the ranks within a step: its schedule is a "
-                     "phased plan (PlanPhasedWithStrategy), not one layout"));
+                     "phased plan (see Simulate), not one layout"));
   }
   if (strategy != kDcp && strategy != kDcpFixedAccum &&
       strategy != kDcpUniformRecompute) {

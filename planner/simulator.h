@@ -109,14 +109,6 @@ std::vector<std::string> SimulationStrategyNames();
 /// (the sum of each phase's slowest group, then the exposed all-reduce).
 bool IsPhasedStrategy(absl::string_view strategy);
 
-/// Plans one batch with a phased strategy; megatron-dyncp tunes its cap on
-/// this one batch. Predictions filled, no lower bound. INVALID_ARGUMENT for
-/// a name that is not a phased strategy.
-absl::StatusOr<PhasedPlan> PlanPhasedWithStrategy(
-    const CostModel& cost_model, absl::string_view strategy,
-    absl::Span<const int64_t> lengths_tokens,
-    const PlannerOptions& planner_options);
-
 /// Plans one batch with a strategy named as in SimulationStrategyNames():
 /// `bucket` and `packed` use `static_options`; `dcp` plans with
 /// `planner_options`, `dcp-fixed-accum` with variable accumulation off and
@@ -124,8 +116,9 @@ absl::StatusOr<PhasedPlan> PlanPhasedWithStrategy(
 /// name); `best-static` picks the best static setting for this one batch.
 /// The planners' predictions are returned as they fill them; the
 /// caller may PredictPlan() again. INVALID_ARGUMENT for an unknown name
-/// (listing the valid ones) or a phased strategy (use
-/// PlanPhasedWithStrategy); otherwise the planner's error.
+/// (listing the valid ones) or a phased strategy (Simulate plans those,
+/// megatron-dyncp with its cap tuned over all the batches); otherwise the
+/// planner's error.
 absl::StatusOr<Plan> PlanWithStrategy(const CostModel& cost_model,
                                       absl::string_view strategy,
                                       absl::Span<const int64_t> lengths_tokens,

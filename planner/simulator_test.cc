@@ -218,6 +218,47 @@ BatchStream ShortThenTooLong() {
   return *std::move(stream);
 }
 
+TEST(SimulatorTest, PeersThatRegroupKeepPhasedPlans) {
+  const CostModel cost_model =
+      MakeCostModel("llama3-8b", /*num_nodes=*/1, /*gpus_per_node=*/8);
+  BatchStream stream = MakeStream();
+  FakeClock clock;
+  SimulationOptions options = SmallOptions();
+  options.strategies = {"megatron-dyncp", "videosys-dcp", "dcp"};
+  options.keep_plans = true;
+  absl::StatusOr<SimulationReport> report =
+      Simulate(cost_model, stream, options, clock);
+  ASSERT_TRUE(report.ok()) << report.status();
+  ASSERT_EQ(report->strategies.size(), 3u);
+  for (int s = 0; s < 2; ++s) {
+    const StrategyStats& stats = report->strategies[s];
+    SCOPED_TRACE(stats.name);
+    EXPECT_TRUE(IsPhasedStrategy(stats.name));
+    EXPECT_TRUE(stats.plans.empty());
+    ASSERT_EQ(stats.phased_plans.size(), 4u);
+    double phases = 0;
+    for (int step = 0; step < 4; ++step) {
+      const PhasedPlan& plan = stats.phased_plans[step];
+      EXPECT_EQ(plan.strategy, stats.name);
+      EXPECT_DOUBLE_EQ(plan.predicted_step_seconds, stats.step_seconds[step]);
+      EXPECT_DOUBLE_EQ(plan.lower_bound_seconds,
+                       report->lower_bound_step_seconds[step]);
+      phases += plan.phases.size();
+    }
+    EXPECT_DOUBLE_EQ(stats.mean_phases, phases / 4);
+  }
+  EXPECT_THAT(report->strategies[0].setting, HasSubstr("tokens/rank"));
+  EXPECT_FALSE(IsPhasedStrategy("dcp"));
+  EXPECT_EQ(report->strategies[2].plans.size(), 4u);
+  EXPECT_EQ(report->strategies[2].mean_phases, 1);
+  // One layout per step is all PlanWithStrategy makes.
+  absl::StatusOr<Plan> plan = PlanWithStrategy(
+      cost_model, "videosys-dcp", {1024, 2048}, StaticOptions{}, {});
+  EXPECT_EQ(plan.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(plan.status().message()),
+              HasSubstr("re-groups the ranks within a step"));
+}
+
 TEST(SimulatorTest, PlanningErrorsNameTheStep) {
   const CostModel cost_model =
       MakeCostModel("llama3-8b", /*num_nodes=*/1, /*gpus_per_node=*/8);
