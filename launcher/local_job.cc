@@ -125,24 +125,43 @@ struct Planner {
   std::unique_ptr<ChildProcess> process;
   int port = 0;
   std::string log_path;
+  std::string cluster_path;
 };
 
+/// Where the planner keeps its state when the drill restarts it; empty
+/// (in memory) otherwise.
+std::string PlannerStateDir(const Config& config) {
+  if (config.restart_planner_after_step < 0) return "";
+  return absl::StrCat(config.work_dir, "/planner_state");
+}
+
+/// Starts the planner on 127.0.0.1:`port` (0 picks one) and waits until it
+/// serves.
 absl::StatusOr<Planner> StartPlanner(const Config& config,
                                      const std::string& cluster_path,
-                                     absl::Time deadline) {
+                                     absl::Time deadline, int port = 0) {
   Planner planner;
   planner.log_path = absl::StrCat(config.work_dir, "/planner.log");
+  planner.cluster_path = cluster_path;
   // The planner writes its ports to this file once serving (--port-file);
   // its stdout is for people.
   const std::string port_file = absl::StrCat(config.work_dir, "/planner.ports");
   std::remove(port_file.c_str());
-  absl::StatusOr<std::unique_ptr<ChildProcess>> process = ChildProcess::Start(
-      {config.planner_binary, "--listen=127.0.0.1:0",
-       "--metrics-listen=", absl::StrCat("--model=", config.model),
-       absl::StrCat("--cluster=", cluster_path), "--drain-timeout=2s",
-       absl::StrCat("--online-refit=", config.online_refit ? "true" : "false"),
-       absl::StrCat("--port-file=", port_file)},
-      planner.log_path, [](const std::string&) {});
+  std::vector<std::string> argv = {
+      config.planner_binary,
+      absl::StrCat("--listen=127.0.0.1:", port),
+      "--metrics-listen=",
+      absl::StrCat("--model=", config.model),
+      absl::StrCat("--cluster=", cluster_path),
+      "--drain-timeout=2s",
+      absl::StrCat("--online-refit=", config.online_refit ? "true" : "false"),
+      absl::StrCat("--port-file=", port_file)};
+  if (const std::string state_dir = PlannerStateDir(config);
+      !state_dir.empty()) {
+    argv.push_back(absl::StrCat("--state-dir=", state_dir));
+  }
+  absl::StatusOr<std::unique_ptr<ChildProcess>> process =
+      ChildProcess::Start(argv, planner.log_path, [](const std::string&) {});
   if (!process.ok()) return process.status();
   planner.process = *std::move(process);
   while (true) {
@@ -175,6 +194,94 @@ void StopPlanner(Planner& planner) {
   planner.process->JoinOutput();
 }
 
+/// The planner drill of one run of the workers: once rank 0 reports the
+/// chosen step, the planner is stopped (SIGKILL or SIGTERM), kept down for
+/// --planner-down-for after it exited, then restarted on the same port and
+/// state directory while the workers wait for it. Not thread-safe: the
+/// launcher's monitoring loop drives it.
+class PlannerDrill {
+ public:
+  PlannerDrill(const Config& config, Planner& planner, absl::Time deadline)
+      : config_(config), planner_(planner), deadline_(deadline) {}
+
+  /// Whether the planner is meant to be running (its exit is a failure).
+  bool planner_expected_up() const {
+    return state_ == State::kWaiting || state_ == State::kRestarted;
+  }
+
+  /// One turn of the monitoring loop; `due` once rank 0 reported the step.
+  absl::Status Poll(bool due) {
+    const absl::Time now = absl::Now();
+    switch (state_) {
+      case State::kWaiting:
+        if (!due) return absl::OkStatus();
+        PrintLine(absl::StrCat(
+            "[dcp_local_job] planner drill: sending ", SignalName(), " to "
+            "dcp_planner (pid ", planner_.process->pid(), ") after step ",
+            config_.restart_planner_after_step, "; it restarts ",
+            absl::FormatDuration(config_.planner_down_for),
+            " after it exited, on 127.0.0.1:", planner_.port,
+            " with the same --state-dir"));
+        planner_.process->Signal(config_.planner_stop_signal);
+        stopped_at_ = now;
+        state_ = State::kStopping;
+        return absl::OkStatus();
+      case State::kStopping: {
+        const std::optional<int> code = planner_.process->Poll();
+        if (!code.has_value()) {
+          if (now - stopped_at_ > absl::Seconds(60)) {
+            return absl::DeadlineExceededError(
+                absl::StrCat("dcp_planner did not exit within 60 s of ",
+                             SignalName()));
+          }
+          return absl::OkStatus();
+        }
+        planner_.process->JoinOutput();
+        exited_at_ = now;
+        PrintLine(absl::StrFormat(
+            "[dcp_local_job] planner drill: dcp_planner exited with code %d "
+            "%.2f s after %s; the workers wait for it",
+            *code, absl::ToDoubleSeconds(now - stopped_at_), SignalName()));
+        state_ = State::kDown;
+        return absl::OkStatus();
+      }
+      case State::kDown: {
+        if (now < exited_at_ + config_.planner_down_for) {
+          return absl::OkStatus();
+        }
+        DCP_ASSIGN_OR_RETURN(Planner restarted,
+                             StartPlanner(config_, planner_.cluster_path,
+                                          deadline_, planner_.port));
+        planner_ = std::move(restarted);
+        PrintLine(absl::StrFormat(
+            "[dcp_local_job] planner drill: dcp_planner restarted (pid %d) on "
+            "127.0.0.1:%d after %.1f s down",
+            planner_.process->pid(), planner_.port,
+            absl::ToDoubleSeconds(absl::Now() - exited_at_)));
+        state_ = State::kRestarted;
+        return absl::OkStatus();
+      }
+      case State::kRestarted:
+        return absl::OkStatus();
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  enum class State { kWaiting, kStopping, kDown, kRestarted };
+
+  std::string SignalName() const {
+    return config_.planner_stop_signal == SIGKILL ? "SIGKILL" : "SIGTERM";
+  }
+
+  const Config& config_;
+  Planner& planner_;
+  const absl::Time deadline_;
+  State state_ = State::kWaiting;
+  absl::Time stopped_at_;
+  absl::Time exited_at_;
+};
+
 /// How one run of the workers went.
 struct PhaseOutcome {
   RunSummary summary;
@@ -184,7 +291,7 @@ struct PhaseOutcome {
 /// Runs the workers of one phase to completion and returns rank 0's
 /// summary. On any failure every worker is killed.
 absl::StatusOr<PhaseOutcome> RunWorkers(const Config& config,
-                                        const Planner& planner,
+                                        Planner& planner,
                                         const std::string& phase,
                                         bool dcp_phase, absl::Time deadline) {
   const std::string summary_path =
@@ -194,6 +301,12 @@ absl::StatusOr<PhaseOutcome> RunWorkers(const Config& config,
   const std::string sigterm_line =
       absl::StrCat("step ", config.sigterm_after_step, ":");
   const bool drill = dcp_phase && config.sigterm_after_step >= 0;
+  auto planner_drill_due = std::make_shared<std::atomic<bool>>(false);
+  const std::string planner_drill_line =
+      absl::StrCat("step ", config.restart_planner_after_step, ":");
+  const bool planner_drill =
+      dcp_phase && config.restart_planner_after_step >= 0;
+  PlannerDrill drill_of_planner(config, planner, deadline);
 
   std::vector<std::unique_ptr<ChildProcess>> workers;
   std::vector<std::string> logs;
@@ -219,6 +332,8 @@ absl::StatusOr<PhaseOutcome> RunWorkers(const Config& config,
         absl::StrCat("--collective-timeout=", config.collective_timeout),
         absl::StrCat("--summary-file=", summary_path),
         "--rpc-attempts=5",
+        absl::StrCat("--planner-outage-tolerance=",
+                     config.planner_outage_tolerance),
         "--world-timeout=2m"};
     if (dcp_phase && !config.checkpoint_dir.empty()) {
       argv.push_back(absl::StrCat("--checkpoint-dir=", config.checkpoint_dir));
@@ -229,11 +344,15 @@ absl::StatusOr<PhaseOutcome> RunWorkers(const Config& config,
     logs.push_back(absl::StrCat(config.work_dir, "/", phase, "-", id, ".log"));
     absl::StatusOr<std::unique_ptr<ChildProcess>> worker = ChildProcess::Start(
         argv, logs.back(),
-        [sigterm_due, sigterm_line, drill](const std::string& line) {
+        [sigterm_due, sigterm_line, drill, planner_drill_due,
+         planner_drill_line, planner_drill](const std::string& line) {
           // Only rank 0 prints; its lines are the job's report.
           PrintLine(line);
           if (drill && absl::StartsWith(line, sigterm_line)) {
             sigterm_due->store(true);
+          }
+          if (planner_drill && absl::StartsWith(line, planner_drill_line)) {
+            planner_drill_due->store(true);
           }
         });
     if (!worker.ok()) return worker.status();
@@ -261,7 +380,17 @@ absl::StatusOr<PhaseOutcome> RunWorkers(const Config& config,
       }
     }
     if (all_done) break;
-    if (std::optional<int> code = planner.process->Poll(); code.has_value()) {
+    if (planner_drill) {
+      if (absl::Status status = drill_of_planner.Poll(planner_drill_due->load());
+          !status.ok()) {
+        for (auto& worker : workers) worker->Kill();
+        return status;
+      }
+    }
+    if (!drill_of_planner.planner_expected_up()) {
+      // The drill stopped it; the workers wait for its restart.
+    } else if (std::optional<int> code = planner.process->Poll();
+               code.has_value()) {
       return absl::InternalError(
           absl::StrCat("dcp_planner exited with code ", *code, " during the ",
                        phase, " run; its log (", planner.log_path, "):\n",
@@ -368,6 +497,11 @@ absl::Status RunJob(Config& config) {
   if (error) {
     return absl::InternalError(
         absl::StrCat("cannot create ", config.work_dir, ": ", error.message()));
+  }
+  if (const std::string state_dir = PlannerStateDir(config);
+      !state_dir.empty()) {
+    // A fresh state per job: the drill restarts the planner onto it.
+    std::filesystem::remove_all(state_dir, error);
   }
   const std::string cluster_path =
       absl::StrCat(config.work_dir, "/cluster.json");

@@ -19,7 +19,10 @@ namespace dcp {
 /// process (none is left behind) and returns kExitFailure (kExitUsageError for
 /// a bad command line or a binary not found). SIGINT or
 /// SIGTERM asks the workers to stop at a step boundary (they checkpoint),
-/// then stops the planner. Call from main() before starting other threads.
+/// then stops the planner. Fault drills: --sigterm-after-step signals the
+/// workers; --restart-planner-after-step stops the planner (SIGKILL or
+/// SIGTERM) and restarts it on the same port and --state-dir after
+/// --planner-down-for, while the workers wait for it. Call from main() before starting other threads.
 int RunLocalJobMain(int argc, char** argv);
 
 }  // namespace dcp

@@ -1,5 +1,6 @@
 #include "launcher/local_job_config.h"
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -61,6 +62,18 @@ constexpr FlagSpec kFlags[] = {
     {"sigterm-after-step", "K", "-1",
      "send SIGTERM to every worker once rank 0 reports step K (a fault "
      "drill: they stop together at a step boundary and checkpoint)"},
+    {"restart-planner-after-step", "K", "-1",
+     "a fault drill: once rank 0 reports step K, stop the planner with "
+     "--planner-stop-signal, keep it down for --planner-down-for, then "
+     "restart it on the same port and --state-dir (the planner then keeps "
+     "its state in WORK_DIR/planner_state)"},
+    {"planner-stop-signal", "KILL|TERM", "KILL",
+     "how the drill stops the planner: SIGKILL (a crash) or SIGTERM (a "
+     "drained shutdown)"},
+    {"planner-down-for", "DURATION", "30s",
+     "how long the drill keeps the planner down after it exited"},
+    {"planner-outage-tolerance", "DURATION", "5m",
+     "the workers' --planner-outage-tolerance"},
     {"torch-threads", "N", "1", "LibTorch threads per worker"},
     {"collective-timeout", "DURATION", "60s",
      "the workers' store and collective timeout"},
@@ -186,6 +199,28 @@ absl::StatusOr<LocalJobConfig> ConfigureLocalJob(const ParsedFlags& flags,
   DCP_ASSIGN_OR_RETURN(auto sigterm,
                        flags.Int("sigterm-after-step", -1, 1 << 20));
   config.sigterm_after_step = sigterm;
+  DCP_ASSIGN_OR_RETURN(auto restart_after,
+                       flags.Int("restart-planner-after-step", -1, 1 << 20));
+  config.restart_planner_after_step = restart_after;
+  const std::string stop_signal = flags.String("planner-stop-signal");
+  if (stop_signal == "KILL") {
+    config.planner_stop_signal = SIGKILL;
+  } else if (stop_signal == "TERM") {
+    config.planner_stop_signal = SIGTERM;
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--planner-stop-signal=", stop_signal, ": expected KILL or TERM"));
+  }
+  DCP_ASSIGN_OR_RETURN(auto down_for, flags.Duration("planner-down-for"));
+  config.planner_down_for = down_for;
+  // 0 (the workers' --rpc-attempts alone) is a valid tolerance.
+  if (flags.String("planner-outage-tolerance") == "0") {
+    config.planner_outage_tolerance = "0";
+  } else {
+    DCP_ASSIGN_OR_RETURN(auto outage_tolerance,
+                         flags.Duration("planner-outage-tolerance"));
+    config.planner_outage_tolerance = absl::FormatDuration(outage_tolerance);
+  }
   DCP_ASSIGN_OR_RETURN(auto threads, flags.Int("torch-threads", 0, 256));
   config.torch_threads = threads;
   DCP_ASSIGN_OR_RETURN(auto collective, flags.Duration("collective-timeout"));

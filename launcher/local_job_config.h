@@ -35,6 +35,13 @@ struct LocalJobConfig {
   int64_t checkpoint_every = 0;
   bool resume = false;
   int64_t sigterm_after_step = -1;
+  /// Planner drill: once rank 0 reports this step (-1: never), the planner
+  /// gets `planner_stop_signal`, stays down for `planner_down_for` after
+  /// it exited, then restarts on the same port and --state-dir.
+  int64_t restart_planner_after_step = -1;
+  int planner_stop_signal = 9;
+  absl::Duration planner_down_for;
+  std::string planner_outage_tolerance;
   int64_t torch_threads = 1;
   std::string collective_timeout;
   absl::Duration timeout;

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <vector>
@@ -225,10 +226,64 @@ TEST(LocalJobTest, SigtermStopsEveryRankAtOneStepBoundaryWithACheckpoint) {
   ExpectSameSteps(expected, after);
 }
 
+/// The contents of the file at `path`.
+std::string FileText(const std::string& path) {
+  std::ifstream file(path);
+  return std::string((std::istreambuf_iterator<char>(file)),
+                     std::istreambuf_iterator<char>());
+}
+
+/// The planner is SIGKILLed after step 0 and restarted 6 s later: longer
+/// than the workers' 5 attempts survive (0.2 + 0.4 + 0.8 + 1.6 s of backoff,
+/// +-20%), shorter than the 30 s of a pod restart to keep the test quick.
+std::vector<std::string> PlannerKilledAfterStepZero() {
+  std::vector<std::string> flags = Reproducible(4);
+  flags.push_back("--restart-planner-after-step=0");
+  flags.push_back("--planner-stop-signal=KILL");
+  flags.push_back("--planner-down-for=6s");
+  return flags;
+}
+
+TEST(LocalJobTest, WorkersRideThroughAPlannerKilledAndRestartedLater) {
+  const RunSummary& expected = UninterruptedFourSteps();
+  ASSERT_EQ(expected.steps.size(), 4u);
+  std::vector<std::string> flags = PlannerKilledAfterStepZero();
+  flags.push_back("--planner-outage-tolerance=2m");
+  const std::string dir = TestDir("planner_killed");
+  const JobRun run = RunJob(dir, flags);
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_THAT(run.lines, Contains(HasSubstr("planner drill: sending SIGKILL")));
+  EXPECT_THAT(run.lines,
+              Contains(HasSubstr("dcp_planner exited with code 137")));
+  EXPECT_THAT(run.lines, Contains(HasSubstr("dcp_planner restarted")));
+  const RunSummary summary = Summary(dir);
+  EXPECT_EQ(summary.first_step, 0);
+  ASSERT_EQ(summary.steps.size(), 4u) << run.output;
+  ExpectSameSteps(expected, summary);
+  // A worker said that it waited, and for whom (the one whose call met
+  // the outage; a peer that had its plan waits for it in a collective).
+  const std::string logs = absl::StrCat(FileText(dir + "/dcp-w0.log"),
+                                        FileText(dir + "/dcp-w1.log"));
+  EXPECT_THAT(logs, HasSubstr("unavailable for 0.0 s (attempt 1); waiting "
+                              "for it (gives up after 5 attempts and 2m)"));
+  EXPECT_THAT(logs, HasSubstr("answered again ("));
+}
+
+TEST(LocalJobTest, WithoutOutageToleranceThePlannerRestartFailsTheJob) {
+  // The same drill with --rpc-attempts alone: the outage outlasts them.
+  std::vector<std::string> flags = PlannerKilledAfterStepZero();
+  flags.push_back("--planner-outage-tolerance=0");
+  const std::string dir = TestDir("planner_killed_no_tolerance");
+  const JobRun run = RunJob(dir, flags);
+  EXPECT_EQ(run.exit_code, 1) << run.output;
+  EXPECT_THAT(run.output, HasSubstr("unavailable after 5 attempts"));
+}
+
 TEST(LocalJobTest, UsageErrorsExitTwo) {
   const std::string dir = TestDir("usage");
   EXPECT_EQ(RunJob(dir, {"--no-such-flag"}).exit_code, 2);
   EXPECT_EQ(RunJob(dir, {"--resume"}).exit_code, 2);
+  EXPECT_EQ(RunJob(dir, {"--planner-stop-signal=HUP"}).exit_code, 2);
 }
 
 }  // namespace

@@ -430,8 +430,8 @@ TEST(WorkerAgentTest, AFailedCheckpointStopsTheRunAFailedSummaryDoesNot) {
   result = run.Run();
   EXPECT_EQ(result.status().code(), absl::StatusCode::kInternal);
   EXPECT_THAT(result.status().message(),
-              HasSubstr("writing the checkpoint: cannot create the checkpoint "
-                        "directory"));
+              HasSubstr("checkpoint write failed on rank 0: cannot create "
+                        "the checkpoint directory"));
 }
 
 TEST(WorkerAgentTest, ResumedRunMatchesAnUninterruptedOne) {

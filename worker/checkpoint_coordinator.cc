@@ -34,12 +34,32 @@ bool CheckpointCoordinator::Due(int64_t next_step, int64_t steps,
   return stopping || next_step == steps || periodic;
 }
 
+namespace {
+
+/// What a failed checkpoint write's status code says about its cause, for
+/// the ranks that only learn the code.
+std::string DescribeWriteFailure(absl::StatusCode code) {
+  switch (code) {
+    case absl::StatusCode::kResourceExhausted:
+      return "No space left on device (or over quota)";
+    case absl::StatusCode::kPermissionDenied:
+      return "Permission denied (or a read-only file system)";
+    default:
+      return absl::StrCat("an error (", absl::StatusCodeToString(code), ")");
+  }
+}
+
+}  // namespace
+
 absl::Status CheckpointCoordinator::Write(int64_t next_step) {
   const absl::Time start = clock_.Now();
-  if (absl::Status status = WriteCheckpoint(
-          options_.dir, next_step, options_.model_name, model_, optimizer_);
+  if (absl::Status status =
+          WriteCheckpoint(options_.dir, next_step, options_.model_name, model_,
+                          optimizer_, options_.write_file);
       !status.ok()) {
-    return WithContext(status, "writing the checkpoint");
+    return absl::Status(
+        status.code(),
+        absl::StrCat("checkpoint write failed on rank 0: ", status.message()));
   }
   log_(absl::StrFormat("checkpoint (next step %d) written to %s in %.3f s",
                        next_step, path(),
@@ -50,14 +70,24 @@ absl::Status CheckpointCoordinator::Write(int64_t next_step) {
 absl::Status CheckpointCoordinator::WriteOnEveryRank(int64_t next_step) {
   const absl::Status written =
       consensus_.rank() == 0 ? Write(next_step) : absl::OkStatus();
-  absl::StatusOr<bool> failed = consensus_.Any(
-      !written.ok(), "whether the checkpoint was written", options_.timeout);
+  // Only rank 0 adds anything: the sum is its status code (0: written).
+  absl::StatusOr<double> code =
+      consensus_.Sum(static_cast<double>(static_cast<int>(written.code())),
+                     "whether the checkpoint was written", options_.timeout);
   if (!written.ok()) return written;
-  if (!failed.ok()) return failed.status();
-  if (*failed) {
-    return absl::AbortedError(
-        absl::StrCat("rank 0 could not write the checkpoint before step ",
-                     next_step, " to ", options_.dir, " (its log says why)"));
+  if (!code.ok()) return code.status();
+  if (*code != 0) {
+    const int number = static_cast<int>(*code);
+    const absl::StatusCode failure =
+        number > 0 && number <= static_cast<int>(
+                                    absl::StatusCode::kUnauthenticated)
+            ? static_cast<absl::StatusCode>(number)
+            : absl::StatusCode::kUnknown;
+    return absl::AbortedError(absl::StrCat(
+        "checkpoint write failed on rank 0: ", DescribeWriteFailure(failure),
+        " in ", options_.dir, " (before step ", next_step,
+        "; rank 0's log has the OS error; the previous checkpoint there is "
+        "unchanged)"));
   }
   return absl::OkStatus();
 }

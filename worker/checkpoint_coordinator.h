@@ -15,6 +15,7 @@
 #include "absl/time/time.h"
 #include "common/clock.h"
 #include "torch/torch.h"
+#include "worker/execution/checkpoint.h"
 #include "worker/world_consensus.h"
 
 namespace dcp {
@@ -31,6 +32,9 @@ struct CheckpointCoordinatorOptions {
   absl::Duration timeout = absl::Minutes(30);
   /// The model's name, stored with the checkpoint and checked on resume.
   std::string model_name;
+  /// How rank 0 writes the checkpoint file; empty: WriteFileAtomically.
+  /// Tests inject a failing disk.
+  CheckpointFileWriter write_file;
 };
 
 /// Coordinates the checkpoints of one rank's run with the other ranks'
@@ -52,9 +56,12 @@ class CheckpointCoordinator {
   bool Due(int64_t next_step, int64_t steps, bool stopping) const;
 
   /// Rank 0 writes the checkpoint (next step `next_step`) while the others
-  /// wait up to `timeout`; then every rank learns whether it was written,
-  /// so a failed write stops the whole job at once: rank 0 returns its
-  /// error, the others ABORTED.
+  /// wait up to `timeout`; then every rank learns whether it was written
+  /// and, if not, the kind of failure (its status code), so a failed write
+  /// stops the whole job at once with a clear error on every rank: "checkpoint
+  /// write failed on rank 0: No space left on device in DIR ...". Rank 0
+  /// returns its error (its code: RESOURCE_EXHAUSTED for a full disk), the
+  /// others ABORTED. The previous checkpoint stays as it was.
   absl::Status WriteOnEveryRank(int64_t next_step);
 
   /// Every rank reads the checkpoint in `dir` and the ranks check that they

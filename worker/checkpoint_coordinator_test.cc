@@ -3,6 +3,7 @@
 
 #include "worker/checkpoint_coordinator.h"
 
+#include <cerrno>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -12,6 +13,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/atomic_file.h"
 #include "common/fake_clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -107,16 +109,41 @@ TEST(CheckpointCoordinatorTest, AFailedWriteIsRankZerosError) {
   const absl::Status status = rank.coordinator.WriteOnEveryRank(2);
   EXPECT_EQ(status.code(), absl::StatusCode::kInternal);
   EXPECT_THAT(status.message(),
-              HasSubstr("writing the checkpoint: cannot create the checkpoint "
-                        "directory"));
+              HasSubstr("checkpoint write failed on rank 0: cannot create the "
+                        "checkpoint directory"));
 }
 
-/// Rank 0 of a world of two whose all-reduces add what rank 1 offers:
-/// `other` in rank 1's slot of a gather, `other` to a sum.
+TEST(CheckpointCoordinatorTest, AFullDiskIsRankZerosErrorAndKeepsTheOldOne) {
+  const std::string dir = TestDir("full_disk");
+  FakeCommunicator communicator;
+  Rank writer(communicator, InDir(dir, 0));
+  ASSERT_TRUE(writer.coordinator.WriteOnEveryRank(/*next_step=*/2).ok());
+  CheckpointCoordinatorOptions full = InDir(dir, 0);
+  full.write_file = [](const std::string& path, absl::string_view) {
+    return FileSystemError("writing", path + "~tmp.1.0", ENOSPC);
+  };
+  Rank rank(communicator, full);
+  const absl::Status status = rank.coordinator.WriteOnEveryRank(4);
+  EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(status.message(),
+              AllOf(HasSubstr("checkpoint write failed on rank 0: writing the "
+                              "checkpoint"),
+                    HasSubstr(absl::StrCat(" in ", dir, ": ")),
+                    HasSubstr("No space left on device")));
+  Rank reader(communicator, InDir(dir, 0));
+  absl::StatusOr<std::optional<int64_t>> next = reader.coordinator.Resume();
+  ASSERT_TRUE(next.ok()) << next.status();
+  EXPECT_EQ(*next, std::optional<int64_t>(2));
+}
+
+/// Rank `rank` (0 or 1) of a world of two whose all-reduces add what the
+/// other rank offers: `other` in the last slot of a gather, `other` to a
+/// sum.
 class TwoRankWorld final : public Communicator {
  public:
-  explicit TwoRankWorld(double other) : group_(other) {}
-  int rank() const override { return 0; }
+  explicit TwoRankWorld(double other, int rank = 0)
+      : rank_(rank), group_(other) {}
+  int rank() const override { return rank_; }
   int world_size() const override { return 2; }
   CommGroup& World() override { return group_; }
   absl::StatusOr<CommGroup*> Group(const std::vector<int>&) override {
@@ -136,6 +163,7 @@ class TwoRankWorld final : public Communicator {
    private:
     double other_;
   };
+  int rank_;
   ScriptedGroup group_;
 };
 
@@ -153,16 +181,23 @@ TEST(CheckpointCoordinatorTest, RanksThatFoundDifferentCheckpointsRefuse) {
                     HasSubstr("one directory shared by every rank")));
 }
 
-TEST(CheckpointCoordinatorTest, OtherRanksLearnThatRankZeroFailed) {
-  // Rank 0 of a world of two wrote nothing wrong; rank 1 reports a failure:
-  // as seen from rank 0 of the sum, the write failed somewhere.
+TEST(CheckpointCoordinatorTest, OtherRanksLearnWhyRankZeroFailed) {
+  // Rank 1 of a world of two; rank 0 failed with RESOURCE_EXHAUSTED (its
+  // disk is full) and adds that code to the sum.
   const std::string dir = TestDir("other_failed");
-  TwoRankWorld world(/*other=*/1);
+  TwoRankWorld world(
+      /*other=*/static_cast<int>(absl::StatusCode::kResourceExhausted),
+      /*rank=*/1);
   Rank rank(world, InDir(dir, 0));
   const absl::Status status = rank.coordinator.WriteOnEveryRank(3);
   EXPECT_EQ(status.code(), absl::StatusCode::kAborted);
   EXPECT_THAT(status.message(),
-              HasSubstr("could not write the checkpoint before step 3"));
+              HasSubstr(absl::StrCat("checkpoint write failed on rank 0: No "
+                                     "space left on device (or over quota) "
+                                     "in ",
+                                     dir, " (before step 3")));
+  // Rank 1 wrote nothing.
+  EXPECT_FALSE(std::filesystem::exists(rank.coordinator.path()));
 }
 
 }  // namespace

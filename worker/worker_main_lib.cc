@@ -29,7 +29,9 @@
 #include "planner/client/planner_client.h"
 #include "prometheus/exposer.h"
 #include "torch/torch.h"
+#include "planner/workload.h"
 #include "worker/agent.h"
+#include "worker/execution/dataset.h"
 #include "worker/prometheus_worker_metrics.h"
 
 namespace dcp {
@@ -52,8 +54,12 @@ constexpr FlagSpec kFlags[] = {
      "name to check the planner's certificate against (default: the host)"},
     {"rpc-timeout", "DURATION", "10s", "deadline of each planner call"},
     {"rpc-attempts", "N", "5",
-     "attempts per planner call (retried only while UNAVAILABLE, with "
-     "backoff)"},
+     "attempts per planner call at least (retried only while UNAVAILABLE, "
+     "with backoff)"},
+    {"planner-outage-tolerance", "DURATION", "5m",
+     "past --rpc-attempts, how long a planner call keeps retrying while the "
+     "planner is unreachable (e.g. its pod restarting on the same "
+     "--state-dir); the run fails after it; 0: --rpc-attempts only"},
     // Identity and rendezvous.
     {"worker-id", "ID", "",
      "stable id of this worker; else $DCP_WORKER_ID; else HOSTNAME-PID"},
@@ -164,6 +170,42 @@ struct MainConfig {
   int torch_threads = 0;
 };
 
+/// The flag's duration; unlike ParsedFlags::Duration, "0" is one.
+absl::StatusOr<absl::Duration> NonNegativeDuration(const ParsedFlags& flags,
+                                                   const char* flag) {
+  if (flags.String(flag) == "0") return absl::ZeroDuration();
+  return flags.Duration(flag);
+}
+
+/// The error of a flag's value: "--FLAG=VALUE: <why>".
+absl::Status FlagError(absl::string_view flag, absl::string_view value,
+                       const absl::Status& status) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("--", flag, "=", value, ": ", status.message()));
+}
+
+/// Whether --workload (with --seed and the batch size) makes a batch stream
+/// and --data names a dataset that opens, as the agent will build them
+/// after joining the world. The model's vocabulary is not known before
+/// registering, so a token file is checked against the largest one; the
+/// agent checks it against the model's.
+absl::Status CheckWorkloadFlags(const WorkerAgentOptions& agent) {
+  absl::StatusOr<std::unique_ptr<LengthSource>> lengths =
+      ParseWorkloadSpec(agent.workload);
+  if (!lengths.ok()) {
+    return FlagError("workload", agent.workload, lengths.status());
+  }
+  absl::StatusOr<BatchStream> stream = BatchStream::Create(
+      *std::move(lengths), agent.batch, agent.workload_seed);
+  if (!stream.ok()) {
+    return FlagError("workload", agent.workload, stream.status());
+  }
+  absl::StatusOr<std::unique_ptr<Dataset>> dataset =
+      OpenDataset(agent.data, kMaxVocabSize);
+  if (!dataset.ok()) return FlagError("data", agent.data, dataset.status());
+  return absl::OkStatus();
+}
+
 absl::StatusOr<MainConfig> Configure(const ParsedFlags& flags) {
   MainConfig config;
   config.client.target =
@@ -193,6 +235,8 @@ absl::StatusOr<MainConfig> Configure(const ParsedFlags& flags) {
   config.client.call_deadline = rpc_timeout;
   DCP_ASSIGN_OR_RETURN(auto attempts, flags.Int("rpc-attempts", 1, 100));
   config.client.retry.max_attempts = static_cast<int>(attempts);
+  DCP_ASSIGN_OR_RETURN(config.client.retry.outage_tolerance,
+                       NonNegativeDuration(flags, "planner-outage-tolerance"));
   config.client.retry.seed = static_cast<uint64_t>(::getpid());
 
   WorkerAgentOptions& agent = config.agent;
@@ -271,6 +315,10 @@ absl::StatusOr<MainConfig> Configure(const ParsedFlags& flags) {
   DCP_ASSIGN_OR_RETURN(auto static_sp, flags.Int("static-sp", 0, 1 << 16));
   agent.bucket_static_sp = static_cast<int>(static_sp);
   agent.data = flags.String("data");
+  // Checked here, before registering: a bad spec found after joining the
+  // world would fail this rank mid-run and leave its peers with a
+  // misleading peer error.
+  DCP_RETURN_IF_ERROR(CheckWorkloadFlags(agent));
   DCP_ASSIGN_OR_RETURN(auto model_seed, flags.Uint64("model-seed"));
   agent.model_seed = model_seed;
   DCP_ASSIGN_OR_RETURN(auto learning_rate,
@@ -316,6 +364,9 @@ void InstallStopHandlers() {
   action.sa_flags = SA_RESTART;
   ::sigaction(SIGTERM, &action, nullptr);
   ::sigaction(SIGINT, &action, nullptr);
+  // A file-size limit (RLIMIT_FSIZE) then fails the write that passes it
+  // with EFBIG, a checked error, instead of killing the process.
+  ::signal(SIGXFSZ, SIG_IGN);
 }
 
 }  // namespace
@@ -331,6 +382,10 @@ int RunWorkerMain(int argc, char** argv) {
   InstallStopHandlers();
   if (config->torch_threads > 0) torch::set_num_threads(config->torch_threads);
 
+  const std::string worker_id = config->agent.worker_id;
+  config->client.log = [worker_id](const std::string& line) {
+    LogLine(absl::StrCat("dcp_worker ", worker_id, ": ", line));
+  };
   absl::StatusOr<std::unique_ptr<GrpcPlannerClient>> client =
       GrpcPlannerClient::Create(config->client);
   if (!client.ok()) {

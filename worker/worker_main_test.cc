@@ -23,6 +23,7 @@ namespace {
 
 using ::testing::AllOf;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 struct WorkerRun {
   int exit_code = -1;
@@ -94,12 +95,38 @@ TEST(WorkerMainTest, UsageErrorsExitTwo) {
   EXPECT_THAT(run.stderr_text, HasSubstr("expected planner or bucket"));
 }
 
+TEST(WorkerMainTest, BadWorkloadOrDataFlagsExitTwoBeforeRegistering) {
+  // Nothing listens on the planner's port: a worker that registered first
+  // would fail with UNAVAILABLE (exit 1) instead of naming the flag.
+  const std::string planner =
+      absl::StrCat("--planner=127.0.0.1:", *PickFreePort("127.0.0.1"));
+  const std::vector<std::vector<std::string>> bad = {
+      {"--workload=longtail:median=64,max=oops", "--workload=longtail"},
+      {"--workload=gaussian", "--workload=gaussian"},
+      {"--workload=file:/no/such/lengths", "/no/such/lengths"},
+      {"--workload=uniform:min=30,max=20", "--workload=uniform"},
+      {"--data=tokens:/no/such/prefix", "--data=tokens:/no/such/prefix"},
+      {"--data=synthetic:seven", "--data=synthetic:seven"},
+      {"--data=parquet:x", "--data=parquet:x"},
+  };
+  for (const std::vector<std::string>& flag_and_text : bad) {
+    const WorkerRun run =
+        RunWorker({planner, "--rpc-attempts=1", flag_and_text[0]});
+    EXPECT_EQ(run.exit_code, 2) << flag_and_text[0] << "\n" << run.stderr_text;
+    EXPECT_THAT(run.stderr_text, HasSubstr(flag_and_text[1]))
+        << flag_and_text[0];
+    EXPECT_THAT(run.stderr_text, Not(HasSubstr("registering")))
+        << flag_and_text[0];
+  }
+}
+
 TEST(WorkerMainTest, UnreachablePlannerFailsAfterRetriesWithAClearError) {
   // A free loopback port: nothing listens. The address comes from the
   // environment, as in a Kubernetes pod.
   const int port = *PickFreePort("127.0.0.1");
   const WorkerRun run = RunWorker(
-      {"--rpc-attempts=2", "--rpc-timeout=2s", "--store-host=127.0.0.1"},
+      {"--rpc-attempts=2", "--rpc-timeout=2s", "--store-host=127.0.0.1",
+       "--planner-outage-tolerance=0"},
       {absl::StrCat("DCP_PLANNER_ADDRESS=127.0.0.1:", port),
        "DCP_WORKER_ID=worker-7"});
   EXPECT_EQ(run.exit_code, 1) << run.stderr_text;
@@ -107,6 +134,25 @@ TEST(WorkerMainTest, UnreachablePlannerFailsAfterRetriesWithAClearError) {
               AllOf(HasSubstr("dcp_worker worker-7: error: UNAVAILABLE"),
                     HasSubstr("registering worker \"worker-7\""),
                     HasSubstr("unavailable after 2 attempts")));
+}
+
+TEST(WorkerMainTest, WaitsForAnUnreachablePlannerUpToTheOutageTolerance) {
+  const int port = *PickFreePort("127.0.0.1");
+  const WorkerRun run = RunWorker(
+      {absl::StrCat("--planner=127.0.0.1:", port), "--worker-id=worker-8",
+       "--rpc-attempts=2", "--planner-outage-tolerance=4s",
+       "--store-host=127.0.0.1"});
+  EXPECT_EQ(run.exit_code, 1) << run.stderr_text;
+  EXPECT_THAT(run.stderr_text,
+              AllOf(HasSubstr(absl::StrCat("dcp_worker worker-8: "
+                                           "RegisterWorker: planner at "
+                                           "127.0.0.1:",
+                                           port, " unavailable for 0.0 s")),
+                    HasSubstr("waiting for it (gives up after 2 attempts "
+                              "and 4s)"),
+                    HasSubstr(" attempts over ")));
+  // More attempts than --rpc-attempts: the 4 s of outage bound them.
+  EXPECT_THAT(run.stderr_text, Not(HasSubstr("unavailable after 2 attempts")));
 }
 
 }  // namespace

@@ -66,6 +66,12 @@ absl::Status ValidateRetryPolicy(const GrpcPlannerClient::RetryPolicy& retry) {
         absl::FormatDuration(retry.initial_backoff),
         ", max_backoff=", absl::FormatDuration(retry.max_backoff)));
   }
+  if (retry.outage_tolerance < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("retry.outage_tolerance must be >= 0 (0: max_attempts "
+                     "only), got ",
+                     absl::FormatDuration(retry.outage_tolerance)));
+  }
   if (!(retry.multiplier >= 1.0) || !(retry.jitter >= 0.0) ||
       !(retry.jitter < 1.0)) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -114,13 +120,15 @@ absl::StatusOr<std::unique_ptr<GrpcPlannerClient>> GrpcPlannerClient::Create(
   arguments.SetMaxReceiveMessageSize(-1);
   // gRPC's own reconnect backoff grows to two minutes by default, which
   // would make later attempts fail without trying; keep it within the
-  // retry policy's.
+  // retry policy's, and at most a second, so that a restarted planner is
+  // found soon after it serves (each retry also resets it, see Call).
   const int initial_backoff_ms = std::max<int>(
       1, static_cast<int>(
              absl::ToInt64Milliseconds(options.retry.initial_backoff)));
   const int max_backoff_ms = std::max<int>(
       initial_backoff_ms,
-      static_cast<int>(absl::ToInt64Milliseconds(options.retry.max_backoff)));
+      static_cast<int>(std::min<int64_t>(
+          1000, absl::ToInt64Milliseconds(options.retry.max_backoff))));
   arguments.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, initial_backoff_ms);
   arguments.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, initial_backoff_ms);
   arguments.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, max_backoff_ms);
@@ -170,7 +178,10 @@ absl::StatusOr<Response> GrpcPlannerClient::Call(
     absl::string_view method,
     const std::function<grpc::Status(grpc::ClientContext*, Response*)>&
         attempt) {
+  // Waits are logged at the first retry, then at most once per kLogEvery.
+  constexpr absl::Duration kLogEvery = absl::Seconds(10);
   const absl::Time start = clock_.Now();
+  absl::Duration last_logged = absl::ZeroDuration();
   grpc::Status status;
   int attempt_number = 0;
   while (true) {
@@ -188,17 +199,42 @@ absl::StatusOr<Response> GrpcPlannerClient::Call(
     }
     Response response;
     status = attempt(&context, &response);
-    if (status.ok()) return response;
-    if (status.error_code() != grpc::StatusCode::UNAVAILABLE ||
-        attempt_number >= options_.retry.max_attempts) {
+    if (status.error_code() != grpc::StatusCode::UNAVAILABLE) {
+      if (attempt_number > 1 && options_.log) {
+        options_.log(absl::StrFormat(
+            "%s: planner at %s answered again (%s) after %.1f s unavailable "
+            "(%d attempts)",
+            method, options_.target, status.ok() ? "OK" : "an error",
+            absl::ToDoubleSeconds(clock_.Now() - start), attempt_number));
+      }
+      if (status.ok()) return response;
+      break;
+    }
+    const absl::Duration unavailable_for = clock_.Now() - start;
+    if (attempt_number >= options_.retry.max_attempts &&
+        unavailable_for >= options_.retry.outage_tolerance) {
       break;
     }
     const absl::Duration backoff = Backoff(attempt_number + 1);
+    if (options_.log && (attempt_number == 1 ||
+                         unavailable_for - last_logged >= kLogEvery)) {
+      last_logged = unavailable_for;
+      options_.log(absl::StrFormat(
+          "%s: planner at %s unavailable for %.1f s (attempt %d); waiting "
+          "for it (gives up after %d attempts and %s): %s",
+          method, options_.target, absl::ToDoubleSeconds(unavailable_for),
+          attempt_number, options_.retry.max_attempts,
+          absl::FormatDuration(options_.retry.outage_tolerance),
+          status.error_message()));
+    }
     if (options_.sleep) {
       options_.sleep(backoff);
     } else {
       absl::SleepFor(backoff);
     }
+    // The channel may be in its own reconnect backoff, in which the next
+    // attempt would fail without trying to connect.
+    grpc::experimental::ChannelResetConnectionBackoff(channel_.get());
   }
   switch (status.error_code()) {
     case grpc::StatusCode::UNAVAILABLE:

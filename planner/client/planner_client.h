@@ -51,8 +51,11 @@ absl::Status FromGrpcStatus(const grpc::Status& status);
 /// A PlannerClient over gRPC. Every call has a deadline. Every dcp.v1.Planner
 /// RPC is idempotent (ReportStepStats per (worker, step, rank)), so every
 /// call is retried, but only on UNAVAILABLE (the planner is not reachable or
-/// restarting), with exponential backoff and jitter. Other errors come back
-/// at once with the planner's code and message. Thread-safe.
+/// restarting), with exponential backoff and jitter: at least
+/// `retry.max_attempts` attempts, and for as long as the planner has been
+/// unavailable for less than `retry.outage_tolerance` (a planner pod restart
+/// takes tens of seconds), logging each wait. Other errors come back at once
+/// with the planner's code and message. Thread-safe.
 class GrpcPlannerClient final : public PlannerClient {
  public:
   /// Client-side TLS. All empty: plaintext.
@@ -72,6 +75,10 @@ class GrpcPlannerClient final : public PlannerClient {
   struct RetryPolicy {
     /// Attempts per call in all, the first included (at least 1).
     int max_attempts = 5;
+    /// Past `max_attempts`, a call keeps retrying while UNAVAILABLE until
+    /// this long has passed since its first attempt: the planner outage a
+    /// call rides through. Zero: `max_attempts` alone bounds the retries.
+    absl::Duration outage_tolerance = absl::ZeroDuration();
     /// Wait before the second attempt; each later wait is `multiplier`
     /// times longer, up to `max_backoff`. Each wait is jittered uniformly by
     /// +-`jitter` of itself.
@@ -95,9 +102,13 @@ class GrpcPlannerClient final : public PlannerClient {
     /// Waits between attempts; absl::SleepFor when empty. Tests inject a
     /// no-op.
     std::function<void(absl::Duration)> sleep;
-    /// Measures the time spent retrying (for the error message); the real
-    /// clock when null. Must outlive the client.
+    /// Measures the time spent retrying (for `outage_tolerance` and the
+    /// messages); the real clock when null. Must outlive the client.
     const Clock* clock = nullptr;
+    /// Told, one line each, that a call waits for an unavailable planner
+    /// (its address, how long it has been unavailable, the tolerance).
+    /// Empty: silent. Called from the calling thread.
+    std::function<void(const std::string&)> log;
   };
 
   /// Reads the TLS files and creates the channel (connecting lazily: a

@@ -1,19 +1,12 @@
 #include "worker/execution/checkpoint.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <cstdio>
-#include <cstring>
 #include <exception>
 #include <filesystem>
-#include <fstream>
 #include <string>
 #include <system_error>
 
 #include "absl/strings/str_cat.h"
+#include "common/atomic_file.h"
 
 namespace dcp {
 namespace {
@@ -24,24 +17,6 @@ constexpr char kOptimizerKey[] = "optimizer";
 constexpr char kNextStepKey[] = "next_step";
 constexpr char kModelNameKey[] = "model_name";
 
-std::string ErrnoText() { return std::strerror(errno); }
-
-/// fsync()s `path` (a file or a directory).
-absl::Status SyncPath(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY);
-  if (fd < 0) {
-    return absl::InternalError(
-        absl::StrCat("cannot open ", path, " to sync it: ", ErrnoText()));
-  }
-  const int result = ::fsync(fd);
-  const std::string error = result != 0 ? ErrnoText() : "";
-  ::close(fd);
-  if (result != 0) {
-    return absl::InternalError(absl::StrCat("fsync ", path, ": ", error));
-  }
-  return absl::OkStatus();
-}
-
 }  // namespace
 
 std::string CheckpointPath(const std::string& dir) {
@@ -51,16 +26,18 @@ std::string CheckpointPath(const std::string& dir) {
 absl::Status WriteCheckpoint(const std::string& dir, int64_t next_step,
                              const std::string& model_name,
                              const torch::nn::Module& model,
-                             const torch::optim::Optimizer& optimizer) {
+                             const torch::optim::Optimizer& optimizer,
+                             const CheckpointFileWriter& write_file) {
   std::error_code error;
   std::filesystem::create_directories(dir, error);
   if (error) {
     return absl::InternalError(absl::StrCat(
         "cannot create the checkpoint directory ", dir, ": ", error.message()));
   }
-  const std::string path = CheckpointPath(dir);
-  const std::string temporary =
-      absl::StrCat(path, ".tmp.", static_cast<long>(::getpid()));
+  // Serialized to memory first: LibTorch's file writer reports a failed
+  // write by throwing, from a destructor too (which aborts the process), so
+  // the bytes reach the disk only through checked writes below.
+  std::string bytes;
   try {
     torch::serialize::OutputArchive archive;
     torch::serialize::OutputArchive model_archive;
@@ -71,35 +48,25 @@ absl::Status WriteCheckpoint(const std::string& dir, int64_t next_step,
     archive.write(kOptimizerKey, optimizer_archive);
     archive.write(kNextStepKey, c10::IValue(next_step));
     archive.write(kModelNameKey, c10::IValue(model_name));
-    std::ofstream file(temporary, std::ios::binary | std::ios::trunc);
-    if (!file) {
-      return absl::InternalError(
-          absl::StrCat("cannot create ", temporary, ": ", ErrnoText()));
-    }
-    archive.save_to(file);
-    file.close();
-    if (!file) {
-      std::remove(temporary.c_str());
-      return absl::InternalError(
-          absl::StrCat("writing ", temporary, " failed (disk full?)"));
-    }
+    archive.save_to([&bytes](const void* data, size_t size) -> size_t {
+      bytes.append(static_cast<const char*>(data), size);
+      return size;
+    });
   } catch (const std::exception& e) {
-    std::remove(temporary.c_str());
-    return absl::InternalError(absl::StrCat("serializing the checkpoint to ",
-                                            temporary, ": ", e.what()));
-  }
-  if (absl::Status synced = SyncPath(temporary); !synced.ok()) {
-    std::remove(temporary.c_str());
-    return synced;
-  }
-  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
-    const std::string text = ErrnoText();
-    std::remove(temporary.c_str());
     return absl::InternalError(
-        absl::StrCat("cannot rename ", temporary, " to ", path, ": ", text));
+        absl::StrCat("serializing the checkpoint: ", e.what()));
   }
-  // Makes the rename itself durable.
-  return SyncPath(dir);
+  const std::string path = CheckpointPath(dir);
+  const absl::Status written = write_file ? write_file(path, bytes)
+                                          : WriteFileAtomically(path, bytes);
+  if (!written.ok()) {
+    return absl::Status(
+        written.code(),
+        absl::StrCat("writing the checkpoint (", bytes.size(), " bytes) in ",
+                     dir, ": ", written.message(),
+                     "; the previous checkpoint there, if any, is unchanged"));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::optional<int64_t>> ReadCheckpoint(

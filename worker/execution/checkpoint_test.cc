@@ -3,21 +3,28 @@
 
 #include "worker/execution/checkpoint.h"
 
+#include <sys/resource.h>
 #include <torch/torch.h>
 
+#include <algorithm>
+#include <cerrno>
+#include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/atomic_file.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace dcp {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 
 // A fresh directory under TEST_TMPDIR for each test.
@@ -50,13 +57,105 @@ Trained MakeTrained(int seed, int steps) {
   return trained;
 }
 
+/// Names of the files in `dir`.
+std::vector<std::string> FilesIn(const std::string& dir) {
+  std::vector<std::string> names;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    names.push_back(entry.path().filename().string());
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+/// Limits the size of any file this process writes (RLIMIT_FSIZE) while it
+/// lives: a write past it fails with EFBIG, as a full disk fails one with
+/// ENOSPC. SIGXFSZ is ignored meanwhile (its default kills the process).
+class FileSizeLimit {
+ public:
+  explicit FileSizeLimit(rlim_t bytes) {
+    ::getrlimit(RLIMIT_FSIZE, &saved_);
+    saved_handler_ = std::signal(SIGXFSZ, SIG_IGN);
+    rlimit limited = saved_;
+    limited.rlim_cur = bytes;
+    ::setrlimit(RLIMIT_FSIZE, &limited);
+  }
+  ~FileSizeLimit() {
+    ::setrlimit(RLIMIT_FSIZE, &saved_);
+    std::signal(SIGXFSZ, saved_handler_);
+  }
+
+ private:
+  rlimit saved_ = {};
+  void (*saved_handler_)(int) = SIG_DFL;
+};
+
+TEST(CheckpointTest, AFailedWriteKeepsThePreviousCheckpointAndLeavesNoFile) {
+  const std::string dir = TestDirectory();
+  Trained first = MakeTrained(/*seed=*/1, /*steps=*/1);
+  ASSERT_TRUE(
+      WriteCheckpoint(dir, /*next_step=*/3, "tiny", *first.model,
+                      *first.optimizer)
+          .ok());
+  Trained second = MakeTrained(/*seed=*/2, /*steps=*/2);
+  absl::Status status;
+  {
+    // The checkpoint is a few kilobytes; 1 KiB of it gets written.
+    FileSizeLimit limit(/*bytes=*/1024);
+    status = WriteCheckpoint(dir, /*next_step=*/5, "tiny", *second.model,
+                             *second.optimizer);
+  }
+  EXPECT_FALSE(status.ok());
+  EXPECT_THAT(status.message(), HasSubstr("File too large"));
+  EXPECT_THAT(status.message(), HasSubstr(dir));
+  EXPECT_EQ(FilesIn(dir), std::vector<std::string>{"checkpoint.pt"});
+
+  Trained loaded = MakeTrained(/*seed=*/3, /*steps=*/1);
+  absl::StatusOr<std::optional<int64_t>> next =
+      ReadCheckpoint(dir, "tiny", *loaded.model, *loaded.optimizer);
+  ASSERT_TRUE(next.ok()) << next.status();
+  EXPECT_EQ(*next, std::optional<int64_t>(3));
+  EXPECT_TRUE(torch::equal(loaded.model->weight, first.model->weight));
+}
+
+TEST(CheckpointTest, AnInjectedFullDiskIsReturnedWithItsCode) {
+  const std::string dir = TestDirectory();
+  Trained first = MakeTrained(/*seed=*/1, /*steps=*/1);
+  ASSERT_TRUE(WriteCheckpoint(dir, /*next_step=*/2, "tiny", *first.model,
+                              *first.optimizer)
+                  .ok());
+  std::string written_path;
+  size_t written_bytes = 0;
+  const CheckpointFileWriter full_disk = [&](const std::string& path,
+                                             absl::string_view bytes) {
+    written_path = path;
+    written_bytes = bytes.size();
+    return FileSystemError("writing", path + "~tmp.1.0", ENOSPC);
+  };
+  const absl::Status status = WriteCheckpoint(
+      dir, /*next_step=*/4, "tiny", *first.model, *first.optimizer, full_disk);
+  EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(status.message(),
+              AllOf(HasSubstr(absl::StrCat("writing the checkpoint (",
+                                           written_bytes, " bytes) in ", dir)),
+                    HasSubstr("No space left on device"),
+                    HasSubstr("the previous checkpoint there, if any, is "
+                              "unchanged")));
+  EXPECT_EQ(written_path, CheckpointPath(dir));
+  EXPECT_GT(written_bytes, 0u);
+  Trained loaded = MakeTrained(/*seed=*/3, /*steps=*/1);
+  absl::StatusOr<std::optional<int64_t>> next =
+      ReadCheckpoint(dir, "tiny", *loaded.model, *loaded.optimizer);
+  ASSERT_TRUE(next.ok()) << next.status();
+  EXPECT_EQ(*next, std::optional<int64_t>(2));
+}
+
 TEST(CheckpointTest, RoundTripsIntoTheSameParameterTensors) {
   const std::string dir = TestDirectory();
   Trained saved = MakeTrained(/*seed=*/1, /*steps=*/3);
   ASSERT_TRUE(WriteCheckpoint(dir, /*next_step=*/7, "tiny", *saved.model,
                               *saved.optimizer)
                   .ok());
-  EXPECT_FALSE(std::filesystem::exists(CheckpointPath(dir) + ".tmp"));
+  EXPECT_EQ(FilesIn(dir), std::vector<std::string>{"checkpoint.pt"});
 
   Trained loaded = MakeTrained(/*seed=*/2, /*steps=*/1);
   const torch::Tensor weight = loaded.model->weight;  // same TensorImpl
