@@ -101,6 +101,8 @@ TEST(DitModelTest, BuildsOnlyDiffusionTransformerSpecs) {
   EXPECT_TRUE(IsDiffusionTransformerSpec(TinyDitSpec()));
   EXPECT_TRUE(IsDiffusionTransformerSpec(*ModelPreset("video-dit-1b")));
   EXPECT_FALSE(IsDiffusionTransformerSpec(*ModelPreset("tiny")));
+  // The worker accepts the full-size preset (not built here: 0.7B weights).
+  EXPECT_TRUE(DitModel::CheckSpec(*ModelPreset("video-dit-1b")).ok());
   EXPECT_THAT(DitModel::Create(*ModelPreset("tiny")).status().message(),
               HasSubstr("causal = false"));
   ModelSpec with_vocab = TinyDitSpec();
