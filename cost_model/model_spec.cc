@@ -113,7 +113,7 @@ absl::Status ValidateModelSpec(const ModelSpec& spec) {
 }
 
 std::vector<std::string> ModelPresetNames() {
-  return {"llama3-8b", "llama3-70b", "video-dit-1b", "tiny"};
+  return {"llama3-8b", "llama3-70b", "video-dit-1b", "tiny", "tiny-dit"};
 }
 
 absl::StatusOr<ModelSpec> ModelPreset(absl::string_view name) {
@@ -152,6 +152,18 @@ absl::StatusOr<ModelSpec> ModelPreset(absl::string_view name) {
     spec.num_kv_heads = 2;
     spec.ffn_hidden_size = 128;
     spec.vocab_size = 256;
+  } else if (name == "tiny-dit") {
+    // video-dit-1b's architecture at the size of `tiny`: CPU tests and the
+    // demo job train it on latent patches.
+    spec.num_layers = 2;
+    spec.hidden_size = 64;
+    spec.num_attention_heads = 4;
+    spec.num_kv_heads = 4;
+    spec.ffn_hidden_size = 256;
+    spec.vocab_size = 0;
+    spec.causal = false;
+    spec.gated_mlp = false;
+    spec.adaln_modulation = true;
   } else {
     return absl::NotFoundError(
         absl::StrCat("unknown model preset '", name, "'; known presets: ",

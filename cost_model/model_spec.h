@@ -68,7 +68,8 @@ struct ModelSpec {
 /// Checks every field; the error names the field, its value and the fix.
 absl::Status ValidateModelSpec(const ModelSpec& spec);
 
-/// Names accepted by ModelPreset(): llama3-8b, llama3-70b, video-dit-1b, tiny.
+/// Names accepted by ModelPreset(): llama3-8b, llama3-70b, video-dit-1b, tiny,
+/// tiny-dit.
 std::vector<std::string> ModelPresetNames();
 
 /// A built-in model. NotFound lists the known names.

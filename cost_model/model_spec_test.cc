@@ -100,8 +100,21 @@ TEST(ModelPresetTest, TinyIsSmallAndValid) {
   EXPECT_LT(tiny.ParameterCount(), 1'000'000);
 }
 
+TEST(ModelPresetTest, TinyDitIsVideoDitsArchitectureAtTinysSize) {
+  const ModelSpec tiny_dit = ModelPreset("tiny-dit").value();
+  const ModelSpec dit = ModelPreset("video-dit-1b").value();
+  EXPECT_TRUE(ValidateModelSpec(tiny_dit).ok());
+  EXPECT_EQ(tiny_dit.causal, dit.causal);
+  EXPECT_EQ(tiny_dit.gated_mlp, dit.gated_mlp);
+  EXPECT_EQ(tiny_dit.adaln_modulation, dit.adaln_modulation);
+  EXPECT_EQ(tiny_dit.vocab_size, 0);
+  EXPECT_EQ(tiny_dit.num_kv_heads, tiny_dit.num_attention_heads);
+  EXPECT_GT(tiny_dit.ParameterCount(), 0);
+  EXPECT_LT(tiny_dit.ParameterCount(), 1'000'000);
+}
+
 TEST(ModelPresetTest, EveryListedPresetLoadsAndValidates) {
-  ASSERT_EQ(ModelPresetNames().size(), 4u);
+  ASSERT_EQ(ModelPresetNames().size(), 5u);
   for (const std::string& name : ModelPresetNames()) {
     absl::StatusOr<ModelSpec> spec = ModelPreset(name);
     ASSERT_TRUE(spec.ok()) << name << ": " << spec.status();

@@ -22,7 +22,9 @@
 #include "worker/communication/communicator.h"
 #include "worker/execution/dataset.h"
 #include "worker/execution/model.h"
+#include "worker/execution/model_kind.h"
 #include "worker/execution/plan_executor.h"
+#include "worker/execution/trainable_model.h"
 #include "worker/placement.h"
 #include "worker/plan_source.h"
 #include "worker/profile_phase.h"
@@ -229,8 +231,9 @@ class AgentRun {
     model_options.seed = options_.model_seed;
     model_options.dtype = torch::kFloat32;
     model_options.device = placement_.device;
-    absl::StatusOr<std::shared_ptr<GptModel>> model =
-        GptModel::Create(model_spec_, model_options);
+    // A GptModel, or a DitModel for a diffusion-transformer spec.
+    absl::StatusOr<std::shared_ptr<TrainableModel>> model =
+        CreateTrainableModel(model_spec_, model_options);
     if (!model.ok()) {
       return WithContext(model.status(),
                          absl::StrCat("building model \"", model_spec_.name,
@@ -324,8 +327,8 @@ class AgentRun {
     absl::StatusOr<BatchStream> stream = BatchStream::Create(
         *std::move(lengths), options_.batch, options_.workload_seed);
     if (!stream.ok()) return WithContext(stream.status(), "the batch stream");
-    DCP_ASSIGN_OR_RETURN(const std::unique_ptr<Dataset> dataset,
-                         OpenDataset(options_.data, model_spec_.vocab_size));
+    DCP_ASSIGN_OR_RETURN(const std::unique_ptr<SequenceInputSource> dataset,
+                         SequenceInputSource::Open(options_.data, *model_));
     DCP_ASSIGN_OR_RETURN(const std::unique_ptr<StepPlanSource> plans,
                          MakePlanSource(workload_max_length));
 
@@ -356,27 +359,28 @@ class AgentRun {
   /// Runs step `step` on `samples` and what follows it: report, record,
   /// checkpoint, summary. True when the ranks agreed to stop after it.
   absl::StatusOr<bool> RunStep(int64_t step, const std::vector<Sample>& samples,
-                               const Dataset& data, StepPlanSource& plans) {
+                               const SequenceInputSource& data,
+                               StepPlanSource& plans) {
     DCP_ASSIGN_OR_RETURN(const StepPlan planned, plans.PlanOf(samples, step));
     int64_t loss_tokens = 0;
     for (const Sample& sample : samples) {
-      loss_tokens += sample.length_tokens - 1;
+      loss_tokens += model_->LossTokensOfSequence(sample.length_tokens);
     }
     absl::Status token_error;
-    auto tokens_of = [&](int index) -> std::vector<int64_t> {
+    auto inputs_of = [&](int index) -> SequenceInput {
       const Sample& sample = samples.at(index);
-      absl::StatusOr<std::vector<int32_t>> tokens =
-          data.Tokens(sample.id, sample.length_tokens);
-      if (!tokens.ok()) {
-        if (token_error.ok()) token_error = tokens.status();
+      absl::StatusOr<SequenceInput> input =
+          data.Input(sample.id, sample.length_tokens);
+      if (!input.ok()) {
+        if (token_error.ok()) token_error = input.status();
         return {};
       }
-      return std::vector<int64_t>(tokens->begin(), tokens->end());
+      return *std::move(input);
     };
     ResetPeakMemory(placement_.device);
     const absl::Time start = clock_.Now();
     absl::StatusOr<StepResult> executed =
-        executor_->RunStep(planned.plan, tokens_of, loss_tokens);
+        executor_->RunStep(planned.plan, inputs_of, loss_tokens);
     const double step_seconds = absl::ToDoubleSeconds(clock_.Now() - start);
     DCP_RETURN_IF_ERROR(WithContext(
         token_error, absl::StrCat("reading the tokens of step ", step)));
@@ -455,7 +459,7 @@ class AgentRun {
   ModelSpec model_spec_;
   std::unique_ptr<Communicator> communicator_;
   std::unique_ptr<WorldConsensus> consensus_;
-  std::shared_ptr<GptModel> model_;
+  std::shared_ptr<TrainableModel> model_;
   std::unique_ptr<PlanExecutor> executor_;
   std::unique_ptr<CheckpointCoordinator> checkpoints_;
   AgentRunResult result_;

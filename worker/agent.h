@@ -144,7 +144,8 @@ struct AgentRunResult {
 /// The worker agent of one rank: registers with the planner (RegisterWorker,
 /// polled with backoff until the world is complete), joins the world with
 /// c10d (rank 0 hosts the TCPStore at the address it announced), builds the
-/// GptModel from the planner's ModelSpec with the same seed on every rank,
+/// model of the planner's ModelSpec with the same seed on every rank (a
+/// GptModel, or a DitModel for a diffusion-transformer spec),
 /// profiles on request (RunProfile; each rank submits its own samples; rank
 /// 0 prints the fit), then trains `steps` steps: the plan of each step's
 /// batch comes from GetPlan (rank 0 also submits the next batch ahead) or

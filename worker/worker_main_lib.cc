@@ -107,7 +107,7 @@ constexpr FlagSpec kFlags[] = {
      "longest sequence)"},
     {"data", "synthetic[:SEED]|tokens:PREFIX", "synthetic",
      "where tokens come from (each rank reads only its micro-batches' "
-     "samples)"},
+     "samples); a DiT model reads synthetic latent patches of the same seed"},
     {"model-seed", "S", "0", "seed of the initial weights (same on all ranks)"},
     {"learning-rate", "LR", "0.001", "AdamW learning rate"},
     {"torch-threads", "N", "0",

@@ -415,4 +415,30 @@ torch::Tensor GptModel::TokenLossSum(const torch::Tensor& logits,
           .reduction(torch::kSum));
 }
 
+absl::StatusOr<ShardLoss> GptModel::ShardLossSum(
+    const std::vector<SequenceInput>& sequences,
+    const SequenceParallelContext& sp, int checkpointed_layers) {
+  std::vector<std::vector<int64_t>> token_ids;
+  token_ids.reserve(sequences.size());
+  for (const SequenceInput& sequence : sequences) {
+    token_ids.push_back(sequence.token_ids);
+  }
+  absl::StatusOr<PackedShard> shard =
+      ShardPackedSequences(token_ids, sp.rank(), sp.size());
+  if (!shard.ok()) return shard.status();
+  absl::StatusOr<torch::Tensor> logits =
+      Forward(*shard, sp, checkpointed_layers);
+  if (!logits.ok()) return logits.status();
+  ShardLoss loss;
+  loss.local_tokens = shard->num_local_tokens();
+  loss.loss_tokens = shard->num_predicted_tokens;
+  loss.real_tokens = shard->num_real_tokens;
+  try {
+    loss.loss_sum = TokenLossSum(*logits, shard->targets);
+  } catch (...) {
+    return StatusFromCurrentException("GptModel loss");
+  }
+  return loss;
+}
+
 }  // namespace dcp

@@ -11,6 +11,7 @@
 #include "cost_model/model_spec.h"
 #include "torch/torch.h"
 #include "worker/communication/sequence_parallel.h"
+#include "worker/execution/trainable_model.h"
 
 namespace dcp {
 
@@ -148,7 +149,7 @@ class DecoderLayer : public torch::nn::Module {
 /// lcm(num_kv_heads, sp) (as DeepSpeed-Ulysses does for GQA) so they can be.
 ///
 /// Not thread-safe: one thread runs forward and backward.
-class GptModel : public torch::nn::Module {
+class GptModel : public TrainableModel {
  public:
   /// INVALID_ARGUMENT unless the spec is a valid causal, gated-MLP model
   /// with a vocabulary and whole heads (hidden % heads == 0, heads % kv heads
@@ -162,7 +163,7 @@ class GptModel : public torch::nn::Module {
 
   /// OK when Ulysses over `sp_size` ranks can shard this model's heads
   /// (sp_size divides num_attention_heads).
-  absl::Status CheckSequenceParallelSize(int sp_size) const;
+  absl::Status CheckSequenceParallelSize(int sp_size) const override;
 
   /// Logits [num_local_tokens, vocab] of this rank's shard. The first
   /// `checkpointed_layers` layers (clamped to [0, num_layers]) are
@@ -181,7 +182,17 @@ class GptModel : public torch::nn::Module {
   static torch::Tensor TokenLossSum(const torch::Tensor& logits,
                                     const torch::Tensor& targets);
 
-  const ModelSpec& spec() const { return spec_; }
+  /// TrainableModel: the last token of a sequence predicts nothing.
+  int64_t LossTokensOfSequence(int64_t length_tokens) const override {
+    return length_tokens - 1;
+  }
+  /// TrainableModel: ShardPackedSequences of the token ids, Forward and
+  /// TokenLossSum.
+  absl::StatusOr<ShardLoss> ShardLossSum(
+      const std::vector<SequenceInput>& sequences,
+      const SequenceParallelContext& sp, int checkpointed_layers) override;
+
+  const ModelSpec& spec() const override { return spec_; }
   const GptModelOptions& options() const { return options_; }
 
  private:

@@ -19,7 +19,7 @@ torch::optim::AdamWOptions AdamWOptionsFrom(const PlanExecutorOptions& o) {
 
 }  // namespace
 
-PlanExecutor::PlanExecutor(std::shared_ptr<GptModel> model,
+PlanExecutor::PlanExecutor(std::shared_ptr<TrainableModel> model,
                            Communicator& communicator,
                            PlanExecutorOptions options)
     : model_(std::move(model)),
@@ -32,11 +32,27 @@ absl::StatusOr<StepResult> PlanExecutor::RunStep(
     const Plan& plan,
     const std::function<std::vector<int64_t>(int sequence_index)>& tokens_of,
     int64_t total_loss_tokens) {
+  return RunStep(
+      plan,
+      [&tokens_of](int index) {
+        SequenceInput input;
+        input.token_ids = tokens_of(index);
+        return input;
+      },
+      total_loss_tokens);
+}
+
+absl::StatusOr<StepResult> PlanExecutor::RunStep(
+    const Plan& plan,
+    const std::function<SequenceInput(int sequence_index)>& inputs_of,
+    int64_t total_loss_tokens) {
   if (total_loss_tokens <= 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "total_loss_tokens is ", total_loss_tokens,
         "; pass the number of predicted tokens of the whole global batch "
-        "(sum of sequence lengths minus one per sequence), which must be > 0"));
+        "(the sum of the model's LossTokensOfSequence: the sequence lengths "
+        "minus one per sequence for the GPT, the lengths for the DiT), which "
+        "must be > 0"));
   }
   const int rank = communicator_.rank();
   StepResult result;
@@ -76,11 +92,11 @@ absl::StatusOr<StepResult> PlanExecutor::RunStep(
   for (size_t m = 0; m < group_plan.micro_batches.size(); ++m) {
     const MicroBatchPlan& micro_batch = group_plan.micro_batches[m];
     const absl::Time start = clock_->Now();
-    std::vector<std::vector<int64_t>> sequences;
+    std::vector<SequenceInput> sequences;
     sequences.reserve(micro_batch.sequence_indices.size());
     for (int index : micro_batch.sequence_indices) {
-      sequences.push_back(tokens_of(index));
-      if (sequences.back().empty()) {
+      sequences.push_back(inputs_of(index));
+      if (sequences.back().length_tokens() == 0) {
         return absl::InvalidArgumentError(
             absl::StrCat("sequence ", index, " (micro-batch ", m, " of group ",
                          result.group_index, ") has no tokens"));
@@ -93,24 +109,19 @@ absl::StatusOr<StepResult> PlanExecutor::RunStep(
       result.micro_batches.push_back(micro_result);
       continue;  // Nothing to run, on any member alike.
     }
-    absl::StatusOr<PackedShard> shard =
-        ShardPackedSequences(sequences, result.sp_rank, result.sp_size);
-    if (!shard.ok()) return shard.status();
-    micro_result.local_tokens = shard->num_local_tokens();
-    micro_result.predicted_tokens = shard->num_predicted_tokens;
-    micro_result.real_tokens = shard->num_real_tokens;
-
     SequenceParallelContext sp;
     sp.group = *group;
     sp.timeout = options_.collective_timeout;
     sp.clock = clock_;
     sp.stats = std::make_shared<CommunicationStats>();
-    absl::StatusOr<torch::Tensor> logits =
-        model_->Forward(*shard, sp, micro_batch.checkpointed_layers);
-    if (!logits.ok()) return logits.status();
+    absl::StatusOr<ShardLoss> shard_loss =
+        model_->ShardLossSum(sequences, sp, micro_batch.checkpointed_layers);
+    if (!shard_loss.ok()) return shard_loss.status();
+    micro_result.local_tokens = shard_loss->local_tokens;
+    micro_result.predicted_tokens = shard_loss->loss_tokens;
+    micro_result.real_tokens = shard_loss->real_tokens;
     try {
-      torch::Tensor loss =
-          GptModel::TokenLossSum(*logits, shard->targets) * inverse_total;
+      torch::Tensor loss = shard_loss->loss_sum * inverse_total;
       loss.backward();
       micro_result.loss = loss.item<double>();
     } catch (...) {

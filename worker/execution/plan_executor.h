@@ -13,6 +13,7 @@
 #include "torch/torch.h"
 #include "worker/communication/communicator.h"
 #include "worker/execution/model.h"
+#include "worker/execution/trainable_model.h"
 
 namespace dcp {
 
@@ -37,7 +38,8 @@ struct PlanExecutorOptions {
 /// What one micro-batch did on this rank.
 struct MicroBatchResult {
   int num_sequences = 0;
-  /// This rank's tokens, padding included, and those with a target.
+  /// This rank's tokens, padding included, and those its loss counts (with
+  /// a next-token target; every real token of a diffusion model).
   int64_t local_tokens = 0;
   int64_t predicted_tokens = 0;
   /// This rank's real (unpadded) tokens: its slice of each sequence, so
@@ -85,9 +87,10 @@ struct StepResult {
 /// calls it with the same plan.
 class PlanExecutor {
  public:
-  /// `model` and `communicator` must outlive the executor.
-  PlanExecutor(std::shared_ptr<GptModel> model, Communicator& communicator,
-               PlanExecutorOptions options = {});
+  /// `model` (a GptModel, a DitModel, ...) and `communicator` must outlive
+  /// the executor.
+  PlanExecutor(std::shared_ptr<TrainableModel> model,
+               Communicator& communicator, PlanExecutorOptions options = {});
 
   /// Runs one step. `tokens_of(i)` gives the token ids of global sequence i
   /// (called for this group's sequences only); `total_loss_tokens` is the
@@ -106,14 +109,24 @@ class PlanExecutor {
       const std::function<std::vector<int64_t>(int sequence_index)>& tokens_of,
       int64_t total_loss_tokens);
 
-  GptModel& model() { return *model_; }
+  /// The same for any model: `inputs_of(i)` gives global sequence i as the
+  /// model reads it (token ids or a latent sample), and total_loss_tokens
+  /// is the sum over the global batch of model().LossTokensOfSequence(L).
+  /// Errors as above (a sequence the model cannot read is
+  /// INVALID_ARGUMENT).
+  absl::StatusOr<StepResult> RunStep(
+      const Plan& plan,
+      const std::function<SequenceInput(int sequence_index)>& inputs_of,
+      int64_t total_loss_tokens);
+
+  TrainableModel& model() { return *model_; }
   /// The AdamW optimizer (e.g. to save or restore its state in a checkpoint).
   torch::optim::AdamW& optimizer() { return optimizer_; }
 
  private:
   absl::Status AllReduceGradients();
 
-  std::shared_ptr<GptModel> model_;
+  std::shared_ptr<TrainableModel> model_;
   Communicator& communicator_;
   PlanExecutorOptions options_;
   const Clock* clock_;

@@ -24,6 +24,7 @@
 #include "absl/time/time.h"
 #include "common/status_macros.h"
 #include "worker/communication/sequence_parallel.h"
+#include "worker/execution/dit_model.h"
 #include "worker/execution/model.h"
 
 #ifndef DCP_LIBTORCH_HAS_CUDA
@@ -79,8 +80,11 @@ absl::Status CheckDevice(const ProfileOptions& options) {
 absl::Status ValidateOptions(const ModelSpec& model,
                              const ProfileOptions& options, int gpus_per_node,
                              int world_size) {
-  // The benchmarks run GptModel's own layer and attention code.
-  DCP_RETURN_IF_ERROR(GptModel::CheckSpec(model));
+  // The benchmarks run the model's own layer and attention code: the DiT's
+  // for a diffusion-transformer spec, GptModel's otherwise.
+  DCP_RETURN_IF_ERROR(IsDiffusionTransformerSpec(model)
+                          ? DitModel::CheckSpec(model)
+                          : GptModel::CheckSpec(model));
   if (gpus_per_node < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("gpus_per_node = ", gpus_per_node, " must be at least 1"));
@@ -242,20 +246,41 @@ class InputSource {
   torch::TensorOptions options_;
 };
 
+// The forward GEMMs of `layer` (a DecoderLayer or a DitBlock: both have
+// ProjectQkv, ProjectOutput and Mlp).
+template <typename Layer>
+absl::Status ProfileLayerGemms(Layer& layer, const ModelSpec& model,
+                               const ProfileOptions& options,
+                               const Timer& timer, InputSource& inputs,
+                               std::vector<ProfileSample>& samples);
+
 absl::Status ProfileGemms(const ModelSpec& model, const ProfileOptions& options,
                           const Timer& timer, InputSource& inputs,
                           std::vector<ProfileSample>& samples) {
-  // GptModel's own layer, moved to the profiled device and dtype.
+  // The model's own layer, moved to the profiled device and dtype.
   at::Generator generator = at::detail::createCPUGenerator(options.seed);
+  if (IsDiffusionTransformerSpec(model)) {
+    DitBlock block(model, DitModelOptions(), generator);
+    block.to(options.device, options.dtype);
+    return ProfileLayerGemms(block, model, options, timer, inputs, samples);
+  }
   DecoderLayer layer(model, GptModelOptions(), generator);
   layer.to(options.device, options.dtype);
+  return ProfileLayerGemms(layer, model, options, timer, inputs, samples);
+}
+
+template <typename Layer>
+absl::Status ProfileLayerGemms(Layer& layer, const ModelSpec& model,
+                               const ProfileOptions& options,
+                               const Timer& timer, InputSource& inputs,
+                               std::vector<ProfileSample>& samples) {
   // The forward GEMMs alone, as the samples' flops count them.
   torch::NoGradGuard no_grad;
   const double flops_per_token = model.LinearForwardFlopsPerToken();
   for (int64_t tokens : options.gemm_tokens) {
     const torch::Tensor x = inputs.Normal({tokens, model.hidden_size});
     auto layer_gemms = [&]() -> absl::Status {
-      DecoderLayer::Projections qkv = layer.ProjectQkv(x);
+      auto qkv = layer.ProjectQkv(x);
       torch::Tensor output = layer.ProjectOutput(x);
       torch::Tensor mlp = layer.Mlp(x);
       return absl::OkStatus();
@@ -299,9 +324,14 @@ absl::Status ProfileAttention(const ModelSpec& model,
       blocked =
           (position.unsqueeze(0) > position.unsqueeze(1)).to(options.device);
     }
-    // GptModel's own attention core for one sequence of local heads.
+    // The model's own attention core for one sequence of local heads.
+    auto attention = [&]() {
+      return IsDiffusionTransformerSpec(model)
+                 ? BidirectionalSequenceAttention(q, k, v, length)
+                 : SequenceAttention(q, k, v, blocked);
+    };
     auto forward = [&]() -> absl::Status {
-      torch::Tensor output = SequenceAttention(q, k, v, blocked);
+      torch::Tensor output = attention();
       return absl::OkStatus();
     };
     absl::StatusOr<double> forward_seconds = timer.MedianSeconds(
@@ -314,7 +344,7 @@ absl::Status ProfileAttention(const ModelSpec& model,
       for (const torch::Tensor& input : {q, k, v}) {
         input.mutable_grad() = torch::Tensor();
       }
-      output = SequenceAttention(q, k, v, blocked);
+      output = attention();
       return absl::OkStatus();
     };
     auto backward = [&]() -> absl::Status {

@@ -83,14 +83,16 @@ struct ProfileOptions {
 ///
 /// Compute, on this rank alone:
 ///  - kGemm, per gemm_tokens T: the forward matrix multiplications of one
-///    GptModel DecoderLayer, run by the layer's own ProjectQkv,
+///    GptModel DecoderLayer (a DitBlock for a diffusion-transformer spec,
+///    IsDiffusionTransformerSpec), run by the layer's own ProjectQkv,
 ///    ProjectOutput and Mlp on random [T, hidden] inputs (no autograd);
 ///    flops = model.LinearForwardFlopsPerToken() * T, tokens = T, the form
 ///    ComputeModel::GemmSeconds expects.
 ///  - kAttentionForward / kAttentionBackward, per attention_lengths L:
 ///    GptModel's own attention core (SequenceAttention over one sequence of
-///    random Q, K, V, with a causal mask if model.causal) forward, and its
-///    autograd backward (the forward untimed);
+///    random Q, K, V, with a causal mask if model.causal; the DiT's
+///    BidirectionalSequenceAttention for a diffusion transformer) forward,
+///    and its autograd backward (the forward untimed);
 ///    flops = model.AttentionForwardFlopsPerSquaredToken() * L^2 for both
 ///    (the fit applies the backward factor), sum_squared_lengths = L^2,
 ///    sum_lengths = L.
@@ -118,8 +120,8 @@ struct ProfileOptions {
 /// point of view); which ranks' samples to submit (e.g. rank 0's, or all
 /// for averaging) is the caller's choice. Compute samples are this rank's.
 ///
-/// Errors: INVALID_ARGUMENT for options, or a model GptModel cannot build
-/// (GptModel::CheckSpec), that are invalid (the message
+/// Errors: INVALID_ARGUMENT for options, or a model neither GptModel nor
+/// DitModel can build (their CheckSpec), that are invalid (the message
 /// names the field and the fix); FAILED_PRECONDITION for a CUDA device
 /// without a CUDA LibTorch; INTERNAL when a benchmark throws or the clock
 /// does not advance over a measurement (a non-positive median); a

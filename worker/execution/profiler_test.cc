@@ -148,6 +148,38 @@ TEST(ProfilerTest, SingleRankDefaultProfileHasComputeSamplesOnly) {
             backward.front().measured_seconds);
 }
 
+// A DiT worker profiles the DiT's own block and attention core (before, a
+// spec without causal attention was refused).
+TEST(ProfilerTest, DiffusionTransformerProfilesItsOwnBlock) {
+  absl::StatusOr<ModelSpec> spec = ModelPreset("tiny-dit");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  FakeCommunicator comm;
+  ProfileOptions options;
+  options.repeats = 1;
+  options.warmup = 0;
+  options.gemm_tokens = {8, 512};
+  options.attention_lengths = {32, 256};
+  absl::StatusOr<std::vector<ProfileSample>> samples =
+      RunProfile(*spec, comm, /*gpus_per_node=*/8, options);
+  ASSERT_TRUE(samples.ok()) << samples.status();
+  const std::vector<ProfileSample> gemms = OfOp(*samples, Op::kGemm);
+  const std::vector<ProfileSample> forward =
+      OfOp(*samples, Op::kAttentionForward);
+  ASSERT_EQ(gemms.size(), 2u);
+  ASSERT_EQ(forward.size(), 2u);
+  ASSERT_EQ(OfOp(*samples, Op::kAttentionBackward).size(), 2u);
+  EXPECT_DOUBLE_EQ(gemms[1].flops, spec->LinearForwardFlopsPerToken() * 512);
+  // Bidirectional: twice the flops of a causal mask of the same width.
+  ModelSpec causal = *spec;
+  causal.causal = true;
+  EXPECT_DOUBLE_EQ(forward[1].flops,
+                   2 * causal.AttentionForwardFlopsPerSquaredToken() * 256 *
+                       256);
+  for (const ProfileSample& sample : *samples) {
+    EXPECT_GT(sample.measured_seconds, 0);
+  }
+}
+
 TEST(ProfilerTest, FittedComputeModelPredictsAFreshGemm) {
   const ModelSpec spec = Tiny();
   FakeCommunicator comm;

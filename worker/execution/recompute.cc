@@ -60,7 +60,74 @@ class CheckpointFunction
   }
 };
 
+struct MultiInputLayerHolder : torch::CustomClassHolder {
+  explicit MultiInputLayerHolder(MultiInputLayerFunction f)
+      : layer(std::move(f)) {}
+  MultiInputLayerFunction layer;
+};
+
+// CheckpointFunction over a list of inputs, each of which gets its gradient.
+class MultiInputCheckpointFunction
+    : public torch::autograd::Function<MultiInputCheckpointFunction> {
+ public:
+  static torch::Tensor forward(AutogradContext* ctx, at::TensorList inputs,
+                               at::TensorList parameters,
+                               c10::intrusive_ptr<MultiInputLayerHolder> holder) {
+    std::vector<torch::Tensor> kept(inputs.begin(), inputs.end());
+    torch::Tensor output = holder->layer(kept);
+    ctx->save_for_backward(kept);
+    ctx->saved_data["layer"] = c10::IValue::make_capsule(std::move(holder));
+    ctx->saved_data["num_parameters"] = static_cast<int64_t>(parameters.size());
+    return output;
+  }
+
+  static variable_list backward(AutogradContext* ctx,
+                                variable_list grad_outputs) {
+    auto holder = c10::static_intrusive_pointer_cast<MultiInputLayerHolder>(
+        ctx->saved_data["layer"].toCapsule());
+    const int64_t num_parameters = ctx->saved_data["num_parameters"].toInt();
+    const variable_list inputs = ctx->get_saved_variables();
+    std::vector<torch::Tensor> detached;
+    detached.reserve(inputs.size());
+    for (const torch::Tensor& input : inputs) {
+      detached.push_back(
+          input.detach().requires_grad_(input.requires_grad()));
+    }
+    torch::Tensor output;
+    {
+      torch::AutoGradMode enable_grad(true);
+      output = holder->layer(detached);
+    }
+    torch::autograd::backward({output}, {grad_outputs[0]});
+
+    variable_list grads;
+    grads.reserve(inputs.size() + num_parameters + 1);
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      torch::Tensor grad = detached[i].grad();
+      if (!grad.defined() && inputs[i].requires_grad()) {
+        grad = torch::zeros_like(inputs[i]);
+      }
+      grads.push_back(grad);
+    }
+    for (int64_t i = 0; i < num_parameters; ++i) {
+      grads.emplace_back();  // Already accumulated by the re-run.
+    }
+    grads.emplace_back();  // The holder.
+    return grads;
+  }
+};
+
 }  // namespace
+
+torch::Tensor CheckpointedForwardOfInputs(
+    const MultiInputLayerFunction& layer,
+    const std::vector<torch::Tensor>& inputs,
+    const std::vector<torch::Tensor>& parameters) {
+  if (!torch::GradMode::is_enabled()) return layer(inputs);
+  return MultiInputCheckpointFunction::apply(
+      at::TensorList(inputs), at::TensorList(parameters),
+      c10::make_intrusive<MultiInputLayerHolder>(layer));
+}
 
 torch::Tensor CheckpointedForward(
     const LayerFunction& layer, const torch::Tensor& input,

@@ -30,6 +30,22 @@ torch::Tensor CheckpointedForward(const LayerFunction& layer,
                                   const torch::Tensor& input,
                                   const std::vector<torch::Tensor>& parameters);
 
+/// A layer's forward over several inputs (e.g. the hidden states and a
+/// conditioning embedding), with the same determinism requirement.
+using MultiInputLayerFunction =
+    std::function<torch::Tensor(const std::vector<torch::Tensor>&)>;
+
+/// CheckpointedForward for a layer of several inputs: keeps only `inputs`,
+/// re-runs `layer` in backward on detached copies of them, and returns each
+/// input's gradient (so an input computed from other parameters, such as a
+/// conditioning embedding shared by many layers, passes its gradient on
+/// through the outer graph rather than being re-entered by the re-run).
+/// `inputs` must be non-empty.
+torch::Tensor CheckpointedForwardOfInputs(
+    const MultiInputLayerFunction& layer,
+    const std::vector<torch::Tensor>& inputs,
+    const std::vector<torch::Tensor>& parameters);
+
 }  // namespace dcp
 
 #endif  // DCP_WORKER_EXECUTION_RECOMPUTE_H_

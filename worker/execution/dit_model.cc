@@ -1,0 +1,497 @@
+#include "worker/execution/dit_model.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "worker/execution/recompute.h"
+
+namespace dcp {
+
+namespace dit_internal {
+
+// What every block of one forward pass shares; immutable once made, because
+// recompute re-runs blocks with it from backward.
+struct ForwardContext {
+  SequenceParallelContext sp;
+  std::vector<int64_t> slice_tokens;
+  std::vector<int64_t> sequence_tokens;
+  // The micro-batch sequence of each local token, int64 on the device.
+  torch::Tensor sequence_of_token;
+};
+
+}  // namespace dit_internal
+
+using dit_internal::ForwardContext;
+
+namespace {
+
+torch::Tensor LayerNormWithoutWeights(const torch::Tensor& x, double epsilon) {
+  return torch::layer_norm(x, {x.size(-1)}, /*weight=*/{}, /*bias=*/{},
+                           epsilon);
+}
+
+// Sinusoidal features of `values` [n] (float64): [n, width], cos then sin
+// of values * max_period^(-i / (width / 2)).
+torch::Tensor SinusoidalFeatures(const torch::Tensor& values, int64_t width,
+                                 double max_period) {
+  const int64_t half = width / 2;
+  torch::Tensor exponents =
+      torch::arange(half, torch::kFloat64) / static_cast<double>(half);
+  torch::Tensor frequencies = torch::pow(max_period, -exponents);
+  torch::Tensor angles =
+      values.to(torch::kFloat64).unsqueeze(1) * frequencies.unsqueeze(0);
+  return torch::cat({angles.cos(), angles.sin()}, /*dim=*/1);
+}
+
+}  // namespace
+
+bool IsDiffusionTransformerSpec(const ModelSpec& spec) {
+  return !spec.causal && spec.adaln_modulation;
+}
+
+int64_t DitShard::num_local_tokens() const {
+  return std::accumulate(slice_tokens.begin(), slice_tokens.end(), int64_t{0});
+}
+
+absl::StatusOr<DitShard> ShardLatentSequences(
+    const std::vector<LatentSample>& samples, int64_t channels, int sp_rank,
+    int sp_size) {
+  if (sp_size < 1 || sp_rank < 0 || sp_rank >= sp_size) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("SP rank ", sp_rank, " of size ", sp_size,
+                     " is invalid; need 0 <= rank < size"));
+  }
+  DitShard shard;
+  std::vector<float> noisy, target, weights;
+  std::vector<int64_t> positions, sequence_of_token;
+  std::vector<double> timesteps;
+  for (size_t i = 0; i < samples.size(); ++i) {
+    const LatentSample& sample = samples[i];
+    const int64_t length = sample.length_tokens;
+    if (length < 1 || sample.channels != channels ||
+        static_cast<int64_t>(sample.clean.size()) != length * channels ||
+        static_cast<int64_t>(sample.noise.size()) != length * channels) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "latent sample ", i, " of the micro-batch has ", length,
+          " tokens of ", sample.channels, " numbers (", sample.clean.size(),
+          " clean, ", sample.noise.size(), " noise); the model needs >= 1 "
+          "token of ", channels, " numbers, clean and noise of length x ",
+          channels));
+    }
+    const double t = sample.timestep;
+    const int64_t slice = (length + sp_size - 1) / sp_size;
+    shard.slice_tokens.push_back(slice);
+    shard.sequence_tokens.push_back(length);
+    timesteps.push_back(t);
+    for (int64_t p = sp_rank * slice; p < (sp_rank + 1) * slice; ++p) {
+      const bool real = p < length;
+      if (real) ++shard.num_real_tokens;
+      positions.push_back(p);
+      sequence_of_token.push_back(static_cast<int64_t>(i));
+      weights.push_back(real ? 1.0f : 0.0f);
+      for (int64_t c = 0; c < channels; ++c) {
+        const double x0 = real ? sample.clean[p * channels + c] : 0.0;
+        const double eps = real ? sample.noise[p * channels + c] : 0.0;
+        noisy.push_back(static_cast<float>((1.0 - t) * x0 + t * eps));
+        target.push_back(static_cast<float>(eps - x0));
+      }
+    }
+  }
+  const int64_t tokens = static_cast<int64_t>(positions.size());
+  auto floats = [](const std::vector<float>& values) {
+    return torch::tensor(torch::ArrayRef<float>(values), torch::kFloat32);
+  };
+  auto longs = [](const std::vector<int64_t>& values) {
+    return torch::tensor(torch::ArrayRef<int64_t>(values), torch::kInt64)
+        .view({static_cast<int64_t>(values.size())});
+  };
+  shard.noisy_latents = floats(noisy).view({tokens, channels});
+  shard.target_velocity = floats(target).view({tokens, channels});
+  shard.loss_weights = floats(weights).view({tokens});
+  shard.positions = longs(positions);
+  shard.sequence_of_token = longs(sequence_of_token);
+  shard.timesteps =
+      torch::tensor(torch::ArrayRef<double>(timesteps), torch::kFloat64)
+          .view({static_cast<int64_t>(timesteps.size())});
+  return shard;
+}
+
+torch::Tensor BidirectionalSequenceAttention(const torch::Tensor& q,
+                                             const torch::Tensor& k,
+                                             const torch::Tensor& v,
+                                             int64_t real_tokens) {
+  // Padding sits at the end of a sequence, so the real keys are a prefix:
+  // no mask is needed, and the fused kernels apply.
+  torch::Tensor ks = k.narrow(1, 0, real_tokens);
+  torch::Tensor vs = v.narrow(1, 0, real_tokens);
+  const int64_t group_size = q.size(0) / k.size(0);
+  if (group_size > 1) {
+    ks = ks.repeat_interleave(group_size, /*dim=*/0);
+    vs = vs.repeat_interleave(group_size, /*dim=*/0);
+  }
+  return at::scaled_dot_product_attention(
+             q.unsqueeze(0), ks.unsqueeze(0), vs.unsqueeze(0),
+             /*attn_mask=*/{}, /*dropout_p=*/0.0, /*is_causal=*/false)
+      .squeeze(0);
+}
+
+DitBlock::DitBlock(const ModelSpec& spec, const DitModelOptions& options,
+                   at::Generator& generator)
+    : hidden_(spec.hidden_size),
+      num_heads_(spec.num_attention_heads),
+      num_kv_heads_(spec.num_kv_heads),
+      head_dim_(spec.HeadDim()),
+      gated_mlp_(spec.gated_mlp),
+      epsilon_(options.layer_norm_epsilon) {
+  const int64_t h = spec.hidden_size;
+  const int64_t kv = spec.KvHiddenSize();
+  const int64_t f = spec.ffn_hidden_size;
+  auto matrix = [&](int64_t rows, int64_t cols, double std_dev) {
+    return torch::empty({rows, cols}, torch::kFloat32)
+        .normal_(0.0, std_dev, generator);
+  };
+  // Drawn even when zeroed, so that both settings draw the other matrices
+  // from the same stream.
+  torch::Tensor modulation = matrix(6 * h, h, options.init_std);
+  if (options.zero_init_modulation) modulation.zero_();
+  modulation_ = Register("modulation", modulation);
+  wq_ = Register("wq", matrix(h, h, options.init_std));
+  wk_ = Register("wk", matrix(kv, h, options.init_std));
+  wv_ = Register("wv", matrix(kv, h, options.init_std));
+  wo_ = Register("wo", matrix(h, h, options.init_std));
+  w_in_ = Register("w_in", matrix(f, h, options.init_std));
+  if (gated_mlp_) w_gate_ = Register("w_gate", matrix(f, h, options.init_std));
+  w_out_ = Register("w_out", matrix(h, f, options.init_std));
+}
+
+torch::Tensor DitBlock::Register(const std::string& name,
+                                 torch::Tensor value) {
+  torch::Tensor p = register_parameter(name, std::move(value));
+  parameters_.push_back(p);
+  return p;
+}
+
+torch::Tensor DitBlock::Modulation(const torch::Tensor& conditioning) const {
+  return torch::matmul(torch::silu(conditioning), modulation_.t());
+}
+
+torch::Tensor DitBlock::Forward(const torch::Tensor& x,
+                                const torch::Tensor& conditioning,
+                                const ForwardContext& context) const {
+  // Per sequence, then per token: [T, 6, hidden].
+  torch::Tensor modulation =
+      Modulation(conditioning)
+          .index_select(0, context.sequence_of_token)
+          .view({x.size(0), 6, hidden_});
+  auto part = [&](int64_t i) { return modulation.select(1, i); };
+  torch::Tensor h =
+      LayerNormWithoutWeights(x, epsilon_) * (1 + part(1)) + part(0);
+  torch::Tensor y = x + part(2) * ProjectOutput(Attention(h, context));
+  torch::Tensor g =
+      LayerNormWithoutWeights(y, epsilon_) * (1 + part(4)) + part(3);
+  return y + part(5) * Mlp(g);
+}
+
+DitBlock::Projections DitBlock::ProjectQkv(const torch::Tensor& h) const {
+  const int64_t tokens = h.size(0);
+  return {torch::matmul(h, wq_.t()).view({tokens, num_heads_, head_dim_}),
+          torch::matmul(h, wk_.t()).view({tokens, num_kv_heads_, head_dim_}),
+          torch::matmul(h, wv_.t()).view({tokens, num_kv_heads_, head_dim_})};
+}
+
+torch::Tensor DitBlock::ProjectOutput(const torch::Tensor& attention) const {
+  return torch::matmul(attention, wo_.t());
+}
+
+torch::Tensor DitBlock::Mlp(const torch::Tensor& g) const {
+  torch::Tensor inner = torch::matmul(g, w_in_.t());
+  if (gated_mlp_) {
+    inner = torch::silu(torch::matmul(g, w_gate_.t())) * inner;
+  } else {
+    inner = torch::gelu(inner, "tanh");
+  }
+  return torch::matmul(inner, w_out_.t());
+}
+
+torch::Tensor DitBlock::Attention(const torch::Tensor& h,
+                                  const ForwardContext& context) const {
+  const int64_t tokens = h.size(0);
+  const int64_t s = context.sp.size();
+  Projections projections = ProjectQkv(h);
+  torch::Tensor q = projections.q;
+  torch::Tensor k = projections.k;
+  torch::Tensor v = projections.v;
+  // KV heads must split evenly over the group: replicate them to
+  // lcm(kv heads, s) when s does not divide their count.
+  const int64_t kv_repeat = s / std::gcd(num_kv_heads_, s);
+  if (kv_repeat > 1) {
+    k = k.repeat_interleave(kv_repeat, /*dim=*/1);
+    v = v.repeat_interleave(kv_repeat, /*dim=*/1);
+  }
+  const int64_t local_q_heads = num_heads_ / s;
+  const int64_t local_kv_heads = num_kv_heads_ * kv_repeat / s;
+  const int64_t width = local_q_heads + 2 * local_kv_heads;
+
+  // [T, s, width, d]: chunk j along dim 1 holds member j's heads.
+  torch::Tensor packed =
+      torch::cat({q.view({tokens, s, local_q_heads, head_dim_}),
+                  k.view({tokens, s, local_kv_heads, head_dim_}),
+                  v.view({tokens, s, local_kv_heads, head_dim_})},
+                 /*dim=*/2);
+  // Sequence-sharded, all heads -> all tokens, local heads.
+  torch::Tensor gathered = DifferentiableAllToAll(
+      packed.permute({1, 0, 2, 3}).contiguous(), context.sp);
+
+  std::vector<torch::Tensor> outputs;
+  outputs.reserve(context.slice_tokens.size());
+  int64_t offset = 0;
+  for (size_t i = 0; i < context.slice_tokens.size(); ++i) {
+    const int64_t slice = context.slice_tokens[i];
+    const int64_t padded = slice * s;
+    // Member-major then slice order is position order: [P, width, d].
+    torch::Tensor sequence =
+        gathered.narrow(1, offset, slice).reshape({padded, width, head_dim_});
+    torch::Tensor qs = sequence.narrow(1, 0, local_q_heads).transpose(0, 1);
+    torch::Tensor ks =
+        sequence.narrow(1, local_q_heads, local_kv_heads).transpose(0, 1);
+    torch::Tensor vs =
+        sequence.narrow(1, local_q_heads + local_kv_heads, local_kv_heads)
+            .transpose(0, 1);
+    torch::Tensor out = BidirectionalSequenceAttention(
+        qs, ks, vs, context.sequence_tokens[i]);  // [hq, P, d]
+    outputs.push_back(
+        out.transpose(0, 1).reshape({s, slice, local_q_heads, head_dim_}));
+    offset += slice;
+  }
+  // All tokens, local heads -> local tokens, all heads.
+  torch::Tensor local = DifferentiableAllToAll(
+      torch::cat(outputs, /*dim=*/1).contiguous(), context.sp);
+  return local.permute({1, 0, 2, 3}).reshape({tokens, num_heads_ * head_dim_});
+}
+
+DitModel::DitModel(const ModelSpec& spec, const DitModelOptions& options)
+    : spec_(spec), options_(options) {
+  at::Generator generator =
+      at::make_generator<at::CPUGeneratorImpl>(options.seed);
+  const int64_t h = spec.hidden_size;
+  const int64_t c = options.latent_channels;
+  auto matrix = [&](int64_t rows, int64_t cols) {
+    return torch::empty({rows, cols}, torch::kFloat32)
+        .normal_(0.0, options.init_std, generator);
+  };
+  // Float32 on the CPU from one generator in a fixed order, then moved.
+  patch_embedding_ = register_parameter("patch_embedding", matrix(h, c));
+  timestep_in_ =
+      register_parameter("timestep_in", matrix(h, options.timestep_features));
+  timestep_out_ = register_parameter("timestep_out", matrix(h, h));
+  for (int i = 0; i < spec.num_layers; ++i) {
+    auto block = std::make_shared<DitBlock>(spec, options, generator);
+    register_module(absl::StrCat("block", i), block);
+    blocks_.push_back(std::move(block));
+  }
+  torch::Tensor final_modulation = matrix(2 * h, h);
+  torch::Tensor output = matrix(c, h);
+  if (options.zero_init_modulation) {
+    final_modulation.zero_();
+    output.zero_();
+  }
+  final_modulation_ = register_parameter("final_modulation", final_modulation);
+  output_ = register_parameter("output", output);
+  for (auto& p : parameters()) {
+    p.set_data(p.data().to(options.device, options.dtype));
+  }
+}
+
+absl::StatusOr<std::shared_ptr<DitModel>> DitModel::Create(
+    const ModelSpec& spec, const DitModelOptions& options) {
+  if (absl::Status status = CheckSpec(spec); !status.ok()) return status;
+  if (options.latent_channels < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("DitModelOptions.latent_channels = ",
+                     options.latent_channels, " must be at least 1"));
+  }
+  if (options.timestep_features < 2 || options.timestep_features % 2 != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "DitModelOptions.timestep_features = ", options.timestep_features,
+        " must be even and at least 2 (cosine and sine features)"));
+  }
+  return std::shared_ptr<DitModel>(new DitModel(spec, options));
+}
+
+absl::Status DitModel::CheckSpec(const ModelSpec& spec) {
+  if (absl::Status status = ValidateModelSpec(spec); !status.ok()) {
+    return status;
+  }
+  if (!IsDiffusionTransformerSpec(spec)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "model '", spec.name,
+        "' is not a diffusion transformer; DitModel needs causal = false and "
+        "adaln_modulation = true"));
+  }
+  if (spec.vocab_size != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "model '", spec.name, "' has vocab_size ", spec.vocab_size,
+        "; a DiT reads latent patches, not tokens: set vocab_size = 0"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status DitModel::CheckSequenceParallelSize(int sp_size) const {
+  if (sp_size < 1 || spec_.num_attention_heads % sp_size != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Ulysses SP size ", sp_size, " must divide num_attention_heads (",
+        spec_.num_attention_heads, ") of model '", spec_.name,
+        "'; use an SP size that divides it"));
+  }
+  return absl::OkStatus();
+}
+
+torch::Tensor DitModel::TimestepEmbedding(
+    const torch::Tensor& timesteps) const {
+  // DiT's convention: t scaled to [0, 1000) before the features.
+  const torch::Tensor features =
+      SinusoidalFeatures(timesteps * 1000.0, options_.timestep_features,
+                         /*max_period=*/10000.0)
+          .to(timestep_in_.options());
+  return torch::matmul(torch::silu(torch::matmul(features, timestep_in_.t())),
+                       timestep_out_.t());
+}
+
+absl::StatusOr<torch::Tensor> DitModel::Forward(
+    const DitShard& shard, const SequenceParallelContext& sp,
+    int checkpointed_layers) {
+  if (absl::Status status = CheckSequenceParallelSize(sp.size());
+      !status.ok()) {
+    return status;
+  }
+  const int64_t tokens = shard.num_local_tokens();
+  const int64_t num_sequences = static_cast<int64_t>(shard.slice_tokens.size());
+  if (tokens == 0 ||
+      shard.sequence_tokens.size() != shard.slice_tokens.size() ||
+      !shard.noisy_latents.defined() ||
+      shard.noisy_latents.sizes() !=
+          torch::IntArrayRef({tokens, options_.latent_channels}) ||
+      !shard.positions.defined() || shard.positions.numel() != tokens ||
+      !shard.sequence_of_token.defined() ||
+      shard.sequence_of_token.numel() != tokens ||
+      !shard.timesteps.defined() || shard.timesteps.numel() != num_sequences) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "DiT shard is inconsistent: it needs at least one token and, per "
+        "local token (sum of slice_tokens), a row of ",
+        options_.latent_channels,
+        " latent numbers, a position and a sequence, plus one timestep per "
+        "sequence; build it with ShardLatentSequences"));
+  }
+  const int64_t s = sp.size();
+  for (size_t i = 0; i < shard.slice_tokens.size(); ++i) {
+    const int64_t length = shard.sequence_tokens[i];
+    if (length < 1 || (length + s - 1) / s != shard.slice_tokens[i]) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "sequence ", i, " of ", length, " tokens does not have ",
+          shard.slice_tokens[i], " tokens per slice at SP size ", s,
+          "; shard it with ShardLatentSequences for this group size"));
+    }
+  }
+  const torch::TensorOptions float_options =
+      torch::TensorOptions().dtype(options_.dtype).device(options_.device);
+  auto context = std::make_shared<ForwardContext>();
+  context->sp = sp;
+  context->slice_tokens = shard.slice_tokens;
+  context->sequence_tokens = shard.sequence_tokens;
+  context->sequence_of_token = shard.sequence_of_token.to(options_.device);
+
+  const int recomputed =
+      std::max(0, std::min<int>(checkpointed_layers, blocks_.size()));
+  try {
+    // Positions in float64, then cast: a position embeds identically
+    // wherever its token lands.
+    torch::Tensor position_embedding =
+        SinusoidalFeatures(shard.positions, spec_.hidden_size,
+                           /*max_period=*/10000.0)
+            .to(float_options);
+    if (spec_.hidden_size % 2 != 0) {
+      position_embedding = torch::constant_pad_nd(position_embedding, {0, 1});
+    }
+    torch::Tensor x = torch::matmul(shard.noisy_latents.to(float_options),
+                                    patch_embedding_.t()) +
+                      position_embedding;
+    torch::Tensor conditioning =
+        TimestepEmbedding(shard.timesteps.to(options_.device));
+    for (size_t l = 0; l < blocks_.size(); ++l) {
+      std::shared_ptr<DitBlock> block = blocks_[l];
+      if (static_cast<int>(l) < recomputed) {
+        // The conditioning is an input of its own, so that its gradient
+        // leaves the recomputed block through the outer graph.
+        x = CheckpointedForwardOfInputs(
+            [block, context](const std::vector<torch::Tensor>& inputs) {
+              return block->Forward(inputs[0], inputs[1], *context);
+            },
+            {x, conditioning}, block->layer_parameters());
+      } else {
+        x = block->Forward(x, conditioning, *context);
+      }
+    }
+    torch::Tensor modulation =
+        torch::matmul(torch::silu(conditioning), final_modulation_.t())
+            .index_select(0, context->sequence_of_token)
+            .view({tokens, 2, spec_.hidden_size});
+    torch::Tensor h = LayerNormWithoutWeights(x, options_.layer_norm_epsilon) *
+                          (1 + modulation.select(1, 1)) +
+                      modulation.select(1, 0);
+    return torch::matmul(h, output_.t());
+  } catch (...) {
+    return StatusFromCurrentException("DitModel forward");
+  }
+}
+
+torch::Tensor DitModel::VelocityLossSum(const torch::Tensor& predicted,
+                                        const DitShard& shard) {
+  const torch::Dtype loss_dtype =
+      predicted.scalar_type() == torch::kFloat64 ? torch::kFloat64
+                                                 : torch::kFloat32;
+  torch::Tensor error =
+      predicted.to(loss_dtype) -
+      shard.target_velocity.to(predicted.device(), loss_dtype);
+  torch::Tensor per_token = error.pow(2).mean(/*dim=*/-1);
+  return (per_token *
+          shard.loss_weights.to(predicted.device(), loss_dtype))
+      .sum();
+}
+
+absl::StatusOr<ShardLoss> DitModel::ShardLossSum(
+    const std::vector<SequenceInput>& sequences,
+    const SequenceParallelContext& sp, int checkpointed_layers) {
+  std::vector<LatentSample> samples;
+  samples.reserve(sequences.size());
+  for (size_t i = 0; i < sequences.size(); ++i) {
+    if (!sequences[i].token_ids.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "sequence ", i, " of the micro-batch holds token ids; the DiT '",
+          spec_.name, "' reads latent samples (SequenceInput::latent)"));
+    }
+    samples.push_back(sequences[i].latent);
+  }
+  absl::StatusOr<DitShard> shard = ShardLatentSequences(
+      samples, options_.latent_channels, sp.rank(), sp.size());
+  if (!shard.ok()) return shard.status();
+  absl::StatusOr<torch::Tensor> predicted =
+      Forward(*shard, sp, checkpointed_layers);
+  if (!predicted.ok()) return predicted.status();
+  ShardLoss loss;
+  loss.local_tokens = shard->num_local_tokens();
+  loss.loss_tokens = shard->num_real_tokens;
+  loss.real_tokens = shard->num_real_tokens;
+  try {
+    loss.loss_sum = VelocityLossSum(*predicted, *shard);
+  } catch (...) {
+    return StatusFromCurrentException("DitModel loss");
+  }
+  return loss;
+}
+
+}  // namespace dcp
