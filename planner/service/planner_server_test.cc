@@ -116,6 +116,34 @@ std::pair<grpc::Status, std::string> HealthCheck(int port,
   return {status, response_bytes};
 }
 
+/// A unary call of `method` ("/dcp.v1.Planner/ListWorkers") with `bytes` as
+/// the request and `authorization` metadata unless empty: its status.
+grpc::Status RawCall(int port, const std::string& method,
+                     const std::string& bytes,
+                     const std::string& authorization = "") {
+  std::shared_ptr<grpc::Channel> channel = grpc::CreateChannel(
+      absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials());
+  grpc::GenericStub stub(channel);
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() +
+                       std::chrono::seconds(5));
+  if (!authorization.empty()) {
+    context.AddMetadata("authorization", authorization);
+  }
+  grpc::Slice request_slice(bytes);
+  grpc::ByteBuffer request(&request_slice, /*nslices=*/1);
+  grpc::ByteBuffer response;
+  absl::Notification done;
+  grpc::Status status;
+  stub.UnaryCall(&context, method, grpc::StubOptions(), &request, &response,
+                 [&](grpc::Status call_status) {
+                   status = std::move(call_status);
+                   done.Notify();
+                 });
+  done.WaitForNotification();
+  return status;
+}
+
 /// HealthCheckResponse{status = SERVING}.
 const std::string kServing("\x08\x01", 2);
 
@@ -384,6 +412,50 @@ TEST(PlannerServerTest, BearerTokenIsRequired) {
                   {{"method", "ListWorkers"}, {"code", "UNAUTHENTICATED"}}),
       3)
       << metrics;
+}
+
+TEST(PlannerServerTest, MalformedRequestBytesAreInvalidArgumentNamingTheMethod) {
+  absl::StatusOr<std::unique_ptr<PlannerServer>> server =
+      StartRealServer("", /*token=*/"", /*metrics=*/false);
+  ASSERT_TRUE(server.ok()) << server.status();
+  // A field 1 of wire type 7 (no such type): no message parses from it.
+  const std::string malformed("\x0f\xff\xff", 3);
+  for (const std::string method :
+       {"RegisterWorker", "SubmitProfile", "SubmitBatches", "GetPlan",
+        "ReportStepStats", "GetClusterModel", "ListWorkers"}) {
+    const grpc::Status status = RawCall(
+        (*server)->port(), absl::StrCat("/dcp.v1.Planner/", method), malformed);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT)
+        << method << ": " << status.error_message();
+    EXPECT_THAT(status.error_message(), HasSubstr(method)) << method;
+    EXPECT_THAT(status.error_message(), HasSubstr("Request")) << method;
+  }
+  // Well-formed bytes still work (an empty message parses).
+  EXPECT_TRUE(
+      RawCall((*server)->port(), "/dcp.v1.Planner/ListWorkers", "").ok());
+}
+
+TEST(PlannerServerTest, BearerSchemeIsCaseInsensitive) {
+  absl::StatusOr<std::unique_ptr<PlannerServer>> server =
+      StartRealServer("", /*token=*/"s3cret-token", /*metrics=*/false);
+  ASSERT_TRUE(server.ok()) << server.status();
+  const std::string method = "/dcp.v1.Planner/ListWorkers";
+  for (const std::string authorization :
+       {"Bearer s3cret-token", "bearer s3cret-token", "BEARER s3cret-token",
+        "bEaReR s3cret-token"}) {
+    const grpc::Status status =
+        RawCall((*server)->port(), method, "", authorization);
+    EXPECT_TRUE(status.ok()) << authorization << ": " << status.error_message();
+  }
+  // The token itself is compared exactly.
+  for (const std::string authorization :
+       {"Bearer S3CRET-TOKEN", "Basic s3cret-token", "Bearers3cret-token",
+        "s3cret-token", "Bearer"}) {
+    EXPECT_EQ(RawCall((*server)->port(), method, "", authorization)
+                  .error_code(),
+              grpc::StatusCode::UNAUTHENTICATED)
+        << authorization;
+  }
 }
 
 TEST(PlannerServerTest, AddressesInUseAreRefused) {
