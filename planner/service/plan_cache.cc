@@ -65,6 +65,19 @@ v1::CompactedStepsRecord StepHistory::ToRecord() const {
 // ---------------------------------------------------------------------------
 // PlanCache.
 
+/// Shared by a waiting request and the detached thread that plans for it.
+struct PlanCache::PlanningTask {
+  absl::Mutex mu;
+  /// Set by the planning thread when it is done.
+  std::shared_ptr<const StepPlan> result ABSL_GUARDED_BY(mu);
+  /// Set by Shutdown: the waiter stops waiting.
+  bool abandoned ABSL_GUARDED_BY(mu) = false;
+
+  bool DoneOrAbandoned() const ABSL_SHARED_LOCKS_REQUIRED(mu) {
+    return result != nullptr || abandoned;
+  }
+};
+
 PlanCache::PlanCache(
     PlanCacheOptions options, const CostParamsRegistry& registry,
     const Clock& clock, PlannerStateStore* store, PlannerMetrics& metrics,
@@ -121,11 +134,17 @@ void PlanCache::Start() {
 
 void PlanCache::Shutdown() {
   absl::MutexLock threads_lock(&threads_mu_);
+  std::set<std::shared_ptr<PlanningTask>> in_flight;
   {
     absl::MutexLock lock(&mu_);
     stopping_ = true;
     queue_.clear();
     queue_cv_.SignalAll();
+    in_flight = in_flight_;
+  }
+  for (const std::shared_ptr<PlanningTask>& task : in_flight) {
+    absl::MutexLock task_lock(&task->mu);
+    task->abandoned = true;
   }
   for (std::thread& thread : threads_) thread.join();
   threads_.clear();
@@ -246,7 +265,7 @@ absl::StatusOr<std::shared_ptr<const StepPlan>> PlanCache::Plan(
   }
   if (plan_here) {
     std::shared_ptr<const StepPlan> result =
-        ComputePlan(*batch, fingerprint, params_version, record);
+        ComputePlan(batch, fingerprint, params_version, record);
     Evictions evictions;
     {
       absl::MutexLock lock(&mu_);
@@ -272,15 +291,15 @@ absl::StatusOr<std::shared_ptr<const StepPlan>> PlanCache::Plan(
 }
 
 std::shared_ptr<const StepPlan> PlanCache::ComputePlan(
-    const v1::GlobalBatch& batch, uint64_t fingerprint, int64_t params_version,
-    bool record) const {
-  const int64_t step = batch.step();
+    std::shared_ptr<const v1::GlobalBatch> batch, uint64_t fingerprint,
+    int64_t params_version, bool record) {
+  const int64_t step = batch->step();
   if (record && store_ != nullptr) {
     v1::StepRecord step_record;
     step_record.set_step(step);
     step_record.set_fingerprint(fingerprint);
     step_record.set_params_version(params_version);
-    step_record.set_num_samples(batch.samples_size());
+    step_record.set_num_samples(batch->samples_size());
     if (absl::Status status = store_->WriteStep(step_record); !status.ok()) {
       auto result = std::make_shared<StepPlan>();
       result->params_version = params_version;
@@ -289,10 +308,18 @@ std::shared_ptr<const StepPlan> PlanCache::ComputePlan(
       return result;
     }
   }
-  std::shared_ptr<const ParamsVersion> params =
-      registry_.Version(params_version);
-  std::shared_ptr<const StepPlan> result = MakeStepPlan(
-      batch, *params, options_.planner_options, options_.world_size, clock_);
+  std::shared_ptr<const StepPlan> result =
+      RunAbandonably(std::move(batch), registry_.Version(params_version));
+  if (result == nullptr) {
+    auto abandoned = std::make_shared<StepPlan>();
+    abandoned->params_version = params_version;
+    abandoned->status = absl::UnavailableError(absl::StrCat(
+        "the planner is shutting down and abandoned planning step ", step,
+        "; ask the planner that replaces it"));
+    abandoned->retry = true;
+    Log(absl::StrCat("step ", step, ": planning abandoned at shutdown"));
+    return abandoned;
+  }
   if (result->status.ok()) {
     metrics_.PlanComputed(result->planning_seconds,
                           result->predicted_step_seconds);
@@ -303,6 +330,36 @@ std::shared_ptr<const StepPlan> PlanCache::ComputePlan(
   }
   metrics_.StepPlanned(step, result->planning_seconds, result->status.ok());
   Log(DescribeStepPlan(step, *result));
+  return result;
+}
+
+std::shared_ptr<const StepPlan> PlanCache::RunAbandonably(
+    std::shared_ptr<const v1::GlobalBatch> batch,
+    std::shared_ptr<const ParamsVersion> params) {
+  auto task = std::make_shared<PlanningTask>();
+  {
+    absl::MutexLock lock(&mu_);
+    in_flight_.insert(task);
+  }
+  // Everything the thread uses is its own (copies and shared pointers) but
+  // the clock, so that it may outlive the cache once abandoned.
+  std::thread([task, batch = std::move(batch), params = std::move(params),
+               make_step_plan = options_.make_step_plan,
+               planner_options = options_.planner_options,
+               world_size = options_.world_size, &clock = clock_] {
+    std::shared_ptr<const StepPlan> result =
+        make_step_plan(*batch, *params, planner_options, world_size, clock);
+    absl::MutexLock task_lock(&task->mu);
+    task->result = std::move(result);
+  }).detach();
+  std::shared_ptr<const StepPlan> result;
+  {
+    absl::MutexLock task_lock(&task->mu);
+    task->mu.Await(absl::Condition(task.get(), &PlanningTask::DoneOrAbandoned));
+    result = task->result;
+  }
+  absl::MutexLock lock(&mu_);
+  in_flight_.erase(task);
   return result;
 }
 

@@ -61,6 +61,10 @@ struct PlanCacheOptions {
   /// Plans kept in memory, and step records kept on disk.
   int plan_cache_steps = 64;
   int background_planning_threads = 1;
+  /// Makes one step's plan; it runs on a thread of its own, which Shutdown
+  /// abandons (it must not use anything but its arguments, and the clock
+  /// must outlive it: RealClock, or one the test keeps to the end).
+  MakeStepPlanFunction make_step_plan = MakeStepPlan;
 };
 
 /// Each step's plan, made once (MakeStepPlan) and shared by every request
@@ -70,7 +74,11 @@ struct PlanCacheOptions {
 /// Thread model: `mu_` guards the steps and the queue and is held only for
 /// in-memory work. Planning runs outside it: the first request for a step
 /// installs a shared future under `mu_`, then records the step durably and
-/// plans it without the lock; every other request waits on the future.
+/// has it planned on a detached thread of its own, which it waits for; every
+/// other request waits on the future. Shutdown abandons the plans in flight
+/// (their waiters get UNAVAILABLE at once; the detached threads finish on
+/// their own, touching only their task), so that a SIGTERM never waits for
+/// the planner core.
 /// Step records that leave the window are compacted (StepHistory) under
 /// `compact_mu_`, without `mu_`. Reads CostParamsRegistry snapshots (never
 /// while holding `mu_`); `on_evicted` is called without any lock.
@@ -91,7 +99,10 @@ class PlanCache {
                     const v1::CompactedStepsRecord& compacted);
   /// Starts the background planning threads.
   void Start() ABSL_LOCKS_EXCLUDED(mu_);
-  /// Stops and joins them; later requests plan on demand. Idempotent.
+  /// Abandons the plans in flight (their requests get UNAVAILABLE, and they
+  /// are not cached), stops and joins the background threads without
+  /// waiting for the planner core; later requests plan on demand.
+  /// Idempotent.
   void Shutdown() ABSL_LOCKS_EXCLUDED(mu_);
 
   /// The plan of `step` if it is planning or cached with this fingerprint.
@@ -132,6 +143,8 @@ class PlanCache {
     /// Valid while planning runs or its result is cached.
     StepPlanFuture plan;
   };
+  /// One plan being made on its detached thread (plan_cache.cc).
+  struct PlanningTask;
   /// What FinishPlanning leaves to do without the lock.
   struct Evictions {
     std::vector<int64_t> evicted;
@@ -149,11 +162,14 @@ class PlanCache {
   /// FAILED_PRECONDITION: `step`'s plan and batch are gone.
   absl::Status NotInMemory(int64_t step) const;
   /// Records (if `record`) and plans one step; reports metrics and logs.
-  std::shared_ptr<const StepPlan> ComputePlan(const v1::GlobalBatch& batch,
-                                              uint64_t fingerprint,
-                                              int64_t params_version,
-                                              bool record) const
-      ABSL_LOCKS_EXCLUDED(mu_);
+  std::shared_ptr<const StepPlan> ComputePlan(
+      std::shared_ptr<const v1::GlobalBatch> batch, uint64_t fingerprint,
+      int64_t params_version, bool record) ABSL_LOCKS_EXCLUDED(mu_);
+  /// Runs the planner on a detached thread and waits for it, or until
+  /// Shutdown abandons it (then an UNAVAILABLE StepPlan to retry).
+  std::shared_ptr<const StepPlan> RunAbandonably(
+      std::shared_ptr<const v1::GlobalBatch> batch,
+      std::shared_ptr<const ParamsVersion> params) ABSL_LOCKS_EXCLUDED(mu_);
   Evictions FinishPlanning(int64_t step, const StepPlan& result)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   /// Folds `left_window` into the history on disk and deletes their records.
@@ -183,6 +199,8 @@ class PlanCache {
   std::set<int64_t> recorded_steps_ ABSL_GUARDED_BY(mu_);
   StepHistory history_ ABSL_GUARDED_BY(mu_);
 
+  /// Plans running on their detached threads, for Shutdown to abandon.
+  std::set<std::shared_ptr<PlanningTask>> in_flight_ ABSL_GUARDED_BY(mu_);
   std::deque<int64_t> queue_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   absl::CondVar queue_cv_;

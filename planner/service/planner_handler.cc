@@ -85,7 +85,8 @@ class PlannerHandlerRoot final : public PlannerHandler {
                   *metrics_, log_),
         plans_(PlanCacheOptions{options_.planner_options, world_size_,
                                 options_.plan_cache_steps,
-                                options_.background_planning_threads},
+                                options_.background_planning_threads,
+                                options_.make_step_plan},
                params_, clock, store_.get(), *metrics_, log_,
                [this](const std::vector<int64_t>& steps) {
                  stats_.Forget(steps);

@@ -48,6 +48,7 @@
 #include "planner/service/metrics_scrape.h"
 #include "planner/service/planner_handler.h"
 #include "planner/service/prometheus_metrics.h"
+#include "planner/service/step_plan.h"
 
 namespace dcp {
 namespace {
@@ -456,6 +457,62 @@ TEST(PlannerServerTest, BearerSchemeIsCaseInsensitive) {
               grpc::StatusCode::UNAUTHENTICATED)
         << authorization;
   }
+}
+
+TEST(PlannerServerTest, ShutdownDoesNotWaitForTheBackgroundPlanInFlight) {
+  // The planner core blocks until released (shared: the abandoned planning
+  // thread may outlive the test's locals).
+  auto entered = std::make_shared<absl::Notification>();
+  auto release = std::make_shared<absl::Notification>();
+  PlannerServer::Options options;
+  options.handler = HandlerOptions("");
+  options.handler.make_step_plan =
+      [entered, release](const v1::GlobalBatch& batch,
+                         const ParamsVersion& params,
+                         const PlannerOptions& planner_options, int world_size,
+                         const Clock&) {
+        if (!entered->HasBeenNotified()) entered->Notify();
+        release->WaitForNotification();
+        return MakeStepPlan(batch, params, planner_options, world_size,
+                            RealClock::Get());
+      };
+  options.metrics_address = "";
+  absl::StatusOr<std::unique_ptr<PlannerServer>> server = PlannerServer::Start(
+      std::move(options), RealClock::Get(), /*log=*/nullptr);
+  ASSERT_TRUE(server.ok()) << server.status();
+  std::unique_ptr<GrpcPlannerClient> client =
+      MakeClient(ClientOptions((*server)->port()));
+  for (int node = 0; node < kNumNodes; ++node) {
+    ASSERT_TRUE(client->RegisterWorker(RegisterRequest(node)).ok());
+  }
+  v1::SubmitBatchesRequest submit;
+  *submit.add_batches() = Batch(0);
+  ASSERT_TRUE(client->SubmitBatches(submit).ok());
+  entered->WaitForNotification();
+  // A GetPlan that waits for the step's plan as the drain begins.
+  std::unique_ptr<GrpcPlannerClient> waiting =
+      MakeClient(ClientOptions((*server)->port()));
+  absl::StatusOr<v1::GetPlanResponse> plan;
+  std::thread caller([&] {
+    v1::GetPlanRequest by_step;
+    by_step.set_worker_id("worker-0");
+    by_step.set_step(0);
+    plan = waiting->GetPlan(by_step);
+  });
+
+  absl::Notification shut_down;
+  std::thread stopper([&] {
+    (*server)->Shutdown(absl::Milliseconds(200));
+    shut_down.Notify();
+  });
+  // (A bound only to fail instead of hanging; nothing is timed.)
+  EXPECT_TRUE(shut_down.WaitForNotificationWithTimeout(absl::Seconds(30)))
+      << "Shutdown waited for the plan in flight";
+  EXPECT_FALSE(release->HasBeenNotified());
+  release->Notify();
+  stopper.join();
+  caller.join();
+  EXPECT_FALSE(plan.ok());
 }
 
 TEST(PlannerServerTest, AddressesInUseAreRefused) {
