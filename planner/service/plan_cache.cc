@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "planner/service/planner_state_store.h"
 
 namespace dcp {
@@ -235,6 +236,7 @@ absl::StatusOr<std::shared_ptr<const StepPlan>> PlanCache::Plan(
   const int64_t step = batch->step();
   // Read before taking `mu_`: the version current when planning starts.
   const int64_t current_version = registry_.Snapshot()->current->version;
+  const BatchCost cost = CostOf(*batch);
   std::promise<std::shared_ptr<const StepPlan>> promise;
   StepPlanFuture future;
   bool plan_here = false;
@@ -246,13 +248,22 @@ absl::StatusOr<std::shared_ptr<const StepPlan>> PlanCache::Plan(
         !status.ok()) {
       return status;
     }
+    auto existing = steps_.find(step);
+    const bool holds_batch =
+        existing != steps_.end() && existing->second.batch != nullptr;
+    const bool planning =
+        existing != steps_.end() && existing->second.plan.valid();
+    if (!planning && !holds_batch) {
+      if (absl::Status status = CheckBudgetLocked(1, cost); !status.ok()) {
+        return status;
+      }
+    }
     StepEntry& entry = EntryFor(step);
     entry.fingerprint = fingerprint;
     if (!entry.plan.valid()) {
       // Kept until the plan is cached, so that a request by step can plan
       // again after a failure to record the step.
-      if (entry.batch == nullptr) entry.batch = batch;
-      pending_steps_.insert(step);
+      if (entry.batch == nullptr) HoldBatchLocked(step, entry, batch, cost);
       if (!entry.persisted) entry.params_version = current_version;
       future = promise.get_future().share();
       entry.plan = future;
@@ -374,8 +385,7 @@ PlanCache::Evictions PlanCache::FinishPlanning(int64_t step,
     return evictions;
   }
   entry.persisted = true;
-  entry.batch = nullptr;
-  pending_steps_.erase(step);
+  ReleaseBatchLocked(step, entry);
   cached_steps_.insert(step);
   // Evicts the oldest other steps beyond the cache size.
   while (static_cast<int>(cached_steps_.size()) > options_.plan_cache_steps) {
@@ -443,6 +453,17 @@ absl::StatusOr<std::shared_ptr<const StepPlan>> PlanCache::PlanByStep(
 
 absl::Status PlanCache::Submit(const v1::SubmitBatchesRequest& request,
                                const SubmittedBatches& batches) {
+  // Copied and measured before taking the lock (a 2^20-sequence batch
+  // takes tens of milliseconds to copy), also for steps that turn out to
+  // be known already.
+  std::map<int64_t, std::pair<std::shared_ptr<const v1::GlobalBatch>,
+                              BatchCost>>
+      copies;
+  for (const auto& [step, i] : batches.index_of_step) {
+    auto copy = std::make_shared<const v1::GlobalBatch>(request.batches(i));
+    const BatchCost cost = CostOf(*copy);
+    copies.emplace(step, std::make_pair(std::move(copy), cost));
+  }
   absl::MutexLock lock(&mu_);
   for (int i = 0; i < request.batches_size(); ++i) {
     if (absl::Status status = CheckFingerprintLocked(request.batches(i).step(),
@@ -452,33 +473,102 @@ absl::Status PlanCache::Submit(const v1::SubmitBatchesRequest& request,
     }
   }
   int new_pending = 0;
-  for (const auto& [step, i] : batches.index_of_step) {
+  BatchCost added;
+  for (const auto& [step, copy] : copies) {
     auto it = steps_.find(step);
     if (it == steps_.end() ||
         (!it->second.plan.valid() && it->second.batch == nullptr)) {
       ++new_pending;
+      added.bytes += copy.second.bytes;
+      added.planning_seconds += copy.second.planning_seconds;
     }
   }
-  if (pending_steps_.size() + new_pending > kMaxPendingBatches) {
+  if (absl::Status status = CheckBudgetLocked(new_pending, added);
+      !status.ok()) {
+    return status;
+  }
+  const bool background =
+      !stopping_ && options_.background_planning_threads > 0;
+  for (auto& [step, copy] : copies) {
+    StepEntry& entry = EntryFor(step);
+    entry.fingerprint = batches.fingerprints[batches.index_of_step.at(step)];
+    if (entry.plan.valid() || entry.batch != nullptr) continue;
+    HoldBatchLocked(step, entry, std::move(copy.first), copy.second);
+    if (background) queue_.push_back(step);
+  }
+  if (background) queue_cv_.SignalAll();
+  return absl::OkStatus();
+}
+
+PlanCache::BatchCost PlanCache::CostOf(const v1::GlobalBatch& batch) {
+  return BatchCost{static_cast<int64_t>(batch.SpaceUsedLong()),
+                   PredictedPlanningSeconds(batch.samples_size())};
+}
+
+void PlanCache::HoldBatchLocked(int64_t step, StepEntry& entry,
+                                std::shared_ptr<const v1::GlobalBatch> batch,
+                                BatchCost cost) {
+  entry.batch = std::move(batch);
+  if (!pending_steps_.insert(step).second) return;
+  entry.batch_bytes = cost.bytes;
+  entry.batch_planning_seconds = cost.planning_seconds;
+  pending_bytes_ += cost.bytes;
+  pending_planning_seconds_ += cost.planning_seconds;
+}
+
+void PlanCache::ReleaseBatchLocked(int64_t step, StepEntry& entry) {
+  entry.batch = nullptr;
+  if (pending_steps_.erase(step) == 0) return;
+  pending_bytes_ -= entry.batch_bytes;
+  pending_planning_seconds_ -= entry.batch_planning_seconds;
+  entry.batch_bytes = 0;
+  entry.batch_planning_seconds = 0;
+  if (pending_steps_.empty()) {
+    // No rounding drift once nothing waits.
+    pending_bytes_ = 0;
+    pending_planning_seconds_ = 0;
+  }
+}
+
+absl::Status PlanCache::CheckBudgetLocked(int count, BatchCost added) const {
+  if (count == 0) return absl::OkStatus();
+  if (pending_steps_.size() + count > kMaxPendingBatches) {
     return absl::ResourceExhaustedError(absl::StrCat(
         pending_steps_.size(),
         " submitted batches are waiting to be planned "
         "and this request adds ",
-        new_pending, "; at most ", kMaxPendingBatches,
+        count, "; at most ", kMaxPendingBatches,
         " may wait: submit a step's batch shortly before it runs (e.g. one "
         "step ahead), or fetch the waiting steps' plans first"));
   }
-  const bool background =
-      !stopping_ && options_.background_planning_threads > 0;
-  for (const auto& [step, i] : batches.index_of_step) {
-    StepEntry& entry = EntryFor(step);
-    entry.fingerprint = batches.fingerprints[i];
-    if (entry.plan.valid() || entry.batch != nullptr) continue;
-    entry.batch = std::make_shared<const v1::GlobalBatch>(request.batches(i));
-    pending_steps_.insert(step);
-    if (background) queue_.push_back(step);
+  const auto mib = [](int64_t bytes) {
+    return absl::StrFormat("%.1f MiB", static_cast<double>(bytes) / (1 << 20));
+  };
+  if (options_.pending_bytes_budget > 0 &&
+      pending_bytes_ + added.bytes > options_.pending_bytes_budget) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the batches waiting to be planned would hold ",
+        mib(pending_bytes_ + added.bytes), " (", pending_steps_.size(),
+        " waiting hold ", mib(pending_bytes_), "; this request adds ", count,
+        " of ", mib(added.bytes), "), beyond their memory budget of ",
+        mib(options_.pending_bytes_budget), " (",
+        options_.pending_bytes_budget_source,
+        "): submit fewer or smaller batches ahead, fetch the waiting steps' "
+        "plans first, or give the planner more memory"));
   }
-  if (background) queue_cv_.SignalAll();
+  if (options_.pending_planning_seconds_budget > 0 &&
+      pending_planning_seconds_ + added.planning_seconds >
+          options_.pending_planning_seconds_budget) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "the batches waiting to be planned would take about %.0f s of "
+        "planning (%d waiting: %.0f s; this request adds %d: %.0f s), beyond "
+        "the budget of %.0f s (dcp_planner --max-queued-planning): submit "
+        "fewer or smaller batches ahead, or fetch the waiting steps' plans "
+        "first",
+        pending_planning_seconds_ + added.planning_seconds,
+        pending_steps_.size(), pending_planning_seconds_, count,
+        added.planning_seconds, options_.pending_planning_seconds_budget));
+  }
   return absl::OkStatus();
 }
 

@@ -61,6 +61,14 @@ struct PlanCacheOptions {
   /// Plans kept in memory, and step records kept on disk.
   int plan_cache_steps = 64;
   int background_planning_threads = 1;
+  /// Bytes that the batches waiting to be planned (and being planned) may
+  /// hold in memory, as protobuf measures them; 0: no bound.
+  int64_t pending_bytes_budget = 0;
+  /// Where that budget comes from, for messages ("a quarter of ...").
+  std::string pending_bytes_budget_source;
+  /// Predicted planner-core seconds (PredictedPlanningSeconds) of those
+  /// batches; 0: no bound.
+  double pending_planning_seconds_budget = 0;
   /// Makes one step's plan; it runs on a thread of its own, which Shutdown
   /// abandons (it must not use anything but its arguments, and the clock
   /// must outlive it: RealClock, or one the test keeps to the end).
@@ -119,7 +127,8 @@ class PlanCache {
   absl::StatusOr<std::shared_ptr<const StepPlan>> PlanByStep(
       int64_t step, uint64_t fingerprint) ABSL_LOCKS_EXCLUDED(mu_);
   /// Keeps validated batches to plan ahead; RESOURCE_EXHAUSTED beyond
-  /// kMaxPendingBatches waiting.
+  /// kMaxPendingBatches waiting, or beyond the bytes or predicted planning
+  /// seconds that waiting batches may take (naming the budget).
   absl::Status Submit(const v1::SubmitBatchesRequest& request,
                       const SubmittedBatches& batches) ABSL_LOCKS_EXCLUDED(mu_);
   /// The finished, successful plan of `step` (for its reports).
@@ -142,7 +151,16 @@ class PlanCache {
     std::shared_ptr<const v1::GlobalBatch> batch;
     /// Valid while planning runs or its result is cached.
     StepPlanFuture plan;
+    /// `batch`'s share of the pending totals while it is held.
+    int64_t batch_bytes = 0;
+    double batch_planning_seconds = 0;
   };
+  /// What holding one more batch costs.
+  struct BatchCost {
+    int64_t bytes = 0;
+    double planning_seconds = 0;
+  };
+  static BatchCost CostOf(const v1::GlobalBatch& batch);
   /// One plan being made on its detached thread (plan_cache.cc).
   struct PlanningTask;
   /// What FinishPlanning leaves to do without the lock.
@@ -159,6 +177,16 @@ class PlanCache {
   /// `step`'s entry, made (with its version from the history, if it left
   /// the window before a restart) if there is none.
   StepEntry& EntryFor(int64_t step) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// RESOURCE_EXHAUSTED if the pending batches and `added` (`count` more)
+  /// would exceed a budget.
+  absl::Status CheckBudgetLocked(int count, BatchCost added) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// Keeps `batch` in `entry` until `step` is planned, counting its cost.
+  void HoldBatchLocked(int64_t step, StepEntry& entry,
+                       std::shared_ptr<const v1::GlobalBatch> batch,
+                       BatchCost cost) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ReleaseBatchLocked(int64_t step, StepEntry& entry)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   /// FAILED_PRECONDITION: `step`'s plan and batch are gone.
   absl::Status NotInMemory(int64_t step) const;
   /// Records (if `record`) and plans one step; reports metrics and logs.
@@ -194,6 +222,9 @@ class PlanCache {
   std::set<int64_t> cached_steps_ ABSL_GUARDED_BY(mu_);
   /// Steps whose StepEntry holds a batch that is not planned yet.
   std::set<int64_t> pending_steps_ ABSL_GUARDED_BY(mu_);
+  /// The sums of their StepEntry::batch_bytes and batch_planning_seconds.
+  int64_t pending_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  double pending_planning_seconds_ ABSL_GUARDED_BY(mu_) = 0;
   /// Steps with a record on disk (at most plan_cache_steps but for the
   /// step being recorded); older ones are in `history_`.
   std::set<int64_t> recorded_steps_ ABSL_GUARDED_BY(mu_);

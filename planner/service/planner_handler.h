@@ -43,6 +43,14 @@ struct PlannerHandlerOptions {
   /// Plans kept in memory (oldest steps evicted first; they are re-planned
   /// identically when asked for with their batch).
   int plan_cache_steps = 64;
+  /// The memory the planner may use (dcp_planner --memory-budget, set to
+  /// about the pod's memory limit); a quarter of it may be held by the
+  /// batches waiting to be planned (the rest is for planning them, the plan
+  /// cache and calls in flight). 0: no bound.
+  int64_t memory_budget_bytes = 0;
+  /// The predicted planning time (PredictedPlanningSeconds) that submitted
+  /// batches may queue (--max-queued-planning). Zero: no bound.
+  absl::Duration max_queued_planning = absl::ZeroDuration();
   /// Makes one step's plan (step_plan.h); tests substitute a slow one.
   MakeStepPlanFunction make_step_plan = MakeStepPlan;
 };

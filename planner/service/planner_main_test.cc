@@ -142,6 +142,14 @@ TEST(PlannerMainTest, PortOutOfRangeIsAUsageError) {
   EXPECT_EQ(WaitForExit(metrics, absl::Seconds(10)), 2);
 }
 
+TEST(PlannerMainTest, BadMemoryBudgetIsAUsageError) {
+  for (const std::string budget : {"lots", "-1Gi", "1.5Gi", "12Q", "Mi"}) {
+    Child child = Spawn({"--listen=127.0.0.1:0", "--metrics-listen=",
+                         "--memory-budget=" + budget});
+    EXPECT_EQ(WaitForExit(child, absl::Seconds(10)), 2) << budget;
+  }
+}
+
 TEST(PlannerMainTest, RepeatedFlagIsAUsageError) {
   Child child = Spawn({"--nodes=1", "--nodes=2"});
   EXPECT_EQ(WaitForExit(child, absl::Seconds(10)), 2);
@@ -198,7 +206,8 @@ TEST(PlannerMainTest, SigtermDoesNotWaitForALongPlan) {
       std::string(std::getenv("TEST_TMPDIR")) + "/planner_ports_long_plan";
   Child child = Spawn({"--listen=127.0.0.1:0", "--metrics-listen=",
                        "--nodes=512", "--gpus-per-node=8",
-                       "--drain-timeout=1s", "--port-file=" + port_file});
+                       "--drain-timeout=1s", "--memory-budget=768Mi",
+                       "--port-file=" + port_file});
   ReadLine(child, absl::Seconds(20));
   absl::StatusOr<std::optional<PlannerPorts>> ports = ReadPortFile(port_file);
   ASSERT_TRUE(ports.ok()) << ports.status();
