@@ -197,7 +197,8 @@ absl::Status PlanCache::NotInMemory(int64_t step) const {
 absl::Status PlanCache::CheckFingerprintLocked(int64_t step,
                                                uint64_t fingerprint) const {
   auto it = steps_.find(step);
-  if (it != steps_.end() && it->second.fingerprint != fingerprint) {
+  if (it != steps_.end() && it->second.fingerprint != fingerprint &&
+      !it->second.failed) {
     return absl::FailedPreconditionError(absl::StrCat(
         "step ", step,
         " was submitted or planned with a different batch (fingerprint ",
@@ -252,13 +253,18 @@ absl::StatusOr<std::shared_ptr<const StepPlan>> PlanCache::Plan(
     const bool holds_batch =
         existing != steps_.end() && existing->second.batch != nullptr;
     const bool planning =
-        existing != steps_.end() && existing->second.plan.valid();
+        existing != steps_.end() && existing->second.plan.valid() &&
+        !(existing->second.failed &&
+          existing->second.fingerprint != fingerprint);
     if (!planning && !holds_batch) {
       if (absl::Status status = CheckBudgetLocked(1, cost); !status.ok()) {
         return status;
       }
     }
     StepEntry& entry = EntryFor(step);
+    if (entry.failed && entry.fingerprint != fingerprint) {
+      ReplaceFailedLocked(step, entry, fingerprint);
+    }
     entry.fingerprint = fingerprint;
     if (!entry.plan.valid()) {
       // Kept until the plan is cached, so that a request by step can plan
@@ -278,10 +284,15 @@ absl::StatusOr<std::shared_ptr<const StepPlan>> PlanCache::Plan(
     std::shared_ptr<const StepPlan> result =
         ComputePlan(batch, fingerprint, params_version, record);
     Evictions evictions;
+    bool delete_record = false;
     {
       absl::MutexLock lock(&mu_);
       evictions = FinishPlanning(step, *result);
-      if (record && !result->retry) recorded_steps_.insert(step);
+      if (!result->retry && !result->status.ok()) {
+        delete_record = recorded_steps_.erase(step) > 0 || record;
+      } else if (record && !result->retry) {
+        recorded_steps_.insert(step);
+      }
       while (static_cast<int>(recorded_steps_.size()) >
              options_.plan_cache_steps) {
         auto oldest = recorded_steps_.begin();
@@ -290,6 +301,15 @@ absl::StatusOr<std::shared_ptr<const StepPlan>> PlanCache::Plan(
         history_.Add(*oldest, steps_[*oldest].params_version);
         evictions.left_window.push_back(*oldest);
         recorded_steps_.erase(oldest);
+      }
+    }
+    if (delete_record && store_ != nullptr) {
+      // Recorded before planning; a failed batch must not claim its step
+      // across a restart either. (A failure leaves a record whose batch a
+      // restarted planner refuses to plan again, as before.)
+      if (absl::Status status = store_->DeleteStep(step); !status.ok()) {
+        Log(absl::StrCat("step ", step, "'s failed batch still has a record: ",
+                         status.message()));
       }
     }
     promise.set_value(result);
@@ -384,7 +404,8 @@ PlanCache::Evictions PlanCache::FinishPlanning(int64_t step,
     entry.plan = StepPlanFuture();  // the next request tries again
     return evictions;
   }
-  entry.persisted = true;
+  entry.failed = !result.status.ok();
+  entry.persisted = !entry.failed;
   ReleaseBatchLocked(step, entry);
   cached_steps_.insert(step);
   // Evicts the oldest other steps beyond the cache size.
@@ -476,8 +497,11 @@ absl::Status PlanCache::Submit(const v1::SubmitBatchesRequest& request,
   BatchCost added;
   for (const auto& [step, copy] : copies) {
     auto it = steps_.find(step);
+    const uint64_t fingerprint =
+        batches.fingerprints[batches.index_of_step.at(step)];
     if (it == steps_.end() ||
-        (!it->second.plan.valid() && it->second.batch == nullptr)) {
+        (!it->second.plan.valid() && it->second.batch == nullptr) ||
+        (it->second.failed && it->second.fingerprint != fingerprint)) {
       ++new_pending;
       added.bytes += copy.second.bytes;
       added.planning_seconds += copy.second.planning_seconds;
@@ -491,13 +515,26 @@ absl::Status PlanCache::Submit(const v1::SubmitBatchesRequest& request,
       !stopping_ && options_.background_planning_threads > 0;
   for (auto& [step, copy] : copies) {
     StepEntry& entry = EntryFor(step);
-    entry.fingerprint = batches.fingerprints[batches.index_of_step.at(step)];
+    const uint64_t fingerprint =
+        batches.fingerprints[batches.index_of_step.at(step)];
+    if (entry.failed && entry.fingerprint != fingerprint) {
+      ReplaceFailedLocked(step, entry, fingerprint);
+    }
+    entry.fingerprint = fingerprint;
     if (entry.plan.valid() || entry.batch != nullptr) continue;
     HoldBatchLocked(step, entry, std::move(copy.first), copy.second);
     if (background) queue_.push_back(step);
   }
   if (background) queue_cv_.SignalAll();
   return absl::OkStatus();
+}
+
+void PlanCache::ReplaceFailedLocked(int64_t step, StepEntry& entry,
+                                    uint64_t fingerprint) {
+  entry.failed = false;
+  entry.fingerprint = fingerprint;
+  entry.plan = StepPlanFuture();
+  cached_steps_.erase(step);
 }
 
 PlanCache::BatchCost PlanCache::CostOf(const v1::GlobalBatch& batch) {

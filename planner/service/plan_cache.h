@@ -146,6 +146,9 @@ class PlanCache {
     /// planning starts is taken.
     int64_t params_version = 0;
     bool persisted = false;
+    /// Its plan failed (the failure is cached for this fingerprint, but
+    /// the step is not claimed: another batch for it replaces this one).
+    bool failed = false;
     /// The batch from its submission or first request until the step's
     /// plan is cached (also after a failure to record the step), else null.
     std::shared_ptr<const v1::GlobalBatch> batch;
@@ -186,6 +189,10 @@ class PlanCache {
                        std::shared_ptr<const v1::GlobalBatch> batch,
                        BatchCost cost) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ReleaseBatchLocked(int64_t step, StepEntry& entry)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// Forgets a failed `step` for a new batch with `fingerprint`.
+  void ReplaceFailedLocked(int64_t step, StepEntry& entry,
+                           uint64_t fingerprint)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   /// FAILED_PRECONDITION: `step`'s plan and batch are gone.
   absl::Status NotInMemory(int64_t step) const;

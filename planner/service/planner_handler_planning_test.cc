@@ -20,6 +20,7 @@
 #include "planner/service/planner_handler.h"
 #include "planner/service/planner_handler_test_support.h"
 #include "planner/service/planner_metrics.h"
+#include "planner/service/test_directory.h"
 
 namespace dcp {
 namespace {
@@ -564,6 +565,46 @@ TEST(PlannerHandlerTest, UnplannableBatchIsResourceExhausted) {
   report.set_step_seconds(1);
   EXPECT_EQ(handler->ReportStepStats(report).status().code(),
             absl::StatusCode::kFailedPrecondition);
+}
+
+
+TEST(PlannerHandlerTest, AFailedBatchDoesNotClaimItsStep) {
+  const std::string directory = FreshTestDirectory("failed_step_");
+  FakeClock clock;
+  PlannerHandlerOptions options = GpuOptions();
+  options.state_dir = directory;
+  v1::GlobalBatch unplannable = MakeBatch(0, 4);
+  unplannable.mutable_samples(2)->set_length_tokens(2'000'000'000);
+  const v1::GlobalBatch good = MakeBatch(0, 4);
+  {
+    auto handler = MakeHandler(options, clock, nullptr);
+    RegisterWorld(*handler, 4, 8);
+    EXPECT_EQ(handler->GetPlan(PlanRequest("w0", unplannable)).status().code(),
+              absl::StatusCode::kResourceExhausted);
+    // The step's real batch replaces it, also when submitted ahead.
+    v1::SubmitBatchesRequest submit;
+    *submit.add_batches() = good;
+    ASSERT_TRUE(handler->SubmitBatches(submit).ok());
+    absl::StatusOr<v1::GetPlanResponse> plan =
+        handler->GetPlan(PlanRequest("w0", good));
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    // A planned step's batch still may not change.
+    EXPECT_EQ(handler->GetPlan(PlanRequest("w0", unplannable)).status().code(),
+              absl::StatusCode::kFailedPrecondition);
+    // An unplannable batch submitted ahead for another step gives way too.
+    v1::GlobalBatch unplannable_1 = MakeBatch(1, 4);
+    unplannable_1.mutable_samples(0)->set_length_tokens(2'000'000'000);
+    EXPECT_EQ(
+        handler->GetPlan(PlanRequest("w0", unplannable_1)).status().code(),
+        absl::StatusCode::kResourceExhausted);
+  }
+  // After a restart the failed batch has left no claim on disk.
+  auto restarted = MakeHandler(options, clock, nullptr);
+  RegisterWorld(*restarted, 4, 8);
+  EXPECT_TRUE(restarted->GetPlan(PlanRequest("w0", good)).ok());
+  absl::StatusOr<v1::GetPlanResponse> step_1 =
+      restarted->GetPlan(PlanRequest("w0", MakeBatch(1, 4)));
+  EXPECT_TRUE(step_1.ok()) << step_1.status();
 }
 
 }  // namespace
