@@ -15,6 +15,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/strip.h"
 #include "absl/strings/str_cat.h"
@@ -69,7 +70,11 @@ constexpr FlagSpec kServiceFlags[] = {
      "CA of client certificates (PEM); enables mutual TLS"},
     {"token-file", "FILE", "",
      "file holding the bearer token clients must send (e.g. a mounted "
-     "Kubernetes Secret); else $DCP_PLANNER_TOKEN; else no token"},
+     "Kubernetes Secret); else $DCP_PLANNER_TOKEN; required when --listen "
+     "is not a loopback address"},
+    {"allow-unauthenticated", nullptr, "false",
+     "serve beyond loopback without a token (anyone who can reach the "
+     "port may register workers and submit batches)"},
     {"planning-threads", "N", "1",
      "threads planning submitted batches ahead, at most 64; 0 plans on "
      "demand only"},
@@ -105,6 +110,14 @@ const ProgramSpec& Program() {
       "once serving.\nSIGTERM or SIGINT drains calls in flight and exits "
       "0.\n"};
   return *program;
+}
+
+/// True for hosts that only this machine can reach: 127.0.0.0/8, ::1 and
+/// localhost (an empty host is every interface).
+bool IsLoopbackHost(absl::string_view host) {
+  host = absl::StripPrefix(absl::StripSuffix(host, "]"), "[");
+  return absl::StartsWith(host, "127.") || host == "::1" ||
+         absl::EqualsIgnoreCase(host, "localhost");
 }
 
 /// A Kubernetes memory quantity ("768Mi", "1Gi", "800M", "805306368") in
@@ -204,6 +217,17 @@ absl::StatusOr<PlannerServer::Options> ServerOptions(const ParsedFlags& flags) {
   absl::StatusOr<std::string> token = LoadBearerToken(flags);
   if (!token.ok()) return token.status();
   options.bearer_token = *std::move(token);
+  absl::StatusOr<bool> allow_unauthenticated =
+      flags.Bool("allow-unauthenticated");
+  if (!allow_unauthenticated.ok()) return allow_unauthenticated.status();
+  if (options.bearer_token.empty() && !*allow_unauthenticated &&
+      !IsLoopbackHost(ParseListenAddress(options.listen_address)->first)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--listen=", options.listen_address,
+        " is reachable beyond this machine but no bearer token is set: give "
+        "--token-file=FILE (or $", kTokenEnvironmentVariable,
+        "), listen on 127.0.0.1, or pass --allow-unauthenticated"));
+  }
   return options;
 }
 

@@ -150,6 +150,29 @@ TEST(PlannerMainTest, BadMemoryBudgetIsAUsageError) {
   }
 }
 
+TEST(PlannerMainTest, ListeningBeyondLoopbackNeedsAToken) {
+  // The default --listen is 0.0.0.0:50051; port 0 here.
+  Child open = Spawn({"--listen=0.0.0.0:0", "--metrics-listen="});
+  EXPECT_EQ(WaitForExit(open, absl::Seconds(10)), 2);
+  // Refused as a usage error before binding (binding would fail, exit 1).
+  Child other_host = Spawn({"--listen=192.0.2.1:0", "--metrics-listen="});
+  EXPECT_EQ(WaitForExit(other_host, absl::Seconds(10)), 2);
+  // Opting out explicitly, or listening on loopback, serves.
+  for (const std::vector<std::string>& flags :
+       {std::vector<std::string>{"--listen=0.0.0.0:0",
+                                 "--allow-unauthenticated"},
+        std::vector<std::string>{"--listen=127.0.0.1:0"},
+        std::vector<std::string>{"--listen=[::1]:0"}}) {
+    std::vector<std::string> all = flags;
+    all.push_back("--metrics-listen=");
+    Child child = Spawn(all);
+    const std::string line = ReadLine(child, absl::Seconds(20));
+    EXPECT_THAT(line, HasSubstr("dcp_planner listening on")) << flags[0];
+    kill(child.pid, SIGTERM);
+    EXPECT_EQ(WaitForExit(child, absl::Seconds(20)), 0) << flags[0];
+  }
+}
+
 TEST(PlannerMainTest, RepeatedFlagIsAUsageError) {
   Child child = Spawn({"--nodes=1", "--nodes=2"});
   EXPECT_EQ(WaitForExit(child, absl::Seconds(10)), 2);
