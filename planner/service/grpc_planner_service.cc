@@ -14,8 +14,10 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "grpcpp/security/auth_context.h"
 #include "grpcpp/support/byte_buffer.h"
 #include "grpcpp/support/slice.h"
 
@@ -80,6 +82,36 @@ std::optional<absl::string_view> BearerToken(absl::string_view authorization) {
   }
   return absl::StripLeadingAsciiWhitespace(
       authorization.substr(kScheme.size()));
+}
+
+/// Who is calling, for the record: the peer's address without its port
+/// ("ipv4:10.0.0.5"), and under (mutual) TLS the identity its certificate
+/// proves.
+std::string CallerIdentity(const grpc::CallbackServerContext& context) {
+  std::string peer = context.peer();
+  const size_t port = peer.rfind(':');
+  const size_t scheme = peer.find(':');
+  if (port != std::string::npos && port != scheme) peer.resize(port);
+  std::shared_ptr<const grpc::AuthContext> auth = context.auth_context();
+  if (auth != nullptr && auth->IsPeerAuthenticated()) {
+    std::vector<std::string> names;
+    for (const grpc::string_ref& name : auth->GetPeerIdentity()) {
+      names.emplace_back(name.data(), name.size());
+    }
+    if (!names.empty()) {
+      absl::StrAppend(&peer, " (TLS identity ", absl::StrJoin(names, ", "),
+                      ")");
+    }
+  }
+  return peer;
+}
+
+/// Requests that carry their caller get it here; others are left as sent.
+template <typename Request>
+void StampCaller(const grpc::CallbackServerContext&, Request*) {}
+void StampCaller(const grpc::CallbackServerContext& context,
+                 v1::RegisterWorkerRequest* request) {
+  request->set_registered_by(CallerIdentity(context));
 }
 
 }  // namespace
@@ -240,13 +272,15 @@ grpc::ServerUnaryReactor* GrpcPlannerService::ServeTyped(
     const grpc::ByteBuffer* request, grpc::ByteBuffer* response,
     absl::StatusOr<Response> (PlannerHandler::*call)(const Request&)) {
   return Serve(method, *call_threads_, context,
-               [this, method, request, response, call]() -> grpc::Status {
+               [this, method, context, request, response,
+                call]() -> grpc::Status {
                  Request parsed;
                  if (grpc::Status status =
                          ParseRequest(method, *request, &parsed);
                      !status.ok()) {
                    return status;
                  }
+                 StampCaller(*context, &parsed);
                  absl::StatusOr<Response> result = (handler_.*call)(parsed);
                  if (!result.ok()) return ToGrpcStatus(result.status());
                  bool own_buffer = false;

@@ -515,6 +515,35 @@ TEST(PlannerServerTest, ShutdownDoesNotWaitForTheBackgroundPlanInFlight) {
   EXPECT_FALSE(plan.ok());
 }
 
+TEST(PlannerServerTest, RegistrationsRecordWhoMadeThem) {
+  const std::string state_dir = FreshDir("registered_by");
+  {
+    absl::StatusOr<std::unique_ptr<PlannerServer>> server =
+        StartRealServer(state_dir, /*token=*/"", /*metrics=*/false);
+    ASSERT_TRUE(server.ok()) << server.status();
+    std::unique_ptr<GrpcPlannerClient> client =
+        MakeClient(ClientOptions((*server)->port()));
+    v1::RegisterWorkerRequest request = RegisterRequest(0);
+    request.set_registered_by("someone else");  // replaced by the planner
+    ASSERT_TRUE(client->RegisterWorker(request).ok());
+    absl::StatusOr<v1::ListWorkersResponse> workers =
+        client->ListWorkers(v1::ListWorkersRequest());
+    ASSERT_TRUE(workers.ok()) << workers.status();
+    ASSERT_EQ(workers->workers_size(), 1);
+    EXPECT_EQ(workers->workers(0).registered_by(), "ipv4:127.0.0.1");
+  }
+  // Kept across a restart.
+  absl::StatusOr<std::unique_ptr<PlannerServer>> restarted =
+      StartRealServer(state_dir, /*token=*/"", /*metrics=*/false);
+  ASSERT_TRUE(restarted.ok()) << restarted.status();
+  absl::StatusOr<v1::ListWorkersResponse> workers =
+      MakeClient(ClientOptions((*restarted)->port()))
+          ->ListWorkers(v1::ListWorkersRequest());
+  ASSERT_TRUE(workers.ok()) << workers.status();
+  ASSERT_EQ(workers->workers_size(), 1);
+  EXPECT_EQ(workers->workers(0).registered_by(), "ipv4:127.0.0.1");
+}
+
 TEST(PlannerServerTest, AddressesInUseAreRefused) {
   absl::StatusOr<std::unique_ptr<PlannerServer>> first = StartRealServer("");
   ASSERT_TRUE(first.ok()) << first.status();

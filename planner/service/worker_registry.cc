@@ -421,6 +421,7 @@ v1::ListWorkersResponse WorkerRegistry::List() const {
     info->set_gpu_kind(registration.gpu_kind());
     info->set_libtorch_version(registration.libtorch_version());
     info->set_backend(registration.backend());
+    info->set_registered_by(registration.registered_by());
     if (now - worker->last_seen > liveness_timeout_) {
       info->set_state(v1::WorkerInfo::LOST);
     } else if (worker->active) {
