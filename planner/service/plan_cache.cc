@@ -1,3 +1,7 @@
+// PlanCache and StepHistory. Over 600 lines: the steps, the queue of
+// submitted batches with its budget, and the abandonable planning threads
+// share one mutex and one StepEntry, so they stay in one class.
+
 #include "planner/service/plan_cache.h"
 
 #include <algorithm>
