@@ -96,6 +96,16 @@ def secret_keys():
     return keys
 
 
+def memory_quantity_bytes(quantity):
+    """A Kubernetes memory quantity ("768Mi", "1Gi", "800M", "1024") in bytes."""
+    units = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40,
+             "k": 10**3, "K": 10**3, "M": 10**6, "G": 10**9, "T": 10**12}
+    for suffix, multiplier in units.items():
+        if quantity.endswith(suffix) and quantity[:-len(suffix)].isdigit():
+            return int(quantity[:-len(suffix)]) * multiplier
+    return int(quantity) if quantity.isdigit() else -1
+
+
 def check_overlay_consistency(overlay, objects, planner_flags, worker_flags):
     """The rendered objects of one overlay fit together; returns facts for later."""
     problems = []
@@ -195,6 +205,18 @@ def check_overlay_consistency(overlay, objects, planner_flags, worker_flags):
     shm = volumes.get(mounts.get("/dev/shm"), {}).get("emptyDir", {})
     expect(shm.get("medium") == "Memory" and shm.get("sizeLimit"), "/dev/shm is not a sized memory emptyDir")
     expect(worker_pod["spec"]["terminationGracePeriodSeconds"] >= 60, "worker termination grace < 60 s")
+
+    # The planner's memory budget fits its pod's memory limit, and its drain
+    # (after which planning in flight is abandoned) fits the grace period.
+    planner_flags_given = dict(a[2:].split("=", 1) for a in planner["args"] if "=" in a)
+    budget = memory_quantity_bytes(planner_flags_given.get("memory-budget", "1Gi"))
+    limit = planner["resources"].get("limits", {}).get("memory")
+    expect(limit is not None and 0 < budget <= memory_quantity_bytes(limit),
+           f"planner --memory-budget={planner_flags_given.get('memory-budget')} exceeds limits.memory {limit}")
+    drain = planner_flags_given.get("drain-timeout", "10s")
+    expect(drain.endswith("s") and drain[:-1].isdigit() and
+           int(drain[:-1]) < planner_pod["spec"].get("terminationGracePeriodSeconds", 30),
+           f"planner --drain-timeout={drain} does not fit its termination grace period")
 
     # Probes: gRPC health on the gRPC port, or (TLS) TCP on it and GET /metrics.
     for probe_name in ("startupProbe", "readinessProbe", "livenessProbe"):

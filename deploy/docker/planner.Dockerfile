@@ -39,4 +39,6 @@ COPY --from=build /out/dcp_planner /usr/local/bin/dcp_planner
 USER 10001:10001
 EXPOSE 50051 9464
 ENTRYPOINT ["/usr/local/bin/dcp_planner"]
+# Beyond loopback the planner requires a token: mount one and add
+# --token-file=FILE, or set DCP_PLANNER_TOKEN (or --allow-unauthenticated).
 CMD ["--listen=0.0.0.0:50051", "--metrics-listen=0.0.0.0:9464"]

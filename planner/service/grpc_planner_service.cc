@@ -4,15 +4,20 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "grpcpp/security/auth_context.h"
 #include "grpcpp/support/byte_buffer.h"
 #include "grpcpp/support/slice.h"
 
@@ -45,6 +50,68 @@ grpc::ByteBuffer SharedByteBuffer(std::shared_ptr<const std::string> bytes) {
   grpc::Slice slice(const_cast<char*>((*owner)->data()), (*owner)->size(),
                     &ReleaseSharedString, owner);
   return grpc::ByteBuffer(&slice, /*nslices=*/1);
+}
+
+/// `bytes` parsed as a `Request`, or INVALID_ARGUMENT naming `method`.
+template <typename Request>
+grpc::Status ParseRequest(const char* method, const grpc::ByteBuffer& bytes,
+                          Request* parsed) {
+  // Deserialize consumes its buffer; the copy shares the request's slices.
+  grpc::ByteBuffer copy(bytes);
+  const size_t size = copy.Length();
+  if (!grpc::SerializationTraits<Request>::Deserialize(&copy, parsed).ok()) {
+    return grpc::Status(
+        grpc::StatusCode::INVALID_ARGUMENT,
+        absl::StrCat(method, ": the request (", size,
+                     " bytes) is not a serialized ",
+                     Request::descriptor()->full_name(),
+                     "; send the message of proto/dcp/v1/planner_service.proto"));
+  }
+  return grpc::Status::OK;
+}
+
+/// The token of an `authorization` value "<scheme> <token>" whose scheme is
+/// "Bearer" in any case; nullopt for another scheme or form.
+std::optional<absl::string_view> BearerToken(absl::string_view authorization) {
+  constexpr absl::string_view kScheme = "bearer";
+  if (authorization.size() <= kScheme.size() ||
+      !absl::EqualsIgnoreCase(authorization.substr(0, kScheme.size()),
+                              kScheme) ||
+      authorization[kScheme.size()] != ' ') {
+    return std::nullopt;
+  }
+  return absl::StripLeadingAsciiWhitespace(
+      authorization.substr(kScheme.size()));
+}
+
+/// Who is calling, for the record: the peer's address without its port
+/// ("ipv4:10.0.0.5"), and under (mutual) TLS the identity its certificate
+/// proves.
+std::string CallerIdentity(const grpc::CallbackServerContext& context) {
+  std::string peer = context.peer();
+  const size_t port = peer.rfind(':');
+  const size_t scheme = peer.find(':');
+  if (port != std::string::npos && port != scheme) peer.resize(port);
+  std::shared_ptr<const grpc::AuthContext> auth = context.auth_context();
+  if (auth != nullptr && auth->IsPeerAuthenticated()) {
+    std::vector<std::string> names;
+    for (const grpc::string_ref& name : auth->GetPeerIdentity()) {
+      names.emplace_back(name.data(), name.size());
+    }
+    if (!names.empty()) {
+      absl::StrAppend(&peer, " (TLS identity ", absl::StrJoin(names, ", "),
+                      ")");
+    }
+  }
+  return peer;
+}
+
+/// Requests that carry their caller get it here; others are left as sent.
+template <typename Request>
+void StampCaller(const grpc::CallbackServerContext&, Request*) {}
+void StampCaller(const grpc::CallbackServerContext& context,
+                 v1::RegisterWorkerRequest* request) {
+  request->set_registered_by(CallerIdentity(context));
 }
 
 }  // namespace
@@ -128,10 +195,7 @@ GrpcPlannerService::GrpcPlannerService(PlannerHandler& handler,
     : handler_(handler),
       metrics_(metrics),
       clock_(clock),
-      expected_authorization_(
-          options.bearer_token.empty()
-              ? std::string()
-              : absl::StrCat("Bearer ", options.bearer_token)),
+      bearer_token_(std::move(options.bearer_token)),
       call_threads_(std::make_unique<CallThreads>(options.call_threads)),
       plan_call_threads_(
           std::make_unique<CallThreads>(options.plan_call_threads)) {}
@@ -145,7 +209,7 @@ void GrpcPlannerService::Shutdown() {
 
 grpc::Status GrpcPlannerService::Authenticate(
     const grpc::CallbackServerContext& context) const {
-  if (expected_authorization_.empty()) return grpc::Status::OK;
+  if (bearer_token_.empty()) return grpc::Status::OK;
   const auto& metadata = context.client_metadata();
   const auto found = metadata.find(kAuthorizationKey);
   if (found == metadata.end()) {
@@ -155,8 +219,13 @@ grpc::Status GrpcPlannerService::Authenticate(
         "give the client the planner's token (the planner reads it from "
         "--token-file or DCP_PLANNER_TOKEN)");
   }
-  const absl::string_view given(found->second.data(), found->second.size());
-  if (!ConstantTimeEquals(given, expected_authorization_)) {
+  const std::optional<absl::string_view> given = BearerToken(
+      absl::string_view(found->second.data(), found->second.size()));
+  if (!given.has_value()) {
+    return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
+                        "'authorization' metadata is not 'Bearer <token>'");
+  }
+  if (!ConstantTimeEquals(*given, bearer_token_)) {
     return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
                         "the bearer token in 'authorization' is not this "
                         "planner's token");
@@ -174,11 +243,9 @@ void GrpcPlannerService::Finish(grpc::ServerUnaryReactor* reactor,
   reactor->Finish(status);
 }
 
-template <typename Request, typename Response>
 grpc::ServerUnaryReactor* GrpcPlannerService::Serve(
-    const char* method, grpc::CallbackServerContext* context,
-    const Request* request, Response* response,
-    absl::StatusOr<Response> (PlannerHandler::*call)(const Request&)) {
+    const char* method, CallThreads& threads,
+    grpc::CallbackServerContext* context, std::function<grpc::Status()> run) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   const absl::Time start = clock_.Now();
   grpc::Status authenticated = Authenticate(*context);
@@ -186,104 +253,104 @@ grpc::ServerUnaryReactor* GrpcPlannerService::Serve(
     Finish(reactor, method, start, authenticated);
     return reactor;
   }
-  call_threads_->Schedule(
-      [this, method, context, request, response, call, reactor, start] {
-        if (context->IsCancelled()) {
-          Finish(reactor, method, start,
-                 grpc::Status(grpc::StatusCode::CANCELLED,
-                              "cancelled before the planner got to it"));
-          return;
-        }
-        absl::StatusOr<Response> result = (handler_.*call)(*request);
-        if (result.ok()) *response = *std::move(result);
-        Finish(reactor, method, start, ToGrpcStatus(result.status()));
-      });
+  threads.Schedule([this, method, context, reactor, start,
+                    run = std::move(run)] {
+    if (context->IsCancelled()) {
+      Finish(reactor, method, start,
+             grpc::Status(grpc::StatusCode::CANCELLED,
+                          "cancelled before the planner got to it"));
+      return;
+    }
+    Finish(reactor, method, start, run());
+  });
   return reactor;
 }
 
+template <typename Request, typename Response>
+grpc::ServerUnaryReactor* GrpcPlannerService::ServeTyped(
+    const char* method, grpc::CallbackServerContext* context,
+    const grpc::ByteBuffer* request, grpc::ByteBuffer* response,
+    absl::StatusOr<Response> (PlannerHandler::*call)(const Request&)) {
+  return Serve(method, *call_threads_, context,
+               [this, method, context, request, response,
+                call]() -> grpc::Status {
+                 Request parsed;
+                 if (grpc::Status status =
+                         ParseRequest(method, *request, &parsed);
+                     !status.ok()) {
+                   return status;
+                 }
+                 StampCaller(*context, &parsed);
+                 absl::StatusOr<Response> result = (handler_.*call)(parsed);
+                 if (!result.ok()) return ToGrpcStatus(result.status());
+                 bool own_buffer = false;
+                 return grpc::SerializationTraits<Response>::Serialize(
+                     *result, response, &own_buffer);
+               });
+}
+
 grpc::ServerUnaryReactor* GrpcPlannerService::RegisterWorker(
-    grpc::CallbackServerContext* context,
-    const v1::RegisterWorkerRequest* request,
-    v1::RegisterWorkerResponse* response) {
-  return Serve("RegisterWorker", context, request, response,
-               &PlannerHandler::RegisterWorker);
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+    grpc::ByteBuffer* response) {
+  return ServeTyped("RegisterWorker", context, request, response,
+                    &PlannerHandler::RegisterWorker);
 }
 
 grpc::ServerUnaryReactor* GrpcPlannerService::SubmitProfile(
-    grpc::CallbackServerContext* context,
-    const v1::SubmitProfileRequest* request,
-    v1::SubmitProfileResponse* response) {
-  return Serve("SubmitProfile", context, request, response,
-               &PlannerHandler::SubmitProfile);
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+    grpc::ByteBuffer* response) {
+  return ServeTyped("SubmitProfile", context, request, response,
+                    &PlannerHandler::SubmitProfile);
 }
 
 grpc::ServerUnaryReactor* GrpcPlannerService::SubmitBatches(
-    grpc::CallbackServerContext* context,
-    const v1::SubmitBatchesRequest* request,
-    v1::SubmitBatchesResponse* response) {
-  return Serve("SubmitBatches", context, request, response,
-               &PlannerHandler::SubmitBatches);
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+    grpc::ByteBuffer* response) {
+  return ServeTyped("SubmitBatches", context, request, response,
+                    &PlannerHandler::SubmitBatches);
 }
 
 grpc::ServerUnaryReactor* GrpcPlannerService::GetPlan(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
     grpc::ByteBuffer* response) {
   static constexpr char kMethod[] = "GetPlan";
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  const absl::Time start = clock_.Now();
-  grpc::Status authenticated = Authenticate(*context);
-  if (!authenticated.ok()) {
-    Finish(reactor, kMethod, start, authenticated);
-    return reactor;
-  }
-  plan_call_threads_->Schedule([this, context, request, response, reactor,
-                                start] {
-    if (context->IsCancelled()) {
-      Finish(reactor, kMethod, start,
-             grpc::Status(grpc::StatusCode::CANCELLED,
-                          "cancelled before the planner got to it"));
-      return;
-    }
-    // Deserialize consumes its buffer; the copy shares the request's slices.
-    grpc::ByteBuffer request_bytes(*request);
-    v1::GetPlanRequest parsed;
-    if (!grpc::SerializationTraits<v1::GetPlanRequest>::Deserialize(
-             &request_bytes, &parsed)
-             .ok()) {
-      Finish(reactor, kMethod, start,
-             grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                          "GetPlan request is not a dcp.v1.GetPlanRequest"));
-      return;
-    }
-    absl::StatusOr<std::shared_ptr<const std::string>> serialized =
-        handler_.GetSerializedPlan(parsed);
-    if (serialized.ok()) *response = SharedByteBuffer(*std::move(serialized));
-    Finish(reactor, kMethod, start, ToGrpcStatus(serialized.status()));
-  });
-  return reactor;
+  return Serve(kMethod, *plan_call_threads_, context,
+               [this, request, response]() -> grpc::Status {
+                 v1::GetPlanRequest parsed;
+                 if (grpc::Status status =
+                         ParseRequest(kMethod, *request, &parsed);
+                     !status.ok()) {
+                   return status;
+                 }
+                 absl::StatusOr<std::shared_ptr<const std::string>>
+                     serialized = handler_.GetSerializedPlan(parsed);
+                 if (!serialized.ok()) {
+                   return ToGrpcStatus(serialized.status());
+                 }
+                 *response = SharedByteBuffer(*std::move(serialized));
+                 return grpc::Status::OK;
+               });
 }
 
 grpc::ServerUnaryReactor* GrpcPlannerService::ReportStepStats(
-    grpc::CallbackServerContext* context,
-    const v1::ReportStepStatsRequest* request,
-    v1::ReportStepStatsResponse* response) {
-  return Serve("ReportStepStats", context, request, response,
-               &PlannerHandler::ReportStepStats);
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+    grpc::ByteBuffer* response) {
+  return ServeTyped("ReportStepStats", context, request, response,
+                    &PlannerHandler::ReportStepStats);
 }
 
 grpc::ServerUnaryReactor* GrpcPlannerService::GetClusterModel(
-    grpc::CallbackServerContext* context,
-    const v1::GetClusterModelRequest* request,
-    v1::GetClusterModelResponse* response) {
-  return Serve("GetClusterModel", context, request, response,
-               &PlannerHandler::GetClusterModel);
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+    grpc::ByteBuffer* response) {
+  return ServeTyped("GetClusterModel", context, request, response,
+                    &PlannerHandler::GetClusterModel);
 }
 
 grpc::ServerUnaryReactor* GrpcPlannerService::ListWorkers(
-    grpc::CallbackServerContext* context, const v1::ListWorkersRequest* request,
-    v1::ListWorkersResponse* response) {
-  return Serve("ListWorkers", context, request, response,
-               &PlannerHandler::ListWorkers);
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+    grpc::ByteBuffer* response) {
+  return ServeTyped("ListWorkers", context, request, response,
+                    &PlannerHandler::ListWorkers);
 }
 
 }  // namespace dcp

@@ -1,6 +1,7 @@
 #ifndef DCP_PLANNER_SERVICE_GRPC_PLANNER_SERVICE_H_
 #define DCP_PLANNER_SERVICE_GRPC_PLANNER_SERVICE_H_
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -42,9 +43,19 @@ struct GrpcPlannerServiceOptions {
 /// waiting for a plan never delay registrations or reports. Thread-safe.
 /// Register it with a grpc::ServerBuilder; call Shutdown() after the
 /// grpc::Server has shut down and before destroying either.
-class GrpcPlannerService final
-    : public v1::Planner::WithRawCallbackMethod_GetPlan<
-          v1::Planner::CallbackService> {
+/// Every method is raw (bytes in, bytes out) so that request bytes that do
+/// not parse get INVALID_ARGUMENT naming the method, where gRPC's typed
+/// methods answer UNIMPLEMENTED with no message.
+using RawPlannerService = v1::Planner::WithRawCallbackMethod_RegisterWorker<
+    v1::Planner::WithRawCallbackMethod_SubmitProfile<
+        v1::Planner::WithRawCallbackMethod_SubmitBatches<
+            v1::Planner::WithRawCallbackMethod_GetPlan<
+                v1::Planner::WithRawCallbackMethod_ReportStepStats<
+                    v1::Planner::WithRawCallbackMethod_GetClusterModel<
+                        v1::Planner::WithRawCallbackMethod_ListWorkers<
+                            v1::Planner::CallbackService>>>>>>>;
+
+class GrpcPlannerService final : public RawPlannerService {
  public:
   /// `handler`, `metrics` and `clock` must outlive the service.
   GrpcPlannerService(PlannerHandler& handler, PrometheusPlannerMetrics& metrics,
@@ -58,57 +69,58 @@ class GrpcPlannerService final
   /// later run on the gRPC thread. Idempotent.
   void Shutdown();
 
-  grpc::ServerUnaryReactor* RegisterWorker(
-      grpc::CallbackServerContext* context,
-      const v1::RegisterWorkerRequest* request,
-      v1::RegisterWorkerResponse* response) override;
-  grpc::ServerUnaryReactor* SubmitProfile(
-      grpc::CallbackServerContext* context,
-      const v1::SubmitProfileRequest* request,
-      v1::SubmitProfileResponse* response) override;
-  grpc::ServerUnaryReactor* SubmitBatches(
-      grpc::CallbackServerContext* context,
-      const v1::SubmitBatchesRequest* request,
-      v1::SubmitBatchesResponse* response) override;
-  /// Raw: the request is parsed here, the response is the handler's bytes.
+  grpc::ServerUnaryReactor* RegisterWorker(grpc::CallbackServerContext* context,
+                                    const grpc::ByteBuffer* request,
+                                    grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* SubmitProfile(grpc::CallbackServerContext* context,
+                                    const grpc::ByteBuffer* request,
+                                    grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* SubmitBatches(grpc::CallbackServerContext* context,
+                                    const grpc::ByteBuffer* request,
+                                    grpc::ByteBuffer* response) override;
+  /// The response is the handler's shared bytes, sent without a copy.
   grpc::ServerUnaryReactor* GetPlan(grpc::CallbackServerContext* context,
                                     const grpc::ByteBuffer* request,
                                     grpc::ByteBuffer* response) override;
-  grpc::ServerUnaryReactor* ReportStepStats(
-      grpc::CallbackServerContext* context,
-      const v1::ReportStepStatsRequest* request,
-      v1::ReportStepStatsResponse* response) override;
-  grpc::ServerUnaryReactor* GetClusterModel(
-      grpc::CallbackServerContext* context,
-      const v1::GetClusterModelRequest* request,
-      v1::GetClusterModelResponse* response) override;
-  grpc::ServerUnaryReactor* ListWorkers(
-      grpc::CallbackServerContext* context,
-      const v1::ListWorkersRequest* request,
-      v1::ListWorkersResponse* response) override;
+  grpc::ServerUnaryReactor* ReportStepStats(grpc::CallbackServerContext* context,
+                                    const grpc::ByteBuffer* request,
+                                    grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* GetClusterModel(grpc::CallbackServerContext* context,
+                                    const grpc::ByteBuffer* request,
+                                    grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* ListWorkers(grpc::CallbackServerContext* context,
+                                    const grpc::ByteBuffer* request,
+                                    grpc::ByteBuffer* response) override;
 
  private:
   class CallThreads;
 
   /// OK, or UNAUTHENTICATED when a token is required and the call's
-  /// `authorization` metadata does not carry it (compared in constant time).
+  /// `authorization` metadata does not carry it as `Bearer <token>` (the
+  /// scheme in any case, RFC 7235; the token compared exactly, in constant
+  /// time).
   grpc::Status Authenticate(const grpc::CallbackServerContext& context) const;
   /// Records the call's metrics, then finishes it with `status`.
   void Finish(grpc::ServerUnaryReactor* reactor, const char* method,
               absl::Time start, const grpc::Status& status);
-  /// The common path of the typed methods: authenticate, queue, call the
-  /// handler, convert, finish.
+  /// The common path: authenticates, then runs `run` on `threads` (unless
+  /// the call was cancelled while queued) and finishes with its status.
+  grpc::ServerUnaryReactor* Serve(const char* method, CallThreads& threads,
+                                  grpc::CallbackServerContext* context,
+                                  std::function<grpc::Status()> run);
+  /// A method that parses its request (INVALID_ARGUMENT naming `method` if
+  /// the bytes do not parse), calls the handler and serializes its answer.
   template <typename Request, typename Response>
-  grpc::ServerUnaryReactor* Serve(
+  grpc::ServerUnaryReactor* ServeTyped(
       const char* method, grpc::CallbackServerContext* context,
-      const Request* request, Response* response,
+      const grpc::ByteBuffer* request, grpc::ByteBuffer* response,
       absl::StatusOr<Response> (PlannerHandler::*call)(const Request&));
 
   PlannerHandler& handler_;
   PrometheusPlannerMetrics& metrics_;
   const Clock& clock_;
-  /// "Bearer <token>", or empty when no token is required.
-  const std::string expected_authorization_;
+  /// The token calls must carry, or empty when none is required.
+  const std::string bearer_token_;
   const std::unique_ptr<CallThreads> call_threads_;
   /// GetPlan's own threads (see GrpcPlannerServiceOptions).
   const std::unique_ptr<CallThreads> plan_call_threads_;

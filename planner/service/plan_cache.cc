@@ -1,3 +1,7 @@
+// PlanCache and StepHistory. Over 600 lines: the steps, the queue of
+// submitted batches with its budget, and the abandonable planning threads
+// share one mutex and one StepEntry, so they stay in one class.
+
 #include "planner/service/plan_cache.h"
 
 #include <algorithm>
@@ -5,6 +9,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "planner/service/planner_state_store.h"
 
 namespace dcp {
@@ -65,6 +70,19 @@ v1::CompactedStepsRecord StepHistory::ToRecord() const {
 // ---------------------------------------------------------------------------
 // PlanCache.
 
+/// Shared by a waiting request and the detached thread that plans for it.
+struct PlanCache::PlanningTask {
+  absl::Mutex mu;
+  /// Set by the planning thread when it is done.
+  std::shared_ptr<const StepPlan> result ABSL_GUARDED_BY(mu);
+  /// Set by Shutdown: the waiter stops waiting.
+  bool abandoned ABSL_GUARDED_BY(mu) = false;
+
+  bool DoneOrAbandoned() const ABSL_SHARED_LOCKS_REQUIRED(mu) {
+    return result != nullptr || abandoned;
+  }
+};
+
 PlanCache::PlanCache(
     PlanCacheOptions options, const CostParamsRegistry& registry,
     const Clock& clock, PlannerStateStore* store, PlannerMetrics& metrics,
@@ -121,11 +139,17 @@ void PlanCache::Start() {
 
 void PlanCache::Shutdown() {
   absl::MutexLock threads_lock(&threads_mu_);
+  std::set<std::shared_ptr<PlanningTask>> in_flight;
   {
     absl::MutexLock lock(&mu_);
     stopping_ = true;
     queue_.clear();
     queue_cv_.SignalAll();
+    in_flight = in_flight_;
+  }
+  for (const std::shared_ptr<PlanningTask>& task : in_flight) {
+    absl::MutexLock task_lock(&task->mu);
+    task->abandoned = true;
   }
   for (std::thread& thread : threads_) thread.join();
   threads_.clear();
@@ -177,7 +201,8 @@ absl::Status PlanCache::NotInMemory(int64_t step) const {
 absl::Status PlanCache::CheckFingerprintLocked(int64_t step,
                                                uint64_t fingerprint) const {
   auto it = steps_.find(step);
-  if (it != steps_.end() && it->second.fingerprint != fingerprint) {
+  if (it != steps_.end() && it->second.fingerprint != fingerprint &&
+      !it->second.failed) {
     return absl::FailedPreconditionError(absl::StrCat(
         "step ", step,
         " was submitted or planned with a different batch (fingerprint ",
@@ -216,6 +241,7 @@ absl::StatusOr<std::shared_ptr<const StepPlan>> PlanCache::Plan(
   const int64_t step = batch->step();
   // Read before taking `mu_`: the version current when planning starts.
   const int64_t current_version = registry_.Snapshot()->current->version;
+  const BatchCost cost = CostOf(*batch);
   std::promise<std::shared_ptr<const StepPlan>> promise;
   StepPlanFuture future;
   bool plan_here = false;
@@ -227,13 +253,27 @@ absl::StatusOr<std::shared_ptr<const StepPlan>> PlanCache::Plan(
         !status.ok()) {
       return status;
     }
+    auto existing = steps_.find(step);
+    const bool holds_batch =
+        existing != steps_.end() && existing->second.batch != nullptr;
+    const bool planning =
+        existing != steps_.end() && existing->second.plan.valid() &&
+        !(existing->second.failed &&
+          existing->second.fingerprint != fingerprint);
+    if (!planning && !holds_batch) {
+      if (absl::Status status = CheckBudgetLocked(1, cost); !status.ok()) {
+        return status;
+      }
+    }
     StepEntry& entry = EntryFor(step);
+    if (entry.failed && entry.fingerprint != fingerprint) {
+      ReplaceFailedLocked(step, entry, fingerprint);
+    }
     entry.fingerprint = fingerprint;
     if (!entry.plan.valid()) {
       // Kept until the plan is cached, so that a request by step can plan
       // again after a failure to record the step.
-      if (entry.batch == nullptr) entry.batch = batch;
-      pending_steps_.insert(step);
+      if (entry.batch == nullptr) HoldBatchLocked(step, entry, batch, cost);
       if (!entry.persisted) entry.params_version = current_version;
       future = promise.get_future().share();
       entry.plan = future;
@@ -246,12 +286,17 @@ absl::StatusOr<std::shared_ptr<const StepPlan>> PlanCache::Plan(
   }
   if (plan_here) {
     std::shared_ptr<const StepPlan> result =
-        ComputePlan(*batch, fingerprint, params_version, record);
+        ComputePlan(batch, fingerprint, params_version, record);
     Evictions evictions;
+    bool delete_record = false;
     {
       absl::MutexLock lock(&mu_);
       evictions = FinishPlanning(step, *result);
-      if (record && !result->retry) recorded_steps_.insert(step);
+      if (!result->retry && !result->status.ok()) {
+        delete_record = recorded_steps_.erase(step) > 0 || record;
+      } else if (record && !result->retry) {
+        recorded_steps_.insert(step);
+      }
       while (static_cast<int>(recorded_steps_.size()) >
              options_.plan_cache_steps) {
         auto oldest = recorded_steps_.begin();
@@ -260,6 +305,15 @@ absl::StatusOr<std::shared_ptr<const StepPlan>> PlanCache::Plan(
         history_.Add(*oldest, steps_[*oldest].params_version);
         evictions.left_window.push_back(*oldest);
         recorded_steps_.erase(oldest);
+      }
+    }
+    if (delete_record && store_ != nullptr) {
+      // Recorded before planning; a failed batch must not claim its step
+      // across a restart either. (A failure leaves a record whose batch a
+      // restarted planner refuses to plan again, as before.)
+      if (absl::Status status = store_->DeleteStep(step); !status.ok()) {
+        Log(absl::StrCat("step ", step, "'s failed batch still has a record: ",
+                         status.message()));
       }
     }
     promise.set_value(result);
@@ -272,15 +326,15 @@ absl::StatusOr<std::shared_ptr<const StepPlan>> PlanCache::Plan(
 }
 
 std::shared_ptr<const StepPlan> PlanCache::ComputePlan(
-    const v1::GlobalBatch& batch, uint64_t fingerprint, int64_t params_version,
-    bool record) const {
-  const int64_t step = batch.step();
+    std::shared_ptr<const v1::GlobalBatch> batch, uint64_t fingerprint,
+    int64_t params_version, bool record) {
+  const int64_t step = batch->step();
   if (record && store_ != nullptr) {
     v1::StepRecord step_record;
     step_record.set_step(step);
     step_record.set_fingerprint(fingerprint);
     step_record.set_params_version(params_version);
-    step_record.set_num_samples(batch.samples_size());
+    step_record.set_num_samples(batch->samples_size());
     if (absl::Status status = store_->WriteStep(step_record); !status.ok()) {
       auto result = std::make_shared<StepPlan>();
       result->params_version = params_version;
@@ -289,10 +343,18 @@ std::shared_ptr<const StepPlan> PlanCache::ComputePlan(
       return result;
     }
   }
-  std::shared_ptr<const ParamsVersion> params =
-      registry_.Version(params_version);
-  std::shared_ptr<const StepPlan> result = MakeStepPlan(
-      batch, *params, options_.planner_options, options_.world_size, clock_);
+  std::shared_ptr<const StepPlan> result =
+      RunAbandonably(std::move(batch), registry_.Version(params_version));
+  if (result == nullptr) {
+    auto abandoned = std::make_shared<StepPlan>();
+    abandoned->params_version = params_version;
+    abandoned->status = absl::UnavailableError(absl::StrCat(
+        "the planner is shutting down and abandoned planning step ", step,
+        "; ask the planner that replaces it"));
+    abandoned->retry = true;
+    Log(absl::StrCat("step ", step, ": planning abandoned at shutdown"));
+    return abandoned;
+  }
   if (result->status.ok()) {
     metrics_.PlanComputed(result->planning_seconds,
                           result->predicted_step_seconds);
@@ -306,6 +368,36 @@ std::shared_ptr<const StepPlan> PlanCache::ComputePlan(
   return result;
 }
 
+std::shared_ptr<const StepPlan> PlanCache::RunAbandonably(
+    std::shared_ptr<const v1::GlobalBatch> batch,
+    std::shared_ptr<const ParamsVersion> params) {
+  auto task = std::make_shared<PlanningTask>();
+  {
+    absl::MutexLock lock(&mu_);
+    in_flight_.insert(task);
+  }
+  // Everything the thread uses is its own (copies and shared pointers) but
+  // the clock, so that it may outlive the cache once abandoned.
+  std::thread([task, batch = std::move(batch), params = std::move(params),
+               make_step_plan = options_.make_step_plan,
+               planner_options = options_.planner_options,
+               world_size = options_.world_size, &clock = clock_] {
+    std::shared_ptr<const StepPlan> result =
+        make_step_plan(*batch, *params, planner_options, world_size, clock);
+    absl::MutexLock task_lock(&task->mu);
+    task->result = std::move(result);
+  }).detach();
+  std::shared_ptr<const StepPlan> result;
+  {
+    absl::MutexLock task_lock(&task->mu);
+    task->mu.Await(absl::Condition(task.get(), &PlanningTask::DoneOrAbandoned));
+    result = task->result;
+  }
+  absl::MutexLock lock(&mu_);
+  in_flight_.erase(task);
+  return result;
+}
+
 PlanCache::Evictions PlanCache::FinishPlanning(int64_t step,
                                                const StepPlan& result) {
   Evictions evictions;
@@ -316,9 +408,9 @@ PlanCache::Evictions PlanCache::FinishPlanning(int64_t step,
     entry.plan = StepPlanFuture();  // the next request tries again
     return evictions;
   }
-  entry.persisted = true;
-  entry.batch = nullptr;
-  pending_steps_.erase(step);
+  entry.failed = !result.status.ok();
+  entry.persisted = !entry.failed;
+  ReleaseBatchLocked(step, entry);
   cached_steps_.insert(step);
   // Evicts the oldest other steps beyond the cache size.
   while (static_cast<int>(cached_steps_.size()) > options_.plan_cache_steps) {
@@ -386,6 +478,17 @@ absl::StatusOr<std::shared_ptr<const StepPlan>> PlanCache::PlanByStep(
 
 absl::Status PlanCache::Submit(const v1::SubmitBatchesRequest& request,
                                const SubmittedBatches& batches) {
+  // Copied and measured before taking the lock (a 2^20-sequence batch
+  // takes tens of milliseconds to copy), also for steps that turn out to
+  // be known already.
+  std::map<int64_t, std::pair<std::shared_ptr<const v1::GlobalBatch>,
+                              BatchCost>>
+      copies;
+  for (const auto& [step, i] : batches.index_of_step) {
+    auto copy = std::make_shared<const v1::GlobalBatch>(request.batches(i));
+    const BatchCost cost = CostOf(*copy);
+    copies.emplace(step, std::make_pair(std::move(copy), cost));
+  }
   absl::MutexLock lock(&mu_);
   for (int i = 0; i < request.batches_size(); ++i) {
     if (absl::Status status = CheckFingerprintLocked(request.batches(i).step(),
@@ -395,33 +498,118 @@ absl::Status PlanCache::Submit(const v1::SubmitBatchesRequest& request,
     }
   }
   int new_pending = 0;
-  for (const auto& [step, i] : batches.index_of_step) {
+  BatchCost added;
+  for (const auto& [step, copy] : copies) {
     auto it = steps_.find(step);
+    const uint64_t fingerprint =
+        batches.fingerprints[batches.index_of_step.at(step)];
     if (it == steps_.end() ||
-        (!it->second.plan.valid() && it->second.batch == nullptr)) {
+        (!it->second.plan.valid() && it->second.batch == nullptr) ||
+        (it->second.failed && it->second.fingerprint != fingerprint)) {
       ++new_pending;
+      added.bytes += copy.second.bytes;
+      added.planning_seconds += copy.second.planning_seconds;
     }
   }
-  if (pending_steps_.size() + new_pending > kMaxPendingBatches) {
+  if (absl::Status status = CheckBudgetLocked(new_pending, added);
+      !status.ok()) {
+    return status;
+  }
+  const bool background =
+      !stopping_ && options_.background_planning_threads > 0;
+  for (auto& [step, copy] : copies) {
+    StepEntry& entry = EntryFor(step);
+    const uint64_t fingerprint =
+        batches.fingerprints[batches.index_of_step.at(step)];
+    if (entry.failed && entry.fingerprint != fingerprint) {
+      ReplaceFailedLocked(step, entry, fingerprint);
+    }
+    entry.fingerprint = fingerprint;
+    if (entry.plan.valid() || entry.batch != nullptr) continue;
+    HoldBatchLocked(step, entry, std::move(copy.first), copy.second);
+    if (background) queue_.push_back(step);
+  }
+  if (background) queue_cv_.SignalAll();
+  return absl::OkStatus();
+}
+
+void PlanCache::ReplaceFailedLocked(int64_t step, StepEntry& entry,
+                                    uint64_t fingerprint) {
+  entry.failed = false;
+  entry.fingerprint = fingerprint;
+  entry.plan = StepPlanFuture();
+  cached_steps_.erase(step);
+}
+
+PlanCache::BatchCost PlanCache::CostOf(const v1::GlobalBatch& batch) {
+  return BatchCost{static_cast<int64_t>(batch.SpaceUsedLong()),
+                   PredictedPlanningSeconds(batch.samples_size())};
+}
+
+void PlanCache::HoldBatchLocked(int64_t step, StepEntry& entry,
+                                std::shared_ptr<const v1::GlobalBatch> batch,
+                                BatchCost cost) {
+  entry.batch = std::move(batch);
+  if (!pending_steps_.insert(step).second) return;
+  entry.batch_bytes = cost.bytes;
+  entry.batch_planning_seconds = cost.planning_seconds;
+  pending_bytes_ += cost.bytes;
+  pending_planning_seconds_ += cost.planning_seconds;
+}
+
+void PlanCache::ReleaseBatchLocked(int64_t step, StepEntry& entry) {
+  entry.batch = nullptr;
+  if (pending_steps_.erase(step) == 0) return;
+  pending_bytes_ -= entry.batch_bytes;
+  pending_planning_seconds_ -= entry.batch_planning_seconds;
+  entry.batch_bytes = 0;
+  entry.batch_planning_seconds = 0;
+  if (pending_steps_.empty()) {
+    // No rounding drift once nothing waits.
+    pending_bytes_ = 0;
+    pending_planning_seconds_ = 0;
+  }
+}
+
+absl::Status PlanCache::CheckBudgetLocked(int count, BatchCost added) const {
+  if (count == 0) return absl::OkStatus();
+  if (pending_steps_.size() + count > kMaxPendingBatches) {
     return absl::ResourceExhaustedError(absl::StrCat(
         pending_steps_.size(),
         " submitted batches are waiting to be planned "
         "and this request adds ",
-        new_pending, "; at most ", kMaxPendingBatches,
+        count, "; at most ", kMaxPendingBatches,
         " may wait: submit a step's batch shortly before it runs (e.g. one "
         "step ahead), or fetch the waiting steps' plans first"));
   }
-  const bool background =
-      !stopping_ && options_.background_planning_threads > 0;
-  for (const auto& [step, i] : batches.index_of_step) {
-    StepEntry& entry = EntryFor(step);
-    entry.fingerprint = batches.fingerprints[i];
-    if (entry.plan.valid() || entry.batch != nullptr) continue;
-    entry.batch = std::make_shared<const v1::GlobalBatch>(request.batches(i));
-    pending_steps_.insert(step);
-    if (background) queue_.push_back(step);
+  const auto mib = [](int64_t bytes) {
+    return absl::StrFormat("%.1f MiB", static_cast<double>(bytes) / (1 << 20));
+  };
+  if (options_.pending_bytes_budget > 0 &&
+      pending_bytes_ + added.bytes > options_.pending_bytes_budget) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the batches waiting to be planned would hold ",
+        mib(pending_bytes_ + added.bytes), " (", pending_steps_.size(),
+        " waiting hold ", mib(pending_bytes_), "; this request adds ", count,
+        " of ", mib(added.bytes), "), beyond their memory budget of ",
+        mib(options_.pending_bytes_budget), " (",
+        options_.pending_bytes_budget_source,
+        "): submit fewer or smaller batches ahead, fetch the waiting steps' "
+        "plans first, or give the planner more memory"));
   }
-  if (background) queue_cv_.SignalAll();
+  if (options_.pending_planning_seconds_budget > 0 &&
+      pending_planning_seconds_ + added.planning_seconds >
+          options_.pending_planning_seconds_budget) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "the batches waiting to be planned would take about %.0f s of "
+        "planning (%d waiting: %.0f s; this request adds %d: %.0f s), beyond "
+        "the budget of %.0f s (dcp_planner --max-queued-planning): submit "
+        "fewer or smaller batches ahead, or fetch the waiting steps' plans "
+        "first",
+        pending_planning_seconds_ + added.planning_seconds,
+        pending_steps_.size(), pending_planning_seconds_, count,
+        added.planning_seconds, options_.pending_planning_seconds_budget));
+  }
   return absl::OkStatus();
 }
 

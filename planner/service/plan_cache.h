@@ -61,6 +61,18 @@ struct PlanCacheOptions {
   /// Plans kept in memory, and step records kept on disk.
   int plan_cache_steps = 64;
   int background_planning_threads = 1;
+  /// Bytes that the batches waiting to be planned (and being planned) may
+  /// hold in memory, as protobuf measures them; 0: no bound.
+  int64_t pending_bytes_budget = 0;
+  /// Where that budget comes from, for messages ("a quarter of ...").
+  std::string pending_bytes_budget_source;
+  /// Predicted planner-core seconds (PredictedPlanningSeconds) of those
+  /// batches; 0: no bound.
+  double pending_planning_seconds_budget = 0;
+  /// Makes one step's plan; it runs on a thread of its own, which Shutdown
+  /// abandons (it must not use anything but its arguments, and the clock
+  /// must outlive it: RealClock, or one the test keeps to the end).
+  MakeStepPlanFunction make_step_plan = MakeStepPlan;
 };
 
 /// Each step's plan, made once (MakeStepPlan) and shared by every request
@@ -70,7 +82,11 @@ struct PlanCacheOptions {
 /// Thread model: `mu_` guards the steps and the queue and is held only for
 /// in-memory work. Planning runs outside it: the first request for a step
 /// installs a shared future under `mu_`, then records the step durably and
-/// plans it without the lock; every other request waits on the future.
+/// has it planned on a detached thread of its own, which it waits for; every
+/// other request waits on the future. Shutdown abandons the plans in flight
+/// (their waiters get UNAVAILABLE at once; the detached threads finish on
+/// their own, touching only their task), so that a SIGTERM never waits for
+/// the planner core.
 /// Step records that leave the window are compacted (StepHistory) under
 /// `compact_mu_`, without `mu_`. Reads CostParamsRegistry snapshots (never
 /// while holding `mu_`); `on_evicted` is called without any lock.
@@ -91,7 +107,10 @@ class PlanCache {
                     const v1::CompactedStepsRecord& compacted);
   /// Starts the background planning threads.
   void Start() ABSL_LOCKS_EXCLUDED(mu_);
-  /// Stops and joins them; later requests plan on demand. Idempotent.
+  /// Abandons the plans in flight (their requests get UNAVAILABLE, and they
+  /// are not cached), stops and joins the background threads without
+  /// waiting for the planner core; later requests plan on demand.
+  /// Idempotent.
   void Shutdown() ABSL_LOCKS_EXCLUDED(mu_);
 
   /// The plan of `step` if it is planning or cached with this fingerprint.
@@ -108,7 +127,8 @@ class PlanCache {
   absl::StatusOr<std::shared_ptr<const StepPlan>> PlanByStep(
       int64_t step, uint64_t fingerprint) ABSL_LOCKS_EXCLUDED(mu_);
   /// Keeps validated batches to plan ahead; RESOURCE_EXHAUSTED beyond
-  /// kMaxPendingBatches waiting.
+  /// kMaxPendingBatches waiting, or beyond the bytes or predicted planning
+  /// seconds that waiting batches may take (naming the budget).
   absl::Status Submit(const v1::SubmitBatchesRequest& request,
                       const SubmittedBatches& batches) ABSL_LOCKS_EXCLUDED(mu_);
   /// The finished, successful plan of `step` (for its reports).
@@ -126,12 +146,26 @@ class PlanCache {
     /// planning starts is taken.
     int64_t params_version = 0;
     bool persisted = false;
+    /// Its plan failed (the failure is cached for this fingerprint, but
+    /// the step is not claimed: another batch for it replaces this one).
+    bool failed = false;
     /// The batch from its submission or first request until the step's
     /// plan is cached (also after a failure to record the step), else null.
     std::shared_ptr<const v1::GlobalBatch> batch;
     /// Valid while planning runs or its result is cached.
     StepPlanFuture plan;
+    /// `batch`'s share of the pending totals while it is held.
+    int64_t batch_bytes = 0;
+    double batch_planning_seconds = 0;
   };
+  /// What holding one more batch costs.
+  struct BatchCost {
+    int64_t bytes = 0;
+    double planning_seconds = 0;
+  };
+  static BatchCost CostOf(const v1::GlobalBatch& batch);
+  /// One plan being made on its detached thread (plan_cache.cc).
+  struct PlanningTask;
   /// What FinishPlanning leaves to do without the lock.
   struct Evictions {
     std::vector<int64_t> evicted;
@@ -146,14 +180,31 @@ class PlanCache {
   /// `step`'s entry, made (with its version from the history, if it left
   /// the window before a restart) if there is none.
   StepEntry& EntryFor(int64_t step) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// RESOURCE_EXHAUSTED if the pending batches and `added` (`count` more)
+  /// would exceed a budget.
+  absl::Status CheckBudgetLocked(int count, BatchCost added) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// Keeps `batch` in `entry` until `step` is planned, counting its cost.
+  void HoldBatchLocked(int64_t step, StepEntry& entry,
+                       std::shared_ptr<const v1::GlobalBatch> batch,
+                       BatchCost cost) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ReleaseBatchLocked(int64_t step, StepEntry& entry)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// Forgets a failed `step` for a new batch with `fingerprint`.
+  void ReplaceFailedLocked(int64_t step, StepEntry& entry,
+                           uint64_t fingerprint)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   /// FAILED_PRECONDITION: `step`'s plan and batch are gone.
   absl::Status NotInMemory(int64_t step) const;
   /// Records (if `record`) and plans one step; reports metrics and logs.
-  std::shared_ptr<const StepPlan> ComputePlan(const v1::GlobalBatch& batch,
-                                              uint64_t fingerprint,
-                                              int64_t params_version,
-                                              bool record) const
-      ABSL_LOCKS_EXCLUDED(mu_);
+  std::shared_ptr<const StepPlan> ComputePlan(
+      std::shared_ptr<const v1::GlobalBatch> batch, uint64_t fingerprint,
+      int64_t params_version, bool record) ABSL_LOCKS_EXCLUDED(mu_);
+  /// Runs the planner on a detached thread and waits for it, or until
+  /// Shutdown abandons it (then an UNAVAILABLE StepPlan to retry).
+  std::shared_ptr<const StepPlan> RunAbandonably(
+      std::shared_ptr<const v1::GlobalBatch> batch,
+      std::shared_ptr<const ParamsVersion> params) ABSL_LOCKS_EXCLUDED(mu_);
   Evictions FinishPlanning(int64_t step, const StepPlan& result)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   /// Folds `left_window` into the history on disk and deletes their records.
@@ -178,11 +229,16 @@ class PlanCache {
   std::set<int64_t> cached_steps_ ABSL_GUARDED_BY(mu_);
   /// Steps whose StepEntry holds a batch that is not planned yet.
   std::set<int64_t> pending_steps_ ABSL_GUARDED_BY(mu_);
+  /// The sums of their StepEntry::batch_bytes and batch_planning_seconds.
+  int64_t pending_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  double pending_planning_seconds_ ABSL_GUARDED_BY(mu_) = 0;
   /// Steps with a record on disk (at most plan_cache_steps but for the
   /// step being recorded); older ones are in `history_`.
   std::set<int64_t> recorded_steps_ ABSL_GUARDED_BY(mu_);
   StepHistory history_ ABSL_GUARDED_BY(mu_);
 
+  /// Plans running on their detached threads, for Shutdown to abandon.
+  std::set<std::shared_ptr<PlanningTask>> in_flight_ ABSL_GUARDED_BY(mu_);
   std::deque<int64_t> queue_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   absl::CondVar queue_cv_;

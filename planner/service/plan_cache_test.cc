@@ -5,9 +5,14 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
+#include "common/clock.h"
 #include "common/fake_clock.h"
 #include "cost_model/cost_model.h"
 #include "gmock/gmock.h"
@@ -35,7 +40,9 @@ std::shared_ptr<const v1::GlobalBatch> Batch(int64_t step) {
 // A planner's parameter registry and plan cache over one state directory,
 // as the handler composes them (tiny model, 4 x 1 ranks).
 struct Planner {
-  Planner(const std::string& directory, int window) {
+  Planner(const std::string& directory, int window,
+          MakeStepPlanFunction make_step_plan = MakeStepPlan,
+          int background_threads = 0) {
     model = ModelPreset("tiny").value();
     cluster = H200Cluster(/*num_nodes=*/4, /*gpus_per_node=*/1);
     if (!directory.empty()) {
@@ -52,13 +59,15 @@ struct Planner {
     PlanCacheOptions options;
     options.world_size = cluster.NumGpus();
     options.plan_cache_steps = window;
-    options.background_planning_threads = 0;
+    options.background_planning_threads = background_threads;
+    options.make_step_plan = std::move(make_step_plan);
     cache = std::make_unique<PlanCache>(
         options, *registry, clock, store.get(), metrics, nullptr,
         [this](const std::vector<int64_t>& steps) {
           evicted.insert(evicted.end(), steps.begin(), steps.end());
         });
     EXPECT_TRUE(cache->Load(state.steps, state.compacted_steps).ok());
+    cache->Start();
   }
 
   std::string PlanBytes(int64_t step) {
@@ -136,6 +145,73 @@ TEST(PlanCacheTest, StepRecordsStayWithinTheWindow) {
   EXPECT_THAT(restarted.cache->CheckFingerprint(499, BatchFingerprint(*changed))
                   .message(),
               HasSubstr("different batch"));
+}
+
+
+/// SubmitBatches of `batch` as the handler passes it to the cache.
+absl::Status Submit(PlanCache& cache, const v1::GlobalBatch& batch) {
+  v1::SubmitBatchesRequest submit;
+  *submit.add_batches() = batch;
+  SubmittedBatches batches;
+  batches.fingerprints.push_back(BatchFingerprint(batch));
+  batches.index_of_step[batch.step()] = 0;
+  return cache.Submit(submit, batches);
+}
+
+/// A planner that blocks until `release`; shared so that an abandoned
+/// planning thread may outlive the test's locals.
+struct BlockedPlanner {
+  std::shared_ptr<absl::Notification> entered =
+      std::make_shared<absl::Notification>();
+  std::shared_ptr<absl::Notification> release =
+      std::make_shared<absl::Notification>();
+  std::shared_ptr<absl::Notification> finished =
+      std::make_shared<absl::Notification>();
+
+  MakeStepPlanFunction Function() const {
+    return [entered = entered, release = release, finished = finished](
+               const v1::GlobalBatch& batch, const ParamsVersion& params,
+               const PlannerOptions& options, int world_size, const Clock&) {
+      if (!entered->HasBeenNotified()) entered->Notify();
+      release->WaitForNotification();
+      std::shared_ptr<const StepPlan> plan = MakeStepPlan(
+          batch, params, options, world_size, RealClock::Get());
+      if (!finished->HasBeenNotified()) finished->Notify();
+      return plan;
+    };
+  }
+};
+
+TEST(PlanCacheTest, ShutdownAbandonsThePlanInFlight) {
+  BlockedPlanner blocked;
+  Planner planner("", /*window=*/4, blocked.Function(),
+                  /*background_threads=*/1);
+  ASSERT_TRUE(Submit(*planner.cache, *Batch(0)).ok());
+  absl::StatusOr<std::shared_ptr<const StepPlan>> waited;
+  std::thread waiter([&] { waited = planner.cache->PlanByStep(0, 0); });
+  blocked.entered->WaitForNotification();
+
+  // Shutdown returns while the planner core is still blocked.
+  absl::Notification shut_down;
+  std::thread stopper([&] {
+    planner.cache->Shutdown();
+    shut_down.Notify();
+  });
+  // (A bound only to fail instead of hanging; nothing is timed.)
+  const bool returned = shut_down.WaitForNotificationWithTimeout(
+      absl::Seconds(30));
+  EXPECT_TRUE(returned) << "Shutdown waited for the plan in flight";
+  EXPECT_FALSE(blocked.finished->HasBeenNotified());
+  blocked.release->Notify();
+  stopper.join();
+  waiter.join();
+  EXPECT_EQ(waited.status().code(), absl::StatusCode::kUnavailable)
+      << waited.status();
+  EXPECT_THAT(waited.status().message(), HasSubstr("shutting down"));
+  // The abandoned step is not cached as planned; on demand it is planned.
+  EXPECT_FALSE(planner.cache->ReadyPlan(0).ok());
+  blocked.finished->WaitForNotification();
+  EXPECT_TRUE(planner.cache->PlanByStep(0, 0).ok());
 }
 
 TEST(PlanCacheTest, ByStepNeedsASubmittedBatch) {

@@ -62,6 +62,22 @@ v1::PlannerOptionsRecord PlannerOptionsToRecord(const PlannerOptions& options) {
   return record;
 }
 
+PlanCacheOptions MakePlanCacheOptions(const PlannerHandlerOptions& options) {
+  PlanCacheOptions cache;
+  cache.planner_options = options.planner_options;
+  cache.world_size = options.cluster.NumGpus();
+  cache.plan_cache_steps = options.plan_cache_steps;
+  cache.background_planning_threads = options.background_planning_threads;
+  cache.pending_bytes_budget = options.memory_budget_bytes / 4;
+  cache.pending_bytes_budget_source = absl::StrFormat(
+      "a quarter of dcp_planner --memory-budget=%.1f MiB",
+      static_cast<double>(options.memory_budget_bytes) / (1 << 20));
+  cache.pending_planning_seconds_budget =
+      absl::ToDoubleSeconds(options.max_queued_planning);
+  cache.make_step_plan = options.make_step_plan;
+  return cache;
+}
+
 /// The PlannerHandler behind PlannerHandler::Create: the managers and the
 /// order in which a request visits them. Thread-safe; holds no lock itself.
 class PlannerHandlerRoot final : public PlannerHandler {
@@ -83,9 +99,7 @@ class PlannerHandlerRoot final : public PlannerHandler {
                 store_.get()),
         profiles_(options_.model, options_.cluster, params_, store_.get(),
                   *metrics_, log_),
-        plans_(PlanCacheOptions{options_.planner_options, world_size_,
-                                options_.plan_cache_steps,
-                                options_.background_planning_threads},
+        plans_(MakePlanCacheOptions(options_),
                params_, clock, store_.get(), *metrics_, log_,
                [this](const std::vector<int64_t>& steps) {
                  stats_.Forget(steps);
@@ -360,6 +374,17 @@ absl::StatusOr<std::unique_ptr<PlannerHandler>> PlannerHandler::Create(
     return absl::InvalidArgumentError(absl::StrCat(
         "background_planning_threads = ", options.background_planning_threads,
         "; use 0 (plan on demand) to ", kMaxBackgroundPlanningThreads));
+  }
+  if (options.memory_budget_bytes < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("memory_budget_bytes = ", options.memory_budget_bytes,
+                     "; give the planner's memory (0: no bound)"));
+  }
+  if (options.max_queued_planning < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_queued_planning = ",
+                     absl::FormatDuration(options.max_queued_planning),
+                     "; it must not be negative (0: no bound)"));
   }
   if (options.worker_liveness_timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError(

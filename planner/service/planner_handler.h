@@ -13,6 +13,7 @@
 #include "dcp/v1/planner_service.pb.h"
 #include "planner/planner.h"
 #include "planner/service/planner_metrics.h"
+#include "planner/service/step_plan.h"
 
 namespace dcp {
 
@@ -42,6 +43,16 @@ struct PlannerHandlerOptions {
   /// Plans kept in memory (oldest steps evicted first; they are re-planned
   /// identically when asked for with their batch).
   int plan_cache_steps = 64;
+  /// The memory the planner may use (dcp_planner --memory-budget, set to
+  /// about the pod's memory limit); a quarter of it may be held by the
+  /// batches waiting to be planned (the rest is for planning them, the plan
+  /// cache and calls in flight). 0: no bound.
+  int64_t memory_budget_bytes = 0;
+  /// The predicted planning time (PredictedPlanningSeconds) that submitted
+  /// batches may queue (--max-queued-planning). Zero: no bound.
+  absl::Duration max_queued_planning = absl::ZeroDuration();
+  /// Makes one step's plan (step_plan.h); tests substitute a slow one.
+  MakeStepPlanFunction make_step_plan = MakeStepPlan;
 };
 
 /// The planner service's logic, free of gRPC: tests call it directly and the
@@ -104,8 +115,9 @@ class PlannerHandler {
   virtual absl::StatusOr<v1::ListWorkersResponse> ListWorkers(
       const v1::ListWorkersRequest& request) = 0;
 
-  /// Stops background planning and waits for it; later calls still work
-  /// (planning on demand). Idempotent.
+  /// Abandons the plans in flight (their callers get UNAVAILABLE at once,
+  /// without waiting for the planner core) and stops background planning;
+  /// later calls still work (planning on demand). Idempotent.
   virtual void Shutdown() = 0;
 };
 

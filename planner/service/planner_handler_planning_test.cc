@@ -20,6 +20,7 @@
 #include "planner/service/planner_handler.h"
 #include "planner/service/planner_handler_test_support.h"
 #include "planner/service/planner_metrics.h"
+#include "planner/service/test_directory.h"
 
 namespace dcp {
 namespace {
@@ -253,6 +254,74 @@ TEST(PlannerHandlerTest, AtMost256SubmittedBatchesWaitToBePlanned) {
   EXPECT_TRUE(handler->SubmitBatches(one_more).ok());
   EXPECT_EQ(handler->SubmitBatches(one_more)->accepted(), 1);
   EXPECT_EQ(metrics.plans_computed(), 1);
+}
+
+TEST(PlannerHandlerTest, WaitingBatchesAreBoundedByTheMemoryBudget) {
+  FakeClock clock;
+  RecordingMetrics metrics;
+  PlannerHandlerOptions options = GpuOptions();
+  options.background_planning_threads = 0;  // nothing plans them ahead
+  // A 20,000-sequence batch holds about 1 MiB; a quarter of 10 MiB is for
+  // waiting batches, so two wait and a third is refused (the count bound,
+  // 256, is far).
+  options.memory_budget_bytes = 10 << 20;
+  auto handler = MakeHandler(options, clock, &metrics);
+  RegisterWorld(*handler, 4, 8);
+  v1::SubmitBatchesRequest two;
+  *two.add_batches() = MakeBatch(0, 20000);
+  *two.add_batches() = MakeBatch(1, 20000);
+  ASSERT_TRUE(handler->SubmitBatches(two).ok());
+  v1::SubmitBatchesRequest third;
+  *third.add_batches() = MakeBatch(2, 20000);
+  absl::StatusOr<v1::SubmitBatchesResponse> refused =
+      handler->SubmitBatches(third);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(refused.status().message(), HasSubstr("--memory-budget=10.0 MiB"));
+  EXPECT_THAT(refused.status().message(), HasSubstr("budget of 2.5 MiB"));
+  // A GetPlan carrying the batch is held to the same budget.
+  absl::StatusOr<v1::GetPlanResponse> on_demand =
+      handler->GetPlan(PlanRequest("w0", MakeBatch(2, 20000)));
+  EXPECT_EQ(on_demand.status().code(), absl::StatusCode::kResourceExhausted);
+  // Planning one makes room for one.
+  v1::GetPlanRequest by_step;
+  by_step.set_worker_id("w0");
+  by_step.set_step(0);
+  ASSERT_TRUE(handler->GetPlan(by_step).ok());
+  EXPECT_TRUE(handler->SubmitBatches(third).ok());
+  // One batch beyond the whole budget is refused even when none wait.
+  auto fresh = MakeHandler(options, clock, &metrics);
+  RegisterWorld(*fresh, 4, 8);
+  v1::SubmitBatchesRequest huge;
+  *huge.add_batches() = MakeBatch(0, 60000);
+  EXPECT_EQ(fresh->SubmitBatches(huge).status().code(),
+            absl::StatusCode::kResourceExhausted);
+}
+
+TEST(PlannerHandlerTest, WaitingBatchesAreBoundedByPredictedPlanningTime) {
+  FakeClock clock;
+  RecordingMetrics metrics;
+  PlannerHandlerOptions options = GpuOptions();
+  options.background_planning_threads = 0;
+  const double one = PredictedPlanningSeconds(/*num_sequences=*/100000);
+  EXPECT_GT(one, 1.0);  // the planner core grows faster than linearly
+  EXPECT_GT(PredictedPlanningSeconds(200000), 3 * one);
+  options.max_queued_planning = absl::Seconds(2.5 * one);
+  auto handler = MakeHandler(options, clock, &metrics);
+  RegisterWorld(*handler, 4, 8);
+  v1::SubmitBatchesRequest two;
+  *two.add_batches() = MakeBatch(0, 100000);
+  *two.add_batches() = MakeBatch(1, 100000);
+  ASSERT_TRUE(handler->SubmitBatches(two).ok());
+  v1::SubmitBatchesRequest third;
+  *third.add_batches() = MakeBatch(2, 100000);
+  absl::StatusOr<v1::SubmitBatchesResponse> refused =
+      handler->SubmitBatches(third);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(refused.status().message(), HasSubstr("--max-queued-planning"));
+  // Small batches still fit beside them.
+  v1::SubmitBatchesRequest small;
+  *small.add_batches() = MakeBatch(3, 48);
+  EXPECT_TRUE(handler->SubmitBatches(small).ok());
 }
 
 TEST(PlannerHandlerTest, LazyPlanningWithoutBackgroundThreads) {
@@ -496,6 +565,46 @@ TEST(PlannerHandlerTest, UnplannableBatchIsResourceExhausted) {
   report.set_step_seconds(1);
   EXPECT_EQ(handler->ReportStepStats(report).status().code(),
             absl::StatusCode::kFailedPrecondition);
+}
+
+
+TEST(PlannerHandlerTest, AFailedBatchDoesNotClaimItsStep) {
+  const std::string directory = FreshTestDirectory("failed_step_");
+  FakeClock clock;
+  PlannerHandlerOptions options = GpuOptions();
+  options.state_dir = directory;
+  v1::GlobalBatch unplannable = MakeBatch(0, 4);
+  unplannable.mutable_samples(2)->set_length_tokens(2'000'000'000);
+  const v1::GlobalBatch good = MakeBatch(0, 4);
+  {
+    auto handler = MakeHandler(options, clock, nullptr);
+    RegisterWorld(*handler, 4, 8);
+    EXPECT_EQ(handler->GetPlan(PlanRequest("w0", unplannable)).status().code(),
+              absl::StatusCode::kResourceExhausted);
+    // The step's real batch replaces it, also when submitted ahead.
+    v1::SubmitBatchesRequest submit;
+    *submit.add_batches() = good;
+    ASSERT_TRUE(handler->SubmitBatches(submit).ok());
+    absl::StatusOr<v1::GetPlanResponse> plan =
+        handler->GetPlan(PlanRequest("w0", good));
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    // A planned step's batch still may not change.
+    EXPECT_EQ(handler->GetPlan(PlanRequest("w0", unplannable)).status().code(),
+              absl::StatusCode::kFailedPrecondition);
+    // An unplannable batch submitted ahead for another step gives way too.
+    v1::GlobalBatch unplannable_1 = MakeBatch(1, 4);
+    unplannable_1.mutable_samples(0)->set_length_tokens(2'000'000'000);
+    EXPECT_EQ(
+        handler->GetPlan(PlanRequest("w0", unplannable_1)).status().code(),
+        absl::StatusCode::kResourceExhausted);
+  }
+  // After a restart the failed batch has left no claim on disk.
+  auto restarted = MakeHandler(options, clock, nullptr);
+  RegisterWorld(*restarted, 4, 8);
+  EXPECT_TRUE(restarted->GetPlan(PlanRequest("w0", good)).ok());
+  absl::StatusOr<v1::GetPlanResponse> step_1 =
+      restarted->GetPlan(PlanRequest("w0", MakeBatch(1, 4)));
+  EXPECT_TRUE(step_1.ok()) << step_1.status();
 }
 
 }  // namespace

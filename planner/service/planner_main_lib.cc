@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <limits>
 #include <memory>
 #include <string>
 #include <utility>
@@ -14,6 +15,9 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/strip.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
@@ -66,14 +70,27 @@ constexpr FlagSpec kServiceFlags[] = {
      "CA of client certificates (PEM); enables mutual TLS"},
     {"token-file", "FILE", "",
      "file holding the bearer token clients must send (e.g. a mounted "
-     "Kubernetes Secret); else $DCP_PLANNER_TOKEN; else no token"},
+     "Kubernetes Secret); else $DCP_PLANNER_TOKEN; required when --listen "
+     "is not a loopback address"},
+    {"allow-unauthenticated", nullptr, "false",
+     "serve beyond loopback without a token (anyone who can reach the "
+     "port may register workers and submit batches)"},
     {"planning-threads", "N", "1",
      "threads planning submitted batches ahead, at most 64; 0 plans on "
      "demand only"},
     {"liveness-timeout", "DURATION", "60s",
      "a worker silent this long is reported LOST (e.g. 30s, 2m)"},
     {"drain-timeout", "DURATION", "10s",
-     "on SIGTERM/SIGINT, how long calls in flight may take to finish"},
+     "on SIGTERM/SIGINT, how long calls in flight may take to finish; "
+     "planning still running then is abandoned"},
+    {"memory-budget", "BYTES", "1Gi",
+     "memory the planner may use: set it a little under the pod's memory "
+     "limit (e.g. 768Mi for 1Gi); batches waiting to be planned may hold a "
+     "quarter of it, more are RESOURCE_EXHAUSTED. Kubernetes quantities "
+     "(768Mi, 1Gi, 800M) or bytes; 0: no bound"},
+    {"max-queued-planning", "DURATION", "10m",
+     "predicted planning time that submitted batches may queue; more are "
+     "RESOURCE_EXHAUSTED"},
 };
 
 const std::vector<FlagSpec>& Flags() {
@@ -93,6 +110,48 @@ const ProgramSpec& Program() {
       "once serving.\nSIGTERM or SIGINT drains calls in flight and exits "
       "0.\n"};
   return *program;
+}
+
+/// True for hosts that only this machine can reach: 127.0.0.0/8, ::1 and
+/// localhost (an empty host is every interface).
+bool IsLoopbackHost(absl::string_view host) {
+  host = absl::StripPrefix(absl::StripSuffix(host, "]"), "[");
+  return absl::StartsWith(host, "127.") || host == "::1" ||
+         absl::EqualsIgnoreCase(host, "localhost");
+}
+
+/// A Kubernetes memory quantity ("768Mi", "1Gi", "800M", "805306368") in
+/// bytes; `flag` names it in errors.
+absl::StatusOr<int64_t> ParseByteQuantity(absl::string_view flag,
+                                          absl::string_view text) {
+  struct Suffix {
+    absl::string_view name;
+    int64_t multiplier;
+  };
+  static constexpr Suffix kSuffixes[] = {
+      {"Ki", int64_t{1} << 10}, {"Mi", int64_t{1} << 20},
+      {"Gi", int64_t{1} << 30}, {"Ti", int64_t{1} << 40},
+      {"k", 1000},              {"K", 1000},
+      {"M", 1000 * 1000},       {"G", 1000 * 1000 * 1000},
+      {"T", int64_t{1000} * 1000 * 1000 * 1000}};
+  absl::string_view digits = text;
+  int64_t multiplier = 1;
+  for (const Suffix& suffix : kSuffixes) {
+    if (absl::ConsumeSuffix(&digits, suffix.name)) {
+      multiplier = suffix.multiplier;
+      break;
+    }
+  }
+  int64_t value = 0;
+  if (digits.empty() || !absl::ascii_isdigit(digits.front()) ||
+      !absl::SimpleAtoi(digits, &value) || value < 0 ||
+      value > std::numeric_limits<int64_t>::max() / multiplier) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--", flag, "=", text,
+        " is not a memory size; give bytes or a Kubernetes quantity such as "
+        "768Mi, 1Gi or 800M (0: no bound)"));
+  }
+  return value * multiplier;
 }
 
 absl::StatusOr<PlannerServer::Options> ServerOptions(const ParsedFlags& flags) {
@@ -135,6 +194,14 @@ absl::StatusOr<PlannerServer::Options> ServerOptions(const ParsedFlags& flags) {
   absl::StatusOr<absl::Duration> liveness = flags.Duration("liveness-timeout");
   if (!liveness.ok()) return liveness.status();
   options.handler.worker_liveness_timeout = *liveness;
+  absl::StatusOr<int64_t> memory_budget =
+      ParseByteQuantity("memory-budget", flags.String("memory-budget"));
+  if (!memory_budget.ok()) return memory_budget.status();
+  options.handler.memory_budget_bytes = *memory_budget;
+  absl::StatusOr<absl::Duration> queued_planning =
+      flags.Duration("max-queued-planning");
+  if (!queued_planning.ok()) return queued_planning.status();
+  options.handler.max_queued_planning = *queued_planning;
 
   options.tls.cert_file = flags.String("tls-cert");
   options.tls.key_file = flags.String("tls-key");
@@ -150,6 +217,17 @@ absl::StatusOr<PlannerServer::Options> ServerOptions(const ParsedFlags& flags) {
   absl::StatusOr<std::string> token = LoadBearerToken(flags);
   if (!token.ok()) return token.status();
   options.bearer_token = *std::move(token);
+  absl::StatusOr<bool> allow_unauthenticated =
+      flags.Bool("allow-unauthenticated");
+  if (!allow_unauthenticated.ok()) return allow_unauthenticated.status();
+  if (options.bearer_token.empty() && !*allow_unauthenticated &&
+      !IsLoopbackHost(ParseListenAddress(options.listen_address)->first)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--listen=", options.listen_address,
+        " is reachable beyond this machine but no bearer token is set: give "
+        "--token-file=FILE (or $", kTokenEnvironmentVariable,
+        "), listen on 127.0.0.1, or pass --allow-unauthenticated"));
+  }
   return options;
 }
 

@@ -9,6 +9,7 @@
 #include "absl/memory/memory.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "common/process_support.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
@@ -145,16 +146,26 @@ void PlannerServer::Shutdown(absl::Duration drain_deadline) {
   // The metrics endpoint takes about two seconds to stop (civetweb's poll
   // quantum); stop it while the calls drain.
   std::thread stop_metrics([this] { exposer_.reset(); });
+  // At the deadline (or once the calls have drained, if sooner) the
+  // handler abandons the plans in flight, so that calls waiting for one
+  // finish (UNAVAILABLE) and gRPC's shutdown, which waits for every call,
+  // returns: a plan that takes longer than the drain never holds SIGTERM.
+  // Real time, as gRPC's own deadline, whatever clock the handler is given.
+  absl::Notification drained;
+  std::thread abandon_planning([this, &drained, drain_deadline] {
+    drained.WaitForNotificationWithTimeout(drain_deadline);
+    if (handler_ != nullptr) handler_->Shutdown();
+  });
   if (server_ != nullptr) {
     server_->GetHealthCheckService()->SetServingStatus(false);
-    // gRPC waits in real time, whatever clock the handler is given.
     server_->Shutdown(std::chrono::system_clock::now() +
                       absl::ToChronoNanoseconds(drain_deadline));
   }
-  // Calls cancelled at the deadline may still be queued or in the handler;
-  // they finish before the call threads stop.
+  drained.Notify();
+  abandon_planning.join();
+  // Calls cancelled at the deadline may still be queued; they finish
+  // before the call threads stop.
   if (service_ != nullptr) service_->Shutdown();
-  if (handler_ != nullptr) handler_->Shutdown();
   stop_metrics.join();
   absl::MutexLock lock(&mutex_);
   shut_down_ = true;

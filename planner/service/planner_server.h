@@ -98,9 +98,10 @@ class PlannerServer {
   int metrics_port() const { return metrics_port_; }
 
   /// Reports NOT_SERVING, stops accepting calls, lets calls in flight finish
-  /// for up to `drain_deadline` (then cancels them), stops the handler's
-  /// background work and the metrics endpoint (at once: metrics are not
-  /// served during the drain). gRPC's graceful shutdown also waits, up to the
+  /// for up to `drain_deadline` (then cancels them and abandons the plans
+  /// in flight: it returns soon after the deadline however long a plan
+  /// takes), stops the handler's background work and the metrics endpoint
+  /// (at once: metrics are not served during the drain). gRPC's graceful shutdown also waits, up to the
   /// deadline, for idle client connections to acknowledge it (an idle gRPC
   /// C++ client answers within about 5 s). Idempotent; a later call waits
   /// for the first to finish.

@@ -48,6 +48,7 @@
 #include "planner/service/metrics_scrape.h"
 #include "planner/service/planner_handler.h"
 #include "planner/service/prometheus_metrics.h"
+#include "planner/service/step_plan.h"
 
 namespace dcp {
 namespace {
@@ -114,6 +115,34 @@ std::pair<grpc::Status, std::string> HealthCheck(int port,
     }
   }
   return {status, response_bytes};
+}
+
+/// A unary call of `method` ("/dcp.v1.Planner/ListWorkers") with `bytes` as
+/// the request and `authorization` metadata unless empty: its status.
+grpc::Status RawCall(int port, const std::string& method,
+                     const std::string& bytes,
+                     const std::string& authorization = "") {
+  std::shared_ptr<grpc::Channel> channel = grpc::CreateChannel(
+      absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials());
+  grpc::GenericStub stub(channel);
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() +
+                       std::chrono::seconds(5));
+  if (!authorization.empty()) {
+    context.AddMetadata("authorization", authorization);
+  }
+  grpc::Slice request_slice(bytes);
+  grpc::ByteBuffer request(&request_slice, /*nslices=*/1);
+  grpc::ByteBuffer response;
+  absl::Notification done;
+  grpc::Status status;
+  stub.UnaryCall(&context, method, grpc::StubOptions(), &request, &response,
+                 [&](grpc::Status call_status) {
+                   status = std::move(call_status);
+                   done.Notify();
+                 });
+  done.WaitForNotification();
+  return status;
 }
 
 /// HealthCheckResponse{status = SERVING}.
@@ -384,6 +413,135 @@ TEST(PlannerServerTest, BearerTokenIsRequired) {
                   {{"method", "ListWorkers"}, {"code", "UNAUTHENTICATED"}}),
       3)
       << metrics;
+}
+
+TEST(PlannerServerTest, MalformedRequestBytesAreInvalidArgumentNamingTheMethod) {
+  absl::StatusOr<std::unique_ptr<PlannerServer>> server =
+      StartRealServer("", /*token=*/"", /*metrics=*/false);
+  ASSERT_TRUE(server.ok()) << server.status();
+  // A field 1 of wire type 7 (no such type): no message parses from it.
+  const std::string malformed("\x0f\xff\xff", 3);
+  for (const std::string method :
+       {"RegisterWorker", "SubmitProfile", "SubmitBatches", "GetPlan",
+        "ReportStepStats", "GetClusterModel", "ListWorkers"}) {
+    const grpc::Status status = RawCall(
+        (*server)->port(), absl::StrCat("/dcp.v1.Planner/", method), malformed);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT)
+        << method << ": " << status.error_message();
+    EXPECT_THAT(status.error_message(), HasSubstr(method)) << method;
+    EXPECT_THAT(status.error_message(), HasSubstr("Request")) << method;
+  }
+  // Well-formed bytes still work (an empty message parses).
+  EXPECT_TRUE(
+      RawCall((*server)->port(), "/dcp.v1.Planner/ListWorkers", "").ok());
+}
+
+TEST(PlannerServerTest, BearerSchemeIsCaseInsensitive) {
+  absl::StatusOr<std::unique_ptr<PlannerServer>> server =
+      StartRealServer("", /*token=*/"s3cret-token", /*metrics=*/false);
+  ASSERT_TRUE(server.ok()) << server.status();
+  const std::string method = "/dcp.v1.Planner/ListWorkers";
+  for (const std::string authorization :
+       {"Bearer s3cret-token", "bearer s3cret-token", "BEARER s3cret-token",
+        "bEaReR s3cret-token"}) {
+    const grpc::Status status =
+        RawCall((*server)->port(), method, "", authorization);
+    EXPECT_TRUE(status.ok()) << authorization << ": " << status.error_message();
+  }
+  // The token itself is compared exactly.
+  for (const std::string authorization :
+       {"Bearer S3CRET-TOKEN", "Basic s3cret-token", "Bearers3cret-token",
+        "s3cret-token", "Bearer"}) {
+    EXPECT_EQ(RawCall((*server)->port(), method, "", authorization)
+                  .error_code(),
+              grpc::StatusCode::UNAUTHENTICATED)
+        << authorization;
+  }
+}
+
+TEST(PlannerServerTest, ShutdownDoesNotWaitForTheBackgroundPlanInFlight) {
+  // The planner core blocks until released (shared: the abandoned planning
+  // thread may outlive the test's locals).
+  auto entered = std::make_shared<absl::Notification>();
+  auto release = std::make_shared<absl::Notification>();
+  PlannerServer::Options options;
+  options.handler = HandlerOptions("");
+  options.handler.make_step_plan =
+      [entered, release](const v1::GlobalBatch& batch,
+                         const ParamsVersion& params,
+                         const PlannerOptions& planner_options, int world_size,
+                         const Clock&) {
+        if (!entered->HasBeenNotified()) entered->Notify();
+        release->WaitForNotification();
+        return MakeStepPlan(batch, params, planner_options, world_size,
+                            RealClock::Get());
+      };
+  options.metrics_address = "";
+  absl::StatusOr<std::unique_ptr<PlannerServer>> server = PlannerServer::Start(
+      std::move(options), RealClock::Get(), /*log=*/nullptr);
+  ASSERT_TRUE(server.ok()) << server.status();
+  std::unique_ptr<GrpcPlannerClient> client =
+      MakeClient(ClientOptions((*server)->port()));
+  for (int node = 0; node < kNumNodes; ++node) {
+    ASSERT_TRUE(client->RegisterWorker(RegisterRequest(node)).ok());
+  }
+  v1::SubmitBatchesRequest submit;
+  *submit.add_batches() = Batch(0);
+  ASSERT_TRUE(client->SubmitBatches(submit).ok());
+  entered->WaitForNotification();
+  // A GetPlan that waits for the step's plan as the drain begins.
+  std::unique_ptr<GrpcPlannerClient> waiting =
+      MakeClient(ClientOptions((*server)->port()));
+  absl::StatusOr<v1::GetPlanResponse> plan;
+  std::thread caller([&] {
+    v1::GetPlanRequest by_step;
+    by_step.set_worker_id("worker-0");
+    by_step.set_step(0);
+    plan = waiting->GetPlan(by_step);
+  });
+
+  absl::Notification shut_down;
+  std::thread stopper([&] {
+    (*server)->Shutdown(absl::Milliseconds(200));
+    shut_down.Notify();
+  });
+  // (A bound only to fail instead of hanging; nothing is timed.)
+  EXPECT_TRUE(shut_down.WaitForNotificationWithTimeout(absl::Seconds(30)))
+      << "Shutdown waited for the plan in flight";
+  EXPECT_FALSE(release->HasBeenNotified());
+  release->Notify();
+  stopper.join();
+  caller.join();
+  EXPECT_FALSE(plan.ok());
+}
+
+TEST(PlannerServerTest, RegistrationsRecordWhoMadeThem) {
+  const std::string state_dir = FreshDir("registered_by");
+  {
+    absl::StatusOr<std::unique_ptr<PlannerServer>> server =
+        StartRealServer(state_dir, /*token=*/"", /*metrics=*/false);
+    ASSERT_TRUE(server.ok()) << server.status();
+    std::unique_ptr<GrpcPlannerClient> client =
+        MakeClient(ClientOptions((*server)->port()));
+    v1::RegisterWorkerRequest request = RegisterRequest(0);
+    request.set_registered_by("someone else");  // replaced by the planner
+    ASSERT_TRUE(client->RegisterWorker(request).ok());
+    absl::StatusOr<v1::ListWorkersResponse> workers =
+        client->ListWorkers(v1::ListWorkersRequest());
+    ASSERT_TRUE(workers.ok()) << workers.status();
+    ASSERT_EQ(workers->workers_size(), 1);
+    EXPECT_EQ(workers->workers(0).registered_by(), "ipv4:127.0.0.1");
+  }
+  // Kept across a restart.
+  absl::StatusOr<std::unique_ptr<PlannerServer>> restarted =
+      StartRealServer(state_dir, /*token=*/"", /*metrics=*/false);
+  ASSERT_TRUE(restarted.ok()) << restarted.status();
+  absl::StatusOr<v1::ListWorkersResponse> workers =
+      MakeClient(ClientOptions((*restarted)->port()))
+          ->ListWorkers(v1::ListWorkersRequest());
+  ASSERT_TRUE(workers.ok()) << workers.status();
+  ASSERT_EQ(workers->workers_size(), 1);
+  EXPECT_EQ(workers->workers(0).registered_by(), "ipv4:127.0.0.1");
 }
 
 TEST(PlannerServerTest, AddressesInUseAreRefused) {

@@ -214,6 +214,14 @@ absl::Status PlannerStateStore::WriteStep(const v1::StepRecord& record) {
   return store_->Write(StepKey(record.step()), record.SerializeAsString());
 }
 
+absl::Status PlannerStateStore::DeleteWorker(int first_rank) {
+  return store_->Delete(WorkerKey(first_rank));
+}
+
+absl::Status PlannerStateStore::DeleteStep(int64_t step) {
+  return store_->Delete(StepKey(step));
+}
+
 absl::Status PlannerStateStore::CompactSteps(
     const v1::CompactedStepsRecord& compacted,
     const std::vector<int64_t>& left_window) {

@@ -52,9 +52,15 @@ class PlannerStateStore {
       PlannerState* state);
 
   absl::Status WriteWorker(const v1::WorkerRecord& record);
+  /// Removes the record of the worker whose ranks start at `first_rank`
+  /// (replaced by a new worker); OK if there is none.
+  absl::Status DeleteWorker(int first_rank);
   absl::Status WriteParamsVersion(const v1::ParamsVersionRecord& record);
   absl::Status WriteProfile(int slot, const v1::SubmitProfileRequest& profile);
   absl::Status WriteStep(const v1::StepRecord& record);
+  /// Removes `step`'s record (a batch that failed to plan must not claim
+  /// its step across a restart); OK if there is none.
+  absl::Status DeleteStep(int64_t step);
   /// Replaces the compacted history by `compacted` (which must cover
   /// `left_window`), then deletes those steps' records.
   absl::Status CompactSteps(const v1::CompactedStepsRecord& compacted,

@@ -148,10 +148,13 @@ absl::Status ValidateGlobalBatch(const v1::GlobalBatch& batch,
 
 namespace {
 
-absl::Status CheckFiniteNonNegative(absl::string_view field, double value) {
-  if (!std::isfinite(value) || value < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        field, " = ", value, "; it must be a finite non-negative number"));
+/// A measured duration of a step's phase: 0..kMaxStepSeconds.
+absl::Status CheckPhaseSeconds(absl::string_view field, double value) {
+  if (!std::isfinite(value) || value < 0 || value > kMaxStepSeconds) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, " = ", value,
+                     "; it must be a measured time of 0 to ", kMaxStepSeconds,
+                     " seconds (a week)"));
   }
   return absl::OkStatus();
 }
@@ -314,10 +317,12 @@ absl::Status ValidateReportStepStatsRequest(
         absl::StrCat("rank = ", request.rank(), "; ranks are 0..",
                      world_size - 1, " in this world of ", world_size));
   }
-  if (!std::isfinite(request.step_seconds()) || request.step_seconds() <= 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("step_seconds = ", request.step_seconds(),
-                     "; report the measured step time, a finite number > 0"));
+  if (!std::isfinite(request.step_seconds()) || request.step_seconds() <= 0 ||
+      request.step_seconds() > kMaxStepSeconds) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "step_seconds = ", request.step_seconds(),
+        "; report the measured step time, a number > 0 and at most ",
+        kMaxStepSeconds, " (a week)"));
   }
   std::set<int> seen_indices;
   for (int i = 0; i < request.micro_batches_size(); ++i) {
@@ -339,7 +344,7 @@ absl::Status ValidateReportStepStatsRequest(
           {"communication_seconds", stats.communication_seconds()},
           {"idle_seconds", stats.idle_seconds()}}) {
       if (absl::Status status =
-              CheckFiniteNonNegative(absl::StrCat(field, ".", name), value);
+              CheckPhaseSeconds(absl::StrCat(field, ".", name), value);
           !status.ok()) {
         return status;
       }

@@ -20,6 +20,11 @@ namespace dcp {
 /// Submitted batches that may wait to be planned at once (a memory bound).
 inline constexpr size_t kMaxPendingBatches = 256;
 
+/// The longest step (and micro-batch phase) time a report may give: a week.
+/// A training step that takes longer is a broken clock or a hostile client,
+/// and its time would swamp the step metrics and the online refit.
+inline constexpr double kMaxStepSeconds = 7 * 24 * 3600.0;
+
 /// A printable excerpt of a user-supplied string for an error message:
 /// quoted, at most 64 characters, non-printable bytes as '?'.
 std::string Quote(absl::string_view value);

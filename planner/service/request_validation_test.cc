@@ -121,6 +121,28 @@ TEST(RequestValidationTest, StepReports) {
               HasSubstr("repeats an earlier entry"));
 }
 
+TEST(RequestValidationTest, StepTimesMustBePhysicallyPossible) {
+  v1::ReportStepStatsRequest request;
+  request.set_worker_id("w0");
+  request.set_step(2);
+  request.set_rank(0);
+  for (const double seconds :
+       {1e300, kMaxStepSeconds * 2, std::numeric_limits<double>::quiet_NaN(),
+        -1.0, 0.0, std::numeric_limits<double>::infinity()}) {
+    request.set_step_seconds(seconds);
+    const absl::Status status = ValidateReportStepStatsRequest(request, 4);
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << seconds;
+    EXPECT_THAT(status.message(), HasSubstr("step_seconds")) << seconds;
+  }
+  request.set_step_seconds(kMaxStepSeconds);
+  EXPECT_TRUE(ValidateReportStepStatsRequest(request, 4).ok());
+  // A micro-batch cannot take longer than a step may.
+  request.set_step_seconds(2.0);
+  request.add_micro_batches()->set_compute_seconds(1e300);
+  EXPECT_THAT(ValidateReportStepStatsRequest(request, 4).message(),
+              HasSubstr("micro_batches[0].compute_seconds = 1e+300"));
+}
+
 TEST(RequestValidationTest, Profiles) {
   v1::SubmitProfileRequest request;
   request.set_worker_id("w0");

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/time.h"
 #include "planner/client/proto_convert.h"
 #include "planner/service/request_validation.h"
 
@@ -168,7 +169,21 @@ v1::RegisterWorkerResponse WorkerRegistry::Response(
   return response;
 }
 
-absl::StatusOr<WorkerRegistry::Worker> WorkerRegistry::Place(
+std::optional<int> WorkerRegistry::StaleSlot(int only) const {
+  const absl::Time now = clock_.Now();
+  std::vector<bool> live(nodes_.size(), false);
+  for (const auto& [id, worker] : workers_) {
+    if (now - worker.last_seen <= liveness_timeout_) {
+      live[worker.node_index] = true;
+    }
+  }
+  for (int slot = 0; slot < static_cast<int>(nodes_.size()); ++slot) {
+    if ((only < 0 || slot == only) && !live[slot]) return slot;
+  }
+  return std::nullopt;
+}
+
+absl::StatusOr<WorkerRegistry::Placement> WorkerRegistry::Place(
     const v1::RegisterWorkerRequest& request) const {
   const int per_node = cluster_.gpus_per_node;
   auto node = std::find_if(nodes_.begin(), nodes_.end(), [&](const Node& n) {
@@ -176,32 +191,53 @@ absl::StatusOr<WorkerRegistry::Worker> WorkerRegistry::Place(
   });
   const int node_index = static_cast<int>(node - nodes_.begin());
   const bool new_node = node == nodes_.end();
+  const std::string when_stale = absl::StrCat(
+      "; a slot whose workers have all been silent for ",
+      absl::FormatDuration(liveness_timeout_),
+      " (the liveness timeout) goes to the next new worker");
+  Placement placement;
+  std::optional<int> take_over;
   if (new_node) {
     if (static_cast<int>(nodes_.size()) >= cluster_.num_nodes) {
-      std::vector<std::string> names;
-      for (const Node& n : nodes_) names.push_back(Quote(n.name));
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "worker ", Quote(request.worker_id()), " is on node ",
-          Quote(request.node_name()), " but all ", cluster_.num_nodes,
-          " node slots are taken by ", absl::StrJoin(names, ", "),
-          "; run it on one of those nodes or plan for more nodes"));
+      take_over = StaleSlot(/*only=*/-1);
+      if (!take_over.has_value()) {
+        std::vector<std::string> names;
+        for (const Node& n : nodes_) names.push_back(Quote(n.name));
+        return absl::ResourceExhaustedError(absl::StrCat(
+            "worker ", Quote(request.worker_id()), " is on node ",
+            Quote(request.node_name()), " but all ", cluster_.num_nodes,
+            " node slots are taken by ", absl::StrJoin(names, ", "),
+            "; run it on one of those nodes or plan for more nodes",
+            when_stale));
+      }
     }
   } else if (node->ranks_used + request.num_ranks() > per_node) {
-    std::vector<std::string> holders;
-    for (const auto& [id, worker] : workers_) {
-      if (worker.node_index == node_index) holders.push_back(Quote(id));
+    take_over = StaleSlot(/*only=*/node_index);
+    if (!take_over.has_value()) {
+      std::vector<std::string> holders;
+      for (const auto& [id, worker] : workers_) {
+        if (worker.node_index == node_index) holders.push_back(Quote(id));
+      }
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "node ", Quote(request.node_name()), " has ", node->ranks_used,
+          " of its ", per_node, " ranks taken by ",
+          absl::StrJoin(holders, ", "), "; worker ", Quote(request.worker_id()),
+          " asks for ", request.num_ranks(), " more", when_stale));
     }
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "node ", Quote(request.node_name()), " has ", node->ranks_used,
-        " of its ", per_node, " ranks taken by ", absl::StrJoin(holders, ", "),
-        "; worker ", Quote(request.worker_id()), " asks for ",
-        request.num_ranks(), " more"));
   }
-  Worker worker;
-  worker.registration = request;
-  worker.node_index = node_index;
-  worker.first_rank = node_index * per_node + (new_node ? 0 : node->ranks_used);
-  return worker;
+  placement.worker.registration = request;
+  if (take_over.has_value()) {
+    for (const auto& [id, worker] : workers_) {
+      if (worker.node_index == *take_over) placement.replaced.push_back(id);
+    }
+    placement.worker.node_index = *take_over;
+    placement.worker.first_rank = *take_over * per_node;
+    return placement;
+  }
+  placement.worker.node_index = node_index;
+  placement.worker.first_rank =
+      node_index * per_node + (new_node ? 0 : node->ranks_used);
+  return placement;
 }
 
 absl::StatusOr<v1::RegisterWorkerResponse> WorkerRegistry::Register(
@@ -210,6 +246,8 @@ absl::StatusOr<v1::RegisterWorkerResponse> WorkerRegistry::Register(
   // Decided under `mu_`, written without it, applied under it again: only
   // registrations change workers and nodes, and they are serialized.
   Worker placed;
+  std::vector<std::string> replaced;
+  std::vector<int> replaced_first_ranks;
   bool is_new = false;
   {
     absl::MutexLock lock(&mu_);
@@ -238,12 +276,26 @@ absl::StatusOr<v1::RegisterWorkerResponse> WorkerRegistry::Register(
       placed = worker;
       placed.registration = request;  // new address, versions...
     } else {
-      absl::StatusOr<Worker> worker = Place(request);
-      if (!worker.ok()) return worker.status();
-      placed = *std::move(worker);
+      absl::StatusOr<Placement> placement = Place(request);
+      if (!placement.ok()) return placement.status();
+      placed = std::move(placement->worker);
+      replaced = std::move(placement->replaced);
+      for (const std::string& id : replaced) {
+        replaced_first_ranks.push_back(workers_.at(id).first_rank);
+      }
     }
   }
   if (store_ != nullptr) {
+    // The replaced workers' records go first (the one at the slot's first
+    // rank is overwritten below): a crash between leaves a stale slot,
+    // never two workers on the same ranks.
+    for (int first_rank : replaced_first_ranks) {
+      if (first_rank == placed.first_rank) continue;
+      if (absl::Status status = store_->DeleteWorker(first_rank);
+          !status.ok()) {
+        return PersistError("the replaced worker's record", status);
+      }
+    }
     v1::WorkerRecord record;
     *record.mutable_registration() = placed.registration;
     record.set_node_index(placed.node_index);
@@ -260,6 +312,15 @@ absl::StatusOr<v1::RegisterWorkerResponse> WorkerRegistry::Register(
     return Response(worker);
   }
   placed.last_seen = clock_.Now();
+  for (const std::string& id : replaced) workers_.erase(id);
+  if (!replaced.empty()) {
+    nodes_[placed.node_index] = Node{request.node_name(), 0};
+    Log(absl::StrCat("worker ", request.worker_id(), " on node ",
+                     request.node_name(), " replaces stale worker(s) ",
+                     absl::StrJoin(replaced, ", "), " in node slot ",
+                     placed.node_index, " (silent for over ",
+                     absl::FormatDuration(liveness_timeout_), ")"));
+  }
   if (placed.node_index == static_cast<int>(nodes_.size())) {
     nodes_.push_back(Node{request.node_name(), 0});
   }
@@ -360,6 +421,7 @@ v1::ListWorkersResponse WorkerRegistry::List() const {
     info->set_gpu_kind(registration.gpu_kind());
     info->set_libtorch_version(registration.libtorch_version());
     info->set_backend(registration.backend());
+    info->set_registered_by(registration.registered_by());
     if (now - worker->last_seen > liveness_timeout_) {
       info->set_state(v1::WorkerInfo::LOST);
     } else if (worker->active) {

@@ -3,6 +3,7 @@
 
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -46,7 +47,10 @@ class WorkerRegistry {
   absl::Status Load(const std::vector<v1::WorkerRecord>& records);
 
   /// Registers (or re-registers) a worker; the request must have passed
-  /// ValidateRegisterWorkerRequest.
+  /// ValidateRegisterWorkerRequest. A new worker that finds no free slot
+  /// takes over the slot (node index and ranks) of a node whose workers
+  /// have all been silent for longer than the liveness timeout: they are
+  /// forgotten, also on disk.
   absl::StatusOr<v1::RegisterWorkerResponse> Register(
       const v1::RegisterWorkerRequest& request)
       ABSL_LOCKS_EXCLUDED(registration_mu_, mu_);
@@ -91,8 +95,19 @@ class WorkerRegistry {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   v1::RegisterWorkerResponse Response(const Worker& worker) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  /// Where a new worker goes, or why it cannot.
-  absl::StatusOr<Worker> Place(const v1::RegisterWorkerRequest& request) const
+  /// Where a new worker goes, and the stale workers it replaces there.
+  struct Placement {
+    Worker worker;
+    /// Workers of the slot it takes over (all silent for longer than the
+    /// liveness timeout); empty for a free slot.
+    std::vector<std::string> replaced;
+  };
+  /// Where a new worker goes, or why it cannot: a free node slot or ranks,
+  /// else the slot of a node whose workers are all stale.
+  absl::StatusOr<Placement> Place(const v1::RegisterWorkerRequest& request)
+      const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// The first node slot (`only` if >= 0) whose workers are all stale.
+  std::optional<int> StaleSlot(int only) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status TouchLocked(absl::string_view worker_id, bool activity,
                            int64_t step) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

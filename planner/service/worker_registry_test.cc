@@ -196,6 +196,51 @@ TEST_F(WorkerRegistryTest, LivenessFollowsTheClock) {
   EXPECT_EQ(registry->List().workers(0).state(), v1::WorkerInfo::LOST);
 }
 
+TEST_F(WorkerRegistryTest, AStaleWorkersSlotGoesToANewWorker) {
+  const std::string directory = FreshTestDirectory("stale_workers_");
+  v1::JobRecord job;
+  {
+    PlannerState state;
+    auto store = PlannerStateStore::Open(directory, job, &state).value();
+    auto registry = MakeRegistry(store.get());
+    // Fake (or crashed) workers take every slot: node n0 in two halves.
+    ASSERT_TRUE(registry->Register(TestWorker("fake-a", "n0", 2)).ok());
+    ASSERT_TRUE(registry->Register(TestWorker("fake-b", "n0", 2)).ok());
+    ASSERT_TRUE(registry->Register(TestWorker("live", "n1", 4)).ok());
+    // While they are live, a newcomer is refused, saying when it may come.
+    absl::StatusOr<v1::RegisterWorkerResponse> early =
+        registry->Register(TestWorker("real", "n2", 4));
+    EXPECT_EQ(early.status().code(), absl::StatusCode::kResourceExhausted);
+    EXPECT_THAT(early.status().message(), HasSubstr("silent for 1m"));
+    clock_.Advance(absl::Seconds(61));
+    ASSERT_TRUE(registry->Touch("live", /*activity=*/true, /*step=*/0).ok());
+    // n0's workers are silent beyond the liveness timeout: a new worker on
+    // another node takes their slot and ranks; the live one keeps its own.
+    absl::StatusOr<v1::RegisterWorkerResponse> real =
+        registry->Register(TestWorker("real", "n2", 4));
+    ASSERT_TRUE(real.ok()) << real.status();
+    EXPECT_EQ(real->first_rank(), 0);
+    EXPECT_EQ(real->node_index(), 0);
+    EXPECT_TRUE(real->world_complete());
+    EXPECT_EQ(registry->Touch("fake-a", false, -1).code(),
+              absl::StatusCode::kNotFound);
+    // A live worker's slot is never taken.
+    clock_.Advance(absl::Seconds(30));
+    EXPECT_EQ(registry->Register(TestWorker("other", "n3", 4)).status().code(),
+              absl::StatusCode::kResourceExhausted);
+  }
+  // The replacement survives a restart; the stale workers do not.
+  PlannerState state;
+  auto store = PlannerStateStore::Open(directory, job, &state).value();
+  ASSERT_EQ(state.workers.size(), 2u);
+  auto registry = MakeRegistry(store.get());
+  ASSERT_TRUE(registry->Load(state.workers).ok());
+  v1::ListWorkersResponse workers = registry->List();
+  ASSERT_EQ(workers.workers_size(), 2);
+  EXPECT_TRUE(workers.world_complete());
+  EXPECT_EQ(registry->Register(TestWorker("real", "n2", 4))->first_rank(), 0);
+}
+
 TEST(WorkerRegistryHandlerTest, RegistersWorldWithStableContiguousRanks) {
   FakeClock clock;
   RecordingMetrics metrics;
