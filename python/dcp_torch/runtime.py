@@ -1,0 +1,559 @@
+"""dcp_torch.init and the objects of a training loop: Runtime (one per
+process), Step (one per optimizer step) and MicroBatch (one per forward and
+backward pass this rank runs).
+
+    rt = dcp_torch.init(model, blocks=model.layers)
+    for step in rt.steps(sampler, fetch=dataset.__getitem__):
+        for mb in step:
+            with mb:
+                loss = mb.token_loss_sum(per_token_loss(model, mb.inputs))
+                (loss * step.loss_scale).backward()
+        step.sync_gradients(); optimizer.step(); optimizer.zero_grad()
+        step.report()
+
+Thread model: a Runtime and its Steps belong to the training thread; only
+the stats reporter runs on a thread of its own.
+"""
+
+import dataclasses
+import os
+import socket
+import time
+import zlib
+
+import torch
+import torch.distributed as dist
+
+from dcp_torch import checkpointing, context
+from dcp_torch import spec as spec_lib
+from dcp_torch import profiler as profiler_lib
+from dcp_torch._proto import batch_pb2
+from dcp_torch._proto import planner_service_pb2 as pb
+from dcp_torch.fingerprint import batch_fingerprint
+from dcp_torch.planner_client import PlannerClient, PlannerError
+from dcp_torch.sp_groups import SpGroups
+from dcp_torch.stats_reporter import StatsReporter
+
+import grpc
+
+
+class RankDivergedError(RuntimeError):
+    """This rank's batch, plan or progress differs from the other ranks'."""
+
+
+class EmptyBatchError(ValueError):
+    """The sampler yielded a global batch without samples."""
+
+
+def init(model, blocks, planner_address=None, *, spec=None, worker_id=None,
+         node_name=None, profile=True, profile_options=None,
+         attention_core=None, registration_timeout_seconds=300.0,
+         collective_timeout_seconds=300.0, log=None, client=None):
+    """Connects this process to the planner and prepares `model`.
+
+    model: the user's torch.nn.Module (the same on every rank).
+    blocks: its transformer blocks in order (e.g. model.layers); the plan's
+      checkpointed layers apply to them.
+    planner_address: HOST:PORT of dcp_planner; default $DCP_PLANNER_ADDRESS.
+    spec: the ModelSpec dict (dcp_torch.model_spec); default built from
+      model.config (HF-style) with num_layers = len(blocks). It must match
+      the model the planner was started with.
+    worker_id, node_name: this process's stable identity and its node
+      (default: "<host>-rank<R>" and the host name).
+    profile: measure the blocks' GEMMs, the attention core and the
+      collectives here and submit them, unless the planner already has a
+      fitted profile (ProfileOptions in profile_options).
+    attention_core: core(q, k, v, causal) over [heads, L, D] that the
+      profile times; give the same one to dcp_torch.attention.
+
+    torch.distributed is initialized from the environment (torchrun's
+    variables; Gloo on CPU, NCCL on CUDA) unless it already is. Collective:
+    every rank calls init. Raises PlannerUnreachableError (naming the
+    address) when the planner cannot be reached, ValueError when its model
+    or world size differs from this job's."""
+    log = log or (lambda message: print(message, flush=True))
+    device = next(model.parameters()).device
+    if not dist.is_initialized():
+        dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    blocks = list(blocks)
+    if spec is None:
+        spec = spec_lib.model_spec(getattr(model, "config", None),
+                                         num_layers=len(blocks))
+    if spec["num_layers"] != len(blocks):
+        raise ValueError(f"ModelSpec.num_layers is {spec['num_layers']} but "
+                         f"{len(blocks)} blocks were given; pass every "
+                         "transformer block once")
+    client = client or PlannerClient(planner_address)
+    node_name = node_name or socket.gethostname()
+    worker_id = worker_id or f"{node_name}-rank{rank}"
+    runtime = Runtime(client, spec, model, blocks, worker_id, device,
+                      collective_timeout_seconds, log)
+    runtime._register(node_name, registration_timeout_seconds)
+    checkpointing.apply_checkpointing(blocks)
+    if profile:
+        runtime._profile(profile_options, attention_core)
+    return runtime
+
+
+class Runtime:
+    """One process's connection to the planner; see init()."""
+
+    def __init__(self, client, spec, model, blocks, worker_id, device,
+                 collective_timeout_seconds, log):
+        self.client = client
+        self.spec = spec
+        self.model = model
+        self.blocks = blocks
+        self.worker_id = worker_id
+        self.device = device
+        self.rank = dist.get_rank()
+        self.world_size = dist.get_world_size()
+        self.log = log
+        self.sp_groups = SpGroups(collective_timeout_seconds)
+        self.reporter = StatsReporter(client, log)
+        self._synchronize = context.device_synchronizer(device)
+        self.planner_rank = None
+        self.torch_rank_of = None  # planner rank -> torch rank
+        self.cluster = None
+        self.last_plan = None
+
+    # --- init's phases -----------------------------------------------------
+
+    def _register(self, node_name, timeout_seconds):
+        backend = dist.get_backend()
+        request = pb.RegisterWorkerRequest(
+            worker_id=self.worker_id, node_name=node_name, num_ranks=1,
+            backend=backend if backend in ("gloo", "nccl") else "",
+            gpu_kind=(torch.cuda.get_device_name(self.device)
+                      if self.device.type == "cuda" else "cpu"),
+            libtorch_version=torch.__version__)
+        deadline = time.monotonic() + timeout_seconds
+        wait, waiting_for = 0.05, None
+        while True:
+            response = self.client.register_worker(request)
+            if response.world_complete:
+                break
+            if response.waiting_for != waiting_for and self.rank == 0:
+                waiting_for = response.waiting_for
+                self.log(f"dcp_torch: waiting for the world: {waiting_for}")
+            if time.monotonic() > deadline:
+                raise TimeoutError(
+                    f"the planner at {self.client.address} still waits for "
+                    f"{response.waiting_for} after {timeout_seconds:.0f} s; "
+                    "start every rank (it expects "
+                    f"{response.world_size} in all)")
+            time.sleep(wait)  # the planner learns of other ranks meanwhile
+            wait = min(wait * 2, 1.0)
+        if response.world_size != self.world_size:
+            raise ValueError(
+                f"the planner at {self.client.address} plans for "
+                f"{response.world_size} ranks but torch.distributed has "
+                f"{self.world_size}; start dcp_planner with --nodes x "
+                f"--gpus-per-node = {self.world_size}")
+        spec_lib.check_matches_planner(self.spec, response.model)
+        self.cluster = response.cluster
+        self.planner_rank = response.first_rank
+        gathered = [None] * self.world_size
+        dist.all_gather_object(gathered, self.planner_rank)
+        if sorted(gathered) != list(range(self.world_size)):
+            raise RankDivergedError(
+                f"the planner gave the ranks {gathered} (by torch rank); "
+                "each process must register with its own worker_id")
+        self.torch_rank_of = [gathered.index(p)
+                              for p in range(self.world_size)]
+
+    def _profile(self, options, core):
+        wanted = self.client.get_cluster_model().using_default_params
+        flag = torch.tensor([1.0 if wanted else 0.0])
+        dist.all_reduce(flag, op=dist.ReduceOp.MAX)  # collective if any wants
+        if flag.item() == 0:
+            if self.rank == 0:
+                self.log("dcp_torch: the planner already has a fitted "
+                         "profile; not profiling again")
+            return
+        options = options or profiler_lib.ProfileOptions()
+        start = time.perf_counter()
+        samples = profiler_lib.profile(
+            self.spec, self.blocks, self.sp_groups, self.torch_rank_of,
+            self.cluster.gpus_per_node, self.device, options, core)
+        response = self.client.submit_profile(pb.SubmitProfileRequest(
+            worker_id=self.worker_id, samples=samples))
+        dist.barrier()  # every rank's samples are in before anyone plans
+        if self.rank == 0:
+            fitted = self.client.get_cluster_model()
+            self.log(f"dcp_torch: profiled {len(samples)} samples per rank "
+                     f"in {time.perf_counter() - start:.2f} s; cost model "
+                     f"params v{fitted.params_version}")
+            for report in fitted.reports:
+                if report.used_defaults:
+                    self.log(f"  fit {report.name}: defaults kept "
+                             f"({report.num_samples} samples; {report.note})")
+                else:
+                    self.log(f"  fit {report.name}: {report.num_samples} "
+                             "samples, rms error "
+                             f"{100 * report.rms_relative_error:.1f}%")
+        del response
+
+    # --- the training loop -------------------------------------------------
+
+    def steps(self, sampler, fetch, first_step=0, sequence_keys=()):
+        """Yields one Step per global batch of `sampler`.
+
+        sampler: an iterable of global batches, each a list of
+          (sample_id, length_tokens) pairs; every rank must iterate the same
+          batches in the same order. Rank 0 submits each batch to the planner
+          one step ahead; every rank fetches the step's plan by step and
+          batch fingerprint.
+        fetch(sample_id): the sample as a dict of tensors. Tensors whose
+          first dimension is the sample's length are token tensors (packed,
+          split over the SP group, padded); 0-dim tensors and keys in
+          `sequence_keys` are per-sequence (stacked). An optional "loss_mask"
+          token tensor marks the tokens that count in the loss.
+        """
+        batches = iter(sampler)
+        step_number = first_step
+        current = self._next_batch(batches, step_number)
+        if self.rank == 0 and current is not None:
+            self._submit(current, step_number)
+        while current is not None:
+            upcoming = self._next_batch(batches, step_number + 1)
+            if self.rank == 0 and upcoming is not None:
+                self._submit(upcoming, step_number + 1)
+            plan = self._plan_of(current, step_number)
+            yield Step(self, step_number, current, plan, fetch,
+                       frozenset(sequence_keys))
+            current = upcoming
+            step_number += 1
+
+    def close(self):
+        """Sends the queued step reports and closes the planner channel."""
+        self.reporter.flush()
+        self.reporter.close()
+        self.client.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    # --- plans -------------------------------------------------------------
+
+    def _next_batch(self, batches, step):
+        try:
+            batch = next(batches)
+        except StopIteration:
+            return None
+        batch = [(int(i), int(n)) for i, n in batch]
+        if not batch:
+            raise EmptyBatchError(
+                f"the sampler yielded an empty global batch for step {step}; "
+                "every step needs at least one sample (drop empty batches, "
+                "or stop the sampler)")
+        for sample_id, length in batch:
+            if length <= 0:
+                raise ValueError(
+                    f"sample {sample_id} of step {step} has length {length}; "
+                    "lengths are token counts, at least 1")
+        return batch
+
+    @staticmethod
+    def _batch_proto(batch, step):
+        return batch_pb2.GlobalBatch(step=step, samples=[
+            batch_pb2.Sample(id=i, length_tokens=n) for i, n in batch])
+
+    def _submit(self, batch, step):
+        try:
+            self.client.submit_batches(pb.SubmitBatchesRequest(
+                batches=[self._batch_proto(batch, step)]))
+        except PlannerError as error:
+            self.log(f"dcp_torch: warning: SubmitBatches of step {step} "
+                     f"failed (it will be planned on demand): {error}")
+
+    def _plan_of(self, batch, step):
+        fingerprint = batch_fingerprint(batch)
+        request = pb.GetPlanRequest(worker_id=self.worker_id, step=step,
+                                    batch_fingerprint=fingerprint)
+        try:
+            response = self.client.get_plan(request)
+        except PlannerError as by_step:
+            if by_step.code != grpc.StatusCode.FAILED_PRECONDITION:
+                raise
+            request.batch.CopyFrom(self._batch_proto(batch, step))
+            try:
+                response = self.client.get_plan(request)
+            except PlannerError as with_batch:
+                raise RankDivergedError(
+                    f"rank {self.rank}'s batch for step {step} (fingerprint "
+                    f"{fingerprint:#018x}) is not the one the planner has for "
+                    f"that step: {by_step.details}; with the batch: "
+                    f"{with_batch.details}. Every rank must iterate the same "
+                    "sampler (same seed, same order)") from None
+        plan = response.plan
+        if plan.step != step:
+            raise RankDivergedError(f"asked for the plan of step {step} and "
+                                    f"got step {plan.step}")
+        if response.sample_ids and list(response.sample_ids) != \
+                [i for i, _ in batch]:
+            raise RankDivergedError(
+                f"the plan of step {step} was made for other sample ids than "
+                f"rank {self.rank}'s batch")
+        _check_plan(plan, len(batch), self.world_size, step)
+        self.last_plan = plan
+        return plan
+
+
+def _check_plan(plan, num_samples, world_size, step):
+    """Every rank in at most one group, every sample in exactly one
+    micro-batch (else the loss scale and gradients would be wrong)."""
+    seen_ranks, seen_samples = set(), []
+    for group in plan.groups:
+        for r in group.ranks:
+            if r in seen_ranks or not 0 <= r < world_size:
+                raise RankDivergedError(
+                    f"the plan of step {step} puts rank {r} in two groups "
+                    f"or outside the world of {world_size}")
+            seen_ranks.add(r)
+        for micro in group.micro_batches:
+            seen_samples += list(micro.sequence_indices)
+    if sorted(seen_samples) != list(range(num_samples)):
+        raise RankDivergedError(
+            f"the plan of step {step} does not run each of the batch's "
+            f"{num_samples} samples exactly once")
+
+
+@dataclasses.dataclass
+class _MicroStats:
+    seconds: float = 0.0
+    communication_seconds: float = 0.0
+
+
+class Step:
+    """One optimizer step: iterate it for this rank's micro-batches (none
+    when the plan gives this rank's group nothing), then sync_gradients()
+    and report(). `loss_scale` is 1 / the tokens that count in the loss over
+    the whole global batch; `plan` is the dcp.v1.Plan."""
+
+    def __init__(self, runtime, number, batch, plan, fetch, sequence_keys):
+        self._runtime = runtime
+        self.number = number
+        self.batch = batch
+        self.plan = plan
+        self._started = time.perf_counter()
+        rt = runtime
+        me = rt.planner_rank
+        self.group = next((g for g in plan.groups if me in g.ranks), None)
+        self.micro_batches = []
+        rt.sp_groups.ensure([[rt.torch_rank_of[p] for p in g.ranks]
+                             for g in plan.groups])
+        if self.group is not None:
+            members = sorted(rt.torch_rank_of[p] for p in self.group.ranks)
+            process_group = rt.sp_groups.get(members)
+            position = members.index(rt.rank)
+            for index, micro in enumerate(self.group.micro_batches):
+                self.micro_batches.append(MicroBatch(
+                    self, index, micro, [batch[i] for i in
+                                         micro.sequence_indices],
+                    fetch, sequence_keys, len(members), position,
+                    process_group))
+        local_tokens = sum(m.loss_tokens for m in self.micro_batches)
+        # One small collective: the global loss-token count, and every
+        # rank's step and plan, which must agree.
+        plan_hash = zlib.crc32(plan.SerializeToString(deterministic=True))
+        mine = torch.tensor([local_tokens, number, plan_hash],
+                            dtype=torch.int64)
+        gathered = [torch.zeros_like(mine) for _ in range(rt.world_size)]
+        dist.all_gather(gathered, mine)
+        for r, other in enumerate(gathered):
+            if other[1] != number or other[2] != plan_hash:
+                raise RankDivergedError(
+                    f"rank {r} is at step {int(other[1])} with plan hash "
+                    f"{int(other[2]):#x} while rank {rt.rank} is at step "
+                    f"{number} with {plan_hash:#x}; every rank must run the "
+                    "same steps of the same sampler")
+        self.loss_tokens = int(sum(int(g[0]) for g in gathered))
+        self.loss_scale = 1.0 / max(self.loss_tokens, 1)
+        self._synced = False
+        self._sync_seconds = 0.0
+
+    def __iter__(self):
+        return iter(self.micro_batches)
+
+    def __len__(self):
+        return len(self.micro_batches)
+
+    def sync_gradients(self, parameters=None):
+        """One all-reduce (sum) of every gradient over the world, on every
+        rank, whether or not it ran a micro-batch (missing gradients count
+        as zero). RankDivergedError when any rank has not run all of its
+        micro-batches."""
+        rt = self._runtime
+        parameters = [p for p in (parameters if parameters is not None
+                                  else rt.model.parameters())
+                      if p.requires_grad]
+        not_run = [m.index for m in self.micro_batches if not m.done]
+        pieces = [(p.grad if p.grad is not None else torch.zeros_like(p))
+                  .reshape(-1) for p in parameters]
+        dtype = parameters[0].dtype if parameters else torch.float32
+        flag = torch.tensor([0.0 if not_run else 1.0], dtype=dtype,
+                            device=rt.device)
+        buffer = torch.cat(pieces + [flag])
+        with context.Timer(rt._synchronize) as timer:
+            dist.all_reduce(buffer)
+        self._sync_seconds = timer.seconds
+        complete = int(round(buffer[-1].item()))
+        if complete != rt.world_size:
+            raise RankDivergedError(
+                f"{rt.world_size - complete} rank(s) reached sync_gradients "
+                f"of step {self.number} without running all their "
+                "micro-batches" + (f" (rank {rt.rank} skipped {not_run})"
+                                   if not_run else "") +
+                "; run every micro-batch the step yields")
+        offset = 0
+        for p in parameters:
+            count = p.numel()
+            grad = buffer[offset:offset + count].view_as(p)
+            if p.grad is None:
+                p.grad = grad.clone()
+            else:
+                p.grad.copy_(grad)
+            offset += count
+        self._synced = True
+
+    def report(self):
+        """Queues this rank's measured times for the planner (sent from a
+        background thread): per micro-batch compute and communication
+        seconds, the wait at the gradient sync, and the step's seconds."""
+        rt = self._runtime
+        micro = []
+        for m in self.micro_batches:
+            micro.append(pb.MicroBatchStats(
+                micro_batch_index=m.index,
+                compute_seconds=max(0.0, m.stats.seconds -
+                                    m.stats.communication_seconds),
+                communication_seconds=m.stats.communication_seconds))
+        if micro:
+            micro[-1].idle_seconds = self._sync_seconds
+        rt.reporter.report(pb.ReportStepStatsRequest(
+            worker_id=rt.worker_id, step=self.number, rank=rt.planner_rank,
+            step_seconds=max(time.perf_counter() - self._started, 1e-9),
+            micro_batches=micro))
+
+
+class MicroBatch:
+    """One forward and backward pass of this rank's group: `with mb:` runs
+    the model on `inputs` (this rank's share of the packed sequences) with
+    the SP group, the checkpointed layers and the timers in effect.
+
+    inputs: the token tensors of the micro-batch's samples concatenated and
+      cut to this rank's chunk (padded with zeros at the stream's end), the
+      per-sequence ones stacked, plus "position_ids" (each token's position
+      in its sequence) and "sequence_index" (its sequence's index among the
+      micro-batch's, for per-sequence conditioning). Padding has position 0
+      and sequence 0; token_loss_sum masks it out."""
+
+    def __init__(self, step, index, proto, samples, fetch, sequence_keys,
+                 sp_size, position, group):
+        self.step = step
+        self.index = index
+        self.checkpointed_layers = proto.checkpointed_layers
+        self.samples = samples
+        self.done = False
+        self.stats = _MicroStats()
+        device = step._runtime.device
+        fetched = [fetch(sample_id) for sample_id, _ in samples]
+        lengths = [length for _, length in samples]
+        total = sum(lengths)
+        chunk = -(-total // sp_size)
+        padded_total = chunk * sp_size
+        mine = slice(position * chunk, (position + 1) * chunk)
+        token_keys, per_sequence = _split_keys(fetched, lengths, sequence_keys,
+                                               [i for i, _ in samples])
+        self.inputs = {}
+        for key in token_keys:
+            stream = torch.cat([sample[key] for sample in fetched])
+            pad = padded_total - total
+            if pad:
+                stream = torch.cat([stream, stream.new_zeros(
+                    (pad,) + tuple(stream.shape[1:]))])
+            self.inputs[key] = stream[mine].to(device)
+        for key in per_sequence:
+            self.inputs[key] = torch.stack(
+                [torch.as_tensor(sample[key]) for sample in fetched]).to(device)
+        positions = torch.cat([torch.arange(n) for n in lengths] +
+                              [torch.zeros(padded_total - total,
+                                           dtype=torch.int64)])
+        sequence_index = torch.cat(
+            [torch.full((n,), s, dtype=torch.int64)
+             for s, n in enumerate(lengths)] +
+            [torch.zeros(padded_total - total, dtype=torch.int64)])
+        self.inputs["position_ids"] = positions[mine].to(device)
+        self.inputs["sequence_index"] = sequence_index[mine].to(device)
+        real = torch.arange(padded_total) < total
+        weight = real[mine].to(torch.float64)
+        if "loss_mask" in self.inputs:
+            weight = weight * self.inputs["loss_mask"].to(torch.float64).cpu()
+        self.token_weight = weight.to(device)
+        self.loss_tokens = int(weight.sum().item())
+        cu = [0]
+        for n in lengths:
+            cu.append(cu[-1] + n)
+        if padded_total > total:
+            cu.append(padded_total)
+        self.packing = context.Packing(
+            cu_seqlens=cu, padded=padded_total > total, sp_size=sp_size,
+            group=group, checkpointed_layers=self.checkpointed_layers,
+            synchronize=step._runtime._synchronize)
+        self._entered = None
+
+    def token_loss_sum(self, per_token_loss):
+        """The sum of `per_token_loss` ([T] for this rank's T tokens) over
+        the tokens that count (not padding; loss_mask where given). Multiply
+        by step.loss_scale for the global batch's mean per token."""
+        return (per_token_loss * self.token_weight.to(per_token_loss.dtype)
+                ).sum()
+
+    def __enter__(self):
+        self._entered = context.active(self.packing)
+        self._entered.__enter__()
+        self._timer = context.Timer(self.packing.synchronize).__enter__()
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        self._timer.__exit__(exc_type, exc, tb)
+        self._entered.__exit__(exc_type, exc, tb)
+        self.stats.seconds = self._timer.seconds
+        self.stats.communication_seconds = self.packing.communication_seconds
+        if exc_type is None:
+            self.done = True
+        return False
+
+
+def _split_keys(fetched, lengths, sequence_keys, ids):
+    """The token keys and the per-sequence keys of the fetched samples,
+    which must all have the same keys."""
+    if not fetched:
+        return [], []
+    keys = list(fetched[0])
+    for sample_id, sample, length in zip(ids, fetched, lengths):
+        if list(sample) != keys:
+            raise ValueError(f"sample {sample_id} has keys {list(sample)}, "
+                             f"sample {ids[0]} has {keys}; fetch must return "
+                             "the same keys for every sample")
+    token_keys, per_sequence = [], []
+    for key in keys:
+        value = torch.as_tensor(fetched[0][key])
+        if key in sequence_keys or value.dim() == 0:
+            per_sequence.append(key)
+            continue
+        for sample_id, sample, length in zip(ids, fetched, lengths):
+            if sample[key].shape[0] != length:
+                raise ValueError(
+                    f"fetch({sample_id})[{key!r}] has {sample[key].shape[0]} "
+                    f"rows but the sampler gave the sample {length} tokens; "
+                    "token tensors need one row per token (list per-sequence "
+                    "keys in sequence_keys)")
+        token_keys.append(key)
+    return token_keys, per_sequence
