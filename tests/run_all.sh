@@ -42,5 +42,16 @@ if [[ "${has_target}" == false ]]; then
     failed=$((failed + 1))
   fi
 fi
+if [[ "${has_target}" == false ]]; then
+  # The dcp-torch package's pytest suite (python/), against the dcp_planner
+  # that `bazel test //...` built; it counts as one.
+  echo "run_all: bash python/run_tests.sh"
+  if bash python/run_tests.sh 2>&1 | tee "${log}"; then
+    passed=$((passed + 1))
+  else
+    status=1
+    failed=$((failed + 1))
+  fi
+fi
 echo "run_all: ${passed} passed, ${failed} failed"
 exit "${status}"

@@ -165,7 +165,7 @@ class Runtime:
 
     def _profile(self, options, core):
         wanted = self.client.get_cluster_model().using_default_params
-        flag = torch.tensor([1.0 if wanted else 0.0])
+        flag = torch.tensor([1.0 if wanted else 0.0], device=self.device)
         dist.all_reduce(flag, op=dist.ReduceOp.MAX)  # collective if any wants
         if flag.item() == 0:
             if self.rank == 0:
@@ -213,17 +213,23 @@ class Runtime:
         """
         batches = iter(sampler)
         step_number = first_step
-        current = self._next_batch(batches, step_number)
+        current, error = self._try_next_batch(batches, step_number)
         if self.rank == 0 and current is not None:
             self._submit(current, step_number)
-        while current is not None:
-            upcoming = self._next_batch(batches, step_number + 1)
+        while current is not None or error is not None:
+            upcoming, upcoming_error = self._try_next_batch(batches,
+                                                            step_number + 1)
             if self.rank == 0 and upcoming is not None:
                 self._submit(upcoming, step_number + 1)
-            plan = self._plan_of(current, step_number)
+            plan = None
+            if error is None:
+                try:
+                    plan = self._plan_of(current, step_number)
+                except Exception as plan_error:  # raised on every rank below
+                    error = plan_error
             yield Step(self, step_number, current, plan, fetch,
-                       frozenset(sequence_keys))
-            current = upcoming
+                       frozenset(sequence_keys), error)
+            current, error = upcoming, upcoming_error
             step_number += 1
 
     def close(self):
@@ -241,11 +247,17 @@ class Runtime:
 
     # --- plans -------------------------------------------------------------
 
-    def _next_batch(self, batches, step):
+    def _try_next_batch(self, batches, step):
+        """(batch, None), (None, None) at the end, or (None, the error)."""
         try:
-            batch = next(batches)
+            return self._next_batch(batches, step), None
         except StopIteration:
-            return None
+            return None, None
+        except Exception as error:  # raised on every rank by its Step
+            return None, error
+
+    def _next_batch(self, batches, step):
+        batch = next(batches)
         batch = [(int(i), int(n)) for i, n in batch]
         if not batch:
             raise EmptyBatchError(
@@ -272,25 +284,46 @@ class Runtime:
             self.log(f"dcp_torch: warning: SubmitBatches of step {step} "
                      f"failed (it will be planned on demand): {error}")
 
-    def _plan_of(self, batch, step):
+    def _plan_of(self, batch, step, wait_for_rank0_seconds=30.0):
+        """The step's plan, fetched by step and fingerprint. Rank 0 submits
+        every batch, so the batch the planner has is rank 0's: another rank
+        whose fingerprint differs has diverged. A step the planner does not
+        know yet is waited for (other ranks, up to wait_for_rank0_seconds)
+        or planned from this rank's batch (rank 0, or after the wait)."""
         fingerprint = batch_fingerprint(batch)
         request = pb.GetPlanRequest(worker_id=self.worker_id, step=step,
                                     batch_fingerprint=fingerprint)
-        try:
-            response = self.client.get_plan(request)
-        except PlannerError as by_step:
-            if by_step.code != grpc.StatusCode.FAILED_PRECONDITION:
-                raise
-            request.batch.CopyFrom(self._batch_proto(batch, step))
+        deadline = time.monotonic() + wait_for_rank0_seconds
+        wait = 0.01
+        while True:
             try:
                 response = self.client.get_plan(request)
-            except PlannerError as with_batch:
-                raise RankDivergedError(
-                    f"rank {self.rank}'s batch for step {step} (fingerprint "
-                    f"{fingerprint:#018x}) is not the one the planner has for "
-                    f"that step: {by_step.details}; with the batch: "
-                    f"{with_batch.details}. Every rank must iterate the same "
-                    "sampler (same seed, same order)") from None
+                break
+            except PlannerError as by_step:
+                if by_step.code != grpc.StatusCode.FAILED_PRECONDITION:
+                    raise
+                if "fingerprint" in by_step.details:
+                    raise RankDivergedError(
+                        f"rank {self.rank}'s batch for step {step} "
+                        f"(fingerprint {fingerprint:#018x}) is not the one "
+                        f"the planner has for that step: {by_step.details}. "
+                        "Every rank must iterate the same sampler (same "
+                        "seed, same order)") from None
+                if (self.rank != 0 and "is unknown" in by_step.details
+                        and time.monotonic() < deadline):
+                    time.sleep(wait)  # rank 0's SubmitBatches is on its way
+                    wait = min(2 * wait, 0.5)
+                    continue
+                request.batch.CopyFrom(self._batch_proto(batch, step))
+                try:
+                    response = self.client.get_plan(request)
+                    break
+                except PlannerError as with_batch:
+                    raise RankDivergedError(
+                        f"rank {self.rank}'s batch for step {step} "
+                        f"(fingerprint {fingerprint:#018x}) cannot be "
+                        f"planned: {by_step.details}; with the batch: "
+                        f"{with_batch.details}") from None
         plan = response.plan
         if plan.step != step:
             raise RankDivergedError(f"asked for the plan of step {step} and "
@@ -336,47 +369,83 @@ class Step:
     and report(). `loss_scale` is 1 / the tokens that count in the loss over
     the whole global batch; `plan` is the dcp.v1.Plan."""
 
-    def __init__(self, runtime, number, batch, plan, fetch, sequence_keys):
+    def __init__(self, runtime, number, batch, plan, fetch, sequence_keys,
+                 error=None):
         self._runtime = runtime
         self.number = number
         self.batch = batch
         self.plan = plan
         self._started = time.perf_counter()
         rt = runtime
-        me = rt.planner_rank
-        self.group = next((g for g in plan.groups if me in g.ranks), None)
+        self.group = None
         self.micro_batches = []
-        rt.sp_groups.ensure([[rt.torch_rank_of[p] for p in g.ranks]
-                             for g in plan.groups])
-        if self.group is not None:
-            members = sorted(rt.torch_rank_of[p] for p in self.group.ranks)
-            process_group = rt.sp_groups.get(members)
-            position = members.index(rt.rank)
-            for index, micro in enumerate(self.group.micro_batches):
-                self.micro_batches.append(MicroBatch(
-                    self, index, micro, [batch[i] for i in
-                                         micro.sequence_indices],
-                    fetch, sequence_keys, len(members), position,
-                    process_group))
-        local_tokens = sum(m.loss_tokens for m in self.micro_batches)
-        # One small collective: the global loss-token count, and every
-        # rank's step and plan, which must agree.
-        plan_hash = zlib.crc32(plan.SerializeToString(deterministic=True))
-        mine = torch.tensor([local_tokens, number, plan_hash],
-                            dtype=torch.int64)
-        gathered = [torch.zeros_like(mine) for _ in range(rt.world_size)]
-        dist.all_gather(gathered, mine)
+        # Two small collectives make every rank agree before it waits in any
+        # other: first on the step and its plan (a rank that could not get
+        # its batch or plan stops every rank here, instead of leaving the
+        # others waiting to create an SP group with it), then on the loss
+        # tokens of the whole global batch (and whether every rank fetched
+        # its samples).
+        plan_hash = zlib.crc32(plan.SerializeToString(deterministic=True)) \
+            if plan is not None else 0
+        gathered = self._gather([number, plan_hash, error is not None])
+        if error is not None:
+            raise error
+        self._raise_if_failed(gathered, 2, "get its batch or plan")
         for r, other in enumerate(gathered):
-            if other[1] != number or other[2] != plan_hash:
+            if other[0] != number or other[1] != plan_hash:
                 raise RankDivergedError(
-                    f"rank {r} is at step {int(other[1])} with plan hash "
-                    f"{int(other[2]):#x} while rank {rt.rank} is at step "
+                    f"rank {r} is at step {other[0]} with plan hash "
+                    f"{other[1]:#x} while rank {rt.rank} is at step "
                     f"{number} with {plan_hash:#x}; every rank must run the "
                     "same steps of the same sampler")
-        self.loss_tokens = int(sum(int(g[0]) for g in gathered))
+        try:
+            self._prepare(fetch, sequence_keys)
+        except Exception as prepare_error:  # raised below, on every rank
+            error = prepare_error
+        local_tokens = sum(m.loss_tokens for m in self.micro_batches)
+        gathered = self._gather([local_tokens, error is not None])
+        if error is not None:
+            raise error
+        self._raise_if_failed(gathered, 1, "fetch its samples")
+        self.loss_tokens = sum(g[0] for g in gathered)
         self.loss_scale = 1.0 / max(self.loss_tokens, 1)
         self._synced = False
         self._sync_seconds = 0.0
+
+    def _gather(self, values):
+        """Every rank's `values` (ints), by rank."""
+        mine = torch.tensor([int(v) for v in values], dtype=torch.int64,
+                            device=self._runtime.device)  # NCCL: on the GPU
+        gathered = [torch.zeros_like(mine)
+                    for _ in range(self._runtime.world_size)]
+        dist.all_gather(gathered, mine)
+        return [[int(v) for v in g] for g in gathered]
+
+    def _raise_if_failed(self, gathered, flag, what):
+        failed = [r for r, values in enumerate(gathered) if values[flag]]
+        if failed:
+            raise RankDivergedError(
+                f"rank(s) {failed} could not {what} for step {self.number} "
+                "(their own error says why); every rank stops at this step")
+
+    def _prepare(self, fetch, sequence_keys):
+        """This rank's group and its micro-batches' inputs."""
+        rt = self._runtime
+        plan = self.plan
+        me = rt.planner_rank
+        self.group = next((g for g in plan.groups if me in g.ranks), None)
+        rt.sp_groups.ensure([[rt.torch_rank_of[p] for p in g.ranks]
+                             for g in plan.groups])
+        if self.group is None:
+            return
+        members = sorted(rt.torch_rank_of[p] for p in self.group.ranks)
+        process_group = rt.sp_groups.get(members)
+        position = members.index(rt.rank)
+        for index, micro in enumerate(self.group.micro_batches):
+            self.micro_batches.append(MicroBatch(
+                self, index, micro,
+                [self.batch[i] for i in micro.sequence_indices], fetch,
+                sequence_keys, len(members), position, process_group))
 
     def __iter__(self):
         return iter(self.micro_batches)
