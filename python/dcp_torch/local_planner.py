@@ -9,9 +9,6 @@ import time
 
 from dcp_torch.spec import write_model_file
 
-DEFAULT_BINARY = os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                              os.pardir, os.pardir, "bazel-bin", "planner",
-                              "service", "dcp_planner")
 
 # A CPU core's figures (what dcp_local_job gives the planner on CPU): the
 # predictions until a profile is fitted.
@@ -27,7 +24,7 @@ CPU_CLUSTER = {
 
 
 class LocalPlanner:
-    """Runs `binary` (default: $DCP_PLANNER_BINARY, else bazel-bin's) for
+    """Runs `binary` (default: $DCP_PLANNER_BINARY) for
     `spec` (a model_spec dict) on nodes x gpus_per_node ranks of
     `rank_memory_bytes` each, with CPU_CLUSTER's rates updated by `cluster`.
     Use as a context manager; `address` is HOST:PORT once started."""
@@ -35,12 +32,12 @@ class LocalPlanner:
     def __init__(self, spec, nodes, gpus_per_node, rank_memory_bytes,
                  cluster=None, binary=None, extra_flags=(),
                  start_timeout_seconds=60):
-        self.binary = binary or os.environ.get("DCP_PLANNER_BINARY",
-                                               DEFAULT_BINARY)
-        if not os.access(self.binary, os.X_OK):
+        self.binary = binary or os.environ.get("DCP_PLANNER_BINARY", "")
+        if not self.binary or not os.access(self.binary, os.X_OK):
             raise FileNotFoundError(
-                f"no dcp_planner at {self.binary}; build it with `bazel build "
-                "//planner/service:dcp_planner` or set DCP_PLANNER_BINARY")
+                f"no dcp_planner at {self.binary or '$DCP_PLANNER_BINARY'}; "
+                "build it with `bazel build //planner/service:dcp_planner` "
+                "and pass its path (bazel-bin/planner/service/dcp_planner)")
         self._spec = spec
         self._cluster = dict(CPU_CLUSTER, num_nodes=nodes,
                              gpus_per_node=gpus_per_node,

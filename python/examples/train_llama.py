@@ -2,7 +2,9 @@
 per-batch plans: a plain PyTorch model and training loop, plus the dcp_torch
 calls marked "DCP:".
 
-One command on a CPU (starts a local dcp_planner and 4 Gloo processes):
+One command on a CPU (starts a local dcp_planner and 4 Gloo processes;
+scripts/install_deps.sh installs dcp-torch into the venv, and
+`bazel build //planner/service:dcp_planner` builds the planner):
 
     /opt/dcp/torch-venv/bin/python python/examples/train_llama.py
 
@@ -20,7 +22,6 @@ import argparse
 import math
 import os
 import random
-import sys
 import time
 
 import torch
@@ -28,9 +29,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                                os.pardir))  # dcp_torch from the source tree
-import dcp_torch  # noqa: E402
+import dcp_torch
 
 # --- The model: plain PyTorch ----------------------------------------------
 
@@ -203,7 +202,11 @@ def main():
     parser.add_argument("--ranks", type=int, default=4,
                         help="local processes when not under torchrun")
     parser.add_argument("--ranks-per-node", type=int, default=2)
-    parser.add_argument("--rank-memory-mb", type=float, default=4.0,
+    parser.add_argument("--planner-binary", default=os.path.join(
+        os.path.dirname(os.path.abspath(__file__)), os.pardir, os.pardir,
+        "bazel-bin", "planner", "service", "dcp_planner"),
+        help="the dcp_planner to start locally (default: bazel-bin's)")
+    parser.add_argument("--rank-memory-mb", type=float, default=8.0,
                         help="memory per rank the local planner plans for: "
                              "small, so that long sequences need SP")
     args = parser.parse_args()
@@ -223,7 +226,8 @@ def main():
     spec = model_spec(args)
     with LocalPlanner(spec, nodes=args.ranks // args.ranks_per_node,
                       gpus_per_node=args.ranks_per_node,
-                      rank_memory_bytes=args.rank_memory_mb * 1e6) as planner:
+                      rank_memory_bytes=args.rank_memory_mb * 1e6,
+                      binary=args.planner_binary) as planner:
         print(f"dcp_planner on {planner.address} for {args.ranks} CPU ranks "
               f"of {args.rank_memory_mb:g} MB", flush=True)
         args.planner = planner.address
