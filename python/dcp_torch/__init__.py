@@ -10,18 +10,21 @@
         step.report()
 
 In the model, call dcp_torch.attention(q, k, v, causal=...) where it
-computes attention. See runtime.py for every call.
+computes attention. runtime.py, step.py and micro_batch.py document every
+call.
 """
 
 from dcp_torch.checkpointing import apply_checkpointing
 from dcp_torch.context import packed
+from dcp_torch.errors import EmptyBatchError, RankDivergedError
 from dcp_torch.fingerprint import batch_fingerprint
-from dcp_torch.spec import model_spec, write_model_file
+from dcp_torch.micro_batch import MicroBatch
 from dcp_torch.planner_client import (PlannerClient, PlannerError,
                                       PlannerUnreachableError, RetryPolicy)
 from dcp_torch.profiler import ProfileOptions
-from dcp_torch.runtime import (EmptyBatchError, MicroBatch, RankDivergedError,
-                               Runtime, Step, init)
+from dcp_torch.runtime import Runtime, init
+from dcp_torch.spec import model_spec, write_model_file
+from dcp_torch.step import Step
 from dcp_torch.ulysses import HeadsNotDivisibleError, attention
 
 __all__ = [

@@ -15,11 +15,8 @@ Thread model: a Runtime and its Steps belong to the training thread; only
 the stats reporter runs on a thread of its own.
 """
 
-import dataclasses
-import os
 import socket
 import time
-import zlib
 
 import torch
 import torch.distributed as dist
@@ -31,18 +28,12 @@ from dcp_torch._proto import batch_pb2
 from dcp_torch._proto import planner_service_pb2 as pb
 from dcp_torch.fingerprint import batch_fingerprint
 from dcp_torch.planner_client import PlannerClient, PlannerError
+from dcp_torch.errors import EmptyBatchError, RankDivergedError
 from dcp_torch.sp_groups import SpGroups
 from dcp_torch.stats_reporter import StatsReporter
+from dcp_torch.step import Step
 
 import grpc
-
-
-class RankDivergedError(RuntimeError):
-    """This rank's batch, plan or progress differs from the other ranks'."""
-
-
-class EmptyBatchError(ValueError):
-    """The sampler yielded a global batch without samples."""
 
 
 def init(model, blocks, planner_address=None, *, spec=None, worker_id=None,
@@ -75,7 +66,7 @@ def init(model, blocks, planner_address=None, *, spec=None, worker_id=None,
     device = next(model.parameters()).device
     if not dist.is_initialized():
         dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
-    rank, world_size = dist.get_rank(), dist.get_world_size()
+    rank = dist.get_rank()
     blocks = list(blocks)
     if spec is None:
         spec = spec_lib.model_spec(getattr(model, "config", None),
@@ -355,274 +346,3 @@ def _check_plan(plan, num_samples, world_size, step):
         raise RankDivergedError(
             f"the plan of step {step} does not run each of the batch's "
             f"{num_samples} samples exactly once")
-
-
-@dataclasses.dataclass
-class _MicroStats:
-    seconds: float = 0.0
-    communication_seconds: float = 0.0
-
-
-class Step:
-    """One optimizer step: iterate it for this rank's micro-batches (none
-    when the plan gives this rank's group nothing), then sync_gradients()
-    and report(). `loss_scale` is 1 / the tokens that count in the loss over
-    the whole global batch; `plan` is the dcp.v1.Plan."""
-
-    def __init__(self, runtime, number, batch, plan, fetch, sequence_keys,
-                 error=None):
-        self._runtime = runtime
-        self.number = number
-        self.batch = batch
-        self.plan = plan
-        self._started = time.perf_counter()
-        rt = runtime
-        self.group = None
-        self.micro_batches = []
-        # Two small collectives make every rank agree before it waits in any
-        # other: first on the step and its plan (a rank that could not get
-        # its batch or plan stops every rank here, instead of leaving the
-        # others waiting to create an SP group with it), then on the loss
-        # tokens of the whole global batch (and whether every rank fetched
-        # its samples).
-        plan_hash = zlib.crc32(plan.SerializeToString(deterministic=True)) \
-            if plan is not None else 0
-        gathered = self._gather([number, plan_hash, error is not None])
-        if error is not None:
-            raise error
-        self._raise_if_failed(gathered, 2, "get its batch or plan")
-        for r, other in enumerate(gathered):
-            if other[0] != number or other[1] != plan_hash:
-                raise RankDivergedError(
-                    f"rank {r} is at step {other[0]} with plan hash "
-                    f"{other[1]:#x} while rank {rt.rank} is at step "
-                    f"{number} with {plan_hash:#x}; every rank must run the "
-                    "same steps of the same sampler")
-        try:
-            self._prepare(fetch, sequence_keys)
-        except Exception as prepare_error:  # raised below, on every rank
-            error = prepare_error
-        local_tokens = sum(m.loss_tokens for m in self.micro_batches)
-        gathered = self._gather([local_tokens, error is not None])
-        if error is not None:
-            raise error
-        self._raise_if_failed(gathered, 1, "fetch its samples")
-        self.loss_tokens = sum(g[0] for g in gathered)
-        self.loss_scale = 1.0 / max(self.loss_tokens, 1)
-        self._synced = False
-        self._sync_seconds = 0.0
-
-    def _gather(self, values):
-        """Every rank's `values` (ints), by rank."""
-        mine = torch.tensor([int(v) for v in values], dtype=torch.int64,
-                            device=self._runtime.device)  # NCCL: on the GPU
-        gathered = [torch.zeros_like(mine)
-                    for _ in range(self._runtime.world_size)]
-        dist.all_gather(gathered, mine)
-        return [[int(v) for v in g] for g in gathered]
-
-    def _raise_if_failed(self, gathered, flag, what):
-        failed = [r for r, values in enumerate(gathered) if values[flag]]
-        if failed:
-            raise RankDivergedError(
-                f"rank(s) {failed} could not {what} for step {self.number} "
-                "(their own error says why); every rank stops at this step")
-
-    def _prepare(self, fetch, sequence_keys):
-        """This rank's group and its micro-batches' inputs."""
-        rt = self._runtime
-        plan = self.plan
-        me = rt.planner_rank
-        self.group = next((g for g in plan.groups if me in g.ranks), None)
-        rt.sp_groups.ensure([[rt.torch_rank_of[p] for p in g.ranks]
-                             for g in plan.groups])
-        if self.group is None:
-            return
-        members = sorted(rt.torch_rank_of[p] for p in self.group.ranks)
-        process_group = rt.sp_groups.get(members)
-        position = members.index(rt.rank)
-        for index, micro in enumerate(self.group.micro_batches):
-            self.micro_batches.append(MicroBatch(
-                self, index, micro,
-                [self.batch[i] for i in micro.sequence_indices], fetch,
-                sequence_keys, len(members), position, process_group))
-
-    def __iter__(self):
-        return iter(self.micro_batches)
-
-    def __len__(self):
-        return len(self.micro_batches)
-
-    def sync_gradients(self, parameters=None):
-        """One all-reduce (sum) of every gradient over the world, on every
-        rank, whether or not it ran a micro-batch (missing gradients count
-        as zero). RankDivergedError when any rank has not run all of its
-        micro-batches."""
-        rt = self._runtime
-        parameters = [p for p in (parameters if parameters is not None
-                                  else rt.model.parameters())
-                      if p.requires_grad]
-        not_run = [m.index for m in self.micro_batches if not m.done]
-        pieces = [(p.grad if p.grad is not None else torch.zeros_like(p))
-                  .reshape(-1) for p in parameters]
-        dtype = parameters[0].dtype if parameters else torch.float32
-        flag = torch.tensor([0.0 if not_run else 1.0], dtype=dtype,
-                            device=rt.device)
-        buffer = torch.cat(pieces + [flag])
-        with context.Timer(rt._synchronize) as timer:
-            dist.all_reduce(buffer)
-        self._sync_seconds = timer.seconds
-        complete = int(round(buffer[-1].item()))
-        if complete != rt.world_size:
-            raise RankDivergedError(
-                f"{rt.world_size - complete} rank(s) reached sync_gradients "
-                f"of step {self.number} without running all their "
-                "micro-batches" + (f" (rank {rt.rank} skipped {not_run})"
-                                   if not_run else "") +
-                "; run every micro-batch the step yields")
-        offset = 0
-        for p in parameters:
-            count = p.numel()
-            grad = buffer[offset:offset + count].view_as(p)
-            if p.grad is None:
-                p.grad = grad.clone()
-            else:
-                p.grad.copy_(grad)
-            offset += count
-        self._synced = True
-
-    def report(self):
-        """Queues this rank's measured times for the planner (sent from a
-        background thread): per micro-batch compute and communication
-        seconds, the wait at the gradient sync, and the step's seconds."""
-        rt = self._runtime
-        micro = []
-        for m in self.micro_batches:
-            micro.append(pb.MicroBatchStats(
-                micro_batch_index=m.index,
-                compute_seconds=max(0.0, m.stats.seconds -
-                                    m.stats.communication_seconds),
-                communication_seconds=m.stats.communication_seconds))
-        if micro:
-            micro[-1].idle_seconds = self._sync_seconds
-        rt.reporter.report(pb.ReportStepStatsRequest(
-            worker_id=rt.worker_id, step=self.number, rank=rt.planner_rank,
-            step_seconds=max(time.perf_counter() - self._started, 1e-9),
-            micro_batches=micro))
-
-
-class MicroBatch:
-    """One forward and backward pass of this rank's group: `with mb:` runs
-    the model on `inputs` (this rank's share of the packed sequences) with
-    the SP group, the checkpointed layers and the timers in effect.
-
-    inputs: the token tensors of the micro-batch's samples concatenated and
-      cut to this rank's chunk (padded with zeros at the stream's end), the
-      per-sequence ones stacked, plus "position_ids" (each token's position
-      in its sequence) and "sequence_index" (its sequence's index among the
-      micro-batch's, for per-sequence conditioning). Padding has position 0
-      and sequence 0; token_loss_sum masks it out."""
-
-    def __init__(self, step, index, proto, samples, fetch, sequence_keys,
-                 sp_size, position, group):
-        self.step = step
-        self.index = index
-        self.checkpointed_layers = proto.checkpointed_layers
-        self.samples = samples
-        self.done = False
-        self.stats = _MicroStats()
-        device = step._runtime.device
-        fetched = [fetch(sample_id) for sample_id, _ in samples]
-        lengths = [length for _, length in samples]
-        total = sum(lengths)
-        chunk = -(-total // sp_size)
-        padded_total = chunk * sp_size
-        mine = slice(position * chunk, (position + 1) * chunk)
-        token_keys, per_sequence = _split_keys(fetched, lengths, sequence_keys,
-                                               [i for i, _ in samples])
-        self.inputs = {}
-        for key in token_keys:
-            stream = torch.cat([sample[key] for sample in fetched])
-            pad = padded_total - total
-            if pad:
-                stream = torch.cat([stream, stream.new_zeros(
-                    (pad,) + tuple(stream.shape[1:]))])
-            self.inputs[key] = stream[mine].to(device)
-        for key in per_sequence:
-            self.inputs[key] = torch.stack(
-                [torch.as_tensor(sample[key]) for sample in fetched]).to(device)
-        positions = torch.cat([torch.arange(n) for n in lengths] +
-                              [torch.zeros(padded_total - total,
-                                           dtype=torch.int64)])
-        sequence_index = torch.cat(
-            [torch.full((n,), s, dtype=torch.int64)
-             for s, n in enumerate(lengths)] +
-            [torch.zeros(padded_total - total, dtype=torch.int64)])
-        self.inputs["position_ids"] = positions[mine].to(device)
-        self.inputs["sequence_index"] = sequence_index[mine].to(device)
-        real = torch.arange(padded_total) < total
-        weight = real[mine].to(torch.float64)
-        if "loss_mask" in self.inputs:
-            weight = weight * self.inputs["loss_mask"].to(torch.float64).cpu()
-        self.token_weight = weight.to(device)
-        self.loss_tokens = int(weight.sum().item())
-        cu = [0]
-        for n in lengths:
-            cu.append(cu[-1] + n)
-        if padded_total > total:
-            cu.append(padded_total)
-        self.packing = context.Packing(
-            cu_seqlens=cu, padded=padded_total > total, sp_size=sp_size,
-            group=group, checkpointed_layers=self.checkpointed_layers,
-            synchronize=step._runtime._synchronize)
-        self._entered = None
-
-    def token_loss_sum(self, per_token_loss):
-        """The sum of `per_token_loss` ([T] for this rank's T tokens) over
-        the tokens that count (not padding; loss_mask where given). Multiply
-        by step.loss_scale for the global batch's mean per token."""
-        return (per_token_loss * self.token_weight.to(per_token_loss.dtype)
-                ).sum()
-
-    def __enter__(self):
-        self._entered = context.active(self.packing)
-        self._entered.__enter__()
-        self._timer = context.Timer(self.packing.synchronize).__enter__()
-        return self
-
-    def __exit__(self, exc_type, exc, tb):
-        self._timer.__exit__(exc_type, exc, tb)
-        self._entered.__exit__(exc_type, exc, tb)
-        self.stats.seconds = self._timer.seconds
-        self.stats.communication_seconds = self.packing.communication_seconds
-        if exc_type is None:
-            self.done = True
-        return False
-
-
-def _split_keys(fetched, lengths, sequence_keys, ids):
-    """The token keys and the per-sequence keys of the fetched samples,
-    which must all have the same keys."""
-    if not fetched:
-        return [], []
-    keys = list(fetched[0])
-    for sample_id, sample, length in zip(ids, fetched, lengths):
-        if list(sample) != keys:
-            raise ValueError(f"sample {sample_id} has keys {list(sample)}, "
-                             f"sample {ids[0]} has {keys}; fetch must return "
-                             "the same keys for every sample")
-    token_keys, per_sequence = [], []
-    for key in keys:
-        value = torch.as_tensor(fetched[0][key])
-        if key in sequence_keys or value.dim() == 0:
-            per_sequence.append(key)
-            continue
-        for sample_id, sample, length in zip(ids, fetched, lengths):
-            if sample[key].shape[0] != length:
-                raise ValueError(
-                    f"fetch({sample_id})[{key!r}] has {sample[key].shape[0]} "
-                    f"rows but the sampler gave the sample {length} tokens; "
-                    "token tensors need one row per token (list per-sequence "
-                    "keys in sequence_keys)")
-        token_keys.append(key)
-    return token_keys, per_sequence

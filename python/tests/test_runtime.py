@@ -6,7 +6,6 @@ import pytest
 import torch
 
 import dcp_torch
-import models
 from dcp_torch._proto import planner_service_pb2 as pb
 from dcp_torch.local_planner import LocalPlanner
 from dcp_torch.planner_client import PlannerClient
