@@ -60,7 +60,6 @@ class Step:
         self._raise_if_failed(gathered, 1, "fetch its samples")
         self.loss_tokens = sum(g[0] for g in gathered)
         self.loss_scale = 1.0 / max(self.loss_tokens, 1)
-        self._synced = False
         self._sync_seconds = 0.0
 
     def _gather(self, values):
@@ -117,16 +116,18 @@ class Step:
         pieces = [(p.grad if p.grad is not None else torch.zeros_like(p))
                   .reshape(-1) for p in parameters]
         dtype = parameters[0].dtype if parameters else torch.float32
-        flag = torch.tensor([0.0 if not_run else 1.0], dtype=dtype,
+        # One more element counts the ranks that skipped a micro-batch (an
+        # exact small integer even in bf16, and nonzero whenever any did).
+        flag = torch.tensor([1.0 if not_run else 0.0], dtype=dtype,
                             device=rt.device)
         buffer = torch.cat(pieces + [flag])
         with context.Timer(rt._synchronize) as timer:
             dist.all_reduce(buffer)
         self._sync_seconds = timer.seconds
-        complete = int(round(buffer[-1].item()))
-        if complete != rt.world_size:
+        incomplete = buffer[-1].item()
+        if incomplete != 0:
             raise RankDivergedError(
-                f"{rt.world_size - complete} rank(s) reached sync_gradients "
+                f"{round(incomplete)} rank(s) reached sync_gradients "
                 f"of step {self.number} without running all their "
                 "micro-batches" + (f" (rank {rt.rank} skipped {not_run})"
                                    if not_run else "") +
@@ -140,7 +141,6 @@ class Step:
             else:
                 p.grad.copy_(grad)
             offset += count
-        self._synced = True
 
     def report(self):
         """Queues this rank's measured times for the planner (sent from a
