@@ -93,6 +93,28 @@ if [[ "${DCP_SKIP_BROWSER:-0}" != 1 ]]; then
   fi
 fi
 
+# dcp-torch (python/): the pinned Python packages of python/requirements.txt
+# (grpcio, protobuf, torch's own Python dependencies, pytest, ...) and the
+# package itself, into the torch venv of scripts/install_torch.sh. Idempotent:
+# reinstalled only when python/ or the protos change.
+install_python_package() {
+  local venv="${DCP_TORCH_VENV:-/opt/dcp/torch-venv}" root stamp
+  root="$(cd "$(dirname "$0")/.." && pwd)"
+  stamp="$(cd "${root}" && cat python/requirements.txt python/pyproject.toml \
+             python/setup.py python/build_stubs.py python/dcp_torch/*.py \
+             proto/dcp/v1/*.proto | sha256sum | cut -d' ' -f1)"
+  if [[ "$(cat "${venv}/dcp_torch.sha256" 2>/dev/null)" == "${stamp}" ]]; then
+    echo "install_deps: dcp-torch in ${venv} is up to date"
+    return
+  fi
+  echo "install_deps: installing python/requirements.txt and dcp-torch into ${venv}"
+  "${venv}/bin/python3" -m pip install -q --disable-pip-version-check --no-input \
+    -r "${root}/python/requirements.txt"
+  "${venv}/bin/python3" -m pip install -q --disable-pip-version-check --no-input \
+    --no-deps --no-build-isolation "${root}/python"
+  echo "${stamp}" >"${venv}/dcp_torch.sha256"
+}
+
 missing=()
 for package in "${PACKAGES[@]}"; do
   if dpkg -s "${package}" >/dev/null 2>&1 &&
@@ -106,6 +128,7 @@ done
 if [[ ${#missing[@]} -eq 0 ]]; then
   echo "install_deps: all ${#PACKAGES[@]} packages are installed"
   bash "$(dirname "$0")/install_torch.sh"
+  install_python_package
   exit 0
 fi
 
@@ -125,4 +148,5 @@ echo "install_deps: apt-get update"
 echo "install_deps: apt-get install ${missing[*]}"
 "${sudo[@]}" apt-get install -y -q "${missing[@]}"
 bash "$(dirname "$0")/install_torch.sh"
+install_python_package
 echo "install_deps: done"

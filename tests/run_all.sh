@@ -34,6 +34,18 @@ if [[ "${status}" -ne 0 && "${failed}" -eq 0 ]]; then
   failed=1  # the build itself failed
 fi
 if [[ "${has_target}" == false ]]; then
+  # The dcp-torch package's pytest suite (python/), against the dcp_planner
+  # that `bazel test //...` built (before the CUDA build moves bazel-bin);
+  # it counts as one.
+  echo "run_all: bash python/run_tests.sh"
+  if bash python/run_tests.sh 2>&1 | tee "${log}"; then
+    passed=$((passed + 1))
+  else
+    status=1
+    failed=$((failed + 1))
+  fi
+fi
+if [[ "${has_target}" == false ]]; then
   echo "run_all: bash tests/cuda_link_check.sh ${flags[*]+"${flags[*]}"}"
   if bash tests/cuda_link_check.sh "${flags[@]+"${flags[@]}"}" 2>&1 | tee "${log}"; then
     grep -q '^cuda_link_check: PASSED' "${log}" && passed=$((passed + 1))

@@ -1,0 +1,36 @@
+"""dcp-torch: DCP's per-batch plans for any PyTorch training loop.
+
+    rt = dcp_torch.init(model, blocks=model.layers)      # register, profile
+    for step in rt.steps(sampler, fetch=dataset.__getitem__):
+        for mb in step:                                  # this rank's share
+            with mb:                                     # SP group, recompute
+                loss = mb.token_loss_sum(per_token_loss(model, mb.inputs))
+                (loss * step.loss_scale).backward()
+        step.sync_gradients(); optimizer.step(); optimizer.zero_grad()
+        step.report()
+
+In the model, call dcp_torch.attention(q, k, v, causal=...) where it
+computes attention. runtime.py, step.py and micro_batch.py document every
+call.
+"""
+
+from dcp_torch.checkpointing import apply_checkpointing
+from dcp_torch.context import packed
+from dcp_torch.errors import EmptyBatchError, RankDivergedError
+from dcp_torch.fingerprint import batch_fingerprint
+from dcp_torch.micro_batch import MicroBatch
+from dcp_torch.planner_client import (PlannerClient, PlannerError,
+                                      PlannerUnreachableError, RetryPolicy)
+from dcp_torch.profiler import ProfileOptions
+from dcp_torch.runtime import Runtime, init
+from dcp_torch.spec import model_spec, write_model_file
+from dcp_torch.step import Step
+from dcp_torch.ulysses import HeadsNotDivisibleError, attention
+
+__all__ = [
+    "EmptyBatchError", "HeadsNotDivisibleError", "MicroBatch",
+    "PlannerClient", "PlannerError", "PlannerUnreachableError",
+    "ProfileOptions", "RankDivergedError", "RetryPolicy", "Runtime", "Step",
+    "apply_checkpointing", "attention", "batch_fingerprint", "init",
+    "model_spec", "packed", "write_model_file",
+]

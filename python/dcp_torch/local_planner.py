@@ -1,0 +1,92 @@
+"""A dcp_planner process on loopback, for examples and tests: started on a
+free port (--port-file), stopped with SIGTERM. Not thread-safe."""
+
+import json
+import os
+import subprocess
+import tempfile
+import time
+
+from dcp_torch.spec import write_model_file
+
+
+# A CPU core's figures (what dcp_local_job gives the planner on CPU): the
+# predictions until a profile is fitted.
+CPU_CLUSTER = {
+    "usable_memory_fraction": 0.8, "peak_flops_per_second": 50e9,
+    "gemm_flops_per_second": 20e9, "hbm_bytes_per_second": 10e9,
+    "intra_node_bus_bytes_per_second": 2e9,
+    "intra_node_latency_seconds": 50e-6,
+    "inter_node_bus_bytes_per_second": 1e9,
+    "inter_node_latency_seconds": 100e-6,
+    "allreduce_intra_bus_bytes_per_second": 2e9,
+}
+
+
+class LocalPlanner:
+    """Runs `binary` (default: $DCP_PLANNER_BINARY) for
+    `spec` (a model_spec dict) on nodes x gpus_per_node ranks of
+    `rank_memory_bytes` each, with CPU_CLUSTER's rates updated by `cluster`.
+    Use as a context manager; `address` is HOST:PORT once started."""
+
+    def __init__(self, spec, nodes, gpus_per_node, rank_memory_bytes,
+                 cluster=None, binary=None, extra_flags=(),
+                 start_timeout_seconds=60):
+        self.binary = binary or os.environ.get("DCP_PLANNER_BINARY", "")
+        if not self.binary or not os.access(self.binary, os.X_OK):
+            raise FileNotFoundError(
+                f"no dcp_planner at {self.binary or '$DCP_PLANNER_BINARY'}; "
+                "build it with `bazel build //planner/service:dcp_planner` "
+                "and pass its path (bazel-bin/planner/service/dcp_planner)")
+        self._spec = spec
+        self._cluster = dict(CPU_CLUSTER, num_nodes=nodes,
+                             gpus_per_node=gpus_per_node,
+                             gpu_memory_bytes=float(rank_memory_bytes),
+                             **(cluster or {}))
+        self._extra_flags = list(extra_flags)
+        self._timeout = start_timeout_seconds
+        self._dir = None
+        self.process = None
+        self.address = None
+
+    def __enter__(self):
+        self._dir = tempfile.TemporaryDirectory(prefix="dcp_planner_")
+        model_path = os.path.join(self._dir.name, "model.json")
+        cluster_path = os.path.join(self._dir.name, "cluster.json")
+        port_path = os.path.join(self._dir.name, "ports")
+        write_model_file(self._spec, model_path)
+        with open(cluster_path, "w", encoding="utf-8") as f:
+            json.dump(self._cluster, f)
+        self.log_path = os.path.join(self._dir.name, "planner.log")
+        self._log = open(self.log_path, "w", encoding="utf-8")
+        self.process = subprocess.Popen(
+            [self.binary, "--listen=127.0.0.1:0", "--metrics-listen=",
+             f"--port-file={port_path}", f"--model={model_path}",
+             f"--cluster={cluster_path}", "--drain-timeout=1s",
+             *self._extra_flags],
+            stdout=self._log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + self._timeout
+        while not os.path.exists(port_path):
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                self.__exit__(None, None, None)
+                raise RuntimeError(f"dcp_planner did not start; its log:\n"
+                                   f"{open(self.log_path).read()}")
+            time.sleep(0.02)  # polling a file another process writes
+        ports = dict(line.split("=") for line in
+                     open(port_path).read().split())
+        self.address = f"127.0.0.1:{ports['grpc_port']}"
+        return self
+
+    def __exit__(self, *exc):
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        if self._dir is not None:
+            self._log.close()
+            self._dir.cleanup()
+            self._dir = None
+        return False

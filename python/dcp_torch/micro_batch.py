@@ -1,0 +1,131 @@
+"""MicroBatch: one forward and backward pass of a rank's SP group, its
+inputs packed and cut to this rank's share. Belongs to the training thread."""
+
+import dataclasses
+
+import torch
+
+from dcp_torch import context
+
+
+@dataclasses.dataclass
+class _MicroStats:
+    seconds: float = 0.0
+    communication_seconds: float = 0.0
+
+
+class MicroBatch:
+    """One forward and backward pass of this rank's group: `with mb:` runs
+    the model on `inputs` (this rank's share of the packed sequences) with
+    the SP group, the checkpointed layers and the timers in effect.
+
+    inputs: the token tensors of the micro-batch's samples concatenated and
+      cut to this rank's chunk (padded with zeros at the stream's end), the
+      per-sequence ones stacked, plus "position_ids" (each token's position
+      in its sequence) and "sequence_index" (its sequence's index among the
+      micro-batch's, for per-sequence conditioning). Padding has position 0
+      and sequence 0; token_loss_sum masks it out."""
+
+    def __init__(self, step, index, proto, samples, fetch, sequence_keys,
+                 sp_size, position, group):
+        self.step = step
+        self.index = index
+        self.checkpointed_layers = proto.checkpointed_layers
+        self.samples = samples
+        self.done = False
+        self.stats = _MicroStats()
+        device = step._runtime.device
+        fetched = [fetch(sample_id) for sample_id, _ in samples]
+        lengths = [length for _, length in samples]
+        total = sum(lengths)
+        chunk = -(-total // sp_size)
+        padded_total = chunk * sp_size
+        mine = slice(position * chunk, (position + 1) * chunk)
+        token_keys, per_sequence = _split_keys(fetched, lengths, sequence_keys,
+                                               [i for i, _ in samples])
+        self.inputs = {}
+        for key in token_keys:
+            stream = torch.cat([sample[key] for sample in fetched])
+            pad = padded_total - total
+            if pad:
+                stream = torch.cat([stream, stream.new_zeros(
+                    (pad,) + tuple(stream.shape[1:]))])
+            self.inputs[key] = stream[mine].to(device)
+        for key in per_sequence:
+            self.inputs[key] = torch.stack(
+                [torch.as_tensor(sample[key]) for sample in fetched]).to(device)
+        positions = torch.cat([torch.arange(n) for n in lengths] +
+                              [torch.zeros(padded_total - total,
+                                           dtype=torch.int64)])
+        sequence_index = torch.cat(
+            [torch.full((n,), s, dtype=torch.int64)
+             for s, n in enumerate(lengths)] +
+            [torch.zeros(padded_total - total, dtype=torch.int64)])
+        self.inputs["position_ids"] = positions[mine].to(device)
+        self.inputs["sequence_index"] = sequence_index[mine].to(device)
+        real = torch.arange(padded_total) < total
+        weight = real[mine].to(torch.float64)
+        if "loss_mask" in self.inputs:
+            weight = weight * self.inputs["loss_mask"].to(torch.float64).cpu()
+        self.token_weight = weight.to(device)
+        self.loss_tokens = int(weight.sum().item())
+        cu = [0]
+        for n in lengths:
+            cu.append(cu[-1] + n)
+        if padded_total > total:
+            cu.append(padded_total)
+        self.packing = context.Packing(
+            cu_seqlens=cu, padded=padded_total > total, sp_size=sp_size,
+            group=group, checkpointed_layers=self.checkpointed_layers,
+            synchronize=step._runtime._synchronize)
+        self._entered = None
+
+    def token_loss_sum(self, per_token_loss):
+        """The sum of `per_token_loss` ([T] for this rank's T tokens) over
+        the tokens that count (not padding; loss_mask where given). Multiply
+        by step.loss_scale for the global batch's mean per token."""
+        return (per_token_loss * self.token_weight.to(per_token_loss.dtype)
+                ).sum()
+
+    def __enter__(self):
+        self._entered = context.active(self.packing)
+        self._entered.__enter__()
+        self._timer = context.Timer(self.packing.synchronize).__enter__()
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        self._timer.__exit__(exc_type, exc, tb)
+        self._entered.__exit__(exc_type, exc, tb)
+        self.stats.seconds = self._timer.seconds
+        self.stats.communication_seconds = self.packing.communication_seconds
+        if exc_type is None:
+            self.done = True
+        return False
+
+
+def _split_keys(fetched, lengths, sequence_keys, ids):
+    """The token keys and the per-sequence keys of the fetched samples,
+    which must all have the same keys."""
+    if not fetched:
+        return [], []
+    keys = list(fetched[0])
+    for sample_id, sample, length in zip(ids, fetched, lengths):
+        if list(sample) != keys:
+            raise ValueError(f"sample {sample_id} has keys {list(sample)}, "
+                             f"sample {ids[0]} has {keys}; fetch must return "
+                             "the same keys for every sample")
+    token_keys, per_sequence = [], []
+    for key in keys:
+        value = torch.as_tensor(fetched[0][key])
+        if key in sequence_keys or value.dim() == 0:
+            per_sequence.append(key)
+            continue
+        for sample_id, sample, length in zip(ids, fetched, lengths):
+            if sample[key].shape[0] != length:
+                raise ValueError(
+                    f"fetch({sample_id})[{key!r}] has {sample[key].shape[0]} "
+                    f"rows but the sampler gave the sample {length} tokens; "
+                    "token tensors need one row per token (list per-sequence "
+                    "keys in sequence_keys)")
+        token_keys.append(key)
+    return token_keys, per_sequence

@@ -1,0 +1,162 @@
+"""Step: one optimizer step of a rank: its micro-batches, the agreement
+collectives, the gradient sync and the step report. Belongs to the training
+thread."""
+
+import time
+import zlib
+
+import torch
+import torch.distributed as dist
+
+from dcp_torch import context
+from dcp_torch._proto import planner_service_pb2 as pb
+from dcp_torch.errors import RankDivergedError
+from dcp_torch.micro_batch import MicroBatch
+
+
+class Step:
+    """One optimizer step: iterate it for this rank's micro-batches (none
+    when the plan gives this rank's group nothing), then sync_gradients()
+    and report(). `loss_scale` is 1 / the tokens that count in the loss over
+    the whole global batch; `plan` is the dcp.v1.Plan."""
+
+    def __init__(self, runtime, number, batch, plan, fetch, sequence_keys,
+                 error=None):
+        self._runtime = runtime
+        self.number = number
+        self.batch = batch
+        self.plan = plan
+        self._started = time.perf_counter()
+        rt = runtime
+        self.group = None
+        self.micro_batches = []
+        # Two small collectives make every rank agree before it waits in any
+        # other: first on the step and its plan (a rank that could not get
+        # its batch or plan stops every rank here, instead of leaving the
+        # others waiting to create an SP group with it), then on the loss
+        # tokens of the whole global batch (and whether every rank fetched
+        # its samples).
+        plan_hash = zlib.crc32(plan.SerializeToString(deterministic=True)) \
+            if plan is not None else 0
+        gathered = self._gather([number, plan_hash, error is not None])
+        if error is not None:
+            raise error
+        self._raise_if_failed(gathered, 2, "get its batch or plan")
+        for r, other in enumerate(gathered):
+            if other[0] != number or other[1] != plan_hash:
+                raise RankDivergedError(
+                    f"rank {r} is at step {other[0]} with plan hash "
+                    f"{other[1]:#x} while rank {rt.rank} is at step "
+                    f"{number} with {plan_hash:#x}; every rank must run the "
+                    "same steps of the same sampler")
+        try:
+            self._prepare(fetch, sequence_keys)
+        except Exception as prepare_error:  # raised below, on every rank
+            error = prepare_error
+        local_tokens = sum(m.loss_tokens for m in self.micro_batches)
+        gathered = self._gather([local_tokens, error is not None])
+        if error is not None:
+            raise error
+        self._raise_if_failed(gathered, 1, "fetch its samples")
+        self.loss_tokens = sum(g[0] for g in gathered)
+        self.loss_scale = 1.0 / max(self.loss_tokens, 1)
+        self._sync_seconds = 0.0
+
+    def _gather(self, values):
+        """Every rank's `values` (ints), by rank."""
+        mine = torch.tensor([int(v) for v in values], dtype=torch.int64,
+                            device=self._runtime.device)  # NCCL: on the GPU
+        gathered = [torch.zeros_like(mine)
+                    for _ in range(self._runtime.world_size)]
+        dist.all_gather(gathered, mine)
+        return [[int(v) for v in g] for g in gathered]
+
+    def _raise_if_failed(self, gathered, flag, what):
+        failed = [r for r, values in enumerate(gathered) if values[flag]]
+        if failed:
+            raise RankDivergedError(
+                f"rank(s) {failed} could not {what} for step {self.number} "
+                "(their own error says why); every rank stops at this step")
+
+    def _prepare(self, fetch, sequence_keys):
+        """This rank's group and its micro-batches' inputs."""
+        rt = self._runtime
+        plan = self.plan
+        me = rt.planner_rank
+        self.group = next((g for g in plan.groups if me in g.ranks), None)
+        rt.sp_groups.ensure([[rt.torch_rank_of[p] for p in g.ranks]
+                             for g in plan.groups])
+        if self.group is None:
+            return
+        members = sorted(rt.torch_rank_of[p] for p in self.group.ranks)
+        process_group = rt.sp_groups.get(members)
+        position = members.index(rt.rank)
+        for index, micro in enumerate(self.group.micro_batches):
+            self.micro_batches.append(MicroBatch(
+                self, index, micro,
+                [self.batch[i] for i in micro.sequence_indices], fetch,
+                sequence_keys, len(members), position, process_group))
+
+    def __iter__(self):
+        return iter(self.micro_batches)
+
+    def __len__(self):
+        return len(self.micro_batches)
+
+    def sync_gradients(self, parameters=None):
+        """One all-reduce (sum) of every gradient over the world, on every
+        rank, whether or not it ran a micro-batch (missing gradients count
+        as zero). RankDivergedError when any rank has not run all of its
+        micro-batches."""
+        rt = self._runtime
+        parameters = [p for p in (parameters if parameters is not None
+                                  else rt.model.parameters())
+                      if p.requires_grad]
+        not_run = [m.index for m in self.micro_batches if not m.done]
+        pieces = [(p.grad if p.grad is not None else torch.zeros_like(p))
+                  .reshape(-1) for p in parameters]
+        dtype = parameters[0].dtype if parameters else torch.float32
+        # One more element counts the ranks that skipped a micro-batch (an
+        # exact small integer even in bf16, and nonzero whenever any did).
+        flag = torch.tensor([1.0 if not_run else 0.0], dtype=dtype,
+                            device=rt.device)
+        buffer = torch.cat(pieces + [flag])
+        with context.Timer(rt._synchronize) as timer:
+            dist.all_reduce(buffer)
+        self._sync_seconds = timer.seconds
+        incomplete = buffer[-1].item()
+        if incomplete != 0:
+            raise RankDivergedError(
+                f"{round(incomplete)} rank(s) reached sync_gradients "
+                f"of step {self.number} without running all their "
+                "micro-batches" + (f" (rank {rt.rank} skipped {not_run})"
+                                   if not_run else "") +
+                "; run every micro-batch the step yields")
+        offset = 0
+        for p in parameters:
+            count = p.numel()
+            grad = buffer[offset:offset + count].view_as(p)
+            if p.grad is None:
+                p.grad = grad.clone()
+            else:
+                p.grad.copy_(grad)
+            offset += count
+
+    def report(self):
+        """Queues this rank's measured times for the planner (sent from a
+        background thread): per micro-batch compute and communication
+        seconds, the wait at the gradient sync, and the step's seconds."""
+        rt = self._runtime
+        micro = []
+        for m in self.micro_batches:
+            micro.append(pb.MicroBatchStats(
+                micro_batch_index=m.index,
+                compute_seconds=max(0.0, m.stats.seconds -
+                                    m.stats.communication_seconds),
+                communication_seconds=m.stats.communication_seconds))
+        if micro:
+            micro[-1].idle_seconds = self._sync_seconds
+        rt.reporter.report(pb.ReportStepStatsRequest(
+            worker_id=rt.worker_id, step=self.number, rank=rt.planner_rank,
+            step_seconds=max(time.perf_counter() - self._started, 1e-9),
+            micro_batches=micro))

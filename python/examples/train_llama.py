@@ -1,0 +1,239 @@
+"""Trains a small Llama-style model on variable-length sequences with DCP's
+per-batch plans: a plain PyTorch model and training loop, plus the dcp_torch
+calls marked "DCP:".
+
+One command on a CPU (starts a local dcp_planner and 4 Gloo processes;
+scripts/install_deps.sh installs dcp-torch into the venv, and
+`bazel build //planner/service:dcp_planner` builds the planner):
+
+    /opt/dcp/torch-venv/bin/python python/examples/train_llama.py
+
+Under torchrun against a running planner:
+
+    DCP_PLANNER_ADDRESS=planner:50051 torchrun --nproc-per-node=8 \
+        python/examples/train_llama.py --steps=100
+
+To adapt it: give your model's blocks to dcp_torch.init, call
+dcp_torch.attention where your model computes attention (on packed tokens
+[T, heads, head_dim]), and give it the positions in mb.inputs.
+"""
+
+import argparse
+import math
+import os
+import random
+import time
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch import nn
+
+import dcp_torch
+
+# --- The model: plain PyTorch ----------------------------------------------
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) \
+            * self.weight
+
+
+def rotary(x, positions):
+    half = x.shape[-1] // 2
+    freqs = 10000.0 ** (-torch.arange(half, dtype=x.dtype) / half)
+    angles = positions.to(x.dtype)[:, None, None] * freqs
+    x1, x2 = x[..., :half], x[..., half:]
+    return torch.cat([x1 * angles.cos() - x2 * angles.sin(),
+                      x1 * angles.sin() + x2 * angles.cos()], dim=-1)
+
+
+class Block(nn.Module):
+    def __init__(self, hidden, heads, kv_heads, ffn):
+        super().__init__()
+        self.heads, self.kv_heads, self.dim = heads, kv_heads, hidden // heads
+        self.norm1, self.norm2 = RMSNorm(hidden), RMSNorm(hidden)
+        self.q = nn.Linear(hidden, hidden, bias=False)
+        self.kv = nn.Linear(hidden, 2 * kv_heads * self.dim, bias=False)
+        self.o = nn.Linear(hidden, hidden, bias=False)
+        self.gate_up = nn.Linear(hidden, 2 * ffn, bias=False)
+        self.down = nn.Linear(ffn, hidden, bias=False)
+
+    def forward(self, x, positions):
+        t = x.shape[0]
+        h = self.norm1(x)
+        q = rotary(self.q(h).view(t, self.heads, self.dim), positions)
+        k, v = self.kv(h).view(t, 2, self.kv_heads, self.dim).unbind(1)
+        # DCP: the drop-in attention (Ulysses all-to-all around it at SP>1).
+        a = dcp_torch.attention(q, rotary(k, positions), v, causal=True)
+        x = x + self.o(a.reshape(t, -1))
+        gate, up = self.gate_up(self.norm2(x)).chunk(2, dim=-1)
+        return x + self.down(F.silu(gate) * up)
+
+
+class Llama(nn.Module):
+    def __init__(self, vocab, hidden, layers, heads, kv_heads, ffn):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, hidden)
+        self.layers = nn.ModuleList(Block(hidden, heads, kv_heads, ffn)
+                                    for _ in range(layers))
+        self.norm = RMSNorm(hidden)
+        self.head = nn.Linear(hidden, vocab, bias=False)
+
+    def forward(self, input_ids, position_ids):
+        x = self.embed(input_ids)
+        for layer in self.layers:
+            x = layer(x, position_ids)
+        return self.head(self.norm(x))
+
+
+# --- The data: variable-length sequences -----------------------------------
+
+VOCAB = 256
+
+
+def sample(sample_id):
+    """A sequence that counts up by a per-sequence stride: learnable."""
+    rng = random.Random(sample_id)
+    length = lengths_of(sample_id)
+    start, stride = rng.randrange(VOCAB), rng.randrange(1, 8)
+    tokens = (start + stride * torch.arange(length + 1)) % VOCAB
+    return {"input_ids": tokens[:-1], "labels": tokens[1:]}
+
+
+def lengths_of(sample_id):
+    """A long tail: most sequences short, a few 8-30x longer."""
+    rng = random.Random(10_000 + sample_id)
+    return int(min(32 * math.exp(rng.expovariate(0.8)), 1024))
+
+
+def sampler(steps, sequences_per_step):
+    """Global batches as (sample id, length) pairs, the same on every rank."""
+    for step in range(steps):
+        ids = range(step * sequences_per_step, (step + 1) * sequences_per_step)
+        yield [(i, lengths_of(i)) for i in ids]
+
+
+# --- Training ---------------------------------------------------------------
+
+
+def describe(plan):
+    groups = {}
+    for g in plan.groups:
+        groups[g.sp_size] = groups.get(g.sp_size, 0) + 1
+    micro = sum(len(g.micro_batches) for g in plan.groups)
+    recomputed = max((m.checkpointed_layers for g in plan.groups
+                      for m in g.micro_batches), default=0)
+    shape = " + ".join(f"{n}xSP{sp}" for sp, n in sorted(groups.items()))
+    return f"{shape}, {micro} micro-batches, recompute <= {recomputed} layers"
+
+
+def model_spec(args):
+    """What the planner needs to know of the model (the same as Llama's)."""
+    return dcp_torch.model_spec(
+        name="example-llama", num_layers=args.layers, hidden_size=args.hidden,
+        num_attention_heads=8, num_kv_heads=4, ffn_hidden_size=2 * args.hidden,
+        vocab_size=VOCAB, dtype_bytes=4)
+
+
+def train(args):
+    torch.manual_seed(0)
+    model = Llama(VOCAB, args.hidden, args.layers, heads=8, kv_heads=4,
+                  ffn=2 * args.hidden)
+    spec = model_spec(args)
+    # DCP: register, profile this process's blocks, prepare checkpointing.
+    rt = dcp_torch.init(model, model.layers, args.planner, spec=spec,
+                        node_name=os.environ.get("DCP_NODE_NAME"))
+    optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
+    for step in rt.steps(sampler(args.steps, args.sequences),
+                         fetch=sample):  # DCP: this rank's share of each step
+        start = time.perf_counter()
+        loss_sum = torch.zeros(())
+        for mb in step:
+            with mb:  # DCP: the micro-batch's SP group and recompute
+                logits = model(mb.inputs["input_ids"],
+                               mb.inputs["position_ids"])
+                per_token = F.cross_entropy(logits, mb.inputs["labels"],
+                                            reduction="none")
+                loss = mb.token_loss_sum(per_token) * step.loss_scale
+                loss.backward()
+            loss_sum += loss.detach()
+        step.sync_gradients()  # DCP: one all-reduce, on every rank
+        optimizer.step()
+        optimizer.zero_grad()
+        step.report()  # DCP: measured times to the planner, in background
+        dist.all_reduce(loss_sum)  # for printing only
+        seconds = time.perf_counter() - start
+        if rt.rank == 0:
+            print(f"step {step.number}: {len(step.batch)} sequences, "
+                  f"{step.loss_tokens} tokens; plan {describe(step.plan)}; "
+                  f"predicted {step.plan.predicted_step_seconds:.3f} s, "
+                  f"measured {seconds:.3f} s; loss {loss_sum.item():.3f}",
+                  flush=True)
+    rt.close()
+
+
+def spawned(rank, args, port):
+    os.environ.update(RANK=str(rank), WORLD_SIZE=str(args.ranks),
+                      MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
+                      DCP_NODE_NAME=f"node{rank // args.ranks_per_node}")
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo")
+    train(args)
+    dist.destroy_process_group()
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--planner", default=None,
+                        help="HOST:PORT of dcp_planner (default "
+                             "$DCP_PLANNER_ADDRESS; without either, start "
+                             "one locally)")
+    parser.add_argument("--steps", type=int, default=6)
+    parser.add_argument("--sequences", type=int, default=32,
+                        help="sequences per global batch")
+    parser.add_argument("--layers", type=int, default=4)
+    parser.add_argument("--hidden", type=int, default=64)
+    parser.add_argument("--ranks", type=int, default=4,
+                        help="local processes when not under torchrun")
+    parser.add_argument("--ranks-per-node", type=int, default=2)
+    parser.add_argument("--planner-binary", default=os.path.join(
+        os.path.dirname(os.path.abspath(__file__)), os.pardir, os.pardir,
+        "bazel-bin", "planner", "service", "dcp_planner"),
+        help="the dcp_planner to start locally (default: bazel-bin's)")
+    parser.add_argument("--rank-memory-mb", type=float, default=8.0,
+                        help="memory per rank the local planner plans for: "
+                             "small, so that long sequences need SP")
+    args = parser.parse_args()
+    if "RANK" in os.environ:  # under torchrun: this process is one rank
+        train(args)
+        return
+    import socket
+    import torch.multiprocessing as mp
+    from dcp_torch.local_planner import LocalPlanner
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    if args.planner or os.environ.get("DCP_PLANNER_ADDRESS"):
+        mp.start_processes(spawned, (args, port), nprocs=args.ranks,
+                           start_method="spawn")
+        return
+    spec = model_spec(args)
+    with LocalPlanner(spec, nodes=args.ranks // args.ranks_per_node,
+                      gpus_per_node=args.ranks_per_node,
+                      rank_memory_bytes=args.rank_memory_mb * 1e6,
+                      binary=args.planner_binary) as planner:
+        print(f"dcp_planner on {planner.address} for {args.ranks} CPU ranks "
+              f"of {args.rank_memory_mb:g} MB", flush=True)
+        args.planner = planner.address
+        mp.start_processes(spawned, (args, port), nprocs=args.ranks,
+                           start_method="spawn")
+
+
+if __name__ == "__main__":
+    main()

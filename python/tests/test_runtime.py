@@ -1,0 +1,203 @@
+"""dcp_torch.init and the training loop against a real dcp_planner on 4
+Gloo processes: the in-process profile, step reports, and the clear errors
+(a diverging rank, an empty batch, a skipped micro-batch, another model)."""
+
+import pytest
+import torch
+
+import dcp_torch
+from dcp_torch._proto import planner_service_pb2 as pb
+from dcp_torch.local_planner import LocalPlanner
+from dcp_torch.planner_client import PlannerClient
+from test_gradient_equivalence import LLAMA_SPEC, build, fetch_of
+
+LENGTHS = [5, 9, 17, 33, 64, 3, 40, 12]
+QUICK_PROFILE = dcp_torch.ProfileOptions(
+    repeats=2, warmup=0, gemm_tokens=(1, 8, 64, 256, 512),
+    attention_lengths=(8, 16, 32, 64, 128),
+    all_to_all_bytes=(4 << 10, 16 << 10, 64 << 10, 256 << 10),
+    all_reduce_bytes=(4 << 10, 16 << 10, 64 << 10, 256 << 10),
+    dtype=torch.float64)
+
+
+def _init(rank, address, tag, profile=False, spec=LLAMA_SPEC, log=None):
+    model = build("llama", dcp_torch.attention)
+    runtime = dcp_torch.init(model, model.layers, address, spec=spec,
+                             worker_id=f"{tag}-rank{rank}",
+                             node_name=f"node{rank // 2}", profile=profile,
+                             profile_options=QUICK_PROFILE,
+                             log=log or (lambda message: None))
+    return model, runtime
+
+
+def _train(model, runtime, batches, skip_micro_batch_on=None):
+    losses = []
+    for step in runtime.steps(batches, fetch_of("llama", LENGTHS)):
+        total = torch.zeros((), dtype=torch.float64)
+        for index, mb in enumerate(step):
+            if runtime.rank == skip_micro_batch_on and index == 0:
+                continue
+            with mb:
+                loss = mb.token_loss_sum(model.per_token_loss(mb.inputs)) \
+                    * step.loss_scale
+                loss.backward()
+            total += loss.detach()
+        step.sync_gradients()
+        torch.distributed.all_reduce(total)
+        losses.append(total.item())
+        step.report()
+        for p in model.parameters():
+            p.grad = None
+    return losses
+
+
+def profile_and_train(rank, world_size, address):
+    lines = []
+    model, runtime = _init(rank, address, "profile", profile=True,
+                           log=lines.append)
+    batches = [list(enumerate(LENGTHS)), list(enumerate(LENGTHS))[::-1]]
+    losses = _train(model, runtime, batches)
+    runtime.close()
+    return lines, losses, runtime.reporter.sent, runtime.reporter.failed
+
+
+def test_profile_is_submitted_fitted_and_steps_reported(ranks4):
+    with LocalPlanner(LLAMA_SPEC, 2, 2, 1e9) as planner:
+        results = ranks4.run(profile_and_train, planner.address)
+        fitted = PlannerClient(planner.address).get_cluster_model()
+    lines = results[0][0]
+    assert any("profiled" in line for line in lines), lines
+    assert not fitted.using_default_params
+    assert fitted.params_version >= 1
+    # Every rank's samples arrived: compute from its blocks (5 sizes each),
+    # all-to-alls in node-local pairs and across the 2 nodes, all-reduces
+    # over the world (4 sizes each). (Whether a fit is kept or its defaults
+    # are depends on how noisy a loaded CPU's timings are.)
+    samples = {r.name: r.num_samples for r in fitted.reports}
+    assert samples == {"gemm": 20, "attention_forward": 20,
+                       "attention_backward": 20, "all_to_all_intra": 16,
+                       "all_to_all_inter": 16, "all_reduce_intra": 0,
+                       "all_reduce_inter": 16, "activation_memory": 0}, samples
+    assert any(not r.used_defaults for r in fitted.reports)
+    assert fitted.step_relative_error > 0  # the planner got step reports
+    for _, losses, sent, failed in results:
+        assert (sent, failed) == (2, 0)
+        # Both steps train on the same samples (in another order).
+        assert losses[0] == pytest.approx(losses[1], rel=1e-9)
+        assert losses == results[0][1]
+
+
+def diverge(rank, world_size, address):
+    model, runtime = _init(rank, address, "diverge")
+    batch = list(enumerate(LENGTHS))
+    if rank == 2:
+        batch = batch[::-1]  # another order: another fingerprint
+    try:
+        _train(model, runtime, [batch])
+    except dcp_torch.RankDivergedError as error:
+        return str(error)
+    finally:
+        runtime.reporter.close()
+    return "no error"
+
+
+def test_a_rank_with_another_batch_stops_every_rank(ranks4):
+    with LocalPlanner(LLAMA_SPEC, 2, 2, 1e9) as planner:
+        messages = ranks4.run(diverge, planner.address)
+    assert "rank 2's batch for step 0" in messages[2]
+    assert "same sampler" in messages[2]
+    for rank in (0, 1, 3):
+        assert "rank(s) [2] could not get its batch or plan" in \
+            messages[rank], messages[rank]
+
+
+def empty_batch(rank, world_size, address):
+    model, runtime = _init(rank, address, "empty")
+    try:
+        _train(model, runtime, [list(enumerate(LENGTHS)), []])
+    except dcp_torch.EmptyBatchError as error:
+        return str(error)
+    finally:
+        runtime.reporter.close()
+    return "no error"
+
+
+def test_an_empty_batch_is_a_clear_error_on_every_rank(ranks4):
+    with LocalPlanner(LLAMA_SPEC, 2, 2, 1e9) as planner:
+        messages = ranks4.run(empty_batch, planner.address)
+    for message in messages:
+        assert "empty global batch for step 1" in message
+
+
+def skip_micro_batch(rank, world_size, address):
+    model, runtime = _init(rank, address, "skip")
+    try:
+        _train(model, runtime, [list(enumerate(LENGTHS))],
+               skip_micro_batch_on=3)
+    except dcp_torch.RankDivergedError as error:
+        return str(error)
+    finally:
+        runtime.reporter.close()
+    return "no error"
+
+
+def test_a_rank_that_skips_a_micro_batch_stops_every_rank(ranks4):
+    # 1e9 bytes: four SP-1 groups, so rank 3 has micro-batches to skip.
+    with LocalPlanner(LLAMA_SPEC, 2, 2, 1e9) as planner:
+        messages = ranks4.run(skip_micro_batch, planner.address)
+    for rank, message in enumerate(messages):
+        assert "1 rank(s) reached sync_gradients of step 0 without" in message
+        assert ("rank 3 skipped [0]" in message) == (rank == 3)
+
+
+def other_model(rank, world_size, address):
+    spec = dict(LLAMA_SPEC, num_kv_heads=2)
+    try:
+        _init(rank, address, "other", spec=spec)
+    except ValueError as error:
+        return str(error)
+    return "no error"
+
+
+def test_a_model_other_than_the_planners_is_refused(ranks4):
+    with LocalPlanner(LLAMA_SPEC, 2, 2, 1e9) as planner:
+        messages = ranks4.run(other_model, planner.address)
+    for message in messages:
+        assert "num_kv_heads: this model 2, the planner 4" in message
+        assert "--model=FILE" in message
+
+
+def test_the_planner_assigns_and_lists_every_rank(ranks4):
+    with LocalPlanner(LLAMA_SPEC, 2, 2, 1e9) as planner:
+        ranks4.run(profile_free_register, planner.address)
+        workers = PlannerClient(planner.address).list_workers()
+    assert workers.world_complete
+    assert sorted(w.first_rank for w in workers.workers) == [0, 1, 2, 3]
+    assert {w.backend for w in workers.workers} == {"gloo"}
+
+
+def profile_free_register(rank, world_size, address):
+    _, runtime = _init(rank, address, "list")
+    runtime.reporter.close()
+    return runtime.torch_rank_of
+
+
+def test_get_plan_by_fingerprint_agrees_with_the_cpp_planner():
+    """The planner computes the fingerprint in C++: a by-step GetPlan with
+    this package's fingerprint is served; a wrong one is refused."""
+    batch = list(enumerate(LENGTHS))
+    with LocalPlanner(LLAMA_SPEC, 1, 1, 1e9) as planner:
+        client = PlannerClient(planner.address)
+        client.register_worker(pb.RegisterWorkerRequest(
+            worker_id="w", node_name="n", num_ranks=1))
+        from dcp_torch.runtime import Runtime
+        client.submit_batches(pb.SubmitBatchesRequest(
+            batches=[Runtime._batch_proto(batch, 3)]))
+        good = client.get_plan(pb.GetPlanRequest(
+            worker_id="w", step=3,
+            batch_fingerprint=dcp_torch.batch_fingerprint(batch)))
+        assert good.plan.step == 3
+        with pytest.raises(dcp_torch.PlannerError, match="fingerprint"):
+            client.get_plan(pb.GetPlanRequest(
+                worker_id="w", step=3,
+                batch_fingerprint=dcp_torch.batch_fingerprint(batch[::-1])))
