@@ -26,31 +26,40 @@ std::vector<std::vector<int>> PackFirstFitDecreasing(
     absl::Span<const int> sequence_indices,
     absl::Span<const int64_t> lengths_tokens, int sp_size,
     int64_t capacity_tokens_per_rank) {
+  // First fit in O(n log n): a max tree over the bins' free room finds the
+  // first bin with room for a sequence by descending towards the leftmost
+  // leaf that holds enough. There are at most n bins.
+  const size_t n = sequence_indices.size();
+  size_t leaves = 1;
+  while (leaves < n) leaves *= 2;
+  // room[leaves + b]: free tokens per rank of bin b (-1: no such bin yet,
+  // 0: closed); room[v]: the most of its two children.
+  std::vector<int64_t> room(2 * leaves, -1);
+  auto set_room = [&](size_t bin, int64_t value) {
+    size_t v = leaves + bin;
+    room[v] = value;
+    for (v /= 2; v >= 1; v /= 2) room[v] = std::max(room[2 * v], room[2 * v + 1]);
+  };
   std::vector<std::vector<int>> bins;
-  std::vector<int64_t> load;
-  // Bins that are full to within the smallest remaining sequence are skipped
-  // by starting the scan at the first bin with room for anything.
-  size_t first_open = 0;
   for (int index : LongestFirst(sequence_indices, lengths_tokens)) {
     const int64_t tokens = TokensPerRank(lengths_tokens[index], sp_size);
     if (tokens > capacity_tokens_per_rank) {
+      set_room(bins.size(), 0);  // a bin of its own, closed
       bins.push_back({index});
-      load.push_back(capacity_tokens_per_rank);  // closed
       continue;
     }
-    while (first_open < bins.size() && load[first_open] >= capacity_tokens_per_rank) {
-      ++first_open;
-    }
-    size_t b = first_open;
-    for (; b < bins.size(); ++b) {
-      if (load[b] + tokens <= capacity_tokens_per_rank) break;
-    }
-    if (b == bins.size()) {
+    size_t b;
+    if (room[1] >= tokens) {
+      size_t v = 1;
+      while (v < leaves) v = room[2 * v] >= tokens ? 2 * v : 2 * v + 1;
+      b = v - leaves;
+    } else {
+      b = bins.size();
       bins.emplace_back();
-      load.push_back(0);
+      room[leaves + b] = capacity_tokens_per_rank;
     }
     bins[b].push_back(index);
-    load[b] += tokens;
+    set_room(b, room[leaves + b] - tokens);
   }
   return bins;
 }
