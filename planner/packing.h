@@ -11,7 +11,8 @@ namespace dcp {
 /// Tokens one rank of an SP group of `sp_size` holds for this sequence
 /// (padded up to a multiple of the SP size).
 inline int64_t TokensPerRank(int64_t length_tokens, int sp_size) {
-  return (length_tokens + sp_size - 1) / sp_size;
+  // Not (length + sp - 1) / sp, which wraps near the int64 maximum.
+  return length_tokens / sp_size + (length_tokens % sp_size != 0);
 }
 
 /// Packs sequences into micro-batches of at most `capacity_tokens_per_rank`
