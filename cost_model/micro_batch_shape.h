@@ -25,8 +25,8 @@ struct MicroBatchShape {
 
   // Token counts saturate at the int64 maximum rather than wrap.
   void AddSequence(int64_t length_tokens) {
-    tokens_per_rank = SaturatingAdd(
-        tokens_per_rank, length_tokens / sp_size + (length_tokens % sp_size != 0));
+    tokens_per_rank =
+        SaturatingAdd(tokens_per_rank, CeilDivide(length_tokens, sp_size));
     sum_lengths = SaturatingAdd(sum_lengths, length_tokens);
     sum_squared_lengths +=
         static_cast<double>(length_tokens) * static_cast<double>(length_tokens);

@@ -43,6 +43,19 @@ inline int64_t SaturatingMul(int64_t a, int64_t b) {
                             : std::numeric_limits<int64_t>::max();
 }
 
+/// ceil(numerator / denominator) for numerator >= 0 and denominator >= 1,
+/// without the (numerator + denominator - 1) that wraps near the int64
+/// maximum. Powers of two (the usual SP sizes) shift instead of dividing:
+/// this runs once per sequence in every packing and pricing.
+inline int64_t CeilDivide(int64_t numerator, int denominator) {
+  if ((denominator & (denominator - 1)) == 0) {
+    const int shift = __builtin_ctz(static_cast<unsigned>(denominator));
+    return (numerator >> shift) +
+           ((numerator & (int64_t{denominator} - 1)) != 0);
+  }
+  return numerator / denominator + (numerator % denominator != 0);
+}
+
 /// `value` rounded toward zero and clamped to the int64 range (a plain cast
 /// of a double outside it is undefined); NaN gives 0.
 inline int64_t SaturatingToInt64(double value) {

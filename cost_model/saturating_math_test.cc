@@ -42,6 +42,22 @@ TEST(SaturatingMathTest, ClampsInsteadOfWrapping) {
   EXPECT_EQ(SaturatingMul(0, kMax), 0);
 }
 
+TEST(CeilDivideTest, RoundsUpWithoutWrapping) {
+  for (int denominator : {1, 2, 3, 4, 6, 8, 12, 16, 64}) {
+    for (int64_t numerator = 0; numerator < 200; ++numerator) {
+      EXPECT_EQ(CeilDivide(numerator, denominator),
+                (numerator + denominator - 1) / denominator)
+          << numerator << " / " << denominator;
+    }
+    EXPECT_EQ(CeilDivide(kMax, denominator),
+              kMax / denominator + (kMax % denominator != 0))
+        << denominator;
+    EXPECT_GT(CeilDivide(kMax, denominator), 0) << denominator;
+  }
+  EXPECT_EQ(CeilDivide(kMax, 8), (int64_t{1} << 60));
+  EXPECT_EQ(CeilDivide(kMax, 1), kMax);
+}
+
 TEST(SaturatingMathTest, DoublesConvertWithinRange) {
   EXPECT_EQ(SaturatingToInt64(1e300), kMax);
   EXPECT_EQ(SaturatingToInt64(-1e300), kMin);
