@@ -369,6 +369,46 @@ TEST(CliTest, AbsurdModelSizesAreUsageErrors) {
   EXPECT_THAT(result.err, HasSubstr("at most 2^20"));
 }
 
+// Large batches take seconds: `dcp plan` says on stderr what the search has
+// done, from 2^17 sequences; smaller ones print nothing there. A batch past
+// what can be planned is refused before planning, naming the limit.
+TEST(CliTest, PlanOfALargeBatchPrintsProgressAndTooLargeIsRefusedUpFront) {
+  const std::string large_path = TempPath("large_lengths.txt");
+  std::string text;
+  for (int i = 0; i < (1 << 17); ++i) absl::StrAppend(&text, 100 + i % 97, "\n");
+  WriteFile(large_path, text);
+  const CliResult large =
+      RunCli({"plan", "--nodes=1", "--gpus-per-node=8", "--model=tiny",
+              "--format=table", absl::StrCat("--lengths=", large_path)});
+  ASSERT_EQ(large.exit_code, 0) << large.err;
+  EXPECT_THAT(large.err, StartsWith("dcp plan: priced 131072 sequences (97 "
+                                    "distinct lengths)"));
+  EXPECT_THAT(large.err, HasSubstr("dcp plan: searched: predicted step"));
+  EXPECT_THAT(large.out, StartsWith("strategy dcp: 131072 sequences"));
+
+  const std::string small_path = TempPath("small_lengths.txt");
+  WriteFile(small_path, "100\n200\n");
+  const CliResult small =
+      RunCli({"plan", "--nodes=1", "--gpus-per-node=8", "--model=tiny",
+              absl::StrCat("--lengths=", small_path)});
+  ASSERT_EQ(small.exit_code, 0) << small.err;
+  EXPECT_EQ(small.err, "");
+
+  const std::string too_many_path = TempPath("too_many_lengths.txt");
+  for (int i = 0; i < (1 << 20) - (1 << 17) + 1; ++i) {
+    absl::StrAppend(&text, "100\n");
+  }
+  WriteFile(too_many_path, text);
+  const CliResult too_many =
+      RunCli({"plan", "--nodes=1", "--gpus-per-node=8", "--model=tiny",
+              absl::StrCat("--lengths=", too_many_path)});
+  EXPECT_EQ(too_many.exit_code, 2) << too_many.err;
+  EXPECT_THAT(too_many.err,
+              HasSubstr("1048577 sequences; at most 1048576 (2^20) can be "
+                        "planned as one batch"));
+  EXPECT_EQ(too_many.out, "");
+}
+
 TEST(CliTest, PlanThenValidateRoundTrip) {
   const std::string lengths_path = TempPath("lengths.txt");
   const std::string plan_path = TempPath("plan.json");
