@@ -48,6 +48,12 @@ absl::Status ValidateClusterSpec(const ClusterSpec& spec) {
         "cluster: gpus_per_node = ", spec.gpus_per_node,
         " must be at least 1"));
   }
+  if (int64_t{spec.num_nodes} * spec.gpus_per_node > kMaxClusterGpus) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cluster: num_nodes x gpus_per_node = ", spec.num_nodes, " x ",
+        spec.gpus_per_node, " GPUs; at most ", kMaxClusterGpus,
+        " (2^20) are supported"));
+  }
   if (!(spec.usable_memory_fraction > 0 && spec.usable_memory_fraction <= 1)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "cluster: usable_memory_fraction = ", spec.usable_memory_fraction,

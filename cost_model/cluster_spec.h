@@ -1,6 +1,7 @@
 #ifndef DCP_COST_MODEL_CLUSTER_SPEC_H_
 #define DCP_COST_MODEL_CLUSTER_SPEC_H_
 
+#include <cstdint>
 #include <string>
 
 #include "absl/status/status.h"
@@ -40,6 +41,10 @@ struct ClusterSpec {
     return gpu_memory_bytes * usable_memory_fraction;
   }
 };
+
+/// The most GPUs a cluster may have (2^20): num_nodes x gpus_per_node stays
+/// far inside an int, and so do ranks.
+inline constexpr int64_t kMaxClusterGpus = int64_t{1} << 20;
 
 /// H200 defaults with the given shape.
 ClusterSpec H200Cluster(int num_nodes, int gpus_per_node);

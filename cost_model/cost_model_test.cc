@@ -166,6 +166,35 @@ TEST(CostModelTest, MinCheckpointedLayersIsNulloptWhenNothingFits) {
   EXPECT_EQ(cost.MinCheckpointedLayers(ShapeOf({1024}, 1)), 0);
 }
 
+// A cost model whose activations cost almost nothing per token (a fitted
+// model can say so) used to cast a token count past 2^63 to int64, which is
+// undefined and gave negative capacities.
+TEST(CostModelTest, TokenCountsSaturateInsteadOfWrapping) {
+  CostParams params = DefaultCostParams(Llama8b(), H200Cluster(1, 8));
+  params.memory.activation_bytes_per_token_per_layer = 1e-30;
+  params.memory.checkpoint_bytes_per_token_per_layer = 1e-30;
+  params.memory.selective_bytes_per_token_per_layer = 1e-30;
+  params.memory.logits_bytes_per_token = 1e-30;
+  absl::StatusOr<CostModel> cost =
+      CostModel::Create(Llama8b(), H200Cluster(1, 8), params);
+  ASSERT_TRUE(cost.ok()) << cost.status();
+  EXPECT_EQ(cost->MaxTokensPerRank(0), std::numeric_limits<int64_t>::max());
+  // Shapes add their counts saturating too.
+  MicroBatchShape shape = ShapeOf({int64_t{1} << 62, int64_t{1} << 62,
+                                   int64_t{1} << 62},
+                                  /*sp_size=*/1);
+  EXPECT_EQ(shape.tokens_per_rank, std::numeric_limits<int64_t>::max());
+  EXPECT_EQ(shape.sum_lengths, std::numeric_limits<int64_t>::max());
+  shape.Merge(shape);
+  EXPECT_EQ(shape.tokens_per_rank, std::numeric_limits<int64_t>::max());
+  // And a micro-batch of them needs more memory than any GPU has.
+  EXPECT_EQ(ShapeOf({std::numeric_limits<int64_t>::max()}, /*sp_size=*/8)
+                .tokens_per_rank,
+            std::numeric_limits<int64_t>::max() / 8 + 1);
+  const CostModel plain = DefaultModel(Llama8b(), H200Cluster(1, 8));
+  EXPECT_EQ(plain.MinCheckpointedLayers(shape), std::nullopt);
+}
+
 TEST(CostModelTest, MaxTokensPerRankIsConsistentWithPeakBytes) {
   const CostModel cost = DefaultModel(Llama8b(), H200Cluster(1, 8));
   const double budget = cost.MemoryBudgetBytes();

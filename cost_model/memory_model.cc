@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "cost_model/saturating_math.h"
+
 namespace dcp {
 
 MemoryParams DefaultMemoryParams(const ModelSpec& model) {
@@ -60,7 +62,8 @@ int64_t MemoryModel::MaxTokensPerRank(int checkpointed_layers,
                                       double budget_bytes) const {
   const double free_bytes = budget_bytes - StaticBytes();
   if (free_bytes <= 0) return 0;
-  return static_cast<int64_t>(
+  // Saturating: a (fitted) near-zero bytes per token must not wrap.
+  return SaturatingToInt64(
       std::floor(free_bytes / ActivationBytesPerToken(checkpointed_layers)));
 }
 
@@ -76,9 +79,10 @@ std::optional<int> MemoryModel::MinCheckpointedLayers(
   int k = 1;
   if (saved_per_layer > 0 && tokens_per_rank > 0) {
     const double excess = PeakBytes(tokens_per_rank, 1) - budget_bytes;
-    k = 1 + static_cast<int>(std::ceil(
-                excess / (saved_per_layer * static_cast<double>(tokens_per_rank))));
-    k = std::clamp(k - 1, 1, num_layers_);
+    // In double, then clamped: a huge excess must not overflow an int.
+    const double layers = std::ceil(
+        excess / (saved_per_layer * static_cast<double>(tokens_per_rank)));
+    k = std::clamp(SaturatingToInt(layers), 1, num_layers_);
   }
   while (k <= num_layers_ && PeakBytes(tokens_per_rank, k) > budget_bytes) ++k;
   while (k > 1 && PeakBytes(tokens_per_rank, k - 1) <= budget_bytes) --k;

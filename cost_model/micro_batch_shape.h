@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "absl/types/span.h"
+#include "cost_model/saturating_math.h"
 
 namespace dcp {
 
@@ -22,16 +23,18 @@ struct MicroBatchShape {
   double sum_squared_lengths = 0;
   int num_sequences = 0;
 
+  // Token counts saturate at the int64 maximum rather than wrap.
   void AddSequence(int64_t length_tokens) {
-    tokens_per_rank += (length_tokens + sp_size - 1) / sp_size;
-    sum_lengths += length_tokens;
+    tokens_per_rank =
+        SaturatingAdd(tokens_per_rank, CeilDivide(length_tokens, sp_size));
+    sum_lengths = SaturatingAdd(sum_lengths, length_tokens);
     sum_squared_lengths +=
         static_cast<double>(length_tokens) * static_cast<double>(length_tokens);
     ++num_sequences;
   }
   void Merge(const MicroBatchShape& other) {
-    tokens_per_rank += other.tokens_per_rank;
-    sum_lengths += other.sum_lengths;
+    tokens_per_rank = SaturatingAdd(tokens_per_rank, other.tokens_per_rank);
+    sum_lengths = SaturatingAdd(sum_lengths, other.sum_lengths);
     sum_squared_lengths += other.sum_squared_lengths;
     num_sequences += other.num_sequences;
   }

@@ -9,7 +9,7 @@ namespace {
 
 constexpr int64_t kMaxNodes = int64_t{1} << 14;
 constexpr int64_t kMaxGpusPerNode = 64;
-constexpr int64_t kMaxGpus = int64_t{1} << 20;
+constexpr int64_t kMaxGpus = kMaxClusterGpus;
 
 }  // namespace
 

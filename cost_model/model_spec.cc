@@ -5,23 +5,32 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "cost_model/saturating_math.h"
 #include "nlohmann/json.hpp"
 
 namespace dcp {
 
+// Saturating, so that a spec beyond the limits ValidateModelSpec enforces
+// counts as too large rather than wrapping to a small or negative count.
 int64_t ModelSpec::ParametersPerLayer() const {
   const int64_t h = hidden_size;
-  const int64_t attention = 2 * h * h + 2 * h * KvHiddenSize();
-  const int64_t mlp = (gated_mlp ? 3 : 2) * h * ffn_hidden_size;
-  const int64_t norms = 2 * h;
-  const int64_t modulation = adaln_modulation ? 6 * h * h : 0;
-  return attention + mlp + norms + modulation;
+  const int64_t h2 = SaturatingMul(h, h);
+  const int64_t attention = SaturatingAdd(
+      SaturatingMul(2, h2), SaturatingMul(2, SaturatingMul(h, KvHiddenSize())));
+  const int64_t mlp =
+      SaturatingMul(gated_mlp ? 3 : 2, SaturatingMul(h, ffn_hidden_size));
+  const int64_t norms = SaturatingMul(2, h);
+  const int64_t modulation = adaln_modulation ? SaturatingMul(6, h2) : 0;
+  return SaturatingAdd(SaturatingAdd(attention, mlp),
+                       SaturatingAdd(norms, modulation));
 }
 
 int64_t ModelSpec::ParameterCount() const {
   // Untied input embedding and LM head, plus the final norm.
-  return static_cast<int64_t>(num_layers) * ParametersPerLayer() +
-         2 * vocab_size * hidden_size + hidden_size;
+  return SaturatingAdd(
+      SaturatingAdd(SaturatingMul(num_layers, ParametersPerLayer()),
+                    SaturatingMul(2, SaturatingMul(vocab_size, hidden_size))),
+      hidden_size);
 }
 
 double ModelSpec::LinearForwardFlopsPerToken() const {
@@ -87,10 +96,22 @@ absl::Status ValidateModelSpec(const ModelSpec& spec) {
     return absl::InvalidArgumentError(absl::StrCat(
         "model '", spec.name, "': ", field, " = ", value, " is invalid: ", fix));
   };
+  // Upper limits far beyond any trained model keep every count the cost
+  // model derives (parameters, bytes, FLOPs) exact in int64 and double.
+  auto too_large = [&](absl::string_view field, int64_t value, int log2_limit) {
+    return bad(field, value,
+               absl::StrCat("must be at most 2^", log2_limit, " (",
+                            int64_t{1} << log2_limit,
+                            "); no trainable model is that large"));
+  };
   if (spec.num_layers <= 0)
     return bad("num_layers", spec.num_layers, "must be at least 1");
+  if (spec.num_layers > kMaxModelLayers)
+    return too_large("num_layers", spec.num_layers, kLog2MaxModelLayers);
   if (spec.hidden_size <= 0)
     return bad("hidden_size", spec.hidden_size, "must be positive");
+  if (spec.hidden_size > kMaxModelHiddenSize)
+    return too_large("hidden_size", spec.hidden_size, kLog2MaxModelHiddenSize);
   if (spec.num_attention_heads <= 0)
     return bad("num_attention_heads", spec.num_attention_heads,
                "must be positive");
@@ -105,8 +126,13 @@ absl::Status ValidateModelSpec(const ModelSpec& spec) {
                             spec.num_attention_heads, ")"));
   if (spec.ffn_hidden_size <= 0)
     return bad("ffn_hidden_size", spec.ffn_hidden_size, "must be positive");
+  if (spec.ffn_hidden_size > kMaxModelFfnHiddenSize)
+    return too_large("ffn_hidden_size", spec.ffn_hidden_size,
+                     kLog2MaxModelFfnHiddenSize);
   if (spec.vocab_size < 0)
     return bad("vocab_size", spec.vocab_size, "must be 0 (no LM head) or more");
+  if (spec.vocab_size > kMaxModelVocabSize)
+    return too_large("vocab_size", spec.vocab_size, kLog2MaxModelVocabSize);
   if (spec.dtype_bytes != 1 && spec.dtype_bytes != 2 && spec.dtype_bytes != 4)
     return bad("dtype_bytes", spec.dtype_bytes, "must be 1, 2 or 4");
   return absl::OkStatus();

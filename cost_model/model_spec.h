@@ -36,7 +36,8 @@ struct ModelSpec {
   int64_t HeadDim() const { return hidden_size / num_attention_heads; }
   /// Width of the K (or V) projection output.
   int64_t KvHiddenSize() const { return HeadDim() * num_kv_heads; }
-  /// Parameters of one transformer layer (matrices and norms).
+  /// Parameters of one transformer layer (matrices and norms). These counts
+  /// saturate at the int64 maximum instead of wrapping.
   int64_t ParametersPerLayer() const;
   /// Parameters of the whole model, embeddings and head included.
   int64_t ParameterCount() const;
@@ -64,6 +65,21 @@ struct ModelSpec {
   /// (norms, rotary, residuals, activation function).
   double ElementwiseBytesPerTokenPerLayer() const;
 };
+
+/// Upper limits of ValidateModelSpec (as powers of two): far beyond any
+/// trained model, small enough that parameter, byte and FLOP counts stay
+/// exact in int64 and double (at most about 2^61 parameters).
+inline constexpr int kLog2MaxModelLayers = 16;
+inline constexpr int kLog2MaxModelHiddenSize = 20;
+inline constexpr int kLog2MaxModelFfnHiddenSize = 22;
+inline constexpr int kLog2MaxModelVocabSize = 26;
+inline constexpr int64_t kMaxModelLayers = int64_t{1} << kLog2MaxModelLayers;
+inline constexpr int64_t kMaxModelHiddenSize = int64_t{1}
+                                               << kLog2MaxModelHiddenSize;
+inline constexpr int64_t kMaxModelFfnHiddenSize =
+    int64_t{1} << kLog2MaxModelFfnHiddenSize;
+inline constexpr int64_t kMaxModelVocabSize = int64_t{1}
+                                              << kLog2MaxModelVocabSize;
 
 /// Checks every field; the error names the field, its value and the fix.
 absl::Status ValidateModelSpec(const ModelSpec& spec);

@@ -213,6 +213,74 @@ TEST(ModelSpecJsonTest, InvalidValueIsNamed) {
   EXPECT_THAT(spec.status().message(), HasSubstr("dtype_bytes = 3"));
 }
 
+// Sizes whose products overflow int64 once wrapped the parameter count to a
+// small or negative number (a plan at "peak memory 0.0%", "-993.8 GiB of
+// model state"); they are now named as too large.
+TEST(ModelSpecJsonTest, AbsurdSizesAreRejectedNamingFieldAndLimit) {
+  struct Case {
+    std::string json;
+    std::string expected;
+  };
+  const Case cases[] = {
+      {R"({"num_layers": 2, "hidden_size": 2147483520, "num_attention_heads": 32,
+           "num_kv_heads": 32, "ffn_hidden_size": 2147483647,
+           "vocab_size": 2147483647})",
+       "hidden_size = 2147483520 is invalid: must be at most 2^20 (1048576)"},
+      {R"({"num_layers": 2147483647, "hidden_size": 64,
+           "num_attention_heads": 1, "num_kv_heads": 1,
+           "ffn_hidden_size": 64})",
+       "num_layers = 2147483647 is invalid: must be at most 2^16 (65536)"},
+      {R"({"num_layers": 8, "hidden_size": 4096, "num_attention_heads": 32,
+           "num_kv_heads": 8, "ffn_hidden_size": 2147483647})",
+       "ffn_hidden_size = 2147483647 is invalid: must be at most 2^22"},
+      {R"({"num_layers": 8, "hidden_size": 4096, "num_attention_heads": 32,
+           "num_kv_heads": 8, "ffn_hidden_size": 14336,
+           "vocab_size": 2147483647})",
+       "vocab_size = 2147483647 is invalid: must be at most 2^26"},
+  };
+  for (const Case& c : cases) {
+    absl::StatusOr<ModelSpec> spec = ModelSpecFromJson(c.json);
+    EXPECT_EQ(spec.status().code(), absl::StatusCode::kInvalidArgument)
+        << c.json;
+    EXPECT_THAT(spec.status().message(), HasSubstr(c.expected));
+  }
+  // At the limits every count is still exact and positive.
+  ModelSpec largest;
+  largest.name = "largest";
+  largest.num_layers = static_cast<int>(kMaxModelLayers);
+  largest.hidden_size = kMaxModelHiddenSize;
+  largest.num_attention_heads = 1;
+  largest.num_kv_heads = 1;
+  largest.ffn_hidden_size = kMaxModelFfnHiddenSize;
+  largest.vocab_size = kMaxModelVocabSize;
+  largest.adaln_modulation = true;
+  ASSERT_TRUE(ValidateModelSpec(largest).ok());
+  const int64_t h = kMaxModelHiddenSize;
+  const int64_t per_layer = 2 * h * h + 2 * h * h + 3 * h * kMaxModelFfnHiddenSize +
+                            2 * h + 6 * h * h;
+  EXPECT_EQ(largest.ParametersPerLayer(), per_layer);
+  EXPECT_EQ(largest.ParameterCount(), kMaxModelLayers * per_layer +
+                                          2 * kMaxModelVocabSize * h + h);
+}
+
+TEST(ModelSpecTest, ParameterCountSaturatesInsteadOfWrapping) {
+  // Not validated: the counts must still not wrap.
+  ModelSpec spec;
+  spec.num_layers = 2;
+  spec.hidden_size = 2147483520;
+  spec.num_attention_heads = 32;
+  spec.num_kv_heads = 32;
+  spec.ffn_hidden_size = 2147483647;
+  spec.vocab_size = 2147483647;
+  EXPECT_EQ(spec.ParametersPerLayer(), std::numeric_limits<int64_t>::max());
+  EXPECT_EQ(spec.ParameterCount(), std::numeric_limits<int64_t>::max());
+  spec.num_layers = std::numeric_limits<int>::max();
+  spec.hidden_size = 1 << 30;
+  spec.ffn_hidden_size = 14336;
+  spec.vocab_size = 0;
+  EXPECT_EQ(spec.ParameterCount(), std::numeric_limits<int64_t>::max());
+}
+
 TEST(ModelSpecJsonTest, NotAnObjectIsRejected) {
   EXPECT_EQ(ModelSpecFromJson("[1, 2]").status().code(),
             absl::StatusCode::kInvalidArgument);
@@ -301,6 +369,12 @@ TEST(ClusterSpecTest, ValidationNamesTheField) {
          c.usable_memory_fraction = std::numeric_limits<double>::quiet_NaN();
        }},
       {"gpu_memory_bytes", [](ClusterSpec& c) { c.gpu_memory_bytes = -1; }},
+      // 2^16 x 2^16 GPUs would wrap NumGpus() to 0 in an int.
+      {"num_nodes x gpus_per_node",
+       [](ClusterSpec& c) {
+         c.num_nodes = 1 << 16;
+         c.gpus_per_node = 1 << 16;
+       }},
       {"gemm_flops_per_second",
        [](ClusterSpec& c) { c.gemm_flops_per_second = 0; }},
       {"inter_node_bus_bytes_per_second",

@@ -55,6 +55,9 @@ namespace {
 constexpr double kGiB = 1024.0 * 1024 * 1024;
 // Default global batch: this many tokens per GPU.
 constexpr int64_t kDefaultTokensPerGpu = 64 * 1024;
+// `dcp plan` prints the planner's progress on stderr from this many
+// sequences in the batch (they take a second or more).
+constexpr int64_t kProgressBatchSequences = int64_t{1} << 17;
 
 // ---------------------------------------------------------------------------
 // Flag tables: the subcommands' flags, with the model and cluster flags of
@@ -217,7 +220,8 @@ const std::vector<SubcommandSpec>& Subcommands() {
       {"plan", "plan one global batch and print the plan",
        "Plans one global batch (the --step-th batch of the workload stream, "
        "or the lengths in --lengths=FILE) with one strategy and prints the "
-       "plan with its predictions and the lower bound.",
+       "plan with its predictions and the lower bound. Batches of 131,072 "
+       "sequences or more print the search's progress on stderr.",
        PlanFlags()},
       {"validate", "check a plan file against a batch, model and cluster",
        "Reads a plan written by `dcp plan --format=json` and checks it "
@@ -477,6 +481,13 @@ int RunPlan(const ParsedFlags& flags, Command& command) {
     absl::StatusOr<std::vector<int64_t>> list =
         ReadLengthsFile(flags.String("lengths"));
     if (!list.ok()) return command.UsageError(list.status().message());
+    // Refused before any planning starts (planner/limits.h).
+    if (static_cast<int64_t>(list->size()) > kMaxBatchSequences) {
+      return command.UsageError(absl::StrCat(
+          "--lengths=", flags.String("lengths"), ": ", list->size(),
+          " sequences; at most ", kMaxBatchSequences,
+          " (2^20) can be planned as one batch: split the file"));
+    }
     lengths_tokens = *std::move(list);
   } else {
     absl::StatusOr<BatchStream> stream =
@@ -491,6 +502,17 @@ int RunPlan(const ParsedFlags& flags, Command& command) {
     }
   }
 
+  // Large batches take seconds to plan: say what the search has done.
+  const absl::Time planning_start = RealClock::Get().Now();
+  if (static_cast<int64_t>(lengths_tokens.size()) >= kProgressBatchSequences) {
+    planner_options.progress = [&](const PlanningProgress& progress) {
+      command.err() << "dcp plan: " << progress.message << " ("
+                    << absl::StrFormat("%.1f", absl::ToDoubleSeconds(
+                                                   RealClock::Get().Now() -
+                                                   planning_start))
+                    << " s)\n";
+    };
+  }
   absl::StatusOr<Plan> plan = PlanWithStrategy(
       *cost_model, *strategy, lengths_tokens, static_options, planner_options);
   if (!plan.ok()) return command.Failure(plan.status().message());

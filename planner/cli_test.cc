@@ -367,13 +367,90 @@ TEST(CliTest, AbsurdBatchSizesAreUsageErrors) {
     EXPECT_EQ(result.exit_code, 2) << flag << ": " << result.err;
     EXPECT_THAT(result.err, HasSubstr(std::string(flag).substr(0, 17))) << flag;
   }
-  // A length beyond 2^40 tokens in a lengths file is refused, not planned.
+  // A length beyond 2^40 tokens in a lengths file is a usage error naming
+  // the line, for every subcommand that reads one (validate and price once
+  // summed such lengths to "-9223372036854775808 tokens").
   const std::string lengths_path = TempPath("absurd_lengths.txt");
   WriteFile(lengths_path, "1024\n4611686018427387904\n");
   const CliResult result = RunCli({"plan", "--nodes=1", "--gpus-per-node=8",
                                    absl::StrCat("--lengths=", lengths_path)});
-  EXPECT_NE(result.exit_code, 0);
-  EXPECT_THAT(result.err, HasSubstr("sequence 1 has length"));
+  EXPECT_EQ(result.exit_code, 2) << result.err;
+  EXPECT_THAT(result.err, HasSubstr("line 2: 4611686018427387904 tokens"));
+  const std::string small_lengths = TempPath("absurd_small_lengths.txt");
+  const std::string plan_path = TempPath("absurd_plan.json");
+  WriteFile(small_lengths, "1024\n2048\n");
+  const CliResult plan = RunCli({"plan", "--nodes=1", "--gpus-per-node=8",
+                                 absl::StrCat("--lengths=", small_lengths)});
+  ASSERT_EQ(plan.exit_code, 0) << plan.err;
+  WriteFile(plan_path, plan.out);
+  for (const char* subcommand : {"validate", "price"}) {
+    const CliResult checked =
+        RunCli({subcommand, "--nodes=1", "--gpus-per-node=8",
+                absl::StrCat("--plan=", plan_path),
+                absl::StrCat("--lengths=", lengths_path)});
+    EXPECT_EQ(checked.exit_code, 2) << subcommand << ": " << checked.err;
+    EXPECT_THAT(checked.err, HasSubstr("line 2: 4611686018427387904 tokens"))
+        << subcommand;
+    EXPECT_THAT(checked.err, Not(HasSubstr("-9223372036854775808")))
+        << subcommand;
+  }
+}
+
+// A model whose sizes overflow int64 products used to give a plan at "peak
+// memory 0.0%" that `dcp validate` called valid; now it is a usage error
+// naming the field.
+TEST(CliTest, AbsurdModelSizesAreUsageErrors) {
+  const std::string model_path = TempPath("absurd_model.json");
+  WriteFile(model_path,
+            R"({"name": "x", "num_layers": 2, "hidden_size": 2147483520,
+                "num_attention_heads": 32, "num_kv_heads": 32,
+                "ffn_hidden_size": 2147483647, "vocab_size": 2147483647})");
+  const CliResult result =
+      RunCli({"plan", "--nodes=1", "--gpus-per-node=8",
+              "--global-batch-samples=4", absl::StrCat("--model=", model_path)});
+  EXPECT_EQ(result.exit_code, 2) << result.err;
+  EXPECT_THAT(result.err, HasSubstr("hidden_size = 2147483520"));
+  EXPECT_THAT(result.err, HasSubstr("at most 2^20"));
+}
+
+// Large batches take seconds: `dcp plan` says on stderr what the search has
+// done, from 2^17 sequences; smaller ones print nothing there. A batch past
+// what can be planned is refused before planning, naming the limit.
+TEST(CliTest, PlanOfALargeBatchPrintsProgressAndTooLargeIsRefusedUpFront) {
+  const std::string large_path = TempPath("large_lengths.txt");
+  std::string text;
+  for (int i = 0; i < (1 << 17); ++i) absl::StrAppend(&text, 100 + i % 97, "\n");
+  WriteFile(large_path, text);
+  const CliResult large =
+      RunCli({"plan", "--nodes=1", "--gpus-per-node=8", "--model=tiny",
+              "--format=table", absl::StrCat("--lengths=", large_path)});
+  ASSERT_EQ(large.exit_code, 0) << large.err;
+  EXPECT_THAT(large.err, StartsWith("dcp plan: priced 131072 sequences (97 "
+                                    "distinct lengths)"));
+  EXPECT_THAT(large.err, HasSubstr("dcp plan: searched: predicted step"));
+  EXPECT_THAT(large.out, StartsWith("strategy dcp: 131072 sequences"));
+
+  const std::string small_path = TempPath("small_lengths.txt");
+  WriteFile(small_path, "100\n200\n");
+  const CliResult small =
+      RunCli({"plan", "--nodes=1", "--gpus-per-node=8", "--model=tiny",
+              absl::StrCat("--lengths=", small_path)});
+  ASSERT_EQ(small.exit_code, 0) << small.err;
+  EXPECT_EQ(small.err, "");
+
+  const std::string too_many_path = TempPath("too_many_lengths.txt");
+  for (int i = 0; i < (1 << 20) - (1 << 17) + 1; ++i) {
+    absl::StrAppend(&text, "100\n");
+  }
+  WriteFile(too_many_path, text);
+  const CliResult too_many =
+      RunCli({"plan", "--nodes=1", "--gpus-per-node=8", "--model=tiny",
+              absl::StrCat("--lengths=", too_many_path)});
+  EXPECT_EQ(too_many.exit_code, 2) << too_many.err;
+  EXPECT_THAT(too_many.err,
+              HasSubstr("1048577 sequences; at most 1048576 (2^20) can be "
+                        "planned as one batch"));
+  EXPECT_EQ(too_many.out, "");
 }
 
 TEST(CliTest, PlanThenValidateRoundTrip) {

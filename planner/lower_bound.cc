@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <limits>
 
+#include "absl/container/flat_hash_map.h"
 #include "planner/batch_check.h"
 
 namespace dcp {
@@ -87,29 +88,41 @@ absl::StatusOr<double> StepTimeLowerBound(
   }
   double total_gpu_seconds = 0;
   double longest_sequence_seconds = 0;
+  // Sequences of one length are priced once (batches repeat lengths); the
+  // sum still runs in index order.
+  struct Best {
+    double gpu_seconds;
+    double seconds;
+  };
+  absl::flat_hash_map<int64_t, Best> by_length;
   for (size_t i = 0; i < lengths_tokens.size(); ++i) {
-    absl::StatusOr<int> min_sp = MinFeasibleSpSize(
-        cost_model, sp_sizes, static_cast<int>(i), lengths_tokens[i]);
-    if (!min_sp.ok()) return min_sp.status();
-    double best_gpu_seconds = std::numeric_limits<double>::infinity();
-    double best_seconds = std::numeric_limits<double>::infinity();
-    for (int sp : sp_sizes) {
-      if (sp < *min_sp) continue;
-      best_gpu_seconds = std::min(
-          best_gpu_seconds,
-          sp * BestCaseSeconds(cost_model, lengths_tokens[i], sp));
-      // The group running it takes at least its micro-batch with only it
-      // (costs only grow as sequences join a micro-batch).
-      MicroBatchShape alone;
-      alone.sp_size = sp;
-      alone.AddSequence(lengths_tokens[i]);
-      const int layers = cost_model.MinCheckpointedLayers(alone).value_or(
-          cost_model.model().num_layers);
-      best_seconds = std::min(
-          best_seconds, cost_model.MicroBatch(alone, layers).total_seconds);
+    auto [it, inserted] = by_length.try_emplace(lengths_tokens[i], Best{});
+    if (inserted) {
+      absl::StatusOr<int> min_sp = MinFeasibleSpSize(
+          cost_model, sp_sizes, static_cast<int>(i), lengths_tokens[i]);
+      if (!min_sp.ok()) return min_sp.status();
+      double best_gpu_seconds = std::numeric_limits<double>::infinity();
+      double best_seconds = std::numeric_limits<double>::infinity();
+      for (int sp : sp_sizes) {
+        if (sp < *min_sp) continue;
+        best_gpu_seconds = std::min(
+            best_gpu_seconds,
+            sp * BestCaseSeconds(cost_model, lengths_tokens[i], sp));
+        // The group running it takes at least its micro-batch with only it
+        // (costs only grow as sequences join a micro-batch).
+        MicroBatchShape alone;
+        alone.sp_size = sp;
+        alone.AddSequence(lengths_tokens[i]);
+        const int layers = cost_model.MinCheckpointedLayers(alone).value_or(
+            cost_model.model().num_layers);
+        best_seconds = std::min(
+            best_seconds, cost_model.MicroBatch(alone, layers).total_seconds);
+      }
+      it->second = Best{best_gpu_seconds, best_seconds};
     }
-    total_gpu_seconds += best_gpu_seconds;
-    longest_sequence_seconds = std::max(longest_sequence_seconds, best_seconds);
+    total_gpu_seconds += it->second.gpu_seconds;
+    longest_sequence_seconds =
+        std::max(longest_sequence_seconds, it->second.seconds);
   }
   const double slowest_group = std::max(
       total_gpu_seconds / cost_model.cluster().NumGpus(),

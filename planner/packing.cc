@@ -10,13 +10,21 @@ namespace {
 
 std::vector<int> LongestFirst(absl::Span<const int> sequence_indices,
                               absl::Span<const int64_t> lengths_tokens) {
-  std::vector<int> order(sequence_indices.begin(), sequence_indices.end());
-  std::sort(order.begin(), order.end(), [&](int a, int b) {
+  auto longer_first = [&](int a, int b) {
     if (lengths_tokens[a] != lengths_tokens[b]) {
       return lengths_tokens[a] > lengths_tokens[b];
     }
     return a < b;
-  });
+  };
+  std::vector<int> order(sequence_indices.begin(), sequence_indices.end());
+  // Callers that keep their lists in this order pay only the check.
+  if (std::is_sorted(order.begin(), order.end(), longer_first)) return order;
+  // Sorting (length, index) pairs beats comparing through the lengths.
+  std::vector<std::pair<int64_t, int>> keyed;
+  keyed.reserve(order.size());
+  for (int index : order) keyed.push_back({-lengths_tokens[index], index});
+  std::sort(keyed.begin(), keyed.end());
+  for (size_t k = 0; k < keyed.size(); ++k) order[k] = keyed[k].second;
   return order;
 }
 
@@ -26,31 +34,52 @@ std::vector<std::vector<int>> PackFirstFitDecreasing(
     absl::Span<const int> sequence_indices,
     absl::Span<const int64_t> lengths_tokens, int sp_size,
     int64_t capacity_tokens_per_rank) {
+  // First fit in O(n log bins): a max tree over the bins' free room finds
+  // the first bin with room for a sequence by descending towards the
+  // leftmost leaf that holds enough. room[leaves + b] is bin b's free tokens
+  // per rank (-1: no such bin yet, 0: closed); room[v] the most of its two
+  // children. The tree doubles as bins are opened.
+  size_t leaves = 16;
+  std::vector<int64_t> room(2 * leaves, -1);
+  auto update = [&](size_t bin, int64_t value) {
+    size_t v = leaves + bin;
+    room[v] = value;
+    for (v /= 2; v >= 1; v /= 2) {
+      const int64_t most = std::max(room[2 * v], room[2 * v + 1]);
+      if (room[v] == most) break;  // nothing above changes either
+      room[v] = most;
+    }
+  };
+  auto open_bin = [&](size_t bin, int64_t value) {
+    if (bin == leaves) {
+      std::vector<int64_t> grown(4 * leaves, -1);
+      std::copy(room.begin() + leaves, room.end(), grown.begin() + 2 * leaves);
+      leaves *= 2;
+      for (size_t v = leaves - 1; v >= 1; --v) {
+        grown[v] = std::max(grown[2 * v], grown[2 * v + 1]);
+      }
+      room = std::move(grown);
+    }
+    update(bin, value);
+  };
   std::vector<std::vector<int>> bins;
-  std::vector<int64_t> load;
-  // Bins that are full to within the smallest remaining sequence are skipped
-  // by starting the scan at the first bin with room for anything.
-  size_t first_open = 0;
   for (int index : LongestFirst(sequence_indices, lengths_tokens)) {
     const int64_t tokens = TokensPerRank(lengths_tokens[index], sp_size);
     if (tokens > capacity_tokens_per_rank) {
+      open_bin(bins.size(), 0);  // a bin of its own, closed
       bins.push_back({index});
-      load.push_back(capacity_tokens_per_rank);  // closed
       continue;
     }
-    while (first_open < bins.size() && load[first_open] >= capacity_tokens_per_rank) {
-      ++first_open;
+    if (room[1] >= tokens) {
+      size_t v = 1;
+      while (v < leaves) v = room[2 * v] >= tokens ? 2 * v : 2 * v + 1;
+      const size_t b = v - leaves;
+      bins[b].push_back(index);
+      update(b, room[v] - tokens);
+    } else {
+      open_bin(bins.size(), capacity_tokens_per_rank - tokens);
+      bins.push_back({index});
     }
-    size_t b = first_open;
-    for (; b < bins.size(); ++b) {
-      if (load[b] + tokens <= capacity_tokens_per_rank) break;
-    }
-    if (b == bins.size()) {
-      bins.emplace_back();
-      load.push_back(0);
-    }
-    bins[b].push_back(index);
-    load[b] += tokens;
   }
   return bins;
 }

@@ -5,13 +5,14 @@
 #include <vector>
 
 #include "absl/types/span.h"
+#include "cost_model/saturating_math.h"
 
 namespace dcp {
 
 /// Tokens one rank of an SP group of `sp_size` holds for this sequence
 /// (padded up to a multiple of the SP size).
 inline int64_t TokensPerRank(int64_t length_tokens, int sp_size) {
-  return (length_tokens + sp_size - 1) / sp_size;
+  return CeilDivide(length_tokens, sp_size);
 }
 
 /// Packs sequences into micro-batches of at most `capacity_tokens_per_rank`

@@ -171,6 +171,50 @@ TEST(PackFirstFitDecreasingTest, Deterministic) {
                                           /*capacity_tokens_per_rank=*/5000));
 }
 
+// First fit as its definition reads: scan the bins from the first for one
+// with room. The packer must match it bin for bin.
+std::vector<std::vector<int>> ScanningFirstFit(std::vector<int> indices,
+                                               const std::vector<int64_t>& lengths,
+                                               int sp_size, int64_t capacity) {
+  std::sort(indices.begin(), indices.end(), [&](int a, int b) {
+    return lengths[a] != lengths[b] ? lengths[a] > lengths[b] : a < b;
+  });
+  std::vector<std::vector<int>> bins;
+  std::vector<int64_t> load;
+  for (int i : indices) {
+    const int64_t tokens = TokensPerRank(lengths[i], sp_size);
+    size_t b = 0;
+    if (tokens > capacity) {
+      b = bins.size();
+    } else {
+      while (b < bins.size() && load[b] + tokens > capacity) ++b;
+    }
+    if (b == bins.size()) {
+      bins.emplace_back();
+      load.push_back(tokens > capacity ? capacity : 0);
+    }
+    bins[b].push_back(i);
+    if (tokens <= capacity) load[b] += tokens;
+  }
+  return bins;
+}
+
+TEST(PackFirstFitDecreasingTest, SameBinsAsScanningEveryBin) {
+  for (int count : {1, 2, 3, 7, 64, 65, 1000}) {
+    const std::vector<int64_t> lengths = SkewedLengths(count);
+    for (int sp_size : {1, 4}) {
+      for (int64_t capacity : {int64_t{500}, int64_t{3000}, int64_t{40000}}) {
+        SCOPED_TRACE(testing::Message() << count << " sequences, SP "
+                                        << sp_size << ", capacity " << capacity);
+        EXPECT_EQ(PackFirstFitDecreasing(AllIndices(lengths), lengths, sp_size,
+                                         capacity),
+                  ScanningFirstFit(AllIndices(lengths), lengths, sp_size,
+                                   capacity));
+      }
+    }
+  }
+}
+
 TEST(BalanceIntoBinsTest, LongestFirstIntoTheLightestBin) {
   // 9 -> bin 0; 7 -> bin 1; 5 -> bin 1 (7 < 9); 4 -> bin 0 (9 < 12).
   const std::vector<int64_t> lengths = {4, 9, 5, 7};

@@ -15,8 +15,10 @@
 #include <optional>
 #include <queue>
 #include <utility>
+#include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "planner/baselines.h"
 #include "planner/batch_check.h"
 #include "planner/layout.h"
@@ -34,11 +36,18 @@ constexpr double kTargetFactors[] = {1.0, 1.03, 1.07, 1.15, 1.3, 1.5, 2.0, 3.0};
 // Local-search budget after the best candidate is chosen.
 constexpr int kRefinementRounds = 24;
 constexpr int kMovesTriedPerRound = 8;
+// Sequences up to which every sequence is placed on its own by Assign;
+// larger batches are placed in about this many items (see BuildAssignItems).
+constexpr int kAssignItems = 1 << 16;
+// Sequences Refine may re-time in all (the sum of the sizes of the groups it
+// prices): bounds its work on large batches, where one move changes little.
+constexpr int64_t kRefineSequenceBudget = int64_t{1} << 23;
 
 // One candidate: which group (by size index) each group is, and which
 // sequences each group runs.
 struct Assignment {
   std::vector<int> group_size_index;
+  // Each longest first, ties by index (PlanSearch::LongerFirst).
   std::vector<std::vector<int>> group_sequences;
   /// Largest group load by the additive estimates.
   double estimated_seconds = 0;
@@ -104,12 +113,50 @@ class PlanSearch {
   absl::Span<const int64_t> lengths_;
   std::vector<int> sizes_;
 
+  // Sequences of one length are priced once: a class per distinct length.
+  int MinSizeIndex(int sequence) const {
+    return class_min_size_index_[class_of_[sequence]];
+  }
+  double Estimate(int sequence, int size_index) const {
+    return estimate_[static_cast<size_t>(class_of_[sequence]) * sizes_.size() +
+                     size_index];
+  }
+  // The order packing wants (longest first, ties by index); groups keep
+  // their sequence lists in it so that packing need not sort them.
+  bool LongerFirst(int a, int b) const {
+    return lengths_[a] != lengths_[b] ? lengths_[a] > lengths_[b] : a < b;
+  }
+  void InsertInOrder(std::vector<int>& sequences, int sequence) const {
+    sequences.insert(
+        std::lower_bound(sequences.begin(), sequences.end(), sequence,
+                         [&](int a, int b) { return LongerFirst(a, b); }),
+        sequence);
+  }
+  // Groups consecutive sequences of order_ into the items Assign places.
+  void BuildAssignItems();
+  void ReportProgress(std::string message) const {
+    if (options_.progress) options_.progress(PlanningProgress{std::move(message)});
+  }
+
   double lower_bound_ = 0;
-  std::vector<int> min_size_index_;
-  // estimate_[i * sizes + j]: seconds sequence i adds to a group of size j
-  // (kInfinity where it does not fit).
+  std::vector<int> class_of_;         // per sequence: its length's class
+  std::vector<int64_t> class_count_;  // per class: how many sequences
+  std::vector<int> class_min_size_index_;
+  // estimate_[c * sizes + j]: seconds a sequence of class c adds to a group
+  // of size j (kInfinity where it does not fit).
   std::vector<double> estimate_;
   std::vector<int> order_;  // sequences, biggest first
+  // Sequences longest first, ties by index (LongerFirst).
+  std::vector<int> longest_first_;
+  // What Assign places, biggest first: item k is the sequences
+  // order_[item_begin_[k] .. item_begin_[k + 1]), all of one smallest size,
+  // their estimates summed in item_estimate_[k * sizes + j]. One sequence per
+  // item up to kAssignItems sequences; larger batches merge neighbours (of
+  // near-identical estimates) so that there are about kAssignItems items.
+  std::vector<int> item_begin_;
+  std::vector<int> item_of_;  // per sequence
+  std::vector<int> item_min_size_index_;
+  std::vector<double> item_estimate_;
   std::vector<int64_t> capacity_no_recompute_;  // per size index
   std::vector<int64_t> capacity_full_recompute_;
   // Fixed cost of one micro-batch per size index, paid once by every group
@@ -144,43 +191,144 @@ absl::Status PlanSearch::Prepare() {
     micro_batch_overhead_.push_back(
         cost_model_.MicroBatch(token, 0).total_seconds);
   }
-  min_size_index_.assign(n, 0);
-  estimate_.assign(static_cast<size_t>(n) * num_sizes, kInfinity);
+  std::vector<int64_t> distinct(lengths_.begin(), lengths_.end());
+  std::sort(distinct.begin(), distinct.end());
+  distinct.erase(std::unique(distinct.begin(), distinct.end()),
+                 distinct.end());
+  const int num_classes = static_cast<int>(distinct.size());
+  class_of_.resize(n);
+  class_count_.assign(num_classes, 0);
+  class_min_size_index_.assign(num_classes, -1);  // -1: not priced yet
+  estimate_.assign(static_cast<size_t>(num_classes) * num_sizes, kInfinity);
+  // In index order, so that an error names the first sequence that fits
+  // nowhere.
   for (int i = 0; i < n; ++i) {
+    const int c = static_cast<int>(
+        std::lower_bound(distinct.begin(), distinct.end(), lengths_[i]) -
+        distinct.begin());
+    class_of_[i] = c;
+    ++class_count_[c];
+    if (class_min_size_index_[c] >= 0) continue;
     absl::StatusOr<int> min_sp =
         MinFeasibleSpSize(cost_model_, sizes_, i, lengths_[i]);
     if (!min_sp.ok()) return min_sp.status();
-    min_size_index_[i] = static_cast<int>(
+    class_min_size_index_[c] = static_cast<int>(
         std::lower_bound(sizes_.begin(), sizes_.end(), *min_sp) -
         sizes_.begin());
-    for (int j = min_size_index_[i]; j < num_sizes; ++j) {
+    for (int j = class_min_size_index_[c]; j < num_sizes; ++j) {
       MicroBatchShape alone;
       alone.sp_size = sizes_[j];
       alone.AddSequence(lengths_[i]);
+      double& estimate = estimate_[static_cast<size_t>(c) * num_sizes + j];
       if (alone.tokens_per_rank > capacity_no_recompute_[j]) {
         // Runs in a micro-batch of its own, with recompute.
         const int k = cost_model_.MinCheckpointedLayers(alone).value_or(
             cost_model_.model().num_layers);
-        estimate_[i * num_sizes + j] =
-            cost_model_.MicroBatch(alone, k).total_seconds;
+        estimate = cost_model_.MicroBatch(alone, k).total_seconds;
       } else {
         // Shares a micro-batch: count only what it adds over the
         // micro-batch's fixed costs (priced by a one-token sequence).
-        estimate_[i * num_sizes + j] =
-            cost_model_.MicroBatch(alone, 0).total_seconds -
-            micro_batch_overhead_[j];
+        estimate = cost_model_.MicroBatch(alone, 0).total_seconds -
+                   micro_batch_overhead_[j];
       }
     }
   }
-  order_.resize(n);
-  std::iota(order_.begin(), order_.end(), 0);
-  std::vector<double> key(n);
-  for (int i = 0; i < n; ++i) {
-    key[i] = estimate_[i * num_sizes + min_size_index_[i]];
+  // longest_first_: classes from the longest, each in index order (a
+  // counting sort by class).
+  std::vector<int> class_start(num_classes + 1, 0);
+  for (int c = num_classes - 1; c >= 0; --c) {
+    class_start[c] = class_start[c + 1] + static_cast<int>(class_count_[c]);
   }
-  std::stable_sort(order_.begin(), order_.end(),
-                   [&](int a, int b) { return key[a] > key[b]; });
+  // class_start[c] now counts the sequences of classes >= c; turn it into
+  // where class c begins when the longest class comes first.
+  std::vector<int> next(num_classes);
+  for (int c = 0; c < num_classes; ++c) next[c] = class_start[c + 1];
+  longest_first_.resize(n);
+  for (int i = 0; i < n; ++i) longest_first_[next[class_of_[i]]++] = i;
+  auto members = [&](int c) {
+    return absl::MakeConstSpan(longest_first_)
+        .subspan(class_start[c + 1], class_count_[c]);
+  };
+  // order_: by estimate on the smallest size that fits, biggest first, ties
+  // by index (a stable sort of the sequences, done over the classes).
+  std::vector<double> key(num_classes);
+  std::vector<int> classes(num_classes);
+  for (int c = 0; c < num_classes; ++c) {
+    key[c] = estimate_[static_cast<size_t>(c) * num_sizes +
+                       class_min_size_index_[c]];
+    classes[c] = c;
+  }
+  std::sort(classes.begin(), classes.end(), [&](int a, int b) {
+    return key[a] != key[b] ? key[a] > key[b] : a < b;
+  });
+  order_.clear();
+  order_.reserve(n);
+  for (int first = 0; first < num_classes;) {
+    int last = first + 1;
+    while (last < num_classes && key[classes[last]] == key[classes[first]]) {
+      ++last;
+    }
+    const size_t begin = order_.size();
+    for (int k = first; k < last; ++k) {
+      absl::Span<const int> sequences = members(classes[k]);
+      order_.insert(order_.end(), sequences.begin(), sequences.end());
+    }
+    // Classes of equal estimates interleave by index.
+    if (last - first > 1) std::sort(order_.begin() + begin, order_.end());
+    first = last;
+  }
+  BuildAssignItems();
+  ReportProgress(absl::StrCat("priced ", n, " sequences (", num_classes,
+                              " distinct lengths) on ", num_sizes,
+                              " SP sizes"));
   return absl::OkStatus();
+}
+
+void PlanSearch::BuildAssignItems() {
+  const int n = static_cast<int>(order_.size());
+  const int num_sizes = static_cast<int>(sizes_.size());
+  auto key = [&](int sequence) {
+    return Estimate(sequence, MinSizeIndex(sequence));
+  };
+  // An item grows while its estimate stays within `most` (0: one sequence
+  // per item). Sequences are merged only with neighbours that need the same
+  // smallest size; a sequence over `most` stays alone.
+  double most = 0;
+  if (n > kAssignItems) {
+    double total = 0;
+    for (int i : order_) total += key(i);
+    most = total / kAssignItems;
+  }
+  item_begin_.clear();
+  item_of_.assign(n, -1);
+  item_min_size_index_.clear();
+  item_estimate_.clear();
+  for (int pos = 0; pos < n;) {
+    const int first = order_[pos];
+    const int min_size = MinSizeIndex(first);
+    double sum = key(first);
+    int end = pos + 1;
+    while (end < n && MinSizeIndex(order_[end]) == min_size &&
+           sum + key(order_[end]) <= most) {
+      sum += key(order_[end]);
+      ++end;
+    }
+    item_begin_.push_back(pos);
+    item_min_size_index_.push_back(min_size);
+    for (int p = pos; p < end; ++p) {
+      item_of_[order_[p]] = static_cast<int>(item_min_size_index_.size()) - 1;
+    }
+    for (int j = 0; j < num_sizes; ++j) {
+      double estimate = kInfinity;
+      if (j >= min_size) {
+        estimate = 0;
+        for (int p = pos; p < end; ++p) estimate += Estimate(order_[p], j);
+      }
+      item_estimate_.push_back(estimate);
+    }
+    pos = end;
+  }
+  item_begin_.push_back(n);
 }
 
 std::vector<int> PlanSearch::CountsForTarget(double target,
@@ -188,13 +336,15 @@ std::vector<int> PlanSearch::CountsForTarget(double target,
   const int num_sizes = static_cast<int>(sizes_.size());
   std::vector<double> work(num_sizes, 0);
   std::vector<bool> needs_size(num_sizes, false);
-  for (int i = 0; i < static_cast<int>(lengths_.size()); ++i) {
+  // Per length class: every sequence of a class makes the same choice.
+  for (size_t c = 0; c < class_count_.size(); ++c) {
+    const double* estimate = &estimate_[c * num_sizes];
     // The smallest size that runs it within the target, else its fastest.
     int chosen = -1;
     double fastest = kInfinity;
-    int fastest_index = min_size_index_[i];
-    for (int j = min_size_index_[i]; j < num_sizes; ++j) {
-      const double seconds = estimate_[i * num_sizes + j];
+    int fastest_index = class_min_size_index_[c];
+    for (int j = class_min_size_index_[c]; j < num_sizes; ++j) {
+      const double seconds = estimate[j];
       if (seconds <= target) {
         chosen = j;
         break;
@@ -205,8 +355,8 @@ std::vector<int> PlanSearch::CountsForTarget(double target,
       }
     }
     if (chosen < 0) chosen = fastest_index;
-    work[chosen] += estimate_[i * num_sizes + chosen];
-    needs_size[min_size_index_[i]] = true;
+    work[chosen] += static_cast<double>(class_count_[c]) * estimate[chosen];
+    needs_size[class_min_size_index_[c]] = true;
   }
   // Whole groups for the work of each size (rounded down, up or to the
   // nearest: the caller tries each); a size some sequence needs and no
@@ -267,16 +417,16 @@ std::optional<Assignment> PlanSearch::Assign(const std::vector<int>& counts,
       lightest[j].push({0.0, group});
     }
   }
-  if (keep_sequences) {
-    assignment.group_sequences.resize(assignment.group_size_index.size());
-  }
-  for (int i : order_) {
+  const int num_items = static_cast<int>(item_min_size_index_.size());
+  std::vector<int> item_group(keep_sequences ? num_items : 0);
+  for (int item = 0; item < num_items; ++item) {
+    const double* estimate = &item_estimate_[static_cast<size_t>(item) * num_sizes];
     int best = -1;
     double best_finish = kInfinity;
-    for (int j = min_size_index_[i]; j < num_sizes; ++j) {
+    for (int j = item_min_size_index_[item]; j < num_sizes; ++j) {
       if (lightest[j].empty()) continue;
       const double load = lightest[j].top().first;
-      const double finish = load + estimate_[i * num_sizes + j] +
+      const double finish = load + estimate[j] +
                             (load == 0 ? micro_batch_overhead_[j] : 0);
       if (finish < best_finish) {
         best_finish = finish;
@@ -286,10 +436,17 @@ std::optional<Assignment> PlanSearch::Assign(const std::vector<int>& counts,
     if (best < 0) return std::nullopt;  // no group large enough
     auto [load, group] = lightest[best].top();
     lightest[best].pop();
-    if (keep_sequences) assignment.group_sequences[group].push_back(i);
+    if (keep_sequences) item_group[item] = group;
     lightest[best].push({best_finish, group});
     assignment.estimated_seconds =
         std::max(assignment.estimated_seconds, best_finish);
+  }
+  if (keep_sequences) {
+    // Each group's list in LongerFirst order, from the global one.
+    assignment.group_sequences.resize(assignment.group_size_index.size());
+    for (int i : longest_first_) {
+      assignment.group_sequences[item_group[item_of_[i]]].push_back(i);
+    }
   }
   return assignment;
 }
@@ -454,7 +611,9 @@ Assignment PlanSearch::Refine(Assignment assignment) const {
            std::max(0.0, all_reduce - slowest.last_backward_seconds);
   };
   const int rounds = std::clamp(2 * num_groups, kRefinementRounds, 256);
-  for (int round = 0; round < rounds; ++round) {
+  int64_t sequences_timed = 0;
+  for (int round = 0; round < rounds && sequences_timed < kRefineSequenceBudget;
+       ++round) {
     // The three slowest groups: the step after a move between two groups is
     // decided by them and the two changed groups.
     std::vector<int> top;
@@ -487,22 +646,18 @@ Assignment PlanSearch::Refine(Assignment assignment) const {
       targets.push_back(hiding);
     }
     std::vector<int>& source = assignment.group_sequences[slowest];
-    // Candidate sequences: the biggest ones, then a spread of the rest.
-    std::vector<int> positions(source.size());
-    std::iota(positions.begin(), positions.end(), 0);
-    std::stable_sort(positions.begin(), positions.end(), [&](int x, int y) {
-      return lengths_[source[x]] > lengths_[source[y]];
-    });
+    // Candidate sequences: the biggest ones, then a spread of the rest
+    // (positions in `source`, which is longest first).
     std::vector<int> tried;
     const int half = kMovesTriedPerRound / 2;
-    for (int p = 0; p < static_cast<int>(positions.size()) && p < half; ++p) {
-      tried.push_back(positions[p]);
+    for (int p = 0; p < static_cast<int>(source.size()) && p < half; ++p) {
+      tried.push_back(p);
     }
-    const int rest = static_cast<int>(positions.size()) - half;
+    const int rest = static_cast<int>(source.size()) - half;
     for (int q = 0; rest > 0 && q < half; ++q) {
       const int p = half + q * rest / half;
-      if (std::find(tried.begin(), tried.end(), positions[p]) == tried.end()) {
-        tried.push_back(positions[p]);
+      if (std::find(tried.begin(), tried.end(), p) == tried.end()) {
+        tried.push_back(p);
       }
     }
     double best_step = current * (1 - 1e-9);
@@ -514,14 +669,16 @@ Assignment PlanSearch::Refine(Assignment assignment) const {
       const int sequence = source[position];
       std::vector<int> without = source;
       without.erase(without.begin() + position);
+      sequences_timed += static_cast<int64_t>(without.size());
       const GroupTime source_time = TimeGroup(
           without, sizes_[assignment.group_size_index[slowest]]);
       for (int target : targets) {
         if (target < 0) continue;
         const int j = assignment.group_size_index[target];
-        if (j < min_size_index_[sequence]) continue;
+        if (j < MinSizeIndex(sequence)) continue;
         std::vector<int> with = assignment.group_sequences[target];
-        with.push_back(sequence);
+        InsertInOrder(with, sequence);
+        sequences_timed += static_cast<int64_t>(with.size());
         const GroupTime target_time = TimeGroup(with, sizes_[j]);
         // The new slowest among the changed pair and the other leaders.
         GroupTime new_slowest = source_time;
@@ -550,7 +707,7 @@ Assignment PlanSearch::Refine(Assignment assignment) const {
     if (best_target < 0) break;
     const int sequence = source[best_position];
     source.erase(source.begin() + best_position);
-    assignment.group_sequences[best_target].push_back(sequence);
+    InsertInOrder(assignment.group_sequences[best_target], sequence);
     times[slowest] = best_source_time;
     times[best_target] = best_target_time;
   }
@@ -598,6 +755,8 @@ absl::StatusOr<Plan> PlanSearch::Run() {
   pyramid_recompute_ = options_.pyramid_recompute;
   absl::StatusOr<Plan> best = Search();
   if (!best.ok()) return best;
+  ReportProgress(absl::StrCat("searched: predicted step ",
+                              best->predicted_step_seconds, " s"));
   // The static ways of training are legal plans too: never return worse.
   // (They keep one accumulation count only up to a remainder, so not when
   // accumulation must be fixed.)
@@ -629,6 +788,10 @@ absl::StatusOr<Plan> PlanSearch::Run() {
     }
     variable_accumulation_ = variable;
     pyramid_recompute_ = pyramid;
+    ReportProgress(absl::StrCat(
+        "searching again with ",
+        variable ? "variable" : "one common", " accumulation and ",
+        pyramid ? "pyramid" : "uniform", " recompute, to hide the all-reduce"));
     absl::StatusOr<Plan> plan = Search();
     if (plan.ok() &&
         plan->predicted_step_seconds < best->predicted_step_seconds) {
@@ -654,8 +817,8 @@ const std::vector<std::vector<int>>& PlanSearch::RankedLayouts() {
   }
   // Homogeneous layouts (every group the same size) keep the static ways of
   // training inside the search space.
-  const int needed = *std::max_element(min_size_index_.begin(),
-                                       min_size_index_.end());
+  const int needed = *std::max_element(class_min_size_index_.begin(),
+                                       class_min_size_index_.end());
   for (int j = needed; j < num_sizes; ++j) {
     std::vector<int> counts(num_sizes, 0);
     counts[j] = world / sizes_[j];
@@ -719,6 +882,8 @@ const std::vector<std::vector<int>>& PlanSearch::RankedLayouts() {
       current_seconds = best_seconds;
     }
   }
+  ReportProgress(absl::StrCat("ranked ", estimated.size(),
+                              " layouts of SP groups by estimate"));
   // Price the most promising layouts exactly, and the homogeneous ones.
   std::vector<std::pair<double, std::vector<int>>> ranked;
   for (const auto& [counts, seconds] : estimated) {
@@ -761,6 +926,8 @@ absl::StatusOr<Plan> PlanSearch::Search() {
     return absl::InternalError(
         "no candidate layout could be placed on the cluster");
   }
+  ReportProgress(absl::StrCat("priced ", RankedLayouts().size(),
+                              " layouts exactly; refining the best"));
   SetModeSettings(*best_assignment);
   Assignment refined = Refine(*best_assignment);
   absl::StatusOr<Plan> refined_plan = ToPlan(refined);
@@ -769,7 +936,8 @@ absl::StatusOr<Plan> PlanSearch::Search() {
     best_plan = *std::move(refined_plan);
     best_assignment = std::move(refined);
   }
-  {
+  // Re-made (the same plan again) only when there is all-reduce to hide.
+  if (best_plan->exposed_allreduce_seconds > 0) {
     std::vector<int> group_order;
     absl::StatusOr<Plan> plan = ToPlan(*best_assignment, &group_order);
     if (plan.ok()) {

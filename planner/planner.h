@@ -2,6 +2,8 @@
 #define DCP_PLANNER_PLANNER_H_
 
 #include <cstdint>
+#include <functional>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -11,6 +13,13 @@
 #include "planner/plan.h"
 
 namespace dcp {
+
+/// One stage of a plan's search passed (for progress on long plans).
+struct PlanningProgress {
+  /// What was done, e.g. "priced 1048576 sequences (28311 distinct lengths)
+  /// on 4 SP sizes".
+  std::string message;
+};
 
 struct PlannerOptions {
   /// Groups may run different numbers of micro-batches. Off: every group
@@ -26,6 +35,10 @@ struct PlannerOptions {
   /// The static configurations (see baselines.h) the search also considers,
   /// so that a plan is never predicted slower than static training.
   StaticOptions static_options;
+  /// Called on the planning thread after each stage of the search (a few
+  /// dozen calls per batch at most); empty: none. A Planner shared between
+  /// threads calls it from each of them.
+  std::function<void(const PlanningProgress&)> progress;
 };
 
 /// The data-centric planner: for one global batch it chooses a partition of

@@ -303,6 +303,69 @@ TEST_F(SkewedBatchTest, SameInputSamePlan) {
   }
 }
 
+// The search reports each stage it passes through PlannerOptions::progress,
+// and reporting changes nothing in the plan.
+TEST_F(SkewedBatchTest, ReportsProgressAndPlansTheSameWithIt) {
+  std::vector<std::string> messages;
+  PlannerOptions options;
+  options.progress = [&](const PlanningProgress& progress) {
+    messages.push_back(progress.message);
+  };
+  absl::StatusOr<Plan> reported = PlanWith(cost_model_, lengths_, options);
+  absl::StatusOr<Plan> quiet = PlanWith(cost_model_, lengths_);
+  ASSERT_TRUE(reported.ok() && quiet.ok());
+  EXPECT_EQ(reported->predicted_step_seconds, quiet->predicted_step_seconds);
+  ASSERT_EQ(reported->groups.size(), quiet->groups.size());
+  for (size_t g = 0; g < quiet->groups.size(); ++g) {
+    EXPECT_EQ(reported->groups[g].ranks, quiet->groups[g].ranks);
+    EXPECT_EQ(reported->groups[g].micro_batches.size(),
+              quiet->groups[g].micro_batches.size());
+  }
+  ASSERT_GE(messages.size(), 4u);
+  // 202 sequences; the two long ones and 200 short of 1,000-2,000 tokens.
+  EXPECT_THAT(messages[0], HasSubstr("priced 202 sequences ("));
+  EXPECT_THAT(messages[1], HasSubstr("layouts of SP groups by estimate"));
+  EXPECT_THAT(messages[2], HasSubstr("layouts exactly; refining the best"));
+  EXPECT_THAT(messages[3], HasSubstr("searched: predicted step"));
+}
+
+// Past 2^16 sequences the greedy assignment places runs of near-identical
+// sequences together (a near-linear search); the plan stays legal, close to
+// the lower bound and deterministic, and sequences of one length are priced
+// once.
+TEST(PlannerTest, LargeBatchPlannedOverLengthClassesStaysLegalAndClose) {
+  const CostModel cost_model = MakeCostModel("llama3-8b", 2, 8);
+  std::vector<int64_t> lengths;
+  for (int i = 0; i < 70000; ++i) lengths.push_back(200 + (i * 7919) % 1800);
+  lengths[123] = 60000;
+  lengths[45678] = 90000;
+  std::vector<std::string> messages;
+  PlannerOptions options;
+  options.progress = [&](const PlanningProgress& progress) {
+    messages.push_back(progress.message);
+  };
+  const Planner planner(cost_model, options);
+  absl::StatusOr<Plan> plan = planner.PlanBatch(lengths);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  ExpectLegalAndBounded(cost_model, lengths, *plan);
+  EXPECT_LT(plan->GapToLowerBound(), 0.05);
+  ASSERT_FALSE(messages.empty());
+  EXPECT_THAT(messages[0],
+              HasSubstr("priced 70000 sequences (1802 distinct lengths)"));
+  absl::StatusOr<Plan> again = planner.PlanBatch(lengths);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->predicted_step_seconds, plan->predicted_step_seconds);
+  ASSERT_EQ(again->groups.size(), plan->groups.size());
+  for (size_t g = 0; g < plan->groups.size(); ++g) {
+    ASSERT_EQ(again->groups[g].micro_batches.size(),
+              plan->groups[g].micro_batches.size());
+    for (size_t m = 0; m < plan->groups[g].micro_batches.size(); ++m) {
+      EXPECT_EQ(again->groups[g].micro_batches[m].sequence_indices,
+                plan->groups[g].micro_batches[m].sequence_indices);
+    }
+  }
+}
+
 // With ten times the short sequences, the short work outweighs the long
 // sequences: the planner mixes SP 1 groups (no all-to-all) for the short
 // ones with an SP 8 group for the long ones, and that beats every

@@ -597,6 +597,12 @@ absl::StatusOr<std::vector<int64_t>> ReadLengthsFile(const std::string& path) {
           "' is not a positive integer; write one length in tokens per line "
           "(blank lines and # comments are ignored)"));
     }
+    if (length > kMaxSequenceTokens) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "lengths file '", path, "' line ", line_number, ": ", length,
+          " tokens is longer than the longest supported sequence (",
+          kMaxSequenceTokens, " = 2^40 tokens, planner/limits.h)"));
+    }
     lengths.push_back(length);
   }
   if (in.bad()) {

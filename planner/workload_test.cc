@@ -13,6 +13,7 @@
 #include "absl/status/status.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "absl/strings/str_cat.h"
 #include "planner/limits.h"
 
 namespace dcp {
@@ -368,6 +369,23 @@ TEST(LengthsFileTest, BadLineNamesFileLineAndText) {
   const std::string negative = WriteTempFile("lengths_neg.txt", "-5\n");
   EXPECT_THAT(ReadLengthsFile(negative).status().message(),
               HasSubstr("line 1: '-5'"));
+}
+
+// Lengths past 2^40 once reached `dcp validate` and `dcp price`, whose sums
+// wrapped ("2 sequences, -9223372036854775808 tokens").
+TEST(LengthsFileTest, LengthPastTheLimitIsRejectedNamingLineAndLimit) {
+  const std::string path = WriteTempFile(
+      "lengths_huge.txt", "100\n4611686018427387904\n4611686018427387904\n");
+  const absl::Status s = ReadLengthsFile(path).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr(path));
+  EXPECT_THAT(s.message(), HasSubstr("line 2: 4611686018427387904 tokens"));
+  EXPECT_THAT(s.message(), HasSubstr("1099511627776 = 2^40"));
+  const std::string at_limit = WriteTempFile(
+      "lengths_at_limit.txt", absl::StrCat(kMaxSequenceTokens, "\n"));
+  absl::StatusOr<std::vector<int64_t>> lengths = ReadLengthsFile(at_limit);
+  ASSERT_TRUE(lengths.ok()) << lengths.status();
+  EXPECT_EQ(*lengths, (std::vector<int64_t>{kMaxSequenceTokens}));
 }
 
 TEST(LengthsFileTest, MissingFile) {
