@@ -457,17 +457,21 @@ class AgentRun {
   absl::Status WritePlanFile(const std::string& dir, int64_t step,
                              const std::vector<Sample>& samples,
                              const StepPlan& planned) {
-    // The planner's current cost model; asked again only when a plan names
-    // another parameter version (bucket plans: the one asked first, which
+    // The cost model the plan was priced with: the planner's version the
+    // plan names (bucket plans: the current one, asked once, which
     // BucketPlanSource priced them with).
     const bool bucket = options_.plan_source == PlanSource::kBucket;
     if (!cost_model_answer_.has_value() ||
         (!bucket &&
          cost_model_answer_->params_version() != planned.params_version)) {
+      v1::GetClusterModelRequest request;
+      if (!bucket) request.set_params_version(planned.params_version);
       absl::StatusOr<v1::GetClusterModelResponse> answer =
-          planner_.GetClusterModel(v1::GetClusterModelRequest());
+          planner_.GetClusterModel(request);
       if (!answer.ok()) {
-        return WithContext(answer.status(), "asking the planner's cost model");
+        return WithContext(answer.status(),
+                           absl::StrCat("asking the planner's cost model v",
+                                        planned.params_version));
       }
       answer->clear_reports();
       cost_model_answer_ = *std::move(answer);

@@ -59,8 +59,9 @@ struct StepPlanFile {
   /// The batch's sequence lengths (the plan's sequence indices index it).
   std::vector<int64_t> lengths_tokens;
   /// The parameter version the plan was made with (0 for local plans) and
-  /// that of `cost_model` (the planner's when rank 0 asked); they differ when
-  /// the planner refit between planning the step and rank 0's asking.
+  /// that of the cost model below: for the planner's plans rank 0 asks the
+  /// planner for the plan's own version, so they are equal; bucket plans
+  /// are priced with the planner's version current when the run began.
   int64_t plan_params_version = 0;
   int64_t cost_model_params_version = 0;
   /// The cost model: CostModel::Create(model, cluster, params).
