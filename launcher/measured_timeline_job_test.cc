@@ -115,7 +115,15 @@ TEST(MeasuredTimelineJobTest, TheSvgShowsWhatTheWorkersRecorded) {
         svg.Select("//*[local-name()='rect'][@class='bar']").empty());
   }
 
+  // The predicted bars are the plan's own predictions: rank 0 recorded the
+  // cost-parameter version the plan was made with.
+  absl::StatusOr<StepPlanFile> plan = ReadStepPlanFile(timing_dir, 1);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->cost_model_params_version, plan->plan_params_version);
   const MarkupDocument svg = MarkupDocument::ParseXml(ReadAll(svg_path));
+  EXPECT_NEAR(NumberAttribute(svg.Select("/*")[0], "data-step-seconds"),
+              plan->plan.predicted_step_seconds,
+              1e-5 * plan->plan.predicted_step_seconds);
   int checked = 0;
   for (xmlNode* row : svg.Select("//*[local-name()='g'][@class='row']")) {
     std::vector<int> members;
