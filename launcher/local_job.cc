@@ -37,7 +37,9 @@
 #include "launcher/local_job_config.h"
 #include "nlohmann/json.hpp"
 #include "planner/service/port_file.h"
+#include "launcher/timeline_output.h"
 #include "worker/run_summary.h"
+#include "worker/step_timing_files.h"
 
 namespace dcp {
 namespace {
@@ -297,6 +299,7 @@ absl::StatusOr<PhaseOutcome> RunWorkers(const Config& config,
   const std::string summary_path =
       absl::StrCat(config.work_dir, "/", phase, "_summary.json");
   std::filesystem::remove(summary_path);
+  std::filesystem::remove_all(StepTimingDir(summary_path));
   auto sigterm_due = std::make_shared<std::atomic<bool>>(false);
   const std::string sigterm_line =
       absl::StrCat("step ", config.sigterm_after_step, ":");
@@ -483,6 +486,33 @@ void PrintReport(const RunSummary& dcp, const RunSummary* bucket) {
       100 * dcp.MeanRelativeError(warm)));
 }
 
+/// The cost-model breakdown of each run and --timeline-step's pictures
+/// (launcher/timeline_output.h).
+absl::Status ReportMeasuredRuns(const Config& config, const RunSummary& dcp,
+                                const RunSummary* bucket) {
+  MeasuredRunOutput output;
+  output.label = "dcp";
+  output.dir = StepTimingDir(absl::StrCat(config.work_dir, "/dcp_summary.json"));
+  output.world_size = config.world_size();
+  output.timeline_step = config.timeline_step;
+  output.timeline_path =
+      !config.timeline_out.empty()
+          ? config.timeline_out
+          : absl::StrCat(config.work_dir, "/timeline_step",
+                         config.timeline_step, ".svg");
+  PrintLine("");
+  absl::Status status = ReportMeasuredRun(output, dcp, &PrintLine);
+  if (bucket == nullptr) return status;
+  MeasuredRunOutput bucket_output = output;
+  bucket_output.label = "bucket";
+  bucket_output.dir =
+      StepTimingDir(absl::StrCat(config.work_dir, "/bucket_summary.json"));
+  bucket_output.timeline_path = LabelledPath(output.timeline_path, "bucket");
+  absl::Status bucket_status =
+      ReportMeasuredRun(bucket_output, *bucket, &PrintLine);
+  return status.ok() ? bucket_status : status;
+}
+
 absl::Status RunJob(Config& config) {
   const absl::Time deadline = absl::Now() + config.timeout;
   if (config.work_dir.empty()) {
@@ -571,7 +601,8 @@ absl::Status RunJob(Config& config) {
   }
   StopPlanner(*planner);
   PrintReport(dcp->summary, bucket.has_value() ? &bucket->summary : nullptr);
-  return absl::OkStatus();
+  return ReportMeasuredRuns(config, dcp->summary,
+                            bucket.has_value() ? &bucket->summary : nullptr);
 }
 
 }  // namespace

@@ -54,6 +54,12 @@ constexpr FlagSpec kFlags[] = {
      "times as steps are reported (its --online-refit)"},
     {"compare-bucket", nullptr, "true",
      "then run the same batches with the static bucket plans"},
+    {"timeline-step", "K", "-1",
+     "draw step K's plan with the measured micro-batch times beside the "
+     "predicted ones (SVG; the bucket run's too, as FILE.bucket.svg)"},
+    {"timeline-out", "FILE", "",
+     "where --timeline-step's SVG goes (default: <work-dir>/"
+     "timeline_step<K>.svg)"},
     {"checkpoint-dir", "DIR", "",
      "the dcp run's checkpoint directory (shared by its workers)"},
     {"checkpoint-every", "K", "0", "checkpoint every K steps of the dcp run"},
@@ -186,6 +192,15 @@ absl::StatusOr<LocalJobConfig> ConfigureLocalJob(const ParsedFlags& flags,
   config.online_refit = online_refit;
   DCP_ASSIGN_OR_RETURN(auto compare, flags.Bool("compare-bucket"));
   config.compare_bucket = compare;
+  DCP_ASSIGN_OR_RETURN(auto timeline_step,
+                       flags.Int("timeline-step", -1, 1 << 20));
+  config.timeline_step = timeline_step;
+  if (config.timeline_step >= config.steps) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--timeline-step=", config.timeline_step, " is past the last step (",
+        config.steps - 1, " with --steps=", config.steps, ")"));
+  }
+  config.timeline_out = flags.String("timeline-out");
   config.checkpoint_dir = flags.String("checkpoint-dir");
   DCP_ASSIGN_OR_RETURN(auto every, flags.Int("checkpoint-every", 0, 1 << 20));
   config.checkpoint_every = every;

@@ -31,6 +31,10 @@ struct LocalJobConfig {
   int64_t profile_repeats = 3;
   bool online_refit = true;
   bool compare_bucket = true;
+  /// The step whose predicted-vs-measured timeline is drawn (-1: none), and
+  /// the SVG file (empty: <work_dir>/timeline_step<K>.svg).
+  int64_t timeline_step = -1;
+  std::string timeline_out;
   std::string checkpoint_dir;
   int64_t checkpoint_every = 0;
   bool resume = false;

@@ -30,6 +30,7 @@
 #include "worker/profile_phase.h"
 #include "worker/rendezvous.h"
 #include "worker/status_context.h"
+#include "worker/step_timing_files.h"
 #include "worker/world_consensus.h"
 
 namespace dcp {
@@ -401,6 +402,7 @@ class AgentRun {
     record.params_version = planned.params_version;
     result_.steps.push_back(record);
     result_.next_step = step + 1;
+    WriteStepTimings(step, samples, planned, *executed, step_seconds);
     Print(absl::StrFormat(
         "step %d: plan %s | predicted %.3f s measured %.3f s | loss %.4f", step,
         record.plan_shape, record.predicted_seconds, record.measured_seconds,
@@ -428,6 +430,68 @@ class AgentRun {
       Print(absl::StrCat("stopped on request before step ", step + 1));
     }
     return stop;
+  }
+
+  /// Next to the run summary (worker/step_timing_files.h): this rank's
+  /// measured micro-batches of step `step`, and on rank 0 the step's plan
+  /// with its cost model. Only a report: failures are warnings.
+  void WriteStepTimings(int64_t step, const std::vector<Sample>& samples,
+                        const StepPlan& planned, const StepResult& executed,
+                        double step_seconds) {
+    if (options_.summary_file.empty()) return;
+    const std::string dir = StepTimingDir(options_.summary_file);
+    RankStepTiming timing;
+    timing.step = step;
+    timing.rank = rank_;
+    timing.group_index = executed.group_index;
+    timing.step_seconds = step_seconds;
+    timing.gradient_allreduce_seconds = executed.gradient_allreduce_seconds;
+    for (const MicroBatchResult& micro : executed.micro_batches) {
+      timing.micro_batches.push_back(
+          {micro.compute_seconds, micro.communication_seconds});
+    }
+    absl::Status written = WriteRankStepTiming(dir, timing);
+    if (written.ok() && rank_ == 0) written = WritePlanFile(dir, step, samples, planned);
+    if (!written.ok()) {
+      Log(absl::StrCat("warning: the step timings of step ", step,
+                       " were not written: ", written.ToString()));
+    }
+  }
+
+  absl::Status WritePlanFile(const std::string& dir, int64_t step,
+                             const std::vector<Sample>& samples,
+                             const StepPlan& planned) {
+    // The cost model the plan was priced with: the planner's version the
+    // plan names (bucket plans: the current one, asked once, which
+    // BucketPlanSource priced them with).
+    const bool bucket = options_.plan_source == PlanSource::kBucket;
+    if (!cost_model_answer_.has_value() ||
+        (!bucket &&
+         cost_model_answer_->params_version() != planned.params_version)) {
+      v1::GetClusterModelRequest request;
+      if (!bucket) request.set_params_version(planned.params_version);
+      absl::StatusOr<v1::GetClusterModelResponse> answer =
+          planner_.GetClusterModel(request);
+      if (!answer.ok()) {
+        return WithContext(answer.status(),
+                           absl::StrCat("asking the planner's cost model v",
+                                        planned.params_version));
+      }
+      answer->clear_reports();
+      cost_model_answer_ = *std::move(answer);
+    }
+    StepPlanFile plan_file;
+    plan_file.step = step;
+    plan_file.plan = planned.plan;
+    for (const Sample& sample : samples) {
+      plan_file.lengths_tokens.push_back(sample.length_tokens);
+    }
+    plan_file.plan_params_version = planned.params_version;
+    plan_file.cost_model_params_version = cost_model_answer_->params_version();
+    plan_file.model = ModelSpecFromProto(cost_model_answer_->model());
+    plan_file.cluster = ClusterSpecFromProto(cost_model_answer_->cluster());
+    plan_file.params = CostParamsFromProto(cost_model_answer_->params());
+    return WriteStepPlanFile(dir, plan_file);
   }
 
   absl::Status WriteSummary() const {
@@ -463,6 +527,8 @@ class AgentRun {
   std::unique_ptr<PlanExecutor> executor_;
   std::unique_ptr<CheckpointCoordinator> checkpoints_;
   AgentRunResult result_;
+  /// Rank 0: the planner's cost model as last asked (WritePlanFile).
+  std::optional<v1::GetClusterModelResponse> cost_model_answer_;
 };
 
 }  // namespace

@@ -233,18 +233,28 @@ class PlannerHandlerRoot final : public PlannerHandler {
   }
 
   absl::StatusOr<v1::GetClusterModelResponse> GetClusterModel(
-      const v1::GetClusterModelRequest&) override {
+      const v1::GetClusterModelRequest& request) override {
     std::shared_ptr<const CostParamsSnapshot> params = params_.Snapshot();
+    std::shared_ptr<const ParamsVersion> version = params->current;
+    if (request.params_version() != 0) {
+      version = params_.Version(request.params_version());
+      if (version == nullptr) {
+        return absl::NotFoundError(absl::StrCat(
+            "params_version = ", request.params_version(),
+            ": the planner has no such cost-parameter version (current: ",
+            params->current->version, "); ask for 0 for the current one"));
+      }
+    }
     v1::GetClusterModelResponse response;
     *response.mutable_model() = ModelSpecToProto(options_.model);
     *response.mutable_cluster() = ClusterSpecToProto(options_.cluster);
     *response.mutable_params() =
-        CostParamsToProto(params->current->cost_model->params());
+        CostParamsToProto(version->cost_model->params());
     for (const ModelFitReport& report : params->reports) {
       *response.add_reports() = FitReportToProto(report);
     }
-    response.set_params_version(params->current->version);
-    response.set_using_default_params(params->current->version == 0);
+    response.set_params_version(version->version);
+    response.set_using_default_params(version->version == 0);
     response.set_step_relative_error(stats_.MeanRelativeError());
     return response;
   }

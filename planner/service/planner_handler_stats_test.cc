@@ -202,6 +202,17 @@ TEST_F(OnlineRefitTest, FollowsMeasuredComputeTime) {
     ASSERT_TRUE(handler->ReportStepStats(report).ok());
   }
   EXPECT_EQ(handler->GetClusterModel({})->params_version(), 1);
+
+  // A version asked for by number gives that version's parameters; an
+  // unknown one is NOT_FOUND.
+  v1::GetClusterModelRequest by_version;
+  by_version.set_params_version(1);
+  EXPECT_EQ(handler->GetClusterModel(by_version)->params().DebugString(),
+            model.params().DebugString());
+  by_version.set_params_version(7);
+  const absl::Status unknown = handler->GetClusterModel(by_version).status();
+  EXPECT_EQ(unknown.code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(unknown.message(), HasSubstr("params_version = 7"));
 }
 
 TEST_F(OnlineRefitTest, AbsurdlySmallMeasurementsDoNotCorruptTheModel) {

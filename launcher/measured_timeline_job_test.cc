@@ -1,0 +1,176 @@
+// dcp_local_job --timeline-step on a short real job (the real dcp_planner
+// and two dcp_worker processes on loopback): the SVG's measured bars are the
+// times the workers recorded, and both runs print their cost-model
+// breakdown.
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "launcher/child_process.h"
+#include "planner/markup_test_util.h"
+#include "worker/step_timing_files.h"
+
+namespace dcp {
+namespace {
+
+using ::testing::Contains;
+using ::testing::HasSubstr;
+
+std::string Runfile(const std::string& path) {
+  const char* root = std::getenv("TEST_SRCDIR");
+  return absl::StrCat(root != nullptr ? root : ".", "/dcp/", path);
+}
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream file(path);
+  return std::string((std::istreambuf_iterator<char>(file)),
+                     std::istreambuf_iterator<char>());
+}
+
+TEST(MeasuredTimelineJobTest, TheSvgShowsWhatTheWorkersRecorded) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string dir =
+      absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/measured_timeline_job");
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string svg_path = absl::StrCat(dir, "/step1.svg");
+  const std::vector<std::string> argv = {
+      Runfile("launcher/dcp_local_job"),
+      absl::StrCat("--planner-binary=", Runfile("planner/service/dcp_planner")),
+      absl::StrCat("--worker-binary=", Runfile("worker/dcp_worker")),
+      absl::StrCat("--work-dir=", dir),
+      "--nodes=1",
+      "--ranks-per-node=2",
+      "--workload=longtail:median=64,tail_fraction=0.05,tail_min=256,"
+      "max=1024,min=16",
+      "--global-batch-tokens=2048",
+      "--steps=3",
+      "--profile=false",
+      "--timeline-step=1",
+      absl::StrCat("--timeline-out=", svg_path),
+      "--timeout=3m",
+      "--collective-timeout=60s"};
+  auto mutex = std::make_shared<absl::Mutex>();
+  auto lines = std::make_shared<std::vector<std::string>>();
+  absl::StatusOr<std::unique_ptr<ChildProcess>> job =
+      ChildProcess::Start(argv, absl::StrCat(dir, "/dcp_local_job.stderr"),
+                          [mutex, lines](const std::string& line) {
+                            absl::MutexLock lock(mutex.get());
+                            lines->push_back(line);
+                          });
+  ASSERT_TRUE(job.ok()) << job.status();
+  std::optional<int> code = (*job)->WaitFor(absl::Minutes(4));
+  const int exit_code = code.has_value() ? *code : (*job)->Kill();
+  (*job)->JoinOutput();
+  std::vector<std::string> output;
+  {
+    absl::MutexLock lock(mutex.get());
+    output = *lines;
+  }
+  const std::string text =
+      absl::StrCat(absl::StrJoin(output, "\n"), "\n--- stderr:\n",
+                   ReadAll(absl::StrCat(dir, "/dcp_local_job.stderr")));
+  ASSERT_EQ(exit_code, 0) << text;
+  EXPECT_THAT(output, Contains(HasSubstr(
+                          "dcp (steps 1-2) cost-model breakdown over 2 steps")))
+      << text;
+  EXPECT_THAT(output,
+              Contains(HasSubstr(
+                  "bucket (steps 1-2) cost-model breakdown over 2 steps")))
+      << text;
+  EXPECT_THAT(output, Contains(HasSubstr("  compute     median"))) << text;
+
+  // What the workers recorded of step 1, per rank.
+  const std::string timing_dir =
+      StepTimingDir(absl::StrCat(dir, "/dcp_summary.json"));
+  std::vector<RankStepTiming> ranks;
+  for (int rank = 0; rank < 2; ++rank) {
+    absl::StatusOr<RankStepTiming> timing =
+        ReadRankStepTiming(timing_dir, 1, rank);
+    ASSERT_TRUE(timing.ok()) << timing.status();
+    ranks.push_back(*timing);
+  }
+
+  for (const std::string& path :
+       {svg_path, absl::StrCat(dir, "/step1.bucket.svg")}) {
+    SCOPED_TRACE(path);
+    const MarkupDocument svg = MarkupDocument::ParseXml(ReadAll(path));
+    ASSERT_NE(svg.doc, nullptr) << "not well-formed XML";
+    EXPECT_EQ(Attribute(svg.Select("/*")[0], "data-num-ranks"), "2");
+    EXPECT_FALSE(
+        svg.Select("//*[local-name()='rect'][@class='bar']").empty());
+  }
+
+  // The predicted bars are the plan's own predictions: rank 0 recorded the
+  // cost-parameter version the plan was made with.
+  absl::StatusOr<StepPlanFile> plan = ReadStepPlanFile(timing_dir, 1);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->cost_model_params_version, plan->plan_params_version);
+  const MarkupDocument svg = MarkupDocument::ParseXml(ReadAll(svg_path));
+  EXPECT_NEAR(NumberAttribute(svg.Select("/*")[0], "data-step-seconds"),
+              plan->plan.predicted_step_seconds,
+              1e-5 * plan->plan.predicted_step_seconds);
+  int checked = 0;
+  for (xmlNode* row : svg.Select("//*[local-name()='g'][@class='row']")) {
+    std::vector<int> members;
+    for (absl::string_view rank :
+         absl::StrSplit(Attribute(row, "data-ranks"), ',')) {
+      int value = 0;
+      ASSERT_TRUE(absl::SimpleAtoi(rank, &value)) << rank;
+      members.push_back(value);
+    }
+    std::vector<xmlNode*> bars;
+    for (xmlNode* child = row->children; child != nullptr;
+         child = child->next) {
+      if (child->type == XML_ELEMENT_NODE && Attribute(child, "class") ==
+                                                 "measured") {
+        bars.push_back(child);
+      }
+    }
+    ASSERT_FALSE(members.empty());
+    ASSERT_EQ(bars.size(), ranks[members[0]].micro_batches.size())
+        << "ranks " << Attribute(row, "data-ranks");
+    for (size_t m = 0; m < bars.size(); ++m) {
+      double recorded = 0;
+      for (int rank : members) {
+        recorded += ranks[rank].micro_batches[m].compute_seconds +
+                    ranks[rank].micro_batches[m].communication_seconds;
+      }
+      recorded /= members.size();
+      EXPECT_GT(recorded, 0);
+      EXPECT_NEAR(NumberAttribute(bars[m], "data-duration-seconds"), recorded,
+                  1e-5 * recorded)
+          << "ranks " << Attribute(row, "data-ranks") << " micro-batch " << m;
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 0);
+}
+
+TEST(MeasuredTimelineJobTest, ATimelineStepPastTheRunIsAUsageError) {
+  absl::StatusOr<std::unique_ptr<ChildProcess>> job = ChildProcess::Start(
+      {Runfile("launcher/dcp_local_job"), "--steps=2", "--timeline-step=2"},
+      "/dev/null", [](const std::string&) {});
+  ASSERT_TRUE(job.ok()) << job.status();
+  std::optional<int> code = (*job)->WaitFor(absl::Minutes(1));
+  if (!code.has_value()) (*job)->Kill();
+  (*job)->JoinOutput();
+  EXPECT_EQ(code.value_or(-1), 2);
+}
+
+}  // namespace
+}  // namespace dcp
