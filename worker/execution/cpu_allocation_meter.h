@@ -3,6 +3,8 @@
 
 #include <atomic>
 #include <cstdint>
+#include <mutex>
+#include <unordered_map>
 
 #include "c10/core/Allocator.h"
 
@@ -16,8 +18,8 @@ namespace dcp {
 ///
 /// Process-wide: Install() replaces c10's CPU allocator, so at most one meter
 /// may be installed at a time and it must outlive every tensor allocated
-/// through it (tests keep one static instance). Counters are atomic; any
-/// thread may allocate and read.
+/// through it (Get() is never destroyed). Thread-safe: counters are atomic,
+/// the live allocations are guarded by a mutex.
 class CpuAllocationMeter final : public c10::Allocator {
  public:
   /// The process's meter (never destroyed).
@@ -29,6 +31,8 @@ class CpuAllocationMeter final : public c10::Allocator {
   /// installed are still uncounted correctly when freed later.
   void Uninstall();
 
+  /// Whether Install() was called more recently than Uninstall().
+  bool installed() const { return installed_.load(); }
   /// Bytes allocated through the meter and not yet freed.
   int64_t current_bytes() const { return current_bytes_.load(); }
   /// The highest current_bytes() since the last ResetPeak().
@@ -36,12 +40,23 @@ class CpuAllocationMeter final : public c10::Allocator {
   /// Sets the peak to the current bytes.
   void ResetPeak() { peak_bytes_.store(current_bytes_.load()); }
 
+  /// Simple pointers (context == data), as raw_allocate requires.
   c10::DataPtr allocate(size_t bytes) override;
+  c10::DeleterFnPtr raw_deleter() const override { return &Free; }
   void copy_data(void* dest, const void* src, std::size_t count) const override;
 
  private:
   CpuAllocationMeter() = default;
-  static void Free(void* context);
+  static void Free(void* data);
+
+  /// The inner allocator's DataPtr (freeing it frees the memory) and size of
+  /// each live counted allocation, by its data pointer.
+  struct Counted {
+    c10::DataPtr inner;
+    int64_t bytes;
+  };
+  std::mutex mutex_;
+  std::unordered_map<void*, Counted> live_;  // guarded by mutex_
 
   std::atomic<c10::Allocator*> inner_{nullptr};
   std::atomic<bool> installed_{false};

@@ -293,7 +293,8 @@ absl::Status ProfileAttention(const ModelSpec& model,
         inputs.Normal({q_heads, length, head_dim});
     // GptModel's own attention core for one sequence of local heads.
     auto forward = [&]() -> absl::Status {
-      torch::Tensor output = SequenceAttention(q, k, v, /*real_tokens=*/length, model.causal);
+      torch::Tensor output =
+          SequenceAttention(q, k, v, /*real_tokens=*/length, model.causal);
       return absl::OkStatus();
     };
     absl::StatusOr<double> forward_seconds = timer.MedianSeconds(
