@@ -55,10 +55,10 @@ double MemoryModel::BytesPerTokenPerLayer(RecomputeLevel level) const {
 
 double MemoryModel::ActivationBytesPerToken(int checkpointed_layers) const {
   const double stored = params_.activation_bytes_per_token_per_layer;
-  double bytes =
-      (num_layers_ - checkpointed_layers) * stored +
-      checkpointed_layers * params_.checkpoint_bytes_per_token_per_layer +
-      params_.logits_bytes_per_token;
+  double bytes = (num_layers_ - checkpointed_layers) * stored +
+                 checkpointed_layers *
+                     params_.checkpoint_bytes_per_token_per_layer +
+                 params_.logits_bytes_per_token;
   // Recomputing a checkpointed layer rebuilds its full activations.
   if (checkpointed_layers > 0) bytes += stored;
   return bytes;
@@ -84,14 +84,14 @@ std::optional<int> MemoryModel::MinCheckpointedLayers(
   // For k >= 1 the activation bytes fall linearly in k (each checkpointed
   // layer keeps its input instead of its activations), so solve for the
   // least k and step over rounding.
-  const double saved_per_layer = params_.activation_bytes_per_token_per_layer -
-                                 params_.checkpoint_bytes_per_token_per_layer;
+  const double saved_per_layer =
+      params_.activation_bytes_per_token_per_layer -
+      params_.checkpoint_bytes_per_token_per_layer;
   int k = 1;
   if (saved_per_layer > 0 && tokens_per_rank > 0) {
     const double excess = PeakBytes(tokens_per_rank, 1) - budget_bytes;
-    k = 1 +
-        static_cast<int>(std::ceil(
-            excess / (saved_per_layer * static_cast<double>(tokens_per_rank))));
+    k = 1 + static_cast<int>(std::ceil(
+                excess / (saved_per_layer * static_cast<double>(tokens_per_rank))));
     k = std::clamp(k - 1, 1, num_layers_);
   }
   while (k <= num_layers_ && PeakBytes(tokens_per_rank, k) > budget_bytes) ++k;
