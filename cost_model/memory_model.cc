@@ -19,13 +19,27 @@ MemoryParams DefaultMemoryParams(const ModelSpec& model) {
   return params;
 }
 
+void SetTrainingStateBytes(TrainingPrecision precision, bool zero1,
+                           MemoryParams& params) {
+  params.zero1_optimizer_sharding = zero1;
+  params.gradient_bytes_per_parameter = 4;
+  if (precision == TrainingPrecision::kBf16) {
+    params.weight_bytes_per_parameter = 2;
+    params.optimizer_bytes_per_parameter = 12;
+  } else {
+    params.weight_bytes_per_parameter = 4;
+    params.optimizer_bytes_per_parameter = zero1 ? 12 : 8;
+  }
+}
+
 double MemoryModel::StaticBytes() const {
   const double optimizer_shards =
       params_.zero1_optimizer_sharding ? world_size_ : 1;
-  return parameters_ * (params_.weight_bytes_per_parameter +
-                        params_.gradient_bytes_per_parameter +
-                        params_.optimizer_bytes_per_parameter /
-                            optimizer_shards) +
+  return parameters_ *
+             (params_.weight_bytes_per_parameter +
+              params_.gradient_bytes_per_parameter +
+              params_.optimizer_bytes_per_parameter / optimizer_shards) +
+         params_.communicator_bytes * params_.communicators_per_rank +
          params_.fixed_bytes;
 }
 

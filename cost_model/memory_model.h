@@ -12,16 +12,27 @@ namespace dcp {
 /// core and MLP activation only, or keep only the layer input.
 enum class RecomputeLevel { kNone, kSelective, kFull };
 
+/// GPU memory one NCCL communicator takes outside PyTorch's allocator on an
+/// H200 (public reports give 0.5-0.7 GB; a prediction until measured).
+/// Gloo (CPU) communicators cost no GPU memory.
+inline constexpr double kNcclCommunicatorBytesH200 = 0.6e9;
+
 /// Parameters of the per-GPU memory model (bytes).
 struct MemoryParams {
-  double weight_bytes_per_parameter = 2;     // bf16 weights
-  double gradient_bytes_per_parameter = 4;   // fp32 gradient accumulation
-  double optimizer_bytes_per_parameter = 12; // fp32 master, Adam m and v
+  double weight_bytes_per_parameter = 2;      // bf16 weights
+  double gradient_bytes_per_parameter = 4;    // fp32 gradient accumulation
+  double optimizer_bytes_per_parameter = 12;  // fp32 master, Adam m and v
   /// ZeRO-1: optimizer states sharded over every rank (all ranks hold a full
   /// replica under Ulysses, so the data-parallel degree is the world size).
   bool zero1_optimizer_sharding = true;
   /// Fixed runtime bytes (allocator, workspaces) on top of the model state.
   double fixed_bytes = 0;
+  /// Memory of one communicator (process group) a rank holds:
+  /// kNcclCommunicatorBytesH200 for NCCL, 0 for Gloo.
+  double communicator_bytes = 0;
+  /// Communicators a rank holds at most: the world plus the SP groups the
+  /// worker keeps cached (1 + its --max-cached-groups).
+  int communicators_per_rank = 0;
   /// Per token per layer, no recompute.
   double activation_bytes_per_token_per_layer = 0;
   /// Per token per layer, selective recompute.
@@ -31,6 +42,20 @@ struct MemoryParams {
   /// Logits and loss buffers per token.
   double logits_bytes_per_token = 0;
 };
+
+/// Number format of training: kFp32 keeps weights, gradients and AdamW in
+/// float32; kBf16 runs forward and backward in bfloat16 weights and
+/// activations, accumulates gradients in float32 and keeps float32 master
+/// weights with the AdamW states.
+enum class TrainingPrecision { kFp32, kBf16 };
+
+/// Sets the weight, gradient and optimizer bytes per parameter and
+/// zero1_optimizer_sharding to what the worker holds in `precision` with or
+/// without ZeRO-1: bf16 is 2 + 4 + 12 (master, m, v); fp32 is 4 + 4 + 8 (m,
+/// v; the weights are their own master), or 4 + 4 + 12 with ZeRO-1 (a
+/// float32 master shard besides the full weights).
+void SetTrainingStateBytes(TrainingPrecision precision, bool zero1,
+                           MemoryParams& params);
 
 /// Defaults from the model's architecture (Korthikanti et al. 2022 with flash
 /// attention). Predictions until fitted from profiles.
@@ -47,7 +72,7 @@ class MemoryModel {
         params_(params),
         world_size_(world_size) {}
 
-  /// Weights, gradients, optimizer states and fixed bytes.
+  /// Weights, gradients, optimizer states, communicators and fixed bytes.
   double StaticBytes() const;
   /// Bytes per token per layer at a recompute level.
   double BytesPerTokenPerLayer(RecomputeLevel level) const;

@@ -202,6 +202,7 @@ class AgentRun {
     c10d.backend = placement_.backend;
     c10d.timeout = options_.collective_timeout;
     c10d.store_prefix = "dcp";
+    c10d.max_cached_groups = options_.max_cached_groups;
     c10d.store_host = store.host;
     c10d.store_port = store.port;
     CommunicatorFactory factory = options_.create_communicator;
@@ -226,11 +227,16 @@ class AgentRun {
   // --- Model and checkpoints
   // ---------------------------------------------------
 
+  torch::Dtype ComputeDtype() const {
+    return options_.precision == TrainingPrecision::kBf16 ? torch::kBFloat16
+                                                          : torch::kFloat32;
+  }
+
   absl::Status BuildModel(const v1::RegisterWorkerResponse& registration) {
     model_spec_ = ModelSpecFromProto(registration.model());
     GptModelOptions model_options;
     model_options.seed = options_.model_seed;
-    model_options.dtype = torch::kFloat32;
+    model_options.dtype = ComputeDtype();
     model_options.device = placement_.device;
     // A GptModel, or a DitModel for a diffusion-transformer spec.
     absl::StatusOr<std::shared_ptr<TrainableModel>> model =
@@ -245,6 +251,7 @@ class AgentRun {
     executor_options.collective_timeout = options_.collective_timeout;
     executor_options.learning_rate = options_.learning_rate;
     executor_options.clock = &clock_;
+    executor_options.zero1 = options_.zero1;
     executor_ = std::make_unique<PlanExecutor>(model_, *communicator_,
                                                executor_options);
     CheckpointCoordinatorOptions checkpoint_options;
@@ -284,7 +291,8 @@ class AgentRun {
     profile.wanted = options_.profile;
     profile.profile = options_.profile_options;
     profile.profile.device = placement_.device;
-    profile.profile.dtype = torch::kFloat32;
+    // The dtype the steps run in, so the fit predicts them.
+    profile.profile.dtype = ComputeDtype();
     profile.profile.collective_timeout = options_.collective_timeout;
     profile.gpus_per_node = cluster_.gpus_per_node;
     profile.collective_timeout = options_.collective_timeout;

@@ -18,6 +18,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
+#include "cost_model/memory_model.h"
 #include "planner/client/planner_client.h"
 #include "planner/plan.h"
 #include "planner/workload.h"
@@ -95,6 +96,13 @@ struct WorkerAgentOptions {
   /// Seeds the initial weights (equal on every rank).
   uint64_t model_seed = 0;
   double learning_rate = 1e-3;
+  /// kFp32: float32 everywhere; kBf16: bfloat16 weights and activations
+  /// with float32 gradients and master weights (PlanExecutor).
+  TrainingPrecision precision = TrainingPrecision::kFp32;
+  /// ZeRO-1 sharding of the master weights and AdamW states.
+  bool zero1 = false;
+  /// C10dOptions::max_cached_groups: the most SP sub-groups a rank keeps.
+  int max_cached_groups = 0;
 
   // --- Checkpoints and output
   // --------------------------------------------------

@@ -110,6 +110,16 @@ constexpr FlagSpec kFlags[] = {
      "samples); a DiT model reads synthetic latent patches of the same seed"},
     {"model-seed", "S", "0", "seed of the initial weights (same on all ranks)"},
     {"learning-rate", "LR", "0.001", "AdamW learning rate"},
+    {"precision", "fp32|bf16", "fp32",
+     "fp32: float32 everywhere; bf16: bfloat16 weights and activations, "
+     "float32 gradient accumulation, float32 master weights and AdamW"},
+    {"zero1", nullptr, "false",
+     "shard the float32 master weights and AdamW states over the ranks "
+     "(ZeRO-1: reduce-scatter, sharded update, all-gather)"},
+    {"max-cached-groups", "N", "0",
+     "most SP sub-groups a rank keeps (least recently used released first), "
+     "so communicators stay within the memory the planner counts; 0: no "
+     "bound"},
     {"torch-threads", "N", "0",
      "LibTorch intra-op threads (0: LibTorch's default)"},
     // Checkpoints and output.
@@ -326,6 +336,20 @@ absl::StatusOr<MainConfig> Configure(const ParsedFlags& flags) {
                                     std::numeric_limits<double>::infinity(),
                                     /*min_exclusive=*/true));
   agent.learning_rate = learning_rate;
+  const std::string precision = flags.String("precision");
+  if (precision == "fp32") {
+    agent.precision = TrainingPrecision::kFp32;
+  } else if (precision == "bf16") {
+    agent.precision = TrainingPrecision::kBf16;
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--precision=", precision, ": expected fp32 or bf16"));
+  }
+  DCP_ASSIGN_OR_RETURN(auto zero1, flags.Bool("zero1"));
+  agent.zero1 = zero1;
+  DCP_ASSIGN_OR_RETURN(auto max_cached_groups,
+                       flags.Int("max-cached-groups", 0, 1 << 20));
+  agent.max_cached_groups = static_cast<int>(max_cached_groups);
   DCP_ASSIGN_OR_RETURN(auto torch_threads, flags.Int("torch-threads", 0, 1024));
   config.torch_threads = static_cast<int>(torch_threads);
 
@@ -339,6 +363,13 @@ absl::StatusOr<MainConfig> Configure(const ParsedFlags& flags) {
       agent.checkpoint_dir.empty()) {
     return absl::InvalidArgumentError(
         "--resume and --checkpoint-every need --checkpoint-dir");
+  }
+  if (!agent.checkpoint_dir.empty() &&
+      (agent.zero1 || agent.precision != TrainingPrecision::kFp32)) {
+    return absl::InvalidArgumentError(
+        "--checkpoint-dir needs --precision=fp32 without --zero1: "
+        "checkpoints do not yet hold float32 master weights or sharded "
+        "AdamW states");
   }
   agent.summary_file = flags.String("summary-file");
   config.metrics_listen = flags.String("metrics-listen");

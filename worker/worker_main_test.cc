@@ -69,12 +69,15 @@ WorkerRun RunWorker(const std::vector<std::string>& flags,
 TEST(WorkerMainTest, HelpListsTheFlags) {
   const WorkerRun run = RunWorker({"--help"});
   EXPECT_EQ(run.exit_code, 0);
-  EXPECT_THAT(run.stdout_text, AllOf(HasSubstr("--planner=HOST:PORT"),
-                                     HasSubstr("DCP_PLANNER_ADDRESS"),
-                                     HasSubstr("--token-file=FILE"),
-                                     HasSubstr("--plan-source=planner|bucket"),
-                                     HasSubstr("--checkpoint-every=K"),
-                                     HasSubstr("--metrics-listen=HOST:PORT")));
+  EXPECT_THAT(
+      run.stdout_text,
+      AllOf(HasSubstr("--planner=HOST:PORT"), HasSubstr("DCP_PLANNER_ADDRESS"),
+            HasSubstr("--token-file=FILE"),
+            HasSubstr("--plan-source=planner|bucket"),
+            HasSubstr("--checkpoint-every=K"),
+            HasSubstr("--precision=fp32|bf16"), HasSubstr("--zero1"),
+            HasSubstr("--max-cached-groups=N"),
+            HasSubstr("--metrics-listen=HOST:PORT")));
 }
 
 TEST(WorkerMainTest, UsageErrorsExitTwo) {
@@ -93,6 +96,22 @@ TEST(WorkerMainTest, UsageErrorsExitTwo) {
   run = RunWorker({"--planner=127.0.0.1:1", "--plan-source=static"});
   EXPECT_EQ(run.exit_code, 2);
   EXPECT_THAT(run.stderr_text, HasSubstr("expected planner or bucket"));
+
+  run = RunWorker({"--planner=127.0.0.1:1", "--precision=fp16"});
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_THAT(run.stderr_text,
+              HasSubstr("--precision=fp16: expected fp32 or bf16"));
+
+  run = RunWorker({"--planner=127.0.0.1:1", "--max-cached-groups=-1"});
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_THAT(run.stderr_text, HasSubstr("max-cached-groups"));
+
+  run = RunWorker(
+      {"--planner=127.0.0.1:1", "--zero1", "--checkpoint-dir=/tmp/ckpt"});
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_THAT(run.stderr_text,
+              HasSubstr("--checkpoint-dir needs --precision=fp32 without "
+                        "--zero1"));
 }
 
 TEST(WorkerMainTest, BadWorkloadOrDataFlagsExitTwoBeforeRegistering) {

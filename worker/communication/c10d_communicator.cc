@@ -198,6 +198,34 @@ class C10dGroup final : public CommGroup {
     return status;
   }
 
+  absl::Status ReduceScatterSum(const torch::Tensor& input,
+                                torch::Tensor& output,
+                                absl::Duration timeout) override {
+    if (absl::Status shapes = CheckChunked("ReduceScatterSum", input, output);
+        !shapes.ok()) {
+      return shapes;
+    }
+    torch::Tensor contiguous_input = input.contiguous();
+    return Run("ReduceScatterSum", timeout, [&] {
+      c10d::ReduceScatterOptions options;
+      options.reduceOp = c10d::ReduceOp::SUM;
+      return backend_->_reduce_scatter_base(output, contiguous_input, options);
+    });
+  }
+
+  absl::Status AllGather(const torch::Tensor& input, torch::Tensor& output,
+                         absl::Duration timeout) override {
+    if (absl::Status shapes = CheckChunked("AllGather", output, input);
+        !shapes.ok()) {
+      return shapes;
+    }
+    torch::Tensor contiguous_input = input.contiguous();
+    return Run("AllGather", timeout, [&] {
+      c10d::AllgatherOptions options;
+      return backend_->_allgather_base(output, contiguous_input, options);
+    });
+  }
+
   absl::Status Barrier(absl::Duration timeout) override {
     return Run("Barrier", timeout, [&] {
       c10d::BarrierOptions options;
@@ -206,6 +234,45 @@ class C10dGroup final : public CommGroup {
   }
 
  private:
+  /// OK when `whole` is size() chunks of `chunk`'s shape along dim 0, both
+  /// defined, of one dtype and device, and the output side contiguous.
+  absl::Status CheckChunked(absl::string_view op, const torch::Tensor& whole,
+                            const torch::Tensor& chunk) const {
+    if (!whole.defined() || !chunk.defined()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(op, " on group ", name_, ": undefined tensor"));
+    }
+    std::vector<int64_t> expected = chunk.sizes().vec();
+    if (expected.empty() || whole.dim() != chunk.dim() ||
+        whole.size(0) != chunk.size(0) * size() ||
+        whole.sizes().slice(1) != chunk.sizes().slice(1)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(op, " on group ", name_, ": the whole tensor (",
+                       c10::str(whole.sizes()), ") must be ", size(),
+                       " chunks of the per-member tensor (",
+                       c10::str(chunk.sizes()), ") along dim 0"));
+    }
+    if (whole.scalar_type() != chunk.scalar_type() ||
+        whole.device() != chunk.device()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(op, " on group ", name_,
+                       ": input and output differ in dtype or "
+                       "device (",
+                       c10::toString(whole.scalar_type()), " vs ",
+                       c10::toString(chunk.scalar_type()), ")"));
+    }
+    if (!whole.is_contiguous() || !chunk.is_contiguous()) {
+      // The input side is made contiguous by the caller; only the output
+      // must already be.
+      const torch::Tensor& output = op == "AllGather" ? whole : chunk;
+      if (!output.is_contiguous()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            op, " on group ", name_, ": output must be contiguous"));
+      }
+    }
+    return absl::OkStatus();
+  }
+
   /// Starts a collective with `start` and waits for it up to `timeout`.
   template <typename StartFn>
   absl::Status Run(absl::string_view op, absl::Duration timeout,
@@ -285,16 +352,72 @@ class C10dCommunicator final : public Communicator {
     }
     auto it = groups_.find(ranks);
     if (it != groups_.end()) return it->second.get();
-    absl::StatusOr<std::unique_ptr<CommGroup>> group =
-        CreateGroup(ranks, absl::StrCat("group/", RanksToString(ranks)));
+    // A group released and created again gets fresh store keys.
+    const int generation = history_[ranks].generation;
+    std::string name = absl::StrCat("group/", RanksToString(ranks));
+    if (generation > 0) absl::StrAppend(&name, "#", generation);
+    absl::StatusOr<std::unique_ptr<CommGroup>> group = CreateGroup(ranks, name);
     if (!group.ok()) return group.status();
     CommGroup* result = group->get();
     groups_.emplace(ranks, *std::move(group));
+    ++sub_groups_created_;
     return result;
   }
 
-  int groups_created() const override {
+  int groups_created() const override { return 1 + sub_groups_created_; }
+  int groups_held() const override {
     return 1 + static_cast<int>(groups_.size());
+  }
+
+  absl::Status UseGroups(
+      const std::vector<std::vector<int>>& groups_of_step) override {
+    if (options_.max_cached_groups <= 0) return absl::OkStatus();
+    ++step_;
+    for (const std::vector<int>& ranks : groups_of_step) {
+      if (static_cast<int>(ranks.size()) == options_.world_size) continue;
+      GroupHistory& history = history_[ranks];
+      history.last_used_step = step_;
+      history.live = true;
+    }
+    // Groups created without being announced (the profiler's) are released
+    // by all their members at their first UseGroups.
+    for (auto it = groups_.begin(); it != groups_.end();) {
+      GroupHistory& history = history_[it->first];
+      if (history.live) {
+        ++it;
+        continue;
+      }
+      ++history.generation;
+      it = groups_.erase(it);
+    }
+    // Every rank replays the same decisions for every rank: while some rank
+    // is in more live groups than the bound, the least recently used of its
+    // groups that this step does not use is released by all its members.
+    for (int rank = 0; rank < options_.world_size; ++rank) {
+      while (true) {
+        int live = 0;
+        GroupHistory* oldest = nullptr;
+        const std::vector<int>* oldest_ranks = nullptr;
+        for (auto& [ranks, history] : history_) {
+          if (!history.live ||
+              !std::binary_search(ranks.begin(), ranks.end(), rank)) {
+            continue;
+          }
+          ++live;
+          if (history.last_used_step < step_ &&
+              (oldest == nullptr ||
+               history.last_used_step < oldest->last_used_step)) {
+            oldest = &history;
+            oldest_ranks = &ranks;
+          }
+        }
+        if (live <= options_.max_cached_groups || oldest == nullptr) break;
+        oldest->live = false;
+        ++oldest->generation;
+        groups_.erase(*oldest_ranks);  // Only where this rank held it.
+      }
+    }
+    return absl::OkStatus();
   }
 
  private:
@@ -376,6 +499,20 @@ class C10dCommunicator final : public Communicator {
   std::unique_ptr<CommGroup> world_;
   /// Sub-groups (never the world) by their ascending global ranks.
   std::map<std::vector<int>, std::unique_ptr<CommGroup>> groups_;
+  int sub_groups_created_ = 0;
+
+  /// What every rank knows alike of a sub-group (its own or not), from the
+  /// UseGroups calls: identical on every rank.
+  struct GroupHistory {
+    /// The step (count of UseGroups calls) that last used it.
+    int64_t last_used_step = 0;
+    /// Held by its members (used and not released since).
+    bool live = false;
+    /// Times released: names a fresh store namespace when created again.
+    int generation = 0;
+  };
+  std::map<std::vector<int>, GroupHistory> history_;
+  int64_t step_ = 0;
 };
 
 absl::Status ValidateOptions(const C10dOptions& options) {
@@ -401,6 +538,11 @@ absl::Status ValidateOptions(const C10dOptions& options) {
   }
   if (options.store_host.empty()) {
     return absl::InvalidArgumentError("store_host is empty");
+  }
+  if (options.max_cached_groups < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "max_cached_groups is ", options.max_cached_groups,
+        "; use 0 (no bound) or the most sub-groups a rank may keep"));
   }
   if (absl::StatusOr<std::chrono::milliseconds> timeout =
           ToChrono(options.timeout, "options");

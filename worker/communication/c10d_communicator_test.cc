@@ -98,7 +98,39 @@ absl::Status CheckGroupCollectives(CommGroup& group, int tag) {
   }
   torch::Tensor output = torch::zeros({n, 3}, torch::kInt64);
   DCP_RETURN_IF_ERROR(group.AllToAll(input, output, kCallTimeout));
-  return CheckTensor(output, expected, absl::StrCat("AllToAll on ", name));
+  DCP_RETURN_IF_ERROR(
+      CheckTensor(output, expected, absl::StrCat("AllToAll on ", name)));
+
+  // Reduce-scatter in float32: member m contributes (m + 1) * (index + tag)
+  // to every element, so member i's chunk [2i, 2i+2) sums to
+  // member_sum / tag * (index + tag).
+  const double rank_weight_sum = static_cast<double>(member_sum) / tag;
+  torch::Tensor index = torch::arange(2 * n, torch::kFloat32);
+  torch::Tensor scatter_input = (index + tag) * (me + 1);
+  torch::Tensor scattered = torch::zeros({2}, torch::kFloat32);
+  DCP_RETURN_IF_ERROR(
+      group.ReduceScatterSum(scatter_input, scattered, kCallTimeout));
+  DCP_RETURN_IF_ERROR(CheckTensor(
+      scattered, (index.narrow(0, 2 * group.rank(), 2) + tag) * rank_weight_sum,
+      absl::StrCat("ReduceScatterSum on ", name)));
+
+  // All-gather of bfloat16 (the ZeRO-1 weights): chunk j is member j's.
+  torch::Tensor mine =
+      torch::full({2, 3}, members[group.rank()] + tag, torch::kBFloat16);
+  torch::Tensor gathered = torch::zeros({2 * n, 3}, torch::kBFloat16);
+  DCP_RETURN_IF_ERROR(group.AllGather(mine, gathered, kCallTimeout));
+  torch::Tensor expected_gather = torch::empty({2 * n, 3}, torch::kBFloat16);
+  for (int j = 0; j < n; ++j) {
+    expected_gather.narrow(0, 2 * j, 2).fill_(members[j] + tag);
+  }
+  DCP_RETURN_IF_ERROR(CheckTensor(gathered, expected_gather,
+                                  absl::StrCat("AllGather on ", name)));
+  // Mismatched shapes fail locally.
+  torch::Tensor wrong = torch::zeros({3}, torch::kFloat32);
+  return CheckCode(
+      group.ReduceScatterSum(scatter_input, wrong, kCallTimeout),
+      absl::StatusCode::kInvalidArgument,
+      absl::StrCat("ReduceScatterSum into a wrong chunk on ", name));
 }
 
 // World all-reduce and all-to-all, a strided all-reduce, and argument checks
@@ -221,6 +253,46 @@ DCP_RANK_MAIN(SubGroups) {
   return comm.World().Barrier(kCallTimeout);
 }
 
+// With max_cached_groups = 1, three steps of two groups each: pairs, then
+// strided pairs, then the pairs again. Each rank holds the world and one
+// sub-group at most; a released group is created again (fresh store keys)
+// and works; without UseGroups the cache is unbounded as before.
+DCP_RANK_MAIN(BoundedGroupCache) {
+  absl::StatusOr<std::unique_ptr<Communicator>> communicator =
+      ::dcp::testing::JoinC10dTestWorld(context, "bounded_cache", kSetupTimeout,
+                                        /*max_cached_groups=*/1);
+  DCP_RETURN_IF_ERROR(communicator.status());
+  Communicator& comm = **communicator;
+  const int rank = context.rank;
+  const std::vector<std::vector<int>> pairs = {{0, 1}, {2, 3}};
+  const std::vector<std::vector<int>> strided = {{0, 2}, {1, 3}};
+  const std::vector<std::vector<std::vector<int>>> steps = {pairs, strided,
+                                                            pairs};
+  for (size_t step = 0; step < steps.size(); ++step) {
+    DCP_RETURN_IF_ERROR(comm.UseGroups(steps[step]));
+    const std::vector<int>& mine =
+        std::binary_search(steps[step][0].begin(), steps[step][0].end(), rank)
+            ? steps[step][0]
+            : steps[step][1];
+    absl::StatusOr<CommGroup*> group = comm.Group(mine);
+    DCP_RETURN_IF_ERROR(group.status());
+    DCP_RETURN_IF_ERROR(
+        CheckGroupCollectives(**group, /*tag=*/10 + static_cast<int>(step)));
+    DCP_RETURN_IF_ERROR(
+        Check(comm.groups_held() == 2,
+              absl::StrCat("step ", step, ": holds ", comm.groups_held(),
+                           " groups; the bound allows the world and 1")));
+    DCP_RETURN_IF_ERROR(Check(
+        comm.groups_created() == 2 + static_cast<int>(step),
+        absl::StrCat("step ", step, ": created ", comm.groups_created())));
+  }
+  // A step whose groups are all cached releases nothing.
+  DCP_RETURN_IF_ERROR(comm.UseGroups(pairs));
+  DCP_RETURN_IF_ERROR(Check(comm.groups_held() == 2, "repeated step"));
+  DCP_RETURN_IF_ERROR(Check(comm.groups_created() == 4, "no re-creation"));
+  return comm.World().Barrier(kCallTimeout);
+}
+
 // How long rank 3 stays away from the world all-reduce; longer than
 // kMissingCallTimeout plus scheduling slack, so the others time out first.
 constexpr absl::Duration kMissingCallTimeout = absl::Seconds(2);
@@ -278,6 +350,10 @@ TEST(C10dCommunicatorTest, WorldAllReduceAndAllToAll) {
 
 TEST(C10dCommunicatorTest, SubGroupsAreConcurrentCachedAndMembersOnly) {
   ExpectAllRanksPass("SubGroups");
+}
+
+TEST(C10dCommunicatorTest, GroupCacheBoundReleasesLeastRecentlyUsedAlike) {
+  ExpectAllRanksPass("BoundedGroupCache");
 }
 
 TEST(C10dCommunicatorTest, MissingMemberFailsWithinTimeoutInsteadOfHanging) {
@@ -356,6 +432,9 @@ TEST(C10dCommunicatorTest, InvalidOptions) {
   EXPECT_EQ(code_of(options), absl::StatusCode::kInvalidArgument);
   options = C10dOptions();
   options.store_port = 70000;
+  EXPECT_EQ(code_of(options), absl::StatusCode::kInvalidArgument);
+  options = C10dOptions();
+  options.max_cached_groups = -1;
   EXPECT_EQ(code_of(options), absl::StatusCode::kInvalidArgument);
 }
 

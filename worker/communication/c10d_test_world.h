@@ -18,10 +18,11 @@ namespace testing {
 /// Joins the world of this RunRanks call with CreateC10dCommunicator: rank 0
 /// serves the store on a port the system picks and publishes it, the others
 /// wait (up to `timeout`) for it. `store_prefix` keeps the keys of different
-/// cases apart; `timeout` is also the communicator's. Call from a rank main.
+/// cases apart; `timeout` is also the communicator's; `max_cached_groups` is
+/// C10dOptions'. Call from a rank main.
 absl::StatusOr<std::unique_ptr<Communicator>> JoinC10dTestWorld(
     const RankContext& context, const std::string& store_prefix,
-    absl::Duration timeout);
+    absl::Duration timeout, int max_cached_groups = 0);
 
 }  // namespace testing
 }  // namespace dcp

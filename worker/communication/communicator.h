@@ -38,6 +38,25 @@ class CommGroup {
   virtual absl::Status AllReduceSum(torch::Tensor& tensor,
                                     absl::Duration timeout) = 0;
   virtual absl::Status Barrier(absl::Duration timeout) = 0;
+
+  /// Sum over the members, scattered: `input` is size() equal chunks along
+  /// dim 0; `output` (contiguous, the shape of one chunk) receives the sum
+  /// over the members of chunk rank(). UNIMPLEMENTED unless overridden.
+  virtual absl::Status ReduceScatterSum(const torch::Tensor& /*input*/,
+                                        torch::Tensor& /*output*/,
+                                        absl::Duration /*timeout*/) {
+    return absl::UnimplementedError(
+        "ReduceScatterSum is not supported by this CommGroup");
+  }
+  /// Gathers every member's `input` into `output` (contiguous, size() times
+  /// the input's dim 0): chunk j of the output is member j's input.
+  /// UNIMPLEMENTED unless overridden.
+  virtual absl::Status AllGather(const torch::Tensor& /*input*/,
+                                 torch::Tensor& /*output*/,
+                                 absl::Duration /*timeout*/) {
+    return absl::UnimplementedError(
+        "AllGather is not supported by this CommGroup");
+  }
 };
 
 /// The world of one job plus its sub-groups. Sub-groups are created on first
@@ -55,8 +74,25 @@ class Communicator {
   /// The group of exactly `ranks` (ascending, containing rank()).
   /// INVALID_ARGUMENT otherwise.
   virtual absl::StatusOr<CommGroup*> Group(const std::vector<int>& ranks) = 0;
-  /// Number of distinct groups created so far (the world included).
+  /// Number of groups created so far (the world included; a group evicted
+  /// by UseGroups and created again counts twice).
   virtual int groups_created() const = 0;
+  /// Groups this rank holds now (the world included): each is a
+  /// communicator that costs memory (an NCCL one ~0.6 GB of GPU memory).
+  virtual int groups_held() const { return groups_created(); }
+
+  /// Announces the groups one step uses (all of them, every rank's, each
+  /// ascending; every rank passes the same list at the same point, before
+  /// calling Group for any of them). A communicator with a bound on cached
+  /// groups (C10dOptions::max_cached_groups) then releases the least
+  /// recently used sub-groups that the step does not use, so that no rank
+  /// holds more than the bound; every rank decides from the same history, so
+  /// all members of a group release it alike and create it again alike.
+  /// Without a bound, nothing to do.
+  virtual absl::Status UseGroups(
+      const std::vector<std::vector<int>>& /*groups_of_step*/) {
+    return absl::OkStatus();
+  }
 };
 
 struct C10dOptions {
@@ -71,6 +107,11 @@ struct C10dOptions {
   absl::Duration timeout = absl::Seconds(60);
   /// Namespace of this job's keys in the store (distinct per job/attempt).
   std::string store_prefix = "dcp";
+  /// The most sub-groups (the world not counted) a rank keeps cached; 0:
+  /// no bound. Enforced through Communicator::UseGroups, so that cached
+  /// communicators never take more memory than the memory model counts for
+  /// them (1 + max_cached_groups per rank).
+  int max_cached_groups = 0;
   /// Rank 0 only: called once the store listens and before rank 0 waits for
   /// the others to join, with the bound port (the one the system chose when
   /// store_port is 0). Publish the port from here so the other ranks can

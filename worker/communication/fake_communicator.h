@@ -45,12 +45,38 @@ class FakeCommGroup : public CommGroup {
     ++barrier_calls;
     return absl::OkStatus();
   }
+  /// One member: the sum is the input and the gather is the input.
+  absl::Status ReduceScatterSum(const torch::Tensor& input,
+                                torch::Tensor& output,
+                                absl::Duration /*timeout*/) override {
+    ++reduce_scatter_calls;
+    return CopyWhole("ReduceScatterSum", input, output);
+  }
+  absl::Status AllGather(const torch::Tensor& input, torch::Tensor& output,
+                         absl::Duration /*timeout*/) override {
+    ++all_gather_calls;
+    return CopyWhole("AllGather", input, output);
+  }
 
+  int reduce_scatter_calls = 0;
+  int all_gather_calls = 0;
   int all_to_all_calls = 0;
   int all_reduce_calls = 0;
   int barrier_calls = 0;
 
  private:
+  static absl::Status CopyWhole(const char* op, const torch::Tensor& input,
+                                torch::Tensor& output) {
+    if (!output.defined() || output.sizes() != input.sizes()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(op,
+                       ": output must be allocated with the input's shape (one "
+                       "member)"));
+    }
+    output.copy_(input);
+    return absl::OkStatus();
+  }
+
   std::vector<int> global_ranks_;
 };
 

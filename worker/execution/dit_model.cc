@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "worker/execution/model.h"
 #include "worker/execution/recompute.h"
 
 namespace dcp {
@@ -119,25 +120,6 @@ absl::StatusOr<DitShard> ShardLatentSequences(
       torch::tensor(torch::ArrayRef<double>(timesteps), torch::kFloat64)
           .view({static_cast<int64_t>(timesteps.size())});
   return shard;
-}
-
-torch::Tensor BidirectionalSequenceAttention(const torch::Tensor& q,
-                                             const torch::Tensor& k,
-                                             const torch::Tensor& v,
-                                             int64_t real_tokens) {
-  // Padding sits at the end of a sequence, so the real keys are a prefix:
-  // no mask is needed, and the fused kernels apply.
-  torch::Tensor ks = k.narrow(1, 0, real_tokens);
-  torch::Tensor vs = v.narrow(1, 0, real_tokens);
-  const int64_t group_size = q.size(0) / k.size(0);
-  if (group_size > 1) {
-    ks = ks.repeat_interleave(group_size, /*dim=*/0);
-    vs = vs.repeat_interleave(group_size, /*dim=*/0);
-  }
-  return at::scaled_dot_product_attention(
-             q.unsqueeze(0), ks.unsqueeze(0), vs.unsqueeze(0),
-             /*attn_mask=*/{}, /*dropout_p=*/0.0, /*is_causal=*/false)
-      .squeeze(0);
 }
 
 DitBlock::DitBlock(const ModelSpec& spec, const DitModelOptions& options,
@@ -262,8 +244,9 @@ torch::Tensor DitBlock::Attention(const torch::Tensor& h,
     torch::Tensor vs =
         sequence.narrow(1, local_q_heads + local_kv_heads, local_kv_heads)
             .transpose(0, 1);
-    torch::Tensor out = BidirectionalSequenceAttention(
-        qs, ks, vs, context.sequence_tokens[i]);  // [hq, P, d]
+    torch::Tensor out =
+        SequenceAttention(qs, ks, vs, context.sequence_tokens[i],
+                          /*causal=*/false);  // [hq, P, d]
     outputs.push_back(
         out.transpose(0, 1).reshape({s, slice, local_q_heads, head_dim_}));
     offset += slice;

@@ -79,18 +79,6 @@ absl::StatusOr<DitShard> ShardLatentSequences(
     const std::vector<LatentSample>& samples, int64_t channels, int sp_rank,
     int sp_size);
 
-/// The DiT's attention core over one gathered sequence of this rank's
-/// heads: q [q_heads, P, d], k and v [kv_heads, P, d] of a sequence padded
-/// to P, of which the first `real_tokens` are real; every query attends to
-/// every real key (bidirectional) through PyTorch's fused
-/// scaled_dot_product_attention (no score matrix is materialised when a
-/// fused kernel applies). Returns [q_heads, P, d]; rows of padding queries
-/// are well defined but meaningless. Differentiable. The profiler times it.
-torch::Tensor BidirectionalSequenceAttention(const torch::Tensor& q,
-                                             const torch::Tensor& k,
-                                             const torch::Tensor& v,
-                                             int64_t real_tokens);
-
 namespace dit_internal {
 struct ForwardContext;
 }  // namespace dit_internal

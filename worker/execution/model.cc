@@ -24,9 +24,8 @@ struct ForwardContext {
   torch::Tensor rope_cos;
   torch::Tensor rope_sin;
   std::vector<int64_t> slice_tokens;
-  // Per sequence: [P, P] bool, true where a query (row) must not see a key
-  // (column): a later position or padding.
-  std::vector<torch::Tensor> blocked;
+  // Real (unpadded) tokens of each sequence.
+  std::vector<int64_t> sequence_tokens;
 };
 
 }  // namespace gpt_internal
@@ -54,24 +53,77 @@ int64_t Gcd(int64_t a, int64_t b) { return std::gcd(a, b); }
 
 }  // namespace
 
+namespace {
+
+// k or v [kv_heads, P, d] repeated to [q_heads, P, d], each KV head serving
+// q_heads / kv_heads consecutive query heads (a no-op without grouping).
+torch::Tensor ExpandKvHeads(const torch::Tensor& kv, int64_t q_heads) {
+  const int64_t group_size = q_heads / kv.size(0);
+  if (group_size == 1) return kv;
+  return kv.repeat_interleave(group_size, /*dim=*/0);
+}
+
+// Rows [real_tokens, P) of zeros appended to out [heads, real_tokens, d].
+torch::Tensor PadRows(const torch::Tensor& out, int64_t padded_tokens) {
+  const int64_t missing = padded_tokens - out.size(1);
+  if (missing == 0) return out;
+  return torch::constant_pad_nd(out, {0, 0, 0, missing});
+}
+
+// The real rows of q, k and v as the 4-D [1, heads, L, d] that the fused
+// kernels take (3-D inputs fall back to the math kernel).
+struct FusedInputs {
+  torch::Tensor q, k, v;
+};
+FusedInputs RealRows(const torch::Tensor& q, const torch::Tensor& k,
+                     const torch::Tensor& v, int64_t real_tokens) {
+  TORCH_CHECK(real_tokens >= 1 && real_tokens <= q.size(1),
+              "SequenceAttention: real_tokens ", real_tokens,
+              " must be in [1, ", q.size(1), "]");
+  TORCH_CHECK(q.size(0) % k.size(0) == 0, "SequenceAttention: ", q.size(0),
+              " query heads are not a multiple of ", k.size(0), " KV heads");
+  const int64_t q_heads = q.size(0);
+  return {q.narrow(1, 0, real_tokens).unsqueeze(0),
+          ExpandKvHeads(k.narrow(1, 0, real_tokens), q_heads).unsqueeze(0),
+          ExpandKvHeads(v.narrow(1, 0, real_tokens), q_heads).unsqueeze(0)};
+}
+
+}  // namespace
+
 torch::Tensor SequenceAttention(const torch::Tensor& q, const torch::Tensor& k,
-                                const torch::Tensor& v,
-                                const torch::Tensor& blocked) {
-  const int64_t group_size = q.size(0) / k.size(0);
-  torch::Tensor ks = k;
-  torch::Tensor vs = v;
-  if (group_size > 1) {
-    ks = ks.repeat_interleave(group_size, /*dim=*/0);
-    vs = vs.repeat_interleave(group_size, /*dim=*/0);
-  }
+                                const torch::Tensor& v, int64_t real_tokens,
+                                bool causal) {
+  FusedInputs in = RealRows(q, k, v, real_tokens);
+  torch::Tensor out = at::scaled_dot_product_attention(
+      in.q, in.k, in.v, /*attn_mask=*/{}, /*dropout_p=*/0.0,
+      /*is_causal=*/causal);
+  return PadRows(out.squeeze(0), q.size(1));
+}
+
+int64_t SequenceAttentionBackend(const torch::Tensor& q, const torch::Tensor& k,
+                                 const torch::Tensor& v, int64_t real_tokens,
+                                 bool causal) {
+  FusedInputs in = RealRows(q, k, v, real_tokens);
+  return at::_fused_sdp_choice(in.q, in.k, in.v, /*attn_mask=*/{},
+                               /*dropout_p=*/0.0, /*is_causal=*/causal);
+}
+
+torch::Tensor ReferenceSequenceAttention(const torch::Tensor& q,
+                                         const torch::Tensor& k,
+                                         const torch::Tensor& v,
+                                         int64_t real_tokens, bool causal) {
+  FusedInputs in = RealRows(q, k, v, real_tokens);
   const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
-  torch::Tensor scores = torch::matmul(q, ks.transpose(1, 2)) * scale;
-  if (blocked.defined()) {
+  torch::Tensor scores = torch::matmul(in.q, in.k.transpose(-2, -1)) * scale;
+  if (causal) {
+    torch::Tensor position =
+        torch::arange(real_tokens, torch::kInt64).to(q.device());
+    torch::Tensor later = position.unsqueeze(0) > position.unsqueeze(1);
     scores =
-        scores.masked_fill(blocked, -std::numeric_limits<double>::infinity());
+        scores.masked_fill(later, -std::numeric_limits<double>::infinity());
   }
   torch::Tensor probabilities = torch::softmax(scores, /*dim=*/-1);
-  return torch::matmul(probabilities, vs);
+  return PadRows(torch::matmul(probabilities, in.v).squeeze(0), q.size(1));
 }
 
 DecoderLayer::DecoderLayer(const ModelSpec& spec,
@@ -79,6 +131,7 @@ DecoderLayer::DecoderLayer(const ModelSpec& spec,
                            at::Generator& generator)
     : num_heads_(spec.num_attention_heads),
       num_kv_heads_(spec.num_kv_heads),
+      causal_(spec.causal),
       head_dim_(spec.HeadDim()),
       epsilon_(options.rms_norm_epsilon) {
   const int64_t h = spec.hidden_size;
@@ -184,7 +237,8 @@ torch::Tensor DecoderLayer::Attention(const torch::Tensor& h,
         sequence.narrow(1, local_q_heads + local_kv_heads, local_kv_heads)
             .transpose(0, 1);
     torch::Tensor out =
-        SequenceAttention(qs, ks, vs, context.blocked[i]);  // [hq, P, d]
+        SequenceAttention(qs, ks, vs, context.sequence_tokens[i],
+                          causal_);  // [hq, P, d]
     outputs.push_back(
         out.transpose(0, 1).reshape({s, slice, local_q_heads, head_dim_}));
     offset += slice;
@@ -372,14 +426,7 @@ absl::StatusOr<torch::Tensor> GptModel::Forward(
     context->rope_cos = angles.cos().unsqueeze(1).to(float_options);
     context->rope_sin = angles.sin().unsqueeze(1).to(float_options);
   }
-  for (size_t i = 0; i < shard.slice_tokens.size(); ++i) {
-    const int64_t padded = shard.slice_tokens[i] * s;
-    torch::Tensor position = torch::arange(padded, torch::kInt64);
-    torch::Tensor later = position.unsqueeze(0) > position.unsqueeze(1);
-    torch::Tensor padding =
-        (position >= shard.sequence_tokens[i]).unsqueeze(0).expand_as(later);
-    context->blocked.push_back((later | padding).to(options_.device));
-  }
+  context->sequence_tokens = shard.sequence_tokens;
 
   const int recomputed =
       std::max(0, std::min<int>(checkpointed_layers, layers_.size()));

@@ -74,13 +74,34 @@ struct ForwardContext;
 /// GptModel's attention core over one (gathered, full) sequence of this
 /// rank's heads: q [q_heads, P, head_dim], k and v [kv_heads, P, head_dim]
 /// (q_heads a multiple of kv_heads; each KV head serves q_heads / kv_heads
-/// query heads, grouped-query attention), softmax(q k^T / sqrt(head_dim))
-/// with -inf where `blocked` [P, P] is true (a query row must not see a key
-/// column; undefined: nothing blocked), times v. Returns [q_heads, P,
-/// head_dim]. Differentiable. The profiler times this very function.
+/// query heads, grouped-query attention). Only the first `real_tokens` (>= 1,
+/// <= P) positions are real; the rest are padding. Each real query attends to
+/// the real keys (with `causal`, only those at or before its own position):
+/// softmax(q k^T / sqrt(head_dim)) v. Rows of padding queries are zero, and
+/// padding never reaches a real row. Returns [q_heads, P, head_dim].
+/// Differentiable.
+///
+/// Runs PyTorch's fused scaled_dot_product_attention (flash attention on the
+/// CPU and on CUDA), so memory is linear in P: the P x P scores are never
+/// materialised. The profiler times this very function.
 torch::Tensor SequenceAttention(const torch::Tensor& q, const torch::Tensor& k,
-                                const torch::Tensor& v,
-                                const torch::Tensor& blocked);
+                                const torch::Tensor& v, int64_t real_tokens,
+                                bool causal);
+
+/// What SequenceAttention computes, with the P x P score matrix materialised
+/// (memory quadratic in P). A test reference only; same arguments and result.
+torch::Tensor ReferenceSequenceAttention(const torch::Tensor& q,
+                                         const torch::Tensor& k,
+                                         const torch::Tensor& v,
+                                         int64_t real_tokens, bool causal);
+
+/// The at::SDPBackend (as its int value: 0 math, 1 flash attention, 2 memory
+/// efficient, 3 cuDNN) that SequenceAttention's scaled_dot_product_attention
+/// picks for these inputs. Lets tests check that the fused kernel, not the
+/// quadratic math fallback, runs.
+int64_t SequenceAttentionBackend(const torch::Tensor& q, const torch::Tensor& k,
+                                 const torch::Tensor& v, int64_t real_tokens,
+                                 bool causal);
 
 /// One transformer block of GptModel: RMSNorm -> grouped-query attention
 /// with rotary positions (Ulysses over the forward's group) -> residual ->
@@ -126,6 +147,7 @@ class DecoderLayer : public torch::nn::Module {
 
   int64_t num_heads_;
   int64_t num_kv_heads_;
+  bool causal_;
   int64_t head_dim_;
   double epsilon_;
   std::vector<torch::Tensor> parameters_;

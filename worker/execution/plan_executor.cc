@@ -1,11 +1,21 @@
 #include "worker/execution/plan_executor.h"
 
+#if DCP_LIBTORCH_HAS_CUDA
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAFunctions.h>
+#endif
+
 #include <algorithm>
 #include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "worker/execution/cpu_allocation_meter.h"
+
+#ifndef DCP_LIBTORCH_HAS_CUDA
+#error "DCP_LIBTORCH_HAS_CUDA is undefined: depend on @libtorch//:cuda"
+#endif
 
 namespace dcp {
 namespace {
@@ -17,6 +27,50 @@ torch::optim::AdamWOptions AdamWOptionsFrom(const PlanExecutorOptions& o) {
       .weight_decay(o.weight_decay);
 }
 
+int64_t Bytes(const torch::Tensor& tensor) {
+  return tensor.defined() ? static_cast<int64_t>(tensor.nbytes()) : 0;
+}
+
+/// Measures the most bytes allocated during one micro-batch on `device`:
+/// CUDA's caching allocator statistics, or CpuAllocationMeter when it is
+/// installed; -1 otherwise.
+class PeakAllocatedBytes {
+ public:
+  explicit PeakAllocatedBytes(const torch::Device& device) : device_(device) {
+#if DCP_LIBTORCH_HAS_CUDA
+    if (device_.is_cuda()) {
+      index_ =
+          device_.has_index() ? device_.index() : c10::cuda::current_device();
+      c10::cuda::CUDACachingAllocator::resetPeakStats(index_);
+      return;
+    }
+#endif
+    if (CpuAllocationMeter::Get().installed()) {
+      CpuAllocationMeter::Get().ResetPeak();
+    }
+  }
+
+  int64_t Peak() const {
+#if DCP_LIBTORCH_HAS_CUDA
+    if (device_.is_cuda()) {
+      constexpr size_t kAggregate =
+          static_cast<size_t>(c10::CachingDeviceAllocator::StatType::AGGREGATE);
+      return c10::cuda::CUDACachingAllocator::getDeviceStats(index_)
+          .allocated_bytes[kAggregate]
+          .peak;
+    }
+#endif
+    if (CpuAllocationMeter::Get().installed()) {
+      return CpuAllocationMeter::Get().peak_bytes();
+    }
+    return -1;
+  }
+
+ private:
+  torch::Device device_;
+  int index_ = 0;
+};
+
 }  // namespace
 
 PlanExecutor::PlanExecutor(std::shared_ptr<TrainableModel> model,
@@ -25,8 +79,71 @@ PlanExecutor::PlanExecutor(std::shared_ptr<TrainableModel> model,
     : model_(std::move(model)),
       communicator_(communicator),
       options_(options),
-      clock_(options.clock != nullptr ? options.clock : &RealClock::Get()),
-      optimizer_(model_->parameters(), AdamWOptionsFrom(options)) {}
+      clock_(options.clock != nullptr ? options.clock : &RealClock::Get()) {
+  const bool float32 =
+      model_->parameters().front().scalar_type() == torch::kFloat32;
+  if (float32 && !options_.zero1) {
+    optimizer_ = std::make_unique<torch::optim::AdamW>(
+        model_->parameters(), AdamWOptionsFrom(options_));
+    return;
+  }
+  FlattenParameters();
+  optimizer_ = std::make_unique<torch::optim::AdamW>(
+      std::vector<torch::Tensor>{master_}, AdamWOptionsFrom(options_));
+}
+
+void PlanExecutor::FlattenParameters() {
+  torch::NoGradGuard no_grad;
+  std::vector<torch::Tensor> parameters = model_->parameters();
+  int64_t total = 0;
+  for (const torch::Tensor& p : parameters) total += p.numel();
+  const int64_t shards = options_.zero1 ? communicator_.world_size() : 1;
+  shard_size_ = (total + shards - 1) / shards;
+  shard_offset_ = options_.zero1 ? communicator_.rank() * shard_size_ : 0;
+  const torch::Tensor& first = parameters.front();
+  flat_parameters_ = torch::zeros({shards * shard_size_}, first.options());
+  flat_gradients_ = torch::zeros({shards * shard_size_},
+                                 first.options().dtype(torch::kFloat32));
+  int64_t offset = 0;
+  for (torch::Tensor& p : parameters) {
+    const int64_t n = p.numel();
+    torch::Tensor weights = flat_parameters_.narrow(0, offset, n);
+    weights.copy_(p.detach().reshape({-1}));
+    p.set_data(weights.view(p.sizes()));
+    // Backward adds each micro-batch's gradient (in the compute dtype) into
+    // this float32 view in place.
+    p.mutable_grad() = flat_gradients_.narrow(0, offset, n).view(p.sizes());
+    offset += n;
+  }
+  master_ = flat_parameters_.narrow(0, shard_offset_, shard_size_)
+                .to(torch::kFloat32, /*non_blocking=*/false, /*copy=*/true);
+}
+
+torch::Tensor PlanExecutor::reduced_gradient_shard() const {
+  if (!master_.defined()) return torch::Tensor();
+  return flat_gradients_.narrow(0, shard_offset_, shard_size_);
+}
+
+TrainingStateBytes PlanExecutor::HeldStateBytes() const {
+  TrainingStateBytes bytes;
+  if (master_.defined()) {
+    bytes.parameter_bytes = Bytes(flat_parameters_);
+    bytes.gradient_bytes = Bytes(flat_gradients_);
+    bytes.optimizer_bytes = Bytes(master_);
+  } else {
+    for (const torch::Tensor& p : model_->parameters()) {
+      bytes.parameter_bytes += Bytes(p);
+      bytes.gradient_bytes += Bytes(p.grad());
+    }
+  }
+  for (const auto& [key, state] : optimizer_->state()) {
+    const auto& adam =
+        static_cast<const torch::optim::AdamWParamState&>(*state);
+    bytes.optimizer_bytes += Bytes(adam.exp_avg()) + Bytes(adam.exp_avg_sq()) +
+                             Bytes(adam.max_exp_avg_sq());
+  }
+  return bytes;
+}
 
 absl::StatusOr<StepResult> PlanExecutor::RunStep(
     const Plan& plan,
@@ -73,6 +190,17 @@ absl::StatusOr<StepResult> PlanExecutor::RunStep(
         communicator_.world_size(), ") in exactly one group"));
   }
   const GroupPlan& group_plan = plan.groups[result.group_index];
+  // Every rank announces the same groups, so that a bounded group cache
+  // releases groups alike on all their members.
+  std::vector<std::vector<int>> groups_of_step;
+  groups_of_step.reserve(plan.groups.size());
+  for (const GroupPlan& group : plan.groups) {
+    groups_of_step.push_back(group.ranks);
+  }
+  if (absl::Status status = communicator_.UseGroups(groups_of_step);
+      !status.ok()) {
+    return status;
+  }
   if (absl::Status status =
           model_->CheckSequenceParallelSize(group_plan.sp_size());
       !status.ok()) {
@@ -84,9 +212,14 @@ absl::StatusOr<StepResult> PlanExecutor::RunStep(
   result.sp_rank = (*group)->rank();
 
   model_->train();
-  for (torch::Tensor& p : model_->parameters()) {
-    if (p.grad().defined()) p.mutable_grad().zero_();
+  if (master_.defined()) {
+    flat_gradients_.zero_();
+  } else {
+    for (torch::Tensor& p : model_->parameters()) {
+      if (p.grad().defined()) p.mutable_grad().zero_();
+    }
   }
+  const torch::Device device = model_->parameters().front().device();
 
   const double inverse_total = 1.0 / static_cast<double>(total_loss_tokens);
   for (size_t m = 0; m < group_plan.micro_batches.size(); ++m) {
@@ -114,6 +247,7 @@ absl::StatusOr<StepResult> PlanExecutor::RunStep(
     sp.timeout = options_.collective_timeout;
     sp.clock = clock_;
     sp.stats = std::make_shared<CommunicationStats>();
+    const PeakAllocatedBytes peak(device);
     absl::StatusOr<ShardLoss> shard_loss =
         model_->ShardLossSum(sequences, sp, micro_batch.checkpointed_layers);
     if (!shard_loss.ok()) return shard_loss.status();
@@ -124,12 +258,14 @@ absl::StatusOr<StepResult> PlanExecutor::RunStep(
       torch::Tensor loss = shard_loss->loss_sum * inverse_total;
       loss.backward();
       micro_result.loss = loss.item<double>();
+      shard_loss->loss_sum = torch::Tensor();
     } catch (...) {
       return StatusFromCurrentException(absl::StrCat("backward of micro-batch ",
                                                      m, " of group ",
                                                      result.group_index)
                                             .c_str());
     }
+    micro_result.peak_allocated_bytes = peak.Peak();
     const absl::Duration elapsed = clock_->Now() - start;
     micro_result.communication_seconds =
         absl::ToDoubleSeconds(sp.stats->all_to_all_time);
@@ -140,22 +276,26 @@ absl::StatusOr<StepResult> PlanExecutor::RunStep(
     result.micro_batches.push_back(micro_result);
   }
 
-  const absl::Time allreduce_start = clock_->Now();
-  if (absl::Status status = AllReduceGradients(); !status.ok()) return status;
-  result.gradient_allreduce_seconds =
-      absl::ToDoubleSeconds(clock_->Now() - allreduce_start);
-
-  try {
-    optimizer_.step();
-  } catch (...) {
-    return StatusFromCurrentException("AdamW step");
+  if (master_.defined()) {
+    if (absl::Status status = MasterWeightStep(result); !status.ok()) {
+      return status;
+    }
+  } else {
+    const absl::Time allreduce_start = clock_->Now();
+    if (absl::Status status = AllReduceGradients(); !status.ok()) return status;
+    result.gradient_allreduce_seconds =
+        absl::ToDoubleSeconds(clock_->Now() - allreduce_start);
+    try {
+      optimizer_->step();
+    } catch (...) {
+      return StatusFromCurrentException("AdamW step");
+    }
   }
 
   // On the parameters' device: NCCL reduces only device tensors.
   torch::Tensor loss = torch::tensor(
-      {result.local_loss}, torch::TensorOptions()
-                               .dtype(torch::kFloat64)
-                               .device(model_->parameters().front().device()));
+      {result.local_loss},
+      torch::TensorOptions().dtype(torch::kFloat64).device(device));
   if (absl::Status status =
           communicator_.World().AllReduceSum(loss, options_.collective_timeout);
       !status.ok()) {
@@ -163,6 +303,63 @@ absl::StatusOr<StepResult> PlanExecutor::RunStep(
   }
   result.global_loss = loss.cpu().item<double>();
   return result;
+}
+
+absl::Status PlanExecutor::MasterWeightStep(StepResult& result) {
+  torch::NoGradGuard no_grad;
+  const int64_t shards = flat_gradients_.numel() / shard_size_;
+  const absl::Time reduce_start = clock_->Now();
+  torch::Tensor shard_gradient = reduced_gradient_shard();
+  if (shards == 1) {
+    // The whole flat buffer, all-reduced in bucket-sized slices.
+    const int64_t bucket = std::max<int64_t>(
+        1, options_.all_reduce_bucket_bytes /
+               static_cast<int64_t>(flat_gradients_.element_size()));
+    for (int64_t begin = 0; begin < flat_gradients_.numel(); begin += bucket) {
+      torch::Tensor slice = flat_gradients_.narrow(
+          0, begin, std::min(bucket, flat_gradients_.numel() - begin));
+      if (absl::Status status = communicator_.World().AllReduceSum(
+              slice, options_.collective_timeout);
+          !status.ok()) {
+        return status;
+      }
+    }
+  } else {
+    // The sum of this rank's shard lands in a separate buffer (input and
+    // output of a reduce-scatter must not overlap), then replaces the local
+    // shard, which nothing needs any more.
+    torch::Tensor summed = torch::empty_like(shard_gradient);
+    if (absl::Status status = communicator_.World().ReduceScatterSum(
+            flat_gradients_, summed, options_.collective_timeout);
+        !status.ok()) {
+      return status;
+    }
+    shard_gradient.copy_(summed);
+  }
+  result.gradient_allreduce_seconds =
+      absl::ToDoubleSeconds(clock_->Now() - reduce_start);
+
+  master_.mutable_grad() = shard_gradient;
+  try {
+    optimizer_->step();
+  } catch (...) {
+    master_.mutable_grad() = torch::Tensor();
+    return StatusFromCurrentException("AdamW step on the master shard");
+  }
+  master_.mutable_grad() = torch::Tensor();
+
+  const absl::Time gather_start = clock_->Now();
+  torch::Tensor updated = master_.to(flat_parameters_.scalar_type());
+  if (shards == 1) {
+    flat_parameters_.copy_(updated);
+  } else if (absl::Status status = communicator_.World().AllGather(
+                 updated, flat_parameters_, options_.collective_timeout);
+             !status.ok()) {
+    return status;
+  }
+  result.weight_allgather_seconds =
+      absl::ToDoubleSeconds(clock_->Now() - gather_start);
+  return absl::OkStatus();
 }
 
 absl::Status PlanExecutor::AllReduceGradients() {

@@ -33,6 +33,24 @@ struct PlanExecutorOptions {
   /// parameter larger than a bucket gets its own), so the flat copy they
   /// travel in never holds more than one bucket.
   int64_t all_reduce_bucket_bytes = int64_t{64} << 20;
+  /// ZeRO-1: the float32 master weights and AdamW states are sharded over
+  /// the world (under Ulysses every rank is a data-parallel replica): the
+  /// float32 gradients are reduce-scattered, each rank updates its shard,
+  /// and the updated weights are all-gathered in the model's dtype.
+  bool zero1 = false;
+};
+
+/// Bytes of training state a rank holds, measured from its tensors.
+struct TrainingStateBytes {
+  int64_t parameter_bytes = 0;
+  int64_t gradient_bytes = 0;
+  /// AdamW's moments, plus the float32 master weights where they are kept
+  /// apart from the parameters (bf16 weights, or ZeRO-1).
+  int64_t optimizer_bytes = 0;
+
+  int64_t total() const {
+    return parameter_bytes + gradient_bytes + optimizer_bytes;
+  }
 };
 
 /// What one micro-batch did on this rank.
@@ -56,6 +74,11 @@ struct MicroBatchResult {
   /// This rank's loss contribution: its token cross-entropy sum divided by
   /// the global batch's predicted tokens.
   double loss = 0;
+  /// Most bytes allocated at once during the micro-batch (everything the
+  /// process holds, static state included): CUDA's allocator statistics on
+  /// a GPU, CpuAllocationMeter on the CPU while it is installed; -1 when
+  /// neither measures.
+  int64_t peak_allocated_bytes = -1;
 };
 
 struct StepResult {
@@ -65,8 +88,10 @@ struct StepResult {
   int sp_rank = 0;
   /// One per micro-batch of the group, in order.
   std::vector<MicroBatchResult> micro_batches;
-  /// The world all-reduce of the gradients.
+  /// The world all-reduce of the gradients (the reduce-scatter with ZeRO-1).
   double gradient_allreduce_seconds = 0;
+  /// The all-gather of the updated weights (ZeRO-1 only).
+  double weight_allgather_seconds = 0;
   /// Sum of micro_batches[i].loss.
   double local_loss = 0;
   /// Mean token loss of the whole global batch (local losses all-reduced).
@@ -79,6 +104,16 @@ struct StepResult {
 /// over the world, and takes an AdamW step. Whatever the plan, the gradient
 /// after the all-reduce is that of the mean token loss of the whole global
 /// batch, so every plan trains the same model.
+///
+/// Precision follows the model's dtype. A float32 model without ZeRO-1
+/// keeps torch's AdamW on the parameters themselves. Otherwise (a bfloat16
+/// model, or ZeRO-1) the parameters become views of one flat buffer in the
+/// model's dtype and their gradients views of one flat float32 buffer, so
+/// micro-batches accumulate in float32 whatever the compute dtype; AdamW
+/// updates float32 master weights of this rank's shard of the flat buffer
+/// (all of it without ZeRO-1), which are then written back (all-gathered)
+/// in the model's dtype. This is what MemoryModel with SetTrainingStateBytes
+/// counts.
 ///
 /// Times are measured with the options' Clock (absl::Time; RealClock is the
 /// wall clock, not a steady one).
@@ -96,7 +131,8 @@ class PlanExecutor {
   /// (called for this group's sequences only); `total_loss_tokens` is the
   /// number of predicted tokens in the whole global batch (sum over every
   /// sequence of its length - 1). After it returns, each parameter's grad()
-  /// holds the all-reduced gradient used by the step.
+  /// holds the all-reduced gradient used by the step, except with ZeRO-1
+  /// over several ranks: there only reduced_gradient_shard() is reduced.
   ///
   /// Errors: INVALID_ARGUMENT when this rank is in no group (or in several),
   /// a group's SP size does not fit the model, a sequence is empty or has
@@ -121,16 +157,45 @@ class PlanExecutor {
 
   TrainableModel& model() { return *model_; }
   /// The AdamW optimizer (e.g. to save or restore its state in a checkpoint).
-  torch::optim::AdamW& optimizer() { return optimizer_; }
+  /// With master weights its one parameter is this rank's master shard.
+  torch::optim::AdamW& optimizer() { return *optimizer_; }
+
+  /// Whether AdamW updates float32 master weights of a flat shard (a
+  /// non-float32 model, or ZeRO-1) rather than the parameters themselves.
+  bool has_master_weights() const { return master_.defined(); }
+  /// With master weights: this rank's shard of the flattened (parameters()
+  /// order, zero-padded to a multiple of the shard count) float32 gradient
+  /// summed over the world, as the last step used it; [shard size] starting
+  /// at shard_offset(). Undefined otherwise.
+  torch::Tensor reduced_gradient_shard() const;
+  /// Where this rank's shard starts in the flattened parameters.
+  int64_t shard_offset() const { return shard_offset_; }
+
+  /// What this rank holds in parameter, gradient and optimizer tensors now
+  /// (AdamW's moments exist from the first step on).
+  TrainingStateBytes HeldStateBytes() const;
 
  private:
+  // Makes the parameters and gradients views of flat buffers and creates
+  // the master shard.
+  void FlattenParameters();
   absl::Status AllReduceGradients();
+  // Reduce(-scatter) of the flat gradients, AdamW on the master shard, and
+  // the write-back (all-gather) of the weights.
+  absl::Status MasterWeightStep(StepResult& result);
 
   std::shared_ptr<TrainableModel> model_;
   Communicator& communicator_;
   PlanExecutorOptions options_;
   const Clock* clock_;
-  torch::optim::AdamW optimizer_;
+  // Master-weight state; all undefined for a float32 model without ZeRO-1.
+  // The flat buffers have shards * shard_size_ elements.
+  torch::Tensor flat_parameters_;  // model dtype; parameters are views
+  torch::Tensor flat_gradients_;   // float32; gradients are views
+  torch::Tensor master_;           // float32 [shard_size_], AdamW's param
+  int64_t shard_size_ = 0;
+  int64_t shard_offset_ = 0;
+  std::unique_ptr<torch::optim::AdamW> optimizer_;
 };
 
 }  // namespace dcp

@@ -316,22 +316,11 @@ absl::Status ProfileAttention(const ModelSpec& model,
         inputs.Normal({kv_heads, length, head_dim}).requires_grad_(true);
     const torch::Tensor output_gradient =
         inputs.Normal({q_heads, length, head_dim});
-    // True where a query (row) must not see a key (column), as GptModel's
-    // mask of one unpadded sequence.
-    torch::Tensor blocked;
-    if (model.causal) {
-      torch::Tensor position = torch::arange(length, torch::kInt64);
-      blocked =
-          (position.unsqueeze(0) > position.unsqueeze(1)).to(options.device);
-    }
-    // The model's own attention core for one sequence of local heads.
-    auto attention = [&]() {
-      return IsDiffusionTransformerSpec(model)
-                 ? BidirectionalSequenceAttention(q, k, v, length)
-                 : SequenceAttention(q, k, v, blocked);
-    };
+    // The model's own attention core for one sequence of local heads
+    // (bidirectional for a DiT: model.causal is false).
     auto forward = [&]() -> absl::Status {
-      torch::Tensor output = attention();
+      torch::Tensor output =
+          SequenceAttention(q, k, v, /*real_tokens=*/length, model.causal);
       return absl::OkStatus();
     };
     absl::StatusOr<double> forward_seconds = timer.MedianSeconds(
@@ -344,7 +333,7 @@ absl::Status ProfileAttention(const ModelSpec& model,
       for (const torch::Tensor& input : {q, k, v}) {
         input.mutable_grad() = torch::Tensor();
       }
-      output = attention();
+      output = SequenceAttention(q, k, v, /*real_tokens=*/length, model.causal);
       return absl::OkStatus();
     };
     auto backward = [&]() -> absl::Status {

@@ -89,9 +89,9 @@ struct ProfileOptions {
 ///    flops = model.LinearForwardFlopsPerToken() * T, tokens = T, the form
 ///    ComputeModel::GemmSeconds expects.
 ///  - kAttentionForward / kAttentionBackward, per attention_lengths L:
-///    GptModel's own attention core (SequenceAttention over one sequence of
-///    random Q, K, V, with a causal mask if model.causal; the DiT's
-///    BidirectionalSequenceAttention for a diffusion transformer) forward,
+///    the models' own attention core (SequenceAttention over one sequence of
+///    random Q, K, V, causal if model.causal, as the GPT and the DiT call
+///    it) forward,
 ///    and its autograd backward (the forward untimed);
 ///    flops = model.AttentionForwardFlopsPerSquaredToken() * L^2 for both
 ///    (the fit applies the backward factor), sum_squared_lengths = L^2,
