@@ -33,11 +33,20 @@
 #include "worker/communication/communicator.h"
 #include "worker/communication/fake_communicator.h"
 #include "worker/communication/multiprocess_test_util.h"
+#include "worker/execution/equivalence_test_support.h"
 #include "worker/execution/model.h"
 #include "worker/execution/plan_executor.h"
 
 namespace dcp {
 namespace {
+
+using ::dcp::testing::CheckRanksAgree;
+using ::dcp::testing::EquivalencePlanNamed;
+using ::dcp::testing::EquivalenceSequenceLengths;
+using ::dcp::testing::Group;
+using ::dcp::testing::MicroBatch;
+using ::dcp::testing::Snapshot;
+using ::dcp::testing::TakeSnapshot;
 
 using ::dcp::testing::RankContext;
 
@@ -47,15 +56,9 @@ constexpr double kTolerance = 1e-5;
 constexpr absl::Duration kSetupTimeout = absl::Seconds(30);
 constexpr absl::Duration kRunTimeout = absl::Seconds(120);
 
-// Lengths chosen so that some divide neither 2 nor 4 (13, 7, 5, 9, 11).
-const std::vector<int64_t>& SequenceLengths() {
-  static const std::vector<int64_t> lengths = {13, 7, 20, 5, 16, 9, 11, 4};
-  return lengths;
-}
-
 std::vector<int64_t> SequenceTokens(int index) {
   std::vector<int64_t> tokens;
-  const int64_t length = SequenceLengths().at(index);
+  const int64_t length = EquivalenceSequenceLengths().at(index);
   for (int64_t i = 0; i < length; ++i) {
     tokens.push_back((i * 53 + index * 97 + (i * i) % 17 + 3) % 256);
   }
@@ -64,59 +67,8 @@ std::vector<int64_t> SequenceTokens(int index) {
 
 int64_t TotalLossTokens() {
   int64_t total = 0;
-  for (int64_t length : SequenceLengths()) total += length - 1;
+  for (int64_t length : EquivalenceSequenceLengths()) total += length - 1;
   return total;
-}
-
-MicroBatchPlan MicroBatch(std::vector<int> sequences, int checkpointed) {
-  MicroBatchPlan micro_batch;
-  micro_batch.sequence_indices = std::move(sequences);
-  micro_batch.checkpointed_layers = checkpointed;
-  return micro_batch;
-}
-
-GroupPlan Group(std::vector<int> ranks, std::vector<MicroBatchPlan> mbs) {
-  GroupPlan group;
-  group.ranks = std::move(ranks);
-  group.micro_batches = std::move(mbs);
-  return group;
-}
-
-// The plans under test, by name; each covers sequences 0..7 exactly once.
-absl::StatusOr<Plan> PlanNamed(const std::string& name) {
-  Plan plan;
-  plan.strategy = name;
-  if (name == "all_sp1_round_robin") {
-    // (a) Four SP-1 groups, one sequence per micro-batch, round-robin.
-    for (int rank = 0; rank < kWorldSize; ++rank) {
-      plan.groups.push_back(
-          Group({rank}, {MicroBatch({rank}, 0), MicroBatch({rank + 4}, 0)}));
-    }
-  } else if (name == "mixed_sp_1_1_2") {
-    // (b) SP 1, 1 and 2 in one step, with 3, 1 and 2 micro-batches.
-    plan.groups = {
-        Group({0},
-              {MicroBatch({0}, 0), MicroBatch({3}, 1), MicroBatch({7}, 0)}),
-        Group({1}, {MicroBatch({1, 5}, 2)}),
-        Group({2, 3}, {MicroBatch({2}, 1), MicroBatch({4, 6}, 0)}),
-    };
-  } else if (name == "sp4_recompute") {
-    // (c) One SP-4 group (more ranks than the tiny model's 2 KV heads),
-    // recomputing 1 or 2 layers.
-    plan.groups = {
-        Group({0, 1, 2, 3}, {MicroBatch({0, 1}, 1), MicroBatch({2}, 2),
-                             MicroBatch({3, 4, 5}, 1), MicroBatch({6, 7}, 2)})};
-  } else if (name == "sp2_sp2_packings") {
-    // (d) Two SP-2 groups packing differently.
-    plan.groups = {
-        Group({0, 1}, {MicroBatch({0, 2, 3}, 0), MicroBatch({7}, 1)}),
-        Group({2, 3},
-              {MicroBatch({1}, 2), MicroBatch({4, 5}, 0), MicroBatch({6}, 1)}),
-    };
-  } else {
-    return absl::InvalidArgumentError(absl::StrCat("unknown plan ", name));
-  }
-  return plan;
 }
 
 /// How a plan runs: the model's dtype and whether ZeRO-1 shards the update.
@@ -157,78 +109,23 @@ PlanExecutorOptions ExecutorOptions(bool zero1 = false) {
   return options;
 }
 
-struct Snapshot {
-  std::vector<std::string> names;
-  std::vector<torch::Tensor> gradients;   // All-reduced, before the step.
-  std::vector<torch::Tensor> parameters;  // After the step.
-  double global_loss = 0;
-};
-
-Snapshot Take(torch::nn::Module& model, double global_loss) {
-  Snapshot snapshot;
-  for (const auto& item : model.named_parameters()) {
-    snapshot.names.push_back(item.key());
-    snapshot.gradients.push_back(item.value().grad().detach().clone());
-    snapshot.parameters.push_back(item.value().detach().clone());
-  }
-  snapshot.global_loss = global_loss;
-  return snapshot;
-}
-
 // The whole batch on one rank: SP 1, one micro-batch, no recompute.
 absl::StatusOr<Snapshot> SingleProcessReference() {
   absl::StatusOr<std::shared_ptr<GptModel>> model = TinyModel();
   if (!model.ok()) return model.status();
   FakeCommunicator communicator;
   PlanExecutor executor(*model, communicator, ExecutorOptions());
-  std::vector<int> all(SequenceLengths().size());
-  for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int>(i);
-  Plan plan;
-  plan.groups = {Group({0}, {MicroBatch(all, 0)})};
+  const Plan plan = ::dcp::testing::SingleProcessPlan();
   absl::StatusOr<StepResult> result =
       executor.RunStep(plan, SequenceTokens, TotalLossTokens());
   if (!result.ok()) return result.status();
-  return Take(**model, result->global_loss);
+  return TakeSnapshot(**model, result->global_loss);
 }
 
 absl::Status CompareTo(const Snapshot& reference, const Snapshot& actual,
                        int rank) {
-  double worst_gradient = 0, worst_parameter = 0;
-  std::string worst_gradient_name, worst_parameter_name;
-  for (size_t i = 0; i < reference.names.size(); ++i) {
-    const double gradient_diff = (reference.gradients[i] - actual.gradients[i])
-                                     .abs()
-                                     .max()
-                                     .item<double>();
-    const double parameter_diff =
-        (reference.parameters[i] - actual.parameters[i])
-            .abs()
-            .max()
-            .item<double>();
-    if (gradient_diff > worst_gradient) {
-      worst_gradient = gradient_diff;
-      worst_gradient_name = reference.names[i];
-    }
-    if (parameter_diff > worst_parameter) {
-      worst_parameter = parameter_diff;
-      worst_parameter_name = reference.names[i];
-    }
-  }
-  std::printf(
-      "[rank %d] max |grad - reference| = %.3g (%s), max |param - reference| "
-      "= %.3g (%s), loss %.9f vs reference %.9f\n",
-      rank, worst_gradient, worst_gradient_name.c_str(), worst_parameter,
-      worst_parameter_name.c_str(), actual.global_loss, reference.global_loss);
-  if (!(worst_gradient < kTolerance) || !(worst_parameter < kTolerance) ||
-      !(std::abs(actual.global_loss - reference.global_loss) < kTolerance)) {
-    return absl::InternalError(absl::StrCat(
-        "plan differs from the single-process reference: max gradient diff ",
-        worst_gradient, " (", worst_gradient_name, "), max parameter diff ",
-        worst_parameter, " (", worst_parameter_name, "), loss ",
-        actual.global_loss, " vs ", reference.global_loss, "; tolerance ",
-        kTolerance));
-  }
-  return absl::OkStatus();
+  return ::dcp::testing::CompareSnapshots(reference, actual, kTolerance, "GPT",
+                                          rank);
 }
 
 // The flattened reference gradient (parameters() order, zero-padded).
@@ -281,7 +178,7 @@ absl::Status CompareZero1To(const Snapshot& reference, PlanExecutor& executor,
           .narrow(0, executor.shard_offset(), shard.numel());
   const double gradient_diff = (shard - expected).abs().max().item<double>();
   const double gradient_scale = expected.abs().max().item<double>();
-  Snapshot actual = Take(executor.model(), global_loss);
+  Snapshot actual = TakeSnapshot(executor.model(), global_loss);
   double parameter_diff = 0;
   std::string far_parameter;
   for (size_t i = 0; i < reference.names.size(); ++i) {
@@ -324,37 +221,6 @@ absl::Status CompareZero1To(const Snapshot& reference, PlanExecutor& executor,
   return absl::OkStatus();
 }
 
-// Every rank must hold bit-identical parameters: each writes its own row of a
-// [world, n] buffer, the sum gathers all rows everywhere.
-absl::Status CheckRanksAgree(Communicator& communicator, GptModel& model) {
-  std::vector<torch::Tensor> flat;
-  for (const torch::Tensor& p : model.parameters()) {
-    flat.push_back(p.detach().reshape({-1}));
-  }
-  torch::Tensor own = torch::cat(flat);
-  torch::Tensor rows =
-      torch::zeros({communicator.world_size(), own.numel()}, own.options());
-  rows[communicator.rank()].copy_(own);
-  if (rows.scalar_type() != torch::kFloat32) {
-    // Gloo sums floats; the rows of other ranks are zeros, so float32 sums
-    // of bf16 values are exact.
-    rows = rows.to(torch::kFloat32);
-    own = own.to(torch::kFloat32);
-  }
-  absl::Status status =
-      communicator.World().AllReduceSum(rows, absl::Seconds(30));
-  if (!status.ok()) return status;
-  for (int r = 0; r < communicator.world_size(); ++r) {
-    if (!torch::equal(rows[r], own)) {
-      return absl::InternalError(
-          absl::StrCat("rank ", communicator.rank(), " and rank ", r,
-                       " hold different parameters after the step (max diff ",
-                       (rows[r] - own).abs().max().item<double>(), ")"));
-    }
-  }
-  return absl::OkStatus();
-}
-
 // Runs `plan` in `mode` over `communicator` and compares with `reference`.
 absl::Status RunModeAndCompare(const Snapshot& reference, const Plan& plan,
                                const std::string& mode_name,
@@ -389,10 +255,10 @@ absl::Status RunModeAndCompare(const Snapshot& reference, const Plan& plan,
     }
   }
   absl::Status compared =
-      mode->zero1
-          ? CompareZero1To(reference, executor, result->global_loss,
-                           mode->dtype != torch::kFloat32, rank)
-          : CompareTo(reference, Take(**model, result->global_loss), rank);
+      mode->zero1 ? CompareZero1To(reference, executor, result->global_loss,
+                                   mode->dtype != torch::kFloat32, rank)
+                  : CompareTo(reference,
+                              TakeSnapshot(**model, result->global_loss), rank);
   if (!compared.ok()) return compared;
   return CheckRanksAgree(communicator, **model);
 }
@@ -403,7 +269,7 @@ DCP_RANK_MAIN(RunPlanAndCompare) {
   // The reference first, before any collective, in every rank.
   absl::StatusOr<Snapshot> reference = SingleProcessReference();
   if (!reference.ok()) return reference.status();
-  absl::StatusOr<Plan> plan = PlanNamed(context.arg);
+  absl::StatusOr<Plan> plan = EquivalencePlanNamed(context.arg);
   if (!plan.ok()) return plan.status();
   absl::StatusOr<std::unique_ptr<Communicator>> communicator =
       ::dcp::testing::JoinC10dTestWorld(
@@ -430,10 +296,9 @@ TEST_P(GradientEquivalenceTest, PlanMatchesSingleProcessReferenceInEveryMode) {
   EXPECT_THAT(*exit_codes, ::testing::Each(0));
 }
 
-INSTANTIATE_TEST_SUITE_P(Plans, GradientEquivalenceTest,
-                         ::testing::Values("all_sp1_round_robin",
-                                           "mixed_sp_1_1_2", "sp4_recompute",
-                                           "sp2_sp2_packings"));
+INSTANTIATE_TEST_SUITE_P(
+    Plans, GradientEquivalenceTest,
+    ::testing::ValuesIn(::dcp::testing::EquivalencePlanNames()));
 
 // The reference itself must not be trivially equal to anything: the step
 // changes every parameter, and a plan missing one sequence does not match.
@@ -449,9 +314,9 @@ TEST(GradientEquivalenceReferenceTest, MissingSequenceIsDetected) {
   absl::StatusOr<StepResult> result =
       executor.RunStep(plan, SequenceTokens, TotalLossTokens());
   ASSERT_TRUE(result.ok()) << result.status();
-  EXPECT_FALSE(
-      CompareTo(*reference, Take(**model, result->global_loss), /*rank=*/0)
-          .ok());
+  EXPECT_FALSE(CompareTo(*reference, TakeSnapshot(**model, result->global_loss),
+                         /*rank=*/0)
+                   .ok());
 }
 
 }  // namespace
