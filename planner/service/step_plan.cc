@@ -1,7 +1,6 @@
 #include "planner/service/step_plan.h"
 
 #include <algorithm>
-#include <cmath>
 #include <utility>
 
 #include "absl/strings/match.h"
@@ -26,13 +25,11 @@ std::string FormatSeconds(double seconds) {
 }  // namespace
 
 double PredictedPlanningSeconds(int64_t num_sequences) {
-  constexpr double kSecondsAtReference = 141;
+  constexpr double kSecondsAtReference = 6;
   constexpr double kReferenceSequences = 1 << 20;
-  constexpr double kExponent = 1.9;
   return kSecondsAtReference *
-         std::pow(static_cast<double>(std::max<int64_t>(num_sequences, 0)) /
-                      kReferenceSequences,
-                  kExponent);
+         (static_cast<double>(std::max<int64_t>(num_sequences, 0)) /
+          kReferenceSequences);
 }
 
 std::shared_ptr<const StepPlan> MakeStepPlan(const v1::GlobalBatch& batch,

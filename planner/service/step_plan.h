@@ -66,9 +66,11 @@ std::shared_ptr<const StepPlan> MakeStepPlan(const v1::GlobalBatch& batch,
                                              const Clock& clock);
 
 /// The planner core's predicted CPU seconds for a batch of `num_sequences`:
-/// it grows as n^1.9 (issue 13 measured 141 s for 2^20 sequences on 4,096
-/// GPUs, on this project's 2-core machine). Only for bounding the work that
-/// waits to be planned, so it errs high; refit it when the core changes.
+/// near-linear in n since the search groups near-identical lengths (2^20
+/// sequences took 2.5-2.8 s of CPU on 4,096 GPUs and 4.5 s on 32 GPUs on
+/// this project's 2-core machine, under load), so 6 s per 2^20 sequences.
+/// Only for bounding the work that waits to be planned, so it errs high;
+/// refit it when the core changes (planner/planner_benchmark).
 double PredictedPlanningSeconds(int64_t num_sequences);
 
 /// MakeStepPlan's signature; tests substitute a slow or blocking planner.
