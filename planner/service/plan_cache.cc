@@ -83,6 +83,26 @@ struct PlanCache::PlanningTask {
   }
 };
 
+class PlanCache::PlanningClock final : public Clock {
+ public:
+  explicit PlanningClock(const Clock& clock) : clock_(&clock) {}
+
+  absl::Time Now() const override {
+    absl::MutexLock lock(&mu_);
+    return clock_ != nullptr ? clock_->Now() : RealClock::Get().Now();
+  }
+
+  /// From now on, the system's clock.
+  void Retire() {
+    absl::MutexLock lock(&mu_);
+    clock_ = nullptr;
+  }
+
+ private:
+  mutable absl::Mutex mu_;
+  const Clock* clock_ ABSL_GUARDED_BY(mu_);
+};
+
 PlanCache::PlanCache(
     PlanCacheOptions options, const CostParamsRegistry& registry,
     const Clock& clock, PlannerStateStore* store, PlannerMetrics& metrics,
@@ -90,13 +110,16 @@ PlanCache::PlanCache(
     std::function<void(const std::vector<int64_t>&)> on_evicted)
     : options_(std::move(options)),
       registry_(registry),
-      clock_(clock),
+      planning_clock_(std::make_shared<PlanningClock>(clock)),
       store_(store),
       metrics_(metrics),
       log_(std::move(log)),
       on_evicted_(std::move(on_evicted)) {}
 
-PlanCache::~PlanCache() { Shutdown(); }
+PlanCache::~PlanCache() {
+  Shutdown();
+  planning_clock_->Retire();  // abandoned threads may still be planning
+}
 
 absl::Status PlanCache::Load(const std::vector<v1::StepRecord>& steps,
                              const v1::CompactedStepsRecord& compacted) {
@@ -376,14 +399,14 @@ std::shared_ptr<const StepPlan> PlanCache::RunAbandonably(
     absl::MutexLock lock(&mu_);
     in_flight_.insert(task);
   }
-  // Everything the thread uses is its own (copies and shared pointers) but
-  // the clock, so that it may outlive the cache once abandoned.
+  // Everything the thread uses is its own (copies and shared pointers), so
+  // that it may outlive the cache once abandoned.
   std::thread([task, batch = std::move(batch), params = std::move(params),
                make_step_plan = options_.make_step_plan,
                planner_options = options_.planner_options,
-               world_size = options_.world_size, &clock = clock_] {
+               world_size = options_.world_size, clock = planning_clock_] {
     std::shared_ptr<const StepPlan> result =
-        make_step_plan(*batch, *params, planner_options, world_size, clock);
+        make_step_plan(*batch, *params, planner_options, world_size, *clock);
     absl::MutexLock task_lock(&task->mu);
     task->result = std::move(result);
   }).detach();

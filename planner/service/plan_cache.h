@@ -70,8 +70,9 @@ struct PlanCacheOptions {
   /// batches; 0: no bound.
   double pending_planning_seconds_budget = 0;
   /// Makes one step's plan; it runs on a thread of its own, which Shutdown
-  /// abandons (it must not use anything but its arguments, and the clock
-  /// must outlive it: RealClock, or one the test keeps to the end).
+  /// abandons (it must not use anything but its arguments; the clock it is
+  /// given reads the cache's clock while the cache lives and the system's
+  /// after).
   MakeStepPlanFunction make_step_plan = MakeStepPlan;
 };
 
@@ -212,9 +213,15 @@ class PlanCache {
       ABSL_LOCKS_EXCLUDED(mu_);
   void BackgroundLoop() ABSL_LOCKS_EXCLUDED(mu_);
 
+  /// The clock the planning threads read: the cache's until the cache is
+  /// destroyed, then the system's, so that an abandoned thread never reads
+  /// a clock that may be gone. Thread-safe.
+  class PlanningClock;
+
   const PlanCacheOptions options_;
   const CostParamsRegistry& registry_;
-  const Clock& clock_;
+  /// Shared with every planning thread.
+  const std::shared_ptr<PlanningClock> planning_clock_;
   PlannerStateStore* const store_;
   PlannerMetrics& metrics_;
   const std::function<void(const std::string&)> log_;
