@@ -202,59 +202,11 @@ torch::Tensor DitBlock::Mlp(const torch::Tensor& g) const {
 
 torch::Tensor DitBlock::Attention(const torch::Tensor& h,
                                   const ForwardContext& context) const {
-  const int64_t tokens = h.size(0);
-  const int64_t s = context.sp.size();
   Projections projections = ProjectQkv(h);
-  torch::Tensor q = projections.q;
-  torch::Tensor k = projections.k;
-  torch::Tensor v = projections.v;
-  // KV heads must split evenly over the group: replicate them to
-  // lcm(kv heads, s) when s does not divide their count.
-  const int64_t kv_repeat = s / std::gcd(num_kv_heads_, s);
-  if (kv_repeat > 1) {
-    k = k.repeat_interleave(kv_repeat, /*dim=*/1);
-    v = v.repeat_interleave(kv_repeat, /*dim=*/1);
-  }
-  const int64_t local_q_heads = num_heads_ / s;
-  const int64_t local_kv_heads = num_kv_heads_ * kv_repeat / s;
-  const int64_t width = local_q_heads + 2 * local_kv_heads;
-
-  // [T, s, width, d]: chunk j along dim 1 holds member j's heads.
-  torch::Tensor packed =
-      torch::cat({q.view({tokens, s, local_q_heads, head_dim_}),
-                  k.view({tokens, s, local_kv_heads, head_dim_}),
-                  v.view({tokens, s, local_kv_heads, head_dim_})},
-                 /*dim=*/2);
-  // Sequence-sharded, all heads -> all tokens, local heads.
-  torch::Tensor gathered = DifferentiableAllToAll(
-      packed.permute({1, 0, 2, 3}).contiguous(), context.sp);
-
-  std::vector<torch::Tensor> outputs;
-  outputs.reserve(context.slice_tokens.size());
-  int64_t offset = 0;
-  for (size_t i = 0; i < context.slice_tokens.size(); ++i) {
-    const int64_t slice = context.slice_tokens[i];
-    const int64_t padded = slice * s;
-    // Member-major then slice order is position order: [P, width, d].
-    torch::Tensor sequence =
-        gathered.narrow(1, offset, slice).reshape({padded, width, head_dim_});
-    torch::Tensor qs = sequence.narrow(1, 0, local_q_heads).transpose(0, 1);
-    torch::Tensor ks =
-        sequence.narrow(1, local_q_heads, local_kv_heads).transpose(0, 1);
-    torch::Tensor vs =
-        sequence.narrow(1, local_q_heads + local_kv_heads, local_kv_heads)
-            .transpose(0, 1);
-    torch::Tensor out =
-        SequenceAttention(qs, ks, vs, context.sequence_tokens[i],
-                          /*causal=*/false);  // [hq, P, d]
-    outputs.push_back(
-        out.transpose(0, 1).reshape({s, slice, local_q_heads, head_dim_}));
-    offset += slice;
-  }
-  // All tokens, local heads -> local tokens, all heads.
-  torch::Tensor local = DifferentiableAllToAll(
-      torch::cat(outputs, /*dim=*/1).contiguous(), context.sp);
-  return local.permute({1, 0, 2, 3}).reshape({tokens, num_heads_ * head_dim_});
+  return UlyssesAttention(projections.q, projections.k, projections.v,
+                          num_heads_, num_kv_heads_, head_dim_, context.sp,
+                          context.slice_tokens, context.sequence_tokens,
+                          /*causal=*/false);
 }
 
 DitModel::DitModel(const ModelSpec& spec, const DitModelOptions& options)

@@ -188,48 +188,46 @@ torch::Tensor DecoderLayer::Register(const std::string& name,
   return p;
 }
 
-torch::Tensor DecoderLayer::Attention(const torch::Tensor& h,
-                                      const ForwardContext& context) const {
-  const int64_t tokens = h.size(0);
-  const int64_t s = context.sp.size();
-  Projections projections = ProjectQkv(h);
-  torch::Tensor q =
-      ApplyRotary(projections.q, context.rope_cos, context.rope_sin);
-  torch::Tensor k =
-      ApplyRotary(projections.k, context.rope_cos, context.rope_sin);
-  torch::Tensor v = projections.v;
-
+torch::Tensor UlyssesAttention(torch::Tensor q, torch::Tensor k,
+                               torch::Tensor v, int64_t num_heads,
+                               int64_t num_kv_heads, int64_t head_dim,
+                               const SequenceParallelContext& sp,
+                               const std::vector<int64_t>& slice_tokens,
+                               const std::vector<int64_t>& sequence_tokens,
+                               bool causal) {
+  const int64_t tokens = q.size(0);
+  const int64_t s = sp.size();
   // KV heads must split evenly over the group: replicate them to
   // lcm(kv heads, s) when s does not divide their count.
-  const int64_t kv_repeat = s / Gcd(num_kv_heads_, s);
+  const int64_t kv_repeat = s / Gcd(num_kv_heads, s);
   if (kv_repeat > 1) {
     k = k.repeat_interleave(kv_repeat, /*dim=*/1);
     v = v.repeat_interleave(kv_repeat, /*dim=*/1);
   }
-  const int64_t local_q_heads = num_heads_ / s;
-  const int64_t local_kv_heads = num_kv_heads_ * kv_repeat / s;
+  const int64_t local_q_heads = num_heads / s;
+  const int64_t local_kv_heads = num_kv_heads * kv_repeat / s;
   const int64_t width = local_q_heads + 2 * local_kv_heads;
 
   // [T, s, width, d]: chunk j along dim 1 holds member j's heads.
   torch::Tensor packed =
-      torch::cat({q.view({tokens, s, local_q_heads, head_dim_}),
-                  k.view({tokens, s, local_kv_heads, head_dim_}),
-                  v.view({tokens, s, local_kv_heads, head_dim_})},
+      torch::cat({q.view({tokens, s, local_q_heads, head_dim}),
+                  k.view({tokens, s, local_kv_heads, head_dim}),
+                  v.view({tokens, s, local_kv_heads, head_dim})},
                  /*dim=*/2);
   // Sequence-sharded, all heads -> all tokens, local heads: chunk j of the
   // result is member j's tokens for this member's heads.
   torch::Tensor gathered = DifferentiableAllToAll(
-      packed.permute({1, 0, 2, 3}).contiguous(), context.sp);
+      packed.permute({1, 0, 2, 3}).contiguous(), sp);
 
   std::vector<torch::Tensor> outputs;
-  outputs.reserve(context.slice_tokens.size());
+  outputs.reserve(slice_tokens.size());
   int64_t offset = 0;
-  for (size_t i = 0; i < context.slice_tokens.size(); ++i) {
-    const int64_t slice = context.slice_tokens[i];
+  for (size_t i = 0; i < slice_tokens.size(); ++i) {
+    const int64_t slice = slice_tokens[i];
     const int64_t padded = slice * s;
     // Member-major then slice order is position order: [P, width, d].
     torch::Tensor sequence =
-        gathered.narrow(1, offset, slice).reshape({padded, width, head_dim_});
+        gathered.narrow(1, offset, slice).reshape({padded, width, head_dim});
     torch::Tensor qs = sequence.narrow(1, 0, local_q_heads).transpose(0, 1);
     torch::Tensor ks =
         sequence.narrow(1, local_q_heads, local_kv_heads).transpose(0, 1);
@@ -237,17 +235,29 @@ torch::Tensor DecoderLayer::Attention(const torch::Tensor& h,
         sequence.narrow(1, local_q_heads + local_kv_heads, local_kv_heads)
             .transpose(0, 1);
     torch::Tensor out =
-        SequenceAttention(qs, ks, vs, context.sequence_tokens[i],
-                          causal_);  // [hq, P, d]
+        SequenceAttention(qs, ks, vs, sequence_tokens[i],
+                          causal);  // [hq, P, d]
     outputs.push_back(
-        out.transpose(0, 1).reshape({s, slice, local_q_heads, head_dim_}));
+        out.transpose(0, 1).reshape({s, slice, local_q_heads, head_dim}));
     offset += slice;
   }
   // All tokens, local heads -> local tokens, all heads: chunk j of the
   // result is this member's tokens for member j's heads.
   torch::Tensor local = DifferentiableAllToAll(
-      torch::cat(outputs, /*dim=*/1).contiguous(), context.sp);
-  return local.permute({1, 0, 2, 3}).reshape({tokens, num_heads_ * head_dim_});
+      torch::cat(outputs, /*dim=*/1).contiguous(), sp);
+  return local.permute({1, 0, 2, 3}).reshape({tokens, num_heads * head_dim});
+}
+
+torch::Tensor DecoderLayer::Attention(const torch::Tensor& h,
+                                      const ForwardContext& context) const {
+  Projections projections = ProjectQkv(h);
+  torch::Tensor q =
+      ApplyRotary(projections.q, context.rope_cos, context.rope_sin);
+  torch::Tensor k =
+      ApplyRotary(projections.k, context.rope_cos, context.rope_sin);
+  return UlyssesAttention(q, k, projections.v, num_heads_, num_kv_heads_, head_dim_,
+                          context.sp, context.slice_tokens,
+                          context.sequence_tokens, causal_);
 }
 
 int64_t PackedShard::num_local_tokens() const {

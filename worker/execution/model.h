@@ -88,6 +88,22 @@ torch::Tensor SequenceAttention(const torch::Tensor& q, const torch::Tensor& k,
                                 const torch::Tensor& v, int64_t real_tokens,
                                 bool causal);
 
+/// Ulysses attention over one rank's shard of a packed micro-batch, as the
+/// GPT's and the DiT's blocks run it: q [T, num_heads, head_dim] and k, v
+/// [T, num_kv_heads, head_dim] of this rank's T tokens (each sequence's
+/// slice_tokens[i] of them, its sequence_tokens[i] real tokens in all). KV
+/// heads are replicated to lcm(num_kv_heads, sp size) when the group size
+/// does not divide them; one all-to-all gathers every sequence's tokens for
+/// this rank's heads, SequenceAttention (causal or not) runs per sequence,
+/// and one all-to-all returns [T, num_heads * head_dim]. Differentiable.
+torch::Tensor UlyssesAttention(torch::Tensor q, torch::Tensor k,
+                               torch::Tensor v, int64_t num_heads,
+                               int64_t num_kv_heads, int64_t head_dim,
+                               const SequenceParallelContext& sp,
+                               const std::vector<int64_t>& slice_tokens,
+                               const std::vector<int64_t>& sequence_tokens,
+                               bool causal);
+
 /// What SequenceAttention computes, with the P x P score matrix materialised
 /// (memory quadratic in P). A test reference only; same arguments and result.
 torch::Tensor ReferenceSequenceAttention(const torch::Tensor& q,
