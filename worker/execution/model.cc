@@ -216,8 +216,8 @@ torch::Tensor UlyssesAttention(torch::Tensor q, torch::Tensor k,
                  /*dim=*/2);
   // Sequence-sharded, all heads -> all tokens, local heads: chunk j of the
   // result is member j's tokens for this member's heads.
-  torch::Tensor gathered = DifferentiableAllToAll(
-      packed.permute({1, 0, 2, 3}).contiguous(), sp);
+  torch::Tensor gathered =
+      DifferentiableAllToAll(packed.permute({1, 0, 2, 3}).contiguous(), sp);
 
   std::vector<torch::Tensor> outputs;
   outputs.reserve(slice_tokens.size());
@@ -234,17 +234,16 @@ torch::Tensor UlyssesAttention(torch::Tensor q, torch::Tensor k,
     torch::Tensor vs =
         sequence.narrow(1, local_q_heads + local_kv_heads, local_kv_heads)
             .transpose(0, 1);
-    torch::Tensor out =
-        SequenceAttention(qs, ks, vs, sequence_tokens[i],
-                          causal);  // [hq, P, d]
+    torch::Tensor out = SequenceAttention(qs, ks, vs, sequence_tokens[i],
+                                          causal);  // [hq, P, d]
     outputs.push_back(
         out.transpose(0, 1).reshape({s, slice, local_q_heads, head_dim}));
     offset += slice;
   }
   // All tokens, local heads -> local tokens, all heads: chunk j of the
   // result is this member's tokens for member j's heads.
-  torch::Tensor local = DifferentiableAllToAll(
-      torch::cat(outputs, /*dim=*/1).contiguous(), sp);
+  torch::Tensor local =
+      DifferentiableAllToAll(torch::cat(outputs, /*dim=*/1).contiguous(), sp);
   return local.permute({1, 0, 2, 3}).reshape({tokens, num_heads * head_dim});
 }
 
@@ -255,8 +254,8 @@ torch::Tensor DecoderLayer::Attention(const torch::Tensor& h,
       ApplyRotary(projections.q, context.rope_cos, context.rope_sin);
   torch::Tensor k =
       ApplyRotary(projections.k, context.rope_cos, context.rope_sin);
-  return UlyssesAttention(q, k, projections.v, num_heads_, num_kv_heads_, head_dim_,
-                          context.sp, context.slice_tokens,
+  return UlyssesAttention(q, k, projections.v, num_heads_, num_kv_heads_,
+                          head_dim_, context.sp, context.slice_tokens,
                           context.sequence_tokens, causal_);
 }
 
