@@ -414,7 +414,9 @@ std::shared_ptr<const StepPlan> PlanCache::RunAbandonably(
   {
     absl::MutexLock task_lock(&task->mu);
     task->mu.Await(absl::Condition(task.get(), &PlanningTask::DoneOrAbandoned));
-    result = task->result;
+    // Once abandoned, a result that arrives before this thread wakes is
+    // dropped too: Shutdown answers every waiter the same way.
+    if (!task->abandoned) result = task->result;
   }
   absl::MutexLock lock(&mu_);
   in_flight_.erase(task);
