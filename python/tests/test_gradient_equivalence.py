@@ -70,9 +70,13 @@ def reference_grads(kind, lengths):
 
 
 def train_one_step(rank, world_size, kind, address, case):
-    spec = LLAMA_SPEC if kind == "llama" else DIT_SPEC
     lengths = CASES[case][2]
     model = build(kind, dcp_torch.attention)
+    # The ModelSpec is read from the module (init's default for the Llama;
+    # nothing in the DiT's blocks says they are bidirectional), and
+    # registration checks it against the planner's.
+    spec = None if kind == "llama" else dcp_torch.model_spec_from_module(
+        model, model.layers, causal=False)
     runtime = dcp_torch.init(model, model.layers, address, spec=spec,
                              worker_id=f"case{case}-rank{rank}",
                              node_name=f"node{rank // 2}", profile=False,

@@ -97,7 +97,7 @@ def diverge(rank, world_size, address):
     except dcp_torch.RankDivergedError as error:
         return str(error)
     finally:
-        runtime.reporter.close()
+        runtime.close()
     return "no error"
 
 
@@ -118,7 +118,7 @@ def empty_batch(rank, world_size, address):
     except dcp_torch.EmptyBatchError as error:
         return str(error)
     finally:
-        runtime.reporter.close()
+        runtime.close()
     return "no error"
 
 
@@ -137,7 +137,7 @@ def skip_micro_batch(rank, world_size, address):
     except dcp_torch.RankDivergedError as error:
         return str(error)
     finally:
-        runtime.reporter.close()
+        runtime.close()
     return "no error"
 
 
@@ -178,7 +178,7 @@ def test_the_planner_assigns_and_lists_every_rank(ranks4):
 
 def profile_free_register(rank, world_size, address):
     _, runtime = _init(rank, address, "list")
-    runtime.reporter.close()
+    runtime.close()
     return runtime.torch_rank_of
 
 
