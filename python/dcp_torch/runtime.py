@@ -86,10 +86,14 @@ def init(model, blocks, planner_address=None, *, spec=None, worker_id=None,
     runtime = Runtime(client, spec, model, blocks, worker_id, device,
                       SpGroups(collective_timeout_seconds, max_cached_groups),
                       log)
-    runtime._register(node_name, registration_timeout_seconds)
-    checkpointing.apply_checkpointing(blocks)
-    if profile:
-        runtime._profile(profile_options, attention_core)
+    try:
+        runtime._register(node_name, registration_timeout_seconds)
+        checkpointing.apply_checkpointing(blocks)
+        if profile:
+            runtime._profile(profile_options, attention_core)
+    except BaseException:
+        runtime.close()  # the reporter's thread, the groups, the channel
+        raise
     return runtime
 
 
