@@ -97,8 +97,10 @@ def from_proto(proto):
 
 def check_matches_planner(spec, planner_proto):
     """ValueError naming each architecture field where the planner's model
-    (RegisterWorkerResponse.model) differs from `spec` (name and dtype_bytes
-    may differ: they do not change what the plan asks of the model)."""
+    (RegisterWorkerResponse.model) differs from `spec`. The name may differ,
+    and so may dtype_bytes: a module's weights need not have the dtype its
+    activations take (e.g. fp32 weights under bf16 autocast), and the
+    planner budgets memory for its own dtype_bytes, which the user sets."""
     planner = from_proto(planner_proto)
     differing = [f"{field}: this model {spec[field]!r}, the planner "
                  f"{planner[field]!r}" for field in FIELDS
