@@ -16,6 +16,11 @@ already holds* (distributed_c10d._hash_ranks_to_str), so two members whose
 plans gave them different numbers of groups before rendezvous in different
 store namespaces and wait until their timeout. Plans do exactly that.
 
+It leans on c10d hooks torch's own group code uses but does not document
+(distributed_c10d._get_default_store, ProcessGroup._register_backend and
+_set_default_backend) at the pinned torch 2.11; tests/test_sp_groups.py runs
+them on Gloo.
+
 Every rank calls use() with the same lists at the same point (a step's or
 the profile's groups): the cache's history is then identical on every rank,
 so all members of a group release it alike and create it again alike (under
