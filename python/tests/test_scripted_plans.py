@@ -8,7 +8,7 @@ import torch
 import dcp_torch
 from fake_planner import FakePlannerClient, plan
 from test_gradient_equivalence import (LLAMA_SPEC, SHORT, build, fetch_of,
-                                       reference_grads)
+                                       reference_grads, train_step)
 
 ALL = list(range(len(SHORT)))
 PLANS = [
@@ -32,12 +32,7 @@ def train_scripted(rank, world_size):
     grads, held = [], []
     batch = list(enumerate(SHORT))
     for step in runtime.steps([batch] * len(PLANS), fetch_of("llama", SHORT)):
-        for mb in step:
-            with mb:
-                loss = mb.token_loss_sum(model.per_token_loss(mb.inputs))
-                (loss * step.loss_scale).backward()
-        step.sync_gradients()
-        step.report()
+        train_step(model, step)
         grads.append({n: p.grad.clone() for n, p in model.named_parameters()})
         held.append(runtime.sp_groups.held)
         model.zero_grad(set_to_none=True)
