@@ -24,6 +24,7 @@ from dcp_torch.planner_client import (PlannerClient, PlannerError,
 from dcp_torch.profiler import ProfileOptions
 from dcp_torch.runtime import Runtime, init
 from dcp_torch.spec import model_spec, write_model_file
+from dcp_torch.spec_from_module import model_spec_from_module
 from dcp_torch.step import Step
 from dcp_torch.ulysses import HeadsNotDivisibleError, attention
 
@@ -32,5 +33,5 @@ __all__ = [
     "PlannerClient", "PlannerError", "PlannerUnreachableError",
     "ProfileOptions", "RankDivergedError", "RetryPolicy", "Runtime", "Step",
     "apply_checkpointing", "attention", "batch_fingerprint", "init",
-    "model_spec", "packed", "write_model_file",
+    "model_spec", "model_spec_from_module", "packed", "write_model_file",
 ]

@@ -124,7 +124,7 @@ def _profile_collectives(sp_groups, torch_rank_of, gpus_per_node, device,
         if world % size == 0:
             blocks = [[torch_rank_of[p] for p in range(b, b + size)]
                       for b in range(0, world, size)]
-            sp_groups.ensure(blocks)
+            sp_groups.use(blocks)
             first = planner_rank // size * size
             group = sp_groups.get(blocks[first // size])
             inter_node = first // gpus_per_node != \

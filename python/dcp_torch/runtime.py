@@ -23,6 +23,7 @@ import torch.distributed as dist
 
 from dcp_torch import checkpointing, context
 from dcp_torch import spec as spec_lib
+from dcp_torch import spec_from_module
 from dcp_torch import profiler as profiler_lib
 from dcp_torch._proto import batch_pb2
 from dcp_torch._proto import planner_service_pb2 as pb
@@ -32,6 +33,7 @@ from dcp_torch.errors import EmptyBatchError, RankDivergedError
 from dcp_torch.sp_groups import SpGroups
 from dcp_torch.stats_reporter import StatsReporter
 from dcp_torch.step import Step
+from dcp_torch.ulysses import HeadsNotDivisibleError
 
 import grpc
 
@@ -39,16 +41,20 @@ import grpc
 def init(model, blocks, planner_address=None, *, spec=None, worker_id=None,
          node_name=None, profile=True, profile_options=None,
          attention_core=None, registration_timeout_seconds=300.0,
-         collective_timeout_seconds=300.0, log=None, client=None):
+         collective_timeout_seconds=300.0, max_cached_groups=0, log=None,
+         client=None):
     """Connects this process to the planner and prepares `model`.
 
     model: the user's torch.nn.Module (the same on every rank).
     blocks: its transformer blocks in order (e.g. model.layers); the plan's
       checkpointed layers apply to them.
     planner_address: HOST:PORT of dcp_planner; default $DCP_PLANNER_ADDRESS.
-    spec: the ModelSpec dict (dcp_torch.model_spec); default built from
-      model.config (HF-style) with num_layers = len(blocks). It must match
-      the model the planner was started with.
+    spec: the ModelSpec dict (dcp_torch.model_spec); default read from the
+      module and its model.config (dcp_torch.model_spec_from_module, whose
+      error names any field it cannot read). It must match the model the
+      planner was started with (checked at registration).
+    max_cached_groups: the most SP sub-groups a rank keeps (least recently
+      used released first, alike on every rank); 0: no bound.
     worker_id, node_name: this process's stable identity and its node
       (default: "<host>-rank<R>" and the host name).
     profile: measure the blocks' GEMMs, the attention core and the
@@ -69,8 +75,7 @@ def init(model, blocks, planner_address=None, *, spec=None, worker_id=None,
     rank = dist.get_rank()
     blocks = list(blocks)
     if spec is None:
-        spec = spec_lib.model_spec(getattr(model, "config", None),
-                                         num_layers=len(blocks))
+        spec = spec_from_module.model_spec_from_module(model, blocks)
     if spec["num_layers"] != len(blocks):
         raise ValueError(f"ModelSpec.num_layers is {spec['num_layers']} but "
                          f"{len(blocks)} blocks were given; pass every "
@@ -79,11 +84,16 @@ def init(model, blocks, planner_address=None, *, spec=None, worker_id=None,
     node_name = node_name or socket.gethostname()
     worker_id = worker_id or f"{node_name}-rank{rank}"
     runtime = Runtime(client, spec, model, blocks, worker_id, device,
-                      collective_timeout_seconds, log)
-    runtime._register(node_name, registration_timeout_seconds)
-    checkpointing.apply_checkpointing(blocks)
-    if profile:
-        runtime._profile(profile_options, attention_core)
+                      SpGroups(collective_timeout_seconds, max_cached_groups),
+                      log)
+    try:
+        runtime._register(node_name, registration_timeout_seconds)
+        checkpointing.apply_checkpointing(blocks)
+        if profile:
+            runtime._profile(profile_options, attention_core)
+    except BaseException:
+        runtime.close()  # the reporter's thread, the groups, the channel
+        raise
     return runtime
 
 
@@ -91,7 +101,7 @@ class Runtime:
     """One process's connection to the planner; see init()."""
 
     def __init__(self, client, spec, model, blocks, worker_id, device,
-                 collective_timeout_seconds, log):
+                 sp_groups, log):
         self.client = client
         self.spec = spec
         self.model = model
@@ -101,7 +111,7 @@ class Runtime:
         self.rank = dist.get_rank()
         self.world_size = dist.get_world_size()
         self.log = log
-        self.sp_groups = SpGroups(collective_timeout_seconds)
+        self.sp_groups = sp_groups
         self.reporter = StatsReporter(client, log)
         self._synchronize = context.device_synchronizer(device)
         self.planner_rank = None
@@ -224,9 +234,11 @@ class Runtime:
             step_number += 1
 
     def close(self):
-        """Sends the queued step reports and closes the planner channel."""
+        """Sends the queued step reports, releases the SP groups and closes
+        the planner channel."""
         self.reporter.flush()
         self.reporter.close()
+        self.sp_groups.close()
         self.client.close()
 
     def __enter__(self):
@@ -324,16 +336,28 @@ class Runtime:
             raise RankDivergedError(
                 f"the plan of step {step} was made for other sample ids than "
                 f"rank {self.rank}'s batch")
-        _check_plan(plan, len(batch), self.world_size, step)
+        _check_plan(plan, len(batch), self.world_size, step, self.spec)
         self.last_plan = plan
         return plan
 
 
-def _check_plan(plan, num_samples, world_size, step):
+def _check_plan(plan, num_samples, world_size, step, spec):
     """Every rank in at most one group, every sample in exactly one
-    micro-batch (else the loss scale and gradients would be wrong)."""
+    micro-batch (else the loss scale and gradients would be wrong), every
+    group's SP size dividing the model's heads (raised here, alike on every
+    rank, rather than in one group's attention while the others wait)."""
     seen_ranks, seen_samples = set(), []
+    heads, kv_heads = spec["num_attention_heads"], spec["num_kv_heads"]
     for group in plan.groups:
+        sp = len(group.ranks)
+        if heads % sp or kv_heads % sp:
+            raise HeadsNotDivisibleError(
+                f"the plan of step {step} runs an SP group of {sp} ranks, "
+                f"which cannot split the model's {heads} attention heads "
+                f"and {kv_heads} key/value heads (Ulysses gives each rank "
+                f"1/{sp} of both); start dcp_planner with this model's "
+                "ModelSpec (dcp_torch.write_model_file) so that it plans "
+                "only SP sizes dividing them")
         for r in group.ranks:
             if r in seen_ranks or not 0 <= r < world_size:
                 raise RankDivergedError(

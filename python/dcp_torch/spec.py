@@ -22,13 +22,9 @@ _CONFIG_NAMES = {
 }
 
 
-def model_spec(config=None, **overrides):
-    """A ModelSpec dict from `config` (an object or dict with HF-style
-    attribute names: num_hidden_layers, hidden_size, num_attention_heads,
-    num_key_value_heads, intermediate_size, vocab_size) and keyword overrides
-    (any FIELDS name). Defaults: causal, gated (SwiGLU) MLP, no adaLN, bf16
-    (dtype_bytes=2), num_kv_heads = num_attention_heads, vocab_size 0.
-    ValueError names a missing or inconsistent field."""
+def config_fields(config):
+    """The ModelSpec fields an HF-style config (an object or a dict) has
+    under the names of _CONFIG_NAMES, plus its name."""
     def lookup(names):
         for name in names:
             if isinstance(config, dict) and name in config:
@@ -38,15 +34,28 @@ def model_spec(config=None, **overrides):
                 return getattr(config, name)
         return None
 
-    spec = {"name": "model", "dtype_bytes": 2, "causal": True,
-            "gated_mlp": True, "adaln_modulation": False, "vocab_size": 0}
+    fields = {}
     for field, names in _CONFIG_NAMES.items():
         value = lookup(names)
         if value is not None:
-            spec[field] = int(value)
+            fields[field] = int(value)
     name = lookup(("name_or_path", "_name_or_path", "model_type"))
     if name:
-        spec["name"] = str(name)
+        fields["name"] = str(name)
+    return fields
+
+
+def model_spec(config=None, **overrides):
+    """A ModelSpec dict from `config` (an object or dict with HF-style
+    attribute names: num_hidden_layers, hidden_size, num_attention_heads,
+    num_key_value_heads, intermediate_size, vocab_size) and keyword overrides
+    (any FIELDS name). Defaults: causal, gated (SwiGLU) MLP, no adaLN, bf16
+    (dtype_bytes=2), num_kv_heads = num_attention_heads, vocab_size 0.
+    ValueError names a missing or inconsistent field.
+    (dcp_torch.model_spec_from_module reads them from an nn.Module.)"""
+    spec = {"name": "model", "dtype_bytes": 2, "causal": True,
+            "gated_mlp": True, "adaln_modulation": False, "vocab_size": 0}
+    spec.update(config_fields(config))
     unknown = set(overrides) - set(FIELDS)
     if unknown:
         raise ValueError(f"unknown ModelSpec fields {sorted(unknown)}; "
@@ -88,8 +97,10 @@ def from_proto(proto):
 
 def check_matches_planner(spec, planner_proto):
     """ValueError naming each architecture field where the planner's model
-    (RegisterWorkerResponse.model) differs from `spec` (name and dtype_bytes
-    may differ: they do not change what the plan asks of the model)."""
+    (RegisterWorkerResponse.model) differs from `spec`. The name may differ,
+    and so may dtype_bytes: a module's weights need not have the dtype its
+    activations take (e.g. fp32 weights under bf16 autocast), and the
+    planner budgets memory for its own dtype_bytes, which the user sets."""
     planner = from_proto(planner_proto)
     differing = [f"{field}: this model {spec[field]!r}, the planner "
                  f"{planner[field]!r}" for field in FIELDS

@@ -84,8 +84,8 @@ class Step:
         plan = self.plan
         me = rt.planner_rank
         self.group = next((g for g in plan.groups if me in g.ranks), None)
-        rt.sp_groups.ensure([[rt.torch_rank_of[p] for p in g.ranks]
-                             for g in plan.groups])
+        rt.sp_groups.use([[rt.torch_rank_of[p] for p in g.ranks]
+                          for g in plan.groups])
         if self.group is None:
             return
         members = sorted(rt.torch_rank_of[p] for p in self.group.ranks)

@@ -8,14 +8,18 @@ scripts/install_deps.sh installs dcp-torch into the venv, and
 
     /opt/dcp/torch-venv/bin/python python/examples/train_llama.py
 
-Under torchrun against a running planner:
+Under torchrun against a running planner, started for this model's
+ModelSpec (`--write-model` writes it as dcp_planner's --model file):
 
+    python/examples/train_llama.py --write-model=model.json
+    dcp_planner --model=model.json ...   # on the planner's host
     DCP_PLANNER_ADDRESS=planner:50051 torchrun --nproc-per-node=8 \
         python/examples/train_llama.py --steps=100
 
-To adapt it: give your model's blocks to dcp_torch.init, call
-dcp_torch.attention where your model computes attention (on packed tokens
-[T, heads, head_dim]), and give it the positions in mb.inputs.
+To adapt it: give your model's blocks to dcp_torch.init (it reads the
+ModelSpec from them, or says which field to pass), call dcp_torch.attention
+where your model computes attention (on packed tokens [T, heads,
+head_dim]), and give it the positions in mb.inputs.
 """
 
 import argparse
@@ -133,21 +137,17 @@ def describe(plan):
     return f"{shape}, {micro} micro-batches, recompute <= {recomputed} layers"
 
 
-def model_spec(args):
-    """What the planner needs to know of the model (the same as Llama's)."""
-    return dcp_torch.model_spec(
-        name="example-llama", num_layers=args.layers, hidden_size=args.hidden,
-        num_attention_heads=8, num_kv_heads=4, ffn_hidden_size=2 * args.hidden,
-        vocab_size=VOCAB, dtype_bytes=4)
+def build_model(args):
+    torch.manual_seed(0)
+    return Llama(VOCAB, args.hidden, args.layers, heads=8, kv_heads=4,
+                 ffn=2 * args.hidden)
 
 
 def train(args):
-    torch.manual_seed(0)
-    model = Llama(VOCAB, args.hidden, args.layers, heads=8, kv_heads=4,
-                  ffn=2 * args.hidden)
-    spec = model_spec(args)
-    # DCP: register, profile this process's blocks, prepare checkpointing.
-    rt = dcp_torch.init(model, model.layers, args.planner, spec=spec,
+    model = build_model(args)
+    # DCP: register, profile this process's blocks, prepare checkpointing
+    # (the ModelSpec the planner plans with is read from the module).
+    rt = dcp_torch.init(model, model.layers, args.planner,
                         node_name=os.environ.get("DCP_NODE_NAME"))
     optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
     for step in rt.steps(sampler(args.steps, args.sequences),
@@ -209,7 +209,17 @@ def main():
     parser.add_argument("--rank-memory-mb", type=float, default=8.0,
                         help="memory per rank the local planner plans for: "
                              "small, so that long sequences need SP")
+    parser.add_argument("--write-model", metavar="FILE", default=None,
+                        help="write the model's ModelSpec as the JSON file of "
+                             "`dcp_planner --model=FILE` and exit")
     args = parser.parse_args()
+    if args.write_model:
+        model = build_model(args)
+        dcp_torch.write_model_file(
+            dcp_torch.model_spec_from_module(model, model.layers),
+            args.write_model)
+        print(f"wrote the ModelSpec to {args.write_model}")
+        return
     if "RANK" in os.environ:  # under torchrun: this process is one rank
         train(args)
         return
@@ -223,7 +233,11 @@ def main():
         mp.start_processes(spawned, (args, port), nprocs=args.ranks,
                            start_method="spawn")
         return
-    spec = model_spec(args)
+    # The local planner plans for the model's ModelSpec, read from the
+    # module as init reads it (a planner started elsewhere: write it with
+    # dcp_torch.write_model_file and pass `dcp_planner --model=FILE`).
+    model = build_model(args)
+    spec = dcp_torch.model_spec_from_module(model, model.layers)
     with LocalPlanner(spec, nodes=args.ranks // args.ranks_per_node,
                       gpus_per_node=args.ranks_per_node,
                       rank_memory_bytes=args.rank_memory_mb * 1e6,

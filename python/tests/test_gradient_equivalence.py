@@ -69,10 +69,25 @@ def reference_grads(kind, lengths):
     return {name: p.grad / total for name, p in model.named_parameters()}
 
 
+def train_step(model, step):
+    """This rank's micro-batches of `step` (loss per token over the global
+    batch), the gradient sync and the step report."""
+    for mb in step:
+        with mb:
+            loss = mb.token_loss_sum(model.per_token_loss(mb.inputs))
+            (loss * step.loss_scale).backward()
+    step.sync_gradients()
+    step.report()
+
+
 def train_one_step(rank, world_size, kind, address, case):
-    spec = LLAMA_SPEC if kind == "llama" else DIT_SPEC
     lengths = CASES[case][2]
     model = build(kind, dcp_torch.attention)
+    # The ModelSpec is read from the module (init's default for the Llama;
+    # nothing in the DiT's blocks says they are bidirectional), and
+    # registration checks it against the planner's.
+    spec = None if kind == "llama" else dcp_torch.model_spec_from_module(
+        model, model.layers, causal=False)
     runtime = dcp_torch.init(model, model.layers, address, spec=spec,
                              worker_id=f"case{case}-rank{rank}",
                              node_name=f"node{rank // 2}", profile=False,
@@ -80,12 +95,7 @@ def train_one_step(rank, world_size, kind, address, case):
     shape = None
     for step in runtime.steps([list(enumerate(lengths))],
                               fetch_of(kind, lengths)):
-        for mb in step:
-            with mb:
-                loss = mb.token_loss_sum(model.per_token_loss(mb.inputs))
-                (loss * step.loss_scale).backward()
-        step.sync_gradients()
-        step.report()
+        train_step(model, step)
         shape = [(g.sp_size, [(len(m.sequence_indices), m.checkpointed_layers)
                               for m in g.micro_batches])
                  for g in step.plan.groups]

@@ -2,6 +2,8 @@
 Gloo processes: the in-process profile, step reports, and the clear errors
 (a diverging rank, an empty batch, a skipped micro-batch, another model)."""
 
+import socket
+
 import pytest
 import torch
 
@@ -97,7 +99,7 @@ def diverge(rank, world_size, address):
     except dcp_torch.RankDivergedError as error:
         return str(error)
     finally:
-        runtime.reporter.close()
+        runtime.close()
     return "no error"
 
 
@@ -118,7 +120,7 @@ def empty_batch(rank, world_size, address):
     except dcp_torch.EmptyBatchError as error:
         return str(error)
     finally:
-        runtime.reporter.close()
+        runtime.close()
     return "no error"
 
 
@@ -137,7 +139,7 @@ def skip_micro_batch(rank, world_size, address):
     except dcp_torch.RankDivergedError as error:
         return str(error)
     finally:
-        runtime.reporter.close()
+        runtime.close()
     return "no error"
 
 
@@ -178,7 +180,7 @@ def test_the_planner_assigns_and_lists_every_rank(ranks4):
 
 def profile_free_register(rank, world_size, address):
     _, runtime = _init(rank, address, "list")
-    runtime.reporter.close()
+    runtime.close()
     return runtime.torch_rank_of
 
 
@@ -201,3 +203,30 @@ def test_get_plan_by_fingerprint_agrees_with_the_cpp_planner():
             client.get_plan(pb.GetPlanRequest(
                 worker_id="w", step=3,
                 batch_fingerprint=dcp_torch.batch_fingerprint(batch[::-1])))
+
+
+def unreachable(rank, world_size, address):
+    waits = []
+    client = PlannerClient(address, call_deadline_seconds=5,
+                           retry=dcp_torch.RetryPolicy(max_attempts=3,
+                                                       jitter=0.0),
+                           sleep=waits.append)
+    model = build("llama", dcp_torch.attention)
+    try:
+        dcp_torch.init(model, model.layers, address, spec=LLAMA_SPEC,
+                       worker_id=f"unreachable-rank{rank}", profile=False,
+                       client=client, log=lambda message: None)
+    except dcp_torch.PlannerUnreachableError as error:
+        return str(error), waits
+    return "no error", waits
+
+
+def test_init_retries_an_unreachable_planner_then_names_its_address(ranks4):
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        address = f"127.0.0.1:{probe.getsockname()[1]}"  # closed below
+    for message, waits in ranks4.run(unreachable, address):
+        assert f"the DCP planner at {address} is unreachable after 3 " \
+            "attempts" in message, message
+        assert "RegisterWorker" in message
+        assert waits == pytest.approx([0.2, 0.4])  # backoff, doubling

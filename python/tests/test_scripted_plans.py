@@ -1,0 +1,66 @@
+"""Training under scripted plans whose SP groups change every step (a fake
+planner serves them), with at most one SP group cached per rank: every step
+still gives the single-process reference's gradients on every rank, and each
+rank creates only its own groups, again after the bound released them."""
+
+import torch
+
+import dcp_torch
+from fake_planner import FakePlannerClient, plan
+from test_gradient_equivalence import (LLAMA_SPEC, SHORT, build, fetch_of,
+                                       reference_grads, train_step)
+
+ALL = list(range(len(SHORT)))
+PLANS = [
+    plan(0, ([0, 1], [([0, 1, 2], 1), ([3], 0)]),
+         ([2, 3], [([4, 5, 6, 7], 0)])),
+    plan(1, ([0, 2], [([4], 2), ([0, 1], 0)]),
+         ([1, 3], [([2, 3, 5, 6, 7], 0)])),
+    plan(2, ([0, 1], [(ALL, 0)]), ([2], []), ([3], [])),
+    plan(3, ([0, 1, 2, 3], [([0, 1, 2, 3], 2), ([4, 5, 6, 7], 0)])),
+    plan(4, ([0, 1], [([7], 0)]), ([2, 3], [([0, 1, 2, 3, 4, 5, 6], 1)])),
+]
+
+
+def train_scripted(rank, world_size):
+    model = build("llama", dcp_torch.attention)
+    client = FakePlannerClient(LLAMA_SPEC, world_size, PLANS)
+    runtime = dcp_torch.init(model, model.layers, spec=LLAMA_SPEC,
+                             worker_id=f"scripted-rank{rank}", profile=False,
+                             max_cached_groups=1, client=client,
+                             log=lambda message: None)
+    grads, held = [], []
+    batch = list(enumerate(SHORT))
+    for step in runtime.steps([batch] * len(PLANS), fetch_of("llama", SHORT)):
+        train_step(model, step)
+        grads.append({n: p.grad.clone() for n, p in model.named_parameters()})
+        held.append(runtime.sp_groups.held)
+        model.zero_grad(set_to_none=True)
+    creations = [name.rsplit("/", 1)[1]
+                 for name in runtime.sp_groups.creations]
+    runtime.close()
+    return grads, held, creations, client.reports, client.submitted_steps
+
+
+def test_changing_groups_under_a_bound_keep_the_reference_gradients(ranks4):
+    results = ranks4.run(train_scripted)
+    expected = reference_grads("llama", SHORT)
+    pairs = {0: ("0_1", "0_2"), 1: ("0_1", "1_3"), 2: ("2_3", "0_2"),
+             3: ("2_3", "1_3")}
+    for rank, (grads, held, creations, reports, submitted) in \
+            enumerate(results):
+        for step, step_grads in enumerate(grads):
+            for name, grad in expected.items():
+                torch.testing.assert_close(
+                    step_grads[name], grad, rtol=1e-9, atol=1e-12,
+                    msg=f"rank {rank} step {step} {name}")
+        # Step 2 releases 0_2 and 1_3 for ranks 0 and 1 (now in 0_1): ranks
+        # 2 and 3 release them alike and hold nothing until 2_3 is back.
+        assert held == ([1] * 5 if rank < 2 else [1, 1, 0, 0, 1]), \
+            (rank, held)
+        first, second = pairs[rank]
+        # Released at the step after next, created again under #1.
+        assert creations == [f"{first}#0", f"{second}#0", f"{first}#1"], \
+            (rank, creations)
+        assert reports == [0, 1, 2, 3, 4]
+        assert submitted == ([0, 1, 2, 3, 4] if rank == 0 else [])
