@@ -104,7 +104,8 @@ class PlannerHandlerRoot final : public PlannerHandler {
                [this](const std::vector<int64_t>& steps) {
                  stats_.Forget(steps);
                }),
-        stats_(world_size_, options_.online_refit) {}
+        stats_(world_size_, options_.online_refit,
+               /*record_reports=*/store_ != nullptr) {}
 
   ~PlannerHandlerRoot() override { Shutdown(); }
 
@@ -217,6 +218,14 @@ class PlannerHandlerRoot final : public PlannerHandler {
     absl::StatusOr<StepStatsTracker::Outcome> outcome =
         stats_.Record(request, **plan, plan_correction, *params);
     if (!outcome.ok()) return outcome.status();
+    for (const v1::StepReportsRecord& record : outcome->reports_to_record) {
+      // For tools only (step_state_files.h): a failure is logged.
+      if (absl::Status status = store_->WriteStepReports(record);
+          !status.ok()) {
+        Log(absl::StrCat("step ", record.step(),
+                         "'s reports were not recorded: ", status.message()));
+      }
+    }
     if (outcome->refit_factor.has_value()) {
       MaybeRefit(*outcome, params->current->compute_correction);
     }
