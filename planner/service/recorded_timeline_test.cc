@@ -19,7 +19,7 @@
 #include "common/fake_clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "planner/cli.h"
+#include "planner/cli_test_util.h"
 #include "planner/markup_test_util.h"
 #include "planner/service/planner_handler_test_support.h"
 #include "planner/service/step_state_files.h"
@@ -29,27 +29,6 @@ namespace dcp {
 namespace {
 
 using ::testing::HasSubstr;
-
-struct CliResult {
-  int exit_code = -1;
-  std::string out;
-  std::string err;
-};
-
-CliResult RunCli(std::vector<std::string> args) {
-  args.insert(args.begin(), "dcp");
-  std::vector<char*> argv;
-  for (std::string& arg : args) argv.push_back(arg.data());
-  argv.push_back(nullptr);
-  std::ostringstream out;
-  std::ostringstream err;
-  CliResult result;
-  result.exit_code =
-      RunDcpCli(static_cast<int>(args.size()), argv.data(), out, err);
-  result.out = out.str();
-  result.err = err.str();
-  return result;
-}
 
 std::string ReadText(const std::string& path) {
   std::ifstream file(path);
@@ -149,17 +128,32 @@ void CheckPicture(const std::string& svg, const v1::Plan& plan,
             measured ? 1u : 0u);
 }
 
+// A planner of the CPU world with `options`, its four workers registered.
+std::unique_ptr<PlannerHandler> StatefulPlanner(
+    const PlannerHandlerOptions& options, const Clock& clock,
+    RecordingMetrics& metrics) {
+  std::unique_ptr<PlannerHandler> handler =
+      MakeHandler(options, clock, &metrics);
+  if (handler != nullptr) RegisterWorld(*handler, 4, 1);
+  return handler;
+}
+
+// The CPU world, its planner keeping its state in `directory`.
+PlannerHandlerOptions StatefulOptions(const std::string& directory) {
+  PlannerHandlerOptions options = CpuOptions();
+  options.state_dir = directory;
+  return options;
+}
+
 TEST(RecordedTimelineTest, DcpTimelineDrawsWhatTheRanksReported) {
   const std::string directory = FreshTestDirectory("recorded_timeline_");
   FakeClock clock;
   RecordingMetrics metrics;
-  PlannerHandlerOptions options = CpuOptions();
-  options.state_dir = directory;
+  PlannerHandlerOptions options = StatefulOptions(directory);
   options.plan_cache_steps = 3;
   std::vector<v1::Plan> plans;
-  auto handler = MakeHandler(options, clock, &metrics);
+  auto handler = StatefulPlanner(options, clock, metrics);
   ASSERT_NE(handler, nullptr);
-  RegisterWorld(*handler, 4, 1);
   for (int64_t step = 0; step < 4; ++step) {
     absl::StatusOr<v1::GetPlanResponse> plan =
         handler->GetPlan(PlanRequest("w0", MakeBatch(step, 12)));
@@ -218,11 +212,8 @@ TEST(RecordedTimelineTest, ReportsThatDoNotFitThePlanAreNamed) {
   const std::string directory = FreshTestDirectory("recorded_timeline_");
   FakeClock clock;
   RecordingMetrics metrics;
-  PlannerHandlerOptions options = CpuOptions();
-  options.state_dir = directory;
-  auto handler = MakeHandler(options, clock, &metrics);
+  auto handler = StatefulPlanner(StatefulOptions(directory), clock, metrics);
   ASSERT_NE(handler, nullptr);
-  RegisterWorld(*handler, 4, 1);
   ASSERT_TRUE(handler->GetPlan(PlanRequest("w0", MakeBatch(0, 12))).ok());
   absl::StatusOr<RecordedStep> step = ReadRecordedStep(directory, 0);
   ASSERT_TRUE(step.ok()) << step.status();
