@@ -164,7 +164,9 @@ TEST(RecordedTimelineTest, DcpTimelineDrawsWhatTheRanksReported) {
       ASSERT_TRUE(handler->ReportStepStats(report).ok());
     }
   }
-  // Read while the planner runs (it holds the directory's lock).
+  // Read while the planner runs (it holds the directory's lock), once it
+  // wrote the reports waiting (it writes them off the reports' path).
+  handler->Shutdown();
   const std::string svg_path = directory + "_step2.svg";
   CliResult drawn = RunCli({"timeline", "--state-dir=" + directory,
                             "--step=2", "--out=" + svg_path});
