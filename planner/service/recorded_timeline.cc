@@ -81,13 +81,16 @@ absl::StatusOr<RecordedTimeline> LayOutRecordedStep(
       std::vector<bool> seen(sums[g].size(), false);
       for (const v1::MeasuredMicroBatch& micro : report.micro_batches()) {
         const int m = micro.micro_batch_index();
-        if (m < 0 || m >= static_cast<int>(seen.size()) || seen[m]) {
-          return absl::FailedPreconditionError(absl::StrCat(
-              "step ", out.step, ": rank ", rank, " reported micro-batch ", m,
-              m >= 0 && m < static_cast<int>(seen.size())
-                  ? " twice"
-                  : absl::StrCat(" but its group runs ", seen.size()),
-              ""));
+        if (m < 0 || m >= static_cast<int>(seen.size())) {
+          return absl::FailedPreconditionError(
+              absl::StrCat("step ", out.step, ": rank ", rank,
+                           " reported micro-batch ", m, " but its group runs ",
+                           seen.size(), " (indices 0..", seen.size() - 1, ")"));
+        }
+        if (seen[m]) {
+          return absl::FailedPreconditionError(
+              absl::StrCat("step ", out.step, ": rank ", rank,
+                           " reported micro-batch ", m, " twice"));
         }
         seen[m] = true;
         sums[g][m] += micro.compute_seconds() + micro.communication_seconds();

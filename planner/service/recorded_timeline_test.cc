@@ -251,6 +251,11 @@ TEST(RecordedTimelineTest, ReportsThatDoNotFitThePlanAreNamed) {
   short_report.reports->mutable_ranks(0)->mutable_micro_batches()->RemoveLast();
   EXPECT_THAT(LayOutRecordedStep(short_report).status().message(),
               HasSubstr("micro-batches but its group runs"));
+  RecordedStep out_of_range = *step;
+  out_of_range.reports->mutable_ranks(0)->mutable_micro_batches(0)
+      ->set_micro_batch_index(99);
+  EXPECT_THAT(LayOutRecordedStep(out_of_range).status().message(),
+              HasSubstr("reported micro-batch 99 but its group runs"));
   RecordedStep stranger = *step;
   stranger.reports->mutable_ranks(0)->set_rank(17);
   EXPECT_THAT(LayOutRecordedStep(stranger).status().message(),
