@@ -130,9 +130,11 @@ struct Planner {
   std::string cluster_path;
 };
 
-/// Where the planner keeps its state when the drill restarts it; empty
-/// (in memory) otherwise.
+/// Where the planner keeps its state: --planner-state-dir, else a folder
+/// of the work directory when the drill restarts it; empty (in memory)
+/// otherwise.
 std::string PlannerStateDir(const Config& config) {
+  if (!config.planner_state_dir.empty()) return config.planner_state_dir;
   if (config.restart_planner_after_step < 0) return "";
   return absl::StrCat(config.work_dir, "/planner_state");
 }
@@ -528,8 +530,9 @@ absl::Status RunJob(Config& config) {
     return absl::InternalError(
         absl::StrCat("cannot create ", config.work_dir, ": ", error.message()));
   }
+  // The user's --planner-state-dir is never removed (it starts empty).
   if (const std::string state_dir = PlannerStateDir(config);
-      !state_dir.empty()) {
+      config.planner_state_dir.empty() && !state_dir.empty()) {
     // A fresh state per job: the drill restarts the planner onto it.
     std::filesystem::remove_all(state_dir, error);
   }

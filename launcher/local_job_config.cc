@@ -73,6 +73,10 @@ constexpr FlagSpec kFlags[] = {
      "--planner-stop-signal, keep it down for --planner-down-for, then "
      "restart it on the same port and --state-dir (the planner then keeps "
      "its state in WORK_DIR/planner_state)"},
+    {"planner-state-dir", "DIR", "",
+     "the planner's --state-dir (default: none, or WORK_DIR/planner_state "
+     "with --restart-planner-after-step); `dcp timeline --state-dir=DIR "
+     "--step=K` draws a step from it, predicted vs measured"},
     {"planner-stop-signal", "KILL|TERM", "KILL",
      "how the drill stops the planner: SIGKILL (a crash) or SIGTERM (a "
      "drained shutdown)"},
@@ -217,6 +221,17 @@ absl::StatusOr<LocalJobConfig> ConfigureLocalJob(const ParsedFlags& flags,
   DCP_ASSIGN_OR_RETURN(auto restart_after,
                        flags.Int("restart-planner-after-step", -1, 1 << 20));
   config.restart_planner_after_step = restart_after;
+  config.planner_state_dir = flags.String("planner-state-dir");
+  if (std::error_code error;
+      !config.planner_state_dir.empty() &&
+      std::filesystem::exists(config.planner_state_dir, error) &&
+      !std::filesystem::is_empty(config.planner_state_dir, error)) {
+    // Never removed by the job, so it must start empty.
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--planner-state-dir=", config.planner_state_dir,
+        " is not empty; give a new or empty directory for this job's "
+        "planner state"));
+  }
   const std::string stop_signal = flags.String("planner-stop-signal");
   if (stop_signal == "KILL") {
     config.planner_stop_signal = SIGKILL;

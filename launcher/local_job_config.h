@@ -43,6 +43,9 @@ struct LocalJobConfig {
   /// gets `planner_stop_signal`, stays down for `planner_down_for` after
   /// it exited, then restarts on the same port and --state-dir.
   int64_t restart_planner_after_step = -1;
+  /// The planner's --state-dir (empty: WORK_DIR/planner_state for the
+  /// drill, else none).
+  std::string planner_state_dir;
   int planner_stop_signal = 9;
   absl::Duration planner_down_for;
   std::string planner_outage_tolerance;

@@ -1,12 +1,15 @@
 // dcp_local_job --timeline-step on a short real job (the real dcp_planner
 // and two dcp_worker processes on loopback): the SVG's measured bars are the
 // times the workers recorded, and both runs print their cost-model
-// breakdown.
+// breakdown; `dcp timeline` over the planner's state directory draws the
+// same bars from the ranks' reports.
 
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -41,6 +44,36 @@ std::string ReadAll(const std::string& path) {
                      std::istreambuf_iterator<char>());
 }
 
+/// Runs `argv` to its end (at most `limit`); its exit code.
+int RunToEnd(const std::vector<std::string>& argv, const std::string& log,
+             absl::Duration limit) {
+  absl::StatusOr<std::unique_ptr<ChildProcess>> child =
+      ChildProcess::Start(argv, log, [](const std::string&) {});
+  EXPECT_TRUE(child.ok()) << child.status();
+  if (!child.ok()) return -1;
+  std::optional<int> code = (*child)->WaitFor(limit);
+  const int exit_code = code.has_value() ? *code : (*child)->Kill();
+  (*child)->JoinOutput();
+  return exit_code;
+}
+
+/// Each row's measured bars' seconds, by the row's data-ranks.
+std::map<std::string, std::vector<double>> MeasuredBars(
+    const MarkupDocument& svg) {
+  std::map<std::string, std::vector<double>> bars;
+  for (xmlNode* row : svg.Select("//*[local-name()='g'][@class='row']")) {
+    std::vector<double>& seconds = bars[Attribute(row, "data-ranks")];
+    for (xmlNode* child = row->children; child != nullptr;
+         child = child->next) {
+      if (child->type == XML_ELEMENT_NODE &&
+          Attribute(child, "class") == "measured") {
+        seconds.push_back(NumberAttribute(child, "data-duration-seconds"));
+      }
+    }
+  }
+  return bars;
+}
+
 TEST(MeasuredTimelineJobTest, TheSvgShowsWhatTheWorkersRecorded) {
   const char* tmp = std::getenv("TEST_TMPDIR");
   const std::string dir =
@@ -62,6 +95,7 @@ TEST(MeasuredTimelineJobTest, TheSvgShowsWhatTheWorkersRecorded) {
       "--profile=false",
       "--timeline-step=1",
       absl::StrCat("--timeline-out=", svg_path),
+      absl::StrCat("--planner-state-dir=", dir, "/planner_state"),
       "--timeout=3m",
       "--collective-timeout=60s"};
   auto mutex = std::make_shared<absl::Mutex>();
@@ -159,6 +193,45 @@ TEST(MeasuredTimelineJobTest, TheSvgShowsWhatTheWorkersRecorded) {
     }
   }
   EXPECT_GT(checked, 0);
+
+  // The planner recorded the step's plan and reports in its state
+  // directory: `dcp timeline` draws the same rows and measured bars.
+  const std::string state_svg = absl::StrCat(dir, "/state_step1.svg");
+  ASSERT_EQ(RunToEnd({Runfile("planner/dcp"), "timeline",
+                      absl::StrCat("--state-dir=", dir, "/planner_state"),
+                      "--step=1", absl::StrCat("--out=", state_svg)},
+                     absl::StrCat(dir, "/dcp_timeline.log"), absl::Minutes(1)),
+            0)
+      << ReadAll(absl::StrCat(dir, "/dcp_timeline.log"));
+  const MarkupDocument recorded = MarkupDocument::ParseXml(ReadAll(state_svg));
+  ASSERT_NE(recorded.doc, nullptr) << "not well-formed XML";
+  EXPECT_EQ(Attribute(recorded.Select("/*")[0], "data-num-ranks"), "2");
+  const std::map<std::string, std::vector<double>> job_bars =
+      MeasuredBars(svg);
+  const std::map<std::string, std::vector<double>> state_bars =
+      MeasuredBars(recorded);
+  ASSERT_EQ(state_bars.size(), job_bars.size());
+  for (const auto& [ranks, seconds] : job_bars) {
+    ASSERT_EQ(state_bars.count(ranks), 1u) << "ranks " << ranks;
+    const std::vector<double>& drawn = state_bars.at(ranks);
+    ASSERT_EQ(drawn.size(), seconds.size()) << "ranks " << ranks;
+    for (size_t m = 0; m < seconds.size(); ++m) {
+      EXPECT_NEAR(drawn[m], seconds[m], 1e-5 * seconds[m])
+          << "ranks " << ranks << " micro-batch " << m;
+    }
+  }
+}
+
+TEST(MeasuredTimelineJobTest, APlannerStateDirThatHoldsFilesIsAUsageError) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string dir =
+      absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/used_planner_state");
+  std::filesystem::create_directories(dir);
+  { std::ofstream(absl::StrCat(dir, "/job.pb")) << ""; }
+  EXPECT_EQ(RunToEnd({Runfile("launcher/dcp_local_job"),
+                      absl::StrCat("--planner-state-dir=", dir)},
+                     "/dev/null", absl::Minutes(1)),
+            2);
 }
 
 TEST(MeasuredTimelineJobTest, ATimelineStepPastTheRunIsAUsageError) {

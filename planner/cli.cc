@@ -1,6 +1,6 @@
 // The `dcp` command line: flag tables, the shared loaders of model, cluster,
 // workload and plan files, and one runner per subcommand (simulate, plan,
-// validate, price). Slightly over 600 lines: the runners share the loaders;
+// validate, price, timeline). Slightly over 600 lines: the runners share the loaders;
 // every figure they print is computed in the libraries they call.
 
 #include "planner/cli.h"
@@ -25,6 +25,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
+#include "common/atomic_file.h"
 #include "common/clock.h"
 #include "common/command_line.h"
 #include "common/main_prologue.h"
@@ -42,6 +43,8 @@
 #include "planner/plan_price.h"
 #include "planner/plan_table.h"
 #include "planner/planner.h"
+#include "planner/service/recorded_timeline.h"
+#include "planner/service/step_state_files.h"
 #include "planner/simulator.h"
 #include "planner/strategy_report.h"
 #include "planner/timeline.h"
@@ -195,6 +198,17 @@ const std::vector<FlagSpec>& ValidateFlags() {
   return *flags;
 }
 
+constexpr FlagSpec kTimelineFlags[] = {
+    {"state-dir", "DIR", "",
+     "the planner's state directory (dcp_planner --state-dir; required), "
+     "read only, also while the planner runs"},
+    {"step", "K", "",
+     "the step to draw (required): one of the planner's plan-cache window"},
+    {"out", "FILE", "", "write the SVG to FILE (default: standard output)"},
+    {"max-rows", "N", "256",
+     "rows drawn at most; beyond it, groups of one SP size share a row"},
+};
+
 const std::vector<SubcommandSpec>& Subcommands() {
   static const auto* const subcommands = new std::vector<SubcommandSpec>{
       {"simulate",
@@ -237,6 +251,14 @@ const std::vector<SubcommandSpec>& Subcommands() {
        "peak memory and the gap to the lower bound. The plan's own "
        "predictions are ignored. Exits 1 for an invalid plan.",
        PriceFlags()},
+      {"timeline", "draw a step the planner ran: predicted vs measured",
+       "Reads step K's plan, the cost model it was priced with and its ranks' "
+       "step reports from a planner's state directory and draws the step's "
+       "timeline as `dcp plan --format=svg` does, with each group's measured "
+       "micro-batches (the mean of its ranks' compute + all-to-all) in the "
+       "lower half of its row. A step without recorded reports is drawn "
+       "predicted only, and says so.",
+       kTimelineFlags},
   };
   return *subcommands;
 }
@@ -669,6 +691,54 @@ int RunPrice(const ParsedFlags& flags, Command& command) {
   return kExitOk;
 }
 
+int RunTimeline(const ParsedFlags& flags, Command& command) {
+  for (const char* required : {"state-dir", "step"}) {
+    if (!flags.Given(required)) {
+      return command.UsageError(
+          absl::StrCat("--", required, " is required"));
+    }
+  }
+  absl::StatusOr<int64_t> step = flags.Int("step", /*min=*/0);
+  if (!step.ok()) return command.UsageError(step.status().message());
+  absl::StatusOr<int64_t> max_rows =
+      flags.Int("max-rows", /*min=*/1, /*max=*/1 << 20);
+  if (!max_rows.ok()) return command.UsageError(max_rows.status().message());
+  const std::string directory = flags.String("state-dir");
+  absl::StatusOr<RecordedStep> recorded = ReadRecordedStep(directory, *step);
+  if (!recorded.ok()) {
+    // No such directory or step: the command line names the wrong thing.
+    const absl::StatusCode code = recorded.status().code();
+    return code == absl::StatusCode::kNotFound ||
+                   code == absl::StatusCode::kFailedPrecondition
+               ? command.UsageError(recorded.status().message())
+               : command.Failure(recorded.status().message());
+  }
+  TimelineOptions options;
+  options.max_rows = static_cast<int>(*max_rows);
+  absl::StatusOr<RecordedTimeline> laid_out =
+      LayOutRecordedStep(*recorded, options);
+  if (!laid_out.ok()) return command.Failure(laid_out.status().message());
+  TimelineSvgOptions svg;
+  svg.title = absl::StrCat(
+      "step ", *step, " of ", directory,
+      laid_out->reported_ranks.empty()
+          ? ": predicted (no measured reports recorded)"
+          : ": predicted (upper half of each row) vs measured (lower half)");
+  const std::string picture = RenderTimelineSvg(laid_out->timeline, svg);
+  const std::string line = DescribeRecordedTimeline(*laid_out);
+  if (!flags.Given("out")) {
+    command.out() << picture;
+    command.err() << line << "\n";
+    return kExitOk;
+  }
+  if (absl::Status written = WriteFileAtomically(flags.String("out"), picture);
+      !written.ok()) {
+    return command.Failure(written.message());
+  }
+  command.out() << line << "; wrote " << flags.String("out") << "\n";
+  return kExitOk;
+}
+
 }  // namespace
 
 int RunDcpCli(int argc, char** argv, std::ostream& out, std::ostream& err) {
@@ -680,6 +750,7 @@ int RunDcpCli(int argc, char** argv, std::ostream& out, std::ostream& err) {
   if (name == "simulate") return RunSimulate(*start.flags, command);
   if (name == "plan") return RunPlan(*start.flags, command);
   if (name == "price") return RunPrice(*start.flags, command);
+  if (name == "timeline") return RunTimeline(*start.flags, command);
   return RunValidate(*start.flags, command);
 }
 

@@ -7,8 +7,8 @@
 
 namespace dcp {
 
-/// The `dcp` command line: `dcp simulate`, `dcp plan` and `dcp validate`
-/// (run `dcp --help` for the flags). `argv[0]` is the program name. Results
+/// The `dcp` command line: `dcp simulate`, `dcp plan`, `dcp validate`,
+/// `dcp price` and `dcp timeline` (run `dcp --help` for the flags). `argv[0]` is the program name. Results
 /// go to `out`; progress and one-line error messages to `err`. Returns the
 /// exit code (common/main_prologue.h): kExitOk, kExitFailure when the work
 /// failed (planning error, invalid plan, unparsable plan file) or

@@ -1,5 +1,6 @@
 #include "planner/cli.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <functional>
@@ -7,11 +8,15 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "planner/cli_test_util.h"
+#include "planner/markup_test_util.h"
 
 namespace dcp {
 namespace {
@@ -22,27 +27,6 @@ using ::testing::HasSubstr;
 using ::testing::Not;
 using ::testing::StartsWith;
 using Json = nlohmann::json;
-
-struct CliResult {
-  int exit_code = -1;
-  std::string out;
-  std::string err;
-};
-
-CliResult RunCli(std::vector<std::string> args) {
-  args.insert(args.begin(), "dcp");
-  std::vector<char*> argv;
-  for (std::string& arg : args) argv.push_back(arg.data());
-  argv.push_back(nullptr);
-  std::ostringstream out;
-  std::ostringstream err;
-  CliResult result;
-  result.exit_code =
-      RunDcpCli(static_cast<int>(args.size()), argv.data(), out, err);
-  result.out = out.str();
-  result.err = err.str();
-  return result;
-}
 
 std::string TempPath(const std::string& name) {
   const char* dir = std::getenv("TEST_TMPDIR");
@@ -269,6 +253,36 @@ TEST(CliTest, PlanDrawsItsTimelineAsSvg) {
       AllOf(StartsWith("<svg xmlns=\"http://www.w3.org/2000/svg\""),
             HasSubstr("data-num-ranks=\"8\""), HasSubstr("class=\"row\""),
             HasSubstr("lower bound"), EndsWith("</svg>\n")));
+  // Parsed, its rows are the plan's groups (the same step as JSON): every
+  // rank once, each row labelled with its group's SP size and accumulation.
+  const CliResult json =
+      RunCli(With({"plan", "--format=json", "--step=1"}, kSmallSetup));
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  const Json plan = Json::parse(json.out);
+  const MarkupDocument svg = MarkupDocument::ParseXml(result.out);
+  ASSERT_NE(svg.doc, nullptr) << "not well-formed XML";
+  const std::vector<xmlNode*> rows =
+      svg.Select("//*[local-name()='g'][@class='row']");
+  ASSERT_EQ(rows.size(), plan["groups"].size());
+  std::vector<int> ranks;
+  for (xmlNode* row : rows) {
+    const Json& group =
+        plan["groups"][static_cast<int>(NumberAttribute(row, "data-group-index"))];
+    std::vector<int> row_ranks;
+    for (absl::string_view rank :
+         absl::StrSplit(Attribute(row, "data-ranks"), ',')) {
+      int value = -1;
+      ASSERT_TRUE(absl::SimpleAtoi(rank, &value)) << rank;
+      row_ranks.push_back(value);
+    }
+    EXPECT_EQ(row_ranks, group["ranks"].get<std::vector<int>>());
+    ranks.insert(ranks.end(), row_ranks.begin(), row_ranks.end());
+    EXPECT_EQ(NumberAttribute(row, "data-sp-size"), group["sp_size"].get<int>());
+    EXPECT_EQ(NumberAttribute(row, "data-micro-batches"),
+              group["micro_batches"].size());
+  }
+  std::sort(ranks.begin(), ranks.end());
+  EXPECT_EQ(ranks, (std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7}));
 }
 
 TEST(CliTest, SimulateWritesAReportOrSaysWhyNot) {
@@ -346,6 +360,16 @@ TEST(CliTest, PriceAPlanFromAFile) {
                   cluster));
   EXPECT_EQ(svg.exit_code, 0);
   EXPECT_THAT(svg.out, StartsWith("<svg"));
+  const MarkupDocument drawn = MarkupDocument::ParseXml(svg.out);
+  ASSERT_NE(drawn.doc, nullptr) << "not well-formed XML";
+  int drawn_ranks = 0;
+  for (xmlNode* row : drawn.Select("//*[local-name()='g'][@class='row']")) {
+    drawn_ranks += static_cast<int>(
+        std::vector<absl::string_view>(
+            absl::StrSplit(Attribute(row, "data-ranks"), ','))
+            .size());
+  }
+  EXPECT_EQ(drawn_ranks, 8);
 
   // The same plan against a batch it was not made for: invalid, exit 1.
   WriteFile(lengths_path, "4096\n1000\n");

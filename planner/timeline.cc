@@ -230,7 +230,8 @@ absl::Status AttachMeasuredSeconds(
   }
   for (const TimelineRow& row : timeline.rows) {
     const std::vector<double>& times = per_group[row.group_index];
-    if (times.size() != static_cast<size_t>(row.num_micro_batches)) {
+    if (!times.empty() &&
+        times.size() != static_cast<size_t>(row.num_micro_batches)) {
       return absl::InvalidArgumentError(absl::StrCat(
           "group ", row.group_index, " ran ", times.size(),
           " measured micro-batches but its plan has ", row.num_micro_batches));

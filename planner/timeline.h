@@ -110,7 +110,8 @@ absl::StatusOr<Timeline> BuildTimeline(const CostModel& cost_model,
                                        const TimelineOptions& options = {});
 
 /// Attaches measured seconds per micro-batch: `per_group[g][m]` for group g
-/// of the plan the timeline was built from (a row shows its drawn group's).
+/// of the plan the timeline was built from (a row shows its drawn group's;
+/// an empty list: the group was not measured, its row has no measured bars).
 /// INVALID_ARGUMENT when the shape differs from the plan's (naming the group)
 /// or a time is negative or not finite.
 absl::Status AttachMeasuredSeconds(

@@ -178,6 +178,15 @@ TEST(TimelineTest, MeasuredTimesMustMatchThePlanShape) {
   EXPECT_EQ(copy.rows[0].measured_micro_batch_seconds, measured[0]);
   EXPECT_EQ(*copy.measured_step_seconds, 2.0);
 
+  // An empty list: that group was not measured.
+  std::vector<std::vector<double>> partly = measured;
+  partly[0].clear();
+  copy = *timeline;
+  ASSERT_TRUE(AttachMeasuredSeconds(partly, 2.0, copy).ok());
+  for (const TimelineRow& row : copy.rows) {
+    EXPECT_EQ(row.measured_micro_batch_seconds, partly[row.group_index]);
+  }
+
   measured[0].push_back(0.1);
   copy = *timeline;
   EXPECT_EQ(AttachMeasuredSeconds(measured, 2.0, copy).code(),

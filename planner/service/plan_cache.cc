@@ -340,6 +340,19 @@ absl::StatusOr<std::shared_ptr<const StepPlan>> PlanCache::Plan(
       }
     }
     promise.set_value(result);
+    const std::shared_ptr<const ParamsVersion> version =
+        registry_.Version(result->params_version);
+    if (store_ != nullptr && result->status.ok() && !result->retry &&
+        version != nullptr) {
+      // For tools only (step_state_files.h), after the waiters have their
+      // plan: a failure is logged, not the step's.
+      if (absl::Status status = store_->WriteStepPlan(
+              MakeStepPlanRecord(*batch, *result, *version));
+          !status.ok()) {
+        Log(absl::StrCat("step ", step, "'s plan was not recorded: ",
+                         status.message()));
+      }
+    }
     if (!evictions.evicted.empty() && on_evicted_) {
       on_evicted_(evictions.evicted);
     }

@@ -10,6 +10,7 @@
 //                           batches submitted ahead, background planning
 //   step_stats_tracker.h    step reports and the online-refit sums
 //   planner_state_store.h   typed durable records, read once at start
+//   step_reports_writer.h   step reports records, written off the RPC path
 //
 // The one rule: no manager calls another while holding its own state
 // mutex; what crosses between managers is an immutable snapshot
@@ -40,6 +41,7 @@
 #include "planner/service/planner_state_store.h"
 #include "planner/service/profile_fitter.h"
 #include "planner/service/request_validation.h"
+#include "planner/service/step_reports_writer.h"
 #include "planner/service/step_stats_tracker.h"
 #include "planner/service/worker_registry.h"
 
@@ -104,7 +106,11 @@ class PlannerHandlerRoot final : public PlannerHandler {
                [this](const std::vector<int64_t>& steps) {
                  stats_.Forget(steps);
                }),
-        stats_(world_size_, options_.online_refit) {}
+        stats_(world_size_, options_.online_refit,
+               /*record_reports=*/store_ != nullptr),
+        report_writer_(store_ != nullptr ? std::make_unique<StepReportsWriter>(
+                                               *store_, log_)
+                                         : nullptr) {}
 
   ~PlannerHandlerRoot() override { Shutdown(); }
 
@@ -217,6 +223,10 @@ class PlannerHandlerRoot final : public PlannerHandler {
     absl::StatusOr<StepStatsTracker::Outcome> outcome =
         stats_.Record(request, **plan, plan_correction, *params);
     if (!outcome.ok()) return outcome.status();
+    // For tools only (step_state_files.h), written off this call's path.
+    for (v1::StepReportsRecord& record : outcome->reports_to_record) {
+      report_writer_->Write(std::move(record));
+    }
     if (outcome->refit_factor.has_value()) {
       MaybeRefit(*outcome, params->current->compute_correction);
     }
@@ -264,7 +274,10 @@ class PlannerHandlerRoot final : public PlannerHandler {
     return workers_.List();
   }
 
-  void Shutdown() override { plans_.Shutdown(); }
+  void Shutdown() override {
+    plans_.Shutdown();
+    if (report_writer_ != nullptr) report_writer_->Flush();
+  }
 
  private:
   void Log(const std::string& line) const {
@@ -358,6 +371,8 @@ class PlannerHandlerRoot final : public PlannerHandler {
   ProfileFitter profiles_;
   PlanCache plans_;
   StepStatsTracker stats_;
+  /// Null when state is kept in memory only.
+  const std::unique_ptr<StepReportsWriter> report_writer_;
 };
 
 }  // namespace

@@ -116,8 +116,9 @@ class PlannerHandler {
       const v1::ListWorkersRequest& request) = 0;
 
   /// Abandons the plans in flight (their callers get UNAVAILABLE at once,
-  /// without waiting for the planner core) and stops background planning;
-  /// later calls still work (planning on demand). Idempotent.
+  /// without waiting for the planner core) and stops background planning,
+  /// then writes the step reports records still waiting; later calls still
+  /// work (planning on demand). Idempotent.
   virtual void Shutdown() = 0;
 };
 

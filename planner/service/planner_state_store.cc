@@ -2,12 +2,14 @@
 
 #include <algorithm>
 #include <optional>
+#include <set>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "planner/client/batch_fingerprint.h"
+#include "planner/service/step_state_files.h"
 
 namespace dcp {
 namespace {
@@ -18,7 +20,7 @@ constexpr char kLegacyJobKey[] = "job.json";
 constexpr char kWorkerPrefix[] = "worker_";
 constexpr char kParamsPrefix[] = "params_v";
 constexpr char kProfilePrefix[] = "profile_";
-constexpr char kStepPrefix[] = "step_";
+constexpr const char* kStepPrefix = kStepRecordPrefix;
 constexpr char kCompactedStepsKey[] = "steps_compacted.pb";
 
 std::string WorkerKey(int first_rank) {
@@ -30,9 +32,7 @@ std::string ParamsKey(int64_t version) {
 std::string ProfileKey(int slot) {
   return absl::StrFormat("%s%06d.pb", kProfilePrefix, slot);
 }
-std::string StepKey(int64_t step) {
-  return absl::StrFormat("%s%020d.pb", kStepPrefix, step);
-}
+std::string StepKey(int64_t step) { return StepFileName(kStepPrefix, step); }
 
 // A corrupt or foreign state directory.
 absl::Status StateError(absl::string_view key, absl::string_view why) {
@@ -219,7 +219,24 @@ absl::Status PlannerStateStore::DeleteWorker(int first_rank) {
 }
 
 absl::Status PlannerStateStore::DeleteStep(int64_t step) {
-  return store_->Delete(StepKey(step));
+  for (const std::string& key :
+       {StepFileName(kStepReportsPrefix, step),
+        StepFileName(kStepPlanPrefix, step), StepKey(step)}) {
+    if (absl::Status status = store_->Delete(key); !status.ok()) return status;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status PlannerStateStore::WriteStepPlan(
+    const v1::StepPlanRecord& record) {
+  return store_->Write(StepFileName(kStepPlanPrefix, record.step()),
+                       record.SerializeAsString());
+}
+
+absl::Status PlannerStateStore::WriteStepReports(
+    const v1::StepReportsRecord& record) {
+  return store_->Write(StepFileName(kStepReportsPrefix, record.step()),
+                       record.SerializeAsString());
 }
 
 absl::Status PlannerStateStore::CompactSteps(
@@ -236,6 +253,31 @@ absl::Status PlannerStateStore::CompactSteps(
     if (absl::Status status = store_->Delete(StepKey(step)); !status.ok()) {
       return status;
     }
+  }
+  // Plan and report records whose step has no record left: those of
+  // `left_window`, and any recorded while its step was leaving. Listed
+  // before the step records: a step's record is written before its plan's.
+  std::vector<std::pair<std::string, int64_t>> step_files;
+  for (const char* prefix : {kStepPlanPrefix, kStepReportsPrefix}) {
+    absl::StatusOr<std::vector<std::string>> keys = store_->List(prefix);
+    if (!keys.ok()) return keys.status();
+    for (const std::string& key : *keys) {
+      if (std::optional<int64_t> step = StepOfFileName(key, prefix)) {
+        step_files.emplace_back(key, *step);
+      }
+    }
+  }
+  absl::StatusOr<std::vector<std::string>> step_keys = store_->List(kStepPrefix);
+  if (!step_keys.ok()) return step_keys.status();
+  std::set<int64_t> recorded;
+  for (const std::string& key : *step_keys) {
+    if (std::optional<int64_t> step = StepOfFileName(key, kStepPrefix)) {
+      recorded.insert(*step);
+    }
+  }
+  for (const auto& [key, step] : step_files) {
+    if (recorded.count(step) > 0) continue;
+    if (absl::Status status = store_->Delete(key); !status.ok()) return status;
   }
   return absl::OkStatus();
 }

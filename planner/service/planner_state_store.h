@@ -11,6 +11,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "dcp/v1/planner_state.pb.h"
+#include "dcp/v1/step_state.pb.h"
 #include "planner/service/state_store.h"
 
 namespace dcp {
@@ -35,7 +36,10 @@ struct PlannerState {
 /// registration writes one worker's record; a step that leaves the window
 /// has its record folded into the compacted history and deleted, so the
 /// directory holds O(workers + versions + window) files however long the
-/// job runs.
+/// job runs. Each step of the window also has its plan (StepPlanRecord) and
+/// its ranks' reports (StepReportsRecord) of proto/dcp/v1/step_state.proto,
+/// which only tools read (planner/service/step_state_files.h); they leave
+/// with the step.
 ///
 /// A directory written by the earlier JSON format (job.json) is refused
 /// with an error saying to start fresh.
@@ -58,11 +62,17 @@ class PlannerStateStore {
   absl::Status WriteParamsVersion(const v1::ParamsVersionRecord& record);
   absl::Status WriteProfile(int slot, const v1::SubmitProfileRequest& profile);
   absl::Status WriteStep(const v1::StepRecord& record);
-  /// Removes `step`'s record (a batch that failed to plan must not claim
-  /// its step across a restart); OK if there is none.
+  /// Removes `step`'s records (a batch that failed to plan must not claim
+  /// its step across a restart); OK if there are none.
   absl::Status DeleteStep(int64_t step);
+  /// A planned step's plan and its batch's lengths, for tools.
+  absl::Status WriteStepPlan(const v1::StepPlanRecord& record);
+  /// A step's ranks' reports so far, for tools.
+  absl::Status WriteStepReports(const v1::StepReportsRecord& record);
   /// Replaces the compacted history by `compacted` (which must cover
-  /// `left_window`), then deletes those steps' records.
+  /// `left_window`), then deletes those steps' records, and the plan and
+  /// report records of every step without a step record (also one recorded
+  /// while its step was leaving the window).
   absl::Status CompactSteps(const v1::CompactedStepsRecord& compacted,
                             const std::vector<int64_t>& left_window);
 

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "planner/service/test_directory.h"
@@ -72,6 +73,51 @@ TEST(PlannerStateStoreTest, RecordsRoundTripOneFileEach) {
   EXPECT_EQ(state.steps[0].fingerprint(), 102u);
   ASSERT_EQ(state.compacted_steps.ranges_size(), 1);
   EXPECT_EQ(state.compacted_steps.ranges(0).last_step(), 1);
+}
+
+TEST(PlannerStateStoreTest, StepPlansAndReportsLeaveWithTheirStep) {
+  const std::string directory = FreshTestDirectory("planner_state_store_");
+  PlannerState state;
+  auto store = PlannerStateStore::Open(directory, Job(), &state);
+  ASSERT_TRUE(store.ok()) << store.status();
+  for (int64_t step = 0; step < 4; ++step) {
+    v1::StepRecord record;
+    record.set_step(step);
+    ASSERT_TRUE((*store)->WriteStep(record).ok());
+    v1::StepPlanRecord plan;
+    plan.set_step(step);
+    plan.add_lengths_tokens(100 + step);
+    ASSERT_TRUE((*store)->WriteStepPlan(plan).ok());
+    v1::StepReportsRecord reports;
+    reports.set_step(step);
+    reports.add_ranks()->set_rank(0);
+    ASSERT_TRUE((*store)->WriteStepReports(reports).ok());
+  }
+  // A report recorded as its step left the window: no step record.
+  v1::StepReportsRecord orphan;
+  orphan.set_step(9);
+  ASSERT_TRUE((*store)->WriteStepReports(orphan).ok());
+  EXPECT_EQ(CountFilesWithPrefix(directory, "plan_"), 4);
+  EXPECT_EQ(CountFilesWithPrefix(directory, "reports_"), 5);
+
+  ASSERT_TRUE((*store)->DeleteStep(3).ok());
+  v1::CompactedStepsRecord compacted;
+  v1::StepVersionRange* range = compacted.add_ranges();
+  range->set_first_step(0);
+  range->set_last_step(0);
+  ASSERT_TRUE((*store)->CompactSteps(compacted, {0}).ok());
+  for (const char* prefix : {"step_", "plan_", "reports_"}) {
+    EXPECT_EQ(CountFilesWithPrefix(directory, prefix), 2) << prefix;
+  }
+  for (int64_t step : {1, 2}) {
+    EXPECT_TRUE(std::filesystem::exists(
+        absl::StrFormat("%s/plan_%020d.pb", directory, step)));
+  }
+  store->reset();
+  // The planner reads none of them back, and opens the directory as before.
+  PlannerState reopened;
+  ASSERT_TRUE(PlannerStateStore::Open(directory, Job(), &reopened).ok());
+  EXPECT_EQ(reopened.steps.size(), 2u);
 }
 
 TEST(PlannerStateStoreTest, ForeignAndOldDirectoriesAreRefused) {

@@ -147,4 +147,22 @@ std::string DescribeStepPlan(int64_t step, const StepPlan& plan) {
       1e3 * plan.planning_seconds);
 }
 
+v1::StepPlanRecord MakeStepPlanRecord(const v1::GlobalBatch& batch,
+                                      const StepPlan& plan,
+                                      const ParamsVersion& params) {
+  v1::StepPlanRecord record;
+  record.set_step(batch.step());
+  record.set_params_version(params.version);
+  if (plan.response != nullptr) *record.mutable_plan() = plan.response->plan();
+  record.mutable_lengths_tokens()->Reserve(batch.samples_size());
+  for (const v1::Sample& sample : batch.samples()) {
+    record.add_lengths_tokens(sample.length_tokens());
+  }
+  const CostModel& cost_model = *params.cost_model;
+  *record.mutable_model() = ModelSpecToProto(cost_model.model());
+  *record.mutable_cluster() = ClusterSpecToProto(cost_model.cluster());
+  *record.mutable_params() = CostParamsToProto(cost_model.params());
+  return record;
+}
+
 }  // namespace dcp

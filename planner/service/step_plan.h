@@ -11,6 +11,7 @@
 #include "absl/status/status.h"
 #include "common/clock.h"
 #include "dcp/v1/planner_service.pb.h"
+#include "dcp/v1/step_state.pb.h"
 #include "planner/planner.h"
 #include "planner/service/cost_params_registry.h"
 
@@ -72,6 +73,13 @@ std::shared_ptr<const StepPlan> MakeStepPlan(const v1::GlobalBatch& batch,
 /// Only for bounding the work that waits to be planned, so it errs high;
 /// refit it when the core changes (planner/planner_benchmark).
 double PredictedPlanningSeconds(int64_t num_sequences);
+
+/// The durable record of a successful `plan` of `batch` made with `params`
+/// (proto/dcp/v1/step_state.proto): the plan, the batch's lengths and the
+/// cost model that priced it.
+v1::StepPlanRecord MakeStepPlanRecord(const v1::GlobalBatch& batch,
+                                      const StepPlan& plan,
+                                      const ParamsVersion& params);
 
 /// MakeStepPlan's signature; tests substitute a slow or blocking planner.
 using MakeStepPlanFunction = std::function<std::shared_ptr<const StepPlan>(

@@ -80,6 +80,18 @@ absl::StatusOr<StepStatsTracker::Outcome> StepStatsTracker::Record(
     }
   }
 
+  if (record_reports_) {
+    report.measured.set_rank(rank);
+    report.measured.set_step_seconds(measured);
+    for (const v1::MicroBatchStats& stats : request.micro_batches()) {
+      v1::MeasuredMicroBatch* micro = report.measured.add_micro_batches();
+      micro->set_micro_batch_index(stats.micro_batch_index());
+      micro->set_compute_seconds(stats.compute_seconds());
+      micro->set_communication_seconds(stats.communication_seconds());
+      micro->set_idle_seconds(stats.idle_seconds());
+    }
+  }
+
   absl::MutexLock lock(&mu_);
   if (params.refit_epoch != refit_epoch_) {
     // A new fit is a new baseline: online corrections start over from it.
@@ -103,6 +115,23 @@ absl::StatusOr<StepStatsTracker::Outcome> StepStatsTracker::Record(
   if (report.refit_epoch == refit_epoch_) refit_.Add(report.compute_ratios);
   outcome.relative_error = report.relative_error;
   step_reports.ranks[rank] = std::move(report);
+  if (record_reports_) {
+    if (step_reports.ranks_with_group == 0) {
+      step_reports.ranks_with_group = static_cast<int>(std::count_if(
+          plan.group_of_rank.begin(), plan.group_of_rank.end(),
+          [](int g) { return g >= 0; }));
+    }
+    step_reports.unrecorded = true;
+    if (static_cast<int>(step_reports.ranks.size()) >=
+        step_reports.ranks_with_group) {
+      for (auto& [earlier, reports] : steps_) {
+        if (earlier > step) break;
+        if (!reports.unrecorded) continue;
+        outcome.reports_to_record.push_back(RecordOf(earlier, reports));
+        reports.unrecorded = false;
+      }
+    }
+  }
   if (!step_reports.imbalance_reported &&
       static_cast<int>(step_reports.ranks.size()) == world_size_) {
     step_reports.imbalance_reported = true;
@@ -122,6 +151,16 @@ absl::StatusOr<StepStatsTracker::Outcome> StepStatsTracker::Record(
     }
   }
   return outcome;
+}
+
+v1::StepReportsRecord StepStatsTracker::RecordOf(int64_t step,
+                                                 const StepReports& reports) {
+  v1::StepReportsRecord record;
+  record.set_step(step);
+  for (const auto& [rank, report] : reports.ranks) {
+    *record.add_ranks() = report.measured;
+  }
+  return record;
 }
 
 void StepStatsTracker::Forget(const std::vector<int64_t>& steps) {

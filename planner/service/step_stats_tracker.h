@@ -10,6 +10,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "dcp/v1/planner_service.pb.h"
+#include "dcp/v1/step_state.pb.h"
 #include "planner/service/cost_params_registry.h"
 #include "planner/service/step_plan.h"
 
@@ -50,7 +51,8 @@ class RefitAccumulator {
 };
 
 /// The ranks' step reports of the steps whose plans are cached: cost-model
-/// error, step imbalance and the online refit's sums.
+/// error, step imbalance, the online refit's sums and, when asked to, the
+/// step reports records to write (proto/dcp/v1/step_state.proto).
 ///
 /// Thread model: `mu_` guards everything; no I/O and no other manager is
 /// called. What it needs of the plan cache and the parameter registry comes
@@ -70,10 +72,19 @@ class StepStatsTracker {
     std::optional<double> refit_factor;
     int64_t refit_epoch = 0;
     int64_t refit_observations = 0;
+    /// With `record_reports`: the reports records this report asks to
+    /// write. Set when it completes its step (every rank with a group in
+    /// the plan reported) or reports again to a complete step: that step's
+    /// record, and those of earlier steps with reports not yet written
+    /// (some of whose ranks may never report).
+    std::vector<v1::StepReportsRecord> reports_to_record;
   };
 
-  StepStatsTracker(int world_size, bool online_refit)
-      : world_size_(world_size), online_refit_(online_refit) {}
+  StepStatsTracker(int world_size, bool online_refit,
+                   bool record_reports = false)
+      : world_size_(world_size),
+        online_refit_(online_refit),
+        record_reports_(record_reports) {}
 
   /// Records a validated report of a rank of `plan`, planned with version
   /// `plan_version` (whose correction is `plan_correction`) while `params`
@@ -95,14 +106,24 @@ class StepStatsTracker {
     /// Counted in the refit sums of `refit_epoch`.
     std::vector<double> compute_ratios;
     int64_t refit_epoch = -1;
+    /// The report as recorded (only with `record_reports_`).
+    v1::RankStepReport measured;
   };
   struct StepReports {
     std::map<int, RankReport> ranks;
     bool imbalance_reported = false;
+    /// Ranks with a group in the step's plan.
+    int ranks_with_group = 0;
+    /// A report came since the step's reports were last asked to be
+    /// recorded.
+    bool unrecorded = false;
   };
+  static v1::StepReportsRecord RecordOf(int64_t step,
+                                        const StepReports& reports);
 
   const int world_size_;
   const bool online_refit_;
+  const bool record_reports_;
   mutable absl::Mutex mu_;
   std::map<int64_t, StepReports> steps_ ABSL_GUARDED_BY(mu_);
   double relative_error_sum_ ABSL_GUARDED_BY(mu_) = 0;

@@ -68,6 +68,54 @@ TEST(StepStatsTrackerTest, ImbalanceOnceEveryRankReportedThenARefit) {
   EXPECT_DOUBLE_EQ(tracker.MeanRelativeError(), 0);
 }
 
+TEST(StepStatsTrackerTest, RecordsAStepsReportsOnceItsRanksReported) {
+  // Three ranks, the third without a group (it never reports).
+  StepStatsTracker tracker(/*world_size=*/3, /*online_refit=*/false,
+                           /*record_reports=*/true);
+  StepPlan plan = TwoRankPlan();
+  plan.group_of_rank.push_back(-1);
+  const CostParamsSnapshot params;
+  // Step 0: only rank 0 reports. Step 1: both.
+  auto step0 = tracker.Record(Report(0, 0, 2, 0.75), plan, 1, params).value();
+  EXPECT_TRUE(step0.reports_to_record.empty());
+  auto first = tracker.Record(Report(1, 1, 3, 1.25), plan, 1, params).value();
+  EXPECT_TRUE(first.reports_to_record.empty());
+  v1::ReportStepStatsRequest last = Report(1, 0, 2.5, 0.5);
+  last.mutable_micro_batches(1)->set_communication_seconds(0.125);
+  last.mutable_micro_batches(1)->set_idle_seconds(0.25);
+  auto complete = tracker.Record(last, plan, 1, params).value();
+  // Step 1 is complete; step 0's rank 1 never reported, so step 0 is
+  // recorded as it is.
+  ASSERT_EQ(complete.reports_to_record.size(), 2u);
+  const v1::StepReportsRecord& earlier = complete.reports_to_record[0];
+  EXPECT_EQ(earlier.step(), 0);
+  ASSERT_EQ(earlier.ranks_size(), 1);
+  EXPECT_EQ(earlier.ranks(0).rank(), 0);
+  const v1::StepReportsRecord& record = complete.reports_to_record[1];
+  EXPECT_EQ(record.step(), 1);
+  ASSERT_EQ(record.ranks_size(), 2);
+  EXPECT_EQ(record.ranks(0).rank(), 0);
+  EXPECT_EQ(record.ranks(0).step_seconds(), 2.5);
+  ASSERT_EQ(record.ranks(0).micro_batches_size(), 2);
+  EXPECT_EQ(record.ranks(0).micro_batches(1).micro_batch_index(), 1);
+  EXPECT_EQ(record.ranks(0).micro_batches(1).compute_seconds(), 0.5);
+  EXPECT_EQ(record.ranks(0).micro_batches(1).communication_seconds(), 0.125);
+  EXPECT_EQ(record.ranks(0).micro_batches(1).idle_seconds(), 0.25);
+  EXPECT_EQ(record.ranks(1).rank(), 1);
+  EXPECT_EQ(record.ranks(1).micro_batches(0).compute_seconds(), 1.25);
+  // A repeated report to a complete step records it again (only it).
+  auto again = tracker.Record(Report(1, 1, 3, 1.5), plan, 1, params).value();
+  ASSERT_EQ(again.reports_to_record.size(), 1u);
+  EXPECT_EQ(again.reports_to_record[0].ranks(1).micro_batches(0)
+                .compute_seconds(),
+            1.5);
+  // Without record_reports nothing is asked for.
+  StepStatsTracker quiet(/*world_size=*/2, /*online_refit=*/false);
+  ASSERT_TRUE(quiet.Record(Report(0, 0, 1, 1), TwoRankPlan(), 1, params).ok());
+  EXPECT_TRUE(quiet.Record(Report(0, 1, 1, 1), TwoRankPlan(), 1, params)
+                  ->reports_to_record.empty());
+}
+
 TEST(StepStatsTrackerTest, ReportsOutsideThePlanAreRefused) {
   StepStatsTracker tracker(/*world_size=*/3, /*online_refit=*/false);
   StepPlan plan = TwoRankPlan();
