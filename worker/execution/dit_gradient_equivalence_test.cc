@@ -21,9 +21,6 @@
 #include "gtest/gtest.h"
 #include "planner/plan.h"
 #include "torch/torch.h"
-#include "worker/communication/c10d_test_world.h"
-#include "worker/communication/communicator.h"
-#include "worker/communication/fake_communicator.h"
 #include "worker/communication/multiprocess_test_util.h"
 #include "worker/execution/dit_model.h"
 #include "worker/execution/equivalence_test_support.h"
@@ -35,17 +32,11 @@ namespace dcp {
 namespace {
 
 using ::dcp::testing::EquivalenceCase;
-using ::dcp::testing::EquivalenceMode;
-using ::dcp::testing::EquivalenceModes;
-using ::dcp::testing::EquivalenceReferences;
 using ::dcp::testing::EquivalenceSequenceLengths;
-using ::dcp::testing::Group;
-using ::dcp::testing::MicroBatch;
 
 constexpr int kWorldSize = 4;
 constexpr uint64_t kSeed = 4321;
 constexpr int64_t kChannels = 8;
-constexpr absl::Duration kSetupTimeout = absl::Seconds(30);
 constexpr absl::Duration kRunTimeout = absl::Seconds(120);
 
 SequenceInput SequenceOf(int index) {
@@ -93,26 +84,7 @@ EquivalenceCase DitCase() {
 }
 
 DCP_RANK_MAIN(RunDitPlanAndCompare) {
-  const EquivalenceCase dit = DitCase();
-  absl::StatusOr<EquivalenceReferences> references =
-      ::dcp::testing::SingleProcessReferences(dit);
-  if (!references.ok()) return references.status();
-  absl::StatusOr<Plan> plan = ::dcp::testing::EquivalencePlanNamed(context.arg);
-  if (!plan.ok()) return plan.status();
-  absl::StatusOr<std::unique_ptr<Communicator>> communicator =
-      ::dcp::testing::JoinC10dTestWorld(
-          context, absl::StrCat("dit_gradient_equivalence_", context.arg),
-          kSetupTimeout);
-  if (!communicator.ok()) return communicator.status();
-  for (const EquivalenceMode& mode : EquivalenceModes()) {
-    absl::Status status = ::dcp::testing::RunPlanAndCompare(
-        dit, *references, *plan, mode, **communicator);
-    if (!status.ok()) {
-      return absl::Status(status.code(), absl::StrCat("mode ", mode.name, ": ",
-                                                      status.message()));
-    }
-  }
-  return absl::OkStatus();
+  return ::dcp::testing::RunPlanInEveryMode(DitCase(), context);
 }
 
 class DitGradientEquivalenceTest
@@ -133,27 +105,10 @@ INSTANTIATE_TEST_SUITE_P(
 // The comparison can fail: in every mode the whole batch on one process
 // passes and a plan missing one sequence does not, the bf16 tolerance
 // included.
-TEST(DitGradientEquivalenceReferenceTest,
-     MissingSequenceIsDetectedInEveryMode) {
-  const EquivalenceCase dit = DitCase();
-  absl::StatusOr<EquivalenceReferences> references =
-      ::dcp::testing::SingleProcessReferences(dit);
-  ASSERT_TRUE(references.ok()) << references.status();
-  FakeCommunicator communicator;
-  Plan missing;
-  missing.strategy = "missing_sequence_7";
-  missing.groups = {Group({0}, {MicroBatch({0, 1, 2, 3, 4, 5, 6}, 0)})};
-  for (const EquivalenceMode& mode : EquivalenceModes()) {
-    EXPECT_TRUE(::dcp::testing::RunPlanAndCompare(
-                    dit, *references, ::dcp::testing::SingleProcessPlan(),
-                    mode, communicator)
-                    .ok())
-        << mode.name;
-    EXPECT_FALSE(::dcp::testing::RunPlanAndCompare(dit, *references, missing,
-                                                   mode, communicator)
-                     .ok())
-        << mode.name;
-  }
+TEST(DitGradientEquivalenceReferenceTest, MissingSequenceIsDetectedInEveryMode) {
+  const absl::Status status =
+      ::dcp::testing::CheckMissingSequenceIsDetected(DitCase());
+  EXPECT_TRUE(status.ok()) << status;
 }
 
 }  // namespace

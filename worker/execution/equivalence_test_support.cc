@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "worker/communication/c10d_test_world.h"
 #include "worker/communication/fake_communicator.h"
 
 namespace dcp {
@@ -452,6 +453,59 @@ absl::Status RunPlanAndCompare(const EquivalenceCase& equivalence_case,
         reference.global_loss, " (allowed ", loss_allowed, ")"));
   }
   return CheckRanksAgree(communicator, *run->model);
+}
+
+absl::Status RunPlanInEveryMode(const EquivalenceCase& equivalence_case,
+                                const RankContext& context) {
+  // The references first, before any collective, in every rank.
+  absl::StatusOr<EquivalenceReferences> references =
+      SingleProcessReferences(equivalence_case);
+  if (!references.ok()) return references.status();
+  absl::StatusOr<Plan> plan = EquivalencePlanNamed(context.arg);
+  if (!plan.ok()) return plan.status();
+  absl::StatusOr<std::unique_ptr<Communicator>> communicator =
+      JoinC10dTestWorld(context,
+                        absl::StrCat(equivalence_case.label,
+                                     "_gradient_equivalence_", context.arg),
+                        absl::Seconds(30));
+  if (!communicator.ok()) return communicator.status();
+  for (const EquivalenceMode& mode : EquivalenceModes()) {
+    absl::Status status = RunPlanAndCompare(equivalence_case, *references,
+                                            *plan, mode, **communicator);
+    if (!status.ok()) {
+      return absl::Status(status.code(), absl::StrCat("mode ", mode.name, ": ",
+                                                      status.message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckMissingSequenceIsDetected(
+    const EquivalenceCase& equivalence_case) {
+  absl::StatusOr<EquivalenceReferences> references =
+      SingleProcessReferences(equivalence_case);
+  if (!references.ok()) return references.status();
+  FakeCommunicator communicator;
+  Plan missing;
+  missing.strategy = "missing_sequence_7";
+  missing.groups = {Group({0}, {MicroBatch({0, 1, 2, 3, 4, 5, 6}, 0)})};
+  for (const EquivalenceMode& mode : EquivalenceModes()) {
+    if (absl::Status whole =
+            RunPlanAndCompare(equivalence_case, *references,
+                              SingleProcessPlan(), mode, communicator);
+        !whole.ok()) {
+      return absl::Status(whole.code(),
+                          absl::StrCat("mode ", mode.name,
+                                       ", the whole batch: ", whole.message()));
+    }
+    if (RunPlanAndCompare(equivalence_case, *references, missing, mode,
+                          communicator)
+            .ok()) {
+      return absl::InternalError(absl::StrCat(
+          "mode ", mode.name, ": a plan without sequence 7 passed"));
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace testing

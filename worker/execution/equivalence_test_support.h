@@ -20,6 +20,7 @@
 #include "planner/plan.h"
 #include "torch/torch.h"
 #include "worker/communication/communicator.h"
+#include "worker/communication/multiprocess_test_util.h"
 #include "worker/execution/plan_executor.h"
 #include "worker/execution/trainable_model.h"
 
@@ -141,6 +142,18 @@ absl::Status RunPlanAndCompare(const EquivalenceCase& equivalence_case,
                                const EquivalenceReferences& references,
                                const Plan& plan, const EquivalenceMode& mode,
                                Communicator& communicator);
+
+/// The body of a rank main: computes the references, joins the Gloo world
+/// of `context` and runs the plan named context.arg in every mode,
+/// comparing each; the first failure, prefixed with its mode.
+absl::Status RunPlanInEveryMode(const EquivalenceCase& equivalence_case,
+                                const RankContext& context);
+
+/// OK when, in every mode on one process, the whole batch passes
+/// RunPlanAndCompare and a plan without sequence 7 fails it (the
+/// tolerances can see a missing sequence, the bf16 one included).
+absl::Status CheckMissingSequenceIsDetected(
+    const EquivalenceCase& equivalence_case);
 
 }  // namespace testing
 }  // namespace dcp

@@ -25,9 +25,6 @@
 #include "gtest/gtest.h"
 #include "planner/plan.h"
 #include "torch/torch.h"
-#include "worker/communication/c10d_test_world.h"
-#include "worker/communication/communicator.h"
-#include "worker/communication/fake_communicator.h"
 #include "worker/communication/multiprocess_test_util.h"
 #include "worker/execution/equivalence_test_support.h"
 #include "worker/execution/model.h"
@@ -37,16 +34,10 @@ namespace dcp {
 namespace {
 
 using ::dcp::testing::EquivalenceCase;
-using ::dcp::testing::EquivalenceMode;
-using ::dcp::testing::EquivalenceModes;
-using ::dcp::testing::EquivalenceReferences;
 using ::dcp::testing::EquivalenceSequenceLengths;
-using ::dcp::testing::Group;
-using ::dcp::testing::MicroBatch;
 
 constexpr int kWorldSize = 4;
 constexpr uint64_t kSeed = 1234;
-constexpr absl::Duration kSetupTimeout = absl::Seconds(30);
 constexpr absl::Duration kRunTimeout = absl::Seconds(120);
 
 SequenceInput SequenceOf(int index) {
@@ -94,27 +85,7 @@ EquivalenceCase GptCase() {
 // context.arg names the plan; it runs in every mode, one after the other,
 // in one world.
 DCP_RANK_MAIN(RunPlanAndCompare) {
-  // The references first, before any collective, in every rank.
-  const EquivalenceCase gpt = GptCase();
-  absl::StatusOr<EquivalenceReferences> references =
-      ::dcp::testing::SingleProcessReferences(gpt);
-  if (!references.ok()) return references.status();
-  absl::StatusOr<Plan> plan = ::dcp::testing::EquivalencePlanNamed(context.arg);
-  if (!plan.ok()) return plan.status();
-  absl::StatusOr<std::unique_ptr<Communicator>> communicator =
-      ::dcp::testing::JoinC10dTestWorld(
-          context, absl::StrCat("gradient_equivalence_", context.arg),
-          kSetupTimeout);
-  if (!communicator.ok()) return communicator.status();
-  for (const EquivalenceMode& mode : EquivalenceModes()) {
-    absl::Status status = ::dcp::testing::RunPlanAndCompare(
-        gpt, *references, *plan, mode, **communicator);
-    if (!status.ok()) {
-      return absl::Status(status.code(), absl::StrCat("mode ", mode.name, ": ",
-                                                      status.message()));
-    }
-  }
-  return absl::OkStatus();
+  return ::dcp::testing::RunPlanInEveryMode(GptCase(), context);
 }
 
 class GradientEquivalenceTest : public ::testing::TestWithParam<std::string> {};
@@ -131,28 +102,12 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::ValuesIn(::dcp::testing::EquivalencePlanNames()));
 
 // The comparison can fail: in every mode the whole batch on one process
-// passes, and a plan missing one sequence (7, the shortest but one) does
-// not, the bf16 tolerance included.
+// passes and a plan missing one sequence does not, the bf16 tolerance
+// included.
 TEST(GradientEquivalenceReferenceTest, MissingSequenceIsDetectedInEveryMode) {
-  const EquivalenceCase gpt = GptCase();
-  absl::StatusOr<EquivalenceReferences> references =
-      ::dcp::testing::SingleProcessReferences(gpt);
-  ASSERT_TRUE(references.ok()) << references.status();
-  FakeCommunicator communicator;
-  Plan missing;
-  missing.strategy = "missing_sequence_7";
-  missing.groups = {Group({0}, {MicroBatch({0, 1, 2, 3, 4, 5, 6}, 0)})};
-  for (const EquivalenceMode& mode : EquivalenceModes()) {
-    EXPECT_TRUE(::dcp::testing::RunPlanAndCompare(
-                    gpt, *references, ::dcp::testing::SingleProcessPlan(),
-                    mode, communicator)
-                    .ok())
-        << mode.name;
-    EXPECT_FALSE(::dcp::testing::RunPlanAndCompare(gpt, *references, missing,
-                                                   mode, communicator)
-                     .ok())
-        << mode.name;
-  }
+  const absl::Status status =
+      ::dcp::testing::CheckMissingSequenceIsDetected(GptCase());
+  EXPECT_TRUE(status.ok()) << status;
 }
 
 }  // namespace
