@@ -259,6 +259,15 @@ class AgentRun {
     checkpoint_options.every = options_.checkpoint_every;
     checkpoint_options.timeout = options_.checkpoint_timeout;
     checkpoint_options.model_name = model_spec_.name;
+    checkpoint_options.settings.precision =
+        options_.precision == TrainingPrecision::kBf16 ? "bf16" : "fp32";
+    checkpoint_options.settings.zero1 = options_.zero1;
+    checkpoint_options.gather_master = [this](bool keep) {
+      return executor_->GatherMasterWeightState(keep);
+    };
+    checkpoint_options.load_master = [this](const MasterWeightState& state) {
+      return executor_->LoadMasterWeightState(state);
+    };
     checkpoints_ = std::make_unique<CheckpointCoordinator>(
         checkpoint_options, *consensus_, *model_, executor_->optimizer(),
         clock_, Logger());

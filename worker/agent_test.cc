@@ -434,21 +434,26 @@ TEST(WorkerAgentTest, AFailedCheckpointStopsTheRunAFailedSummaryDoesNot) {
                         "the checkpoint directory"));
 }
 
-TEST(WorkerAgentTest, ResumedRunMatchesAnUninterruptedOne) {
-  std::vector<std::string> printed;
-  std::vector<std::string> logged;
-  const std::string dir = TestDir("resume");
+/// A run stopped after step 1 with a checkpoint and resumed has the plans
+/// and losses of an uninterrupted one, in `precision` with or without
+/// ZeRO-1; returns the options of the resumed run.
+WorkerAgentOptions ExpectResumedRunMatchesAnUninterruptedOne(
+    TrainingPrecision precision, bool zero1, const std::string& name,
+    std::vector<std::string>* printed, std::vector<std::string>* logged) {
+  const std::string dir = TestDir(name);
 
   // Uninterrupted: 4 steps.
   FakePlannerClient planner;
   ProgramPlanner(planner, /*polls_until_complete=*/1);
-  WorkerAgentOptions options = QuickOptions(&printed, &logged);
+  WorkerAgentOptions options = QuickOptions(printed, logged);
+  options.precision = precision;
+  options.zero1 = zero1;
   options.profile = false;
   options.steps = 4;
   options.create_communicator = FakeWorld();
   options.summary_file = dir + "/uninterrupted.json";
   absl::StatusOr<AgentRunResult> whole = WorkerAgent(planner, options).Run();
-  ASSERT_TRUE(whole.ok()) << whole.status();
+  EXPECT_TRUE(whole.ok()) << whole.status();
 
   // Asked to stop during step 1: stops after it, with a checkpoint.
   FakePlannerClient first_planner;
@@ -459,7 +464,8 @@ TEST(WorkerAgentTest, ResumedRunMatchesAnUninterruptedOne) {
   options.stop_requested = [polls] { return ++*polls >= 2; };
   absl::StatusOr<AgentRunResult> first =
       WorkerAgent(first_planner, options).Run();
-  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_TRUE(first.ok()) << first.status();
+  if (!first.ok()) return options;
   EXPECT_TRUE(first->stopped_on_request);
   EXPECT_EQ(first->next_step, 2);
   EXPECT_TRUE(std::filesystem::exists(CheckpointPath(options.checkpoint_dir)));
@@ -472,10 +478,15 @@ TEST(WorkerAgentTest, ResumedRunMatchesAnUninterruptedOne) {
   options.summary_file = dir + "/resumed.json";
   absl::StatusOr<AgentRunResult> resumed =
       WorkerAgent(second_planner, options).Run();
-  ASSERT_TRUE(resumed.ok()) << resumed.status();
+  EXPECT_TRUE(resumed.ok()) << resumed.status();
+  if (!resumed.ok()) return options;
   EXPECT_EQ(resumed->first_step, 2);
   EXPECT_EQ(resumed->next_step, 4);
-  ASSERT_EQ(second_planner.get_plan_requests().size(), 2u);
+  EXPECT_EQ(second_planner.get_plan_requests().size(), 2u);
+  if (second_planner.get_plan_requests().size() != 2u ||
+      planner.get_plan_requests().size() < 3u) {
+    return options;
+  }
   EXPECT_EQ(second_planner.get_plan_requests()[0].step(), 2);
   EXPECT_EQ(second_planner.get_plan_requests()[0].batch_fingerprint(),
             planner.get_plan_requests()[2].batch_fingerprint());
@@ -483,9 +494,13 @@ TEST(WorkerAgentTest, ResumedRunMatchesAnUninterruptedOne) {
   const RunSummary expected = ReadSummary(dir + "/uninterrupted.json");
   const RunSummary before = ReadSummary(dir + "/first.json");
   const RunSummary after = ReadSummary(dir + "/resumed.json");
-  ASSERT_EQ(expected.steps.size(), 4u);
-  ASSERT_EQ(before.steps.size(), 2u);
-  ASSERT_EQ(after.steps.size(), 2u);
+  EXPECT_EQ(expected.steps.size(), 4u);
+  EXPECT_EQ(before.steps.size(), 2u);
+  EXPECT_EQ(after.steps.size(), 2u);
+  if (expected.steps.size() != 4u || before.steps.size() != 2u ||
+      after.steps.size() != 2u) {
+    return options;
+  }
   for (int step = 0; step < 4; ++step) {
     const StepRecord& got =
         step < 2 ? before.steps[step] : after.steps[step - 2];
@@ -493,6 +508,35 @@ TEST(WorkerAgentTest, ResumedRunMatchesAnUninterruptedOne) {
     EXPECT_EQ(got.plan_shape, expected.steps[step].plan_shape);
     EXPECT_EQ(got.loss, expected.steps[step].loss) << "step " << step;
   }
+  return options;
+}
+
+TEST(WorkerAgentTest, ResumedRunMatchesAnUninterruptedOne) {
+  std::vector<std::string> printed;
+  std::vector<std::string> logged;
+  ExpectResumedRunMatchesAnUninterruptedOne(TrainingPrecision::kFp32,
+                                            /*zero1=*/false, "resume",
+                                            &printed, &logged);
+}
+
+// bf16 with ZeRO-1: the checkpoint holds the float32 master weights and
+// AdamW moments. Resuming it in fp32 is refused, naming both settings.
+TEST(WorkerAgentTest, ResumedBf16Zero1RunMatchesAndOtherSettingsAreRefused) {
+  std::vector<std::string> printed;
+  std::vector<std::string> logged;
+  WorkerAgentOptions options = ExpectResumedRunMatchesAnUninterruptedOne(
+      TrainingPrecision::kBf16, /*zero1=*/true, "resume_bf16_zero1", &printed,
+      &logged);
+  FakePlannerClient planner;
+  ProgramPlanner(planner, /*polls_until_complete=*/1);
+  options.precision = TrainingPrecision::kFp32;
+  options.zero1 = false;
+  absl::StatusOr<AgentRunResult> refused = WorkerAgent(planner, options).Run();
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(refused.status().message(),
+              AllOf(HasSubstr("was written with --precision=bf16 --zero1"),
+                    HasSubstr("this run has --precision=fp32 without --zero1"),
+                    HasSubstr("resume with --precision=bf16")));
 }
 
 TEST(WorkerAgentTest, PlannerUnavailableIsAClearError) {

@@ -51,11 +51,12 @@ std::string DescribeWriteFailure(absl::StatusCode code) {
 
 }  // namespace
 
-absl::Status CheckpointCoordinator::Write(int64_t next_step) {
+absl::Status CheckpointCoordinator::Write(int64_t next_step,
+                                         const MasterWeightState* master) {
   const absl::Time start = clock_.Now();
-  if (absl::Status status =
-          WriteCheckpoint(options_.dir, next_step, options_.model_name, model_,
-                          optimizer_, options_.write_file);
+  if (absl::Status status = WriteCheckpoint(
+          options_.dir, next_step, options_.model_name, model_, optimizer_,
+          options_.write_file, options_.settings, master);
       !status.ok()) {
     return absl::Status(
         status.code(),
@@ -68,8 +69,26 @@ absl::Status CheckpointCoordinator::Write(int64_t next_step) {
 }
 
 absl::Status CheckpointCoordinator::WriteOnEveryRank(int64_t next_step) {
+  MasterWeightState master;
+  if (options_.settings.has_master_weights()) {
+    if (!options_.gather_master) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "checkpoints with ", options_.settings.ToString(),
+          " need the executor's master weights (gather_master)"));
+    }
+    // Every rank, before rank 0 writes: the gather is a collective.
+    absl::StatusOr<MasterWeightState> gathered =
+        options_.gather_master(/*keep=*/consensus_.rank() == 0);
+    if (!gathered.ok()) {
+      return WithContext(gathered.status(),
+                         absl::StrCat("gathering the master weights for the "
+                                      "checkpoint before step ",
+                                      next_step));
+    }
+    master = *std::move(gathered);
+  }
   const absl::Status written =
-      consensus_.rank() == 0 ? Write(next_step) : absl::OkStatus();
+      consensus_.rank() == 0 ? Write(next_step, &master) : absl::OkStatus();
   // Only rank 0 adds anything: the sum is its status code (0: written).
   absl::StatusOr<double> code =
       consensus_.Sum(static_cast<double>(static_cast<int>(written.code())),
@@ -93,8 +112,19 @@ absl::Status CheckpointCoordinator::WriteOnEveryRank(int64_t next_step) {
 }
 
 absl::StatusOr<std::optional<int64_t>> CheckpointCoordinator::Resume() {
+  MasterWeightState master;
   absl::StatusOr<std::optional<int64_t>> next_step =
-      ReadCheckpoint(options_.dir, options_.model_name, model_, optimizer_);
+      ReadCheckpoint(options_.dir, options_.model_name, model_, optimizer_,
+                     options_.settings, &master);
+  if (next_step.ok() && next_step->has_value() &&
+      options_.settings.has_master_weights()) {
+    const absl::Status loaded =
+        options_.load_master
+            ? options_.load_master(master)
+            : absl::FailedPreconditionError(
+                  "resuming master weights needs load_master");
+    if (!loaded.ok()) next_step = loaded;
+  }
   if (!next_step.ok()) {
     return WithContext(next_step.status(), "resuming");
   }

@@ -35,11 +35,27 @@ struct CheckpointCoordinatorOptions {
   /// How rank 0 writes the checkpoint file; empty: WriteFileAtomically.
   /// Tests inject a failing disk.
   CheckpointFileWriter write_file;
+  /// The run's precision and ZeRO-1 setting, stored with the checkpoint and
+  /// checked on resume (execution/checkpoint.h's CheckCheckpointSettings).
+  CheckpointSettings settings;
+  /// Needed with master weights (settings.has_master_weights()):
+  /// PlanExecutor's GatherMasterWeightState (a collective every rank calls
+  /// before rank 0 writes; `keep` on rank 0 only) and
+  /// LoadMasterWeightState (on resume).
+  std::function<absl::StatusOr<MasterWeightState>(bool keep)> gather_master;
+  std::function<absl::Status(const MasterWeightState&)> load_master;
 };
 
 /// Coordinates the checkpoints of one rank's run with the other ranks'
 /// (through `consensus`, so every rank must make the same calls in the same
-/// order). `model` and `optimizer` are what is saved and restored.
+/// order). `model` and `optimizer` are what is saved and restored; with
+/// master weights (bf16 or ZeRO-1) every rank's shard of them is gathered
+/// to rank 0, which writes one file whatever the world size (rather than
+/// one file per rank: the existing atomic write of one file stays the
+/// commit point, and a run resumes on another world size or with ZeRO-1
+/// switched, each rank taking its shard of the whole; the price is rank 0
+/// holding the whole float32 state, 12 bytes per parameter, in host memory
+/// while it writes).
 ///
 /// Not thread-safe: the training thread calls it between steps. Everything
 /// passed by reference must outlive it.
@@ -74,7 +90,7 @@ class CheckpointCoordinator {
   std::string path() const;
 
  private:
-  absl::Status Write(int64_t next_step);
+  absl::Status Write(int64_t next_step, const MasterWeightState* master);
 
   const CheckpointCoordinatorOptions options_;
   WorldConsensus& consensus_;

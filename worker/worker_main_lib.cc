@@ -364,13 +364,6 @@ absl::StatusOr<MainConfig> Configure(const ParsedFlags& flags) {
     return absl::InvalidArgumentError(
         "--resume and --checkpoint-every need --checkpoint-dir");
   }
-  if (!agent.checkpoint_dir.empty() &&
-      (agent.zero1 || agent.precision != TrainingPrecision::kFp32)) {
-    return absl::InvalidArgumentError(
-        "--checkpoint-dir needs --precision=fp32 without --zero1: "
-        "checkpoints do not yet hold float32 master weights or sharded "
-        "AdamW states");
-  }
   agent.summary_file = flags.String("summary-file");
   config.metrics_listen = flags.String("metrics-listen");
   return config;

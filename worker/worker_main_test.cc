@@ -105,13 +105,6 @@ TEST(WorkerMainTest, UsageErrorsExitTwo) {
   run = RunWorker({"--planner=127.0.0.1:1", "--max-cached-groups=-1"});
   EXPECT_EQ(run.exit_code, 2);
   EXPECT_THAT(run.stderr_text, HasSubstr("max-cached-groups"));
-
-  run = RunWorker(
-      {"--planner=127.0.0.1:1", "--zero1", "--checkpoint-dir=/tmp/ckpt"});
-  EXPECT_EQ(run.exit_code, 2);
-  EXPECT_THAT(run.stderr_text,
-              HasSubstr("--checkpoint-dir needs --precision=fp32 without "
-                        "--zero1"));
 }
 
 TEST(WorkerMainTest, BadWorkloadOrDataFlagsExitTwoBeforeRegistering) {

@@ -209,5 +209,94 @@ TEST(CheckpointTest, RefusesAnotherModelOrAGarbledFile) {
                                      CheckpointPath(dir))));
 }
 
+CheckpointSettings Settings(const std::string& precision, bool zero1) {
+  CheckpointSettings settings;
+  settings.precision = precision;
+  settings.zero1 = zero1;
+  return settings;
+}
+
+MasterWeightState SomeMasterState() {
+  MasterWeightState state;
+  state.master_weights = torch::arange(15, torch::kFloat32) * 0.5;
+  state.exp_avg = torch::arange(15, torch::kFloat32) * -0.25;
+  state.exp_avg_sq = torch::arange(15, torch::kFloat32) * 0.125;
+  state.adam_step = 4;
+  return state;
+}
+
+TEST(CheckpointTest, MasterWeightsRoundTripWithAndWithoutZero1) {
+  const std::string dir = TestDirectory();
+  Trained trained = MakeTrained(/*seed=*/1, /*steps=*/1);
+  const MasterWeightState saved = SomeMasterState();
+  ASSERT_TRUE(WriteCheckpoint(dir, /*next_step=*/6, "tiny", *trained.model,
+                              *trained.optimizer, /*write_file=*/{},
+                              Settings("bf16", /*zero1=*/true), &saved)
+                  .ok());
+  // bf16 keeps master weights with ZeRO-1 or without: either resumes.
+  for (bool zero1 : {true, false}) {
+    Trained fresh = MakeTrained(/*seed=*/2, /*steps=*/0);
+    const torch::Tensor weight = fresh.model->weight.clone();
+    MasterWeightState loaded;
+    absl::StatusOr<std::optional<int64_t>> next =
+        ReadCheckpoint(dir, "tiny", *fresh.model, *fresh.optimizer,
+                       Settings("bf16", zero1), &loaded);
+    ASSERT_TRUE(next.ok()) << next.status();
+    EXPECT_EQ(*next, std::optional<int64_t>(6));
+    EXPECT_TRUE(torch::equal(loaded.master_weights, saved.master_weights));
+    EXPECT_TRUE(torch::equal(loaded.exp_avg, saved.exp_avg));
+    EXPECT_TRUE(torch::equal(loaded.exp_avg_sq, saved.exp_avg_sq));
+    EXPECT_EQ(loaded.adam_step, 4);
+    // The executor sets the parameters from the master weights.
+    EXPECT_TRUE(torch::equal(fresh.model->weight, weight));
+  }
+}
+
+TEST(CheckpointTest, RefusesOtherSettingsNamingBoth) {
+  const std::string dir = TestDirectory();
+  Trained trained = MakeTrained(/*seed=*/1, /*steps=*/1);
+  const MasterWeightState saved = SomeMasterState();
+  ASSERT_TRUE(WriteCheckpoint(dir, 2, "tiny", *trained.model,
+                              *trained.optimizer, {}, Settings("bf16", true),
+                              &saved)
+                  .ok());
+  MasterWeightState loaded;
+  absl::StatusOr<std::optional<int64_t>> fp32 = ReadCheckpoint(
+      dir, "tiny", *trained.model, *trained.optimizer, Settings("fp32", true),
+      &loaded);
+  EXPECT_EQ(fp32.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(fp32.status().message(),
+              AllOf(HasSubstr("was written with --precision=bf16 --zero1 but "
+                              "this run has --precision=fp32 --zero1"),
+                    HasSubstr("resume with --precision=bf16 (with or without "
+                              "--zero1)")));
+
+  // Float32 without ZeRO-1 (the default, as checkpoints without settings)
+  // keeps torch's AdamW state, which ZeRO-1 cannot take.
+  ASSERT_TRUE(
+      WriteCheckpoint(dir, 3, "tiny", *trained.model, *trained.optimizer).ok());
+  absl::StatusOr<std::optional<int64_t>> zero1 = ReadCheckpoint(
+      dir, "tiny", *trained.model, *trained.optimizer, Settings("fp32", true),
+      &loaded);
+  EXPECT_EQ(zero1.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(zero1.status().message(),
+              AllOf(HasSubstr("was written with --precision=fp32 without "
+                              "--zero1 but this run has --precision=fp32 "
+                              "--zero1"),
+                    HasSubstr("resume with --precision=fp32 without --zero1")));
+}
+
+TEST(CheckpointTest, MasterWeightSettingsNeedTheMasterState) {
+  const std::string dir = TestDirectory();
+  Trained trained = MakeTrained(/*seed=*/1, /*steps=*/1);
+  const absl::Status status =
+      WriteCheckpoint(dir, 2, "tiny", *trained.model, *trained.optimizer, {},
+                      Settings("fp32", /*zero1=*/true), /*master=*/nullptr);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(), HasSubstr("--precision=fp32 --zero1 needs the "
+                                          "gathered master weights"));
+  EXPECT_FALSE(std::filesystem::exists(CheckpointPath(dir)));
+}
+
 }  // namespace
 }  // namespace dcp

@@ -1,13 +1,17 @@
 // What the gradient-equivalence tests of the GPT and of the DiT share: the
 // eight test sequences' lengths, the four very different plans over them,
 // a snapshot of a model's gradients and parameters after a step, its
-// comparison with the single-process reference, and the check that every
-// rank holds the same parameters after the step. Test-only.
+// comparison with the single-process reference, the check that every rank
+// holds the same parameters after the step, and the run of one plan in each
+// mode (fp32, fp32 + ZeRO-1, bf16 + ZeRO-1) compared with the fp32 and bf16
+// single-process references. Test-only.
 
 #ifndef DCP_WORKER_EXECUTION_EQUIVALENCE_TEST_SUPPORT_H_
 #define DCP_WORKER_EXECUTION_EQUIVALENCE_TEST_SUPPORT_H_
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -16,6 +20,9 @@
 #include "planner/plan.h"
 #include "torch/torch.h"
 #include "worker/communication/communicator.h"
+#include "worker/communication/multiprocess_test_util.h"
+#include "worker/execution/plan_executor.h"
+#include "worker/execution/trainable_model.h"
 
 namespace dcp {
 namespace testing {
@@ -68,6 +75,85 @@ absl::Status CompareSnapshots(const Snapshot& reference, const Snapshot& actual,
 /// parameters of `model` (one all-reduce of every rank's flattened copy).
 absl::Status CheckRanksAgree(Communicator& communicator,
                              torch::nn::Module& model);
+
+/// How a plan runs: the model's dtype and whether ZeRO-1 shards the update.
+struct EquivalenceMode {
+  std::string name;
+  torch::Dtype dtype = torch::kFloat32;
+  bool zero1 = false;
+};
+
+/// "fp32" (torch's AdamW on every rank), "fp32_zero1" (reduce-scattered
+/// gradients, sharded float32 master weights and AdamW, all-gathered
+/// weights) and "bf16_zero1" (the same with bf16 weights and activations).
+const std::vector<EquivalenceMode>& EquivalenceModes();
+
+/// One model's equivalence check: how to build it (the same initial weights
+/// on every call for a dtype), the global batch and the executor's options
+/// (their `zero1` is set per mode).
+struct EquivalenceCase {
+  std::string label;
+  std::function<absl::StatusOr<std::shared_ptr<TrainableModel>>(
+      torch::Dtype dtype)>
+      make_model;
+  std::function<SequenceInput(int sequence_index)> inputs_of;
+  int64_t total_loss_tokens = 0;
+  PlanExecutorOptions executor_options;
+  /// A reference parameter with an all-zero gradient is an error (the
+  /// check could not see it).
+  bool require_nonzero_gradients = false;
+};
+
+/// The whole batch on one process (SingleProcessPlan()) in fp32 and in
+/// bf16 (master weights, one shard), and how far apart bf16 rounding alone
+/// puts them: the yardstick of the bf16 tolerances.
+struct EquivalenceReferences {
+  Snapshot fp32;
+  /// Gradients: the float32 reduced gradient the bf16 step used.
+  Snapshot bf16;
+  /// Per parameter, max |bf16 gradient - fp32 gradient| over its elements.
+  std::vector<double> gradient_spread;
+  /// |bf16 loss - fp32 loss|.
+  double loss_spread = 0;
+};
+
+absl::StatusOr<EquivalenceReferences> SingleProcessReferences(
+    const EquivalenceCase& equivalence_case);
+
+/// How many times the bf16 references' spread a bf16 plan may differ from
+/// the fp32 reference (see the definition for the measurements).
+double Bf16SpreadMultiple();
+
+/// Runs `plan` in `mode` on `communicator` (every rank of its world calls
+/// it alike; a FakeCommunicator for a plan of one rank) and compares the
+/// step with the references:
+///  - the reduced gradient (with ZeRO-1 gathered from every rank's shard):
+///    in fp32 within 1e-5 of the fp32 reference's; in bf16, per parameter,
+///    within Bf16SpreadMultiple() times the references' spread of the bf16
+///    reference's (which starts from the same rounded weights);
+///  - the parameters after the step: bitwise one non-sharded torch AdamW
+///    step of the flat float32 initial weights on that reduced gradient,
+///    cast to the model's dtype (the sharded update is the unsharded one);
+///    in fp32 also within 1e-5 of the fp32 reference's;
+///  - the loss (as the gradients), the all-to-all count of every
+///    micro-batch, and that every rank holds the same parameters.
+/// Prints the measured differences; INTERNAL naming the worst otherwise.
+absl::Status RunPlanAndCompare(const EquivalenceCase& equivalence_case,
+                               const EquivalenceReferences& references,
+                               const Plan& plan, const EquivalenceMode& mode,
+                               Communicator& communicator);
+
+/// The body of a rank main: computes the references, joins the Gloo world
+/// of `context` and runs the plan named context.arg in every mode,
+/// comparing each; the first failure, prefixed with its mode.
+absl::Status RunPlanInEveryMode(const EquivalenceCase& equivalence_case,
+                                const RankContext& context);
+
+/// OK when, in every mode on one process, the whole batch passes
+/// RunPlanAndCompare and a plan without sequence 7 fails it (the
+/// tolerances can see a missing sequence, the bf16 one included).
+absl::Status CheckMissingSequenceIsDetected(
+    const EquivalenceCase& equivalence_case);
 
 }  // namespace testing
 }  // namespace dcp

@@ -97,6 +97,7 @@ void PlanExecutor::FlattenParameters() {
   std::vector<torch::Tensor> parameters = model_->parameters();
   int64_t total = 0;
   for (const torch::Tensor& p : parameters) total += p.numel();
+  num_parameter_elements_ = total;
   const int64_t shards = options_.zero1 ? communicator_.world_size() : 1;
   shard_size_ = (total + shards - 1) / shards;
   shard_offset_ = options_.zero1 ? communicator_.rank() * shard_size_ : 0;
@@ -122,6 +123,107 @@ void PlanExecutor::FlattenParameters() {
 torch::Tensor PlanExecutor::reduced_gradient_shard() const {
   if (!master_.defined()) return torch::Tensor();
   return flat_gradients_.narrow(0, shard_offset_, shard_size_);
+}
+
+absl::StatusOr<MasterWeightState> PlanExecutor::GatherMasterWeightState(
+    bool keep) {
+  if (!master_.defined()) {
+    return absl::FailedPreconditionError(
+        "GatherMasterWeightState: this executor keeps no master weights (a "
+        "float32 model without ZeRO-1); save the optimizer's own state");
+  }
+  torch::NoGradGuard no_grad;
+  const int64_t shards = flat_gradients_.numel() / shard_size_;
+  MasterWeightState state;
+  torch::Tensor exp_avg = torch::zeros_like(master_);
+  torch::Tensor exp_avg_sq = torch::zeros_like(master_);
+  for (const auto& [key, param_state] : optimizer_->state()) {
+    const auto& adam =
+        static_cast<const torch::optim::AdamWParamState&>(*param_state);
+    exp_avg = adam.exp_avg();
+    exp_avg_sq = adam.exp_avg_sq();
+    state.adam_step = adam.step();
+  }
+  const torch::TensorOptions cpu =
+      torch::TensorOptions().dtype(torch::kFloat32).device(torch::kCPU);
+  std::vector<torch::Tensor*> wholes = {
+      &state.master_weights, &state.exp_avg, &state.exp_avg_sq};
+  const std::vector<torch::Tensor> mine = {master_, exp_avg, exp_avg_sq};
+  // Shard position [begin, begin + n) of every rank at once: rank r's lands
+  // at r * shard_size_ + begin of the whole.
+  const int64_t chunk = std::max<int64_t>(
+      1, options_.all_reduce_bucket_bytes /
+             (shards * static_cast<int64_t>(sizeof(float))));
+  for (size_t t = 0; t < mine.size(); ++t) {
+    torch::Tensor whole;
+    if (keep) whole = torch::empty({shards * shard_size_}, cpu);
+    for (int64_t begin = 0; begin < shard_size_; begin += chunk) {
+      const int64_t n = std::min(chunk, shard_size_ - begin);
+      torch::Tensor piece = mine[t].narrow(0, begin, n).contiguous();
+      torch::Tensor gathered = piece;
+      if (shards > 1) {
+        gathered = torch::empty({shards * n}, piece.options());
+        if (absl::Status status = communicator_.World().AllGather(
+                piece, gathered, options_.collective_timeout);
+            !status.ok()) {
+          return status;
+        }
+      }
+      if (!keep) continue;
+      torch::Tensor on_cpu = gathered.to(torch::kCPU).view({shards, n});
+      whole.view({shards, shard_size_}).narrow(1, begin, n).copy_(on_cpu);
+    }
+    if (keep) *wholes[t] = whole.narrow(0, 0, num_parameter_elements_).clone();
+  }
+  return state;
+}
+
+absl::Status PlanExecutor::LoadMasterWeightState(
+    const MasterWeightState& state) {
+  if (!master_.defined()) {
+    return absl::FailedPreconditionError(
+        "LoadMasterWeightState: this executor keeps no master weights (a "
+        "float32 model without ZeRO-1)");
+  }
+  for (const torch::Tensor* tensor :
+       {&state.master_weights, &state.exp_avg, &state.exp_avg_sq}) {
+    if (!tensor->defined() || tensor->dim() != 1 ||
+        tensor->numel() != num_parameter_elements_) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "the saved master weights and AdamW moments have ",
+          tensor->defined() ? tensor->numel() : 0,
+          " elements but this model has ", num_parameter_elements_,
+          " parameter elements; resume with the model it was saved for"));
+    }
+  }
+  if (state.adam_step < 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("the saved AdamW step count is ", state.adam_step));
+  }
+  torch::NoGradGuard no_grad;
+  const torch::TensorOptions options = master_.options();
+  // This rank's shard of each whole, zero-padded past the parameters.
+  auto shard_of = [&](const torch::Tensor& whole) {
+    torch::Tensor padded = torch::zeros({flat_parameters_.numel()}, options);
+    padded.narrow(0, 0, num_parameter_elements_)
+        .copy_(whole.to(options.device()).to(torch::kFloat32));
+    return padded;
+  };
+  const torch::Tensor weights = shard_of(state.master_weights);
+  master_.copy_(weights.narrow(0, shard_offset_, shard_size_));
+  flat_parameters_.copy_(weights.to(flat_parameters_.scalar_type()));
+  optimizer_->state().erase(master_.unsafeGetTensorImpl());
+  if (state.adam_step > 0) {
+    auto adam = std::make_unique<torch::optim::AdamWParamState>();
+    adam->step(state.adam_step);
+    adam->exp_avg(
+        shard_of(state.exp_avg).narrow(0, shard_offset_, shard_size_).clone());
+    adam->exp_avg_sq(shard_of(state.exp_avg_sq)
+                         .narrow(0, shard_offset_, shard_size_)
+                         .clone());
+    optimizer_->state()[master_.unsafeGetTensorImpl()] = std::move(adam);
+  }
+  return absl::OkStatus();
 }
 
 TrainingStateBytes PlanExecutor::HeldStateBytes() const {

@@ -12,6 +12,7 @@
 #include "planner/plan.h"
 #include "torch/torch.h"
 #include "worker/communication/communicator.h"
+#include "worker/execution/master_weight_state.h"
 #include "worker/execution/model.h"
 #include "worker/execution/trainable_model.h"
 
@@ -171,6 +172,22 @@ class PlanExecutor {
   /// Where this rank's shard starts in the flattened parameters.
   int64_t shard_offset() const { return shard_offset_; }
 
+  /// With master weights: every rank's shard of the master weights and
+  /// AdamW moments, gathered over the world in chunks of about
+  /// all_reduce_bucket_bytes (collective: every rank calls it), copied to
+  /// the CPU and returned whole where `keep` (rank 0, which writes the
+  /// checkpoint), empty tensors elsewhere so no other rank holds it all.
+  /// FAILED_PRECONDITION without master weights; a collective's status.
+  absl::StatusOr<MasterWeightState> GatherMasterWeightState(bool keep);
+
+  /// With master weights: takes this rank's shard of `state` (gathered by
+  /// any world size, with or without ZeRO-1) as its master weights and
+  /// AdamW state, and the whole of it, in the model's dtype, as the
+  /// parameters: what an uninterrupted run holds after the same steps. Local.
+  /// FAILED_PRECONDITION without master weights or when the sizes do not fit
+  /// this model.
+  absl::Status LoadMasterWeightState(const MasterWeightState& state);
+
   /// What this rank holds in parameter, gradient and optimizer tensors now
   /// (AdamW's moments exist from the first step on).
   TrainingStateBytes HeldStateBytes() const;
@@ -195,6 +212,7 @@ class PlanExecutor {
   torch::Tensor master_;           // float32 [shard_size_], AdamW's param
   int64_t shard_size_ = 0;
   int64_t shard_offset_ = 0;
+  int64_t num_parameter_elements_ = 0;  // without the padding
   std::unique_ptr<torch::optim::AdamW> optimizer_;
 };
 
