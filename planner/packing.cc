@@ -34,6 +34,22 @@ std::vector<std::vector<int>> PackFirstFitDecreasing(
     absl::Span<const int> sequence_indices,
     absl::Span<const int64_t> lengths_tokens, int sp_size,
     int64_t capacity_tokens_per_rank) {
+  const std::vector<int> order =
+      LongestFirst(sequence_indices, lengths_tokens);
+  std::vector<int64_t> lengths_in_order;
+  lengths_in_order.reserve(order.size());
+  for (int index : order) lengths_in_order.push_back(lengths_tokens[index]);
+  std::vector<std::vector<int>> bins = PackFirstFitInOrder(
+      lengths_in_order, sp_size, capacity_tokens_per_rank);
+  for (std::vector<int>& bin : bins) {
+    for (int& position : bin) position = order[position];
+  }
+  return bins;
+}
+
+std::vector<std::vector<int>> PackFirstFitInOrder(
+    absl::Span<const int64_t> lengths_in_order, int sp_size,
+    int64_t capacity_tokens_per_rank) {
   // First fit in O(n log bins): a max tree over the bins' free room finds
   // the first bin with room for a sequence by descending towards the
   // leftmost leaf that holds enough. room[leaves + b] is bin b's free tokens
@@ -63,8 +79,9 @@ std::vector<std::vector<int>> PackFirstFitDecreasing(
     update(bin, value);
   };
   std::vector<std::vector<int>> bins;
-  for (int index : LongestFirst(sequence_indices, lengths_tokens)) {
-    const int64_t tokens = TokensPerRank(lengths_tokens[index], sp_size);
+  for (int index = 0; index < static_cast<int>(lengths_in_order.size());
+       ++index) {
+    const int64_t tokens = TokensPerRank(lengths_in_order[index], sp_size);
     if (tokens > capacity_tokens_per_rank) {
       open_bin(bins.size(), 0);  // a bin of its own, closed
       bins.push_back({index});

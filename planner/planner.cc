@@ -527,11 +527,18 @@ std::vector<std::vector<int>> PlanSearch::PackMicroBatches(
       std::lower_bound(sizes_.begin(), sizes_.end(), sp_size) - sizes_.begin());
   std::vector<std::vector<int>> bins;
   if (fixed_micro_batches_ == 0) {
-    // As many micro-batches as fit without recompute.
-    bins = PackFirstFitDecreasing(sequences, lengths_, sp_size,
-                                  capacity_tokens_per_rank > 0
-                                      ? capacity_tokens_per_rank
-                                      : capacity_no_recompute_[j]);
+    // As many micro-batches as fit without recompute. `sequences` is in
+    // packing order already (LongerFirst).
+    std::vector<int64_t> lengths_in_order;
+    lengths_in_order.reserve(sequences.size());
+    for (int i : sequences) lengths_in_order.push_back(lengths_[i]);
+    bins = PackFirstFitInOrder(lengths_in_order, sp_size,
+                               capacity_tokens_per_rank > 0
+                                   ? capacity_tokens_per_rank
+                                   : capacity_no_recompute_[j]);
+    for (std::vector<int>& bin : bins) {
+      for (int& position : bin) position = sequences[position];
+    }
   } else {
     // Exactly the common count where the group has enough sequences: the
     // fewest that fit with full recompute, split until the count is reached.
