@@ -161,6 +161,14 @@ TEST(LocalJobTest, ProfilesRunsDcpThenBucketAndReports) {
   const RunSummary summary = Summary(dir);
   EXPECT_EQ(summary.world_size, 2);
   EXPECT_EQ(summary.steps.size(), 3u);
+  // Every registration carried the launcher's job id.
+  std::ifstream planner_log(absl::StrCat(dir, "/planner.log"));
+  const std::string log_text((std::istreambuf_iterator<char>(planner_log)),
+                             std::istreambuf_iterator<char>());
+  EXPECT_THAT(log_text, HasSubstr("worker w0 on node node0 (slot 0): ranks "
+                                  "0..0; job dcp-local-job"));
+  EXPECT_THAT(log_text, HasSubstr("worker w1 on node node0 (slot 0): ranks "
+                                  "1..1; job dcp-local-job"));
 }
 
 TEST(LocalJobTest, ResumedJobMatchesAnUninterruptedOne) {
