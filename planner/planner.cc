@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "planner/baselines.h"
 #include "planner/batch_check.h"
@@ -219,10 +220,19 @@ absl::Status PlanSearch::Prepare() {
     micro_batch_overhead_.push_back(
         cost_model_.MicroBatch(token, 0).total_seconds);
   }
-  std::vector<int64_t> distinct(lengths_.begin(), lengths_.end());
+  // Classes numbered by increasing length: the distinct lengths are hashed
+  // (batches repeat lengths), sorted, and looked up per sequence.
+  absl::flat_hash_map<int64_t, int> class_by_length;
+  for (int64_t length : lengths_) class_by_length.try_emplace(length, 0);
+  std::vector<int64_t> distinct;
+  distinct.reserve(class_by_length.size());
+  for (const auto& [length, unused] : class_by_length) {
+    distinct.push_back(length);
+  }
   std::sort(distinct.begin(), distinct.end());
-  distinct.erase(std::unique(distinct.begin(), distinct.end()),
-                 distinct.end());
+  for (size_t c = 0; c < distinct.size(); ++c) {
+    class_by_length[distinct[c]] = static_cast<int>(c);
+  }
   const int num_classes = static_cast<int>(distinct.size());
   class_of_.resize(n);
   class_count_.assign(num_classes, 0);
@@ -231,9 +241,7 @@ absl::Status PlanSearch::Prepare() {
   // In index order, so that an error names the first sequence that fits
   // nowhere.
   for (int i = 0; i < n; ++i) {
-    const int c = static_cast<int>(
-        std::lower_bound(distinct.begin(), distinct.end(), lengths_[i]) -
-        distinct.begin());
+    const int c = class_by_length.find(lengths_[i])->second;
     class_of_[i] = c;
     ++class_count_[c];
     if (class_min_size_index_[c] >= 0) continue;
