@@ -177,6 +177,11 @@ def check_overlay_consistency(overlay, objects, planner_flags, worker_flags):
     expect(job["spec"].get("completionMode") == "Indexed", "the worker Job is not Indexed")
     expect(worker_pod["spec"]["restartPolicy"] == "Never", "podFailurePolicy needs restartPolicy Never")
 
+    # Registrations carry the job id the planner serves.
+    planner_job = [a.split("=", 1)[1] for a in planner["args"] if flag_name(a) == "job-id"]
+    expect(planner_job and planner_job == [worker_env.get("DCP_JOB_ID")],
+           f"planner --job-id {planner_job} vs worker DCP_JOB_ID {worker_env.get('DCP_JOB_ID')}")
+
     # cluster.json matches the worker Job.
     config = find(objects, "ConfigMap", "dcp-planner-config")
     cluster = json.loads(config["data"]["cluster.json"])

@@ -29,6 +29,9 @@ constexpr FlagSpec kFlags[] = {
     {"work-dir", "DIR", "",
      "logs, cluster spec, summaries and checkpoints (default: a new "
      "/tmp/dcp_local_job.XXXXXX, kept)"},
+    {"job-id", "ID", "dcp-local-job",
+     "job id of the planner and every worker (their --job-id): the planner "
+     "refuses registrations of other jobs"},
     {"nodes", "N", "2", "nodes of the simulated cluster"},
     {"ranks-per-node", "N", "2",
      "ranks per node (one dcp_worker process each)"},
@@ -171,6 +174,7 @@ absl::StatusOr<LocalJobConfig> ConfigureLocalJob(const ParsedFlags& flags,
                               "worker/dcp_worker", argv0));
   config.worker_binary = worker;
   config.work_dir = flags.String("work-dir");
+  config.job_id = flags.String("job-id");
   DCP_ASSIGN_OR_RETURN(auto nodes, flags.Int("nodes", 1, 64));
   config.nodes = static_cast<int>(nodes);
   DCP_ASSIGN_OR_RETURN(auto ranks_per_node, flags.Int("ranks-per-node", 1, 64));

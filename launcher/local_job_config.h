@@ -18,6 +18,9 @@ struct LocalJobConfig {
   std::string planner_binary;
   std::string worker_binary;
   std::string work_dir;
+  /// The job id given to the planner and every worker (--job-id): the
+  /// planner accepts only this job's registrations.
+  std::string job_id;
   int nodes = 2;
   int ranks_per_node = 2;
   std::string model;

@@ -161,6 +161,18 @@ TEST(LocalJobTest, ProfilesRunsDcpThenBucketAndReports) {
   const RunSummary summary = Summary(dir);
   EXPECT_EQ(summary.world_size, 2);
   EXPECT_EQ(summary.steps.size(), 3u);
+  // Every registration carried the launcher's job id.
+  std::ifstream planner_log(absl::StrCat(dir, "/planner.log"));
+  const std::string log_text((std::istreambuf_iterator<char>(planner_log)),
+                             std::istreambuf_iterator<char>());
+  // (Either worker may register first and get rank 0.)
+  for (const std::string worker : {"w0", "w1"}) {
+    EXPECT_THAT(log_text,
+                testing::ContainsRegex(absl::StrCat(
+                    "worker ", worker,
+                    " on node node0 \\(slot 0\\): ranks [01]\\.\\.[01]; "
+                    "job dcp-local-job, registered by ")));
+  }
 }
 
 TEST(LocalJobTest, ResumedJobMatchesAnUninterruptedOne) {

@@ -34,14 +34,38 @@ std::vector<std::vector<int>> PackFirstFitDecreasing(
     absl::Span<const int> sequence_indices,
     absl::Span<const int64_t> lengths_tokens, int sp_size,
     int64_t capacity_tokens_per_rank) {
-  // First fit in O(n log bins): a max tree over the bins' free room finds
-  // the first bin with room for a sequence by descending towards the
-  // leftmost leaf that holds enough. room[leaves + b] is bin b's free tokens
-  // per rank (-1: no such bin yet, 0: closed); room[v] the most of its two
-  // children. The tree doubles as bins are opened.
-  size_t leaves = 16;
-  std::vector<int64_t> room(2 * leaves, -1);
+  const std::vector<int> order =
+      LongestFirst(sequence_indices, lengths_tokens);
+  std::vector<int64_t> lengths_in_order;
+  lengths_in_order.reserve(order.size());
+  for (int index : order) lengths_in_order.push_back(lengths_tokens[index]);
+  std::vector<std::vector<int>> bins = PackFirstFitInOrder(
+      lengths_in_order, sp_size, capacity_tokens_per_rank);
+  for (std::vector<int>& bin : bins) {
+    for (int& position : bin) position = order[position];
+  }
+  return bins;
+}
+
+std::vector<std::vector<int>> PackFirstFitInOrder(
+    absl::Span<const int64_t> lengths_in_order, int sp_size,
+    int64_t capacity_tokens_per_rank) {
+  // First fit: while there are few bins, a scan of their free room finds
+  // the first with room for a sequence; past kScannedBins, a max tree over
+  // the free room (O(log bins)) descends towards the leftmost leaf that
+  // holds enough. free_room[b] is bin b's free tokens per rank (0: closed)
+  // until the tree is built; then room[leaves + b] is (-1: no such bin yet)
+  // and room[v] the most of its two children. The tree doubles as bins are
+  // opened.
+  constexpr size_t kScannedBins = 32;
+  std::vector<int64_t> free_room;
+  std::vector<int64_t> room;  // empty until there are over kScannedBins
+  size_t leaves = 0;
   auto update = [&](size_t bin, int64_t value) {
+    if (room.empty()) {
+      free_room[bin] = value;
+      return;
+    }
     size_t v = leaves + bin;
     room[v] = value;
     for (v /= 2; v >= 1; v /= 2) {
@@ -50,7 +74,31 @@ std::vector<std::vector<int>> PackFirstFitDecreasing(
       room[v] = most;
     }
   };
+  // The first bin with at least `tokens` free, or -1.
+  auto first_with_room = [&](int64_t tokens) -> int64_t {
+    if (room.empty()) {
+      for (size_t b = 0; b < free_room.size(); ++b) {
+        if (free_room[b] >= tokens) return static_cast<int64_t>(b);
+      }
+      return -1;
+    }
+    if (room[1] < tokens) return -1;
+    size_t v = 1;
+    while (v < leaves) v = room[2 * v] >= tokens ? 2 * v : 2 * v + 1;
+    return static_cast<int64_t>(v - leaves);
+  };
   auto open_bin = [&](size_t bin, int64_t value) {
+    if (room.empty()) {
+      free_room.push_back(value);
+      if (free_room.size() <= kScannedBins) return;
+      leaves = 2 * kScannedBins;
+      room.assign(2 * leaves, -1);
+      std::copy(free_room.begin(), free_room.end(), room.begin() + leaves);
+      for (size_t v = leaves - 1; v >= 1; --v) {
+        room[v] = std::max(room[2 * v], room[2 * v + 1]);
+      }
+      return;
+    }
     if (bin == leaves) {
       std::vector<int64_t> grown(4 * leaves, -1);
       std::copy(room.begin() + leaves, room.end(), grown.begin() + 2 * leaves);
@@ -63,19 +111,17 @@ std::vector<std::vector<int>> PackFirstFitDecreasing(
     update(bin, value);
   };
   std::vector<std::vector<int>> bins;
-  for (int index : LongestFirst(sequence_indices, lengths_tokens)) {
-    const int64_t tokens = TokensPerRank(lengths_tokens[index], sp_size);
+  for (int index = 0; index < static_cast<int>(lengths_in_order.size());
+       ++index) {
+    const int64_t tokens = TokensPerRank(lengths_in_order[index], sp_size);
     if (tokens > capacity_tokens_per_rank) {
       open_bin(bins.size(), 0);  // a bin of its own, closed
       bins.push_back({index});
       continue;
     }
-    if (room[1] >= tokens) {
-      size_t v = 1;
-      while (v < leaves) v = room[2 * v] >= tokens ? 2 * v : 2 * v + 1;
-      const size_t b = v - leaves;
+    if (const int64_t b = first_with_room(tokens); b >= 0) {
       bins[b].push_back(index);
-      update(b, room[v] - tokens);
+      update(b, (room.empty() ? free_room[b] : room[leaves + b]) - tokens);
     } else {
       open_bin(bins.size(), capacity_tokens_per_rank - tokens);
       bins.push_back({index});

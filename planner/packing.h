@@ -23,6 +23,15 @@ std::vector<std::vector<int>> PackFirstFitDecreasing(
     absl::Span<const int64_t> lengths_tokens, int sp_size,
     int64_t capacity_tokens_per_rank);
 
+/// PackFirstFitDecreasing for sequences already in its order (longest first,
+/// ties by index), given by their lengths in that order: bins hold positions
+/// in `lengths_in_order`, and map through that order to the bins
+/// PackFirstFitDecreasing makes. Reads the lengths once, in order (callers
+/// that keep sorted lists save the sort and the scattered reads).
+std::vector<std::vector<int>> PackFirstFitInOrder(
+    absl::Span<const int64_t> lengths_in_order, int sp_size,
+    int64_t capacity_tokens_per_rank);
+
 /// Splits sequences into `num_bins` bins balanced by tokens per rank
 /// (longest first into the lightest bin, ties by index); empty bins are
 /// dropped. Deterministic.

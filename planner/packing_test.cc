@@ -215,6 +215,33 @@ TEST(PackFirstFitDecreasingTest, SameBinsAsScanningEveryBin) {
   }
 }
 
+TEST(PackFirstFitInOrderTest, SameBinsAsPackFirstFitDecreasingByPosition) {
+  for (int count : {1, 2, 3, 7, 64, 65, 1000}) {
+    const std::vector<int64_t> lengths = SkewedLengths(count);
+    // Longest first, ties by index: the order the callers keep.
+    std::vector<int> order = AllIndices(lengths);
+    std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+      return lengths[a] > lengths[b];
+    });
+    std::vector<int64_t> in_order;
+    for (int i : order) in_order.push_back(lengths[i]);
+    for (int sp_size : {1, 3, 4}) {
+      for (int64_t capacity : {int64_t{500}, int64_t{3000}, int64_t{40000}}) {
+        SCOPED_TRACE(testing::Message() << count << " sequences, SP "
+                                        << sp_size << ", capacity " << capacity);
+        std::vector<std::vector<int>> by_index;
+        for (const std::vector<int>& bin :
+             PackFirstFitInOrder(in_order, sp_size, capacity)) {
+          by_index.emplace_back();
+          for (int position : bin) by_index.back().push_back(order[position]);
+        }
+        EXPECT_EQ(by_index, PackFirstFitDecreasing(AllIndices(lengths), lengths,
+                                                   sp_size, capacity));
+      }
+    }
+  }
+}
+
 TEST(BalanceIntoBinsTest, LongestFirstIntoTheLightestBin) {
   // 9 -> bin 0; 7 -> bin 1; 5 -> bin 1 (7 < 9); 4 -> bin 0 (9 < 12).
   const std::vector<int64_t> lengths = {4, 9, 5, 7};

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "planner/baselines.h"
 #include "planner/batch_check.h"
@@ -88,6 +89,14 @@ class PlanSearch {
   std::vector<MicroBatchPlan> MicroBatches(
       const std::vector<int>& sequences, int sp_size,
       int64_t capacity_tokens_per_rank = 0) const;
+  // The bins MicroBatches prices, each in packing order.
+  std::vector<std::vector<int>> PackMicroBatches(
+      const std::vector<int>& sequences, int sp_size,
+      int64_t capacity_tokens_per_rank = 0) const;
+  MicroBatchShape ShapeOfBin(const std::vector<int>& bin, int sp_size) const;
+  // Recompute of a micro-batch in the current mode: what it needs, or the
+  // uniform setting where that is more.
+  int CheckpointedLayers(const MicroBatchShape& shape) const;
   struct GroupTime {
     double seconds = 0;
     // Backward of the last micro-batch: what can hide the all-reduce.
@@ -101,7 +110,15 @@ class PlanSearch {
   // plan group.
   absl::StatusOr<Plan> ToPlan(const Assignment& assignment,
                               std::vector<int>* group_order = nullptr);
+  // ToPlan(assignment)->predicted_step_seconds, bit for bit, without making
+  // the plan; nullopt where ToPlan fails. Sets the mode settings as ToPlan.
+  std::optional<double> PredictedStepSeconds(const Assignment& assignment);
   Assignment Refine(Assignment assignment) const;
+  // Whether a static plan (PlanBucket, PlanPacked) might be predicted faster
+  // than `seconds`. False when even the lower bound of plans that use only
+  // the static SP size is not below it: the static plans then need not be
+  // made (the bound costs a small part of making them).
+  bool StaticPlanMayBeat(double seconds) const;
   // Lets the slowest groups run fewer, larger micro-batches (recomputing
   // more) when the longer last backward hides more of the gradient
   // all-reduce than the recompute costs.
@@ -139,6 +156,10 @@ class PlanSearch {
   }
 
   double lower_bound_ = 0;
+  // Whether every sum of squared lengths of the batch is exact in a double
+  // (the whole batch's sum is below 2^53), so that a micro-batch's shape,
+  // and so its cost, does not depend on the order its sequences are added.
+  bool squares_exact_ = false;
   std::vector<int> class_of_;         // per sequence: its length's class
   std::vector<int64_t> class_count_;  // per class: how many sequences
   std::vector<int> class_min_size_index_;
@@ -181,6 +202,14 @@ absl::Status PlanSearch::Prepare() {
 
   const int n = static_cast<int>(lengths_.size());
   const int num_sizes = static_cast<int>(sizes_.size());
+  constexpr double kExactIntegers = 9007199254740992.0;  // 2^53
+  double sum_squares = 0;
+  for (int64_t length : lengths_) {
+    // Exact while below 2^53; past it the batch is flagged, so rounding
+    // after that point does not matter.
+    sum_squares += static_cast<double>(length) * static_cast<double>(length);
+  }
+  squares_exact_ = sum_squares < kExactIntegers;
   for (int sp : sizes_) {
     capacity_no_recompute_.push_back(cost_model_.MaxTokensPerRank(0));
     capacity_full_recompute_.push_back(
@@ -191,10 +220,19 @@ absl::Status PlanSearch::Prepare() {
     micro_batch_overhead_.push_back(
         cost_model_.MicroBatch(token, 0).total_seconds);
   }
-  std::vector<int64_t> distinct(lengths_.begin(), lengths_.end());
+  // Classes numbered by increasing length: the distinct lengths are hashed
+  // (batches repeat lengths), sorted, and looked up per sequence.
+  absl::flat_hash_map<int64_t, int> class_by_length;
+  for (int64_t length : lengths_) class_by_length.try_emplace(length, 0);
+  std::vector<int64_t> distinct;
+  distinct.reserve(class_by_length.size());
+  for (const auto& [length, unused] : class_by_length) {
+    distinct.push_back(length);
+  }
   std::sort(distinct.begin(), distinct.end());
-  distinct.erase(std::unique(distinct.begin(), distinct.end()),
-                 distinct.end());
+  for (size_t c = 0; c < distinct.size(); ++c) {
+    class_by_length[distinct[c]] = static_cast<int>(c);
+  }
   const int num_classes = static_cast<int>(distinct.size());
   class_of_.resize(n);
   class_count_.assign(num_classes, 0);
@@ -203,9 +241,7 @@ absl::Status PlanSearch::Prepare() {
   // In index order, so that an error names the first sequence that fits
   // nowhere.
   for (int i = 0; i < n; ++i) {
-    const int c = static_cast<int>(
-        std::lower_bound(distinct.begin(), distinct.end(), lengths_[i]) -
-        distinct.begin());
+    const int c = class_by_length.find(lengths_[i])->second;
     class_of_[i] = c;
     ++class_count_[c];
     if (class_min_size_index_[c] >= 0) continue;
@@ -454,15 +490,63 @@ std::optional<Assignment> PlanSearch::Assign(const std::vector<int>& counts,
 std::vector<MicroBatchPlan> PlanSearch::MicroBatches(
     const std::vector<int>& sequences, int sp_size,
     int64_t capacity_tokens_per_rank) const {
+  std::vector<std::vector<int>> bins =
+      PackMicroBatches(sequences, sp_size, capacity_tokens_per_rank);
+  std::vector<MicroBatchPlan> micro_batches;
+  micro_batches.reserve(bins.size());
+  for (std::vector<int>& bin : bins) {
+    MicroBatchPlan micro_batch;
+    const MicroBatchShape shape = ShapeOfBin(bin, sp_size);
+    micro_batch.checkpointed_layers = CheckpointedLayers(shape);
+    const MicroBatchCost cost =
+        cost_model_.MicroBatch(shape, micro_batch.checkpointed_layers);
+    micro_batch.predicted_seconds = cost.total_seconds;
+    micro_batch.predicted_peak_bytes = cost.peak_bytes;
+    std::sort(bin.begin(), bin.end());
+    micro_batch.sequence_indices = std::move(bin);
+    micro_batches.push_back(std::move(micro_batch));
+  }
+  // Largest last: its backward hides the most of the gradient all-reduce.
+  std::stable_sort(micro_batches.begin(), micro_batches.end(),
+                   [](const MicroBatchPlan& a, const MicroBatchPlan& b) {
+                     return a.predicted_seconds < b.predicted_seconds;
+                   });
+  return micro_batches;
+}
+
+MicroBatchShape PlanSearch::ShapeOfBin(const std::vector<int>& bin,
+                                       int sp_size) const {
+  MicroBatchShape shape;
+  shape.sp_size = sp_size;
+  for (int i : bin) shape.AddSequence(lengths_[i]);
+  return shape;
+}
+
+int PlanSearch::CheckpointedLayers(const MicroBatchShape& shape) const {
+  const int needed = cost_model_.MinCheckpointedLayers(shape).value_or(
+      cost_model_.model().num_layers);
+  return std::max(needed, uniform_checkpointed_layers_);
+}
+
+std::vector<std::vector<int>> PlanSearch::PackMicroBatches(
+    const std::vector<int>& sequences, int sp_size,
+    int64_t capacity_tokens_per_rank) const {
   const int j = static_cast<int>(
       std::lower_bound(sizes_.begin(), sizes_.end(), sp_size) - sizes_.begin());
   std::vector<std::vector<int>> bins;
   if (fixed_micro_batches_ == 0) {
-    // As many micro-batches as fit without recompute.
-    bins = PackFirstFitDecreasing(sequences, lengths_, sp_size,
-                                  capacity_tokens_per_rank > 0
-                                      ? capacity_tokens_per_rank
-                                      : capacity_no_recompute_[j]);
+    // As many micro-batches as fit without recompute. `sequences` is in
+    // packing order already (LongerFirst).
+    std::vector<int64_t> lengths_in_order;
+    lengths_in_order.reserve(sequences.size());
+    for (int i : sequences) lengths_in_order.push_back(lengths_[i]);
+    bins = PackFirstFitInOrder(lengths_in_order, sp_size,
+                               capacity_tokens_per_rank > 0
+                                   ? capacity_tokens_per_rank
+                                   : capacity_no_recompute_[j]);
+    for (std::vector<int>& bin : bins) {
+      for (int& position : bin) position = sequences[position];
+    }
   } else {
     // Exactly the common count where the group has enough sequences: the
     // fewest that fit with full recompute, split until the count is reached.
@@ -488,31 +572,7 @@ std::vector<MicroBatchPlan> PlanSearch::MicroBatches(
       bins.push_back(std::move(halves[1]));
     }
   }
-  std::vector<MicroBatchPlan> micro_batches;
-  micro_batches.reserve(bins.size());
-  for (std::vector<int>& bin : bins) {
-    MicroBatchPlan micro_batch;
-    MicroBatchShape shape;
-    shape.sp_size = sp_size;
-    for (int i : bin) shape.AddSequence(lengths_[i]);
-    const int needed = cost_model_.MinCheckpointedLayers(shape).value_or(
-        cost_model_.model().num_layers);
-    micro_batch.checkpointed_layers =
-        std::max(needed, uniform_checkpointed_layers_);
-    const MicroBatchCost cost =
-        cost_model_.MicroBatch(shape, micro_batch.checkpointed_layers);
-    micro_batch.predicted_seconds = cost.total_seconds;
-    micro_batch.predicted_peak_bytes = cost.peak_bytes;
-    std::sort(bin.begin(), bin.end());
-    micro_batch.sequence_indices = std::move(bin);
-    micro_batches.push_back(std::move(micro_batch));
-  }
-  // Largest last: its backward hides the most of the gradient all-reduce.
-  std::stable_sort(micro_batches.begin(), micro_batches.end(),
-                   [](const MicroBatchPlan& a, const MicroBatchPlan& b) {
-                     return a.predicted_seconds < b.predicted_seconds;
-                   });
-  return micro_batches;
+  return bins;
 }
 
 void PlanSearch::SetModeSettings(const Assignment& assignment) {
@@ -572,23 +632,75 @@ absl::StatusOr<Plan> PlanSearch::ToPlan(const Assignment& assignment,
   return plan;
 }
 
+std::optional<double> PlanSearch::PredictedStepSeconds(
+    const Assignment& assignment) {
+  // With inexact sums a plan's costs (PredictPlan, from sequences in index
+  // order) may differ in the last bit from TimeGroup's (packing order).
+  if (!squares_exact_) {
+    absl::StatusOr<Plan> plan = ToPlan(assignment);
+    if (!plan.ok()) return std::nullopt;
+    return plan->predicted_step_seconds;
+  }
+  std::vector<int> group_sizes;
+  for (int j : assignment.group_size_index) group_sizes.push_back(sizes_[j]);
+  absl::StatusOr<std::vector<int>> first_ranks =
+      PlaceGroups(group_sizes, cost_model_.cluster());
+  if (!first_ranks.ok()) return std::nullopt;
+  SetModeSettings(assignment);
+  std::vector<int> by_rank(group_sizes.size());
+  std::iota(by_rank.begin(), by_rank.end(), 0);
+  std::sort(by_rank.begin(), by_rank.end(), [&](int a, int b) {
+    return (*first_ranks)[a] < (*first_ranks)[b];
+  });
+  // As PredictPlan: the slowest group in rank order (first on ties) and
+  // what of the all-reduce its last backward leaves exposed.
+  double slowest_seconds = 0;
+  double last_backward_of_slowest = 0;
+  for (int g : by_rank) {
+    const GroupTime time =
+        TimeGroup(assignment.group_sequences[g], group_sizes[g]);
+    if (time.seconds > slowest_seconds) {
+      slowest_seconds = time.seconds;
+      last_backward_of_slowest = time.last_backward_seconds;
+    }
+  }
+  return slowest_seconds +
+         std::max(0.0, cost_model_.GradientAllReduceSeconds() -
+                           last_backward_of_slowest);
+}
+
 PlanSearch::GroupTime PlanSearch::TimeGroup(const std::vector<int>& sequences,
                                             int sp_size) const {
-  GroupTime time;
-  const std::vector<MicroBatchPlan> micro_batches =
-      MicroBatches(sequences, sp_size);
-  for (const MicroBatchPlan& micro_batch : micro_batches) {
-    time.seconds += micro_batch.predicted_seconds;
+  // What MicroBatches would plan, priced without building the plans:
+  // summed in the same order (fastest first) and the last micro-batch's
+  // backward priced from its sequences in index order, as a plan holds them.
+  std::vector<std::vector<int>> bins = PackMicroBatches(sequences, sp_size);
+  struct Priced {
+    double seconds;
+    int checkpointed_layers;
+    size_t bin;
+  };
+  std::vector<Priced> priced;
+  priced.reserve(bins.size());
+  for (size_t b = 0; b < bins.size(); ++b) {
+    const MicroBatchShape shape = ShapeOfBin(bins[b], sp_size);
+    const int layers = CheckpointedLayers(shape);
+    priced.push_back(
+        {cost_model_.MicroBatch(shape, layers).total_seconds, layers, b});
   }
-  if (!micro_batches.empty()) {
-    MicroBatchShape shape;
-    shape.sp_size = sp_size;
-    for (int i : micro_batches.back().sequence_indices) {
-      shape.AddSequence(lengths_[i]);
-    }
+  std::stable_sort(priced.begin(), priced.end(),
+                   [](const Priced& a, const Priced& b) {
+                     return a.seconds < b.seconds;
+                   });
+  GroupTime time;
+  for (const Priced& micro_batch : priced) time.seconds += micro_batch.seconds;
+  if (!priced.empty()) {
+    std::vector<int>& last = bins[priced.back().bin];
+    std::sort(last.begin(), last.end());
     time.last_backward_seconds =
         cost_model_
-            .MicroBatch(shape, micro_batches.back().checkpointed_layers)
+            .MicroBatch(ShapeOfBin(last, sp_size),
+                        priced.back().checkpointed_layers)
             .backward_seconds;
   }
   return time;
@@ -714,6 +826,20 @@ Assignment PlanSearch::Refine(Assignment assignment) const {
   return assignment;
 }
 
+bool PlanSearch::StaticPlanMayBeat(double seconds) const {
+  absl::StatusOr<StaticConfig> config =
+      ChooseStaticConfig(cost_model_, options_.static_options, lengths_);
+  // Without a static configuration both static plans fail too.
+  if (!config.ok()) return false;
+  const int static_sizes[] = {config->sp_size};
+  absl::StatusOr<double> bound =
+      StepTimeLowerBound(cost_model_, static_sizes, lengths_);
+  if (!bound.ok()) return true;
+  // The margin keeps rounding between the bound's and the plans' sums from
+  // ever skipping a plan that would have won.
+  return *bound * (1 - 1e-9) < seconds;
+}
+
 void PlanSearch::HideAllReduce(Plan& plan, const Assignment& assignment,
                                const std::vector<int>& group_order) const {
   if (fixed_micro_batches_ != 0 || uniform_checkpointed_layers_ >= 0) return;
@@ -760,7 +886,8 @@ absl::StatusOr<Plan> PlanSearch::Run() {
   // The static ways of training are legal plans too: never return worse.
   // (They keep one accumulation count only up to a remainder, so not when
   // accumulation must be fixed.)
-  if (options_.variable_accumulation) {
+  if (options_.variable_accumulation &&
+      StaticPlanMayBeat(best->predicted_step_seconds)) {
     for (auto* plan_static : {&PlanBucket, &PlanPacked}) {
       absl::StatusOr<Plan> plan =
           (*plan_static)(cost_model_, lengths_, options_.static_options);
@@ -909,20 +1036,21 @@ const std::vector<std::vector<int>>& PlanSearch::RankedLayouts() {
 }
 
 absl::StatusOr<Plan> PlanSearch::Search() {
+  // Candidates are priced without making their plans; only the winner's
+  // plan is made, once.
   std::optional<Assignment> best_assignment;
-  std::optional<Plan> best_plan;
+  double best_seconds = kInfinity;
   for (const std::vector<int>& counts : RankedLayouts()) {
     std::optional<Assignment> assignment = Assign(counts);
     if (!assignment) continue;
-    absl::StatusOr<Plan> plan = ToPlan(*assignment);
-    if (!plan.ok()) continue;
-    if (!best_plan ||
-        plan->predicted_step_seconds < best_plan->predicted_step_seconds) {
-      best_plan = std::move(*plan);
+    const std::optional<double> seconds = PredictedStepSeconds(*assignment);
+    if (!seconds) continue;
+    if (!best_assignment || *seconds < best_seconds) {
+      best_seconds = *seconds;
       best_assignment = std::move(assignment);
     }
   }
-  if (!best_plan) {
+  if (!best_assignment) {
     return absl::InternalError(
         "no candidate layout could be placed on the cluster");
   }
@@ -930,24 +1058,23 @@ absl::StatusOr<Plan> PlanSearch::Search() {
                               " layouts exactly; refining the best"));
   SetModeSettings(*best_assignment);
   Assignment refined = Refine(*best_assignment);
-  absl::StatusOr<Plan> refined_plan = ToPlan(refined);
-  if (refined_plan.ok() &&
-      refined_plan->predicted_step_seconds < best_plan->predicted_step_seconds) {
-    best_plan = *std::move(refined_plan);
+  const std::optional<double> refined_seconds = PredictedStepSeconds(refined);
+  if (refined_seconds && *refined_seconds < best_seconds) {
     best_assignment = std::move(refined);
   }
-  // Re-made (the same plan again) only when there is all-reduce to hide.
+  std::vector<int> group_order;
+  absl::StatusOr<Plan> best_plan = ToPlan(*best_assignment, &group_order);
+  if (!best_plan.ok()) return best_plan.status();
+  // Fewer, larger micro-batches for the slowest groups only when there is
+  // all-reduce to hide.
   if (best_plan->exposed_allreduce_seconds > 0) {
-    std::vector<int> group_order;
-    absl::StatusOr<Plan> plan = ToPlan(*best_assignment, &group_order);
-    if (plan.ok()) {
-      HideAllReduce(*plan, *best_assignment, group_order);
-      if (plan->predicted_step_seconds < best_plan->predicted_step_seconds) {
-        best_plan = *std::move(plan);
-      }
+    Plan plan = *best_plan;
+    HideAllReduce(plan, *best_assignment, group_order);
+    if (plan.predicted_step_seconds < best_plan->predicted_step_seconds) {
+      best_plan = std::move(plan);
     }
   }
-  return *best_plan;
+  return best_plan;
 }
 
 }  // namespace

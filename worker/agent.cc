@@ -174,6 +174,7 @@ class AgentRun {
     RendezvousOptions rendezvous;
     rendezvous.worker_id = options_.worker_id;
     rendezvous.node_name = options_.node_name;
+    rendezvous.job_id = options_.job_id;
     rendezvous.store_host = options_.store_host;
     rendezvous.store_port = options_.store_port;
     rendezvous.backend = placement_.backend;

@@ -50,6 +50,9 @@ struct WorkerAgentOptions {
   /// The node this process runs on; the ranks of a node are separate
   /// processes sharing this name.
   std::string node_name;
+  /// The job the launcher started this worker for (--job-id, $DCP_JOB_ID);
+  /// sent with the registration. Empty: none.
+  std::string job_id;
   /// Host the other ranks reach this worker's c10d store on (used when the
   /// planner makes it rank 0).
   std::string store_host = "127.0.0.1";

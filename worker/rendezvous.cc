@@ -79,6 +79,7 @@ absl::StatusOr<Rendezvous::Outcome> Rendezvous::Register() {
   }
   request_.set_worker_id(options_.worker_id);
   request_.set_node_name(options_.node_name);
+  request_.set_job_id(options_.job_id);
   request_.set_num_ranks(1);
   request_.set_gpu_kind(options_.backend == "nccl" ? "cuda" : "cpu");
   request_.set_gpu_memory_bytes(0);

@@ -20,6 +20,9 @@ struct RendezvousOptions {
   /// Stable id (the pod name) and the node this process runs on.
   std::string worker_id;
   std::string node_name;
+  /// The job the launcher started this worker for (empty: none); a planner
+  /// with a --job-id accepts only its own job's workers.
+  std::string job_id;
   /// Host and port the other ranks reach this worker's c10d store on (used
   /// when the planner makes it rank 0); port 0 picks a free one before
   /// registering.

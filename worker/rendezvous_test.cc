@@ -69,6 +69,7 @@ struct Fixture {
   Fixture() {
     options.worker_id = "worker-b";
     options.node_name = "node-b";
+    options.job_id = "train-7";
     options.backend = "gloo";
     options.libtorch_version = "1.13.0";
     options.world_timeout = absl::Minutes(1);
@@ -101,6 +102,7 @@ TEST(RendezvousTest, RankZeroAnnouncesItsStoreAndServesItItself) {
   EXPECT_EQ(requests[0].worker_id(), "worker-b");
   EXPECT_EQ(requests[0].gpu_kind(), "cpu");
   EXPECT_EQ(requests[0].libtorch_version(), "1.13.0");
+  EXPECT_EQ(requests[0].job_id(), "train-7");
   absl::StatusOr<std::pair<std::string, int>> announced =
       ParseHostPort(requests[0].address());
   ASSERT_TRUE(announced.ok()) << announced.status();

@@ -66,6 +66,10 @@ constexpr FlagSpec kFlags[] = {
     {"node-name", "NAME", "",
      "node this rank runs on (ranks of a node share it); else "
      "$DCP_NODE_NAME; else the host name"},
+    {"job-id", "ID", "",
+     "the job the launcher started this worker for, sent when registering "
+     "(a planner with --job-id refuses other jobs' workers); else "
+     "$DCP_JOB_ID; else none"},
     {"store-host", "HOST", "",
      "host the other ranks reach this worker's c10d store on, if it becomes "
      "rank 0; else $DCP_STORE_HOST; else the host name"},
@@ -256,6 +260,7 @@ absl::StatusOr<MainConfig> Configure(const ParsedFlags& flags) {
   }
   agent.node_name = FlagOrEnvironment(flags, "node-name", "DCP_NODE_NAME");
   if (agent.node_name.empty()) agent.node_name = HostName();
+  agent.job_id = FlagOrEnvironment(flags, "job-id", "DCP_JOB_ID");
   agent.store_host = FlagOrEnvironment(flags, "store-host", "DCP_STORE_HOST");
   if (agent.store_host.empty()) agent.store_host = HostName();
   DCP_ASSIGN_OR_RETURN(auto store_port, flags.Int("store-port", 0, 65535));

@@ -77,7 +77,8 @@ TEST(WorkerMainTest, HelpListsTheFlags) {
             HasSubstr("--checkpoint-every=K"),
             HasSubstr("--precision=fp32|bf16"), HasSubstr("--zero1"),
             HasSubstr("--max-cached-groups=N"),
-            HasSubstr("--metrics-listen=HOST:PORT")));
+            HasSubstr("--metrics-listen=HOST:PORT"),
+            HasSubstr("--job-id=ID"), HasSubstr("DCP_JOB_ID")));
 }
 
 TEST(WorkerMainTest, UsageErrorsExitTwo) {

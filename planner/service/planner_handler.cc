@@ -96,7 +96,7 @@ class PlannerHandlerRoot final : public PlannerHandler {
         world_size_(options_.cluster.NumGpus()),
         workers_(options_.model, options_.cluster,
                  options_.worker_liveness_timeout, clock, store_.get(),
-                 *metrics_, log_),
+                 *metrics_, log_, options_.job_id),
         params_(options_.model, options_.cluster, std::move(default_model),
                 store_.get()),
         profiles_(options_.model, options_.cluster, params_, store_.get(),
@@ -410,6 +410,13 @@ absl::StatusOr<std::unique_ptr<PlannerHandler>> PlannerHandler::Create(
         absl::StrCat("max_queued_planning = ",
                      absl::FormatDuration(options.max_queued_planning),
                      "; it must not be negative (0: no bound)"));
+  }
+  if (!options.job_id.empty()) {
+    if (absl::Status status = ValidateIdentifier("job_id", options.job_id,
+                                                 "the launcher's job name");
+        !status.ok()) {
+      return status;
+    }
   }
   if (options.worker_liveness_timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError(

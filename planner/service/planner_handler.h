@@ -36,6 +36,10 @@ struct PlannerHandlerOptions {
   std::string state_dir;
   /// Refit the compute model from measured step statistics.
   bool online_refit = false;
+  /// The job this planner serves (dcp_planner --job-id): only workers
+  /// registering with this job id are accepted (WorkerRegistry). Empty:
+  /// workers of any job.
+  std::string job_id;
   /// A worker silent for longer is reported LOST.
   absl::Duration worker_liveness_timeout = absl::Seconds(60);
   /// Threads that plan submitted batches ahead; 0 plans only on demand.

@@ -32,6 +32,7 @@
 #include "planner/service/planner_handler.h"
 #include "planner/service/planner_server.h"
 #include "planner/service/port_file.h"
+#include "planner/service/request_validation.h"
 
 namespace dcp {
 namespace {
@@ -78,6 +79,10 @@ constexpr FlagSpec kServiceFlags[] = {
     {"planning-threads", "N", "1",
      "threads planning submitted batches ahead, at most 64; 0 plans on "
      "demand only"},
+    {"job-id", "ID", "",
+     "the job this planner serves (set by the launcher, e.g. the Kubernetes "
+     "Job's name): registrations of workers with another --job-id, or with "
+     "none, are refused (PERMISSION_DENIED); empty accepts any job"},
     {"liveness-timeout", "DURATION", "60s",
      "a worker silent this long is reported LOST (e.g. 30s, 2m)"},
     {"drain-timeout", "DURATION", "10s",
@@ -191,6 +196,14 @@ absl::StatusOr<PlannerServer::Options> ServerOptions(const ParsedFlags& flags) {
       flags.Int32("planning-threads", 0, kMaxBackgroundPlanningThreads);
   if (!planning_threads.ok()) return planning_threads.status();
   options.handler.background_planning_threads = *planning_threads;
+  options.handler.job_id = flags.String("job-id");
+  if (!options.handler.job_id.empty()) {
+    if (absl::Status status = ValidateIdentifier(
+            "--job-id", options.handler.job_id, "the launcher's job name");
+        !status.ok()) {
+      return status;
+    }
+  }
   absl::StatusOr<absl::Duration> liveness = flags.Duration("liveness-timeout");
   if (!liveness.ok()) return liveness.status();
   options.handler.worker_liveness_timeout = *liveness;

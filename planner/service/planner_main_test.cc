@@ -125,6 +125,7 @@ TEST(PlannerMainTest, HelpPrintsUsageAndExitsZero) {
   EXPECT_EQ(WaitForExit(child, absl::Seconds(10)), 0);
   EXPECT_THAT(usage, HasSubstr("Usage: dcp_planner"));
   EXPECT_THAT(usage, HasSubstr("--token-file"));
+  EXPECT_THAT(usage, HasSubstr("--job-id"));
 }
 
 TEST(PlannerMainTest, UnknownFlagExitsTwo) {
@@ -171,6 +172,12 @@ TEST(PlannerMainTest, ListeningBeyondLoopbackNeedsAToken) {
     kill(child.pid, SIGTERM);
     EXPECT_EQ(WaitForExit(child, absl::Seconds(20)), 0) << flags[0];
   }
+}
+
+TEST(PlannerMainTest, BadJobIdIsAUsageError) {
+  Child child = Spawn(
+      {"--listen=127.0.0.1:0", "--metrics-listen=", "--job-id=train 7"});
+  EXPECT_EQ(WaitForExit(child, absl::Seconds(10)), 2);
 }
 
 TEST(PlannerMainTest, RepeatedFlagIsAUsageError) {

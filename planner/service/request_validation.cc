@@ -187,6 +187,13 @@ absl::Status ValidateRegisterWorkerRequest(
       !status.ok()) {
     return status;
   }
+  if (!request.job_id().empty()) {
+    if (absl::Status status = ValidateIdentifier("job_id", request.job_id(),
+                                                 "the launcher's job name");
+        !status.ok()) {
+      return status;
+    }
+  }
   if (request.num_ranks() < 1 || request.num_ranks() > per_node) {
     return absl::InvalidArgumentError(absl::StrCat(
         "num_ranks = ", request.num_ranks(), " for worker ",

@@ -59,6 +59,12 @@ TEST(RequestValidationTest, RegistrationFieldsAreNamed) {
   EXPECT_THAT(ValidateRegisterWorkerRequest(request, 8).message(),
               HasSubstr("host:port"));
   request = Worker();
+  request.set_job_id("train 7");
+  EXPECT_THAT(ValidateRegisterWorkerRequest(request, 8).message(),
+              AllOf(HasSubstr("job_id 'train 7'"), HasSubstr("letters")));
+  request.set_job_id("train-7");  // an empty job id is allowed too
+  EXPECT_TRUE(ValidateRegisterWorkerRequest(request, 8).ok());
+  request = Worker();
   request.set_gpu_kind("H\x01");
   EXPECT_THAT(ValidateRegisterWorkerRequest(request, 8).message(),
               HasSubstr("gpu_kind"));

@@ -19,13 +19,19 @@ absl::Status WorkersError(absl::string_view why) {
                    "; restore the state directory or start with an empty one"));
 }
 
+// A job id in a message: quoted, or "no job id".
+std::string ShownJob(const std::string& job_id) {
+  return job_id.empty() ? std::string("no job id") : Quote(job_id);
+}
+
 }  // namespace
 
 WorkerRegistry::WorkerRegistry(ModelSpec model, ClusterSpec cluster,
                                absl::Duration liveness_timeout,
                                const Clock& clock, PlannerStateStore* store,
                                PlannerMetrics& metrics,
-                               std::function<void(const std::string&)> log)
+                               std::function<void(const std::string&)> log,
+                               std::string job_id)
     : model_(std::move(model)),
       cluster_(std::move(cluster)),
       world_size_(cluster_.NumGpus()),
@@ -33,7 +39,8 @@ WorkerRegistry::WorkerRegistry(ModelSpec model, ClusterSpec cluster,
       clock_(clock),
       store_(store),
       metrics_(metrics),
-      log_(std::move(log)) {}
+      log_(std::move(log)),
+      job_id_(std::move(job_id)) {}
 
 absl::Status WorkerRegistry::Load(
     const std::vector<v1::WorkerRecord>& records) {
@@ -169,18 +176,52 @@ v1::RegisterWorkerResponse WorkerRegistry::Response(
   return response;
 }
 
-std::optional<int> WorkerRegistry::StaleSlot(int only) const {
+absl::StatusOr<std::optional<int>> WorkerRegistry::StaleSlot(
+    int only, const std::string& job_id) const {
   const absl::Time now = clock_.Now();
   std::vector<bool> live(nodes_.size(), false);
+  // A worker of another job in the slot (the first), if any.
+  std::vector<const std::string*> other_job(nodes_.size(), nullptr);
   for (const auto& [id, worker] : workers_) {
     if (now - worker.last_seen <= liveness_timeout_) {
       live[worker.node_index] = true;
     }
+    if (worker.registration.job_id() != job_id &&
+        other_job[worker.node_index] == nullptr) {
+      other_job[worker.node_index] = &id;
+    }
   }
+  std::optional<int> refused;
   for (int slot = 0; slot < static_cast<int>(nodes_.size()); ++slot) {
-    if ((only < 0 || slot == only) && !live[slot]) return slot;
+    if ((only >= 0 && slot != only) || live[slot]) continue;
+    if (other_job[slot] == nullptr) return slot;
+    if (!refused.has_value()) refused = slot;
   }
-  return std::nullopt;
+  if (!refused.has_value()) return std::nullopt;
+  const std::string& holder = *other_job[*refused];
+  const std::string& holder_job = workers_.at(holder).registration.job_id();
+  return absl::FailedPreconditionError(absl::StrCat(
+      "node slot ", *refused, " is stale but its worker ", Quote(holder),
+      " belongs to job ", ShownJob(holder_job), ", not to job ",
+      ShownJob(job_id),
+      "; a stale slot goes only to a worker of the same job (start the "
+      "worker with --job-id=", holder_job.empty() ? """" : holder_job,
+      ", or start the planner with a fresh state directory for a new job)"));
+}
+
+absl::Status WorkerRegistry::CheckJob(
+    const v1::RegisterWorkerRequest& request) const {
+  if (job_id_.empty() || request.job_id() == job_id_) {
+    return absl::OkStatus();
+  }
+  return absl::PermissionDeniedError(absl::StrCat(
+      "worker ", Quote(request.worker_id()), " registers ",
+      request.job_id().empty()
+          ? std::string("with no job id")
+          : absl::StrCat("for job ", Quote(request.job_id())),
+      " but this planner serves job ", Quote(job_id_),
+      " (dcp_planner --job-id); start the worker with --job-id=", job_id_,
+      " (or $DCP_JOB_ID), or point it at its own job's planner"));
 }
 
 absl::StatusOr<WorkerRegistry::Placement> WorkerRegistry::Place(
@@ -199,7 +240,10 @@ absl::StatusOr<WorkerRegistry::Placement> WorkerRegistry::Place(
   std::optional<int> take_over;
   if (new_node) {
     if (static_cast<int>(nodes_.size()) >= cluster_.num_nodes) {
-      take_over = StaleSlot(/*only=*/-1);
+      absl::StatusOr<std::optional<int>> stale =
+          StaleSlot(/*only=*/-1, request.job_id());
+      if (!stale.ok()) return stale.status();
+      take_over = *stale;
       if (!take_over.has_value()) {
         std::vector<std::string> names;
         for (const Node& n : nodes_) names.push_back(Quote(n.name));
@@ -212,7 +256,10 @@ absl::StatusOr<WorkerRegistry::Placement> WorkerRegistry::Place(
       }
     }
   } else if (node->ranks_used + request.num_ranks() > per_node) {
-    take_over = StaleSlot(/*only=*/node_index);
+    absl::StatusOr<std::optional<int>> stale =
+        StaleSlot(/*only=*/node_index, request.job_id());
+    if (!stale.ok()) return stale.status();
+    take_over = *stale;
     if (!take_over.has_value()) {
       std::vector<std::string> holders;
       for (const auto& [id, worker] : workers_) {
@@ -242,6 +289,12 @@ absl::StatusOr<WorkerRegistry::Placement> WorkerRegistry::Place(
 
 absl::StatusOr<v1::RegisterWorkerResponse> WorkerRegistry::Register(
     const v1::RegisterWorkerRequest& request) {
+  if (absl::Status status = CheckJob(request); !status.ok()) {
+    Log(absl::StrCat("refused registration of worker ", request.worker_id(),
+                     " from ", request.registered_by(), ": ",
+                     status.message()));
+    return status;
+  }
   absl::MutexLock registration_lock(&registration_mu_);
   // Decided under `mu_`, written without it, applied under it again: only
   // registrations change workers and nodes, and they are serialized.
@@ -259,6 +312,14 @@ absl::StatusOr<v1::RegisterWorkerResponse> WorkerRegistry::Register(
     if (!is_new) {
       Worker& worker = existing->second;
       const v1::RegisterWorkerRequest& registered = worker.registration;
+      if (registered.job_id() != request.job_id()) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "worker ", Quote(request.worker_id()), " registered for job ",
+            ShownJob(registered.job_id()), " and now comes for job ",
+            ShownJob(request.job_id()),
+            "; a worker id belongs to one job (use a new worker id, or "
+            "restart the job with a fresh state_dir)"));
+      }
       if (registered.node_name() != request.node_name() ||
           registered.num_ranks() != request.num_ranks()) {
         return absl::FailedPreconditionError(absl::StrCat(
@@ -331,7 +392,10 @@ absl::StatusOr<v1::RegisterWorkerResponse> WorkerRegistry::Register(
   Log(absl::StrCat(
       "worker ", request.worker_id(), " on node ", request.node_name(),
       " (slot ", worker.node_index, "): ranks ", worker.first_rank, "..",
-      worker.first_rank + request.num_ranks() - 1,
+      worker.first_rank + request.num_ranks() - 1, "; job ",
+      request.job_id().empty() ? "(none)" : request.job_id(),
+      ", registered by ",
+      request.registered_by().empty() ? "(unknown)" : request.registered_by(),
       WorldComplete() ? "; world complete" : absl::StrCat("; ", WaitingFor())));
   if (request.gpu_memory_bytes() > 0 &&
       request.gpu_memory_bytes() < 0.98 * cluster_.gpu_memory_bytes) {
@@ -422,6 +486,7 @@ v1::ListWorkersResponse WorkerRegistry::List() const {
     info->set_libtorch_version(registration.libtorch_version());
     info->set_backend(registration.backend());
     info->set_registered_by(registration.registered_by());
+    info->set_job_id(registration.job_id());
     if (now - worker->last_seen > liveness_timeout_) {
       info->set_state(v1::WorkerInfo::LOST);
     } else if (worker->active) {

@@ -37,11 +37,13 @@ namespace dcp {
 class WorkerRegistry {
  public:
   /// `store` (may be null: memory only), `clock`, `metrics` and `log` must
-  /// outlive the registry.
+  /// outlive the registry. `job_id` (dcp_planner --job-id; empty: any job)
+  /// is the only job whose workers may register.
   WorkerRegistry(ModelSpec model, ClusterSpec cluster,
                  absl::Duration liveness_timeout, const Clock& clock,
                  PlannerStateStore* store, PlannerMetrics& metrics,
-                 std::function<void(const std::string&)> log);
+                 std::function<void(const std::string&)> log,
+                 std::string job_id = "");
 
   /// Installs the workers of a state directory (before any other call).
   absl::Status Load(const std::vector<v1::WorkerRecord>& records);
@@ -50,7 +52,11 @@ class WorkerRegistry {
   /// ValidateRegisterWorkerRequest. A new worker that finds no free slot
   /// takes over the slot (node index and ranks) of a node whose workers
   /// have all been silent for longer than the liveness timeout: they are
-  /// forgotten, also on disk.
+  /// forgotten, also on disk. Registrations are attributed by their job
+  /// id: PERMISSION_DENIED for another job than the registry's (when it has
+  /// one); FAILED_PRECONDITION when a worker id comes back for another job,
+  /// or when the only slot a newcomer could take over holds another job's
+  /// workers.
   absl::StatusOr<v1::RegisterWorkerResponse> Register(
       const v1::RegisterWorkerRequest& request)
       ABSL_LOCKS_EXCLUDED(registration_mu_, mu_);
@@ -106,9 +112,14 @@ class WorkerRegistry {
   /// else the slot of a node whose workers are all stale.
   absl::StatusOr<Placement> Place(const v1::RegisterWorkerRequest& request)
       const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  /// The first node slot (`only` if >= 0) whose workers are all stale.
-  std::optional<int> StaleSlot(int only) const
+  /// The first node slot (`only` if >= 0) whose workers are all stale and
+  /// of job `job_id`; FAILED_PRECONDITION naming both jobs when the only
+  /// stale slots are another job's; nullopt when no slot is stale.
+  absl::StatusOr<std::optional<int>> StaleSlot(int only,
+                                               const std::string& job_id) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// PERMISSION_DENIED unless the request is of the registry's job.
+  absl::Status CheckJob(const v1::RegisterWorkerRequest& request) const;
   absl::Status TouchLocked(absl::string_view worker_id, bool activity,
                            int64_t step) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
@@ -120,6 +131,8 @@ class WorkerRegistry {
   PlannerStateStore* const store_;
   PlannerMetrics& metrics_;
   const std::function<void(const std::string&)> log_;
+  /// Empty: workers of any job (or of none) may register.
+  const std::string job_id_;
 
   absl::Mutex registration_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   mutable absl::Mutex mu_;

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/fake_clock.h"
@@ -85,18 +86,29 @@ v1::RegisterWorkerRequest Worker(const std::string& id, const std::string& node,
   return request;
 }
 
+v1::RegisterWorkerRequest JobWorker(const std::string& id,
+                                    const std::string& node, int num_ranks,
+                                    const std::string& job_id) {
+  v1::RegisterWorkerRequest request = TestWorker(id, node, num_ranks);
+  request.set_job_id(job_id);
+  return request;
+}
+
 class WorkerRegistryTest : public ::testing::Test {
  protected:
-  std::unique_ptr<WorkerRegistry> MakeRegistry(PlannerStateStore* store) {
-    return std::make_unique<WorkerRegistry>(ModelPreset("tiny").value(),
-                                            H200Cluster(/*num_nodes=*/2,
-                                                        /*gpus_per_node=*/4),
-                                            absl::Seconds(60), clock_, store,
-                                            metrics_, nullptr);
+  // `job_id`: the planner's --job-id (empty: any job may register).
+  std::unique_ptr<WorkerRegistry> MakeRegistry(PlannerStateStore* store,
+                                               const std::string& job_id = "") {
+    return std::make_unique<WorkerRegistry>(
+        ModelPreset("tiny").value(),
+        H200Cluster(/*num_nodes=*/2, /*gpus_per_node=*/4), absl::Seconds(60),
+        clock_, store, metrics_,
+        [this](const std::string& line) { log_.push_back(line); }, job_id);
   }
 
   FakeClock clock_;
   NoopPlannerMetrics metrics_;
+  std::vector<std::string> log_;
 };
 
 TEST_F(WorkerRegistryTest, PlacesWorkersInContiguousNodeBlocks) {
@@ -239,6 +251,78 @@ TEST_F(WorkerRegistryTest, AStaleWorkersSlotGoesToANewWorker) {
   ASSERT_EQ(workers.workers_size(), 2);
   EXPECT_TRUE(workers.world_complete());
   EXPECT_EQ(registry->Register(TestWorker("real", "n2", 4))->first_rank(), 0);
+}
+
+TEST_F(WorkerRegistryTest, APlannerOfOneJobRefusesOtherJobsWorkers) {
+  auto registry = MakeRegistry(nullptr, /*job_id=*/"train-7");
+  absl::StatusOr<v1::RegisterWorkerResponse> other =
+      registry->Register(JobWorker("a", "n0", 4, "train-8"));
+  EXPECT_EQ(other.status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_THAT(other.status().message(),
+              AllOf(HasSubstr("'train-8'"), HasSubstr("'train-7'"),
+                    HasSubstr("--job-id")));
+  absl::StatusOr<v1::RegisterWorkerResponse> anonymous =
+      registry->Register(TestWorker("a", "n0", 4));
+  EXPECT_EQ(anonymous.status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_THAT(anonymous.status().message(),
+              AllOf(HasSubstr("no job id"), HasSubstr("'train-7'")));
+  EXPECT_TRUE(registry->List().workers().empty());
+
+  ASSERT_TRUE(registry->Register(JobWorker("a", "n0", 4, "train-7")).ok());
+  v1::ListWorkersResponse workers = registry->List();
+  ASSERT_EQ(workers.workers_size(), 1);
+  EXPECT_EQ(workers.workers(0).job_id(), "train-7");
+  EXPECT_THAT(log_.back(), HasSubstr("job train-7"));
+}
+
+TEST_F(WorkerRegistryTest, AWorkerIdKeepsItsJob) {
+  auto registry = MakeRegistry(nullptr);  // any job may register
+  ASSERT_TRUE(registry->Register(JobWorker("a", "n0", 4, "train-7")).ok());
+  absl::StatusOr<v1::RegisterWorkerResponse> hijack =
+      registry->Register(JobWorker("a", "n0", 4, "train-8"));
+  EXPECT_EQ(hijack.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(hijack.status().message(),
+              AllOf(HasSubstr("'train-7'"), HasSubstr("'train-8'")));
+  EXPECT_EQ(registry->List().workers(0).job_id(), "train-7");
+}
+
+TEST_F(WorkerRegistryTest, AStaleSlotGoesOnlyToAWorkerOfTheSameJob) {
+  const std::string directory = FreshTestDirectory("stale_job_");
+  v1::JobRecord job;
+  {
+    PlannerState state;
+    auto store = PlannerStateStore::Open(directory, job, &state).value();
+    auto registry = MakeRegistry(store.get());
+    ASSERT_TRUE(registry->Register(JobWorker("old", "n0", 4, "train-7")).ok());
+    ASSERT_TRUE(registry->Register(JobWorker("live", "n1", 4, "train-7")).ok());
+    clock_.Advance(absl::Seconds(61));
+    ASSERT_TRUE(registry->Touch("live", /*activity=*/true, /*step=*/0).ok());
+    // Slot 0 is stale, but a worker of another job may not take it.
+    absl::StatusOr<v1::RegisterWorkerResponse> intruder =
+        registry->Register(JobWorker("intruder", "n2", 4, "train-8"));
+    EXPECT_EQ(intruder.status().code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_THAT(intruder.status().message(),
+                AllOf(HasSubstr("'train-8'"), HasSubstr("'train-7'"),
+                      HasSubstr("'old'")));
+    absl::StatusOr<v1::RegisterWorkerResponse> unlabelled =
+        registry->Register(TestWorker("unlabelled", "n2", 4));
+    EXPECT_EQ(unlabelled.status().code(),
+              absl::StatusCode::kFailedPrecondition);
+    // The job's own replacement takes it.
+    absl::StatusOr<v1::RegisterWorkerResponse> replacement =
+        registry->Register(JobWorker("new", "n2", 4, "train-7"));
+    ASSERT_TRUE(replacement.ok()) << replacement.status();
+    EXPECT_EQ(replacement->first_rank(), 0);
+  }
+  // The job id is part of the durable record.
+  PlannerState state;
+  auto store = PlannerStateStore::Open(directory, job, &state).value();
+  auto registry = MakeRegistry(store.get());
+  ASSERT_TRUE(registry->Load(state.workers).ok());
+  v1::ListWorkersResponse workers = registry->List();
+  ASSERT_EQ(workers.workers_size(), 2);
+  EXPECT_EQ(workers.workers(0).worker_id(), "new");
+  EXPECT_EQ(workers.workers(0).job_id(), "train-7");
 }
 
 TEST(WorkerRegistryHandlerTest, RegistersWorldWithStableContiguousRanks) {

@@ -15,6 +15,7 @@ Thread model: a Runtime and its Steps belong to the training thread; only
 the stats reporter runs on a thread of its own.
 """
 
+import os
 import socket
 import time
 
@@ -125,6 +126,8 @@ class Runtime:
         backend = dist.get_backend()
         request = pb.RegisterWorkerRequest(
             worker_id=self.worker_id, node_name=node_name, num_ranks=1,
+            # The launcher's job id: a planner with --job-id accepts only it.
+            job_id=os.environ.get("DCP_JOB_ID", ""),
             backend=backend if backend in ("gloo", "nccl") else "",
             gpu_kind=(torch.cuda.get_device_name(self.device)
                       if self.device.type == "cuda" else "cpu"),

@@ -2,6 +2,7 @@
 Gloo processes: the in-process profile, step reports, and the clear errors
 (a diverging rank, an empty batch, a skipped micro-batch, another model)."""
 
+import os
 import socket
 
 import pytest
@@ -176,9 +177,11 @@ def test_the_planner_assigns_and_lists_every_rank(ranks4):
     assert workers.world_complete
     assert sorted(w.first_rank for w in workers.workers) == [0, 1, 2, 3]
     assert {w.backend for w in workers.workers} == {"gloo"}
+    assert {w.job_id for w in workers.workers} == {"py-job"}
 
 
 def profile_free_register(rank, world_size, address):
+    os.environ["DCP_JOB_ID"] = "py-job"  # as a launcher sets it
     _, runtime = _init(rank, address, "list")
     runtime.close()
     return runtime.torch_rank_of
