@@ -300,6 +300,19 @@ INSTANTIATE_TEST_SUITE_P(
     Plans, GradientEquivalenceTest,
     ::testing::ValuesIn(::dcp::testing::EquivalencePlanNames()));
 
+// The "sp4_recompute" plan runs SP 4 on the tiny model's 2 KV heads, so the
+// equivalence above covers KV heads replicated across the group (two copies
+// each); this keeps that coverage from silently going away.
+TEST(GradientEquivalencePlansTest, Sp4PlanRunsBeyondTheKvHeadCount) {
+  absl::StatusOr<ModelSpec> tiny = ModelPreset("tiny");
+  ASSERT_TRUE(tiny.ok()) << tiny.status();
+  EXPECT_EQ(tiny->UlyssesKvCopies(4), 2);
+  absl::StatusOr<Plan> plan = EquivalencePlanNamed("sp4_recompute");
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_EQ(plan->groups.size(), 1u);
+  EXPECT_EQ(plan->groups[0].sp_size(), 4);
+}
+
 // The reference itself must not be trivially equal to anything: the step
 // changes every parameter, and a plan missing one sequence does not match.
 TEST(GradientEquivalenceReferenceTest, MissingSequenceIsDetected) {
