@@ -117,8 +117,9 @@ absl::StatusOr<CostModel> CostModel::CreateDefault(const ModelSpec& model,
 
 double CostModel::UlyssesLayerSeconds(const MicroBatchShape& shape) const {
   if (shape.sp_size <= 1 || shape.num_sequences == 0) return 0;
-  // Q, K, V to head-sharded layout and the output back: four all-to-alls.
-  const double bytes = model_.UlyssesBytesPerTokenPerLayer() *
+  // Q, K, V to head-sharded layout and the output back: four all-to-alls
+  // (K and V replicated when the group outnumbers the KV heads).
+  const double bytes = model_.UlyssesBytesPerTokenPerLayer(shape.sp_size) *
                        static_cast<double>(shape.tokens_per_rank);
   const bool inter = SpansNodes(shape.sp_size);
   return 4 * comm_.AllToAllSeconds(bytes / 4, shape.sp_size, inter);
@@ -146,17 +147,20 @@ MicroBatchCost CostModel::MicroBatch(const MicroBatchShape& shape,
 
 double CostModel::PeakBytes(const MicroBatchShape& shape,
                             int checkpointed_layers) const {
-  return memory_.PeakBytes(shape.tokens_per_rank, checkpointed_layers);
+  return memory_.PeakBytes(shape.tokens_per_rank, checkpointed_layers,
+                           shape.sp_size);
 }
 
 std::optional<int> CostModel::MinCheckpointedLayers(
     const MicroBatchShape& shape) const {
-  return memory_.MinCheckpointedLayers(shape.tokens_per_rank,
+  return memory_.MinCheckpointedLayers(shape.tokens_per_rank, shape.sp_size,
                                        MemoryBudgetBytes());
 }
 
-int64_t CostModel::MaxTokensPerRank(int checkpointed_layers) const {
-  return memory_.MaxTokensPerRank(checkpointed_layers, MemoryBudgetBytes());
+int64_t CostModel::MaxTokensPerRank(int checkpointed_layers,
+                                    int sp_size) const {
+  return memory_.MaxTokensPerRank(checkpointed_layers, sp_size,
+                                  MemoryBudgetBytes());
 }
 
 double CostModel::GradientAllReduceSeconds() const {

@@ -62,8 +62,9 @@ class CostModel {
   double PeakBytes(const MicroBatchShape& shape, int checkpointed_layers) const;
   /// Fewest checkpointed layers that fit the budget; nullopt if none does.
   std::optional<int> MinCheckpointedLayers(const MicroBatchShape& shape) const;
-  /// Most tokens per rank one micro-batch may hold at that setting.
-  int64_t MaxTokensPerRank(int checkpointed_layers) const;
+  /// Most tokens per rank one micro-batch may hold at that setting on an SP
+  /// group of `sp_size` (groups beyond the KV-head count hold fewer).
+  int64_t MaxTokensPerRank(int checkpointed_layers, int sp_size) const;
   double MemoryBudgetBytes() const { return cluster_.MemoryBudgetBytes(); }
   /// The step-end data-parallel gradient all-reduce over every rank.
   double GradientAllReduceSeconds() const;

@@ -98,7 +98,7 @@ TEST(CostModelTest, InterNodeAllToAllIsSlowerPerByte) {
   EXPECT_TRUE(cost.SpansNodes(16));
   auto seconds_per_byte = [&](int sp) {
     const MicroBatchShape shape = ShapeOf({262144}, sp);
-    const double bytes = cost.model().UlyssesBytesPerTokenPerLayer() *
+    const double bytes = cost.model().UlyssesBytesPerTokenPerLayer(sp) *
                          static_cast<double>(shape.tokens_per_rank);
     return cost.UlyssesLayerSeconds(shape) / bytes;
   };
@@ -106,6 +106,54 @@ TEST(CostModelTest, InterNodeAllToAllIsSlowerPerByte) {
   // Inside a node, the bus factor (n-1)/n makes larger groups slower per byte.
   EXPECT_GT(seconds_per_byte(8), seconds_per_byte(2));
   EXPECT_EQ(cost.comm().AllToAllSeconds(1e6, /*group_size=*/1, false), 0);
+}
+
+// llama3-8b: 32 query heads, 8 KV heads of dimension 128, bf16. SP 16 and 32
+// replicate each KV head 2 and 4 times, so K and V (2 x 1024 values per token
+// each copy) grow in the all-to-all while Q and the output (2 x 4096) do not.
+TEST(CostModelTest, AllToAllBytesGrowWithKvCopiesBeyondTheKvHeads) {
+  const ModelSpec model = Llama8b();
+  for (int sp : {1, 2, 4, 8}) EXPECT_EQ(model.UlyssesKvCopies(sp), 1) << sp;
+  EXPECT_EQ(model.UlyssesKvCopies(16), 2);
+  EXPECT_EQ(model.UlyssesKvCopies(32), 4);
+  EXPECT_DOUBLE_EQ(model.KvCopyBytesPerTokenPerLayer(), 2.0 * 2 * 1024);
+  EXPECT_DOUBLE_EQ(model.UlyssesBytesPerTokenPerLayer(8),
+                   2.0 * (2 * 4096 + 2 * 1024));
+  EXPECT_DOUBLE_EQ(model.UlyssesBytesPerTokenPerLayer(16),
+                   2.0 * (2 * 4096 + 2 * 2 * 1024));
+  EXPECT_DOUBLE_EQ(model.UlyssesBytesPerTokenPerLayer(32),
+                   2.0 * (2 * 4096 + 4 * 2 * 1024));
+  // A count that neither divides nor is a multiple: lcm(6, 4) = 12 heads.
+  EXPECT_EQ(UlyssesKvCopiesOf(/*num_kv_heads=*/6, /*sp_size=*/4), 2);
+
+  // The all-to-all time follows: same group (32 GPUs over 4 nodes), priced
+  // with the bytes of 4 copies rather than 1.
+  const CostModel cost = DefaultModel(model, H200Cluster(4, 8));
+  const MicroBatchShape shape = ShapeOf({262144}, /*sp_size=*/32);
+  const double bytes = static_cast<double>(shape.tokens_per_rank);
+  EXPECT_DOUBLE_EQ(
+      cost.UlyssesLayerSeconds(shape),
+      4 * cost.comm().AllToAllSeconds(
+              model.UlyssesBytesPerTokenPerLayer(32) * bytes / 4, 32,
+              /*inter_node=*/true));
+  const double one_copy = 4 * cost.comm().AllToAllSeconds(
+                                  model.UlyssesBytesPerTokenPerLayer(8) *
+                                      bytes / 4,
+                                  32, /*inter_node=*/true);
+  EXPECT_GT(cost.UlyssesLayerSeconds(shape), 1.5 * one_copy);
+}
+
+TEST(CostModelTest, PeakBytesCountKvCopiesBeyondTheKvHeads) {
+  const CostModel cost = DefaultModel(Llama8b(), H200Cluster(4, 8));
+  // The same tokens per rank at SP 8 and SP 16: SP 16 stores one more copy
+  // of K and V in each of the 32 layers (none checkpointed).
+  MicroBatchShape at_sp8 = ShapeOf({65536}, /*sp_size=*/8);
+  MicroBatchShape at_sp16 = ShapeOf({131072}, /*sp_size=*/16);
+  ASSERT_EQ(at_sp8.tokens_per_rank, at_sp16.tokens_per_rank);
+  EXPECT_DOUBLE_EQ(cost.PeakBytes(at_sp16, 0) - cost.PeakBytes(at_sp8, 0),
+                   8192.0 * 32 * cost.model().KvCopyBytesPerTokenPerLayer());
+  EXPECT_DOUBLE_EQ(cost.MicroBatch(at_sp16, 0).peak_bytes,
+                   cost.PeakBytes(at_sp16, 0));
 }
 
 TEST(CostModelTest, PeakBytesFallWithCheckpointedLayers) {
@@ -178,7 +226,7 @@ TEST(CostModelTest, TokenCountsSaturateInsteadOfWrapping) {
   absl::StatusOr<CostModel> cost =
       CostModel::Create(Llama8b(), H200Cluster(1, 8), params);
   ASSERT_TRUE(cost.ok()) << cost.status();
-  EXPECT_EQ(cost->MaxTokensPerRank(0), std::numeric_limits<int64_t>::max());
+  EXPECT_EQ(cost->MaxTokensPerRank(0, /*sp_size=*/1), std::numeric_limits<int64_t>::max());
   // Shapes add their counts saturating too.
   MicroBatchShape shape = ShapeOf({int64_t{1} << 62, int64_t{1} << 62,
                                    int64_t{1} << 62},
@@ -201,17 +249,24 @@ TEST(CostModelTest, MaxTokensPerRankIsConsistentWithPeakBytes) {
   const int layers = cost.model().num_layers;
   int64_t previous = 0;
   for (int k : {1, 2, layers / 2, layers}) {
-    const int64_t max_tokens = cost.MaxTokensPerRank(k);
+    const int64_t max_tokens = cost.MaxTokensPerRank(k, /*sp_size=*/1);
     ASSERT_GT(max_tokens, 0) << k;
-    EXPECT_LE(cost.memory().PeakBytes(max_tokens, k), budget) << k;
-    EXPECT_GT(cost.memory().PeakBytes(max_tokens + 1, k), budget) << k;
+    EXPECT_LE(cost.memory().PeakBytes(max_tokens, k, 1), budget) << k;
+    EXPECT_GT(cost.memory().PeakBytes(max_tokens + 1, k, 1), budget) << k;
     // More recomputation, more tokens.
     EXPECT_GT(max_tokens, previous) << k;
     previous = max_tokens;
   }
-  const int64_t no_recompute = cost.MaxTokensPerRank(0);
-  EXPECT_LE(cost.memory().PeakBytes(no_recompute, 0), budget);
-  EXPECT_GT(cost.memory().PeakBytes(no_recompute + 1, 0), budget);
+  const int64_t no_recompute = cost.MaxTokensPerRank(0, /*sp_size=*/1);
+  EXPECT_LE(cost.memory().PeakBytes(no_recompute, 0, 1), budget);
+  EXPECT_GT(cost.memory().PeakBytes(no_recompute + 1, 0, 1), budget);
+  // SP 16 holds two copies of llama3-8b's 8 KV heads: fewer tokens fit.
+  for (int k : {0, 1, layers}) {
+    const int64_t at_sp16 = cost.MaxTokensPerRank(k, /*sp_size=*/16);
+    EXPECT_LT(at_sp16, cost.MaxTokensPerRank(k, /*sp_size=*/8)) << k;
+    EXPECT_LE(cost.memory().PeakBytes(at_sp16, k, 16), budget) << k;
+    EXPECT_GT(cost.memory().PeakBytes(at_sp16 + 1, k, 16), budget) << k;
+  }
 }
 
 TEST(CostModelTest, MaxTokensPerRankIsZeroWhenTheModelStateDoesNotFit) {
@@ -219,7 +274,7 @@ TEST(CostModelTest, MaxTokensPerRankIsZeroWhenTheModelStateDoesNotFit) {
   const CostModel cost =
       DefaultModel(ModelPreset("llama3-70b").value(), H200Cluster(1, 1));
   EXPECT_GT(cost.memory().StaticBytes(), cost.MemoryBudgetBytes());
-  EXPECT_EQ(cost.MaxTokensPerRank(cost.model().num_layers), 0);
+  EXPECT_EQ(cost.MaxTokensPerRank(cost.model().num_layers, /*sp_size=*/1), 0);
   EXPECT_EQ(cost.MinCheckpointedLayers(ShapeOf({1}, 1)), std::nullopt);
 }
 

@@ -516,8 +516,9 @@ std::vector<ProfileSample> SyntheticProfile(const CostModel &truth,
       s.op = ProfileSample::Op::kActivationMemory;
       s.tokens = tokens;
       s.checkpointed_layers = k;
-      s.measured_bytes =
-          noisy(truth.memory().PeakBytes(static_cast<int64_t>(tokens), k));
+      // Profiled on one rank (SP 1): one copy of the KV heads.
+      s.measured_bytes = noisy(truth.memory().PeakBytes(
+          static_cast<int64_t>(tokens), k, /*sp_size=*/1));
       samples.push_back(s);
     }
   }

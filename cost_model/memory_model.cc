@@ -55,8 +55,15 @@ double MemoryModel::BytesPerTokenPerLayer(RecomputeLevel level) const {
   return params_.activation_bytes_per_token_per_layer;
 }
 
-double MemoryModel::ActivationBytesPerToken(int checkpointed_layers) const {
-  const double stored = params_.activation_bytes_per_token_per_layer;
+double MemoryModel::StoredBytesPerTokenPerLayer(int sp_size) const {
+  const int extra_copies = UlyssesKvCopiesOf(num_kv_heads_, sp_size) - 1;
+  return params_.activation_bytes_per_token_per_layer +
+         extra_copies * kv_copy_bytes_per_token_per_layer_;
+}
+
+double MemoryModel::ActivationBytesPerToken(int checkpointed_layers,
+                                            int sp_size) const {
+  const double stored = StoredBytesPerTokenPerLayer(sp_size);
   double bytes = (num_layers_ - checkpointed_layers) * stored +
                  checkpointed_layers *
                      params_.checkpoint_bytes_per_token_per_layer +
@@ -66,40 +73,45 @@ double MemoryModel::ActivationBytesPerToken(int checkpointed_layers) const {
   return bytes;
 }
 
-double MemoryModel::PeakBytes(int64_t tokens_per_rank,
-                              int checkpointed_layers) const {
-  return StaticBytes() + static_cast<double>(tokens_per_rank) *
-                             ActivationBytesPerToken(checkpointed_layers);
+double MemoryModel::PeakBytes(int64_t tokens_per_rank, int checkpointed_layers,
+                              int sp_size) const {
+  return StaticBytes() +
+         static_cast<double>(tokens_per_rank) *
+             ActivationBytesPerToken(checkpointed_layers, sp_size);
 }
 
-int64_t MemoryModel::MaxTokensPerRank(int checkpointed_layers,
+int64_t MemoryModel::MaxTokensPerRank(int checkpointed_layers, int sp_size,
                                       double budget_bytes) const {
   const double free_bytes = budget_bytes - StaticBytes();
   if (free_bytes <= 0) return 0;
   // Saturating: a (fitted) near-zero bytes per token must not wrap.
-  return SaturatingToInt64(
-      std::floor(free_bytes / ActivationBytesPerToken(checkpointed_layers)));
+  return SaturatingToInt64(std::floor(
+      free_bytes / ActivationBytesPerToken(checkpointed_layers, sp_size)));
 }
 
 std::optional<int> MemoryModel::MinCheckpointedLayers(
-    int64_t tokens_per_rank, double budget_bytes) const {
-  if (PeakBytes(tokens_per_rank, 0) <= budget_bytes) return 0;
+    int64_t tokens_per_rank, int sp_size, double budget_bytes) const {
+  if (PeakBytes(tokens_per_rank, 0, sp_size) <= budget_bytes) return 0;
   // For k >= 1 the activation bytes fall linearly in k (each checkpointed
   // layer keeps its input instead of its activations), so solve for the
   // least k and step over rounding.
-  const double saved_per_layer =
-      params_.activation_bytes_per_token_per_layer -
-      params_.checkpoint_bytes_per_token_per_layer;
+  const double saved_per_layer = StoredBytesPerTokenPerLayer(sp_size) -
+                                 params_.checkpoint_bytes_per_token_per_layer;
   int k = 1;
   if (saved_per_layer > 0 && tokens_per_rank > 0) {
-    const double excess = PeakBytes(tokens_per_rank, 1) - budget_bytes;
+    const double excess = PeakBytes(tokens_per_rank, 1, sp_size) - budget_bytes;
     // In double, then clamped: a huge excess must not overflow an int.
     const double layers = std::ceil(
         excess / (saved_per_layer * static_cast<double>(tokens_per_rank)));
     k = std::clamp(SaturatingToInt(layers), 1, num_layers_);
   }
-  while (k <= num_layers_ && PeakBytes(tokens_per_rank, k) > budget_bytes) ++k;
-  while (k > 1 && PeakBytes(tokens_per_rank, k - 1) <= budget_bytes) --k;
+  while (k <= num_layers_ &&
+         PeakBytes(tokens_per_rank, k, sp_size) > budget_bytes) {
+    ++k;
+  }
+  while (k > 1 && PeakBytes(tokens_per_rank, k - 1, sp_size) <= budget_bytes) {
+    --k;
+  }
   if (k > num_layers_) return std::nullopt;
   return k;
 }

@@ -62,32 +62,43 @@ void SetTrainingStateBytes(TrainingPrecision precision, bool zero1,
 MemoryParams DefaultMemoryParams(const ModelSpec& model);
 
 /// Peak bytes of one GPU running a micro-batch with the first k of n layers
-/// checkpointed (pyramid activation checkpointing). Immutable; thread-safe.
+/// checkpointed (pyramid activation checkpointing) on an SP group of a given
+/// size: a group larger than the KV-head count stores replicated K and V
+/// (ModelSpec::UlyssesKvCopies) in every layer that keeps its activations.
+/// Immutable; thread-safe.
 class MemoryModel {
  public:
   MemoryModel(const ModelSpec& model, const MemoryParams& params,
               int world_size)
       : num_layers_(model.num_layers),
+        num_kv_heads_(model.num_kv_heads),
+        kv_copy_bytes_per_token_per_layer_(model.KvCopyBytesPerTokenPerLayer()),
         parameters_(static_cast<double>(model.ParameterCount())),
         params_(params),
         world_size_(world_size) {}
 
   /// Weights, gradients, optimizer states, communicators and fixed bytes.
   double StaticBytes() const;
-  /// Bytes per token per layer at a recompute level.
+  /// Bytes per token per layer at a recompute level (one copy of KV heads).
   double BytesPerTokenPerLayer(RecomputeLevel level) const;
+  /// Bytes per token a layer that keeps all its activations stores on an SP
+  /// group of `sp_size`: the fitted figure plus the extra KV-head copies.
+  double StoredBytesPerTokenPerLayer(int sp_size) const;
   /// Activation bytes per token held during a micro-batch with
   /// `checkpointed_layers` fully recomputed layers (the others keep all),
   /// including the working set of the layer being recomputed and logits.
-  double ActivationBytesPerToken(int checkpointed_layers) const;
+  double ActivationBytesPerToken(int checkpointed_layers, int sp_size) const;
   /// Static bytes plus activations of `tokens_per_rank` tokens.
-  double PeakBytes(int64_t tokens_per_rank, int checkpointed_layers) const;
+  double PeakBytes(int64_t tokens_per_rank, int checkpointed_layers,
+                   int sp_size) const;
   /// The most tokens per rank that fit `budget_bytes` at that setting
   /// (0 if even the static bytes do not fit).
-  int64_t MaxTokensPerRank(int checkpointed_layers, double budget_bytes) const;
+  int64_t MaxTokensPerRank(int checkpointed_layers, int sp_size,
+                           double budget_bytes) const;
   /// The fewest checkpointed layers that make the micro-batch fit, or nullopt
   /// when even full recompute does not.
   std::optional<int> MinCheckpointedLayers(int64_t tokens_per_rank,
+                                           int sp_size,
                                            double budget_bytes) const;
 
   int num_layers() const { return num_layers_; }
@@ -95,6 +106,8 @@ class MemoryModel {
 
  private:
   int num_layers_;
+  int num_kv_heads_;
+  double kv_copy_bytes_per_token_per_layer_;
   double parameters_;
   MemoryParams params_;
   int world_size_;

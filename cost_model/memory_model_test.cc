@@ -51,14 +51,64 @@ TEST(MemoryModelTest, CommunicatorsCountInStaticBytesAndShrinkTheTokenBudget) {
   const MemoryModel with(spec, params, /*world_size=*/8);
   EXPECT_DOUBLE_EQ(with.StaticBytes() - without.StaticBytes(), 5 * 0.6e9);
   const double budget = without.StaticBytes() + 4e9;
-  EXPECT_GT(without.MaxTokensPerRank(0, budget),
-            with.MaxTokensPerRank(0, budget));
+  EXPECT_GT(without.MaxTokensPerRank(0, /*sp_size=*/1, budget),
+            with.MaxTokensPerRank(0, /*sp_size=*/1, budget));
   // 3 GB of communicators leave 1 GB of the 4 GB for activations.
-  EXPECT_NEAR(static_cast<double>(with.MaxTokensPerRank(0, budget)) /
-                  without.MaxTokensPerRank(0, budget),
+  EXPECT_NEAR(static_cast<double>(with.MaxTokensPerRank(0, /*sp_size=*/1, budget)) /
+                  without.MaxTokensPerRank(0, /*sp_size=*/1, budget),
               0.25, 0.01);
   // A budget the communicators alone exceed fits nothing.
-  EXPECT_EQ(with.MaxTokensPerRank(0, without.StaticBytes() + 2e9), 0);
+  EXPECT_EQ(with.MaxTokensPerRank(0, /*sp_size=*/1, without.StaticBytes() + 2e9), 0);
+}
+
+// Spec(): 4 query heads over 2 KV heads. SP 4 holds two copies of each KV
+// head: K and V after the all-to-all are twice as large per token in every
+// layer that keeps its activations; checkpointed layers keep only their
+// input, so they cost the same.
+TEST(MemoryModelTest, GroupsBeyondTheKvHeadsStoreReplicatedKeysAndValues) {
+  const ModelSpec spec = Spec();
+  const MemoryParams params = DefaultMemoryParams(spec);
+  const MemoryModel memory(spec, params, /*world_size=*/4);
+  const double kv_copy = spec.KvCopyBytesPerTokenPerLayer();
+  // dtype 2 bytes x (K + V) x 2 KV heads x head dim 16.
+  EXPECT_DOUBLE_EQ(kv_copy, 2.0 * 2 * 2 * 16);
+  EXPECT_DOUBLE_EQ(memory.StoredBytesPerTokenPerLayer(1),
+                   params.activation_bytes_per_token_per_layer);
+  EXPECT_DOUBLE_EQ(memory.StoredBytesPerTokenPerLayer(2),
+                   params.activation_bytes_per_token_per_layer);
+  EXPECT_DOUBLE_EQ(memory.StoredBytesPerTokenPerLayer(4),
+                   params.activation_bytes_per_token_per_layer + kv_copy);
+  // No recompute: both layers store the extra copy.
+  EXPECT_DOUBLE_EQ(memory.ActivationBytesPerToken(0, 4) -
+                       memory.ActivationBytesPerToken(0, 2),
+                   2 * kv_copy);
+  // One layer checkpointed: the other, plus the recompute working set.
+  EXPECT_DOUBLE_EQ(memory.ActivationBytesPerToken(1, 4) -
+                       memory.ActivationBytesPerToken(1, 2),
+                   2 * kv_copy);
+  // Both checkpointed: only the working set of the layer being recomputed.
+  EXPECT_DOUBLE_EQ(memory.ActivationBytesPerToken(2, 4) -
+                       memory.ActivationBytesPerToken(2, 2),
+                   kv_copy);
+  const double budget = memory.StaticBytes() + 1e6;
+  EXPECT_LT(memory.MaxTokensPerRank(0, 4, budget),
+            memory.MaxTokensPerRank(0, 2, budget));
+  EXPECT_DOUBLE_EQ(memory.PeakBytes(1000, 0, 4) - memory.PeakBytes(1000, 0, 2),
+                   1000 * 2 * kv_copy);
+}
+
+TEST(MemoryModelTest, MinCheckpointedLayersCountsTheKvCopies) {
+  const ModelSpec spec = Spec();
+  const MemoryModel memory(spec, DefaultMemoryParams(spec), /*world_size=*/4);
+  // A budget where SP 2's shard fits without recompute but the same tokens
+  // with SP 4's KV copies do not.
+  const int64_t tokens = 1000;
+  const double budget = memory.PeakBytes(tokens, 0, /*sp_size=*/2);
+  EXPECT_EQ(memory.MinCheckpointedLayers(tokens, 2, budget), 0);
+  const std::optional<int> at_sp4 = memory.MinCheckpointedLayers(tokens, 4, budget);
+  ASSERT_TRUE(at_sp4.has_value());
+  EXPECT_GT(*at_sp4, 0);
+  EXPECT_LE(memory.PeakBytes(tokens, *at_sp4, 4), budget);
 }
 
 }  // namespace

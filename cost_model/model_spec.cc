@@ -1,6 +1,7 @@
 #include "cost_model/model_spec.h"
 
 #include <fstream>
+#include <numeric>
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
@@ -49,9 +50,18 @@ double ModelSpec::HeadForwardFlopsPerToken() const {
   return 2.0 * static_cast<double>(hidden_size) * vocab_size;
 }
 
-double ModelSpec::UlyssesBytesPerTokenPerLayer() const {
-  return dtype_bytes *
-         static_cast<double>(2 * hidden_size + 2 * KvHiddenSize());
+int UlyssesKvCopiesOf(int num_kv_heads, int sp_size) {
+  if (sp_size <= 1 || num_kv_heads <= 0) return 1;
+  return sp_size / std::gcd(num_kv_heads, sp_size);
+}
+
+double ModelSpec::UlyssesBytesPerTokenPerLayer(int sp_size) const {
+  return dtype_bytes * static_cast<double>(2 * hidden_size) +
+         UlyssesKvCopies(sp_size) * KvCopyBytesPerTokenPerLayer();
+}
+
+double ModelSpec::KvCopyBytesPerTokenPerLayer() const {
+  return dtype_bytes * static_cast<double>(2 * KvHiddenSize());
 }
 
 double ModelSpec::ActivationBytesPerTokenPerLayer() const {

@@ -11,6 +11,11 @@
 
 namespace dcp {
 
+/// Copies of each of `num_kv_heads` KV heads a Ulysses group of `sp_size`
+/// holds so that every rank gets whole heads: sp_size / gcd(num_kv_heads,
+/// sp_size), 1 when sp_size divides num_kv_heads.
+int UlyssesKvCopiesOf(int num_kv_heads, int sp_size);
+
 /// Architecture of a transformer being trained: a GPT-style decoder (causal,
 /// SwiGLU) or a DiT-style video model (full attention, GELU MLP, adaLN).
 /// A plain value type; thread-compatible.
@@ -19,7 +24,9 @@ struct ModelSpec {
   int num_layers = 0;
   int64_t hidden_size = 0;
   int num_attention_heads = 0;
-  /// Grouped-query attention: key/value heads. Ulysses SP size must divide it.
+  /// Grouped-query attention: key/value heads. A Ulysses SP size must divide
+  /// num_attention_heads; one that does not divide this replicates KV heads
+  /// (UlyssesKvCopies).
   int num_kv_heads = 0;
   int64_t ffn_hidden_size = 0;
   /// 0 for models without a token embedding / LM head (video DiT).
@@ -48,9 +55,19 @@ struct ModelSpec {
   double AttentionForwardFlopsPerSquaredToken() const;
   /// Forward FLOPs of the LM head per token (0 without a vocabulary).
   double HeadForwardFlopsPerToken() const;
+  /// Copies of each KV head an SP group of `sp_size` holds: KV heads are
+  /// replicated to lcm(num_kv_heads, sp_size) before the all-to-all.
+  int UlyssesKvCopies(int sp_size) const {
+    return UlyssesKvCopiesOf(num_kv_heads, sp_size);
+  }
   /// Bytes one token sends in the four Ulysses all-to-alls of one layer's
-  /// forward pass (Q, K, V in; attention output back).
-  double UlyssesBytesPerTokenPerLayer() const;
+  /// forward pass on an SP group of `sp_size` (Q, K, V in, with K and V
+  /// replicated UlyssesKvCopies times; attention output back).
+  double UlyssesBytesPerTokenPerLayer(int sp_size) const;
+  /// Bytes per token per layer one more copy of the KV heads adds to the
+  /// stored activations (K and V after the all-to-all, kept for attention's
+  /// backward).
+  double KvCopyBytesPerTokenPerLayer() const;
   /// Bytes per token of one layer's stored activations with no recompute
   /// (flash attention: no score matrix), following Korthikanti et al. 2022.
   double ActivationBytesPerTokenPerLayer() const;

@@ -117,7 +117,7 @@ absl::StatusOr<Plan> PlanPacked(const CostModel& cost_model,
   if (!config.ok()) return config.status();
   const int sp_size = config->sp_size;
   const int64_t capacity =
-      cost_model.MaxTokensPerRank(config->checkpointed_layers);
+      cost_model.MaxTokensPerRank(config->checkpointed_layers, sp_size);
   std::vector<int> all(lengths_tokens.size());
   for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int>(i);
   std::vector<std::vector<int>> bins =

@@ -115,7 +115,7 @@ TEST(ChooseStaticConfigTest, SmallestFittingSpAndLeastRecompute) {
 
 TEST(ChooseStaticConfigTest, KnownSettingsForLlama8bOnFourNodes) {
   const CostModel cost_model = MakeCostModel("llama3-8b", 4, 8);
-  const int64_t per_rank_full = cost_model.MaxTokensPerRank(32);
+  const int64_t per_rank_full = cost_model.MaxTokensPerRank(32, /*sp_size=*/1);
   // Short: SP 1, nothing recomputed.
   absl::StatusOr<StaticConfig> short_config = ChooseStaticConfig(
       cost_model, StaticOptions{}, std::vector<int64_t>{1500, 2000});
@@ -320,7 +320,7 @@ TEST(PlanPackedTest, RespectsCapacityAndBalancesTokens) {
     ASSERT_TRUE(config.ok()) << config.status();
     const int sp = config->sp_size;
     const int64_t capacity =
-        cost_model.MaxTokensPerRank(config->checkpointed_layers);
+        cost_model.MaxTokensPerRank(config->checkpointed_layers, sp);
     absl::StatusOr<Plan> plan =
         PlanPacked(cost_model, lengths, StaticOptions{});
     ASSERT_TRUE(plan.ok()) << plan.status();
@@ -371,7 +371,7 @@ TEST(PlanPackedTest, PacksShortSequencesTogether) {
   for (const GroupPlan& group : plan->groups) {
     micro_batches += group.micro_batches.size();
   }
-  const int64_t capacity = cost_model.MaxTokensPerRank(0);
+  const int64_t capacity = cost_model.MaxTokensPerRank(0, /*sp_size=*/1);
   EXPECT_EQ(micro_batches, static_cast<size_t>((64 + capacity / 1000 - 1) /
                                                (capacity / 1000)));
   EXPECT_TRUE(ValidatePlan(cost_model, lengths, *plan).ok())

@@ -39,14 +39,16 @@ absl::Status ValidateBatch(absl::Span<const int64_t> lengths_tokens) {
 absl::StatusOr<std::vector<int>> LegalSpSizes(const CostModel& cost_model,
                                               absl::Span<const int> requested) {
   const ClusterSpec& cluster = cost_model.cluster();
-  const int kv_heads = cost_model.model().num_kv_heads;
+  const int heads = cost_model.model().num_attention_heads;
   const int world = cluster.NumGpus();
   const int per_node = cluster.gpus_per_node;
   auto why_illegal = [&](int sp) -> std::string {
     if (sp <= 0) return "it must be positive";
-    if (kv_heads % sp != 0) {
-      return absl::StrCat("Ulysses needs it to divide the model's ", kv_heads,
-                          " KV heads");
+    // KV heads are replicated when `sp` does not divide their count
+    // (ModelSpec::UlyssesKvCopies); query heads are only split.
+    if (heads % sp != 0) {
+      return absl::StrCat("Ulysses needs it to divide the model's ", heads,
+                          " attention heads");
     }
     if (sp > world) return absl::StrCat("the world has only ", world, " GPUs");
     if (per_node % sp != 0 && sp % per_node != 0) {
@@ -57,7 +59,7 @@ absl::StatusOr<std::vector<int>> LegalSpSizes(const CostModel& cost_model,
   };
   std::vector<int> sizes;
   if (requested.empty()) {
-    for (int sp = 1; sp <= std::min(world, kv_heads); ++sp) {
+    for (int sp = 1; sp <= std::min(world, heads); ++sp) {
       if (why_illegal(sp).empty()) sizes.push_back(sp);
     }
   } else {

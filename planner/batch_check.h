@@ -16,7 +16,8 @@ namespace dcp {
 absl::Status ValidateBatch(absl::Span<const int64_t> lengths_tokens);
 
 /// SP sizes a plan may use on this model and cluster: sizes that divide the
-/// KV-head count (Ulysses), fit in the world, and either divide the GPUs per
+/// attention-head count (Ulysses; KV heads are replicated where the size
+/// does not divide their count), fit in the world, and either divide the GPUs per
 /// node (the group stays inside a node) or are a multiple of it (whole
 /// nodes). `requested` (empty = all) restricts them; a requested size that
 /// is not legal is an error saying why.

@@ -65,15 +65,16 @@ TEST(ValidateBatchTest, RejectsAbsurdLengthsAndBatches) {
 }
 
 TEST(LegalSpSizesTest, AllLegalSizesPerModelAndCluster) {
-  // llama3-8b: 8 KV heads.
+  // llama3-8b: 32 attention heads over 8 KV heads; SP 16 and 32 replicate
+  // the KV heads.
   EXPECT_THAT(*LegalSpSizes(MakeCostModel("llama3-8b", 4, 8), {}),
-              ElementsAre(1, 2, 4, 8));
-  // video-dit-1b: 16 KV heads, and 16 covers two whole nodes.
+              ElementsAre(1, 2, 4, 8, 16, 32));
+  // video-dit-1b: 16 heads, and 16 covers two whole nodes.
   EXPECT_THAT(*LegalSpSizes(MakeCostModel("video-dit-1b", 4, 8), {}),
               ElementsAre(1, 2, 4, 8, 16));
-  // tiny: 2 KV heads.
+  // tiny: 4 attention heads over 2 KV heads.
   EXPECT_THAT(*LegalSpSizes(MakeCostModel("tiny", 4, 8), {}),
-              ElementsAre(1, 2));
+              ElementsAre(1, 2, 4));
   // The world caps them.
   EXPECT_THAT(*LegalSpSizes(MakeCostModel("llama3-8b", 1, 4), {}),
               ElementsAre(1, 2, 4));
@@ -96,15 +97,15 @@ TEST(LegalSpSizesTest, IllegalRequestedSizesSayWhy) {
         LegalSpSizes(llama, std::vector<int>{1, 3});
     EXPECT_EQ(sizes.status().code(), absl::StatusCode::kInvalidArgument);
     EXPECT_THAT(sizes.status().message(), HasSubstr("SP size 3"));
-    EXPECT_THAT(sizes.status().message(), HasSubstr("8 KV heads"));
+    EXPECT_THAT(sizes.status().message(), HasSubstr("32 attention heads"));
   }
   {
-    // 16 fits the 32 GPUs and covers whole nodes, but not the 8 KV heads.
+    // 64 does not divide the 32 attention heads (nor fit the 32 GPUs).
     absl::StatusOr<std::vector<int>> sizes =
-        LegalSpSizes(llama, std::vector<int>{16});
+        LegalSpSizes(llama, std::vector<int>{64});
     EXPECT_EQ(sizes.status().code(), absl::StatusCode::kInvalidArgument);
-    EXPECT_THAT(sizes.status().message(), HasSubstr("SP size 16"));
-    EXPECT_THAT(sizes.status().message(), HasSubstr("8 KV heads"));
+    EXPECT_THAT(sizes.status().message(), HasSubstr("SP size 64"));
+    EXPECT_THAT(sizes.status().message(), HasSubstr("32 attention heads"));
   }
   {
     absl::StatusOr<std::vector<int>> sizes =
@@ -131,7 +132,7 @@ TEST(MinFeasibleSpSizeTest, LeastSizeThatHoldsTheSequenceWithFullRecompute) {
   const std::vector<int> sizes = {1, 2, 4, 8};
   const int layers = cost_model.model().num_layers;
   // The most tokens one rank holds with every layer recomputed.
-  const int64_t per_rank = cost_model.MaxTokensPerRank(layers);
+  const int64_t per_rank = cost_model.MaxTokensPerRank(layers, /*sp_size=*/8);
   ASSERT_GT(per_rank, 0);
   struct Case {
     int64_t length;
@@ -156,6 +157,23 @@ TEST(MinFeasibleSpSizeTest, LeastSizeThatHoldsTheSequenceWithFullRecompute) {
                 cost_model.MemoryBudgetBytes());
     }
   }
+  // Past SP 8 the sequence needs SP 16, whose KV copies leave fewer tokens
+  // per rank than SP 8's.
+  const int64_t per_rank_16 =
+      cost_model.MaxTokensPerRank(layers, /*sp_size=*/16);
+  ASSERT_LT(per_rank_16, per_rank);
+  ASSERT_GT(per_rank_16 * 16, per_rank * 8);
+  EXPECT_EQ(*MinFeasibleSpSize(cost_model, std::vector<int>{1, 2, 4, 8, 16},
+                               /*sequence_index=*/0, 8 * per_rank + 1),
+            16);
+  EXPECT_EQ(*MinFeasibleSpSize(cost_model, std::vector<int>{1, 2, 4, 8, 16},
+                               /*sequence_index=*/0, 16 * per_rank_16),
+            16);
+  EXPECT_EQ(MinFeasibleSpSize(cost_model, std::vector<int>{1, 2, 4, 8, 16},
+                              /*sequence_index=*/0, 16 * per_rank_16 + 16)
+                .status()
+                .code(),
+            absl::StatusCode::kResourceExhausted);
   // Only the offered sizes count.
   EXPECT_EQ(*MinFeasibleSpSize(cost_model, std::vector<int>{4, 8},
                                /*sequence_index=*/0, /*length_tokens=*/10),
@@ -164,7 +182,7 @@ TEST(MinFeasibleSpSizeTest, LeastSizeThatHoldsTheSequenceWithFullRecompute) {
 
 TEST(MinFeasibleSpSizeTest, NothingFitsNamesSequenceTokensBytesAndBudget) {
   const CostModel cost_model = MakeCostModel("llama3-8b", 4, 8);
-  const int64_t length = 8 * cost_model.MaxTokensPerRank(32) + 8;
+  const int64_t length = 8 * cost_model.MaxTokensPerRank(32, /*sp_size=*/8) + 8;
   absl::StatusOr<int> sp =
       MinFeasibleSpSize(cost_model, std::vector<int>{1, 2, 4, 8},
                         /*sequence_index=*/17, length);

@@ -42,7 +42,7 @@ double BestCaseSeconds(const CostModel& cost_model, int64_t length_tokens,
     const double bandwidth =
         cost_model.SpansNodes(sp) ? comm.all_to_all_inter_bus_bytes_per_second
                                   : comm.all_to_all_intra_bus_bytes_per_second;
-    all_to_all = model.UlyssesBytesPerTokenPerLayer() * tokens_per_rank *
+    all_to_all = model.UlyssesBytesPerTokenPerLayer(sp) * tokens_per_rank *
                  (sp - 1) / sp / bandwidth;
   }
   const double layer_forward =

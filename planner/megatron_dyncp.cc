@@ -344,8 +344,9 @@ absl::StatusOr<MegatronDynCpSetting> TuneMegatronDynCp(
     return absl::InvalidArgumentError(
         "no batches to tune megatron-dyncp's cap on");
   }
-  const int64_t most_per_rank =
-      cost_model.MaxTokensPerRank(cost_model.model().num_layers);
+  // The most any rank holds: full recompute, one copy of the KV heads.
+  const int64_t most_per_rank = cost_model.MaxTokensPerRank(
+      cost_model.model().num_layers, /*sp_size=*/1);
   std::optional<MegatronDynCpSetting> best;
   std::string last_error = "no cap between 512 tokens and what a rank holds";
   for (int64_t power = 512; power <= most_per_rank; power *= 2) {

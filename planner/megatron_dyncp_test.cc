@@ -115,7 +115,7 @@ TEST(MegatronDynCpTest, TrimmedSubSampleRunsInTheNextRound) {
 
 TEST(MegatronDynCpTest, CpSizeIsClampedToTheLargestLegalSize) {
   CostModel cost_model = MakeCostModel("llama3-8b", 1, 8);
-  // 100K tokens at 1024 per rank would need CP 128; SP stops at 8 (KV heads).
+  // 100K tokens at 1024 per rank would need CP 128; SP stops at the 8 GPUs.
   const std::vector<int64_t> lengths = {100000};
   absl::StatusOr<PhasedPlan> plan =
       PlanMegatronDynCp(cost_model, {}, lengths, Cap(1024, /*layers=*/32));

@@ -50,8 +50,8 @@ Instance RandomInstance(std::mt19937_64& rng) {
     const CostModel cost_model =
         *CostModel::CreateDefault(instance.model, instance.cluster);
     const std::vector<int> sizes = *LegalSpSizes(cost_model, {});
-    const int64_t per_rank =
-        cost_model.MaxTokensPerRank(instance.model.num_layers);
+    const int64_t per_rank = cost_model.MaxTokensPerRank(
+        instance.model.num_layers, /*sp_size=*/sizes.back());
     if (per_rank == 0) continue;  // the model state alone does not fit
     const int64_t fits = std::min<int64_t>(per_rank * sizes.back(), 1 << 20);
     const int64_t cap = std::max<int64_t>(64, fits * (40 + rng() % 50) / 100);

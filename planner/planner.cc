@@ -211,9 +211,9 @@ absl::Status PlanSearch::Prepare() {
   }
   squares_exact_ = sum_squares < kExactIntegers;
   for (int sp : sizes_) {
-    capacity_no_recompute_.push_back(cost_model_.MaxTokensPerRank(0));
+    capacity_no_recompute_.push_back(cost_model_.MaxTokensPerRank(0, sp));
     capacity_full_recompute_.push_back(
-        cost_model_.MaxTokensPerRank(cost_model_.model().num_layers));
+        cost_model_.MaxTokensPerRank(cost_model_.model().num_layers, sp));
     MicroBatchShape token;
     token.sp_size = sp;
     token.AddSequence(1);
@@ -864,7 +864,8 @@ void PlanSearch::HideAllReduce(Plan& plan, const Assignment& assignment,
       Plan trial = plan;
       trial.groups[slowest].micro_batches =
           MicroBatches(sequences, plan.groups[slowest].sp_size(),
-                       cost_model_.MaxTokensPerRank(k));
+                       cost_model_.MaxTokensPerRank(
+                           k, plan.groups[slowest].sp_size()));
       PredictPlan(cost_model_, lengths_, trial);
       if (trial.predicted_step_seconds < best.predicted_step_seconds) {
         best = std::move(trial);

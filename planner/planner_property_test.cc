@@ -43,7 +43,7 @@ Scenario RandomScenarioOrTooSmall(std::mt19937_64& rng) {
   // The longest sequence the largest group holds with full recompute.
   const int largest = sizes.back();
   const int64_t per_rank =
-      cost_model.MaxTokensPerRank(scenario.model.num_layers);
+      cost_model.MaxTokensPerRank(scenario.model.num_layers, largest);
   if (per_rank == 0) return scenario;  // no lengths: too small
   const int64_t fits = std::max<int64_t>(
       1, std::min<int64_t>(per_rank * largest, int64_t{1} << 20));

@@ -134,7 +134,7 @@ absl::Status Validate(const ModelSpec& model, const ClusterSpec& cluster,
                       const Plan& plan) {
   Problems problems;
   const int world = cluster.NumGpus();
-  const int kv_heads = model.num_kv_heads;
+  const int heads = model.num_attention_heads;
   const int num_layers = model.num_layers;
   const int num_sequences = static_cast<int>(lengths_tokens.size());
 
@@ -188,10 +188,12 @@ absl::Status Validate(const ModelSpec& model, const ClusterSpec& cluster,
         group_of_rank[rank] = g;
       }
     }
-    if (kv_heads <= 0 || kv_heads % size != 0) {
+    // KV heads are replicated where `size` does not divide their count.
+    if (heads <= 0 || heads % size != 0) {
       problems.Add(absl::StrCat(GroupName(g, group), ": SP size ", size,
-                                " must divide the model's ", kv_heads,
-                                " KV heads (Ulysses splits heads over ranks)"));
+                                " must divide the model's ", heads,
+                                " attention heads (Ulysses splits heads over "
+                                "ranks)"));
     } else if (ranks_ok) {
       CheckGroupLayout(g, group, cluster, problems);
     }

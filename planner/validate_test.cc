@@ -123,14 +123,26 @@ TEST_F(ValidatePlanTest, RankInNoGroup) {
               HasSubstr("4 of 16 ranks are in no group: 12, 13, 14, 15"));
 }
 
-TEST_F(ValidatePlanTest, SpSizeMustDivideKvHeads) {
-  // llama3-8b has 8 KV heads: a group of 3 cannot split them.
+TEST_F(ValidatePlanTest, SpSizeMustDivideAttentionHeads) {
+  // llama3-8b has 32 attention heads: a group of 3 cannot split them.
   plan_.groups[0] = Group({0, 1, 2}, {{0, 1}, {2}}, 32);
   plan_.groups.push_back(Group({3}, {}, 0));
   EXPECT_THAT(Validate().message(),
               AllOf(HasSubstr("group 0 (ranks 0-2, SP=3): SP size 3 must "
-                              "divide the model's 8 KV heads"),
+                              "divide the model's 32 attention heads"),
                     ::testing::Not(HasSubstr("group 3"))));
+}
+
+TEST(ValidatePlanKvCopiesTest, SpBeyondTheKvHeadsIsValid) {
+  // llama3-8b's 8 KV heads: a group of 16 (two whole nodes) replicates each
+  // KV head twice, and its memory is priced with the copies.
+  const CostModel cost_model = MakeCostModel("llama3-8b", 4, 8);
+  const std::vector<int64_t> lengths = {131072, 4096};
+  Plan plan;
+  plan.groups.push_back(Group(Range(0, 16), {{0}}, 32));
+  plan.groups.push_back(Group(Range(16, 16), {{1}}, 0));
+  EXPECT_TRUE(ValidatePlan(cost_model, lengths, plan).ok())
+      << ValidatePlan(cost_model, lengths, plan);
 }
 
 TEST_F(ValidatePlanTest, GroupMustBeAlignedInsideNode) {
@@ -174,7 +186,7 @@ TEST(ValidatePlanNodesTest, LargeGroupMustCoverWholeNodes) {
 }
 
 TEST(ValidatePlanNodesTest, LargeGroupSizeMustBeMultipleOfNode) {
-  // A model with 12 KV heads, so that SP=6 passes the head check and only
+  // A model with 48 attention heads, so that SP=6 passes the head check and only
   // the node rule rejects it on 2 nodes x 4 GPUs.
   absl::StatusOr<ModelSpec> model = ModelPreset("llama3-8b");
   ASSERT_TRUE(model.ok());

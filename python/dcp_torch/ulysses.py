@@ -9,6 +9,8 @@ member's tokens with all heads. The all-to-alls are differentiable: the
 backward of each is the opposite all-to-all.
 """
 
+import math
+
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
@@ -102,7 +104,11 @@ def attention(q, k, v, causal=True, core=None):
     computes one sequence's attention on [heads, L, D] tensors (default:
     torch's scaled_dot_product_attention). Returns [T, H, D].
 
-    HeadsNotDivisibleError when the SP size does not divide H and Hkv."""
+    Where the SP size does not divide Hkv, the KV heads are first repeated
+    to lcm(Hkv, SP size) so that each rank gets whole heads (as the C++
+    worker does; the planner prices the larger all-to-all and memory).
+
+    HeadsNotDivisibleError when the SP size does not divide H."""
     packing = context.current()
     if packing is None:
         raise RuntimeError(
@@ -113,14 +119,17 @@ def attention(q, k, v, causal=True, core=None):
         return packed_attention(q, k, v, packing.cu_seqlens, causal,
                                 packing.padded, core)
     heads, kv_heads = q.shape[1], k.shape[1]
-    if heads % sp or kv_heads % sp:
+    if heads % sp:
         raise HeadsNotDivisibleError(
             f"the plan runs this micro-batch at SP size {sp}, which cannot "
-            f"split the model's {heads} attention heads and {kv_heads} "
-            f"key/value heads (Ulysses gives each rank 1/{sp} of both); "
-            "start dcp_planner with the model's true head counts "
-            "(dcp_torch.model_spec) so that it plans only SP sizes dividing "
-            "them")
+            f"split the model's {heads} attention heads (Ulysses gives each "
+            f"rank 1/{sp} of them); start dcp_planner with the model's true "
+            "head counts (dcp_torch.model_spec) so that it plans only SP "
+            "sizes dividing them")
+    kv_copies = sp // math.gcd(kv_heads, sp)
+    if kv_copies > 1:
+        k = k.repeat_interleave(kv_copies, dim=1)
+        v = v.repeat_interleave(kv_copies, dim=1)
     q, k, v = (_AllToAll.apply(t, packing, True) for t in (q, k, v))
     out = packed_attention(q, k, v, packing.cu_seqlens, causal,
                            packing.padded, core)

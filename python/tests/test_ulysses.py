@@ -57,9 +57,11 @@ def _sharded(rank, world_size, causal, heads, kv_heads):
     return out.detach(), q.grad, k.grad, v.grad
 
 
+# (8, 2): SP 4 is beyond the 2 KV heads, which are repeated to 4.
+@pytest.mark.parametrize("heads,kv_heads", [(8, 4), (8, 2)])
 @pytest.mark.parametrize("causal", [True, False])
-def test_sp4_attention_and_grads_equal_the_naive_reference(causal, ranks4):
-    heads, kv_heads = 8, 4
+def test_sp4_attention_and_grads_equal_the_naive_reference(causal, heads,
+                                                           kv_heads, ranks4):
     expected = _reference(causal, heads, kv_heads)
     results = ranks4.run(_sharded, causal, heads, kv_heads)
     total = sum(LENGTHS)

@@ -110,5 +110,19 @@ TEST(GradientEquivalenceReferenceTest, MissingSequenceIsDetectedInEveryMode) {
   EXPECT_TRUE(status.ok()) << status;
 }
 
+// The "sp4_recompute" plan runs SP 4 on the tiny model's 2 KV heads, so the
+// equivalence above covers KV heads replicated across the group (two copies
+// each); this keeps that coverage from silently going away.
+TEST(GradientEquivalencePlansTest, Sp4PlanRunsBeyondTheKvHeadCount) {
+  absl::StatusOr<ModelSpec> tiny = ModelPreset("tiny");
+  ASSERT_TRUE(tiny.ok()) << tiny.status();
+  EXPECT_EQ(tiny->UlyssesKvCopies(4), 2);
+  absl::StatusOr<Plan> plan =
+      ::dcp::testing::EquivalencePlanNamed("sp4_recompute");
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_EQ(plan->groups.size(), 1u);
+  EXPECT_EQ(plan->groups[0].sp_size(), 4);
+}
+
 }  // namespace
 }  // namespace dcp
