@@ -31,6 +31,10 @@ const char *OpName(ProfileSample::Op op) {
       return "all_reduce";
     case ProfileSample::Op::kActivationMemory:
       return "activation_memory";
+    case ProfileSample::Op::kReduceScatter:
+      return "reduce_scatter";
+    case ProfileSample::Op::kAllGather:
+      return "all_gather";
   }
   return "unknown";
 }
@@ -74,6 +78,8 @@ absl::Status ValidateSample(const ProfileSample &sample, size_t index,
       break;
     case ProfileSample::Op::kAllToAll:
     case ProfileSample::Op::kAllReduce:
+    case ProfileSample::Op::kReduceScatter:
+    case ProfileSample::Op::kAllGather:
       if (sample.group_size < 2)
         return bad("group_size", sample.group_size,
                    "must be at least 2 for a collective");
@@ -248,7 +254,9 @@ ApplyFn ApplyAlphaBeta(double *latency_seconds, double *bus_bytes_per_second) {
   };
 }
 
-// Bus bytes of a collective sample, as CommModel counts them.
+// Bus bytes of a collective sample, as CommModel counts them (for the
+// reduce-scatter and all-gather `bytes` is the whole buffer, as for the
+// all-reduce).
 double BusBytes(const ProfileSample &sample) {
   const double n = sample.group_size;
   const double factor = sample.op == ProfileSample::Op::kAllReduce ? 2.0 : 1.0;
@@ -303,7 +311,14 @@ absl::StatusOr<CostModelFit> FitCostModel(
   LinearProblem gemm, attention_forward, attention_backward;
   LinearProblem all_to_all_intra, all_to_all_inter;
   LinearProblem all_reduce_intra, all_reduce_inter;
+  LinearProblem reduce_scatter_intra, reduce_scatter_inter;
+  LinearProblem all_gather_intra, all_gather_inter;
   LinearProblem activation_memory;
+  // What the memory samples span: the terms are told apart only by samples
+  // at two or more token counts and at k = 0 besides some k > 0.
+  std::vector<double> memory_tokens;
+  bool memory_without_recompute = false;
+  bool memory_with_recompute = false;
   const int layers = model.num_layers;
   const double logits_bytes = defaults.memory.logits_bytes_per_token;
   for (const ProfileSample &s : samples) {
@@ -329,8 +344,21 @@ absl::StatusOr<CostModelFit> FitCostModel(
         (s.inter_node ? all_reduce_inter : all_reduce_intra)
             .Add({1, BusBytes(s)}, 0, s.measured_seconds);
         break;
+      case ProfileSample::Op::kReduceScatter:
+        (s.inter_node ? reduce_scatter_inter : reduce_scatter_intra)
+            .Add({1, BusBytes(s)}, 0, s.measured_seconds);
+        break;
+      case ProfileSample::Op::kAllGather:
+        (s.inter_node ? all_gather_inter : all_gather_intra)
+            .Add({1, BusBytes(s)}, 0, s.measured_seconds);
+        break;
       case ProfileSample::Op::kActivationMemory: {
         const int k = s.checkpointed_layers;
+        (k == 0 ? memory_without_recompute : memory_with_recompute) = true;
+        if (std::find(memory_tokens.begin(), memory_tokens.end(), s.tokens) ==
+            memory_tokens.end()) {
+          memory_tokens.push_back(s.tokens);
+        }
         activation_memory.Add(
             {1, s.tokens * (layers - k + (k > 0 ? 1 : 0)), s.tokens * k},
             s.tokens * logits_bytes, s.measured_bytes);
@@ -386,8 +414,32 @@ absl::StatusOr<CostModelFit> FitCostModel(
   const double selective_saving =
       defaults.memory.activation_bytes_per_token_per_layer -
       defaults.memory.selective_bytes_per_token_per_layer;
-  result.reports.push_back(FitSubModel(
-      "activation_memory", 3, /*secondary_column=*/-1, activation_memory,
+  auto memory_fit = [&](const ApplyFn &apply) {
+    constexpr int kMemoryParameters = 3;
+    ModelFitReport report;
+    report.name = "activation_memory";
+    report.num_samples = activation_memory.size();
+    // Too few samples: FitSubModel says so.
+    const bool enough = activation_memory.size() >= 2 * kMemoryParameters;
+    if (enough && memory_tokens.size() < 2) {
+      report.note = absl::StrCat(
+          "samples at one token count (", memory_tokens.front(),
+          ") cannot tell static from per-token bytes; keeping defaults");
+      return report;
+    }
+    if (enough && !(memory_without_recompute && memory_with_recompute)) {
+      report.note = absl::StrCat(
+          "samples only ",
+          memory_without_recompute ? "without" : "with",
+          " recompute cannot tell activation from checkpoint bytes (profile "
+          "k = 0 and some k > 0); keeping defaults");
+      return report;
+    }
+    return FitSubModel("activation_memory", kMemoryParameters,
+                       /*secondary_column=*/-1,
+                       activation_memory, apply);
+  };
+  result.reports.push_back(memory_fit(
       [&](const std::vector<double> &c) -> std::string {
         double fixed_bytes = c[0] - model_state_bytes;
         // A shortfall within rounding of the model state is no overhead.
@@ -418,6 +470,22 @@ absl::StatusOr<CostModelFit> FitCostModel(
         memory.checkpoint_bytes_per_token_per_layer = c[2];
         return "";
       }));
+  result.reports.push_back(FitSubModel(
+      "reduce_scatter_intra", 2, /*secondary_column=*/0, reduce_scatter_intra,
+      ApplyAlphaBeta(&comm.reduce_scatter_intra_latency_seconds,
+                     &comm.reduce_scatter_intra_bus_bytes_per_second)));
+  result.reports.push_back(FitSubModel(
+      "reduce_scatter_inter", 2, /*secondary_column=*/0, reduce_scatter_inter,
+      ApplyAlphaBeta(&comm.reduce_scatter_inter_latency_seconds,
+                     &comm.reduce_scatter_inter_bus_bytes_per_second)));
+  result.reports.push_back(FitSubModel(
+      "all_gather_intra", 2, /*secondary_column=*/0, all_gather_intra,
+      ApplyAlphaBeta(&comm.all_gather_intra_latency_seconds,
+                     &comm.all_gather_intra_bus_bytes_per_second)));
+  result.reports.push_back(FitSubModel(
+      "all_gather_inter", 2, /*secondary_column=*/0, all_gather_inter,
+      ApplyAlphaBeta(&comm.all_gather_inter_latency_seconds,
+                     &comm.all_gather_inter_bus_bytes_per_second)));
   return result;
 }
 
@@ -503,6 +571,14 @@ std::vector<ProfileSample> SyntheticProfile(const CostModel &truth,
       s.op = ProfileSample::Op::kAllReduce;
       s.measured_seconds =
           noisy(truth.comm().AllReduceSeconds(bytes, group_size, inter_node));
+      samples.push_back(s);
+      s.op = ProfileSample::Op::kReduceScatter;
+      s.measured_seconds = noisy(
+          truth.comm().ReduceScatterSeconds(bytes, group_size, inter_node));
+      samples.push_back(s);
+      s.op = ProfileSample::Op::kAllGather;
+      s.measured_seconds =
+          noisy(truth.comm().AllGatherSeconds(bytes, group_size, inter_node));
       samples.push_back(s);
     }
   }

@@ -29,6 +29,10 @@ const std::vector<std::string>& ReportNames() {
       "all_reduce_intra",
       "all_reduce_inter",
       "activation_memory",
+      "reduce_scatter_intra",
+      "reduce_scatter_inter",
+      "all_gather_intra",
+      "all_gather_inter",
   };
   return *names;
 }
@@ -54,6 +58,14 @@ CostParams TruthParams(const ModelSpec& model, const ClusterSpec& cluster) {
   truth.comm.all_reduce_intra_latency_seconds = 35e-6;
   truth.comm.all_reduce_inter_bus_bytes_per_second *= 0.8;
   truth.comm.all_reduce_inter_latency_seconds = 50e-6;
+  truth.comm.reduce_scatter_intra_bus_bytes_per_second *= 0.7;
+  truth.comm.reduce_scatter_intra_latency_seconds = 28e-6;
+  truth.comm.reduce_scatter_inter_bus_bytes_per_second *= 0.6;
+  truth.comm.reduce_scatter_inter_latency_seconds = 45e-6;
+  truth.comm.all_gather_intra_bus_bytes_per_second *= 0.75;
+  truth.comm.all_gather_intra_latency_seconds = 22e-6;
+  truth.comm.all_gather_inter_bus_bytes_per_second *= 0.65;
+  truth.comm.all_gather_inter_latency_seconds = 40e-6;
   truth.memory.activation_bytes_per_token_per_layer *= 1.15;
   truth.memory.selective_bytes_per_token_per_layer =
       truth.memory.activation_bytes_per_token_per_layer -
@@ -122,6 +134,28 @@ void ExpectParamsNear(const CostParams& fitted, const CostParams& truth,
   near(f.all_reduce_inter_bus_bytes_per_second,
        t.all_reduce_inter_bus_bytes_per_second,
        "all_reduce_inter_bus_bytes_per_second", tolerance);
+  near(f.reduce_scatter_intra_latency_seconds,
+       t.reduce_scatter_intra_latency_seconds,
+       "reduce_scatter_intra_latency_seconds", tolerance);
+  near(f.reduce_scatter_intra_bus_bytes_per_second,
+       t.reduce_scatter_intra_bus_bytes_per_second,
+       "reduce_scatter_intra_bus_bytes_per_second", tolerance);
+  near(f.reduce_scatter_inter_latency_seconds,
+       t.reduce_scatter_inter_latency_seconds,
+       "reduce_scatter_inter_latency_seconds", tolerance);
+  near(f.reduce_scatter_inter_bus_bytes_per_second,
+       t.reduce_scatter_inter_bus_bytes_per_second,
+       "reduce_scatter_inter_bus_bytes_per_second", tolerance);
+  near(f.all_gather_intra_latency_seconds, t.all_gather_intra_latency_seconds,
+       "all_gather_intra_latency_seconds", tolerance);
+  near(f.all_gather_intra_bus_bytes_per_second,
+       t.all_gather_intra_bus_bytes_per_second,
+       "all_gather_intra_bus_bytes_per_second", tolerance);
+  near(f.all_gather_inter_latency_seconds, t.all_gather_inter_latency_seconds,
+       "all_gather_inter_latency_seconds", tolerance);
+  near(f.all_gather_inter_bus_bytes_per_second,
+       t.all_gather_inter_bus_bytes_per_second,
+       "all_gather_inter_bus_bytes_per_second", tolerance);
   near(fitted.memory.activation_bytes_per_token_per_layer,
        truth.memory.activation_bytes_per_token_per_layer,
        "activation_bytes_per_token_per_layer", tolerance);
@@ -188,6 +222,22 @@ void ExpectParamsEq(const CostParams& a, const CostParams& b) {
             b.comm.all_reduce_inter_latency_seconds);
   EXPECT_EQ(a.comm.all_reduce_inter_bus_bytes_per_second,
             b.comm.all_reduce_inter_bus_bytes_per_second);
+  EXPECT_EQ(a.comm.reduce_scatter_intra_latency_seconds,
+            b.comm.reduce_scatter_intra_latency_seconds);
+  EXPECT_EQ(a.comm.reduce_scatter_intra_bus_bytes_per_second,
+            b.comm.reduce_scatter_intra_bus_bytes_per_second);
+  EXPECT_EQ(a.comm.reduce_scatter_inter_latency_seconds,
+            b.comm.reduce_scatter_inter_latency_seconds);
+  EXPECT_EQ(a.comm.reduce_scatter_inter_bus_bytes_per_second,
+            b.comm.reduce_scatter_inter_bus_bytes_per_second);
+  EXPECT_EQ(a.comm.all_gather_intra_latency_seconds,
+            b.comm.all_gather_intra_latency_seconds);
+  EXPECT_EQ(a.comm.all_gather_intra_bus_bytes_per_second,
+            b.comm.all_gather_intra_bus_bytes_per_second);
+  EXPECT_EQ(a.comm.all_gather_inter_latency_seconds,
+            b.comm.all_gather_inter_latency_seconds);
+  EXPECT_EQ(a.comm.all_gather_inter_bus_bytes_per_second,
+            b.comm.all_gather_inter_bus_bytes_per_second);
 }
 
 const ModelFitReport& Report(const CostModelFit& fit, const std::string& name) {
@@ -433,6 +483,10 @@ TEST(FitCostModelTest, InvalidSampleNamesIndexAndField) {
        "group_size"},
       {ProfileSample::Op::kAllReduce, [](ProfileSample& s) { s.bytes = -8; },
        "bytes"},
+      {ProfileSample::Op::kReduceScatter,
+       [](ProfileSample& s) { s.group_size = 0; }, "group_size"},
+      {ProfileSample::Op::kAllGather,
+       [](ProfileSample& s) { s.measured_seconds = 0; }, "measured_seconds"},
       {ProfileSample::Op::kActivationMemory,
        [](ProfileSample& s) { s.tokens = 0; }, "tokens"},
       {ProfileSample::Op::kActivationMemory,
@@ -544,7 +598,7 @@ TEST(SyntheticProfileTest, CoversEveryOpAndGroupSize) {
       checkpointed.insert(s.checkpointed_layers);
     }
   }
-  EXPECT_EQ(ops.size(), 6u);
+  EXPECT_EQ(ops.size(), 8u);
   for (int n = 2; n <= 8; ++n) EXPECT_TRUE(groups.count({n, false})) << n;
   EXPECT_TRUE(groups.count({16, true}));
   EXPECT_TRUE(groups.count({32, true}));
@@ -613,6 +667,106 @@ TEST(FitCostModelTest, NegativeOverheadIsHeldAtZero) {
   EXPECT_THAT(report.note, HasSubstr("held at 0"));
   EXPECT_EQ(fit->params.compute.gemm_half_efficiency_tokens, 0);
   EXPECT_NEAR(fit->params.compute.gemm_flops_per_second / rate, 1.0, 0.05);
+}
+
+}  // namespace
+}  // namespace dcp
+
+namespace dcp {
+namespace {
+
+// Peak bytes of a worker's micro-batches, made from known per-token terms:
+// the fit recovers exactly those terms from samples at a few lengths and
+// recompute settings, and predicts lengths it never saw.
+TEST(FitCostModelTest, ActivationMemoryRecoversKnownPerTokenTerms) {
+  const ModelSpec model = *ModelPreset("tiny");
+  const ClusterSpec cluster = H200Cluster(/*num_nodes=*/1, /*gpus_per_node=*/4);
+  const CostParams defaults = DefaultCostParams(model, cluster);
+  MemoryParams truth = defaults.memory;
+  truth.fixed_bytes = 123456;
+  truth.activation_bytes_per_token_per_layer = 3.7 * 1024;
+  truth.checkpoint_bytes_per_token_per_layer = 0.61 * 1024;
+  const MemoryModel memory(model, truth, cluster.NumGpus());
+  std::vector<ProfileSample> samples;
+  for (int k : {0, 1, model.num_layers}) {
+    for (int64_t tokens : {512, 1024, 2048}) {
+      ProfileSample s;
+      s.op = ProfileSample::Op::kActivationMemory;
+      s.tokens = static_cast<double>(tokens);
+      s.checkpointed_layers = k;
+      s.measured_bytes = memory.PeakBytes(tokens, k);
+      samples.push_back(s);
+    }
+  }
+  absl::StatusOr<CostModelFit> fit =
+      FitCostModel(model, cluster, defaults, samples);
+  ASSERT_TRUE(fit.ok()) << fit.status();
+  const ModelFitReport& report = Report(*fit, "activation_memory");
+  EXPECT_FALSE(report.used_defaults) << report.note;
+  EXPECT_EQ(report.num_samples, 9);
+  EXPECT_LT(report.max_relative_error, 1e-9);
+  const MemoryParams& fitted = fit->params.memory;
+  EXPECT_NEAR(fitted.activation_bytes_per_token_per_layer,
+              truth.activation_bytes_per_token_per_layer, 1e-6);
+  EXPECT_NEAR(fitted.checkpoint_bytes_per_token_per_layer,
+              truth.checkpoint_bytes_per_token_per_layer, 1e-6);
+  EXPECT_NEAR(fitted.fixed_bytes, truth.fixed_bytes, 1e-3);
+  // Selective recompute saves what the defaults say it saves.
+  EXPECT_NEAR(fitted.activation_bytes_per_token_per_layer -
+                  fitted.selective_bytes_per_token_per_layer,
+              defaults.memory.activation_bytes_per_token_per_layer -
+                  defaults.memory.selective_bytes_per_token_per_layer,
+              1e-6);
+  const MemoryModel predicted(model, fitted, cluster.NumGpus());
+  for (int64_t tokens : {300, 3000, 100000}) {
+    EXPECT_NEAR(predicted.PeakBytes(tokens, 1) / memory.PeakBytes(tokens, 1),
+                1.0, 1e-9)
+        << tokens;
+  }
+}
+
+TEST(FitCostModelTest, ActivationMemoryThatCannotSeparateItsTermsKeepsDefaults) {
+  const ModelSpec model = *ModelPreset("tiny");
+  const ClusterSpec cluster = H200Cluster(/*num_nodes=*/1, /*gpus_per_node=*/4);
+  const CostParams defaults = DefaultCostParams(model, cluster);
+  const MemoryModel memory(model, defaults.memory, cluster.NumGpus());
+  auto samples_at = [&](const std::vector<int>& layers,
+                        const std::vector<int64_t>& token_counts) {
+    std::vector<ProfileSample> samples;
+    for (int k : layers) {
+      for (int64_t tokens : token_counts) {
+        ProfileSample s;
+        s.op = ProfileSample::Op::kActivationMemory;
+        s.tokens = static_cast<double>(tokens);
+        s.checkpointed_layers = k;
+        s.measured_bytes = 1.1 * memory.PeakBytes(tokens, k);
+        samples.push_back(s);
+      }
+    }
+    return samples;
+  };
+  struct Case {
+    std::vector<int> layers;
+    std::vector<int64_t> token_counts;
+    std::string note;
+  };
+  const std::vector<Case> cases = {
+      {{0}, {512, 1024, 2048, 4096, 8192, 16384},
+       "samples only without recompute"},
+      {{1, 2}, {512, 1024, 2048}, "samples only with recompute"},
+      {{0, 1, 2}, {1024, 1024}, "samples at one token count (1024)"},
+  };
+  for (const Case& c : cases) {
+    absl::StatusOr<CostModelFit> fit = FitCostModel(
+        model, cluster, defaults, samples_at(c.layers, c.token_counts));
+    ASSERT_TRUE(fit.ok()) << fit.status();
+    const ModelFitReport& report = Report(*fit, "activation_memory");
+    EXPECT_TRUE(report.used_defaults) << c.note;
+    EXPECT_THAT(report.note, HasSubstr(c.note));
+    EXPECT_THAT(report.note, HasSubstr("keeping defaults"));
+    EXPECT_EQ(fit->params.memory.activation_bytes_per_token_per_layer,
+              defaults.memory.activation_bytes_per_token_per_layer);
+  }
 }
 
 }  // namespace
