@@ -83,6 +83,8 @@ absl::Status ValidateCostParams(const CostParams& params) {
        {"memory.checkpoint_bytes_per_token_per_layer",
         memory.checkpoint_bytes_per_token_per_layer},
        {"memory.logits_bytes_per_token", memory.logits_bytes_per_token},
+       {"memory.backward_working_bytes_per_token",
+        memory.backward_working_bytes_per_token},
        {"comm.all_to_all_intra_latency_seconds",
         comm.all_to_all_intra_latency_seconds},
        {"comm.all_to_all_inter_latency_seconds",

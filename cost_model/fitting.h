@@ -89,16 +89,18 @@ struct CostModelFit {
 
 /// Fits each sub-model of the cost model of `model` on `cluster` to the
 /// samples, starting from `defaults`. Parameters no sample informs
-/// (layer_fixed_seconds, elementwise rate, per-parameter bytes, logits bytes)
-/// are kept from `defaults`. A sub-model with fewer than twice as many samples
+/// (layer_fixed_seconds, elementwise rate, per-parameter bytes, checkpoint
+/// bytes) are kept from `defaults`. A sub-model with fewer than twice as many samples
 /// as parameters, a failed solve or a non-physical result keeps its defaults.
 /// Memory samples are taken to come from a run on every GPU of `cluster`
 /// (the world size sets the ZeRO-1 optimizer shard); their peak bytes are
 /// fitted as static bytes plus tokens times
-/// MemoryModel::ActivationBytesPerToken(k), which gives the activation and
-/// checkpoint bytes per token per layer (the logits bytes are kept). That
-/// needs samples at two or more token counts and at k = 0 as well as some
-/// k > 0 (else the terms cannot be told apart and the defaults are kept).
+/// MemoryModel::ActivationBytesPerToken(k), which gives the fixed bytes, the
+/// activation bytes per token per layer, the logits bytes and the backward
+/// working bytes per token (the checkpoint bytes, a layer's input, are
+/// kept). That needs samples at two or more token counts and at k = 0 as
+/// well as some k > 0 (else the terms cannot be told apart and the defaults
+/// are kept).
 ///
 /// Errors: InvalidArgument for an invalid spec, or for an invalid sample
 /// (negative or non-finite value, group_size < 2 for a collective, zero

@@ -71,7 +71,8 @@ CostParams TruthParams(const ModelSpec& model, const ClusterSpec& cluster) {
       truth.memory.activation_bytes_per_token_per_layer -
       (defaults.memory.activation_bytes_per_token_per_layer -
        defaults.memory.selective_bytes_per_token_per_layer);
-  truth.memory.checkpoint_bytes_per_token_per_layer *= 1.15;
+  truth.memory.logits_bytes_per_token *= 1.1;
+  truth.memory.backward_working_bytes_per_token *= 1.3;
   truth.memory.fixed_bytes = 4e9;
   return truth;
 }
@@ -162,15 +163,18 @@ void ExpectParamsNear(const CostParams& fitted, const CostParams& truth,
   near(fitted.memory.selective_bytes_per_token_per_layer,
        truth.memory.selective_bytes_per_token_per_layer,
        "selective_bytes_per_token_per_layer", tolerance);
-  near(fitted.memory.checkpoint_bytes_per_token_per_layer,
-       truth.memory.checkpoint_bytes_per_token_per_layer,
-       "checkpoint_bytes_per_token_per_layer", checkpoint_tolerance);
+  near(fitted.memory.logits_bytes_per_token,
+       truth.memory.logits_bytes_per_token, "logits_bytes_per_token",
+       tolerance);
+  near(fitted.memory.backward_working_bytes_per_token,
+       truth.memory.backward_working_bytes_per_token,
+       "backward_working_bytes_per_token", checkpoint_tolerance);
   EXPECT_NEAR(fitted.memory.fixed_bytes, truth.memory.fixed_bytes,
               tolerance * static_bytes)
       << "fixed_bytes";
   // Not informed by any profile: kept.
-  EXPECT_EQ(fitted.memory.logits_bytes_per_token,
-            truth.memory.logits_bytes_per_token);
+  EXPECT_EQ(fitted.memory.checkpoint_bytes_per_token_per_layer,
+            truth.memory.checkpoint_bytes_per_token_per_layer);
   EXPECT_EQ(fitted.compute.layer_fixed_seconds,
             truth.compute.layer_fixed_seconds);
 }
@@ -206,6 +210,8 @@ void ExpectParamsEq(const CostParams& a, const CostParams& b) {
   EXPECT_EQ(a.memory.checkpoint_bytes_per_token_per_layer,
             b.memory.checkpoint_bytes_per_token_per_layer);
   EXPECT_EQ(a.memory.logits_bytes_per_token, b.memory.logits_bytes_per_token);
+  EXPECT_EQ(a.memory.backward_working_bytes_per_token,
+            b.memory.backward_working_bytes_per_token);
   EXPECT_EQ(a.comm.all_to_all_intra_latency_seconds,
             b.comm.all_to_all_intra_latency_seconds);
   EXPECT_EQ(a.comm.all_to_all_intra_bus_bytes_per_second,
@@ -358,7 +364,7 @@ TEST(FitCostModelTest, TooFewSamplesKeepDefaultsWithNote) {
                   truth.params().compute.attention_forward_flops_per_second,
               1.0, 1e-6);
 
-  // Memory has three parameters: five samples are not enough.
+  // Memory has up to four parameters: five samples are not enough.
   std::vector<ProfileSample> memory;
   for (const ProfileSample& s : samples) {
     if (s.op == ProfileSample::Op::kActivationMemory && memory.size() < 5) {
@@ -368,7 +374,7 @@ TEST(FitCostModelTest, TooFewSamplesKeepDefaultsWithNote) {
   fit = FitCostModel(model, cluster, defaults, memory);
   ASSERT_TRUE(fit.ok()) << fit.status();
   EXPECT_EQ(Report(*fit, "activation_memory").note,
-            "5 samples, need at least 6; keeping defaults");
+            "5 samples, need at least 8; keeping defaults");
 }
 
 TEST(FitCostModelTest, SingleNodeProfileKeepsInterNodeDefaults) {
@@ -685,7 +691,12 @@ TEST(FitCostModelTest, ActivationMemoryRecoversKnownPerTokenTerms) {
   MemoryParams truth = defaults.memory;
   truth.fixed_bytes = 123456;
   truth.activation_bytes_per_token_per_layer = 3.7 * 1024;
-  truth.checkpoint_bytes_per_token_per_layer = 0.61 * 1024;
+  truth.selective_bytes_per_token_per_layer =
+      truth.activation_bytes_per_token_per_layer -
+      (defaults.memory.activation_bytes_per_token_per_layer -
+       defaults.memory.selective_bytes_per_token_per_layer);
+  truth.logits_bytes_per_token = 2.9 * 1024;
+  truth.backward_working_bytes_per_token = 1.4 * 1024;
   const MemoryModel memory(model, truth, cluster.NumGpus());
   std::vector<ProfileSample> samples;
   for (int k : {0, 1, model.num_layers}) {
@@ -708,8 +719,12 @@ TEST(FitCostModelTest, ActivationMemoryRecoversKnownPerTokenTerms) {
   const MemoryParams& fitted = fit->params.memory;
   EXPECT_NEAR(fitted.activation_bytes_per_token_per_layer,
               truth.activation_bytes_per_token_per_layer, 1e-6);
-  EXPECT_NEAR(fitted.checkpoint_bytes_per_token_per_layer,
-              truth.checkpoint_bytes_per_token_per_layer, 1e-6);
+  EXPECT_NEAR(fitted.logits_bytes_per_token, truth.logits_bytes_per_token,
+              1e-6);
+  EXPECT_NEAR(fitted.backward_working_bytes_per_token,
+              truth.backward_working_bytes_per_token, 1e-6);
+  EXPECT_EQ(fitted.checkpoint_bytes_per_token_per_layer,
+            truth.checkpoint_bytes_per_token_per_layer);
   EXPECT_NEAR(fitted.fixed_bytes, truth.fixed_bytes, 1e-3);
   // Selective recompute saves what the defaults say it saves.
   EXPECT_NEAR(fitted.activation_bytes_per_token_per_layer -
@@ -719,9 +734,11 @@ TEST(FitCostModelTest, ActivationMemoryRecoversKnownPerTokenTerms) {
               1e-6);
   const MemoryModel predicted(model, fitted, cluster.NumGpus());
   for (int64_t tokens : {300, 3000, 100000}) {
-    EXPECT_NEAR(predicted.PeakBytes(tokens, 1) / memory.PeakBytes(tokens, 1),
-                1.0, 1e-9)
-        << tokens;
+    for (int k = 0; k <= model.num_layers; ++k) {
+      EXPECT_NEAR(predicted.PeakBytes(tokens, k) / memory.PeakBytes(tokens, k),
+                  1.0, 1e-9)
+          << tokens << " tokens, " << k;
+    }
   }
 }
 
@@ -751,10 +768,10 @@ TEST(FitCostModelTest, ActivationMemoryThatCannotSeparateItsTermsKeepsDefaults) 
     std::string note;
   };
   const std::vector<Case> cases = {
-      {{0}, {512, 1024, 2048, 4096, 8192, 16384},
+      {{0}, {512, 1024, 2048, 4096, 8192, 16384, 32768, 65536},
        "samples only without recompute"},
-      {{1, 2}, {512, 1024, 2048}, "samples only with recompute"},
-      {{0, 1, 2}, {1024, 1024}, "samples at one token count (1024)"},
+      {{1, 2}, {512, 1024, 2048, 4096}, "samples only with recompute"},
+      {{0, 1, 2}, {1024, 1024, 1024}, "samples at one token count (1024)"},
   };
   for (const Case& c : cases) {
     absl::StatusOr<CostModelFit> fit = FitCostModel(

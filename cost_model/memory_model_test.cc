@@ -61,5 +61,30 @@ TEST(MemoryModelTest, CommunicatorsCountInStaticBytesAndShrinkTheTokenBudget) {
   EXPECT_EQ(with.MaxTokensPerRank(0, without.StaticBytes() + 2e9), 0);
 }
 
+// Backward runs from the last layer: when the checkpointed layers are
+// recomputed the stored layers' activations are freed, so the peak is the
+// larger of the end of forward and the recompute of one layer.
+TEST(MemoryModelTest, PeakIsTheLargerOfForwardEndAndRecompute) {
+  const ModelSpec spec = Spec();  // 2 layers
+  MemoryParams params;
+  params.weight_bytes_per_parameter = 0;
+  params.gradient_bytes_per_parameter = 0;
+  params.optimizer_bytes_per_parameter = 0;
+  params.activation_bytes_per_token_per_layer = 1000;
+  params.checkpoint_bytes_per_token_per_layer = 10;
+  params.logits_bytes_per_token = 300;
+  params.backward_working_bytes_per_token = 200;
+  const MemoryModel model(spec, params, /*world_size=*/1);
+  EXPECT_DOUBLE_EQ(model.ActivationBytesPerToken(0), 2 * 1000 + 300);
+  // End of forward (1000 + 300) outweighs the recompute (1000 + 200).
+  EXPECT_DOUBLE_EQ(model.ActivationBytesPerToken(1), 10 + 1000 + 300);
+  // Every layer recomputed: the recompute's working set sets the peak.
+  EXPECT_DOUBLE_EQ(model.ActivationBytesPerToken(2), 2 * 10 + 1000 + 200);
+  EXPECT_EQ(model.MinCheckpointedLayers(/*tokens_per_rank=*/1,
+                                        /*budget_bytes=*/1500),
+            1);
+  EXPECT_EQ(model.MinCheckpointedLayers(1, 1200), std::nullopt);
+}
+
 }  // namespace
 }  // namespace dcp

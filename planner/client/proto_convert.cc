@@ -143,6 +143,8 @@ v1::MemoryParams MemoryParamsToProto(const MemoryParams& params) {
   proto.set_checkpoint_bytes_per_token_per_layer(
       params.checkpoint_bytes_per_token_per_layer);
   proto.set_logits_bytes_per_token(params.logits_bytes_per_token);
+  proto.set_backward_working_bytes_per_token(
+      params.backward_working_bytes_per_token);
   return proto;
 }
 
@@ -160,6 +162,8 @@ MemoryParams MemoryParamsFromProto(const v1::MemoryParams& proto) {
   params.checkpoint_bytes_per_token_per_layer =
       proto.checkpoint_bytes_per_token_per_layer();
   params.logits_bytes_per_token = proto.logits_bytes_per_token();
+  params.backward_working_bytes_per_token =
+      proto.backward_working_bytes_per_token();
   return params;
 }
 
