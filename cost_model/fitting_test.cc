@@ -681,6 +681,26 @@ TEST(FitCostModelTest, NegativeOverheadIsHeldAtZero) {
 namespace dcp {
 namespace {
 
+// Activation-memory samples of `memory`'s peaks (times `scale`) at every
+// checkpointed-layer count and token count.
+std::vector<ProfileSample> MemorySamples(const MemoryModel& memory,
+                                         const std::vector<int>& layers,
+                                         const std::vector<int64_t>& tokens,
+                                         double scale = 1.0) {
+  std::vector<ProfileSample> samples;
+  for (int k : layers) {
+    for (int64_t t : tokens) {
+      ProfileSample s;
+      s.op = ProfileSample::Op::kActivationMemory;
+      s.tokens = static_cast<double>(t);
+      s.checkpointed_layers = k;
+      s.measured_bytes = scale * memory.PeakBytes(t, k);
+      samples.push_back(s);
+    }
+  }
+  return samples;
+}
+
 // Peak bytes of a worker's micro-batches, made from known per-token terms:
 // the fit recovers exactly those terms from samples at a few lengths and
 // recompute settings, and predicts lengths it never saw.
@@ -698,17 +718,8 @@ TEST(FitCostModelTest, ActivationMemoryRecoversKnownPerTokenTerms) {
   truth.logits_bytes_per_token = 2.9 * 1024;
   truth.backward_working_bytes_per_token = 1.4 * 1024;
   const MemoryModel memory(model, truth, cluster.NumGpus());
-  std::vector<ProfileSample> samples;
-  for (int k : {0, 1, model.num_layers}) {
-    for (int64_t tokens : {512, 1024, 2048}) {
-      ProfileSample s;
-      s.op = ProfileSample::Op::kActivationMemory;
-      s.tokens = static_cast<double>(tokens);
-      s.checkpointed_layers = k;
-      s.measured_bytes = memory.PeakBytes(tokens, k);
-      samples.push_back(s);
-    }
-  }
+  const std::vector<ProfileSample> samples =
+      MemorySamples(memory, {0, 1, model.num_layers}, {512, 1024, 2048});
   absl::StatusOr<CostModelFit> fit =
       FitCostModel(model, cluster, defaults, samples);
   ASSERT_TRUE(fit.ok()) << fit.status();
@@ -747,21 +758,6 @@ TEST(FitCostModelTest, ActivationMemoryThatCannotSeparateItsTermsKeepsDefaults) 
   const ClusterSpec cluster = H200Cluster(/*num_nodes=*/1, /*gpus_per_node=*/4);
   const CostParams defaults = DefaultCostParams(model, cluster);
   const MemoryModel memory(model, defaults.memory, cluster.NumGpus());
-  auto samples_at = [&](const std::vector<int>& layers,
-                        const std::vector<int64_t>& token_counts) {
-    std::vector<ProfileSample> samples;
-    for (int k : layers) {
-      for (int64_t tokens : token_counts) {
-        ProfileSample s;
-        s.op = ProfileSample::Op::kActivationMemory;
-        s.tokens = static_cast<double>(tokens);
-        s.checkpointed_layers = k;
-        s.measured_bytes = 1.1 * memory.PeakBytes(tokens, k);
-        samples.push_back(s);
-      }
-    }
-    return samples;
-  };
   struct Case {
     std::vector<int> layers;
     std::vector<int64_t> token_counts;
@@ -774,8 +770,9 @@ TEST(FitCostModelTest, ActivationMemoryThatCannotSeparateItsTermsKeepsDefaults) 
       {{0, 1, 2}, {1024, 1024, 1024}, "samples at one token count (1024)"},
   };
   for (const Case& c : cases) {
-    absl::StatusOr<CostModelFit> fit = FitCostModel(
-        model, cluster, defaults, samples_at(c.layers, c.token_counts));
+    absl::StatusOr<CostModelFit> fit =
+        FitCostModel(model, cluster, defaults,
+                     MemorySamples(memory, c.layers, c.token_counts, 1.1));
     ASSERT_TRUE(fit.ok()) << fit.status();
     const ModelFitReport& report = Report(*fit, "activation_memory");
     EXPECT_TRUE(report.used_defaults) << c.note;
