@@ -16,14 +16,23 @@ struct CommParams {
   double all_reduce_intra_bus_bytes_per_second = 0;
   double all_reduce_inter_latency_seconds = 0;
   double all_reduce_inter_bus_bytes_per_second = 0;
+  /// ZeRO-1's gradient reduce-scatter and weight all-gather.
+  double reduce_scatter_intra_latency_seconds = 0;
+  double reduce_scatter_intra_bus_bytes_per_second = 0;
+  double reduce_scatter_inter_latency_seconds = 0;
+  double reduce_scatter_inter_bus_bytes_per_second = 0;
+  double all_gather_intra_latency_seconds = 0;
+  double all_gather_intra_bus_bytes_per_second = 0;
+  double all_gather_inter_latency_seconds = 0;
+  double all_gather_inter_bus_bytes_per_second = 0;
 };
 
 /// From the cluster's public figures (predictions until profiled).
 CommParams DefaultCommParams(const ClusterSpec& cluster);
 
 /// Collective times: alpha + bus_bytes / bus_bandwidth, with NCCL's bus
-/// factors ((n-1)/n for all-to-all, 2(n-1)/n for all-reduce). Immutable;
-/// thread-safe.
+/// factors ((n-1)/n for all-to-all, reduce-scatter and all-gather, 2(n-1)/n
+/// for all-reduce). Immutable; thread-safe.
 class CommModel {
  public:
   explicit CommModel(const CommParams& params) : params_(params) {}
@@ -33,6 +42,13 @@ class CommModel {
                          bool inter_node) const;
   /// All-reduce of `bytes` over `group_size` ranks.
   double AllReduceSeconds(double bytes, int group_size, bool inter_node) const;
+  /// Reduce-scatter of a `bytes` buffer (each rank keeps the sum of its
+  /// 1/group_size shard) over `group_size` ranks.
+  double ReduceScatterSeconds(double bytes, int group_size,
+                              bool inter_node) const;
+  /// All-gather of shards into a `bytes` buffer on each of `group_size`
+  /// ranks.
+  double AllGatherSeconds(double bytes, int group_size, bool inter_node) const;
 
   const CommParams& params() const { return params_; }
 

@@ -49,7 +49,15 @@ absl::Status ValidateCostParams(const CostParams& params) {
            {"comm.all_reduce_intra_bus_bytes_per_second",
             comm.all_reduce_intra_bus_bytes_per_second},
            {"comm.all_reduce_inter_bus_bytes_per_second",
-            comm.all_reduce_inter_bus_bytes_per_second}},
+            comm.all_reduce_inter_bus_bytes_per_second},
+           {"comm.reduce_scatter_intra_bus_bytes_per_second",
+            comm.reduce_scatter_intra_bus_bytes_per_second},
+           {"comm.reduce_scatter_inter_bus_bytes_per_second",
+            comm.reduce_scatter_inter_bus_bytes_per_second},
+           {"comm.all_gather_intra_bus_bytes_per_second",
+            comm.all_gather_intra_bus_bytes_per_second},
+           {"comm.all_gather_inter_bus_bytes_per_second",
+            comm.all_gather_inter_bus_bytes_per_second}},
           /*positive=*/true);
       !status.ok()) {
     return status;
@@ -75,6 +83,8 @@ absl::Status ValidateCostParams(const CostParams& params) {
        {"memory.checkpoint_bytes_per_token_per_layer",
         memory.checkpoint_bytes_per_token_per_layer},
        {"memory.logits_bytes_per_token", memory.logits_bytes_per_token},
+       {"memory.backward_working_bytes_per_token",
+        memory.backward_working_bytes_per_token},
        {"comm.all_to_all_intra_latency_seconds",
         comm.all_to_all_intra_latency_seconds},
        {"comm.all_to_all_inter_latency_seconds",
@@ -82,7 +92,15 @@ absl::Status ValidateCostParams(const CostParams& params) {
        {"comm.all_reduce_intra_latency_seconds",
         comm.all_reduce_intra_latency_seconds},
        {"comm.all_reduce_inter_latency_seconds",
-        comm.all_reduce_inter_latency_seconds}},
+        comm.all_reduce_inter_latency_seconds},
+       {"comm.reduce_scatter_intra_latency_seconds",
+        comm.reduce_scatter_intra_latency_seconds},
+       {"comm.reduce_scatter_inter_latency_seconds",
+        comm.reduce_scatter_inter_latency_seconds},
+       {"comm.all_gather_intra_latency_seconds",
+        comm.all_gather_intra_latency_seconds},
+       {"comm.all_gather_inter_latency_seconds",
+        comm.all_gather_inter_latency_seconds}},
       /*positive=*/false);
 }
 
@@ -164,10 +182,18 @@ int64_t CostModel::MaxTokensPerRank(int checkpointed_layers,
 }
 
 double CostModel::GradientAllReduceSeconds() const {
-  const double bytes = static_cast<double>(model_.ParameterCount()) *
-                       params_.memory.gradient_bytes_per_parameter;
-  return comm_.AllReduceSeconds(bytes, cluster_.NumGpus(),
-                                cluster_.num_nodes > 1);
+  const double parameters = static_cast<double>(model_.ParameterCount());
+  const double gradient_bytes =
+      parameters * params_.memory.gradient_bytes_per_parameter;
+  const int ranks = cluster_.NumGpus();
+  const bool inter_node = cluster_.num_nodes > 1;
+  if (!params_.memory.zero1_optimizer_sharding) {
+    return comm_.AllReduceSeconds(gradient_bytes, ranks, inter_node);
+  }
+  const double weight_bytes =
+      parameters * params_.memory.weight_bytes_per_parameter;
+  return comm_.ReduceScatterSeconds(gradient_bytes, ranks, inter_node) +
+         comm_.AllGatherSeconds(weight_bytes, ranks, inter_node);
 }
 
 }  // namespace dcp

@@ -66,7 +66,12 @@ class CostModel {
   /// group of `sp_size` (groups beyond the KV-head count hold fewer).
   int64_t MaxTokensPerRank(int checkpointed_layers, int sp_size) const;
   double MemoryBudgetBytes() const { return cluster_.MemoryBudgetBytes(); }
-  /// The step-end data-parallel gradient all-reduce over every rank.
+  /// The step-end data-parallel gradient synchronization over every rank:
+  /// the all-reduce of the gradients, or with ZeRO-1
+  /// (memory.zero1_optimizer_sharding) the reduce-scatter of the gradients
+  /// plus the all-gather of the updated weights (in the weights' bytes), as
+  /// the worker runs them. The planner treats it as one block that the last
+  /// micro-batch's backward may hide.
   double GradientAllReduceSeconds() const;
   /// A group of this size spans nodes (its collectives use the NICs).
   bool SpansNodes(int sp_size) const {

@@ -159,12 +159,18 @@ TEST(CostModelTest, PeakBytesCountKvCopiesBeyondTheKvHeads) {
 TEST(CostModelTest, PeakBytesFallWithCheckpointedLayers) {
   const CostModel cost = DefaultModel(Llama8b(), H200Cluster(1, 8));
   const MicroBatchShape shape = ShapeOf({16384}, /*sp_size=*/1);
-  // The first checkpointed layer adds the recompute working set.
-  EXPECT_GT(cost.PeakBytes(shape, 1), cost.PeakBytes(shape, 0));
-  for (int k = 2; k <= cost.model().num_layers; ++k) {
+  // Each checkpointed layer keeps its input instead of its activations
+  // (the recomputed layer's working set replaces the freed stored layers').
+  const int layers = cost.model().num_layers;
+  for (int k = 1; k < layers; ++k) {
     EXPECT_LT(cost.PeakBytes(shape, k), cost.PeakBytes(shape, k - 1))
         << k << " layers";
   }
+  // Checkpointing the last layer too only adds its input: the recompute of
+  // one layer already sets the peak.
+  EXPECT_DOUBLE_EQ(
+      cost.PeakBytes(shape, layers) - cost.PeakBytes(shape, layers - 1),
+      cost.params().memory.checkpoint_bytes_per_token_per_layer * 16384);
   EXPECT_DOUBLE_EQ(cost.MicroBatch(shape, 3).peak_bytes,
                    cost.PeakBytes(shape, 3));
 }
@@ -359,6 +365,42 @@ TEST(CostModelTest, GradientAllReduceGrowsWithParameters) {
       DefaultModel(Llama8b(), H200Cluster(1, 1)).GradientAllReduceSeconds(), 0);
 }
 
+// With ZeRO-1 the worker reduce-scatters the gradients and all-gathers the
+// updated weights instead of all-reducing the gradients: the cost model
+// prices those two collectives.
+TEST(CostModelTest, ZeroOneGradientSyncIsReduceScatterPlusAllGather) {
+  const ModelSpec model = Llama8b();
+  const ClusterSpec cluster = H200Cluster(2, 8);
+  CostParams params = DefaultCostParams(model, cluster);
+  params.comm.reduce_scatter_inter_bus_bytes_per_second = 20e9;
+  params.comm.all_gather_inter_bus_bytes_per_second = 40e9;
+  params.comm.reduce_scatter_inter_latency_seconds = 1e-3;
+  params.comm.all_gather_inter_latency_seconds = 2e-3;
+  const double parameters = static_cast<double>(model.ParameterCount());
+  const double shard_factor = 15.0 / 16.0;
+
+  params.memory.zero1_optimizer_sharding = true;
+  const CostModel zero1 = CostModel::Create(model, cluster, params).value();
+  const double gradient_bytes =
+      parameters * params.memory.gradient_bytes_per_parameter;
+  const double weight_bytes =
+      parameters * params.memory.weight_bytes_per_parameter;
+  EXPECT_DOUBLE_EQ(zero1.GradientAllReduceSeconds(),
+                   1e-3 + gradient_bytes * shard_factor / 20e9 + 2e-3 +
+                       weight_bytes * shard_factor / 40e9);
+  EXPECT_DOUBLE_EQ(
+      zero1.comm().ReduceScatterSeconds(gradient_bytes, 16, true),
+      1e-3 + gradient_bytes * shard_factor / 20e9);
+
+  params.memory.zero1_optimizer_sharding = false;
+  const CostModel replicated =
+      CostModel::Create(model, cluster, params).value();
+  EXPECT_DOUBLE_EQ(
+      replicated.GradientAllReduceSeconds(),
+      replicated.comm().AllReduceSeconds(gradient_bytes, 16, true));
+  EXPECT_EQ(zero1.comm().AllGatherSeconds(weight_bytes, 1, false), 0);
+}
+
 TEST(CostModelTest, CreateRejectsInvalidModelNamingTheField) {
   ModelSpec model = Llama8b();
   model.num_kv_heads = 5;
@@ -394,6 +436,15 @@ TEST(CostModelTest, CreateRejectsNonFiniteOrZeroParamsNamingTheField) {
   params.comm.all_reduce_inter_bus_bytes_per_second = 0;  // a rate
   EXPECT_THAT(CostModel::Create(model, cluster, params).status().message(),
               HasSubstr("comm.all_reduce_inter_bus_bytes_per_second = 0"));
+
+  params = DefaultCostParams(model, cluster);
+  params.comm.all_gather_intra_bus_bytes_per_second = 0;
+  EXPECT_THAT(CostModel::Create(model, cluster, params).status().message(),
+              HasSubstr("comm.all_gather_intra_bus_bytes_per_second = 0"));
+  params = DefaultCostParams(model, cluster);
+  params.comm.reduce_scatter_inter_latency_seconds = -1;
+  EXPECT_THAT(CostModel::Create(model, cluster, params).status().message(),
+              HasSubstr("comm.reduce_scatter_inter_latency_seconds = -1"));
 
   params = DefaultCostParams(model, cluster);
   params.memory.fixed_bytes = 0;  // not a rate: 0 is allowed

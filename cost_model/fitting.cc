@@ -31,6 +31,10 @@ const char *OpName(ProfileSample::Op op) {
       return "all_reduce";
     case ProfileSample::Op::kActivationMemory:
       return "activation_memory";
+    case ProfileSample::Op::kReduceScatter:
+      return "reduce_scatter";
+    case ProfileSample::Op::kAllGather:
+      return "all_gather";
   }
   return "unknown";
 }
@@ -74,6 +78,8 @@ absl::Status ValidateSample(const ProfileSample &sample, size_t index,
       break;
     case ProfileSample::Op::kAllToAll:
     case ProfileSample::Op::kAllReduce:
+    case ProfileSample::Op::kReduceScatter:
+    case ProfileSample::Op::kAllGather:
       if (sample.group_size < 2)
         return bad("group_size", sample.group_size,
                    "must be at least 2 for a collective");
@@ -248,11 +254,173 @@ ApplyFn ApplyAlphaBeta(double *latency_seconds, double *bus_bytes_per_second) {
   };
 }
 
-// Bus bytes of a collective sample, as CommModel counts them.
+// Bus bytes of a collective sample, as CommModel counts them (for the
+// reduce-scatter and all-gather `bytes` is the whole buffer, as for the
+// all-reduce).
 double BusBytes(const ProfileSample &sample) {
   const double n = sample.group_size;
   const double factor = sample.op == ProfileSample::Op::kAllReduce ? 2.0 : 1.0;
   return factor * sample.bytes * (n - 1) / n;
+}
+
+// The activation-memory sub-model: each sample's peak is the static bytes
+// plus tokens times MemoryModel::ActivationBytesPerToken(k), whose two
+// phases (end of forward; recompute of layer k) are each linear in the
+// parameters. Samples are assigned to the phase the candidate parameters
+// say dominates, the linear problem is solved, and the assignment repeated
+// until it is stable. The checkpoint bytes (a layer's input) are kept:
+// together with the activation and logits bytes they are determined only up
+// to one degree of freedom by the end-of-forward phase.
+ModelFitReport FitActivationMemory(const ModelSpec &model,
+                                   const ClusterSpec &cluster,
+                                   const CostParams &defaults,
+                                   const std::vector<ProfileSample> &samples,
+                                   MemoryParams &memory) {
+  const char *const kName = "activation_memory";
+  const int layers = model.num_layers;
+  ModelFitReport report;
+  report.name = kName;
+  report.num_samples = static_cast<int>(samples.size());
+  std::vector<double> token_counts;
+  bool without_recompute = false;
+  bool with_recompute = false;
+  for (const ProfileSample &s : samples) {
+    (s.checkpointed_layers == 0 ? without_recompute : with_recompute) = true;
+    if (std::find(token_counts.begin(), token_counts.end(), s.tokens) ==
+        token_counts.end()) {
+      token_counts.push_back(s.tokens);
+    }
+  }
+  // Enough for the most parameters the fit may have (static, activation,
+  // logits, backward working set).
+  constexpr size_t kNeeded = 2 * 4;
+  if (samples.size() < kNeeded) {
+    report.note = absl::StrCat(samples.size(), " samples, need at least ",
+                               kNeeded, "; keeping defaults");
+    return report;
+  }
+  if (token_counts.size() < 2) {
+    report.note = absl::StrCat(
+        "samples at one token count (", token_counts.front(),
+        ") cannot tell static from per-token bytes; keeping defaults");
+    return report;
+  }
+  if (!(without_recompute && with_recompute)) {
+    report.note = absl::StrCat(
+        "samples only ", without_recompute ? "without" : "with",
+        " recompute cannot tell activation from checkpoint bytes (profile "
+        "k = 0 and some k > 0); keeping defaults");
+    return report;
+  }
+  // Static bytes the per-parameter terms predict; the fitted constant's
+  // excess over them is the fixed runtime overhead.
+  MemoryParams per_parameter_only = defaults.memory;
+  per_parameter_only.fixed_bytes = 0;
+  const double model_state_bytes =
+      MemoryModel(model, per_parameter_only, cluster.NumGpus()).StaticBytes();
+  const double selective_saving =
+      defaults.memory.activation_bytes_per_token_per_layer -
+      defaults.memory.selective_bytes_per_token_per_layer;
+  const double checkpoint = defaults.memory.checkpoint_bytes_per_token_per_layer;
+
+  MemoryParams candidate = defaults.memory;
+  auto in_recompute_phase = [&](const ProfileSample &s) {
+    const int k = s.checkpointed_layers;
+    return k > 0 && candidate.activation_bytes_per_token_per_layer +
+                            candidate.backward_working_bytes_per_token >
+                        (layers - k) *
+                                candidate.activation_bytes_per_token_per_layer +
+                            candidate.logits_bytes_per_token;
+  };
+  std::vector<bool> phases;
+  for (int round = 0; round < 8; ++round) {
+    std::vector<bool> assigned;
+    std::vector<int> forward_end_layers;
+    for (const ProfileSample &s : samples) {
+      assigned.push_back(in_recompute_phase(s));
+      if (!assigned.back() &&
+          std::find(forward_end_layers.begin(), forward_end_layers.end(),
+                    s.checkpointed_layers) == forward_end_layers.end()) {
+        forward_end_layers.push_back(s.checkpointed_layers);
+      }
+    }
+    if (assigned == phases) break;
+    phases = assigned;
+    const bool fit_working = std::find(phases.begin(), phases.end(), true) !=
+                             phases.end();
+    // One recompute setting at the end of forward cannot tell the logits
+    // bytes from the layers': they are kept then.
+    const bool fit_logits = forward_end_layers.size() >= 2;
+    LinearProblem problem;
+    for (size_t i = 0; i < samples.size(); ++i) {
+      const ProfileSample &s = samples[i];
+      const double t = s.tokens;
+      const int k = s.checkpointed_layers;
+      // [static, activation, (logits), (backward working set)]
+      std::vector<double> row = {1, phases[i] ? t : t * (layers - k)};
+      double offset = t * k * checkpoint;
+      const double logits_column = phases[i] ? 0 : t;
+      if (fit_logits) {
+        row.push_back(logits_column);
+      } else {
+        offset += logits_column * candidate.logits_bytes_per_token;
+      }
+      if (fit_working) row.push_back(phases[i] ? t : 0);
+      problem.Add(std::move(row), offset, s.measured_bytes);
+    }
+    const int parameters = 2 + (fit_logits ? 1 : 0) + (fit_working ? 1 : 0);
+    MemoryParams next = candidate;
+    report = FitSubModel(
+        kName, parameters, /*secondary_column=*/-1, problem,
+        [&](const std::vector<double> &c) -> std::string {
+          double fixed_bytes = c[0] - model_state_bytes;
+          // A shortfall within rounding of the model state is no overhead.
+          if (fixed_bytes < 0 && fixed_bytes >= -1e-9 * model_state_bytes) {
+            fixed_bytes = 0;
+          }
+          if (fixed_bytes < 0) {
+            return absl::StrCat("static bytes ", c[0],
+                                " are below the model state's ",
+                                model_state_bytes);
+          }
+          if (c[1] <= 0 || c[1] < selective_saving) {
+            return absl::StrCat("activation bytes per token per layer ", c[1],
+                                " are below the selective-recompute saving ",
+                                selective_saving, " or not positive");
+          }
+          size_t next_column = 2;
+          const double logits =
+              fit_logits ? c[next_column++] : candidate.logits_bytes_per_token;
+          const double working = fit_working
+                                     ? c[next_column++]
+                                     : candidate.backward_working_bytes_per_token;
+          if (logits < 0) {
+            return absl::StrCat("logits bytes per token ", logits,
+                                " are negative");
+          }
+          if (working < 0) {
+            return absl::StrCat("backward working bytes per token ", working,
+                                " are negative");
+          }
+          next.fixed_bytes = fixed_bytes;
+          next.activation_bytes_per_token_per_layer = c[1];
+          next.selective_bytes_per_token_per_layer = c[1] - selective_saving;
+          next.logits_bytes_per_token = logits;
+          next.backward_working_bytes_per_token = working;
+          return "";
+        });
+    if (report.used_defaults) return report;
+    candidate = next;
+  }
+  memory.fixed_bytes = candidate.fixed_bytes;
+  memory.activation_bytes_per_token_per_layer =
+      candidate.activation_bytes_per_token_per_layer;
+  memory.selective_bytes_per_token_per_layer =
+      candidate.selective_bytes_per_token_per_layer;
+  memory.logits_bytes_per_token = candidate.logits_bytes_per_token;
+  memory.backward_working_bytes_per_token =
+      candidate.backward_working_bytes_per_token;
+  return report;
 }
 
 // Standard normal deviates by the Box-Muller transform over a seeded
@@ -303,9 +471,9 @@ absl::StatusOr<CostModelFit> FitCostModel(
   LinearProblem gemm, attention_forward, attention_backward;
   LinearProblem all_to_all_intra, all_to_all_inter;
   LinearProblem all_reduce_intra, all_reduce_inter;
-  LinearProblem activation_memory;
-  const int layers = model.num_layers;
-  const double logits_bytes = defaults.memory.logits_bytes_per_token;
+  LinearProblem reduce_scatter_intra, reduce_scatter_inter;
+  LinearProblem all_gather_intra, all_gather_inter;
+  std::vector<ProfileSample> memory_samples;
   for (const ProfileSample &s : samples) {
     switch (s.op) {
       case ProfileSample::Op::kGemm:
@@ -329,13 +497,16 @@ absl::StatusOr<CostModelFit> FitCostModel(
         (s.inter_node ? all_reduce_inter : all_reduce_intra)
             .Add({1, BusBytes(s)}, 0, s.measured_seconds);
         break;
-      case ProfileSample::Op::kActivationMemory: {
-        const int k = s.checkpointed_layers;
-        activation_memory.Add(
-            {1, s.tokens * (layers - k + (k > 0 ? 1 : 0)), s.tokens * k},
-            s.tokens * logits_bytes, s.measured_bytes);
+      case ProfileSample::Op::kReduceScatter:
+        (s.inter_node ? reduce_scatter_inter : reduce_scatter_intra)
+            .Add({1, BusBytes(s)}, 0, s.measured_seconds);
         break;
-      }
+      case ProfileSample::Op::kAllGather:
+        (s.inter_node ? all_gather_inter : all_gather_intra)
+            .Add({1, BusBytes(s)}, 0, s.measured_seconds);
+        break;
+      case ProfileSample::Op::kActivationMemory:
+        memory_samples.push_back(s);
     }
   }
 
@@ -377,47 +548,24 @@ absl::StatusOr<CostModelFit> FitCostModel(
       ApplyAlphaBeta(&comm.all_reduce_inter_latency_seconds,
                      &comm.all_reduce_inter_bus_bytes_per_second)));
 
-  // Static bytes the per-parameter terms predict; the fitted constant's
-  // excess over them is the fixed runtime overhead.
-  MemoryParams per_parameter_only = defaults.memory;
-  per_parameter_only.fixed_bytes = 0;
-  const double model_state_bytes =
-      MemoryModel(model, per_parameter_only, cluster.NumGpus()).StaticBytes();
-  const double selective_saving =
-      defaults.memory.activation_bytes_per_token_per_layer -
-      defaults.memory.selective_bytes_per_token_per_layer;
+  result.reports.push_back(
+      FitActivationMemory(model, cluster, defaults, memory_samples, memory));
   result.reports.push_back(FitSubModel(
-      "activation_memory", 3, /*secondary_column=*/-1, activation_memory,
-      [&](const std::vector<double> &c) -> std::string {
-        double fixed_bytes = c[0] - model_state_bytes;
-        // A shortfall within rounding of the model state is no overhead.
-        if (fixed_bytes < 0 && fixed_bytes >= -1e-9 * model_state_bytes) {
-          fixed_bytes = 0;
-        }
-        if (fixed_bytes < 0) {
-          return absl::StrCat("static bytes ", c[0],
-                              " are below the model state's ",
-                              model_state_bytes);
-        }
-        if (c[1] <= 0) {
-          return absl::StrCat("activation bytes per token per layer ", c[1],
-                              " are not positive");
-        }
-        if (c[2] < 0) {
-          return absl::StrCat("checkpoint bytes per token per layer ", c[2],
-                              " are negative");
-        }
-        if (c[1] - selective_saving < 0) {
-          return absl::StrCat("activation bytes per token per layer ", c[1],
-                              " are below the selective-recompute saving ",
-                              selective_saving);
-        }
-        memory.fixed_bytes = fixed_bytes;
-        memory.activation_bytes_per_token_per_layer = c[1];
-        memory.selective_bytes_per_token_per_layer = c[1] - selective_saving;
-        memory.checkpoint_bytes_per_token_per_layer = c[2];
-        return "";
-      }));
+      "reduce_scatter_intra", 2, /*secondary_column=*/0, reduce_scatter_intra,
+      ApplyAlphaBeta(&comm.reduce_scatter_intra_latency_seconds,
+                     &comm.reduce_scatter_intra_bus_bytes_per_second)));
+  result.reports.push_back(FitSubModel(
+      "reduce_scatter_inter", 2, /*secondary_column=*/0, reduce_scatter_inter,
+      ApplyAlphaBeta(&comm.reduce_scatter_inter_latency_seconds,
+                     &comm.reduce_scatter_inter_bus_bytes_per_second)));
+  result.reports.push_back(FitSubModel(
+      "all_gather_intra", 2, /*secondary_column=*/0, all_gather_intra,
+      ApplyAlphaBeta(&comm.all_gather_intra_latency_seconds,
+                     &comm.all_gather_intra_bus_bytes_per_second)));
+  result.reports.push_back(FitSubModel(
+      "all_gather_inter", 2, /*secondary_column=*/0, all_gather_inter,
+      ApplyAlphaBeta(&comm.all_gather_inter_latency_seconds,
+                     &comm.all_gather_inter_bus_bytes_per_second)));
   return result;
 }
 
@@ -503,6 +651,14 @@ std::vector<ProfileSample> SyntheticProfile(const CostModel &truth,
       s.op = ProfileSample::Op::kAllReduce;
       s.measured_seconds =
           noisy(truth.comm().AllReduceSeconds(bytes, group_size, inter_node));
+      samples.push_back(s);
+      s.op = ProfileSample::Op::kReduceScatter;
+      s.measured_seconds = noisy(
+          truth.comm().ReduceScatterSeconds(bytes, group_size, inter_node));
+      samples.push_back(s);
+      s.op = ProfileSample::Op::kAllGather;
+      s.measured_seconds =
+          noisy(truth.comm().AllGatherSeconds(bytes, group_size, inter_node));
       samples.push_back(s);
     }
   }

@@ -31,6 +31,10 @@ struct ProfileSample {
     kAllToAll,
     kAllReduce,
     kActivationMemory,
+    /// ZeRO-1's collectives over the world: the gradients' reduce-scatter
+    /// and the updated weights' all-gather.
+    kReduceScatter,
+    kAllGather,
   };
   Op op = Op::kGemm;
   /// GEMM: its FLOPs. Attention: the FLOPs proportional to sum L^2, as the
@@ -47,7 +51,8 @@ struct ProfileSample {
   int group_size = 1;
   /// Collectives: the group crosses nodes.
   bool inter_node = false;
-  /// All-to-all: bytes each rank holds; all-reduce: buffer bytes.
+  /// All-to-all: bytes each rank holds; all-reduce: buffer bytes;
+  /// reduce-scatter and all-gather: bytes of the whole (unsharded) buffer.
   double bytes = 0;
   /// Memory: fully recomputed layers (0..num_layers).
   int checkpointed_layers = 0;
@@ -61,7 +66,8 @@ struct ProfileSample {
 struct ModelFitReport {
   /// "gemm", "attention_forward", "attention_backward", "all_to_all_intra",
   /// "all_to_all_inter", "all_reduce_intra", "all_reduce_inter",
-  /// "activation_memory".
+  /// "activation_memory", "reduce_scatter_intra", "reduce_scatter_inter",
+  /// "all_gather_intra", "all_gather_inter".
   std::string name;
   /// Samples of this sub-model that were given.
   int num_samples = 0;
@@ -83,11 +89,18 @@ struct CostModelFit {
 
 /// Fits each sub-model of the cost model of `model` on `cluster` to the
 /// samples, starting from `defaults`. Parameters no sample informs
-/// (layer_fixed_seconds, elementwise rate, per-parameter bytes, logits bytes)
-/// are kept from `defaults`. A sub-model with fewer than twice as many samples
+/// (layer_fixed_seconds, elementwise rate, per-parameter bytes, checkpoint
+/// bytes) are kept from `defaults`. A sub-model with fewer than twice as many samples
 /// as parameters, a failed solve or a non-physical result keeps its defaults.
 /// Memory samples are taken to come from a run on every GPU of `cluster`
-/// (the world size sets the ZeRO-1 optimizer shard).
+/// (the world size sets the ZeRO-1 optimizer shard); their peak bytes are
+/// fitted as static bytes plus tokens times
+/// MemoryModel::ActivationBytesPerToken(k), which gives the fixed bytes, the
+/// activation bytes per token per layer, the logits bytes and the backward
+/// working bytes per token (the checkpoint bytes, a layer's input, are
+/// kept). That needs samples at two or more token counts and at k = 0 as
+/// well as some k > 0 (else the terms cannot be told apart and the defaults
+/// are kept).
 ///
 /// Errors: InvalidArgument for an invalid spec, or for an invalid sample
 /// (negative or non-finite value, group_size < 2 for a collective, zero
@@ -100,6 +113,7 @@ absl::StatusOr<CostModelFit> FitCostModel(
 /// of token counts, attention forward/backward over a range of lengths,
 /// all-to-all and all-reduce over group sizes 2..gpus_per_node inside a node
 /// (and multiples of gpus_per_node across nodes when num_nodes > 1),
+/// reduce-scatter and all-gather over those groups too,
 /// activation memory at several token counts and checkpointed layers. Each
 /// measured value is multiplied by max(1 + relative_noise * z, 0.01), z a
 /// standard normal drawn from std::mt19937_64(seed). Deterministic.

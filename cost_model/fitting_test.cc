@@ -29,6 +29,10 @@ const std::vector<std::string>& ReportNames() {
       "all_reduce_intra",
       "all_reduce_inter",
       "activation_memory",
+      "reduce_scatter_intra",
+      "reduce_scatter_inter",
+      "all_gather_intra",
+      "all_gather_inter",
   };
   return *names;
 }
@@ -54,12 +58,21 @@ CostParams TruthParams(const ModelSpec& model, const ClusterSpec& cluster) {
   truth.comm.all_reduce_intra_latency_seconds = 35e-6;
   truth.comm.all_reduce_inter_bus_bytes_per_second *= 0.8;
   truth.comm.all_reduce_inter_latency_seconds = 50e-6;
+  truth.comm.reduce_scatter_intra_bus_bytes_per_second *= 0.7;
+  truth.comm.reduce_scatter_intra_latency_seconds = 28e-6;
+  truth.comm.reduce_scatter_inter_bus_bytes_per_second *= 0.6;
+  truth.comm.reduce_scatter_inter_latency_seconds = 45e-6;
+  truth.comm.all_gather_intra_bus_bytes_per_second *= 0.75;
+  truth.comm.all_gather_intra_latency_seconds = 22e-6;
+  truth.comm.all_gather_inter_bus_bytes_per_second *= 0.65;
+  truth.comm.all_gather_inter_latency_seconds = 40e-6;
   truth.memory.activation_bytes_per_token_per_layer *= 1.15;
   truth.memory.selective_bytes_per_token_per_layer =
       truth.memory.activation_bytes_per_token_per_layer -
       (defaults.memory.activation_bytes_per_token_per_layer -
        defaults.memory.selective_bytes_per_token_per_layer);
-  truth.memory.checkpoint_bytes_per_token_per_layer *= 1.15;
+  truth.memory.logits_bytes_per_token *= 1.1;
+  truth.memory.backward_working_bytes_per_token *= 1.3;
   truth.memory.fixed_bytes = 4e9;
   return truth;
 }
@@ -122,21 +135,46 @@ void ExpectParamsNear(const CostParams& fitted, const CostParams& truth,
   near(f.all_reduce_inter_bus_bytes_per_second,
        t.all_reduce_inter_bus_bytes_per_second,
        "all_reduce_inter_bus_bytes_per_second", tolerance);
+  near(f.reduce_scatter_intra_latency_seconds,
+       t.reduce_scatter_intra_latency_seconds,
+       "reduce_scatter_intra_latency_seconds", tolerance);
+  near(f.reduce_scatter_intra_bus_bytes_per_second,
+       t.reduce_scatter_intra_bus_bytes_per_second,
+       "reduce_scatter_intra_bus_bytes_per_second", tolerance);
+  near(f.reduce_scatter_inter_latency_seconds,
+       t.reduce_scatter_inter_latency_seconds,
+       "reduce_scatter_inter_latency_seconds", tolerance);
+  near(f.reduce_scatter_inter_bus_bytes_per_second,
+       t.reduce_scatter_inter_bus_bytes_per_second,
+       "reduce_scatter_inter_bus_bytes_per_second", tolerance);
+  near(f.all_gather_intra_latency_seconds, t.all_gather_intra_latency_seconds,
+       "all_gather_intra_latency_seconds", tolerance);
+  near(f.all_gather_intra_bus_bytes_per_second,
+       t.all_gather_intra_bus_bytes_per_second,
+       "all_gather_intra_bus_bytes_per_second", tolerance);
+  near(f.all_gather_inter_latency_seconds, t.all_gather_inter_latency_seconds,
+       "all_gather_inter_latency_seconds", tolerance);
+  near(f.all_gather_inter_bus_bytes_per_second,
+       t.all_gather_inter_bus_bytes_per_second,
+       "all_gather_inter_bus_bytes_per_second", tolerance);
   near(fitted.memory.activation_bytes_per_token_per_layer,
        truth.memory.activation_bytes_per_token_per_layer,
        "activation_bytes_per_token_per_layer", tolerance);
   near(fitted.memory.selective_bytes_per_token_per_layer,
        truth.memory.selective_bytes_per_token_per_layer,
        "selective_bytes_per_token_per_layer", tolerance);
-  near(fitted.memory.checkpoint_bytes_per_token_per_layer,
-       truth.memory.checkpoint_bytes_per_token_per_layer,
-       "checkpoint_bytes_per_token_per_layer", checkpoint_tolerance);
+  near(fitted.memory.logits_bytes_per_token,
+       truth.memory.logits_bytes_per_token, "logits_bytes_per_token",
+       tolerance);
+  near(fitted.memory.backward_working_bytes_per_token,
+       truth.memory.backward_working_bytes_per_token,
+       "backward_working_bytes_per_token", checkpoint_tolerance);
   EXPECT_NEAR(fitted.memory.fixed_bytes, truth.memory.fixed_bytes,
               tolerance * static_bytes)
       << "fixed_bytes";
   // Not informed by any profile: kept.
-  EXPECT_EQ(fitted.memory.logits_bytes_per_token,
-            truth.memory.logits_bytes_per_token);
+  EXPECT_EQ(fitted.memory.checkpoint_bytes_per_token_per_layer,
+            truth.memory.checkpoint_bytes_per_token_per_layer);
   EXPECT_EQ(fitted.compute.layer_fixed_seconds,
             truth.compute.layer_fixed_seconds);
 }
@@ -172,6 +210,8 @@ void ExpectParamsEq(const CostParams& a, const CostParams& b) {
   EXPECT_EQ(a.memory.checkpoint_bytes_per_token_per_layer,
             b.memory.checkpoint_bytes_per_token_per_layer);
   EXPECT_EQ(a.memory.logits_bytes_per_token, b.memory.logits_bytes_per_token);
+  EXPECT_EQ(a.memory.backward_working_bytes_per_token,
+            b.memory.backward_working_bytes_per_token);
   EXPECT_EQ(a.comm.all_to_all_intra_latency_seconds,
             b.comm.all_to_all_intra_latency_seconds);
   EXPECT_EQ(a.comm.all_to_all_intra_bus_bytes_per_second,
@@ -188,6 +228,22 @@ void ExpectParamsEq(const CostParams& a, const CostParams& b) {
             b.comm.all_reduce_inter_latency_seconds);
   EXPECT_EQ(a.comm.all_reduce_inter_bus_bytes_per_second,
             b.comm.all_reduce_inter_bus_bytes_per_second);
+  EXPECT_EQ(a.comm.reduce_scatter_intra_latency_seconds,
+            b.comm.reduce_scatter_intra_latency_seconds);
+  EXPECT_EQ(a.comm.reduce_scatter_intra_bus_bytes_per_second,
+            b.comm.reduce_scatter_intra_bus_bytes_per_second);
+  EXPECT_EQ(a.comm.reduce_scatter_inter_latency_seconds,
+            b.comm.reduce_scatter_inter_latency_seconds);
+  EXPECT_EQ(a.comm.reduce_scatter_inter_bus_bytes_per_second,
+            b.comm.reduce_scatter_inter_bus_bytes_per_second);
+  EXPECT_EQ(a.comm.all_gather_intra_latency_seconds,
+            b.comm.all_gather_intra_latency_seconds);
+  EXPECT_EQ(a.comm.all_gather_intra_bus_bytes_per_second,
+            b.comm.all_gather_intra_bus_bytes_per_second);
+  EXPECT_EQ(a.comm.all_gather_inter_latency_seconds,
+            b.comm.all_gather_inter_latency_seconds);
+  EXPECT_EQ(a.comm.all_gather_inter_bus_bytes_per_second,
+            b.comm.all_gather_inter_bus_bytes_per_second);
 }
 
 const ModelFitReport& Report(const CostModelFit& fit, const std::string& name) {
@@ -308,7 +364,7 @@ TEST(FitCostModelTest, TooFewSamplesKeepDefaultsWithNote) {
                   truth.params().compute.attention_forward_flops_per_second,
               1.0, 1e-6);
 
-  // Memory has three parameters: five samples are not enough.
+  // Memory has up to four parameters: five samples are not enough.
   std::vector<ProfileSample> memory;
   for (const ProfileSample& s : samples) {
     if (s.op == ProfileSample::Op::kActivationMemory && memory.size() < 5) {
@@ -318,7 +374,7 @@ TEST(FitCostModelTest, TooFewSamplesKeepDefaultsWithNote) {
   fit = FitCostModel(model, cluster, defaults, memory);
   ASSERT_TRUE(fit.ok()) << fit.status();
   EXPECT_EQ(Report(*fit, "activation_memory").note,
-            "5 samples, need at least 6; keeping defaults");
+            "5 samples, need at least 8; keeping defaults");
 }
 
 TEST(FitCostModelTest, SingleNodeProfileKeepsInterNodeDefaults) {
@@ -433,6 +489,10 @@ TEST(FitCostModelTest, InvalidSampleNamesIndexAndField) {
        "group_size"},
       {ProfileSample::Op::kAllReduce, [](ProfileSample& s) { s.bytes = -8; },
        "bytes"},
+      {ProfileSample::Op::kReduceScatter,
+       [](ProfileSample& s) { s.group_size = 0; }, "group_size"},
+      {ProfileSample::Op::kAllGather,
+       [](ProfileSample& s) { s.measured_seconds = 0; }, "measured_seconds"},
       {ProfileSample::Op::kActivationMemory,
        [](ProfileSample& s) { s.tokens = 0; }, "tokens"},
       {ProfileSample::Op::kActivationMemory,
@@ -544,7 +604,7 @@ TEST(SyntheticProfileTest, CoversEveryOpAndGroupSize) {
       checkpointed.insert(s.checkpointed_layers);
     }
   }
-  EXPECT_EQ(ops.size(), 6u);
+  EXPECT_EQ(ops.size(), 8u);
   for (int n = 2; n <= 8; ++n) EXPECT_TRUE(groups.count({n, false})) << n;
   EXPECT_TRUE(groups.count({16, true}));
   EXPECT_TRUE(groups.count({32, true}));
@@ -613,6 +673,114 @@ TEST(FitCostModelTest, NegativeOverheadIsHeldAtZero) {
   EXPECT_THAT(report.note, HasSubstr("held at 0"));
   EXPECT_EQ(fit->params.compute.gemm_half_efficiency_tokens, 0);
   EXPECT_NEAR(fit->params.compute.gemm_flops_per_second / rate, 1.0, 0.05);
+}
+
+}  // namespace
+}  // namespace dcp
+
+namespace dcp {
+namespace {
+
+// Activation-memory samples of `memory`'s peaks (times `scale`) at every
+// checkpointed-layer count and token count.
+std::vector<ProfileSample> MemorySamples(const MemoryModel& memory,
+                                         const std::vector<int>& layers,
+                                         const std::vector<int64_t>& tokens,
+                                         double scale = 1.0) {
+  std::vector<ProfileSample> samples;
+  for (int k : layers) {
+    for (int64_t t : tokens) {
+      ProfileSample s;
+      s.op = ProfileSample::Op::kActivationMemory;
+      s.tokens = static_cast<double>(t);
+      s.checkpointed_layers = k;
+      s.measured_bytes = scale * memory.PeakBytes(t, k, /*sp_size=*/1);
+      samples.push_back(s);
+    }
+  }
+  return samples;
+}
+
+// Peak bytes of a worker's micro-batches, made from known per-token terms:
+// the fit recovers exactly those terms from samples at a few lengths and
+// recompute settings, and predicts lengths it never saw.
+TEST(FitCostModelTest, ActivationMemoryRecoversKnownPerTokenTerms) {
+  const ModelSpec model = *ModelPreset("tiny");
+  const ClusterSpec cluster = H200Cluster(/*num_nodes=*/1, /*gpus_per_node=*/4);
+  const CostParams defaults = DefaultCostParams(model, cluster);
+  MemoryParams truth = defaults.memory;
+  truth.fixed_bytes = 123456;
+  truth.activation_bytes_per_token_per_layer = 3.7 * 1024;
+  truth.selective_bytes_per_token_per_layer =
+      truth.activation_bytes_per_token_per_layer -
+      (defaults.memory.activation_bytes_per_token_per_layer -
+       defaults.memory.selective_bytes_per_token_per_layer);
+  truth.logits_bytes_per_token = 2.9 * 1024;
+  truth.backward_working_bytes_per_token = 1.4 * 1024;
+  const MemoryModel memory(model, truth, cluster.NumGpus());
+  const std::vector<ProfileSample> samples =
+      MemorySamples(memory, {0, 1, model.num_layers}, {512, 1024, 2048});
+  absl::StatusOr<CostModelFit> fit =
+      FitCostModel(model, cluster, defaults, samples);
+  ASSERT_TRUE(fit.ok()) << fit.status();
+  const ModelFitReport& report = Report(*fit, "activation_memory");
+  EXPECT_FALSE(report.used_defaults) << report.note;
+  EXPECT_EQ(report.num_samples, 9);
+  EXPECT_LT(report.max_relative_error, 1e-9);
+  const MemoryParams& fitted = fit->params.memory;
+  EXPECT_NEAR(fitted.activation_bytes_per_token_per_layer,
+              truth.activation_bytes_per_token_per_layer, 1e-6);
+  EXPECT_NEAR(fitted.logits_bytes_per_token, truth.logits_bytes_per_token,
+              1e-6);
+  EXPECT_NEAR(fitted.backward_working_bytes_per_token,
+              truth.backward_working_bytes_per_token, 1e-6);
+  EXPECT_EQ(fitted.checkpoint_bytes_per_token_per_layer,
+            truth.checkpoint_bytes_per_token_per_layer);
+  EXPECT_NEAR(fitted.fixed_bytes, truth.fixed_bytes, 1e-3);
+  // Selective recompute saves what the defaults say it saves.
+  EXPECT_NEAR(fitted.activation_bytes_per_token_per_layer -
+                  fitted.selective_bytes_per_token_per_layer,
+              defaults.memory.activation_bytes_per_token_per_layer -
+                  defaults.memory.selective_bytes_per_token_per_layer,
+              1e-6);
+  const MemoryModel predicted(model, fitted, cluster.NumGpus());
+  for (int64_t tokens : {300, 3000, 100000}) {
+    for (int k = 0; k <= model.num_layers; ++k) {
+      EXPECT_NEAR(predicted.PeakBytes(tokens, k, 1) / memory.PeakBytes(tokens, k, 1),
+                  1.0, 1e-9)
+          << tokens << " tokens, " << k;
+    }
+  }
+}
+
+TEST(FitCostModelTest, ActivationMemoryThatCannotSeparateItsTermsKeepsDefaults) {
+  const ModelSpec model = *ModelPreset("tiny");
+  const ClusterSpec cluster = H200Cluster(/*num_nodes=*/1, /*gpus_per_node=*/4);
+  const CostParams defaults = DefaultCostParams(model, cluster);
+  const MemoryModel memory(model, defaults.memory, cluster.NumGpus());
+  struct Case {
+    std::vector<int> layers;
+    std::vector<int64_t> token_counts;
+    std::string note;
+  };
+  const std::vector<Case> cases = {
+      {{0}, {512, 1024, 2048, 4096, 8192, 16384, 32768, 65536},
+       "samples only without recompute"},
+      {{1, 2}, {512, 1024, 2048, 4096}, "samples only with recompute"},
+      {{0, 1, 2}, {1024, 1024, 1024}, "samples at one token count (1024)"},
+  };
+  for (const Case& c : cases) {
+    absl::StatusOr<CostModelFit> fit =
+        FitCostModel(model, cluster, defaults,
+                     MemorySamples(memory, c.layers, c.token_counts, 1.1));
+    ASSERT_TRUE(fit.ok()) << fit.status();
+    const ModelFitReport& report = Report(*fit, "activation_memory");
+    EXPECT_TRUE(report.used_defaults) << c.note;
+    EXPECT_THAT(report.note, HasSubstr(c.note));
+    EXPECT_THAT(report.note, HasSubstr("keeping defaults"));
+    EXPECT_EQ(fit->params.memory.activation_bytes_per_token_per_layer,
+              defaults.memory.activation_bytes_per_token_per_layer);
+  }
 }
 
 }  // namespace

@@ -16,6 +16,7 @@ MemoryParams DefaultMemoryParams(const ModelSpec& model) {
   params.checkpoint_bytes_per_token_per_layer =
       model.CheckpointBytesPerTokenPerLayer();
   params.logits_bytes_per_token = model.LogitsBytesPerToken();
+  params.backward_working_bytes_per_token = model.LogitsBytesPerToken();
   return params;
 }
 
@@ -64,13 +65,16 @@ double MemoryModel::StoredBytesPerTokenPerLayer(int sp_size) const {
 double MemoryModel::ActivationBytesPerToken(int checkpointed_layers,
                                             int sp_size) const {
   const double stored = StoredBytesPerTokenPerLayer(sp_size);
-  double bytes = (num_layers_ - checkpointed_layers) * stored +
-                 checkpointed_layers *
-                     params_.checkpoint_bytes_per_token_per_layer +
-                 params_.logits_bytes_per_token;
-  // Recomputing a checkpointed layer rebuilds its full activations.
-  if (checkpointed_layers > 0) bytes += stored;
-  return bytes;
+  const double checkpoints =
+      checkpointed_layers * params_.checkpoint_bytes_per_token_per_layer;
+  const double forward_end = (num_layers_ - checkpointed_layers) * stored +
+                             params_.logits_bytes_per_token;
+  if (checkpointed_layers == 0) return checkpoints + forward_end;
+  // Recomputing a checkpointed layer rebuilds its full activations, after
+  // the stored layers' backward has freed theirs.
+  const double recompute =
+      stored + params_.backward_working_bytes_per_token;
+  return checkpoints + std::max(forward_end, recompute);
 }
 
 double MemoryModel::PeakBytes(int64_t tokens_per_rank, int checkpointed_layers,
@@ -93,8 +97,8 @@ std::optional<int> MemoryModel::MinCheckpointedLayers(
     int64_t tokens_per_rank, int sp_size, double budget_bytes) const {
   if (PeakBytes(tokens_per_rank, 0, sp_size) <= budget_bytes) return 0;
   // For k >= 1 the activation bytes fall linearly in k (each checkpointed
-  // layer keeps its input instead of its activations), so solve for the
-  // least k and step over rounding.
+  // layer keeps its input instead of its activations) until the recompute's
+  // working set dominates, so solve for the least k and step over rounding.
   const double saved_per_layer = StoredBytesPerTokenPerLayer(sp_size) -
                                  params_.checkpoint_bytes_per_token_per_layer;
   int k = 1;

@@ -41,6 +41,10 @@ struct MemoryParams {
   double checkpoint_bytes_per_token_per_layer = 0;
   /// Logits and loss buffers per token.
   double logits_bytes_per_token = 0;
+  /// Transient bytes per token while a recomputed layer runs its backward
+  /// (activation gradients and temporaries besides its rebuilt
+  /// activations); defaults to the logits bytes.
+  double backward_working_bytes_per_token = 0;
 };
 
 /// Number format of training: kFp32 keeps weights, gradients and AdamW in
@@ -84,9 +88,13 @@ class MemoryModel {
   /// Bytes per token a layer that keeps all its activations stores on an SP
   /// group of `sp_size`: the fitted figure plus the extra KV-head copies.
   double StoredBytesPerTokenPerLayer(int sp_size) const;
-  /// Activation bytes per token held during a micro-batch with
-  /// `checkpointed_layers` fully recomputed layers (the others keep all),
-  /// including the working set of the layer being recomputed and logits.
+  /// The most activation bytes per token held at once during a micro-batch
+  /// on an SP group of `sp_size` with its first k = `checkpointed_layers`
+  /// layers fully recomputed (the others keep all). Backward runs from the
+  /// last layer, so the peak is the larger of the end of the forward pass
+  /// (k checkpoints, n - k layers' activations and the logits) and the
+  /// recompute of layer k, when the stored layers are freed (k checkpoints,
+  /// one layer's rebuilt activations and the backward's working set).
   double ActivationBytesPerToken(int checkpointed_layers, int sp_size) const;
   /// Static bytes plus activations of `tokens_per_rank` tokens.
   double PeakBytes(int64_t tokens_per_rank, int checkpointed_layers,

@@ -82,10 +82,12 @@ TEST(MemoryModelTest, GroupsBeyondTheKvHeadsStoreReplicatedKeysAndValues) {
   EXPECT_DOUBLE_EQ(memory.ActivationBytesPerToken(0, 4) -
                        memory.ActivationBytesPerToken(0, 2),
                    2 * kv_copy);
-  // One layer checkpointed: the other, plus the recompute working set.
+  // One layer checkpointed: the stored layer at the end of forward, or the
+  // layer being recomputed (the two phases tie with the default working
+  // set): one copy either way.
   EXPECT_DOUBLE_EQ(memory.ActivationBytesPerToken(1, 4) -
                        memory.ActivationBytesPerToken(1, 2),
-                   2 * kv_copy);
+                   kv_copy);
   // Both checkpointed: only the working set of the layer being recomputed.
   EXPECT_DOUBLE_EQ(memory.ActivationBytesPerToken(2, 4) -
                        memory.ActivationBytesPerToken(2, 2),
@@ -109,6 +111,31 @@ TEST(MemoryModelTest, MinCheckpointedLayersCountsTheKvCopies) {
   ASSERT_TRUE(at_sp4.has_value());
   EXPECT_GT(*at_sp4, 0);
   EXPECT_LE(memory.PeakBytes(tokens, *at_sp4, 4), budget);
+}
+
+// Backward runs from the last layer: when the checkpointed layers are
+// recomputed the stored layers' activations are freed, so the peak is the
+// larger of the end of forward and the recompute of one layer.
+TEST(MemoryModelTest, PeakIsTheLargerOfForwardEndAndRecompute) {
+  const ModelSpec spec = Spec();  // 2 layers
+  MemoryParams params;
+  params.weight_bytes_per_parameter = 0;
+  params.gradient_bytes_per_parameter = 0;
+  params.optimizer_bytes_per_parameter = 0;
+  params.activation_bytes_per_token_per_layer = 1000;
+  params.checkpoint_bytes_per_token_per_layer = 10;
+  params.logits_bytes_per_token = 300;
+  params.backward_working_bytes_per_token = 200;
+  const MemoryModel model(spec, params, /*world_size=*/1);
+  EXPECT_DOUBLE_EQ(model.ActivationBytesPerToken(0, 1), 2 * 1000 + 300);
+  // End of forward (1000 + 300) outweighs the recompute (1000 + 200).
+  EXPECT_DOUBLE_EQ(model.ActivationBytesPerToken(1, 1), 10 + 1000 + 300);
+  // Every layer recomputed: the recompute's working set sets the peak.
+  EXPECT_DOUBLE_EQ(model.ActivationBytesPerToken(2, 1), 2 * 10 + 1000 + 200);
+  EXPECT_EQ(model.MinCheckpointedLayers(/*tokens_per_rank=*/1, /*sp_size=*/1,
+                                        /*budget_bytes=*/1500),
+            1);
+  EXPECT_EQ(model.MinCheckpointedLayers(1, 1, 1200), std::nullopt);
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/status_macros.h"
+#include "cost_model/memory_model.h"
 #include "planner/client/proto_convert.h"
 #include "worker/status_context.h"
 
@@ -73,9 +74,24 @@ absl::Status RunProfilePhase(PlannerClient& planner, const ModelSpec& model,
       const bool any_wants,
       consensus.Any(wanted, "whether to profile", options.collective_timeout));
   if (!any_wants) return absl::OkStatus();
+  ProfileOptions profile = options.profile;
+  if (profile.memory_static_bytes == 0 && !profile.memory_tokens.empty()) {
+    // The activation-memory samples carry the model state the planner's
+    // memory model assumes, so that its fit sees only the measured excess.
+    absl::StatusOr<v1::GetClusterModelResponse> planned =
+        planner.GetClusterModel(v1::GetClusterModelRequest());
+    if (!planned.ok()) {
+      return WithContext(planned.status(),
+                         "asking the planner for its memory model");
+    }
+    profile.memory_static_bytes =
+        MemoryModel(model, MemoryParamsFromProto(planned->params().memory()),
+                    communicator.world_size())
+            .StaticBytes();
+  }
   const absl::Time start = clock.Now();
   absl::StatusOr<std::vector<ProfileSample>> samples = RunProfile(
-      model, communicator, options.gpus_per_node, options.profile, clock);
+      model, communicator, options.gpus_per_node, profile, clock);
   if (!samples.ok()) return WithContext(samples.status(), "profiling");
   options.log(absl::StrFormat("profiled %d samples in %.3f s", samples->size(),
                               absl::ToDoubleSeconds(clock.Now() - start)));

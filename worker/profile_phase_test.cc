@@ -9,6 +9,7 @@
 #include "common/clock.h"
 #include "cost_model/cluster_spec.h"
 #include "cost_model/cost_model.h"
+#include "cost_model/memory_model.h"
 #include "cost_model/model_spec.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -55,6 +56,9 @@ struct Fixture {
     options.profile.warmup = 0;
     options.profile.gemm_tokens = {8};
     options.profile.attention_lengths = {16};
+    options.profile.memory_tokens = {256, 512};
+    options.profile.memory_sequence_tokens = 128;
+    options.profile.memory_checkpointed_layers = std::vector<int>{0, 2};
     options.log = [this](const std::string& line) { logged.push_back(line); };
     options.print = [this](const std::string& line) {
       printed.push_back(line);
@@ -81,8 +85,26 @@ TEST(ProfilePhaseTest, ProfilesSubmitsAndPrintsTheFit) {
   const v1::SubmitProfileRequest submitted =
       fixture.planner.submit_profile_requests()[0];
   EXPECT_EQ(submitted.worker_id(), "worker-a");
-  // One GEMM, an attention forward and backward.
-  EXPECT_EQ(submitted.samples_size(), 3);
+  // One GEMM, an attention forward and backward, and activation memory at
+  // two token counts and two recompute settings.
+  EXPECT_EQ(submitted.samples_size(), 7);
+  // The memory samples carry the model state the planner's memory model
+  // assumes (its parameters, from GetClusterModel), so that its fit sees
+  // the measured activations on top.
+  const double planned_static_bytes =
+      MemoryModel(*ModelPreset("tiny"),
+                  DefaultCostParams(*ModelPreset("tiny"), OneRankCluster())
+                      .memory,
+                  /*world_size=*/1)
+          .StaticBytes();
+  int memory_samples = 0;
+  for (const v1::ProfileSample& sample : submitted.samples()) {
+    if (sample.op() != v1::ProfileSample::ACTIVATION_MEMORY) continue;
+    ++memory_samples;
+    EXPECT_GT(static_cast<double>(sample.measured_bytes()),
+              planned_static_bytes);
+  }
+  EXPECT_EQ(memory_samples, 4);
   EXPECT_THAT(
       fixture.printed,
       ElementsAre("profile: 1 ranks submitted their samples; cost model "
@@ -90,7 +112,7 @@ TEST(ProfilePhaseTest, ProfilesSubmitsAndPrintsTheFit) {
                   "  fit gemm: 4 samples, rms error 5.0%, max 10.0%",
                   "  fit memory: defaults kept (0 samples; no samples on the "
                   "CPU)"));
-  EXPECT_THAT(fixture.logged, Contains(HasSubstr("profiled 3 samples in ")));
+  EXPECT_THAT(fixture.logged, Contains(HasSubstr("profiled 7 samples in ")));
 }
 
 TEST(ProfilePhaseTest, FittedParametersAreNotProfiledAgain) {

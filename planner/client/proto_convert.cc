@@ -143,6 +143,8 @@ v1::MemoryParams MemoryParamsToProto(const MemoryParams& params) {
   proto.set_checkpoint_bytes_per_token_per_layer(
       params.checkpoint_bytes_per_token_per_layer);
   proto.set_logits_bytes_per_token(params.logits_bytes_per_token);
+  proto.set_backward_working_bytes_per_token(
+      params.backward_working_bytes_per_token);
   return proto;
 }
 
@@ -160,6 +162,8 @@ MemoryParams MemoryParamsFromProto(const v1::MemoryParams& proto) {
   params.checkpoint_bytes_per_token_per_layer =
       proto.checkpoint_bytes_per_token_per_layer();
   params.logits_bytes_per_token = proto.logits_bytes_per_token();
+  params.backward_working_bytes_per_token =
+      proto.backward_working_bytes_per_token();
   return params;
 }
 
@@ -181,6 +185,22 @@ v1::CommParams CommParamsToProto(const CommParams& params) {
       params.all_reduce_inter_latency_seconds);
   proto.set_all_reduce_inter_bus_bytes_per_second(
       params.all_reduce_inter_bus_bytes_per_second);
+  proto.set_reduce_scatter_intra_latency_seconds(
+      params.reduce_scatter_intra_latency_seconds);
+  proto.set_reduce_scatter_intra_bus_bytes_per_second(
+      params.reduce_scatter_intra_bus_bytes_per_second);
+  proto.set_reduce_scatter_inter_latency_seconds(
+      params.reduce_scatter_inter_latency_seconds);
+  proto.set_reduce_scatter_inter_bus_bytes_per_second(
+      params.reduce_scatter_inter_bus_bytes_per_second);
+  proto.set_all_gather_intra_latency_seconds(
+      params.all_gather_intra_latency_seconds);
+  proto.set_all_gather_intra_bus_bytes_per_second(
+      params.all_gather_intra_bus_bytes_per_second);
+  proto.set_all_gather_inter_latency_seconds(
+      params.all_gather_inter_latency_seconds);
+  proto.set_all_gather_inter_bus_bytes_per_second(
+      params.all_gather_inter_bus_bytes_per_second);
   return proto;
 }
 
@@ -202,6 +222,45 @@ CommParams CommParamsFromProto(const v1::CommParams& proto) {
       proto.all_reduce_inter_latency_seconds();
   params.all_reduce_inter_bus_bytes_per_second =
       proto.all_reduce_inter_bus_bytes_per_second();
+  params.reduce_scatter_intra_latency_seconds =
+      proto.reduce_scatter_intra_latency_seconds();
+  params.reduce_scatter_intra_bus_bytes_per_second =
+      proto.reduce_scatter_intra_bus_bytes_per_second();
+  params.reduce_scatter_inter_latency_seconds =
+      proto.reduce_scatter_inter_latency_seconds();
+  params.reduce_scatter_inter_bus_bytes_per_second =
+      proto.reduce_scatter_inter_bus_bytes_per_second();
+  params.all_gather_intra_latency_seconds =
+      proto.all_gather_intra_latency_seconds();
+  params.all_gather_intra_bus_bytes_per_second =
+      proto.all_gather_intra_bus_bytes_per_second();
+  params.all_gather_inter_latency_seconds =
+      proto.all_gather_inter_latency_seconds();
+  params.all_gather_inter_bus_bytes_per_second =
+      proto.all_gather_inter_bus_bytes_per_second();
+  // A record from before the ZeRO-1 collectives were modelled has no rate
+  // for them (0): they take the all-reduce's latency and bus bandwidth.
+  if (params.reduce_scatter_intra_bus_bytes_per_second == 0 &&
+      params.reduce_scatter_inter_bus_bytes_per_second == 0 &&
+      params.all_gather_intra_bus_bytes_per_second == 0 &&
+      params.all_gather_inter_bus_bytes_per_second == 0) {
+    params.reduce_scatter_intra_latency_seconds =
+        params.all_reduce_intra_latency_seconds;
+    params.reduce_scatter_intra_bus_bytes_per_second =
+        params.all_reduce_intra_bus_bytes_per_second;
+    params.reduce_scatter_inter_latency_seconds =
+        params.all_reduce_inter_latency_seconds;
+    params.reduce_scatter_inter_bus_bytes_per_second =
+        params.all_reduce_inter_bus_bytes_per_second;
+    params.all_gather_intra_latency_seconds =
+        params.all_reduce_intra_latency_seconds;
+    params.all_gather_intra_bus_bytes_per_second =
+        params.all_reduce_intra_bus_bytes_per_second;
+    params.all_gather_inter_latency_seconds =
+        params.all_reduce_inter_latency_seconds;
+    params.all_gather_inter_bus_bytes_per_second =
+        params.all_reduce_inter_bus_bytes_per_second;
+  }
   return params;
 }
 
@@ -296,6 +355,12 @@ v1::ProfileSample ProfileSampleToProto(const ProfileSample& sample) {
     case ProfileSample::Op::kActivationMemory:
       proto.set_op(v1::ProfileSample::ACTIVATION_MEMORY);
       break;
+    case ProfileSample::Op::kReduceScatter:
+      proto.set_op(v1::ProfileSample::REDUCE_SCATTER);
+      break;
+    case ProfileSample::Op::kAllGather:
+      proto.set_op(v1::ProfileSample::ALL_GATHER);
+      break;
   }
   proto.set_flops(sample.flops);
   proto.set_tokens(RoundToInt64(sample.tokens));
@@ -332,12 +397,18 @@ absl::StatusOr<ProfileSample> ProfileSampleFromProto(
     case v1::ProfileSample::ACTIVATION_MEMORY:
       sample.op = ProfileSample::Op::kActivationMemory;
       break;
+    case v1::ProfileSample::REDUCE_SCATTER:
+      sample.op = ProfileSample::Op::kReduceScatter;
+      break;
+    case v1::ProfileSample::ALL_GATHER:
+      sample.op = ProfileSample::Op::kAllGather;
+      break;
     case v1::ProfileSample::OP_UNSPECIFIED:
       return absl::InvalidArgumentError(absl::StrCat(
           "samples[", index,
           "].op is OP_UNSPECIFIED; set it to the measured operation (GEMM, "
-          "ATTENTION_FORWARD, ATTENTION_BACKWARD, ALL_TO_ALL, ALL_REDUCE or "
-          "ACTIVATION_MEMORY)"));
+          "ATTENTION_FORWARD, ATTENTION_BACKWARD, ALL_TO_ALL, ALL_REDUCE, "
+          "ACTIVATION_MEMORY, REDUCE_SCATTER or ALL_GATHER)"));
     default:
       return absl::InvalidArgumentError(absl::StrCat(
           "samples[", index, "].op = ", static_cast<int>(proto.op()),

@@ -65,6 +65,33 @@ TEST(ProtoConvertTest, CostParamsRoundTripExactly) {
             params.comm.all_to_all_inter_bus_bytes_per_second);
 }
 
+TEST(ProtoConvertTest, ZeroOneCollectiveParamsRoundTripOrTakeTheAllReduces) {
+  CostParams params = DefaultCostParams(Llama8b(), H200Cluster(4, 8));
+  params.comm.reduce_scatter_inter_bus_bytes_per_second = 12.5e9;
+  params.comm.all_gather_intra_latency_seconds = 7e-6;
+  const CostParams back = CostParamsFromProto(CostParamsToProto(params));
+  EXPECT_EQ(back.comm.reduce_scatter_inter_bus_bytes_per_second, 12.5e9);
+  EXPECT_EQ(back.comm.all_gather_intra_latency_seconds, 7e-6);
+
+  // A record written before the fields existed: the all-reduce's values.
+  v1::CostParams old = CostParamsToProto(params);
+  v1::CommParams& comm = *old.mutable_comm();
+  comm.clear_reduce_scatter_intra_latency_seconds();
+  comm.clear_reduce_scatter_intra_bus_bytes_per_second();
+  comm.clear_reduce_scatter_inter_latency_seconds();
+  comm.clear_reduce_scatter_inter_bus_bytes_per_second();
+  comm.clear_all_gather_intra_latency_seconds();
+  comm.clear_all_gather_intra_bus_bytes_per_second();
+  comm.clear_all_gather_inter_latency_seconds();
+  comm.clear_all_gather_inter_bus_bytes_per_second();
+  const CostParams read = CostParamsFromProto(old);
+  EXPECT_EQ(read.comm.reduce_scatter_inter_bus_bytes_per_second,
+            params.comm.all_reduce_inter_bus_bytes_per_second);
+  EXPECT_EQ(read.comm.all_gather_intra_latency_seconds,
+            params.comm.all_reduce_intra_latency_seconds);
+  EXPECT_TRUE(ValidateCostParams(read).ok());
+}
+
 TEST(ProtoConvertTest, PlannedPlanRoundTripsWithStep) {
   const CostModel cost_model =
       CostModel::CreateDefault(Llama8b(), H200Cluster(4, 8)).value();
@@ -145,7 +172,8 @@ TEST(ProtoConvertTest, SyntheticProfileRoundTrips) {
   for (auto op :
        {ProfileSample::Op::kGemm, ProfileSample::Op::kAttentionForward,
         ProfileSample::Op::kAttentionBackward, ProfileSample::Op::kAllToAll,
-        ProfileSample::Op::kAllReduce, ProfileSample::Op::kActivationMemory}) {
+        ProfileSample::Op::kAllReduce, ProfileSample::Op::kActivationMemory,
+        ProfileSample::Op::kReduceScatter, ProfileSample::Op::kAllGather}) {
     ProfileSample sample;
     sample.op = op;
     EXPECT_EQ(ProfileSampleFromProto(ProfileSampleToProto(sample), 0)->op, op);

@@ -1,21 +1,12 @@
 #include "worker/execution/plan_executor.h"
 
-#if DCP_LIBTORCH_HAS_CUDA
-#include <c10/cuda/CUDACachingAllocator.h>
-#include <c10/cuda/CUDAFunctions.h>
-#endif
-
 #include <algorithm>
 #include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "worker/execution/cpu_allocation_meter.h"
-
-#ifndef DCP_LIBTORCH_HAS_CUDA
-#error "DCP_LIBTORCH_HAS_CUDA is undefined: depend on @libtorch//:cuda"
-#endif
+#include "worker/execution/peak_allocated_bytes.h"
 
 namespace dcp {
 namespace {
@@ -30,46 +21,6 @@ torch::optim::AdamWOptions AdamWOptionsFrom(const PlanExecutorOptions& o) {
 int64_t Bytes(const torch::Tensor& tensor) {
   return tensor.defined() ? static_cast<int64_t>(tensor.nbytes()) : 0;
 }
-
-/// Measures the most bytes allocated during one micro-batch on `device`:
-/// CUDA's caching allocator statistics, or CpuAllocationMeter when it is
-/// installed; -1 otherwise.
-class PeakAllocatedBytes {
- public:
-  explicit PeakAllocatedBytes(const torch::Device& device) : device_(device) {
-#if DCP_LIBTORCH_HAS_CUDA
-    if (device_.is_cuda()) {
-      index_ =
-          device_.has_index() ? device_.index() : c10::cuda::current_device();
-      c10::cuda::CUDACachingAllocator::resetPeakStats(index_);
-      return;
-    }
-#endif
-    if (CpuAllocationMeter::Get().installed()) {
-      CpuAllocationMeter::Get().ResetPeak();
-    }
-  }
-
-  int64_t Peak() const {
-#if DCP_LIBTORCH_HAS_CUDA
-    if (device_.is_cuda()) {
-      constexpr size_t kAggregate =
-          static_cast<size_t>(c10::CachingDeviceAllocator::StatType::AGGREGATE);
-      return c10::cuda::CUDACachingAllocator::getDeviceStats(index_)
-          .allocated_bytes[kAggregate]
-          .peak;
-    }
-#endif
-    if (CpuAllocationMeter::Get().installed()) {
-      return CpuAllocationMeter::Get().peak_bytes();
-    }
-    return -1;
-  }
-
- private:
-  torch::Device device_;
-  int index_ = 0;
-};
 
 }  // namespace
 

@@ -1,9 +1,5 @@
 #include "worker/execution/profiler.h"
 
-#if DCP_LIBTORCH_HAS_CUDA
-#include <c10/cuda/CUDACachingAllocator.h>
-#include <torch/version.h>
-#endif
 
 #include <ATen/CPUGeneratorImpl.h>
 
@@ -25,6 +21,7 @@
 #include "common/status_macros.h"
 #include "worker/communication/sequence_parallel.h"
 #include "worker/execution/dit_model.h"
+#include "worker/execution/memory_profiler.h"
 #include "worker/execution/model.h"
 
 #ifndef DCP_LIBTORCH_HAS_CUDA
@@ -75,6 +72,25 @@ absl::Status CheckDevice(const ProfileOptions& options) {
         device.str(), "; use float32, float64 or bfloat16 (float16 on CUDA)"));
   }
   return absl::OkStatus();
+}
+
+/// The activation-memory part of `options`.
+ActivationMemoryOptions MemoryOptionsOf(const ModelSpec& model,
+                                        const ProfileOptions& options) {
+  ActivationMemoryOptions memory;
+  memory.tokens = options.memory_tokens;
+  memory.sequence_tokens = options.memory_sequence_tokens;
+  std::vector<int> checkpointed = options.memory_checkpointed_layers.value_or(
+      std::vector<int>{0, std::min(1, model.num_layers), model.num_layers});
+  std::sort(checkpointed.begin(), checkpointed.end());
+  checkpointed.erase(std::unique(checkpointed.begin(), checkpointed.end()),
+                     checkpointed.end());
+  memory.checkpointed_layers = std::move(checkpointed);
+  memory.static_bytes = options.memory_static_bytes;
+  memory.device = options.device;
+  memory.dtype = options.dtype;
+  memory.seed = options.seed;
+  return memory;
 }
 
 absl::Status ValidateOptions(const ModelSpec& model,
@@ -132,6 +148,18 @@ absl::Status ValidateOptions(const ModelSpec& model,
       }
     }
   }
+  DCP_RETURN_IF_ERROR(
+      CheckPositive("zero1_collective_bytes", options.zero1_collective_bytes));
+  for (int64_t bytes : options.zero1_collective_bytes) {
+    // The reduce-scatter runs in float32, the all-gather in options.dtype.
+    const int64_t widest = std::max<int64_t>(element_bytes, 4);
+    if (bytes < world_size * widest) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "ProfileOptions.zero1_collective_bytes ", bytes,
+          " is less than one float32 element per rank of the world of ",
+          world_size, " (", world_size * widest, " bytes); use larger sizes"));
+    }
+  }
   for (int64_t bytes : options.all_reduce_bytes) {
     if (bytes < element_bytes) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -140,29 +168,8 @@ absl::Status ValidateOptions(const ModelSpec& model,
           " bytes); use larger sizes"));
     }
   }
-  if (options.memory_sequence_tokens <= 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("ProfileOptions.memory_sequence_tokens = ",
-                     options.memory_sequence_tokens, " must be positive"));
-  }
-  for (int64_t tokens : options.memory_tokens) {
-    if (tokens % options.memory_sequence_tokens != 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("ProfileOptions.memory_tokens ", tokens,
-                       " is not a multiple of memory_sequence_tokens (",
-                       options.memory_sequence_tokens, "); round it"));
-    }
-  }
-  if (options.memory_checkpointed_layers.has_value()) {
-    for (int layers : *options.memory_checkpointed_layers) {
-      if (layers < 0 || layers > model.num_layers) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("ProfileOptions.memory_checkpointed_layers ", layers,
-                         " is outside [0, num_layers = ", model.num_layers,
-                         "] of model '", model.name, "'"));
-      }
-    }
-  }
+  DCP_RETURN_IF_ERROR(ValidateActivationMemoryOptions(
+      model, MemoryOptionsOf(model, options)));
   return absl::OkStatus();
 }
 
@@ -361,81 +368,6 @@ absl::Status ProfileAttention(const ModelSpec& model,
   return absl::OkStatus();
 }
 
-#if DCP_LIBTORCH_HAS_CUDA
-absl::Status ProfileActivationMemory(const ModelSpec& model,
-                                     const ProfileOptions& options,
-                                     std::vector<ProfileSample>& samples) {
-  if (!options.device.is_cuda() || options.memory_tokens.empty()) {
-    return absl::OkStatus();
-  }
-  GptModelOptions model_options;
-  model_options.seed = options.seed;
-  model_options.dtype = options.dtype;
-  model_options.device = options.device;
-  absl::StatusOr<std::shared_ptr<GptModel>> gpt =
-      GptModel::Create(model, model_options);
-  // Only GPT-style decoders can be run; other models get no memory samples.
-  if (!gpt.ok()) return absl::OkStatus();
-  std::vector<int> checkpointed = options.memory_checkpointed_layers.value_or(
-      std::vector<int>{0, std::min(1, model.num_layers), model.num_layers});
-  std::sort(checkpointed.begin(), checkpointed.end());
-  checkpointed.erase(std::unique(checkpointed.begin(), checkpointed.end()),
-                     checkpointed.end());
-  // The current CUDA device when options.device names none.
-  const int device_index =
-      torch::empty({0}, torch::TensorOptions().device(options.device))
-          .device()
-          .index();
-  constexpr size_t kAggregate =
-      static_cast<size_t>(c10::CachingDeviceAllocator::StatType::AGGREGATE);
-  at::Generator generator = at::detail::createCPUGenerator(options.seed);
-  for (int layers : checkpointed) {
-    for (int64_t tokens : options.memory_tokens) {
-      const int64_t length = options.memory_sequence_tokens;
-      std::vector<std::vector<int64_t>> sequences;
-      for (int64_t i = 0; i < tokens / length; ++i) {
-        torch::Tensor ids = torch::randint(model.vocab_size, {length},
-                                           generator, torch::kInt64);
-        sequences.emplace_back(ids.data_ptr<int64_t>(),
-                               ids.data_ptr<int64_t>() + length);
-      }
-      absl::StatusOr<PackedShard> shard =
-          ShardPackedSequences(sequences, /*sp_rank=*/0, /*sp_size=*/1);
-      if (!shard.ok()) return shard.status();
-      auto step = [&]() -> absl::Status {
-        absl::StatusOr<torch::Tensor> logits =
-            (*gpt)->Forward(*shard, SequenceParallelContext(), layers);
-        if (!logits.ok()) return logits.status();
-        GptModel::TokenLossSum(*logits, shard->targets).backward();
-        return absl::OkStatus();
-      };
-      // Untimed first step: allocates the gradients, which then accumulate
-      // in place and so are part of what was allocated before.
-      DCP_RETURN_IF_ERROR(step());
-      Synchronize(options.device);
-      const int64_t before =
-          c10::cuda::CUDACachingAllocator::getDeviceStats(device_index)
-              .allocated_bytes[kAggregate]
-              .current;
-      c10::cuda::CUDACachingAllocator::resetPeakStats(device_index);
-      DCP_RETURN_IF_ERROR(step());
-      Synchronize(options.device);
-      const int64_t peak =
-          c10::cuda::CUDACachingAllocator::getDeviceStats(device_index)
-              .allocated_bytes[kAggregate]
-              .peak;
-      ProfileSample sample;
-      sample.op = ProfileSample::Op::kActivationMemory;
-      sample.tokens = static_cast<double>(tokens);
-      sample.checkpointed_layers = layers;
-      sample.measured_bytes =
-          options.memory_static_bytes + static_cast<double>(peak - before);
-      if (sample.measured_bytes > 0) samples.push_back(sample);
-    }
-  }
-  return absl::OkStatus();
-}
-#endif  // DCP_LIBTORCH_HAS_CUDA
 
 absl::Status ProfileCompute(const ModelSpec& model,
                             const ProfileOptions& options, const Clock& clock,
@@ -446,9 +378,10 @@ absl::Status ProfileCompute(const ModelSpec& model,
     DCP_RETURN_IF_ERROR(ProfileGemms(model, options, timer, inputs, samples));
     DCP_RETURN_IF_ERROR(
         ProfileAttention(model, options, timer, inputs, samples));
-#if DCP_LIBTORCH_HAS_CUDA
-    DCP_RETURN_IF_ERROR(ProfileActivationMemory(model, options, samples));
-#endif
+    DCP_ASSIGN_OR_RETURN(
+        const std::vector<ProfileSample> memory,
+        ProfileActivationMemory(model, MemoryOptionsOf(model, options)));
+    samples.insert(samples.end(), memory.begin(), memory.end());
   } catch (...) {
     return StatusFromCurrentException("profiling compute");
   }
@@ -517,6 +450,42 @@ absl::Status ProfileCollectives(Communicator& comm, int gpus_per_node,
       sample.inter_node = inter_node;
       sample.bytes = static_cast<double>(buffer.numel()) *
                      static_cast<double>(element_bytes);
+      sample.measured_seconds = *seconds;
+      samples.push_back(sample);
+    }
+    // ZeRO-1's pair, as the plan executor runs them: the float32 gradients
+    // reduce-scattered, the weights all-gathered in the model's dtype.
+    for (int64_t bytes : options.zero1_collective_bytes) {
+      const int64_t shard_gradients = bytes / (4 * world_size);
+      torch::Tensor gradients = torch::zeros(
+          {world_size * shard_gradients}, tensor_options.dtype(torch::kFloat32));
+      torch::Tensor summed = torch::empty({shard_gradients}, gradients.options());
+      absl::StatusOr<double> seconds = timer.MedianSeconds(
+          absl::StrCat("reduce-scatter of ", bytes, " bytes over ", world_size,
+                       " ranks"),
+          [&] { return world.Barrier(timeout); },
+          [&] { return world.ReduceScatterSum(gradients, summed, timeout); });
+      if (!seconds.ok()) return seconds.status();
+      ProfileSample sample;
+      sample.op = ProfileSample::Op::kReduceScatter;
+      sample.group_size = world_size;
+      sample.inter_node = inter_node;
+      sample.bytes = static_cast<double>(gradients.nbytes());
+      sample.measured_seconds = *seconds;
+      samples.push_back(sample);
+
+      const int64_t shard_weights = bytes / (element_bytes * world_size);
+      torch::Tensor shard = torch::zeros({shard_weights}, tensor_options);
+      torch::Tensor weights =
+          torch::empty({world_size * shard_weights}, tensor_options);
+      seconds = timer.MedianSeconds(
+          absl::StrCat("all-gather of ", bytes, " bytes over ", world_size,
+                       " ranks"),
+          [&] { return world.Barrier(timeout); },
+          [&] { return world.AllGather(shard, weights, timeout); });
+      if (!seconds.ok()) return seconds.status();
+      sample.op = ProfileSample::Op::kAllGather;
+      sample.bytes = static_cast<double>(weights.nbytes());
       sample.measured_seconds = *seconds;
       samples.push_back(sample);
     }

@@ -51,11 +51,16 @@ struct ProfileOptions {
   /// whole elements).
   std::vector<int64_t> all_reduce_bytes = {64 << 10, 256 << 10, 1 << 20,
                                            4 << 20};
-  /// Activation-memory samples (CUDA only, see RunProfile): tokens per rank,
-  /// each a positive multiple of memory_sequence_tokens, ...
-  std::vector<int64_t> memory_tokens = {2048, 4096, 8192};
-  /// ... packed as sequences of this many tokens (GptModel's attention keeps
-  /// its score matrix, so short sequences keep memory linear in tokens) ...
+  /// Bytes of the whole flat buffer of the world reduce-scatter (float32,
+  /// as the gradients) and all-gather (`dtype`, as the weights) samples of
+  /// ZeRO-1, each at least one float32 element per rank (rounded down to
+  /// whole elements per rank).
+  std::vector<int64_t> zero1_collective_bytes = {64 << 10, 256 << 10,
+                                                 1 << 20, 4 << 20};
+  /// Activation-memory samples (see RunProfile; memory_profiler.h): tokens
+  /// per rank, each a positive multiple of memory_sequence_tokens, ...
+  std::vector<int64_t> memory_tokens = {1024, 2048, 4096};
+  /// ... packed as sequences of this many tokens ...
   int64_t memory_sequence_tokens = 512;
   /// ... at each of these checkpointed-layer counts, each in
   /// [0, num_layers]. nullopt: 0, 1 and num_layers.
@@ -96,12 +101,13 @@ struct ProfileOptions {
 ///    flops = model.AttentionForwardFlopsPerSquaredToken() * L^2 for both
 ///    (the fit applies the backward factor), sum_squared_lengths = L^2,
 ///    sum_lengths = L.
-///  - kActivationMemory, only with a CUDA device in a CUDA LibTorch and a
-///    model GptModel supports: peak allocated bytes of a forward and backward
-///    of GptModel over memory_tokens (packed sequences of
-///    memory_sequence_tokens) at each memory_checkpointed_layers, above what
-///    was allocated before it, plus memory_static_bytes. The CPU allocator
-///    reports no peak, so on CPU there are no memory samples.
+///  - kActivationMemory: ProfileActivationMemory (memory_profiler.h) of the
+///    model the plan executor trains (GptModel or DitModel), over
+///    memory_tokens (packed sequences of memory_sequence_tokens) at each
+///    memory_checkpointed_layers: the peak allocated bytes of a forward and
+///    backward above what was allocated before it, plus
+///    memory_static_bytes; CUDA's allocator statistics on a GPU,
+///    CpuAllocationMeter on the CPU. Not timed.
 ///
 /// Collectives, with every rank of `comm` (the protocol: every rank must call
 /// RunProfile with equal options, and each then runs exactly this sequence):
@@ -114,7 +120,12 @@ struct ProfileOptions {
 ///     spans more than one node of `gpus_per_node` ranks;
 ///  3. with two or more ranks, for each all_reduce_bytes: warmup + repeats
 ///     all-reduces over the world, each after a world barrier; kAllReduce
-///     samples with group_size = world size;
+///     samples with group_size = world size; then for each
+///     zero1_collective_bytes B: warmup + repeats reduce-scatters of a
+///     float32 buffer of B bytes over the world, then as many all-gathers
+///     into a `dtype` buffer of B bytes, each after a world barrier;
+///     kReduceScatter and kAllGather samples with group_size = world size
+///     and bytes = the whole buffer;
 ///  4. a world barrier.
 /// Every rank of a block records the same collectives (timed from its own
 /// point of view); which ranks' samples to submit (e.g. rank 0's, or all

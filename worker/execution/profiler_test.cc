@@ -115,10 +115,29 @@ TEST(ProfilerTest, SingleRankDefaultProfileHasComputeSamplesOnly) {
   ASSERT_EQ(gemms.size(), options.gemm_tokens.size());
   ASSERT_EQ(forward.size(), options.attention_lengths.size());
   ASSERT_EQ(backward.size(), options.attention_lengths.size());
-  // A world of one has no collectives; the CPU reports no peak memory.
-  EXPECT_EQ(samples->size(), gemms.size() + forward.size() + backward.size());
+  // Activation memory at every token count and recompute setting (0, 1
+  // and all layers), measured on the CPU through the allocation meter.
+  const std::vector<ProfileSample> memory =
+      OfOp(*samples, Op::kActivationMemory);
+  ASSERT_EQ(memory.size(), 3 * options.memory_tokens.size());
+  for (size_t i = 0; i < memory.size(); ++i) {
+    EXPECT_EQ(memory[i].tokens,
+              options.memory_tokens[i % options.memory_tokens.size()]);
+    EXPECT_EQ(memory[i].checkpointed_layers,
+              std::vector<int>({0, 1, spec.num_layers})
+                  [i / options.memory_tokens.size()]);
+    EXPECT_GT(memory[i].measured_bytes, 0);
+  }
+  // More tokens hold more; recomputing every layer holds less.
+  EXPECT_GT(memory[2].measured_bytes, memory[0].measured_bytes);
+  EXPECT_LT(memory[8].measured_bytes, memory[2].measured_bytes);
+  // A world of one has no collectives.
+  EXPECT_EQ(samples->size(),
+            gemms.size() + forward.size() + backward.size() + memory.size());
   EXPECT_EQ(comm.world().all_to_all_calls, 0);
   EXPECT_EQ(comm.world().all_reduce_calls, 0);
+  EXPECT_EQ(comm.world().reduce_scatter_calls, 0);
+  EXPECT_EQ(comm.world().all_gather_calls, 0);
 
   for (size_t i = 0; i < gemms.size(); ++i) {
     const double tokens = static_cast<double>(options.gemm_tokens[i]);
@@ -175,9 +194,43 @@ TEST(ProfilerTest, DiffusionTransformerProfilesItsOwnBlock) {
   EXPECT_DOUBLE_EQ(forward[1].flops,
                    2 * causal.AttentionForwardFlopsPerSquaredToken() * 256 *
                        256);
+  // The DiT's own micro-batches give its activation-memory samples.
+  EXPECT_EQ(OfOp(*samples, Op::kActivationMemory).size(),
+            3 * options.memory_tokens.size());
   for (const ProfileSample& sample : *samples) {
-    EXPECT_GT(sample.measured_seconds, 0);
+    if (sample.op == Op::kActivationMemory) {
+      EXPECT_GT(sample.measured_bytes, 0);
+    } else {
+      EXPECT_GT(sample.measured_seconds, 0);
+    }
   }
+}
+
+// The profile runs in the precision the steps run in (the agent passes its
+// compute dtype): a bfloat16 profile runs a bfloat16 model, whose
+// activations hold fewer bytes.
+TEST(ProfilerTest, Bfloat16ProfileMeasuresBfloat16Activations) {
+  const ModelSpec spec = Tiny();
+  FakeCommunicator comm;
+  ProfileOptions options;
+  options.repeats = 1;
+  options.warmup = 0;
+  options.gemm_tokens = {64};
+  options.attention_lengths = {64};
+  options.memory_tokens = {2048};
+  options.memory_checkpointed_layers = std::vector<int>{0};
+  absl::StatusOr<std::vector<ProfileSample>> fp32 =
+      RunProfile(spec, comm, /*gpus_per_node=*/8, options);
+  ASSERT_TRUE(fp32.ok()) << fp32.status();
+  options.dtype = torch::kBFloat16;
+  absl::StatusOr<std::vector<ProfileSample>> bf16 =
+      RunProfile(spec, comm, /*gpus_per_node=*/8, options);
+  ASSERT_TRUE(bf16.ok()) << bf16.status();
+  const double fp32_bytes = OfOp(*fp32, Op::kActivationMemory)[0].measured_bytes;
+  const double bf16_bytes = OfOp(*bf16, Op::kActivationMemory)[0].measured_bytes;
+  std::fprintf(stderr, "activations of 2048 tokens: fp32 %.0f, bf16 %.0f bytes\n",
+               fp32_bytes, bf16_bytes);
+  EXPECT_LT(bf16_bytes, 0.8 * fp32_bytes);
 }
 
 TEST(ProfilerTest, FittedComputeModelPredictsAFreshGemm) {
@@ -205,6 +258,7 @@ TEST(ProfilerTest, FittedComputeModelPredictsAFreshGemm) {
   ProfileOptions fresh = options;
   fresh.gemm_tokens = {1024};
   fresh.attention_lengths = {};
+  fresh.memory_tokens = {};
   absl::StatusOr<std::vector<ProfileSample>> measured =
       RunProfile(spec, comm, /*gpus_per_node=*/8, fresh);
   ASSERT_TRUE(measured.ok()) << measured.status();
@@ -232,6 +286,7 @@ TEST(ProfilerTest, EachSampleIsTheMedianOfTheTimedRunsOnTheInjectedClock) {
   options.warmup = 1;
   options.gemm_tokens = {8, 16};
   options.attention_lengths = {8};
+  options.memory_tokens = {};
   absl::StatusOr<std::vector<ProfileSample>> samples =
       RunProfile(Tiny(), comm, /*gpus_per_node=*/8, options, clock);
   ASSERT_TRUE(samples.ok()) << samples.status();
@@ -415,6 +470,23 @@ DCP_RANK_MAIN(DefaultProfile) {
                        sample.measured_seconds > 0,
                    "all-reduce sample over the world across nodes");
     if (!status.ok()) return status;
+  }
+  // ZeRO-1's pair over the world: float32 gradients reduce-scattered, the
+  // weights (float32 here) all-gathered, each of the whole buffer's bytes.
+  for (Op op : {Op::kReduceScatter, Op::kAllGather}) {
+    const std::vector<ProfileSample> zero1 = OfOp(*samples, op);
+    status = Check(zero1.size() == options.zero1_collective_bytes.size(),
+                   "one reduce-scatter and one all-gather sample per size");
+    if (!status.ok()) return status;
+    for (size_t i = 0; i < zero1.size(); ++i) {
+      status = Check(
+          zero1[i].group_size == kWorldSize && zero1[i].inter_node &&
+              zero1[i].bytes ==
+                  static_cast<double>(options.zero1_collective_bytes[i]) &&
+              zero1[i].measured_seconds > 0,
+          absl::StrCat("ZeRO-1 collective sample ", i));
+      if (!status.ok()) return status;
+    }
   }
   status = Check(OfOp(*samples, Op::kGemm).size() == options.gemm_tokens.size(),
                  "GEMM samples on every rank");
