@@ -54,7 +54,7 @@ constexpr FlagSpec kFlags[] = {
      "timed runs per measurement (default 5 for the "
      "profile, 3 for micro-batches)"},
     {"profile-budget", "DURATION", "",
-     "time the profile of each model may take (default 150s for h200)"},
+     "time the profile of each model may take (default 120s for h200)"},
     {"micro-batch-budget", "DURATION", "",
      "time the micro-batches of each model may take (default 75s for h200)"},
     {"collectives-budget", "DURATION", "",
@@ -102,7 +102,7 @@ Sizes H200Sizes() {
   sizes.profile.memory_sequence_tokens = 4096;
   sizes.profile.collective_timeout = absl::Seconds(120);
   sizes.collective_bytes = {1 << 20, 16 << 20, 256 << 20};
-  sizes.profile_budget = absl::Seconds(150);
+  sizes.profile_budget = absl::Seconds(120);
   sizes.micro_batch_budget = absl::Seconds(75);
   sizes.collectives_budget = absl::Seconds(20);
   return sizes;

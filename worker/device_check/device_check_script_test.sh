@@ -42,6 +42,7 @@ fi
 report="${out}/device_check.md"
 check "the report is written to --out" test -s "${report}"
 check "the report on stdout is the file's" cmp -s "${report}" "${tmp}/run.stdout"
+check "the progress log is written to --out" contains "${out}/device_check.log" "timing collectives at world size 1"
 check "the tiny GPT was fitted" contains "${report}" "fit of tiny:"
 check "the tiny DiT was fitted" contains "${report}" "fit of tiny-dit:"
 check "GEMMs were profiled" grep -qE '^  gemm +[0-9]+ tokens: ' "${report}"
