@@ -17,7 +17,9 @@
 #       python3), checks glibc, the GPU and that every library resolves, then
 #       runs the check (CHECK_FLAGS go to dcp_device_check, e.g.
 #       --device=cpu, --sizes=tiny; see `run --help`) under a time limit
-#       (default 660 s), writing the report to $OUT (or --out=DIR) as well.
+#       (default 570 s; its phase budgets add up to about 7 minutes),
+#       writing the report, the rows and the progress log to $OUT (or
+#       --out=DIR) as well.
 #       With --binary it runs that binary as it is (no bundle, no Python):
 #       the CPU pipeline here (`run --binary=bazel-bin/... --device=cpu`).
 #
@@ -202,7 +204,7 @@ PY
 }
 
 cmd_run() {
-  local bundle="" binary="" python="python3" time_limit=660 device="cuda"
+  local bundle="" binary="" python="python3" time_limit=570 device="cuda"
   local out="${OUT:-}"
   local check_args=()
   local arg
@@ -275,9 +277,10 @@ cmd_run() {
     mkdir -p "${out}"
     check_args+=("--out=${out}")
   fi
-  local status=0
+  local status=0 log=/dev/null
+  [[ -z "${out}" ]] || log="${out}/device_check.log"
   LD_LIBRARY_PATH="${library_path}" timeout --kill-after=30 "${time_limit}" \
-    "${binary}" "${check_args[@]}" || status=$?
+    "${binary}" "${check_args[@]}" 2> >(tee "${log}" >&2) || status=$?
   if [[ "${status}" -eq 124 || "${status}" -eq 137 ]]; then
     fail "run: the check passed its time limit of ${time_limit} s (--time-limit); lower its phase budgets (dcp_device_check --help)"
   fi
