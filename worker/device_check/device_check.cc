@@ -411,24 +411,6 @@ class DeviceCheck {
   DeviceCheckReport report_;
 };
 
-const char* OpName(ProfileSample::Op op) {
-  switch (op) {
-    case ProfileSample::Op::kGemm:
-      return "gemm";
-    case ProfileSample::Op::kAttentionForward:
-      return "attention_forward";
-    case ProfileSample::Op::kAttentionBackward:
-      return "attention_backward";
-    case ProfileSample::Op::kAllToAll:
-      return "all_to_all";
-    case ProfileSample::Op::kAllReduce:
-      return "all_reduce";
-    case ProfileSample::Op::kActivationMemory:
-      return "activation_memory";
-  }
-  return "?";
-}
-
 }  // namespace
 
 absl::Status ValidateDeviceCheckOptions(const DeviceCheckOptions& options) {
@@ -516,7 +498,7 @@ std::string FormatDeviceCheckReport(const DeviceCheckReport& report) {
             &out,
             absl::StrFormat("  %-20s %8.0f tokens, %d recomputed: "
                             "peak %.0f bytes\n",
-                            OpName(sample.op), sample.tokens,
+                            ProfileOpName(sample.op), sample.tokens,
                             sample.checkpointed_layers, sample.measured_bytes));
       } else {
         const bool gemm = sample.op == ProfileSample::Op::kGemm;
@@ -527,10 +509,10 @@ std::string FormatDeviceCheckReport(const DeviceCheckReport& report) {
                 ? sample.flops * ComputeModel::kBackwardAttentionFactor
                 : sample.flops;
         absl::StrAppend(
-            &out,
-            absl::StrFormat("  %-20s %8.0f tokens: %.6g s, %.4g TFLOP/s\n",
-                            OpName(sample.op), size, sample.measured_seconds,
-                            flops / sample.measured_seconds / 1e12));
+            &out, absl::StrFormat(
+                      "  %-20s %8.0f tokens: %.6g s, %.4g TFLOP/s\n",
+                      ProfileOpName(sample.op), size, sample.measured_seconds,
+                      flops / sample.measured_seconds / 1e12));
       }
     }
   }

@@ -4,9 +4,8 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "common/clock.h"
+#include "common/fake_clock.h"
 #include "cost_model/model_spec.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -20,21 +19,6 @@ using ::testing::Contains;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using ::testing::SizeIs;
-
-// A clock that moves one millisecond at every reading, so that every
-// measurement is positive and every budget check is deterministic.
-class SteppingClock final : public Clock {
- public:
-  absl::Time Now() const override {
-    absl::MutexLock lock(&mutex_);
-    now_ += absl::Milliseconds(1);
-    return now_;
-  }
-
- private:
-  mutable absl::Mutex mutex_;
-  mutable absl::Time now_ ABSL_GUARDED_BY(mutex_) = absl::UnixEpoch();
-};
 
 ModelCase Case(const char* preset, std::vector<int64_t> tokens,
                std::vector<int> checkpointed) {
@@ -101,7 +85,7 @@ TEST(DeviceCheckTest, RunsEveryMicroBatchOfEveryModel) {
 TEST(DeviceCheckTest, PhasesPastTheirBudgetSkipWhatIsLeft) {
   DeviceCheckOptions options = TinyOptions();
   options.models = {Case("tiny", {16}, {0})};
-  // The stepping clock passes a nanosecond at its first reading.
+  // The stepping clock (1 ms a reading) passes a nanosecond at once.
   options.profile_budget = absl::Nanoseconds(1);
   options.micro_batch_budget = absl::Nanoseconds(1);
   options.collectives_budget = absl::Nanoseconds(1);
