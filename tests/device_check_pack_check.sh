@@ -23,12 +23,16 @@ bash scripts/device_check.sh pack --bundle="${bundle}" "$@"
 
 status=0
 binary="${bundle}/bin/dcp_device_check"
-if ! readelf -d "${binary}" | grep -q 'Shared library: \[libtorch_cuda.so\]' ||
-   ! nm -D --demangle "${binary}" | grep -qF 'c10d::ProcessGroupNCCL::ProcessGroupNCCL'; then
+# Read whole first: `grep -q` closing a pipe early fails it under pipefail.
+needed="$(readelf -d "${binary}")"
+symbols="$(nm -D --demangle "${binary}")"
+if ! grep -q 'Shared library: \[libtorch_cuda.so\]' <<<"${needed}" ||
+   ! grep -qF 'c10d::ProcessGroupNCCL::ProcessGroupNCCL' <<<"${symbols}"; then
   echo "device_check_pack_check: ${binary} is not the CUDA build" >&2
   status=1
 fi
-if find "${bundle}/lib" -type f | grep -qE '/lib(torch|c10|cudart|cublas|cudnn|nccl)[^/]*$'; then
+libraries="$(find "${bundle}/lib" -type f)"
+if grep -qE '/lib(torch|c10|cudart|cublas|cudnn|nccl)[^/]*$' <<<"${libraries}"; then
   echo "device_check_pack_check: the bundle carries torch's or CUDA's libraries" >&2
   status=1
 fi
