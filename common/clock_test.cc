@@ -25,6 +25,14 @@ TEST(FakeClockTest, WorksThroughTheInterface) {
   EXPECT_EQ(clock.Now(), absl::FromUnixSeconds(10));
 }
 
+TEST(SteppingClockTest, MovesByItsStepAtEveryReading) {
+  const SteppingClock clock(absl::Seconds(2), absl::FromUnixSeconds(10));
+  EXPECT_EQ(clock.Now(), absl::FromUnixSeconds(12));
+  EXPECT_EQ(clock.Now(), absl::FromUnixSeconds(14));
+  const SteppingClock default_step;
+  EXPECT_EQ(default_step.Now(), absl::UnixEpoch() + absl::Milliseconds(1));
+}
+
 TEST(RealClockTest, DoesNotGoBackwards) {
   const Clock& clock = RealClock::Get();
   const absl::Time first = clock.Now();

@@ -37,6 +37,27 @@ class FakeClock final : public Clock {
   absl::Time now_ ABSL_GUARDED_BY(mutex_);
 };
 
+/// A clock that moves forward by `step` at every reading, so that any two
+/// readings differ and code that times itself sees positive durations
+/// without a test advancing time by hand. Thread-safe.
+class SteppingClock final : public Clock {
+ public:
+  explicit SteppingClock(absl::Duration step = absl::Milliseconds(1),
+                         absl::Time start = absl::UnixEpoch())
+      : step_(step), now_(start) {}
+
+  absl::Time Now() const override {
+    absl::MutexLock lock(&mutex_);
+    now_ += step_;
+    return now_;
+  }
+
+ private:
+  const absl::Duration step_;
+  mutable absl::Mutex mutex_;
+  mutable absl::Time now_ ABSL_GUARDED_BY(mutex_);
+};
+
 }  // namespace dcp
 
 #endif  // DCP_COMMON_FAKE_CLOCK_H_

@@ -15,9 +15,8 @@
 #include "cost_model/least_squares.h"
 
 namespace dcp {
-namespace {
 
-const char *OpName(ProfileSample::Op op) {
+const char *ProfileOpName(ProfileSample::Op op) {
   switch (op) {
     case ProfileSample::Op::kGemm:
       return "gemm";
@@ -39,13 +38,16 @@ const char *OpName(ProfileSample::Op op) {
   return "unknown";
 }
 
+namespace {
+
 absl::Status ValidateSample(const ProfileSample &sample, size_t index,
                             int num_layers) {
   auto bad = [&](absl::string_view field, auto value,
                  absl::string_view requirement) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "profile sample ", index, " (", OpName(sample.op), "): ", field, " = ",
-        value, " ", requirement, "; fix or drop the sample"));
+        "profile sample ", index, " (", ProfileOpName(sample.op),
+        "): ", field, " = ", value, " ", requirement,
+        "; fix or drop the sample"));
   };
   const std::pair<const char *, double> doubles[] = {
       {"flops", sample.flops},

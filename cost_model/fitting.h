@@ -62,6 +62,10 @@ struct ProfileSample {
   double measured_bytes = 0;
 };
 
+/// The op's name in messages and reports: "gemm", "attention_forward",
+/// "attention_backward", "all_to_all", "all_reduce", "activation_memory".
+const char* ProfileOpName(ProfileSample::Op op);
+
 /// How one sub-model's fit went.
 struct ModelFitReport {
   /// "gemm", "attention_forward", "attention_backward", "all_to_all_intra",

@@ -5,7 +5,6 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
 #include "common/fake_clock.h"
@@ -23,20 +22,6 @@ namespace {
 
 using ::testing::AllOf;
 using ::testing::HasSubstr;
-
-// A clock that moves 1 ms every time it is read.
-class SteppingClock final : public Clock {
- public:
-  absl::Time Now() const override {
-    absl::MutexLock lock(&mutex_);
-    now_ += absl::Milliseconds(1);
-    return now_;
-  }
-
- private:
-  mutable absl::Mutex mutex_;
-  mutable absl::Time now_ ABSL_GUARDED_BY(mutex_) = absl::UnixEpoch();
-};
 
 BatchStream MakeStream(uint64_t seed = 7) {
   absl::StatusOr<std::unique_ptr<LengthSource>> source =

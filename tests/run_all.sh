@@ -2,7 +2,8 @@
 # Installs missing build dependencies, then builds and runs the tests.
 # Extra arguments go to `bazel test`: flags (e.g. `--jobs=1`) and, optionally,
 # target patterns; without a target pattern every test runs (`//...`) and
-# then tests/cuda_link_check.sh checks that the CUDA build of dcp_worker links.
+# then tests/cuda_link_check.sh checks that the CUDA build of dcp_worker links
+# and tests/device_check_pack_check.sh that the device check's bundle packs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -49,6 +50,15 @@ if [[ "${has_target}" == false ]]; then
   echo "run_all: bash tests/cuda_link_check.sh ${flags[*]+"${flags[*]}"}"
   if bash tests/cuda_link_check.sh "${flags[@]+"${flags[@]}"}" 2>&1 | tee "${log}"; then
     grep -q '^cuda_link_check: PASSED' "${log}" && passed=$((passed + 1))
+  else
+    status=1
+    failed=$((failed + 1))
+  fi
+fi
+if [[ "${has_target}" == false ]]; then
+  echo "run_all: bash tests/device_check_pack_check.sh ${flags[*]+"${flags[*]}"}"
+  if bash tests/device_check_pack_check.sh "${flags[@]+"${flags[@]}"}" 2>&1 | tee "${log}"; then
+    grep -q '^device_check_pack_check: PASSED' "${log}" && passed=$((passed + 1))
   else
     status=1
     failed=$((failed + 1))
