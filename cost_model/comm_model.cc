@@ -35,16 +35,30 @@ CommParams DefaultCommParams(const ClusterSpec& cluster) {
   return params;
 }
 
+namespace {
+
+// alpha + bytes (n-1)/n / bandwidth, 0 for a group of one.
+double ShardedCollectiveSeconds(double bytes, int group_size,
+                                double latency_seconds,
+                                double bus_bytes_per_second) {
+  if (group_size <= 1) return 0;
+  return latency_seconds +
+         bytes * (group_size - 1) / group_size / bus_bytes_per_second;
+}
+
+}  // namespace
+
 double CommModel::AllToAllSeconds(double bytes_per_rank, int group_size,
                                   bool inter_node) const {
-  if (group_size <= 1) return 0;
-  const double bus_bytes = bytes_per_rank * (group_size - 1) / group_size;
-  return inter_node ? params_.all_to_all_inter_latency_seconds +
-                          bus_bytes /
-                              params_.all_to_all_inter_bus_bytes_per_second
-                    : params_.all_to_all_intra_latency_seconds +
-                          bus_bytes /
-                              params_.all_to_all_intra_bus_bytes_per_second;
+  return inter_node
+             ? ShardedCollectiveSeconds(
+                   bytes_per_rank, group_size,
+                   params_.all_to_all_inter_latency_seconds,
+                   params_.all_to_all_inter_bus_bytes_per_second)
+             : ShardedCollectiveSeconds(
+                   bytes_per_rank, group_size,
+                   params_.all_to_all_intra_latency_seconds,
+                   params_.all_to_all_intra_bus_bytes_per_second);
 }
 
 double CommModel::AllReduceSeconds(double bytes, int group_size,
@@ -58,19 +72,6 @@ double CommModel::AllReduceSeconds(double bytes, int group_size,
                           bus_bytes /
                               params_.all_reduce_intra_bus_bytes_per_second;
 }
-
-namespace {
-
-// alpha + bytes (n-1)/n / bandwidth, 0 for a group of one.
-double ShardedCollectiveSeconds(double bytes, int group_size,
-                                double latency_seconds,
-                                double bus_bytes_per_second) {
-  if (group_size <= 1) return 0;
-  return latency_seconds +
-         bytes * (group_size - 1) / group_size / bus_bytes_per_second;
-}
-
-}  // namespace
 
 double CommModel::ReduceScatterSeconds(double bytes, int group_size,
                                        bool inter_node) const {
