@@ -38,7 +38,7 @@ constexpr double kTargetFactors[] = {1.0, 1.03, 1.07, 1.15, 1.3, 1.5, 2.0, 3.0};
 constexpr int kRefinementRounds = 24;
 constexpr int kMovesTriedPerRound = 8;
 // Layouts priced exactly: 4 to 16, this many sequences' worth.
-constexpr int64_t kExactlyPricedSequences = int64_t{1} << 16;
+constexpr int64_t kExactlyPricedSequences = int64_t{1} << 10;
 // Sequences up to which every sequence is placed on its own by Assign;
 // larger batches are placed in about this many items (see BuildAssignItems).
 constexpr int kAssignItems = 1 << 16;
