@@ -37,6 +37,9 @@ constexpr double kTargetFactors[] = {1.0, 1.03, 1.07, 1.15, 1.3, 1.5, 2.0, 3.0};
 // Local-search budget after the best candidate is chosen.
 constexpr int kRefinementRounds = 24;
 constexpr int kMovesTriedPerRound = 8;
+// Batches up to which layout candidates also take sizes by least
+// GPU-seconds (SizeChoice::kLeastGpuSeconds).
+constexpr int64_t kLeastGpuSecondsSequences = int64_t{1} << 14;
 // Layouts priced exactly: 4 to 16, this many sequences' worth.
 constexpr int64_t kExactlyPricedSequences = int64_t{1} << 10;
 // Sequences up to which every sequence is placed on its own by Assign;
@@ -1175,14 +1178,19 @@ const std::vector<std::vector<int>>& PlanSearch::RankedLayouts() {
   const int num_sizes = static_cast<int>(sizes_.size());
 
   std::vector<std::vector<int>> candidates;
-  for (SizeChoice choice : {SizeChoice::kSmallest, SizeChoice::kLeastGpuSeconds}) {
-    for (double factor : kTargetFactors) {
-      for (Rounding rounding :
-           {Rounding::kDown, Rounding::kNearest, Rounding::kUp}) {
-        std::vector<int> counts =
-            CountsForTarget(lower_bound_ * factor, rounding, choice);
-        if (!counts.empty()) candidates.push_back(std::move(counts));
-      }
+  for (double factor : kTargetFactors) {
+    for (Rounding rounding :
+         {Rounding::kDown, Rounding::kNearest, Rounding::kUp}) {
+      std::vector<int> counts =
+          CountsForTarget(lower_bound_ * factor, rounding, SizeChoice::kSmallest);
+      if (!counts.empty()) candidates.push_back(std::move(counts));
+    }
+    // Sizes by least GPU-seconds too, rounded to the nearest, where the
+    // extra starting points (each an Assign of the whole batch) are cheap.
+    if (static_cast<int64_t>(lengths_.size()) <= kLeastGpuSecondsSequences) {
+      std::vector<int> counts = CountsForTarget(
+          lower_bound_ * factor, Rounding::kNearest, SizeChoice::kLeastGpuSeconds);
+      if (!counts.empty()) candidates.push_back(std::move(counts));
     }
   }
   // Homogeneous layouts (every group the same size) keep the static ways of
