@@ -58,7 +58,7 @@ constexpr int kMaxRepartitionSequences = 12;
 // Sequences the thorough refinement (swaps, splits anew, the extra starts
 // and group-size changes) may time per batch in all; past it refinement
 // goes on as for larger batches.
-constexpr int64_t kThoroughSequenceBudget = int64_t{1} << 16;
+constexpr int64_t kThoroughSequenceBudget = int64_t{1} << 15;
 // Refined neighbours ChangeGroupSizes may try per search.
 constexpr int kGroupSizeChanges = 32;
 // Sequences Refine may re-time in all (the sum of the sizes of the groups it
