@@ -4,6 +4,7 @@
 // sequences anew, changing one group's SP size, several starting layouts)
 // was measurably slower than the optimum, and where it now reaches it.
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -17,6 +18,7 @@
 #include "planner/plan_json.h"
 #include "planner/test_cost_model.h"
 #include "planner/validate.h"
+#include "planner/workload.h"
 
 namespace dcp {
 namespace {
@@ -77,6 +79,43 @@ TEST(PlannerSearchTest, ChangingOneGroupsSpSizeReachesTheOptimum) {
     sp_one_groups += group.sp_size() == 1;
   }
   EXPECT_GE(sp_one_groups, 3);
+}
+
+TEST(PlannerSearchTest, WithinThreePercentOfTheBoundOnAChatLikeMix) {
+  // A chat-SFT-like mix (median 640 tokens, 1% past 8K, 32K context; the
+  // README's "Closing the gaps") on 4 x 8, 4 batches. Against the bound
+  // that counts the micro-batches' fixed costs (the old one was 3.4-3.9%
+  // below dcp here), the old search was 1.80%, 1.43%, 1.38% and 2.99% from
+  // it (mean 1.90%); the estimates with each sequence's share of those
+  // fixed costs and the layout candidates by least GPU-seconds (the
+  // 12K-17K sequences SP 1 holds only with recompute are cheaper on SP 2)
+  // bring it to 1.40%, 1.23%, 1.15% and 2.63% (mean 1.60%).
+  const CostModel cost_model = MakeCostModel("llama3-8b", 4, 8);
+  absl::StatusOr<std::unique_ptr<LengthSource>> source = ParseWorkloadSpec(
+      "longtail:median=640,sigma=1.1,tail_fraction=0.01,tail_min=8192,"
+      "alpha=1.5,max=32768");
+  ASSERT_TRUE(source.ok()) << source.status();
+  PlannerOptions options;
+  options.static_options.workload_max_length_tokens =
+      (*source)->MaxLengthTokens();
+  BatchOptions batch_options;
+  batch_options.global_batch_tokens = int64_t{2} << 20;
+  absl::StatusOr<BatchStream> stream =
+      BatchStream::Create(*std::move(source), batch_options, /*seed=*/1);
+  ASSERT_TRUE(stream.ok()) << stream.status();
+  double sum_gaps = 0;
+  for (int step = 0; step < 4; ++step) {
+    std::vector<int64_t> lengths;
+    for (const Sample& sample : stream->Next()) {
+      lengths.push_back(sample.length_tokens);
+    }
+    absl::StatusOr<Plan> plan = Planner(cost_model, options).PlanBatch(lengths);
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    EXPECT_TRUE(ValidatePlan(cost_model, lengths, *plan).ok());
+    EXPECT_LT(plan->GapToLowerBound(), 0.03) << "batch " << step;
+    sum_gaps += plan->GapToLowerBound();
+  }
+  EXPECT_LT(sum_gaps / 4, 0.0175);
 }
 
 TEST(PlannerSearchTest, SmallBatchSearchIsDeterministic) {
