@@ -1,5 +1,6 @@
 // Over 600 lines by choice: this file is one class, PlanSearch, the search
-// of one batch (layouts, assignment, packing, refinement, all-reduce hiding);
+// of one batch (layouts, assignment, packing, refinement with its thorough
+// moves on small batches, group-size changes, all-reduce hiding);
 // its phases share the batch's state, and splitting them across files would
 // spread one algorithm over several. Planner::PlanBatch at the end is the
 // only public entry.
