@@ -28,25 +28,6 @@ void MilpProblem::AddRow(std::vector<std::pair<int, double>> terms,
 }
 
 struct CbcAccess {
-  // The largest amount by which `values` breaks a row or a bound.
-  static double Violation(const MilpProblem& p,
-                          const std::vector<double>& values) {
-    double worst = 0;
-    for (int c = 0; c < p.num_columns(); ++c) {
-      worst = std::max({worst, p.lower_[c] - values[c], values[c] - p.upper_[c]});
-      if (p.integer_[c]) worst = std::max(worst, std::abs(values[c] - std::round(values[c])));
-    }
-    for (int r = 0; r < p.num_rows(); ++r) {
-      double activity = 0;
-      for (const auto& [column, coefficient] : p.rows_[r]) {
-        activity += coefficient * values[column];
-      }
-      worst = std::max({worst, p.row_lower_[r] - activity,
-                        activity - p.row_upper_[r]});
-    }
-    return worst;
-  }
-
   static void Load(const MilpProblem& p, Cbc_Model* model) {
     const int columns = p.num_columns();
     // Compressed sparse columns from the rows.
@@ -107,15 +88,11 @@ absl::StatusOr<MilpSolution> SolveWithCbc(const MilpProblem& problem,
     Cbc_deleteModel(model);
     return absl::InternalError("CBC abandoned the MILP (numerical trouble)");
   }
-  if (getenv("MILP_DEBUG")) { fprintf(stderr, "cbc status %d secondary %d infeasible %d optimal %d\n", status, Cbc_secondaryStatus(model), Cbc_isProvenInfeasible(model), Cbc_isProvenOptimal(model)); Cbc_writeLp(model, "/tmp/milp_last"); }
   const double* best = Cbc_bestSolution(model);
   if (best != nullptr) {
     solution.feasible = true;
     solution.values.assign(best, best + problem.num_columns());
     solution.objective = Cbc_getObjValue(model);
-    const double* col = Cbc_getColSolution(model);
-    std::vector<double> colv(col, col + problem.num_columns());
-    fprintf(stderr, "violation best %g col %g obj %g\n", CbcAccess::Violation(problem, solution.values), CbcAccess::Violation(problem, colv), solution.objective);
   }
   // Stopped on time: status 1 with the seconds limit reached.
   const bool out_of_time = Cbc_isSecondsLimitReached(model) != 0;

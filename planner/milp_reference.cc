@@ -7,7 +7,6 @@
 #include <optional>
 #include <utility>
 #include <vector>
-#include <iostream>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -210,12 +209,6 @@ absl::StatusOr<LayoutResult> SolveLayout(
     const int64_t level0 = std::max<int64_t>(1, a.capacity[0]);
     const int count = std::min<int64_t>(
         fit_count, 2 * static_cast<int64_t>(std::ceil(share / level0)) + 1);
-    if (getenv("MILP_DEBUG")) {
-      std::cerr << "group " << g << " sp " << a.sp_size << " share " << share << " top " << top << " count " << count << " caps";
-      for (auto c : a.capacity) std::cerr << " " << c;
-      std::cerr << " tokens"; for (auto t : a.tokens) std::cerr << " " << t;
-      std::cerr << "\n";
-    }
     const double recompute_bound =
         (a.fixed_recompute + KnapsackBound(a, a.recompute, a.capacity[top])) *
         kMilliseconds;
@@ -357,12 +350,6 @@ absl::StatusOr<LayoutResult> SolveLayout(
   int slowest = 0;
   for (int g = 0; g < groups; ++g) {
     if (on(designated[g])) slowest = g;
-    if (getenv("MILP_DEBUG")) {
-      double t = 0;
-      for (const auto& [c, w] : group_time[g]) t += w * v[c];
-      std::cerr << "g" << g << " z=" << v[designated[g]] << " T=" << t << " Lb=" << v[last_backward[g]] << " S=" << v[step] << " E=" << v[exposed] << " slots=" << slots[g].size() << "\n";
-      for (const Slot& slot : slots[g]) { std::cerr << "  x:"; for (int c : slot.x) std::cerr << (c >= 0 ? v[c] : -1) << " "; std::cerr << " lv:"; for (int c : slot.level) std::cerr << v[c] << " "; std::cerr << " rc=" << v[slot.recompute] << " last=" << v[slot.last] << "\n"; }
-    }
   }
   std::vector<int> order = {slowest};
   for (int g = 0; g < groups; ++g) {
@@ -465,7 +452,7 @@ absl::StatusOr<MilpReference> ComputeMilpReference(
                                  sizes->begin()]);
     }
     absl::StatusOr<LayoutResult> solved = SolveLayout(
-        cost_model, lengths_tokens, layout, first_ranks, of_group, getenv("MILP_NOCUT") ? kInfinity : upper,
+        cost_model, lengths_tokens, layout, first_ranks, of_group, upper,
         std::min(left, options.layout_time_limit_seconds), options);
     if (!solved.ok()) return solved.status();
     ++result.layouts;
@@ -479,13 +466,6 @@ absl::StatusOr<MilpReference> ComputeMilpReference(
                                 ? std::max(s.best_bound,
                                            s.objective * (1 - options.relative_gap))
                                 : s.best_bound);
-    if (solved->plan && getenv("MILP_DEBUG")) {
-      for (const auto& g : solved->plan->groups) {
-        std::cerr << "group " << g.sp_size() << " " << g.predicted_seconds << ":";
-        for (const auto& m : g.micro_batches) std::cerr << " [" << absl::StrJoin(m.sequence_indices, ",") << " k=" << m.checkpointed_layers << " " << m.predicted_seconds << "]";
-        std::cerr << "\n";
-      }
-    }
     if (solved->plan && solved->plan->predicted_step_seconds < upper) {
       upper = solved->plan->predicted_step_seconds;
       result.best_plan = *std::move(solved->plan);
