@@ -48,7 +48,8 @@ struct MilpSolution {
 };
 
 /// Solves `problem` with CBC (its default cuts and heuristics, one thread,
-/// no output), within `time_limit_seconds` of wall clock, searching only
+/// no output), within `time_limit_seconds` of this process's CPU time
+/// (CBC's clock), searching only
 /// for solutions below `cutoff`. INTERNAL if CBC abandons the solve.
 absl::StatusOr<MilpSolution> SolveWithCbc(const MilpProblem& problem,
                                           double time_limit_seconds,

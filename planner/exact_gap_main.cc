@@ -31,8 +31,9 @@ constexpr FlagSpec kFlags[] = {
      "which rows: all, exhaustive (the 10-12 sequence rows) or milp (the "
      "16-64 sequence rows)"},
     {"layout_seconds", "S", "5",
-     "CBC's wall-clock limit per layout MILP; a layout it does not close "
-     "counts with its best bound"},
+     "CBC's limit per layout MILP, in CPU seconds of this process (so a "
+     "loaded machine does not change what it finds); a layout it does not "
+     "close counts with its best bound"},
     {"batch_seconds", "S", "900", "wall-clock limit per batch (MILP)"},
     {"milp_closes", "BOOL", "true",
      "on the exhaustive rows, run the MILP where the search's two ends do "

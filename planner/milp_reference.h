@@ -18,7 +18,8 @@ inline constexpr int kMaxMilpReferenceSequences = 64;
 
 /// Bounds on the work of ComputeMilpReference. Plain value.
 struct MilpReferenceOptions {
-  /// Wall-clock seconds CBC may spend on one layout's MILP.
+  /// Seconds CBC may spend on one layout's MILP, measured as CBC does: CPU
+  /// seconds of this process.
   double layout_time_limit_seconds = 20;
   /// Wall-clock seconds for the whole batch (every layout); past it the
   /// call fails with DEADLINE_EXCEEDED.

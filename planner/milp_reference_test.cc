@@ -137,6 +137,40 @@ TEST(MilpReferenceTest, AnUpperBoundCutsLayoutsOffWithoutChangingTheOptimum) {
             dcp->predicted_step_seconds * (1 + kTolerance));
 }
 
+// Larger batches on 16 GPUs (SP 16 beyond llama3-8b's KV heads allowed),
+// dcp's step as the cutoff: lower bound <= the MILP's lower end <= its
+// plan <= dcp, the plan valid, whether or not every layout closes in time.
+TEST(MilpReferenceTest, BracketsLargerBatchesBetweenTheBoundAndDcp) {
+  std::mt19937_64 rng(16);
+  CostModel cost_model = MakeCostModel("llama3-8b", 2, 8);
+  const std::vector<int> sizes = *LegalSpSizes(cost_model, {});
+  EXPECT_EQ(sizes.back(), 16);
+  for (int b = 0; b < 1; ++b) {
+    std::vector<int64_t> lengths;
+    for (int s = 0; s < 16; ++s) lengths.push_back(1024 << (rng() % 6));
+    SCOPED_TRACE(testing::Message() << "batch " << b);
+    absl::StatusOr<Plan> dcp = Planner(cost_model, {}).PlanBatch(lengths);
+    ASSERT_TRUE(dcp.ok()) << dcp.status();
+    MilpReferenceOptions options = TestOptions();
+    options.relative_gap = 1e-4;
+    options.layout_time_limit_seconds = 1;
+    options.upper_bound_seconds = dcp->predicted_step_seconds;
+    absl::StatusOr<MilpReference> milp =
+        ComputeMilpReference(cost_model, {}, lengths, options);
+    ASSERT_TRUE(milp.ok()) << milp.status();
+    absl::StatusOr<double> bound =
+        StepTimeLowerBound(cost_model, sizes, lengths);
+    ASSERT_TRUE(bound.ok()) << bound.status();
+    EXPECT_LE(*bound, milp->upper_seconds * (1 + kTolerance));
+    EXPECT_LE(milp->lower_seconds, milp->upper_seconds * (1 + kTolerance));
+    EXPECT_LE(milp->upper_seconds,
+              dcp->predicted_step_seconds * (1 + kTolerance));
+    if (!milp->best_plan.groups.empty()) {
+      ExpectValidAndPriced(cost_model, lengths, *milp);
+    }
+  }
+}
+
 TEST(MilpReferenceTest, ClearErrors) {
   CostModel cost_model = MakeCostModel("llama3-8b", 1, 8);
   std::vector<int64_t> many(kMaxMilpReferenceSequences + 1, 1024);
