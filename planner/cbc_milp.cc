@@ -48,7 +48,9 @@ struct CbcAccess {
       }
     }
     auto finite = [](double v) {
-      return std::isinf(v) ? std::copysign(std::numeric_limits<double>::max(), v) : v;
+      return std::isinf(v)
+                 ? std::copysign(std::numeric_limits<double>::max(), v)
+                 : v;
     };
     std::vector<double> lower, upper, row_lower, row_upper;
     for (double v : p.lower_) lower.push_back(finite(v));
@@ -74,9 +76,9 @@ absl::StatusOr<MilpSolution> SolveWithCbc(const MilpProblem& problem,
   Cbc_setAllowableFractionGap(model, relative_gap);
   // CBC 2.10.8's diving heuristics trip an assertion on some of these
   // programs (CbcHeuristicDive::reducedCostFix); the others stay on.
-  for (const char* dive : {"DivingSome", "DivingCoefficient", "DivingFractional",
-                           "DivingGuided", "DivingLineSearch",
-                           "DivingPseudoCost", "DivingVectorLength"}) {
+  for (const char* dive :
+       {"DivingSome", "DivingCoefficient", "DivingFractional", "DivingGuided",
+        "DivingLineSearch", "DivingPseudoCost", "DivingVectorLength"}) {
     Cbc_setParameter(model, dive, "off");
   }
   const bool has_cutoff = std::isfinite(cutoff);
@@ -96,13 +98,13 @@ absl::StatusOr<MilpSolution> SolveWithCbc(const MilpProblem& problem,
   }
   // Stopped on time: status 1 with the seconds limit reached.
   const bool out_of_time = Cbc_isSecondsLimitReached(model) != 0;
-  if (!out_of_time && (Cbc_isProvenOptimal(model) ||
-                       Cbc_isProvenInfeasible(model))) {
+  if (!out_of_time &&
+      (Cbc_isProvenOptimal(model) || Cbc_isProvenInfeasible(model))) {
     solution.proven = true;
     solution.best_bound =
-        solution.feasible ? std::min(solution.objective,
-                                     Cbc_getBestPossibleObjValue(model))
-                          : (has_cutoff ? cutoff : MilpProblem::kInfinity);
+        solution.feasible
+            ? std::min(solution.objective, Cbc_getBestPossibleObjValue(model))
+            : (has_cutoff ? cutoff : MilpProblem::kInfinity);
   } else {
     solution.best_bound = Cbc_getBestPossibleObjValue(model);
   }

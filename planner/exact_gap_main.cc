@@ -15,8 +15,8 @@
 #include "cost_model/cost_model.h"
 #include "planner/batch_check.h"
 #include "planner/exact_reference.h"
-#include "planner/milp_reference.h"
 #include "planner/lower_bound.h"
+#include "planner/milp_reference.h"
 #include "planner/planner.h"
 #include "planner/workload.h"
 
@@ -230,8 +230,7 @@ int Run(int argc, char** argv) {
       // dcp / max(lower, bound) - 1.
       const double optimum = std::min(bracket.upper, dcp);
       const double gap = dcp / optimum - 1;
-      const double gap_upper_end =
-          dcp / std::max(bracket.lower, *bound) - 1;
+      const double gap_upper_end = dcp / std::max(bracket.lower, *bound) - 1;
       if (bracket.pinned) ++exact_count;
       sum_gap += gap;
       max_gap = std::max(max_gap, gap);

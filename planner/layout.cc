@@ -106,10 +106,9 @@ absl::StatusOr<std::vector<int>> PlaceGroups(absl::Span<const int> group_sizes,
     return first_rank;
   }
   return absl::FailedPreconditionError(absl::StrCat(
-      "found no layout of SP groups of sizes ",
-      absl::StrJoin(group_sizes, ","), " in aligned blocks on ",
-      cluster.num_nodes, " nodes of ", per_node, " GPUs",
-      budget < 0 ? " (search budget exhausted)" : ""));
+      "found no layout of SP groups of sizes ", absl::StrJoin(group_sizes, ","),
+      " in aligned blocks on ", cluster.num_nodes, " nodes of ", per_node,
+      " GPUs", budget < 0 ? " (search budget exhausted)" : ""));
 }
 
 namespace {
@@ -140,7 +139,8 @@ std::vector<std::vector<int>> PlaceableLayouts(absl::Span<const int> sp_sizes,
   EnumerateLayouts(sp_sizes, cluster.NumGpus(), sp_sizes.back(), current, all);
   std::vector<std::vector<int>> placeable;
   for (std::vector<int>& layout : all) {
-    if (PlaceGroups(layout, cluster).ok()) placeable.push_back(std::move(layout));
+    if (PlaceGroups(layout, cluster).ok())
+      placeable.push_back(std::move(layout));
   }
   return placeable;
 }

@@ -36,9 +36,9 @@ struct AffineSize {
   int sp_size = 0;
   double fixed_total = 0, fixed_backward = 0, fixed_recompute = 0;
   std::vector<double> total, backward, recompute;
-  std::vector<int64_t> tokens;     // per rank, per sequence
-  std::vector<int64_t> capacity;   // per level 0..num_layers
-  std::vector<char> fits;          // sequence fits at some level
+  std::vector<int64_t> tokens;    // per rank, per sequence
+  std::vector<int64_t> capacity;  // per level 0..num_layers
+  std::vector<char> fits;         // sequence fits at some level
 };
 
 MicroBatchShape ShapeOfIndices(absl::Span<const int64_t> lengths,
@@ -59,9 +59,12 @@ absl::StatusOr<AffineSize> MakeAffineSize(const CostModel& cost_model,
   // The fixed terms: one micro-batch of two sequences against two of one.
   const std::vector<int64_t> probe = {lengths[0], lengths[n > 1 ? 1 : 0]};
   auto fixed = [&](int k) {
-    const MicroBatchCost one = cost_model.MicroBatch(ShapeOf({probe[0]}, sp_size), k);
-    const MicroBatchCost two = cost_model.MicroBatch(ShapeOf({probe[1]}, sp_size), k);
-    const MicroBatchCost both = cost_model.MicroBatch(ShapeOf(probe, sp_size), k);
+    const MicroBatchCost one =
+        cost_model.MicroBatch(ShapeOf({probe[0]}, sp_size), k);
+    const MicroBatchCost two =
+        cost_model.MicroBatch(ShapeOf({probe[1]}, sp_size), k);
+    const MicroBatchCost both =
+        cost_model.MicroBatch(ShapeOf(probe, sp_size), k);
     return std::pair<double, double>(
         one.total_seconds + two.total_seconds - both.total_seconds,
         one.backward_seconds + two.backward_seconds - both.backward_seconds);
@@ -83,8 +86,11 @@ absl::StatusOr<AffineSize> MakeAffineSize(const CostModel& cost_model,
   for (int k = 0; k <= layers; ++k) {
     a.capacity.push_back(cost_model.MaxTokensPerRank(k, sp_size));
   }
+  // Capacity need not grow at the last levels (the recompute's working set
+  // can dominate there): a sequence fits if some level holds it.
+  const int64_t most = *std::max_element(a.capacity.begin(), a.capacity.end());
   for (int i = 0; i < n; ++i) {
-    a.fits.push_back(a.tokens[i] <= a.capacity[layers] ? 1 : 0);
+    a.fits.push_back(a.tokens[i] <= most ? 1 : 0);
   }
   // The affine form must reproduce the cost model on the whole batch.
   std::vector<int> all(n);
@@ -148,7 +154,8 @@ absl::StatusOr<LayoutResult> SolveLayout(
     double time_limit, const MilpReferenceOptions& options) {
   const int n = static_cast<int>(lengths.size());
   const int groups = static_cast<int>(layout.size());
-  const double allreduce = cost_model.GradientAllReduceSeconds() * kMilliseconds;
+  const double allreduce =
+      cost_model.GradientAllReduceSeconds() * kMilliseconds;
   // Every sequence must fit some group of the layout.
   for (int i = 0; i < n; ++i) {
     bool fits = false;
@@ -168,21 +175,22 @@ absl::StatusOr<LayoutResult> SolveLayout(
     double least = kInfinity;
     for (const AffineSize* a : affine) {
       if (!a->fits[i]) continue;
-      least = std::min(least, a->fixed_total + a->total[i] +
-                                  layers * (a->fixed_recompute + a->recompute[i]));
+      least =
+          std::min(least, a->fixed_total + a->total[i] +
+                              layers * (a->fixed_recompute + a->recompute[i]));
     }
     crude += least * kMilliseconds;
   }
   const double big = std::min(crude, upper_bound * kMilliseconds) * 1.001;
 
   MilpProblem p;
-  const int step = p.AddColumn(0, big, 1, false);       // slowest group
+  const int step = p.AddColumn(0, big, 1, false);  // slowest group
   const int exposed = p.AddColumn(0, allreduce, 1, false);
   struct Slot {
-    std::vector<int> x;        // column per sequence, -1 where it cannot go
-    std::vector<int> level;    // column per level 0..top
-    int recompute = -1;        // recompute milliseconds
-    int last = -1;             // this slot runs last in its group
+    std::vector<int> x;      // column per sequence, -1 where it cannot go
+    std::vector<int> level;  // column per level 0..top
+    int recompute = -1;      // recompute milliseconds
+    int last = -1;           // this slot runs last in its group
   };
   std::vector<std::vector<Slot>> slots(groups);
   std::vector<std::vector<std::pair<int, double>>> group_time(groups);
@@ -201,11 +209,14 @@ absl::StatusOr<LayoutResult> SolveLayout(
       least_rate = std::min(least_rate, a.total[i] * kMilliseconds /
                                             std::max<int64_t>(1, a.tokens[i]));
     }
-    const double share =
-        least_rate > 0 ? std::min<double>(fit_tokens, big / least_rate)
-                       : static_cast<double>(fit_tokens);
+    const double share = least_rate > 0
+                             ? std::min<double>(fit_tokens, big / least_rate)
+                             : static_cast<double>(fit_tokens);
+    // Levels up to the first that holds `share` (or the most any holds).
+    const double most = static_cast<double>(
+        *std::max_element(a.capacity.begin(), a.capacity.end()));
     int top = 0;
-    while (top < layers && a.capacity[top] < std::min<double>(share, a.capacity[layers])) ++top;
+    while (top < layers && a.capacity[top] < std::min(share, most)) ++top;
     const int64_t level0 = std::max<int64_t>(1, a.capacity[0]);
     const int count = std::min<int64_t>(
         fit_count, 2 * static_cast<int64_t>(std::ceil(share / level0)) + 1);
@@ -217,7 +228,8 @@ absl::StatusOr<LayoutResult> SolveLayout(
     std::vector<std::pair<int, double>> pick_last;
     for (int m = 0; m < count; ++m) {
       Slot slot;
-      for (int i = 0; i < n; ++i) slot.x.push_back(a.fits[i] ? p.AddBinary() : -1);
+      for (int i = 0; i < n; ++i)
+        slot.x.push_back(a.fits[i] ? p.AddBinary() : -1);
       for (int k = 0; k <= top; ++k) slot.level.push_back(p.AddBinary());
       slot.recompute = p.AddColumn(0, kInfinity, 0, false);
       slot.last = p.AddBinary();
@@ -235,7 +247,8 @@ absl::StatusOr<LayoutResult> SolveLayout(
       // Memory: tokens within the level's capacity.
       std::vector<std::pair<int, double>> memory;
       for (int i = 0; i < n; ++i) {
-        if (slot.x[i] >= 0) memory.push_back({slot.x[i], static_cast<double>(a.tokens[i])});
+        if (slot.x[i] >= 0)
+          memory.push_back({slot.x[i], static_cast<double>(a.tokens[i])});
       }
       for (int k = 0; k <= top; ++k) {
         memory.push_back({slot.level[k], -static_cast<double>(a.capacity[k])});
@@ -296,7 +309,8 @@ absl::StatusOr<LayoutResult> SolveLayout(
     }
     // step >= group time; step <= group time when designated.
     std::vector<std::pair<int, double>> at_least = {{step, 1}};
-    std::vector<std::pair<int, double>> at_most = {{step, 1}, {designated[g], big}};
+    std::vector<std::pair<int, double>> at_most = {{step, 1},
+                                                   {designated[g], big}};
     for (const auto& [column, value] : group_time[g]) {
       at_least.push_back({column, -value});
       at_most.push_back({column, -value});
@@ -309,8 +323,10 @@ absl::StatusOr<LayoutResult> SolveLayout(
     // Groups of one size are interchangeable: slower first.
     if (g > 0 && layout[g] == layout[g - 1]) {
       std::vector<std::pair<int, double>> row;
-      for (const auto& [column, value] : group_time[g - 1]) row.push_back({column, value});
-      for (const auto& [column, value] : group_time[g]) row.push_back({column, -value});
+      for (const auto& [column, value] : group_time[g - 1])
+        row.push_back({column, value});
+      for (const auto& [column, value] : group_time[g])
+        row.push_back({column, -value});
       p.AddRow(row, 0, kInfinity);
     }
   }
@@ -359,7 +375,8 @@ absl::StatusOr<LayoutResult> SolveLayout(
   plan.strategy = "milp";
   for (int g : order) {
     GroupPlan group;
-    for (int r = 0; r < layout[g]; ++r) group.ranks.push_back(first_ranks[g] + r);
+    for (int r = 0; r < layout[g]; ++r)
+      group.ranks.push_back(first_ranks[g] + r);
     std::optional<MicroBatchPlan> last;
     std::vector<std::pair<double, MicroBatchPlan>> rest;
     for (const Slot& slot : slots[g]) {
@@ -377,16 +394,19 @@ absl::StatusOr<LayoutResult> SolveLayout(
       } else {
         const double backward =
             cost_model
-                .MicroBatch(ShapeOfIndices(lengths, micro_batch.sequence_indices,
-                                           layout[g]),
-                            micro_batch.checkpointed_layers)
+                .MicroBatch(
+                    ShapeOfIndices(lengths, micro_batch.sequence_indices,
+                                   layout[g]),
+                    micro_batch.checkpointed_layers)
                 .backward_seconds;
         rest.push_back({backward, std::move(micro_batch)});
       }
     }
-    std::stable_sort(rest.begin(), rest.end(),
-                     [](const auto& x, const auto& y) { return x.first < y.first; });
-    for (auto& entry : rest) group.micro_batches.push_back(std::move(entry.second));
+    std::stable_sort(
+        rest.begin(), rest.end(),
+        [](const auto& x, const auto& y) { return x.first < y.first; });
+    for (auto& entry : rest)
+      group.micro_batches.push_back(std::move(entry.second));
     if (last) group.micro_batches.push_back(*std::move(last));
     plan.groups.push_back(std::move(group));
   }
@@ -414,7 +434,8 @@ absl::StatusOr<MilpReference> ComputeMilpReference(
   if (!sizes.ok()) return sizes.status();
   std::vector<AffineSize> affine;
   for (int size : *sizes) {
-    absl::StatusOr<AffineSize> a = MakeAffineSize(cost_model, size, lengths_tokens);
+    absl::StatusOr<AffineSize> a =
+        MakeAffineSize(cost_model, size, lengths_tokens);
     if (!a.ok()) return a.status();
     affine.push_back(*std::move(a));
   }
@@ -427,7 +448,8 @@ absl::StatusOr<MilpReference> ComputeMilpReference(
   }
   const auto start = std::chrono::steady_clock::now();
   auto elapsed = [&] {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                         start)
         .count();
   };
   MilpReference result;
@@ -462,10 +484,11 @@ absl::StatusOr<MilpReference> ComputeMilpReference(
     if (s.proven) ++result.layouts_proven;
     proven = proven && s.proven;
     // Proven: the optimum is within relative_gap of the incumbent.
-    lower = std::min(lower, s.proven && s.feasible
-                                ? std::max(s.best_bound,
-                                           s.objective * (1 - options.relative_gap))
-                                : s.best_bound);
+    lower = std::min(
+        lower,
+        s.proven && s.feasible
+            ? std::max(s.best_bound, s.objective * (1 - options.relative_gap))
+            : s.best_bound);
     if (solved->plan && solved->plan->predicted_step_seconds < upper) {
       upper = solved->plan->predicted_step_seconds;
       result.best_plan = *std::move(solved->plan);
@@ -475,8 +498,9 @@ absl::StatusOr<MilpReference> ComputeMilpReference(
           "layout {%s}: %d columns, %s, MILP %.6f s (bound %.6f s), best "
           "%.6f s (plan %.6f), %.1f s elapsed",
           absl::StrJoin(layout, ","), solved->columns,
-          s.proven ? "proven" : "time limit", s.objective, s.best_bound,
-          upper, solved->plan ? solved->plan->predicted_step_seconds : -1.0, elapsed()));
+          s.proven ? "proven" : "time limit", s.objective, s.best_bound, upper,
+          solved->plan ? solved->plan->predicted_step_seconds : -1.0,
+          elapsed()));
     }
   }
   if (!std::isfinite(upper)) {

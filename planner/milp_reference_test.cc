@@ -72,14 +72,15 @@ TEST(MilpReferenceTest, AgreesWithTheExhaustiveSearchOnRandomBatches) {
     std::vector<int64_t> lengths;
     const int n = 1 + static_cast<int>(rng() % 7);
     for (int s = 0; s < n; ++s) lengths.push_back(256 << (rng() % 8));
-    SCOPED_TRACE(testing::Message() << "batch " << b << ": " << n
-                                    << " sequences on " << shape[0] << "x"
-                                    << shape[1]);
+    SCOPED_TRACE(testing::Message()
+                 << "batch " << b << ": " << n << " sequences on " << shape[0]
+                 << "x" << shape[1]);
     absl::StatusOr<ExactReference> exact =
         ComputeExactReference(cost_model, {}, lengths);
     absl::StatusOr<MilpReference> milp =
         ComputeMilpReference(cost_model, {}, lengths, TestOptions());
-    ASSERT_EQ(exact.ok(), milp.ok()) << exact.status() << " / " << milp.status();
+    ASSERT_EQ(exact.ok(), milp.ok())
+        << exact.status() << " / " << milp.status();
     if (!milp.ok()) continue;
     ASSERT_TRUE(milp->proven);
     ExpectValidAndPriced(cost_model, lengths, *milp);
@@ -105,8 +106,8 @@ TEST(MilpReferenceTest, AgreesWithTheExhaustiveSearchOnRandomBatches) {
       StaticOptions static_options;
       static_options.sp_size = sp;
       for (auto* baseline : {&PlanBucket, &PlanPacked}) {
-        absl::StatusOr<Plan> plan = (*baseline)(cost_model, lengths,
-                                                static_options);
+        absl::StatusOr<Plan> plan =
+            (*baseline)(cost_model, lengths, static_options);
         if (plan.ok()) {
           EXPECT_LE(optimum, plan->predicted_step_seconds * (1 + kTolerance));
         }
@@ -188,8 +189,8 @@ TEST(MilpReferenceTest, ClearErrors) {
       << too_big.status();
   MilpReferenceOptions no_time = TestOptions();
   no_time.time_limit_seconds = 0;
-  absl::StatusOr<MilpReference> late = ComputeMilpReference(
-      cost_model, {}, std::vector<int64_t>{4096}, no_time);
+  absl::StatusOr<MilpReference> late =
+      ComputeMilpReference(cost_model, {}, std::vector<int64_t>{4096}, no_time);
   EXPECT_EQ(late.status().code(), absl::StatusCode::kDeadlineExceeded);
 }
 
