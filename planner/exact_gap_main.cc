@@ -30,6 +30,7 @@ constexpr FlagSpec kFlags[] = {
     {"families", "LIST", "all",
      "which rows: all, exhaustive (the 10-12 sequence rows) or milp (the "
      "16-64 sequence rows)"},
+    {"gpus", "N", "0", "only the rows of this many GPUs (8 or 16); 0: all"},
     {"layout_seconds", "S", "5",
      "CBC's limit per layout MILP, in CPU seconds of this process (so a "
      "loaded machine does not change what it finds); a layout it does not "
@@ -91,6 +92,11 @@ int Run(int argc, char** argv) {
   absl::StatusOr<int64_t> instances = flags->Int("instances", 1, 10000);
   absl::StatusOr<int64_t> milp_instances =
       flags->Int("milp_instances", 1, 10000);
+  absl::StatusOr<int64_t> only_gpus = flags->Int("gpus", 0, 1 << 20);
+  if (!only_gpus.ok()) {
+    std::cerr << "exact_gap: " << only_gpus.status().message() << "\n";
+    return 2;
+  }
   absl::StatusOr<bool> milp_closes = flags->Bool("milp_closes");
   if (!milp_closes.ok()) {
     std::cerr << "exact_gap: " << milp_closes.status().message() << "\n";
@@ -136,7 +142,9 @@ int Run(int argc, char** argv) {
                                "mean / max", "mean / max", "mean");
   for (const Family& family : kFamilies) {
     if ((which == "exhaustive" && family.milp) ||
-        (which == "milp" && !family.milp)) {
+        (which == "milp" && !family.milp) ||
+        (*only_gpus != 0 &&
+         *only_gpus != family.nodes * family.gpus_per_node)) {
       continue;
     }
     absl::StatusOr<CostModel> cost_model = CostModel::CreateDefault(
