@@ -19,10 +19,11 @@ inline constexpr int kMaxMilpReferenceSequences = 64;
 /// Bounds on the work of ComputeMilpReference. Plain value.
 struct MilpReferenceOptions {
   /// Seconds CBC may spend on one layout's MILP, measured as CBC does: CPU
-  /// seconds of this process.
+  /// seconds of this process. CBC checks it between branch-and-bound nodes,
+  /// so its root (presolve, cuts) can overrun it on large programs.
   double layout_time_limit_seconds = 20;
-  /// Wall-clock seconds for the whole batch (every layout); past it the
-  /// call fails with DEADLINE_EXCEEDED.
+  /// Wall-clock seconds for the whole batch (every layout), checked before
+  /// each layout; past it the call fails with DEADLINE_EXCEEDED.
   double time_limit_seconds = 600;
   /// A known step time no optimum exceeds (for example dcp's plan): layouts
   /// that cannot beat it are cut off early, and it sizes the big-M terms
