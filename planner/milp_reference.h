@@ -57,8 +57,8 @@ struct MilpReferenceOptions {
 ///  * `lower_seconds`: no single-layout plan is faster: the least over
 ///    layouts of CBC's proven optimum or, where a layout ran out of time,
 ///    its best bound.
-/// `proven` when every layout was solved to relative_gap (then the two
-/// meet to that gap). Each group has a bounded number of micro-batch slots:
+/// `proven` when the two meet to relative_gap (every layout solved to that
+/// gap, or the open ones' bounds above the best plan). Each group has a bounded number of micro-batch slots:
 /// twice the level-0 micro-batches its token share needs, plus one (a
 /// group's level-0 micro-batches that fit together can merge: one fixed
 /// cost less, its largest backward no smaller), capped at its sequences.
