@@ -1,7 +1,7 @@
 // The `dcp` command line: flag tables, the shared loaders of model, cluster,
 // workload and plan files, and one runner per subcommand (simulate, plan,
-// validate, price, timeline). Slightly over 600 lines: the runners share the loaders;
-// every figure they print is computed in the libraries they call.
+// validate, price, timeline). Slightly over 600 lines: the runners share the
+// loaders; every figure they print is computed in the libraries they call.
 
 #include "planner/cli.h"
 
@@ -38,6 +38,7 @@
 #include "planner/batch_check.h"
 #include "planner/limits.h"
 #include "planner/lower_bound.h"
+#include "planner/phased_plan.h"
 #include "planner/plan.h"
 #include "planner/plan_json.h"
 #include "planner/plan_price.h"
@@ -105,11 +106,10 @@ constexpr FlagSpec kValidateFlags[] = {
 
 // Help texts that list the strategies; the flag tables point into them.
 const std::string& StrategiesHelp() {
-  static const auto* const help = new std::string(
-      absl::StrCat("strategies to compare, of ",
-                   absl::StrJoin(SimulationStrategyNames(), ","),
-                   " (default: ",
-                   absl::StrJoin(SimulationOptions().strategies, ","), ")"));
+  static const auto* const help = new std::string(absl::StrCat(
+      "strategies to compare, of ",
+      absl::StrJoin(SimulationStrategyNames(), ","),
+      " (default: ", absl::StrJoin(SimulationOptions().strategies, ","), ")"));
   return *help;
 }
 // `dcp plan` prints one layout per step: the strategies that re-group the
@@ -247,7 +247,12 @@ const std::vector<SubcommandSpec>& Subcommands() {
        "Reads a plan written by `dcp plan --format=json` and checks it "
        "independently of the planner: every sequence planned once, legal SP "
        "groups covering every rank, and every micro-batch within memory. "
-       "Exits 0 if it is valid, 1 if not.",
+       "A plan with \"phases\" (re-grouping the ranks within the step: "
+       "each phase a list of groups as in \"groups\", sequence indices "
+       "into the whole batch) is checked as a whole: every sequence in "
+       "exactly one phase, each phase's groups a legal layout of every "
+       "rank, every micro-batch within memory. Exits 0 if it is valid, 1 if "
+       "not.",
        ValidateFlags()},
       {"price", "price any plan with the cost model",
        "Reads a plan in the JSON of `dcp plan --format=json` (one the "
@@ -255,7 +260,10 @@ const std::vector<SubcommandSpec>& Subcommands() {
        "system's schedule), checks it as `dcp validate` does, and prints the "
        "cost model's step time, per-group times and waiting, idle fraction, "
        "peak memory and the gap to the lower bound. The plan's own "
-       "predictions are ignored. Exits 1 for an invalid plan.",
+       "predictions are ignored. A plan with \"phases\" is priced as a "
+       "sum of each phase's slowest group (a world barrier ends each) plus "
+       "the exposed all-reduce, per phase and group (table or json; svg "
+       "draws one layout only). Exits 1 for an invalid plan.",
        PriceFlags()},
       {"timeline", "draw a step the planner ran: predicted vs measured",
        "Reads step K's plan, the cost model it was priced with and its ranks' "
@@ -511,10 +519,10 @@ int RunPlan(const ParsedFlags& flags, Command& command) {
     if (!list.ok()) return command.UsageError(list.status().message());
     // Refused before any planning starts (planner/limits.h).
     if (static_cast<int64_t>(list->size()) > kMaxBatchSequences) {
-      return command.UsageError(absl::StrCat(
-          "--lengths=", flags.String("lengths"), ": ", list->size(),
-          " sequences; at most ", kMaxBatchSequences,
-          " (2^20) can be planned as one batch: split the file"));
+      return command.UsageError(
+          absl::StrCat("--lengths=", flags.String("lengths"), ": ",
+                       list->size(), " sequences; at most ", kMaxBatchSequences,
+                       " (2^20) can be planned as one batch: split the file"));
     }
     lengths_tokens = *std::move(list);
   } else {
@@ -535,9 +543,9 @@ int RunPlan(const ParsedFlags& flags, Command& command) {
   if (static_cast<int64_t>(lengths_tokens.size()) >= kProgressBatchSequences) {
     planner_options.progress = [&](const PlanningProgress& progress) {
       command.err() << "dcp plan: " << progress.message << " ("
-                    << absl::StrFormat("%.1f", absl::ToDoubleSeconds(
-                                                   RealClock::Get().Now() -
-                                                   planning_start))
+                    << absl::StrFormat(
+                           "%.1f", absl::ToDoubleSeconds(
+                                       RealClock::Get().Now() - planning_start))
                     << " s)\n";
     };
   }
@@ -584,6 +592,8 @@ struct PlanFile {
   Plan plan;
   /// The file's text (for CheckDerivedFields).
   std::string text;
+  /// Set for a plan with "phases" (`plan` is then empty).
+  std::optional<PhasedPlan> phased;
 };
 
 // Reads them; on failure prints why (a usage error for missing or
@@ -614,6 +624,17 @@ std::optional<PlanFile> ReadPlanFile(const ParsedFlags& flags, Command& command,
     exit_code = command.UsageError(plan_text.status().message());
     return std::nullopt;
   }
+  if (PlanJsonHasPhases(*plan_text)) {
+    absl::StatusOr<PhasedPlan> phased = PhasedPlanFromJson(*plan_text);
+    if (!phased.ok()) {
+      command.out() << "plan is invalid: " << flags.String("plan") << ": "
+                    << phased.status().message() << "\n";
+      exit_code = kExitFailure;
+      return std::nullopt;
+    }
+    return PlanFile{*std::move(cost_model), *std::move(lengths_tokens), Plan(),
+                    *std::move(plan_text), *std::move(phased)};
+  }
   absl::StatusOr<Plan> plan = PlanFromJson(*plan_text);
   if (!plan.ok()) {
     command.out() << "plan is invalid: " << flags.String("plan") << ": "
@@ -622,7 +643,7 @@ std::optional<PlanFile> ReadPlanFile(const ParsedFlags& flags, Command& command,
     return std::nullopt;
   }
   return PlanFile{*std::move(cost_model), *std::move(lengths_tokens),
-                  *std::move(plan), *std::move(plan_text)};
+                  *std::move(plan), *std::move(plan_text), std::nullopt};
 }
 
 // ReadPlanFile, then ValidatePlan and CheckDerivedFields: the checks of
@@ -632,11 +653,20 @@ std::optional<PlanFile> ReadValidPlanFile(const ParsedFlags& flags,
                                           Command& command, int& exit_code) {
   std::optional<PlanFile> file = ReadPlanFile(flags, command, exit_code);
   if (!file.has_value()) return std::nullopt;
-  absl::Status status =
-      ValidatePlan(file->cost_model, file->lengths_tokens, file->plan);
-  if (status.ok()) {
-    status =
-        CheckDerivedFields(file->text, file->lengths_tokens, file->cost_model);
+  absl::Status status;
+  if (file->phased.has_value()) {
+    status = ValidatePhasedPlan(file->cost_model, file->lengths_tokens,
+                                *file->phased);
+    if (status.ok()) {
+      status = CheckPhasedDerivedFields(file->text, file->lengths_tokens,
+                                        file->cost_model);
+    }
+  } else {
+    status = ValidatePlan(file->cost_model, file->lengths_tokens, file->plan);
+    if (status.ok()) {
+      status = CheckDerivedFields(file->text, file->lengths_tokens,
+                                  file->cost_model);
+    }
   }
   if (!status.ok()) {
     command.out() << "plan is invalid: "
@@ -654,6 +684,29 @@ int RunValidate(const ParsedFlags& flags, Command& command) {
   if (!file.has_value()) return exit_code;
   const CostModel& cost_model = file->cost_model;
   const std::vector<int64_t>& lengths_tokens = file->lengths_tokens;
+  if (file->phased.has_value()) {
+    // Valid, so the indices are safe to predict from.
+    PhasedPlan predicted = *file->phased;
+    PredictPhasedPlan(cost_model, lengths_tokens, predicted);
+    int groups = 0;
+    int micro_batches = 0;
+    for (const Plan& phase : predicted.phases) {
+      groups += static_cast<int>(phase.groups.size());
+      for (const GroupPlan& group : phase.groups) {
+        micro_batches += static_cast<int>(group.micro_batches.size());
+      }
+    }
+    command.out() << absl::StrFormat(
+        "plan is valid: %d phase(s) of %d SP group(s) in all over %d GPUs, "
+        "%d sequence(s) in %d micro-batch(es), max memory %.1f%% of the "
+        "%.1f GiB budget, predicted step %.3f s\n",
+        predicted.phases.size(), groups, cost_model.cluster().NumGpus(),
+        lengths_tokens.size(), micro_batches,
+        100 * MaxPeakBytes(predicted) / cost_model.MemoryBudgetBytes(),
+        cost_model.MemoryBudgetBytes() / kGiB,
+        predicted.predicted_step_seconds);
+    return kExitOk;
+  }
   // Valid, so the indices are safe to predict from.
   Plan predicted = file->plan;
   PredictPlan(cost_model, lengths_tokens, predicted);
@@ -681,6 +734,19 @@ int RunPrice(const ParsedFlags& flags, Command& command) {
   int exit_code = kExitOk;
   std::optional<PlanFile> file = ReadValidPlanFile(flags, command, exit_code);
   if (!file.has_value()) return exit_code;
+  if (file->phased.has_value()) {
+    if (*format == "svg") {
+      return command.UsageError(
+          "--format=svg draws plans of one layout; this plan has phases: use "
+          "--format=table or --format=json");
+    }
+    absl::StatusOr<PhasedPlanPrice> price = PricePhasedPlan(
+        file->cost_model, file->lengths_tokens, *file->phased, *sp_sizes);
+    if (!price.ok()) return command.Failure(price.status().message());
+    command.out() << (*format == "json" ? PhasedPlanPriceToJson(*price) + "\n"
+                                        : PhasedPlanPriceToTable(*price));
+    return kExitOk;
+  }
   absl::StatusOr<PlanPrice> price =
       PricePlan(file->cost_model, file->lengths_tokens, file->plan, *sp_sizes);
   if (!price.ok()) return command.Failure(price.status().message());
@@ -700,8 +766,7 @@ int RunPrice(const ParsedFlags& flags, Command& command) {
 int RunTimeline(const ParsedFlags& flags, Command& command) {
   for (const char* required : {"state-dir", "step"}) {
     if (!flags.Given(required)) {
-      return command.UsageError(
-          absl::StrCat("--", required, " is required"));
+      return command.UsageError(absl::StrCat("--", required, " is required"));
     }
   }
   absl::StatusOr<int64_t> step = flags.Int("step", /*min=*/0);

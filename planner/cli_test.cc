@@ -206,11 +206,11 @@ TEST(CliTest, SimulateHelpSaysHowPeersThatRegroupArePriced) {
 
 TEST(CliTest, SimulatePeersPrintTheirSettingAndPhases) {
   for (const char* recompute : {"run", "micro-batch"}) {
-    const CliResult result = RunCli(
-        With({"simulate", "--format=json", "--steps=2",
-              "--strategies=megatron-dyncp,videosys-dcp,dcp",
-              absl::StrCat("--megatron-recompute=", recompute)},
-             kSmallSetup));
+    const CliResult result =
+        RunCli(With({"simulate", "--format=json", "--steps=2",
+                     "--strategies=megatron-dyncp,videosys-dcp,dcp",
+                     absl::StrCat("--megatron-recompute=", recompute)},
+                    kSmallSetup));
     ASSERT_EQ(result.exit_code, 0) << result.err;
     const Json json =
         Json::parse(result.out, nullptr, /*allow_exceptions=*/false);
@@ -267,7 +267,8 @@ TEST(CliTest, PlanDrawsItsTimelineAsSvg) {
   std::vector<int> ranks;
   for (xmlNode* row : rows) {
     const Json& group =
-        plan["groups"][static_cast<int>(NumberAttribute(row, "data-group-index"))];
+        plan["groups"]
+            [static_cast<int>(NumberAttribute(row, "data-group-index"))];
     std::vector<int> row_ranks;
     for (absl::string_view rank :
          absl::StrSplit(Attribute(row, "data-ranks"), ',')) {
@@ -277,7 +278,8 @@ TEST(CliTest, PlanDrawsItsTimelineAsSvg) {
     }
     EXPECT_EQ(row_ranks, group["ranks"].get<std::vector<int>>());
     ranks.insert(ranks.end(), row_ranks.begin(), row_ranks.end());
-    EXPECT_EQ(NumberAttribute(row, "data-sp-size"), group["sp_size"].get<int>());
+    EXPECT_EQ(NumberAttribute(row, "data-sp-size"),
+              group["sp_size"].get<int>());
     EXPECT_EQ(NumberAttribute(row, "data-micro-batches"),
               group["micro_batches"].size());
   }
@@ -364,10 +366,10 @@ TEST(CliTest, PriceAPlanFromAFile) {
   ASSERT_NE(drawn.doc, nullptr) << "not well-formed XML";
   int drawn_ranks = 0;
   for (xmlNode* row : drawn.Select("//*[local-name()='g'][@class='row']")) {
-    drawn_ranks += static_cast<int>(
-        std::vector<absl::string_view>(
-            absl::StrSplit(Attribute(row, "data-ranks"), ','))
-            .size());
+    drawn_ranks +=
+        static_cast<int>(std::vector<absl::string_view>(
+                             absl::StrSplit(Attribute(row, "data-ranks"), ','))
+                             .size());
   }
   EXPECT_EQ(drawn_ranks, 8);
 
@@ -429,9 +431,9 @@ TEST(CliTest, AbsurdModelSizesAreUsageErrors) {
             R"({"name": "x", "num_layers": 2, "hidden_size": 2147483520,
                 "num_attention_heads": 32, "num_kv_heads": 32,
                 "ffn_hidden_size": 2147483647, "vocab_size": 2147483647})");
-  const CliResult result =
-      RunCli({"plan", "--nodes=1", "--gpus-per-node=8",
-              "--global-batch-samples=4", absl::StrCat("--model=", model_path)});
+  const CliResult result = RunCli({"plan", "--nodes=1", "--gpus-per-node=8",
+                                   "--global-batch-samples=4",
+                                   absl::StrCat("--model=", model_path)});
   EXPECT_EQ(result.exit_code, 2) << result.err;
   EXPECT_THAT(result.err, HasSubstr("hidden_size = 2147483520"));
   EXPECT_THAT(result.err, HasSubstr("at most 2^20"));
@@ -443,7 +445,8 @@ TEST(CliTest, AbsurdModelSizesAreUsageErrors) {
 TEST(CliTest, PlanOfALargeBatchPrintsProgressAndTooLargeIsRefusedUpFront) {
   const std::string large_path = TempPath("large_lengths.txt");
   std::string text;
-  for (int i = 0; i < (1 << 17); ++i) absl::StrAppend(&text, 100 + i % 97, "\n");
+  for (int i = 0; i < (1 << 17); ++i)
+    absl::StrAppend(&text, 100 + i % 97, "\n");
   WriteFile(large_path, text);
   const CliResult large =
       RunCli({"plan", "--nodes=1", "--gpus-per-node=8", "--model=tiny",
@@ -637,6 +640,95 @@ TEST(CliTest, PlanningFailureExitsOne) {
   EXPECT_EQ(result.exit_code, 1);
   EXPECT_THAT(result.err, AllOf(HasSubstr("dcp plan: "), HasSubstr("4194304")));
   EXPECT_EQ(CountLines(result.err), 1);
+}
+
+// A plan that re-groups the ranks within the step (JSON "phases"): the
+// long sequence on SP 8, then after the barrier the rest on SP 1 groups.
+std::string TwoPhasePlanJson(const std::string& phase0_extra,
+                             const std::string& last_group) {
+  std::string groups1;
+  for (int r = 0; r < 7; ++r) {
+    absl::StrAppend(
+        &groups1, "{\"ranks\": [", r,
+        "], \"predicted_seconds\": 0, \"micro_batches\": "
+        "[{\"sequence_indices\": [",
+        r + 1,
+        "], \"checkpointed_layers\": 0, "
+        "\"predicted_seconds\": 0, \"predicted_peak_bytes\": 0}]},");
+  }
+  if (last_group.empty()) {
+    groups1.pop_back();  // the trailing comma
+  } else {
+    absl::StrAppend(&groups1, last_group);
+  }
+  return absl::StrCat(
+      "{\"strategy\": \"dcp-phased\", \"predicted_step_seconds\": 0, "
+      "\"lower_bound_seconds\": 0, \"exposed_allreduce_seconds\": 0, "
+      "\"num_sequences\": 8, \"phases\": [",
+      "{\"groups\": [{\"ranks\": [0,1,2,3,4,5,6,7], \"sp_size\": 8, "
+      "\"predicted_seconds\": 0, \"micro_batches\": [{\"sequence_indices\": "
+      "[0",
+      phase0_extra,
+      "], \"checkpointed_layers\": 0, \"predicted_seconds\": 0, "
+      "\"predicted_peak_bytes\": 0}]}]},",
+      "{\"groups\": [", groups1, "]}]}");
+}
+
+TEST(CliTest, ValidateAndPriceAPlanOfPhases) {
+  const std::string lengths_path = TempPath("phases_lengths.txt");
+  const std::string plan_path = TempPath("phases_plan.json");
+  WriteFile(lengths_path, "65536\n1000\n2000\n1500\n3000\n800\n1200\n900\n");
+  const std::string idle_rank_7 =
+      "{\"ranks\": [7], \"predicted_seconds\": 0, \"micro_batches\": []}";
+  const std::vector<std::string> files = {
+      "--nodes=1", "--gpus-per-node=8", absl::StrCat("--plan=", plan_path),
+      absl::StrCat("--lengths=", lengths_path)};
+
+  WriteFile(plan_path, TwoPhasePlanJson("", idle_rank_7));
+  const CliResult valid = RunCli(With({"validate"}, files));
+  EXPECT_EQ(valid.exit_code, 0) << valid.out << valid.err;
+  EXPECT_THAT(valid.out,
+              AllOf(HasSubstr("plan is valid: 2 phase(s) of 9 SP group(s)"),
+                    HasSubstr("8 sequence(s) in 8 micro-batch(es)")));
+  const CliResult table = RunCli(With({"price"}, files));
+  EXPECT_EQ(table.exit_code, 0) << table.out << table.err;
+  EXPECT_THAT(table.out, AllOf(HasSubstr("2 phases"), HasSubstr("phase 0: "),
+                               HasSubstr("phase 1: ")));
+  const CliResult json = RunCli(With({"price", "--format=json"}, files));
+  ASSERT_EQ(json.exit_code, 0) << json.out << json.err;
+  const Json priced = Json::parse(json.out);
+  EXPECT_EQ(priced["strategy"], "dcp-phased");
+  ASSERT_EQ(priced["phases"].size(), 2u);
+  EXPECT_EQ(priced["phases"][1]["groups"].size(), 8u);
+  // The step is the phases' slowest groups plus the exposed all-reduce.
+  EXPECT_NEAR(priced["step_seconds"].get<double>(),
+              priced["phases"][0]["seconds"].get<double>() +
+                  priced["phases"][1]["seconds"].get<double>() +
+                  priced["exposed_allreduce_seconds"].get<double>(),
+              1e-9);
+  EXPECT_GT(priced["lower_bound_seconds"].get<double>(), 0);
+  EXPECT_LE(priced["lower_bound_seconds"].get<double>(),
+            priced["step_seconds"].get<double>());
+  EXPECT_EQ(RunCli(With({"price", "--format=svg"}, files)).exit_code, 2);
+  EXPECT_THAT(RunCli({"validate", "--help"}).out, HasSubstr("\"phases\""));
+
+  // A sequence in two phases.
+  WriteFile(plan_path, TwoPhasePlanJson(", 3", idle_rank_7));
+  const CliResult twice = RunCli(With({"validate"}, files));
+  EXPECT_EQ(twice.exit_code, 1);
+  EXPECT_THAT(twice.out, HasSubstr("sequence 3 is planned twice (phases 0 "
+                                   "and 1)"));
+  // A phase whose groups leave rank 7 out.
+  WriteFile(plan_path, TwoPhasePlanJson("", ""));
+  const CliResult uncovered = RunCli(With({"validate"}, files));
+  EXPECT_EQ(uncovered.exit_code, 1);
+  EXPECT_THAT(uncovered.out, AllOf(HasSubstr("phase 1"), HasSubstr("7")));
+  // A micro-batch over the memory budget: the 64K sequence alone on SP 1.
+  WriteFile(lengths_path, "1000\n65536\n2000\n1500\n3000\n800\n1200\n900\n");
+  WriteFile(plan_path, TwoPhasePlanJson("", idle_rank_7));
+  const CliResult memory = RunCli(With({"validate"}, files));
+  EXPECT_EQ(memory.exit_code, 1);
+  EXPECT_THAT(memory.out, AllOf(HasSubstr("phase 1"), HasSubstr("memory")));
 }
 
 }  // namespace

@@ -96,9 +96,14 @@ absl::StatusOr<Plan> LayOutPhase(const ClusterSpec& cluster,
   return phase;
 }
 
-absl::Status ValidatePhasedPlan(const CostModel& cost_model,
-                                absl::Span<const int64_t> lengths_tokens,
-                                const PhasedPlan& plan) {
+namespace {
+
+// ValidatePhasedPlan; each phase checked with ValidatePlan when `cost_model`
+// is given, else with ValidatePlanStructure on `model` and `cluster`.
+absl::Status ValidatePhases(const CostModel* cost_model, const ModelSpec& model,
+                            const ClusterSpec& cluster,
+                            absl::Span<const int64_t> lengths_tokens,
+                            const PhasedPlan& plan) {
   if (plan.phases.empty()) {
     return absl::InvalidArgumentError(
         "the phased plan has no phases; give it at least one");
@@ -147,14 +152,32 @@ absl::Status ValidatePhasedPlan(const CostModel& cost_model,
       return absl::InvalidArgumentError(absl::StrCat(
           "phase ", p, " runs no sequences; drop the empty phase"));
     }
-    if (absl::Status status =
-            ValidatePlan(cost_model, batch.lengths_tokens, batch.plan);
-        !status.ok()) {
+    const absl::Status status =
+        cost_model != nullptr
+            ? ValidatePlan(*cost_model, batch.lengths_tokens, batch.plan)
+            : ValidatePlanStructure(model, cluster, batch.lengths_tokens,
+                                    batch.plan);
+    if (!status.ok()) {
       return absl::InvalidArgumentError(
           absl::StrCat("phase ", p, ": ", status.message()));
     }
   }
   return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ValidatePhasedPlan(const CostModel& cost_model,
+                                absl::Span<const int64_t> lengths_tokens,
+                                const PhasedPlan& plan) {
+  return ValidatePhases(&cost_model, cost_model.model(), cost_model.cluster(),
+                        lengths_tokens, plan);
+}
+
+absl::Status ValidatePhasedPlanStructure(
+    const ModelSpec& model, const ClusterSpec& cluster,
+    absl::Span<const int64_t> lengths_tokens, const PhasedPlan& plan) {
+  return ValidatePhases(nullptr, model, cluster, lengths_tokens, plan);
 }
 
 }  // namespace dcp

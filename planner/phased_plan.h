@@ -73,6 +73,13 @@ absl::Status ValidatePhasedPlan(const CostModel& cost_model,
                                 absl::Span<const int64_t> lengths_tokens,
                                 const PhasedPlan& plan);
 
+/// ValidatePhasedPlan without the memory check (each phase checked with
+/// ValidatePlanStructure), for a worker that knows the model and cluster
+/// but not the planner's fitted parameters.
+absl::Status ValidatePhasedPlanStructure(
+    const ModelSpec& model, const ClusterSpec& cluster,
+    absl::Span<const int64_t> lengths_tokens, const PhasedPlan& plan);
+
 /// One phase as a plan of its own batch: the phase's sequences in order of
 /// appearance, and the phase with its indices renumbered into them.
 struct PhaseBatch {

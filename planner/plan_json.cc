@@ -185,9 +185,10 @@ absl::StatusOr<GroupPlan> ReadGroup(const Json& json, const std::string& path) {
 
 }  // namespace
 
-std::string PlanToJson(const Plan& plan,
-                       absl::Span<const int64_t> lengths_tokens,
-                       const CostModel& cost_model) {
+namespace {
+
+OrderedJson GroupsJson(const Plan& plan,
+                       absl::Span<const int64_t> lengths_tokens) {
   OrderedJson groups = OrderedJson::array();
   for (const GroupPlan& group : plan.groups) {
     OrderedJson micro_batches = OrderedJson::array();
@@ -207,6 +208,31 @@ std::string PlanToJson(const Plan& plan,
         {"micro_batches", std::move(micro_batches)},
     });
   }
+  return groups;
+}
+
+absl::StatusOr<Json> ParsePlanObject(absl::string_view text) {
+  Json json = Json::parse(text.begin(), text.end(), /*cb=*/nullptr,
+                          /*allow_exceptions=*/false);
+  if (json.is_discarded()) {
+    return absl::InvalidArgumentError(
+        "the plan is not valid JSON; expected the object `dcp plan "
+        "--format=json` prints");
+  }
+  if (!json.is_object()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the plan is ", TypeName(json),
+        ", not a JSON object; expected the object `dcp plan --format=json` "
+        "prints"));
+  }
+  return json;
+}
+
+}  // namespace
+
+std::string PlanToJson(const Plan& plan,
+                       absl::Span<const int64_t> lengths_tokens,
+                       const CostModel& cost_model) {
   OrderedJson json = {
       {"strategy", plan.strategy},
       {"predicted_step_seconds", plan.predicted_step_seconds},
@@ -216,9 +242,101 @@ std::string PlanToJson(const Plan& plan,
       {"exposed_allreduce_seconds", plan.exposed_allreduce_seconds},
       {"memory_budget_bytes", cost_model.MemoryBudgetBytes()},
       {"num_sequences", lengths_tokens.size()},
-      {"groups", std::move(groups)},
+      {"groups", GroupsJson(plan, lengths_tokens)},
   };
   return json.dump();
+}
+
+std::string PhasedPlanToJson(const PhasedPlan& plan,
+                             absl::Span<const int64_t> lengths_tokens,
+                             const CostModel& cost_model) {
+  OrderedJson phases = OrderedJson::array();
+  for (const Plan& phase : plan.phases) {
+    phases.push_back({
+        {"slowest_group_seconds", phase.slowest_group_seconds},
+        {"groups", GroupsJson(phase, lengths_tokens)},
+    });
+  }
+  OrderedJson json = {
+      {"strategy", plan.strategy},
+      {"predicted_step_seconds", plan.predicted_step_seconds},
+      {"phases_seconds", plan.phases_seconds},
+      {"lower_bound_seconds", plan.lower_bound_seconds},
+      {"gap_to_lower_bound", plan.GapToLowerBound()},
+      {"exposed_allreduce_seconds", plan.exposed_allreduce_seconds},
+      {"memory_budget_bytes", cost_model.MemoryBudgetBytes()},
+      {"num_sequences", lengths_tokens.size()},
+      {"phases", std::move(phases)},
+  };
+  return json.dump();
+}
+
+bool PlanJsonHasPhases(absl::string_view text) {
+  const Json json = Json::parse(text.begin(), text.end(), /*cb=*/nullptr,
+                                /*allow_exceptions=*/false);
+  return json.is_object() && json.contains("phases");
+}
+
+absl::StatusOr<PhasedPlan> PhasedPlanFromJson(absl::string_view text) {
+  absl::StatusOr<Json> parsed = ParsePlanObject(text);
+  if (!parsed.ok()) return parsed.status();
+  const Json& json = *parsed;
+  PhasedPlan plan;
+  if (!json.contains("phases")) {
+    absl::StatusOr<Plan> one = PlanFromJson(text);
+    if (!one.ok()) return one.status();
+    plan.strategy = one->strategy;
+    plan.predicted_step_seconds = one->predicted_step_seconds;
+    plan.phases_seconds = one->slowest_group_seconds;
+    plan.lower_bound_seconds = one->lower_bound_seconds;
+    plan.exposed_allreduce_seconds = one->exposed_allreduce_seconds;
+    plan.phases.push_back(*std::move(one));
+    return plan;
+  }
+  absl::StatusOr<const Json*> strategy = Member(json, "", "strategy");
+  if (!strategy.ok()) return strategy.status();
+  if (!(*strategy)->is_string()) {
+    return FieldError("strategy", absl::StrCat("is ", TypeName(**strategy),
+                                               "; it must be a string"));
+  }
+  plan.strategy = (*strategy)->get<std::string>();
+  absl::StatusOr<double> step = ReadNumber(json, "", "predicted_step_seconds");
+  if (!step.ok()) return step.status();
+  plan.predicted_step_seconds = *step;
+  absl::StatusOr<double> lower_bound =
+      ReadNumber(json, "", "lower_bound_seconds");
+  if (!lower_bound.ok()) return lower_bound.status();
+  plan.lower_bound_seconds = *lower_bound;
+  absl::StatusOr<double> exposed =
+      ReadNumber(json, "", "exposed_allreduce_seconds");
+  if (!exposed.ok()) return exposed.status();
+  plan.exposed_allreduce_seconds = *exposed;
+  absl::StatusOr<const Json*> phases = ReadArray(json, "", "phases");
+  if (!phases.ok()) return phases.status();
+  for (size_t p = 0; p < (*phases)->size(); ++p) {
+    const Json& phase_json = (**phases)[p];
+    const std::string path = absl::StrCat("phases[", p, "]");
+    if (absl::Status status = RequireObject(phase_json, path); !status.ok()) {
+      return status;
+    }
+    Plan phase;
+    phase.strategy = plan.strategy;
+    absl::StatusOr<const Json*> groups = ReadArray(phase_json, path, "groups");
+    if (!groups.ok()) return groups.status();
+    for (size_t g = 0; g < (*groups)->size(); ++g) {
+      absl::StatusOr<GroupPlan> group =
+          ReadGroup((**groups)[g], absl::StrCat(path, ".groups[", g, "]"));
+      if (!group.ok()) return group.status();
+      phase.groups.push_back(*std::move(group));
+    }
+    for (const GroupPlan& group : phase.groups) {
+      phase.slowest_group_seconds =
+          std::max(phase.slowest_group_seconds, group.predicted_seconds);
+    }
+    plan.phases_seconds += phase.slowest_group_seconds;
+    plan.phases.push_back(std::move(phase));
+  }
+  return plan;
 }
 
 absl::StatusOr<Plan> PlanFromJson(absl::string_view text) {
@@ -362,6 +480,31 @@ absl::Status CheckDerivedFields(absl::string_view text,
             micro_batch["tokens"],
             absl::StrCat("its sequences have ", tokens, " tokens"));
       }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckPhasedDerivedFields(absl::string_view text,
+                                      absl::Span<const int64_t> lengths_tokens,
+                                      const CostModel& cost_model) {
+  if (absl::Status status =
+          CheckDerivedFields(text, lengths_tokens, cost_model);
+      !status.ok()) {
+    return status;
+  }
+  const Json json = Json::parse(text.begin(), text.end(), /*cb=*/nullptr,
+                                /*allow_exceptions=*/false);
+  const Json& phases = json.value("phases", Json::array());
+  for (size_t p = 0; p < phases.size(); ++p) {
+    // A phase's groups derive from the whole batch, as a plan's do.
+    Json phase = Json::object();
+    phase["groups"] = phases[p].value("groups", Json::array());
+    if (absl::Status status =
+            CheckDerivedFields(phase.dump(), lengths_tokens, cost_model);
+        !status.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("phases[", p, "].", status.message()));
     }
   }
   return absl::OkStatus();

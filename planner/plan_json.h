@@ -8,6 +8,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "cost_model/cost_model.h"
+#include "planner/phased_plan.h"
 #include "planner/plan.h"
 
 namespace dcp {
@@ -55,6 +56,34 @@ absl::StatusOr<Plan> PlanFromJson(absl::string_view json);
 absl::Status CheckDerivedFields(absl::string_view json,
                                 absl::Span<const int64_t> lengths_tokens,
                                 const CostModel& cost_model);
+
+/// A plan that re-groups the ranks within the step, as one JSON object:
+///
+///     {"strategy", "predicted_step_seconds", "phases_seconds",
+///      "lower_bound_seconds", "gap_to_lower_bound",
+///      "exposed_allreduce_seconds", "memory_budget_bytes", "num_sequences",
+///      "phases": [{"slowest_group_seconds", "groups": [...]}]}
+///
+/// each phase's "groups" as PlanToJson writes them (sequence indices into
+/// the whole batch). Predictions are the plan's own (PredictPhasedPlan).
+std::string PhasedPlanToJson(const PhasedPlan& plan,
+                             absl::Span<const int64_t> lengths_tokens,
+                             const CostModel& cost_model);
+
+/// True when `text` is a JSON object with a "phases" member.
+bool PlanJsonHasPhases(absl::string_view text);
+
+/// Reads back what PhasedPlanToJson writes; a plan without "phases" is
+/// read with PlanFromJson as one phase. Errors as PlanFromJson's, paths
+/// like `phases[1].groups[0].ranks`. Does not check that the plan is legal
+/// (see ValidatePhasedPlan).
+absl::StatusOr<PhasedPlan> PhasedPlanFromJson(absl::string_view json);
+
+/// CheckDerivedFields for a phased plan: the top-level fields, then each
+/// phase's groups (errors prefixed `phases[p].`).
+absl::Status CheckPhasedDerivedFields(absl::string_view text,
+                                      absl::Span<const int64_t> lengths_tokens,
+                                      const CostModel& cost_model);
 
 }  // namespace dcp
 

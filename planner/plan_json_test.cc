@@ -12,6 +12,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "planner/phased_plan.h"
 #include "planner/plan.h"
 
 namespace dcp {
@@ -122,6 +123,53 @@ TEST_F(PlanJsonTest, OutOfRangeIndexIsWrittenWithoutCrashing) {
   ASSERT_TRUE(read.ok()) << read.status();
   EXPECT_EQ(read->groups[1].micro_batches[0].sequence_indices,
             std::vector<int>({3, 99, -4}));
+}
+
+// Two phases: sequence 0 on SP 8, then the rest on the fixture's layout.
+TEST_F(PlanJsonTest, PhasedPlanRoundTripsAndItsDerivedFieldsAreChecked) {
+  PhasedPlan phased;
+  phased.strategy = "dcp-phased";
+  Plan first;
+  GroupPlan all;
+  all.ranks = {0, 1, 2, 3, 4, 5, 6, 7};
+  all.micro_batches.push_back({{0}, 2});
+  first.groups = {all};
+  Plan second = plan_;
+  second.groups[0].micro_batches.erase(second.groups[0].micro_batches.begin());
+  phased.phases = {first, second};
+  PredictPhasedPlan(cost_model_, lengths_, phased);
+  phased.lower_bound_seconds = 0.5 * phased.predicted_step_seconds;
+  const std::string text = PhasedPlanToJson(phased, lengths_, cost_model_);
+  EXPECT_TRUE(PlanJsonHasPhases(text));
+  EXPECT_FALSE(PlanJsonHasPhases(PlanToJson(plan_, lengths_, cost_model_)));
+  absl::StatusOr<PhasedPlan> read = PhasedPlanFromJson(text);
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->strategy, "dcp-phased");
+  ASSERT_EQ(read->phases.size(), 2u);
+  EXPECT_EQ(read->phases[0].groups[0].ranks, all.ranks);
+  EXPECT_EQ(read->phases[0].groups[0].micro_batches[0].checkpointed_layers, 2);
+  EXPECT_EQ(read->phases[1].groups.size(), 3u);
+  EXPECT_DOUBLE_EQ(read->predicted_step_seconds, phased.predicted_step_seconds);
+  EXPECT_DOUBLE_EQ(read->phases_seconds, phased.phases_seconds);
+  EXPECT_DOUBLE_EQ(read->lower_bound_seconds, phased.lower_bound_seconds);
+  EXPECT_TRUE(ValidatePhasedPlan(cost_model_, lengths_, *read).ok());
+  EXPECT_TRUE(CheckPhasedDerivedFields(text, lengths_, cost_model_).ok());
+  // A one-layout file reads as one phase.
+  absl::StatusOr<PhasedPlan> one =
+      PhasedPlanFromJson(PlanToJson(plan_, lengths_, cost_model_));
+  ASSERT_TRUE(one.ok()) << one.status();
+  EXPECT_EQ(one->phases.size(), 1u);
+  // A phase's contradicting tokens and a malformed phase name their path.
+  Json json = Json::parse(text);
+  json["phases"][1]["groups"][1]["micro_batches"][0]["tokens"] = 5;
+  const absl::Status contradiction =
+      CheckPhasedDerivedFields(json.dump(), lengths_, cost_model_);
+  EXPECT_THAT(contradiction.message(),
+              HasSubstr("phases[1].groups[1].micro_batches[0].tokens = 5"));
+  json = Json::parse(text);
+  json["phases"][0]["groups"][0].erase("ranks");
+  EXPECT_THAT(PhasedPlanFromJson(json.dump()).status().message(),
+              HasSubstr("phases[0].groups[0]"));
 }
 
 TEST(PlanFromJsonTest, RejectsNonJsonAndNonObjects) {

@@ -8,6 +8,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "cost_model/cost_model.h"
+#include "planner/phased_plan.h"
 #include "planner/plan.h"
 
 namespace dcp {
@@ -55,6 +56,35 @@ std::string PlanPriceToJson(const PlanPrice& price);
 
 /// The same for people: a summary, then one aligned row per group.
 std::string PlanPriceToTable(const PlanPrice& price);
+
+/// What a plan that re-groups the ranks within the step costs. Plain value.
+struct PhasedPlanPrice {
+  /// The plan with every prediction refilled (PredictPhasedPlan) and its
+  /// lower bound set.
+  PhasedPlan plan;
+  /// MeanIdleFraction: waiting for a phase's slowest group, or idle in it.
+  double idle_fraction = 0;
+  double peak_memory_fraction = 0;
+  /// Per phase, per group (GroupPrice; idle is to the phase's slowest).
+  std::vector<std::vector<GroupPrice>> phases;
+};
+
+/// PricePlan for a phased plan: ValidatePhasedPlan's checks first (every
+/// sequence in exactly one phase, each phase's groups a legal layout of
+/// every rank, each micro-batch within the memory budget), then the cost
+/// model's figures and the lower bound (which bounds phased plans too).
+absl::StatusOr<PhasedPlanPrice> PricePhasedPlan(
+    const CostModel& cost_model, absl::Span<const int64_t> lengths_tokens,
+    const PhasedPlan& plan, absl::Span<const int> sp_sizes = {});
+
+/// {"strategy", "step_seconds", "phases_seconds",
+///  "exposed_allreduce_seconds", "lower_bound_seconds",
+///  "gap_to_lower_bound", "idle_fraction", "peak_memory_fraction",
+///  "phases": [{"seconds", "groups": [as PlanPriceToJson's]}]}
+std::string PhasedPlanPriceToJson(const PhasedPlanPrice& price);
+
+/// The same for people: a summary, then per phase a line and its groups.
+std::string PhasedPlanPriceToTable(const PhasedPlanPrice& price);
 
 }  // namespace dcp
 

@@ -49,7 +49,7 @@ StepMeasurement Measure(const StepResult& executed, double step_seconds,
     totals.communication_seconds += micro.communication_seconds;
     totals.tokens += micro.real_tokens;
     measured.micro_batches.push_back(
-        {micro.compute_seconds, micro.communication_seconds});
+        {micro.compute_seconds, micro.communication_seconds, micro.phase});
   }
   totals.idle_seconds = std::max(0.0, step_seconds - totals.compute_seconds -
                                           totals.communication_seconds);
@@ -399,7 +399,9 @@ class AgentRun {
     ResetPeakMemory(placement_.device);
     const absl::Time start = clock_.Now();
     absl::StatusOr<StepResult> executed =
-        executor_->RunStep(planned.plan, inputs_of, loss_tokens);
+        planned.IsPhased()
+            ? executor_->RunStep(planned.phased, inputs_of, loss_tokens)
+            : executor_->RunStep(planned.plan, inputs_of, loss_tokens);
     const double step_seconds = absl::ToDoubleSeconds(clock_.Now() - start);
     DCP_RETURN_IF_ERROR(WithContext(
         token_error, absl::StrCat("reading the tokens of step ", step)));
@@ -414,7 +416,9 @@ class AgentRun {
     metrics_.StepCompleted(rank_, measured.totals);
     plans.StepMeasured(step, measured);
 
-    StepRecord record = StepRecordOfPlan(planned.plan, step);
+    StepRecord record = planned.IsPhased()
+                            ? StepRecordOfPhasedPlan(planned.phased, step)
+                            : StepRecordOfPlan(planned.plan, step);
     record.measured_seconds = step_seconds;
     record.loss = executed->global_loss;
     record.params_version = planned.params_version;
@@ -452,7 +456,10 @@ class AgentRun {
 
   /// Next to the run summary (worker/step_timing_files.h): this rank's
   /// measured micro-batches of step `step`, and on rank 0 the step's plan
-  /// with its cost model. Only a report: failures are warnings.
+  /// with its cost model. Only a report: failures are warnings. A plan of
+  /// phases gets its rank files (micro-batches phase after phase, the group
+  /// of its first phase) but no plan file: that file and the measured
+  /// timeline built from it hold one layout.
   void WriteStepTimings(int64_t step, const std::vector<Sample>& samples,
                         const StepPlan& planned, const StepResult& executed,
                         double step_seconds) {
@@ -469,7 +476,9 @@ class AgentRun {
           {micro.compute_seconds, micro.communication_seconds});
     }
     absl::Status written = WriteRankStepTiming(dir, timing);
-    if (written.ok() && rank_ == 0) written = WritePlanFile(dir, step, samples, planned);
+    if (written.ok() && rank_ == 0 && !planned.IsPhased()) {
+      written = WritePlanFile(dir, step, samples, planned);
+    }
     if (!written.ok()) {
       Log(absl::StrCat("warning: the step timings of step ", step,
                        " were not written: ", written.ToString()));

@@ -7,6 +7,7 @@
 #include "worker/agent.h"
 
 #include <atomic>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -37,6 +38,7 @@
 #include "worker/one_rank_planner_answers.h"
 #include "worker/prometheus_worker_metrics.h"
 #include "worker/run_summary.h"
+#include "worker/step_timing_files.h"
 
 namespace dcp {
 namespace {
@@ -412,6 +414,65 @@ TEST(WorkerAgentTest, RefusesAPlanThatDropsOrRepeatsASequence) {
   }
 }
 
+// A plan that re-groups the ranks in phases runs end to end: the same
+// micro-batches in two phases train exactly as in one layout, and the step
+// record, the reports and the timing files say what ran.
+TEST(WorkerAgentTest, RunsAPlanOfPhasesWithTheLossesOfOneLayout) {
+  std::vector<RunSummary> summaries;
+  std::vector<std::vector<v1::ReportStepStatsRequest>> reports;
+  for (const bool phased : {false, true}) {
+    QuickRun run;
+    const std::string dir = TestDir(phased ? "phased" : "one_layout");
+    run.options.summary_file = dir + "/summary.json";
+    auto known = run.planner.on_get_plan;
+    run.planner.on_get_plan = [known, phased](const v1::GetPlanRequest& request)
+        -> absl::StatusOr<v1::GetPlanResponse> {
+      absl::StatusOr<v1::GetPlanResponse> one = known(request);
+      if (!one.ok()) return one;
+      v1::GlobalBatch batch;
+      batch.set_step(request.step());
+      for (int64_t id : one->sample_ids()) batch.add_samples()->set_id(id);
+      return TwoHalvesPlan(batch, /*params_version=*/1, phased);
+    };
+    absl::StatusOr<AgentRunResult> result = run.Run();
+    ASSERT_TRUE(result.ok()) << result.status();
+    summaries.push_back(ReadSummary(run.options.summary_file));
+    reports.push_back(run.planner.report_step_stats_requests());
+    // Rank timings every step; the one-layout plan file only without phases.
+    const std::string timings = StepTimingDir(run.options.summary_file);
+    absl::StatusOr<RankStepTiming> timing =
+        ReadRankStepTiming(timings, /*step=*/2, /*rank=*/0);
+    ASSERT_TRUE(timing.ok()) << timing.status();
+    EXPECT_THAT(timing->micro_batches, SizeIs(2));
+    EXPECT_EQ(ReadStepPlanFile(timings, 2).ok(), !phased);
+  }
+  const RunSummary& one_layout = summaries[0];
+  const RunSummary& phased = summaries[1];
+  ASSERT_THAT(one_layout.steps, SizeIs(3));
+  ASSERT_THAT(phased.steps, SizeIs(3));
+  for (int step = 0; step < 3; ++step) {
+    EXPECT_NEAR(phased.steps[step].loss, one_layout.steps[step].loss,
+                1e-6 * std::abs(one_layout.steps[step].loss))
+        << "step " << step;
+    EXPECT_EQ(one_layout.steps[step].plan_shape, "SP[1] mb[2] recompute[0]");
+    EXPECT_EQ(phased.steps[step].plan_shape,
+              "phases 2: SP[1] mb[1] recompute[0] then SP[1] mb[1] "
+              "recompute[0]");
+    EXPECT_EQ(phased.steps[step].predicted_seconds, 0.6);
+    EXPECT_THAT(phased.steps[step].sp_sizes, ElementsAre(1, 1));
+  }
+  // Reported per micro-batch, phase after phase.
+  for (int run = 0; run < 2; ++run) {
+    ASSERT_THAT(reports[run], SizeIs(3));
+    const v1::ReportStepStatsRequest& last = reports[run].back();
+    ASSERT_EQ(last.micro_batches_size(), 2);
+    for (int m = 0; m < 2; ++m) {
+      EXPECT_EQ(last.micro_batches(m).micro_batch_index(), m);
+      EXPECT_EQ(last.micro_batches(m).phase(), run == 1 ? m : 0);
+    }
+  }
+}
+
 TEST(WorkerAgentTest, AFailedCheckpointStopsTheRunAFailedSummaryDoesNot) {
   const std::string dir = TestDir("io_failures");
   { std::ofstream(dir + "/a-file") << "not a directory"; }
@@ -515,8 +576,8 @@ TEST(WorkerAgentTest, ResumedRunMatchesAnUninterruptedOne) {
   std::vector<std::string> printed;
   std::vector<std::string> logged;
   ExpectResumedRunMatchesAnUninterruptedOne(TrainingPrecision::kFp32,
-                                            /*zero1=*/false, "resume",
-                                            &printed, &logged);
+                                            /*zero1=*/false, "resume", &printed,
+                                            &logged);
 }
 
 // bf16 with ZeRO-1: the checkpoint holds the float32 master weights and

@@ -3,6 +3,7 @@
 #include "cost_model/cost_model.h"
 #include "cost_model/model_spec.h"
 #include "planner/client/proto_convert.h"
+#include "planner/phased_plan.h"
 #include "planner/plan.h"
 
 namespace dcp {
@@ -48,6 +49,45 @@ v1::GetPlanResponse OneMicroBatchPlan(const v1::GlobalBatch& batch,
   plan.predicted_step_seconds = 0.5;
   v1::GetPlanResponse response;
   *response.mutable_plan() = PlanToProto(plan, batch.step());
+  for (const v1::Sample& sample : batch.samples()) {
+    response.add_sample_ids(sample.id());
+  }
+  response.set_params_version(params_version);
+  return response;
+}
+
+v1::GetPlanResponse TwoHalvesPlan(const v1::GlobalBatch& batch,
+                                  int64_t params_version, bool phased) {
+  const int n = batch.samples_size();
+  std::vector<MicroBatchPlan> halves(2);
+  for (int i = 0; i < n; ++i) {
+    halves[i < n / 2 ? 0 : 1].sequence_indices.push_back(i);
+  }
+  v1::GetPlanResponse response;
+  if (phased) {
+    PhasedPlan plan;
+    plan.strategy = "dcp-phased";
+    for (const MicroBatchPlan& half : halves) {
+      Plan phase;
+      phase.strategy = plan.strategy;
+      GroupPlan group;
+      group.ranks = {0};
+      group.micro_batches.push_back(half);
+      phase.groups.push_back(group);
+      plan.phases.push_back(phase);
+    }
+    plan.predicted_step_seconds = 0.6;
+    *response.mutable_plan() = PhasedPlanToProto(plan, batch.step());
+  } else {
+    Plan plan;
+    plan.strategy = "dcp";
+    GroupPlan group;
+    group.ranks = {0};
+    group.micro_batches = halves;
+    plan.groups.push_back(group);
+    plan.predicted_step_seconds = 0.5;
+    *response.mutable_plan() = PlanToProto(plan, batch.step());
+  }
   for (const v1::Sample& sample : batch.samples()) {
     response.add_sample_ids(sample.id());
   }

@@ -25,6 +25,14 @@ v1::GetClusterModelResponse TinyClusterModel(bool using_default_params,
 v1::GetPlanResponse OneMicroBatchPlan(const v1::GlobalBatch& batch,
                                       int64_t params_version);
 
+/// The batch split in two halves (sequences [0, n/2) and [n/2, n)) on rank
+/// 0: with `phased`, a plan of two phases of one micro-batch each
+/// (strategy "dcp-phased", predicted 0.6 s); without, one layout of the
+/// same two micro-batches (strategy "dcp", predicted 0.5 s). Both train
+/// alike. Sample ids and `params_version` as OneMicroBatchPlan.
+v1::GetPlanResponse TwoHalvesPlan(const v1::GlobalBatch& batch,
+                                  int64_t params_version, bool phased);
+
 }  // namespace dcp
 
 #endif  // DCP_WORKER_ONE_RANK_PLANNER_ANSWERS_H_

@@ -87,24 +87,22 @@ absl::StatusOr<StepPlan> PlannerPlanSource::PlanOf(
           "rank must use the same --workload, seed and batch size"));
     }
   }
-  if (response->plan().phases_size() > 0) {
-    // PlanExecutor runs phased plans, but the agent's step records, timing
-    // files and step reports are per layout: refuse them together, clearly.
-    return absl::UnimplementedError(absl::StrCat(
-        "the plan of step ", step, " (strategy '", response->plan().strategy(),
-        "') re-groups the ranks in ", response->plan().phases_size(),
-        " phases; this worker runs plans of one layout: have the planner "
-        "make one-layout plans (e.g. strategy dcp)"));
-  }
   StepPlan result;
   result.params_version = response->params_version();
-  result.plan = PlanFromProto(response->plan());
   // Every rank checks the same plan, so all refuse a bad one together (an
   // index out of range would otherwise throw mid-step, and a sequence
   // planned twice or not at all would change the loss scale).
-  if (absl::Status valid = ValidatePlanStructure(
-          options_.model, options_.cluster, Lengths(samples), result.plan);
-      !valid.ok()) {
+  absl::Status valid;
+  if (response->plan().phases_size() > 0) {
+    result.phased = PhasedPlanFromProto(response->plan());
+    valid = ValidatePhasedPlanStructure(options_.model, options_.cluster,
+                                        Lengths(samples), result.phased);
+  } else {
+    result.plan = PlanFromProto(response->plan());
+    valid = ValidatePlanStructure(options_.model, options_.cluster,
+                                  Lengths(samples), result.plan);
+  }
+  if (!valid.ok()) {
     return WithContext(valid, absl::StrCat("the plan of step ", step));
   }
   return result;
@@ -123,6 +121,7 @@ void PlannerPlanSource::StepMeasured(int64_t step,
     const StepMeasurement::MicroBatch& micro = measured.micro_batches[m];
     v1::MicroBatchStats* stats = request.add_micro_batches();
     stats->set_micro_batch_index(m);
+    stats->set_phase(micro.phase);
     stats->set_compute_seconds(std::max(0.0, micro.compute_seconds));
     stats->set_communication_seconds(
         std::max(0.0, micro.communication_seconds));

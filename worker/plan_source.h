@@ -17,6 +17,7 @@
 #include "cost_model/model_spec.h"
 #include "planner/baselines.h"
 #include "planner/client/planner_client.h"
+#include "planner/phased_plan.h"
 #include "planner/plan.h"
 #include "planner/workload.h"
 #include "worker/worker_metrics.h"
@@ -26,8 +27,14 @@ namespace dcp {
 /// A step's plan and the planner's cost-model parameter version it was made
 /// with (0 for plans made locally). Plain value.
 struct StepPlan {
+  /// The plan of one layout; empty when `phased` has phases.
   Plan plan;
+  /// A plan that re-groups the ranks within the step (two or more phases,
+  /// world barriers between them); no phases for a plan of one layout.
+  PhasedPlan phased;
   int64_t params_version = 0;
+
+  bool IsPhased() const { return !phased.phases.empty(); }
 };
 
 /// What this rank measured of one step, for the source of its plan.
@@ -39,6 +46,8 @@ struct StepMeasurement {
   struct MicroBatch {
     double compute_seconds = 0;
     double communication_seconds = 0;
+    /// The phase of a phased plan it ran in (0 for one layout).
+    int phase = 0;
   };
   std::vector<MicroBatch> micro_batches;
 };
@@ -83,7 +92,8 @@ struct PlannerPlanSourceOptions {
 /// the planner does not know the step (yet, or any more):
 /// FAILED_PRECONDITION. A batch that really differs from the planner's
 /// fails that second call too. Every plan is checked against the batch and
-/// ValidatePlanStructure, so every rank refuses a bad plan together.
+/// ValidatePlanStructure (a plan of phases: ValidatePhasedPlanStructure),
+/// so every rank refuses a bad plan together.
 /// StepMeasured reports to the planner (ReportStepStats). A failed
 /// SubmitBatches or ReportStepStats is only a warning.
 ///

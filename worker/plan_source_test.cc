@@ -22,6 +22,7 @@
 namespace dcp {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::Contains;
 using ::testing::HasSubstr;
 using ::testing::SizeIs;
@@ -89,23 +90,69 @@ TEST(PlannerPlanSourceTest, RefusesAPlanMadeForOtherSamples) {
   EXPECT_THAT(status.message(), HasSubstr("other sample ids"));
 }
 
-TEST(PlannerPlanSourceTest, RefusesAPlanOfSeveralPhasesClearly) {
+TEST(PlannerPlanSourceTest, TakesAPlanOfPhasesAndChecksItOverAllPhases) {
+  for (const bool repeat : {false, true}) {
+    Fixture fixture(/*submits_ahead=*/false);
+    fixture.planner.on_get_plan = [repeat](const v1::GetPlanRequest& request)
+        -> absl::StatusOr<v1::GetPlanResponse> {
+      v1::GetPlanResponse response =
+          TwoHalvesPlan(GlobalBatchProto(kBatch, request.step()),
+                        /*params_version=*/3, /*phased=*/true);
+      if (repeat) {
+        // Sequence 0 (phase 0) planned in phase 1 too.
+        response.mutable_plan()
+            ->mutable_phases(1)
+            ->mutable_groups(0)
+            ->mutable_micro_batches(0)
+            ->add_sequence_indices(0);
+      }
+      return response;
+    };
+    absl::StatusOr<StepPlan> plan = fixture.source->PlanOf(kBatch, 2);
+    if (repeat) {
+      EXPECT_EQ(plan.status().code(), absl::StatusCode::kInvalidArgument);
+      EXPECT_THAT(plan.status().message(),
+                  AllOf(HasSubstr("the plan of step 2"),
+                        HasSubstr("sequence 0 is planned twice (phases 0 and "
+                                  "1)")));
+      continue;
+    }
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    EXPECT_TRUE(plan->IsPhased());
+    EXPECT_TRUE(plan->plan.groups.empty());
+    EXPECT_EQ(plan->params_version, 3);
+    EXPECT_EQ(plan->phased.strategy, "dcp-phased");
+    ASSERT_THAT(plan->phased.phases, SizeIs(2));
+    EXPECT_THAT(
+        plan->phased.phases[0].groups[0].micro_batches[0].sequence_indices,
+        testing::ElementsAre(0));
+    EXPECT_THAT(
+        plan->phased.phases[1].groups[0].micro_batches[0].sequence_indices,
+        testing::ElementsAre(1, 2));
+  }
+}
+
+TEST(PlannerPlanSourceTest, ReportsTheMicroBatchesPhaseAfterPhase) {
   Fixture fixture(/*submits_ahead=*/false);
-  fixture.planner.on_get_plan = [](const v1::GetPlanRequest& request)
-      -> absl::StatusOr<v1::GetPlanResponse> {
-    v1::GetPlanResponse response =
-        OneMicroBatch(GlobalBatchProto(kBatch, request.step()));
-    v1::Plan* plan = response.mutable_plan();
-    plan->set_strategy("dcp-phased");
-    *plan->add_phases()->mutable_groups() = plan->groups();
-    *plan->add_phases()->mutable_groups() = plan->groups();
-    plan->clear_groups();
-    return response;
+  fixture.planner.on_report_step_stats = [](const v1::ReportStepStatsRequest&)
+      -> absl::StatusOr<v1::ReportStepStatsResponse> {
+    return v1::ReportStepStatsResponse();
   };
-  const absl::Status status = fixture.source->PlanOf(kBatch, 2).status();
-  EXPECT_EQ(status.code(), absl::StatusCode::kUnimplemented);
-  EXPECT_THAT(status.message(), HasSubstr("2 phases"));
-  EXPECT_THAT(status.message(), HasSubstr("dcp-phased"));
+  StepMeasurement measured;
+  measured.totals.step_seconds = 1.0;
+  measured.totals.idle_seconds = 0.25;
+  measured.micro_batches = {{0.25, 0.125, /*phase=*/0}, {0.5, 0, /*phase=*/1}};
+  fixture.source->StepMeasured(/*step=*/5, measured);
+  const std::vector<v1::ReportStepStatsRequest> reports =
+      fixture.planner.report_step_stats_requests();
+  ASSERT_THAT(reports, SizeIs(1));
+  ASSERT_EQ(reports[0].micro_batches_size(), 2);
+  EXPECT_EQ(reports[0].micro_batches(0).micro_batch_index(), 0);
+  EXPECT_EQ(reports[0].micro_batches(0).phase(), 0);
+  EXPECT_EQ(reports[0].micro_batches(1).micro_batch_index(), 1);
+  EXPECT_EQ(reports[0].micro_batches(1).phase(), 1);
+  EXPECT_EQ(reports[0].micro_batches(1).compute_seconds(), 0.5);
+  EXPECT_EQ(reports[0].micro_batches(1).idle_seconds(), 0.25);
 }
 
 TEST(PlannerPlanSourceTest, SubmitsAheadOnlyWhenAskedAndOnlyWarns) {

@@ -121,6 +121,31 @@ StepRecord StepRecordOfPlan(const Plan& plan, int64_t step) {
   return record;
 }
 
+std::string PhasedPlanShape(const PhasedPlan& plan) {
+  std::vector<std::string> phases;
+  for (const Plan& phase : plan.phases) phases.push_back(PlanShape(phase));
+  return absl::StrCat("phases ", plan.phases.size(), ": ",
+                      absl::StrJoin(phases, " then "));
+}
+
+StepRecord StepRecordOfPhasedPlan(const PhasedPlan& plan, int64_t step) {
+  StepRecord record;
+  record.step = step;
+  for (const Plan& phase : plan.phases) {
+    const StepRecord of_phase = StepRecordOfPlan(phase, step);
+    record.sp_sizes.insert(record.sp_sizes.end(), of_phase.sp_sizes.begin(),
+                           of_phase.sp_sizes.end());
+    record.micro_batches.insert(record.micro_batches.end(),
+                                of_phase.micro_batches.begin(),
+                                of_phase.micro_batches.end());
+    record.recompute.insert(record.recompute.end(), of_phase.recompute.begin(),
+                            of_phase.recompute.end());
+  }
+  record.plan_shape = PhasedPlanShape(plan);
+  record.predicted_seconds = plan.predicted_step_seconds;
+  return record;
+}
+
 double RunSummary::MeanMeasuredSeconds(size_t from) const {
   return MeanOf(steps, from,
                 [](const StepRecord& step) { return step.measured_seconds; });

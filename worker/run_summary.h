@@ -14,6 +14,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "planner/phased_plan.h"
 #include "planner/plan.h"
 
 namespace dcp {
@@ -40,10 +41,19 @@ struct StepRecord {
 /// what was measured.
 StepRecord StepRecordOfPlan(const Plan& plan, int64_t step);
 
+/// The same for a plan that re-groups the ranks within the step: the
+/// per-group fields list every phase's groups, phase after phase, and
+/// plan_shape is PhasedPlanShape(); predicted_seconds is the whole step's.
+StepRecord StepRecordOfPhasedPlan(const PhasedPlan& plan, int64_t step);
+
 /// "SP[2,1,1] mb[1,3,2] recompute[0,0-1,0]": per group of the plan, its SP
 /// size, its micro-batch count and its checkpointed layers (a range when its
 /// micro-batches differ).
 std::string PlanShape(const Plan& plan);
+
+/// "phases 2: SP[8,8] mb[1,1] recompute[0,0] then SP[16] mb[1] recompute[2]":
+/// the phase count, then each phase's PlanShape() in order.
+std::string PhasedPlanShape(const PhasedPlan& plan);
 
 /// A whole run. Plain value.
 struct RunSummary {

@@ -1,6 +1,7 @@
 // The handler end to end: each step planned once, batches submitted ahead,
 // requests by step, eviction.
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -276,7 +277,8 @@ TEST(PlannerHandlerTest, WaitingBatchesAreBoundedByTheMemoryBudget) {
   absl::StatusOr<v1::SubmitBatchesResponse> refused =
       handler->SubmitBatches(third);
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted);
-  EXPECT_THAT(refused.status().message(), HasSubstr("--memory-budget=10.0 MiB"));
+  EXPECT_THAT(refused.status().message(),
+              HasSubstr("--memory-budget=10.0 MiB"));
   EXPECT_THAT(refused.status().message(), HasSubstr("budget of 2.5 MiB"));
   // A GetPlan carrying the batch is held to the same budget.
   absl::StatusOr<v1::GetPlanResponse> on_demand =
@@ -568,7 +570,6 @@ TEST(PlannerHandlerTest, UnplannableBatchIsResourceExhausted) {
             absl::StatusCode::kFailedPrecondition);
 }
 
-
 TEST(PlannerHandlerTest, AFailedBatchDoesNotClaimItsStep) {
   const std::string directory = FreshTestDirectory("failed_step_");
   FakeClock clock;
@@ -606,6 +607,85 @@ TEST(PlannerHandlerTest, AFailedBatchDoesNotClaimItsStep) {
   absl::StatusOr<v1::GetPlanResponse> step_1 =
       restarted->GetPlan(PlanRequest("w0", MakeBatch(1, 4)));
   EXPECT_TRUE(step_1.ok()) << step_1.status();
+}
+
+// With phased plans on (dcp_planner --phased-plans), a batch of one very
+// long sequence among many short ones is served as phases, and the
+// workers' reports (micro-batches counted phase after phase) are taken;
+// off, the same batch gets one layout.
+TEST(PlannerHandlerTest, ServesPhasedPlansOnlyWhenAskedAndTakesTheirReports) {
+  v1::GlobalBatch batch;
+  batch.set_step(0);
+  auto add = [&batch](int64_t length) {
+    v1::Sample* sample = batch.add_samples();
+    sample->set_id(batch.samples_size());
+    sample->set_length_tokens(length);
+  };
+  add(200000);
+  for (int i = 0; i < 500; ++i) add(1200 + 29 * (i % 23));
+  for (const bool phased : {false, true}) {
+    SCOPED_TRACE(phased ? "phased plans" : "default");
+    FakeClock clock;
+    RecordingMetrics metrics;
+    PlannerHandlerOptions options = GpuOptions();
+    options.cluster = H200Cluster(/*num_nodes=*/2, /*gpus_per_node=*/8);
+    if (phased) {
+      PhasedPlanningOptions on;
+      on.enabled = true;
+      options.make_step_plan = StepPlanMaker(on);
+    }
+    auto handler = MakeHandler(options, clock, &metrics);
+    RegisterWorld(*handler, 2, 8);
+    absl::StatusOr<v1::GetPlanResponse> response =
+        handler->GetPlan(PlanRequest("w0", batch));
+    ASSERT_TRUE(response.ok()) << response.status();
+    const v1::Plan& plan = response->plan();
+    EXPECT_EQ(plan.phases_size(), phased ? 2 : 0);
+    EXPECT_EQ(plan.groups_size() == 0, phased);
+    // Every rank reports its micro-batches in the order it ran them.
+    for (int rank = 0; rank < 16; ++rank) {
+      v1::ReportStepStatsRequest report;
+      report.set_worker_id(absl::StrCat("w", rank / 8));
+      report.set_step(0);
+      report.set_rank(rank);
+      report.set_step_seconds(plan.predicted_step_seconds());
+      int index = 0;
+      auto add_group_of = [&](const auto& groups, int phase) {
+        for (const v1::Group& group : groups) {
+          if (std::find(group.ranks().begin(), group.ranks().end(), rank) ==
+              group.ranks().end()) {
+            continue;
+          }
+          for (int m = 0; m < group.micro_batches_size(); ++m) {
+            v1::MicroBatchStats* stats = report.add_micro_batches();
+            stats->set_micro_batch_index(index++);
+            stats->set_phase(phase);
+            stats->set_compute_seconds(0.01);
+          }
+        }
+      };
+      if (phased) {
+        for (int p = 0; p < plan.phases_size(); ++p) {
+          add_group_of(plan.phases(p).groups(), p);
+        }
+      } else {
+        add_group_of(plan.groups(), 0);
+      }
+      absl::StatusOr<v1::ReportStepStatsResponse> answer =
+          handler->ReportStepStats(report);
+      ASSERT_TRUE(answer.ok()) << "rank " << rank << ": " << answer.status();
+      EXPECT_NEAR(answer->measured_over_predicted(), 1.0, 1e-9);
+    }
+    // One more micro-batch than the rank ran is refused.
+    v1::ReportStepStatsRequest extra;
+    extra.set_worker_id("w0");
+    extra.set_step(0);
+    extra.set_rank(0);
+    extra.set_step_seconds(1);
+    extra.add_micro_batches()->set_micro_batch_index(1000);
+    EXPECT_EQ(handler->ReportStepStats(extra).status().code(),
+              absl::StatusCode::kInvalidArgument);
+  }
 }
 
 }  // namespace

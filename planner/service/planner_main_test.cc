@@ -126,6 +126,8 @@ TEST(PlannerMainTest, HelpPrintsUsageAndExitsZero) {
   EXPECT_THAT(usage, HasSubstr("Usage: dcp_planner"));
   EXPECT_THAT(usage, HasSubstr("--token-file"));
   EXPECT_THAT(usage, HasSubstr("--job-id"));
+  EXPECT_THAT(usage, HasSubstr("--phased-plans"));
+  EXPECT_THAT(usage, HasSubstr("at least 3%"));
 }
 
 TEST(PlannerMainTest, UnknownFlagExitsTwo) {
@@ -145,8 +147,8 @@ TEST(PlannerMainTest, PortOutOfRangeIsAUsageError) {
 
 TEST(PlannerMainTest, BadMemoryBudgetIsAUsageError) {
   for (const std::string budget : {"lots", "-1Gi", "1.5Gi", "12Q", "Mi"}) {
-    Child child = Spawn({"--listen=127.0.0.1:0", "--metrics-listen=",
-                         "--memory-budget=" + budget});
+    Child child = Spawn({"--listen=127.0.0.1:0",
+                         "--metrics-listen=", "--memory-budget=" + budget});
     EXPECT_EQ(WaitForExit(child, absl::Seconds(10)), 2) << budget;
   }
 }
@@ -175,8 +177,8 @@ TEST(PlannerMainTest, ListeningBeyondLoopbackNeedsAToken) {
 }
 
 TEST(PlannerMainTest, BadJobIdIsAUsageError) {
-  Child child = Spawn(
-      {"--listen=127.0.0.1:0", "--metrics-listen=", "--job-id=train 7"});
+  Child child =
+      Spawn({"--listen=127.0.0.1:0", "--metrics-listen=", "--job-id=train 7"});
   EXPECT_EQ(WaitForExit(child, absl::Seconds(10)), 2);
 }
 
@@ -228,16 +230,15 @@ TEST(PlannerMainTest, ServesThenDrainsOnSigterm) {
   EXPECT_LT(absl::Now() - signalled, absl::Seconds(5));
 }
 
-
 TEST(PlannerMainTest, SigtermDoesNotWaitForALongPlan) {
   // 2^20 sequences on 4,096 GPUs: planning takes tens of seconds (45 s
   // measured on 2 cores), far beyond the drain timeout.
   const std::string port_file =
       std::string(std::getenv("TEST_TMPDIR")) + "/planner_ports_long_plan";
-  Child child = Spawn({"--listen=127.0.0.1:0", "--metrics-listen=",
-                       "--nodes=512", "--gpus-per-node=8",
-                       "--drain-timeout=1s", "--memory-budget=768Mi",
-                       "--port-file=" + port_file});
+  Child child =
+      Spawn({"--listen=127.0.0.1:0", "--metrics-listen=", "--nodes=512",
+             "--gpus-per-node=8", "--drain-timeout=1s", "--memory-budget=768Mi",
+             "--port-file=" + port_file});
   ReadLine(child, absl::Seconds(20));
   absl::StatusOr<std::optional<PlannerPorts>> ports = ReadPortFile(port_file);
   ASSERT_TRUE(ports.ok()) << ports.status();

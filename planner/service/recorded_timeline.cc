@@ -38,6 +38,12 @@ absl::StatusOr<RecordedTimeline> LayOutRecordedStep(
         absl::StrCat("step ", record.step(), "'s recorded cost model: ",
                      cost_model.status().message()));
   }
+  if (record.plan().phases_size() > 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "step ", record.step(), "'s plan re-groups the ranks in ",
+        record.plan().phases_size(),
+        " phases; the recorded timeline draws plans of one layout"));
+  }
   const Plan plan = PlanFromProto(record.plan());
   const std::vector<int64_t> lengths(record.lengths_tokens().begin(),
                                      record.lengths_tokens().end());

@@ -1,6 +1,7 @@
 #include "planner/service/step_plan.h"
 
 #include <algorithm>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/match.h"
@@ -11,6 +12,7 @@
 #include "planner/batch_check.h"
 #include "planner/client/proto_convert.h"
 #include "planner/lower_bound.h"
+#include "planner/phased_planner.h"
 #include "planner/plan.h"
 
 namespace dcp {
@@ -22,7 +24,43 @@ std::string FormatSeconds(double seconds) {
                                           : absl::StrFormat("%.3g s", seconds);
 }
 
+// The summary of `group` for checking reports; adds its micro-batches to
+// `shape` (and their checkpointed layers to `checkpointed_layers_sum`).
+GroupSummary SummarizeGroup(const CostModel& cost_model,
+                            const std::vector<int64_t>& lengths,
+                            const GroupPlan& group, PlanShapeStats& shape,
+                            int64_t& checkpointed_layers_sum) {
+  GroupSummary summary;
+  summary.predicted_seconds = group.predicted_seconds;
+  for (const MicroBatchPlan& micro_batch : group.micro_batches) {
+    MicroBatchShape micro_batch_shape;
+    micro_batch_shape.sp_size = group.sp_size();
+    for (int index : micro_batch.sequence_indices) {
+      micro_batch_shape.AddSequence(lengths[index]);
+    }
+    const MicroBatchCost cost = cost_model.MicroBatch(
+        micro_batch_shape, micro_batch.checkpointed_layers);
+    summary.micro_batch_compute_seconds.push_back(
+        std::max(0.0, cost.total_seconds - cost.communication_seconds));
+    checkpointed_layers_sum += micro_batch.checkpointed_layers;
+    shape.max_checkpointed_layers = std::max(shape.max_checkpointed_layers,
+                                             micro_batch.checkpointed_layers);
+  }
+  ++shape.groups_by_sp_size[group.sp_size()];
+  shape.micro_batches += static_cast<int>(group.micro_batches.size());
+  return summary;
+}
+
 }  // namespace
+
+MakeStepPlanFunction StepPlanMaker(PhasedPlanningOptions phased) {
+  return [phased](const v1::GlobalBatch& batch, const ParamsVersion& params,
+                  const PlannerOptions& options, int world_size,
+                  const Clock& clock) {
+    return MakeStepPlanTryingPhases(batch, params, options, world_size, clock,
+                                    phased);
+  };
+}
 
 double PredictedPlanningSeconds(int64_t num_sequences) {
   constexpr double kSecondsAtReference = 6;
@@ -37,6 +75,14 @@ std::shared_ptr<const StepPlan> MakeStepPlan(const v1::GlobalBatch& batch,
                                              const PlannerOptions& options,
                                              int world_size,
                                              const Clock& clock) {
+  return MakeStepPlanTryingPhases(batch, params, options, world_size, clock,
+                                  PhasedPlanningOptions());
+}
+
+std::shared_ptr<const StepPlan> MakeStepPlanTryingPhases(
+    const v1::GlobalBatch& batch, const ParamsVersion& params,
+    const PlannerOptions& options, int world_size, const Clock& clock,
+    const PhasedPlanningOptions& phased) {
   auto result = std::make_shared<StepPlan>();
   result->params_version = params.version;
   const CostModel& cost_model = *params.cost_model;
@@ -64,13 +110,36 @@ std::shared_ptr<const StepPlan> MakeStepPlan(const v1::GlobalBatch& batch,
       if (bound.ok()) plan->lower_bound_seconds = *bound;
     }
   }
+  // A plan of phases, where the single layout's gap leaves room for one.
+  std::optional<PhasedPlan> phased_plan;
+  if (phased.enabled && plan->GapToLowerBound() >= phased.min_gap_to_try) {
+    PhasedPlannerOptions phased_options;
+    phased_options.planner_options = options;
+    absl::StatusOr<PhasedPlan> tried =
+        PlanPhasedBatch(cost_model, lengths, phased_options);
+    // Its errors are the planner's, which just planned this batch: keep
+    // the single layout if it fails anyway.
+    if (tried.ok() && tried->phases.size() > 1) phased_plan = *std::move(tried);
+  }
   result->planning_seconds = absl::ToDoubleSeconds(clock.Now() - start);
-  result->predicted_step_seconds = plan->predicted_step_seconds;
-  result->lower_bound_seconds = plan->lower_bound_seconds;
-  result->gap_to_lower_bound = plan->GapToLowerBound();
+  if (phased_plan.has_value()) {
+    result->num_phases = static_cast<int>(phased_plan->phases.size());
+    result->predicted_step_seconds = phased_plan->predicted_step_seconds;
+    if (phased_plan->lower_bound_seconds <= 0) {
+      phased_plan->lower_bound_seconds = plan->lower_bound_seconds;
+    }
+    result->lower_bound_seconds = phased_plan->lower_bound_seconds;
+    result->gap_to_lower_bound = phased_plan->GapToLowerBound();
+  } else {
+    result->predicted_step_seconds = plan->predicted_step_seconds;
+    result->lower_bound_seconds = plan->lower_bound_seconds;
+    result->gap_to_lower_bound = plan->GapToLowerBound();
+  }
 
   auto response = std::make_shared<v1::GetPlanResponse>();
-  *response->mutable_plan() = PlanToProto(*plan, step);
+  *response->mutable_plan() = phased_plan.has_value()
+                                  ? PhasedPlanToProto(*phased_plan, step)
+                                  : PlanToProto(*plan, step);
   for (const v1::Sample& sample : batch.samples()) {
     response->add_sample_ids(sample.id());
   }
@@ -89,32 +158,39 @@ std::shared_ptr<const StepPlan> MakeStepPlan(const v1::GlobalBatch& batch,
   result->group_of_rank.assign(world_size, -1);
   PlanShapeStats& shape = result->shape;
   int64_t checkpointed_layers_sum = 0;
-  for (size_t g = 0; g < plan->groups.size(); ++g) {
-    const GroupPlan& group = plan->groups[g];
-    GroupSummary summary;
-    summary.predicted_seconds = group.predicted_seconds;
-    for (const MicroBatchPlan& micro_batch : group.micro_batches) {
-      MicroBatchShape micro_batch_shape;
-      micro_batch_shape.sp_size = group.sp_size();
-      for (int index : micro_batch.sequence_indices) {
-        micro_batch_shape.AddSequence(lengths[index]);
-      }
-      const MicroBatchCost cost = cost_model.MicroBatch(
-          micro_batch_shape, micro_batch.checkpointed_layers);
-      summary.micro_batch_compute_seconds.push_back(
-          std::max(0.0, cost.total_seconds - cost.communication_seconds));
-      checkpointed_layers_sum += micro_batch.checkpointed_layers;
-      shape.max_checkpointed_layers = std::max(shape.max_checkpointed_layers,
-                                               micro_batch.checkpointed_layers);
+  if (phased_plan.has_value()) {
+    // Per rank: its group's micro-batches in each phase, phase after phase.
+    result->groups.assign(world_size, GroupSummary());
+    for (int rank = 0; rank < world_size; ++rank) {
+      result->group_of_rank[rank] = rank;
+      result->groups[rank].predicted_seconds =
+          phased_plan->predicted_step_seconds;
     }
-    for (int rank : group.ranks) {
-      if (rank >= 0 && rank < world_size) {
-        result->group_of_rank[rank] = static_cast<int>(g);
+    for (const Plan& phase : phased_plan->phases) {
+      for (const GroupPlan& group : phase.groups) {
+        const GroupSummary summary = SummarizeGroup(
+            cost_model, lengths, group, shape, checkpointed_layers_sum);
+        for (int rank : group.ranks) {
+          if (rank < 0 || rank >= world_size) continue;
+          std::vector<double>& of_rank =
+              result->groups[rank].micro_batch_compute_seconds;
+          of_rank.insert(of_rank.end(),
+                         summary.micro_batch_compute_seconds.begin(),
+                         summary.micro_batch_compute_seconds.end());
+        }
       }
     }
-    result->groups.push_back(std::move(summary));
-    ++shape.groups_by_sp_size[group.sp_size()];
-    shape.micro_batches += static_cast<int>(group.micro_batches.size());
+  } else {
+    for (size_t g = 0; g < plan->groups.size(); ++g) {
+      const GroupPlan& group = plan->groups[g];
+      result->groups.push_back(SummarizeGroup(cost_model, lengths, group, shape,
+                                              checkpointed_layers_sum));
+      for (int rank : group.ranks) {
+        if (rank >= 0 && rank < world_size) {
+          result->group_of_rank[rank] = static_cast<int>(g);
+        }
+      }
+    }
   }
   shape.mean_checkpointed_layers =
       shape.micro_batches > 0
@@ -139,9 +215,11 @@ std::string DescribeStepPlan(int64_t step, const StepPlan& plan) {
     sizes.push_back(absl::StrCat(it->first, "x", it->second));
   }
   return absl::StrFormat(
-      "step %d: SP sizes %s, %d micro-batches, predicted %s, lower bound %s "
-      "(gap %.1f%%), planned in %.1f ms",
-      step, absl::StrJoin(sizes, " "), plan.shape.micro_batches,
+      "step %d: %sSP sizes %s, %d micro-batches, predicted %s, lower bound "
+      "%s (gap %.1f%%), planned in %.1f ms",
+      step,
+      plan.num_phases > 1 ? absl::StrCat(plan.num_phases, " phases, ") : "",
+      absl::StrJoin(sizes, " "), plan.shape.micro_batches,
       FormatSeconds(plan.predicted_step_seconds),
       FormatSeconds(plan.lower_bound_seconds), 100 * plan.gap_to_lower_bound,
       1e3 * plan.planning_seconds);

@@ -54,6 +54,22 @@ struct StepPlan {
   double lower_bound_seconds = 0;
   /// (predicted - lower bound) / lower bound.
   double gap_to_lower_bound = 0;
+  /// Layouts the step runs in: more than 1 for a plan that re-groups the
+  /// ranks within the step (GetPlanResponse.plan.phases). Its `groups` and
+  /// `group_of_rank` are then per rank: rank r's summary is groups[r], its
+  /// micro-batches those of its group in each phase, phase after phase
+  /// (the order the workers report them in), predicted the whole step.
+  int num_phases = 1;
+};
+
+/// When MakeStepPlan also tries plans that re-group the ranks within the
+/// step (dcp_planner --phased-plans). Plain value.
+struct PhasedPlanningOptions {
+  bool enabled = false;
+  /// The lower bound bounds phased plans too, so a phased plan can gain at
+  /// most the single-layout plan's gap to it: the phased search (several
+  /// planner calls) runs only for a gap of at least this.
+  double min_gap_to_try = 0.03;
 };
 
 /// Makes the plan of `batch` with `params` (planner call, lower bound,
@@ -65,6 +81,16 @@ std::shared_ptr<const StepPlan> MakeStepPlan(const v1::GlobalBatch& batch,
                                              const PlannerOptions& options,
                                              int world_size,
                                              const Clock& clock);
+
+/// MakeStepPlan, and with `phased` enabled and the plan's gap to the lower
+/// bound at least its min_gap_to_try, PlanPhasedBatch
+/// (planner/phased_planner.h) too: its plan is served when it has more than
+/// one phase (it keeps the single layout unless a phased plan is predicted
+/// strictly faster).
+std::shared_ptr<const StepPlan> MakeStepPlanTryingPhases(
+    const v1::GlobalBatch& batch, const ParamsVersion& params,
+    const PlannerOptions& options, int world_size, const Clock& clock,
+    const PhasedPlanningOptions& phased);
 
 /// The planner core's predicted CPU seconds for a batch of `num_sequences`:
 /// near-linear in n since the search groups near-identical lengths (2^20
@@ -85,6 +111,9 @@ v1::StepPlanRecord MakeStepPlanRecord(const v1::GlobalBatch& batch,
 using MakeStepPlanFunction = std::function<std::shared_ptr<const StepPlan>(
     const v1::GlobalBatch& batch, const ParamsVersion& params,
     const PlannerOptions& options, int world_size, const Clock& clock)>;
+
+/// MakeStepPlanTryingPhases with `phased`, as a MakeStepPlanFunction.
+MakeStepPlanFunction StepPlanMaker(PhasedPlanningOptions phased);
 
 /// One line describing a planned step for the log ("step 3: SP sizes 8x2
 /// 4x1, 12 micro-batches, predicted 7.28 s, lower bound ... planned in

@@ -82,5 +82,82 @@ TEST_F(StepPlanTest, UnplannableBatchSaysWhy) {
   EXPECT_EQ(plan->serialized, nullptr);
 }
 
+// One 200K sequence among 500 of ~1.5K on 2 x 8 GPUs (the bimodal mix
+// where phases pay, README "Re-grouping within a step"): with phased
+// plans on it is served as phases, each micro-batch reported phase after
+// phase; off (the default), never. A batch whose single layout is within
+// min_gap_to_try of the lower bound is not searched.
+TEST(StepPlanPhasesTest, PhasedPlansOnlyWhenEnabledAndWorthSearching) {
+  ParamsVersion params;
+  params.cost_model = std::make_shared<const CostModel>(
+      CostModel::CreateDefault(ModelPreset("llama3-8b").value(),
+                               H200Cluster(/*num_nodes=*/2,
+                                           /*gpus_per_node=*/8))
+          .value());
+  params.version = 2;
+  v1::GlobalBatch batch;
+  batch.set_step(7);
+  auto add = [&batch](int64_t length) {
+    v1::Sample* sample = batch.add_samples();
+    sample->set_id(batch.samples_size());
+    sample->set_length_tokens(length);
+  };
+  add(200000);
+  for (int i = 0; i < 500; ++i) add(1200 + 29 * (i % 23));
+  FakeClock clock;
+  PhasedPlanningOptions on;
+  on.enabled = true;
+
+  std::shared_ptr<const StepPlan> off =
+      MakeStepPlan(batch, params, PlannerOptions(), 16, clock);
+  ASSERT_TRUE(off->status.ok()) << off->status;
+  EXPECT_EQ(off->num_phases, 1);
+  EXPECT_EQ(off->response->plan().phases_size(), 0);
+  ASSERT_GE(off->gap_to_lower_bound, on.min_gap_to_try);
+
+  std::shared_ptr<const StepPlan> phased =
+      StepPlanMaker(on)(batch, params, PlannerOptions(), 16, clock);
+  ASSERT_TRUE(phased->status.ok()) << phased->status;
+  const v1::Plan& proto = phased->response->plan();
+  ASSERT_EQ(phased->num_phases, 2);
+  ASSERT_EQ(proto.phases_size(), 2);
+  EXPECT_EQ(proto.groups_size(), 0);
+  EXPECT_LT(phased->predicted_step_seconds, off->predicted_step_seconds);
+  EXPECT_EQ(proto.predicted_step_seconds(), phased->predicted_step_seconds);
+  EXPECT_LE(phased->lower_bound_seconds, phased->predicted_step_seconds);
+  EXPECT_THAT(DescribeStepPlan(7, *phased), HasSubstr("step 7: 2 phases, "));
+  // Each rank's summary lists its micro-batches of both phases, in order.
+  ASSERT_EQ(phased->group_of_rank.size(), 16u);
+  int micro_batches = 0;
+  for (int rank = 0; rank < 16; ++rank) {
+    ASSERT_EQ(phased->group_of_rank[rank], rank);
+    int of_rank = 0;
+    for (const v1::Phase& phase : proto.phases()) {
+      for (const v1::Group& group : phase.groups()) {
+        for (int member : group.ranks()) {
+          if (member == rank) of_rank += group.micro_batches_size();
+        }
+      }
+    }
+    EXPECT_EQ(phased->groups[rank].micro_batch_compute_seconds.size(),
+              static_cast<size_t>(of_rank))
+        << "rank " << rank;
+  }
+  for (const v1::Phase& phase : proto.phases()) {
+    for (const v1::Group& group : phase.groups()) {
+      micro_batches += group.micro_batches_size();
+    }
+  }
+  EXPECT_EQ(phased->shape.micro_batches, micro_batches);
+
+  // Not searched when the single layout's gap is below the threshold.
+  PhasedPlanningOptions strict = on;
+  strict.min_gap_to_try = off->gap_to_lower_bound + 0.01;
+  EXPECT_EQ(StepPlanMaker(strict)(batch, params, PlannerOptions(), 16, clock)
+                ->response->plan()
+                .SerializeAsString(),
+            off->response->plan().SerializeAsString());
+}
+
 }  // namespace
 }  // namespace dcp
