@@ -134,7 +134,32 @@ class PlannerHandlerRoot final : public PlannerHandler {
         !status.ok()) {
       return status;
     }
-    return workers_.Register(request);
+    absl::StatusOr<v1::RegisterWorkerResponse> response =
+        workers_.Register(request);
+    if (!response.ok()) return response.status();
+    // The workers' backend and group cache bound decide the communicators
+    // the memory model counts (every worker gives the same: the registry
+    // refuses others). Set before this worker can submit a batch.
+    if (!request.backend().empty()) {
+      MemoryParams communicators;
+      SetCommunicatorMemory(request.backend() == "nccl"
+                                ? CommunicatorBackend::kNccl
+                                : CommunicatorBackend::kGloo,
+                            request.max_cached_groups(), communicators);
+      absl::StatusOr<std::optional<int64_t>> version =
+          params_.SetCommunicators(communicators.communicator_bytes,
+                                   communicators.communicators_per_rank);
+      if (!version.ok()) return version.status();
+      if (version->has_value()) {
+        Log(absl::StrFormat(
+            "params v%d: %d communicators per rank of %.2f GB (backend %s, "
+            "--max-cached-groups=%d)",
+            **version, communicators.communicators_per_rank,
+            communicators.communicator_bytes / 1e9, request.backend(),
+            request.max_cached_groups()));
+      }
+    }
+    return response;
   }
 
   absl::StatusOr<v1::SubmitProfileResponse> SubmitProfile(
@@ -264,7 +289,7 @@ class PlannerHandlerRoot final : public PlannerHandler {
       *response.add_reports() = FitReportToProto(report);
     }
     response.set_params_version(version->version);
-    response.set_using_default_params(version->version == 0);
+    response.set_using_default_params(version->defaults);
     response.set_step_relative_error(stats_.MeanRelativeError());
     return response;
   }
