@@ -76,6 +76,9 @@ absl::Status ValidateCostParams(const CostParams& params) {
        {"memory.optimizer_bytes_per_parameter",
         memory.optimizer_bytes_per_parameter},
        {"memory.fixed_bytes", memory.fixed_bytes},
+       {"memory.communicator_bytes", memory.communicator_bytes},
+       {"memory.communicators_per_rank",
+        static_cast<double>(memory.communicators_per_rank)},
        {"memory.activation_bytes_per_token_per_layer",
         memory.activation_bytes_per_token_per_layer},
        {"memory.selective_bytes_per_token_per_layer",
@@ -106,8 +109,14 @@ absl::Status ValidateCostParams(const CostParams& params) {
 
 CostParams DefaultCostParams(const ModelSpec& model,
                              const ClusterSpec& cluster) {
-  return CostParams{DefaultComputeParams(model, cluster),
+  CostParams params{DefaultComputeParams(model, cluster),
                     DefaultMemoryParams(model), DefaultCommParams(cluster)};
+  // The cluster's figures are an H200's: NCCL workers with their default
+  // group cache. The planner service replaces this with what its workers
+  // register (backend and --max-cached-groups).
+  SetCommunicatorMemory(CommunicatorBackend::kNccl,
+                        kDefaultNcclMaxCachedGroups, params.memory);
+  return params;
 }
 
 CostModel::CostModel(const ModelSpec& model, const ClusterSpec& cluster,

@@ -25,6 +25,33 @@ CostModel DefaultModel(const ModelSpec& model, const ClusterSpec& cluster) {
   return *std::move(cost);
 }
 
+// The H200 defaults are NCCL workers with their default group cache: the
+// world plus kDefaultNcclMaxCachedGroups communicators per rank count in
+// every micro-batch's peak bytes.
+TEST(CostModelTest, DefaultsCountTheNcclCommunicators) {
+  const ModelSpec model = Llama8b();
+  const ClusterSpec cluster = H200Cluster(1, 8);
+  const CostModel cost = DefaultModel(model, cluster);
+  const MemoryParams& memory = cost.params().memory;
+  EXPECT_EQ(memory.communicator_bytes, kNcclCommunicatorBytesH200);
+  EXPECT_EQ(memory.communicators_per_rank, 1 + kDefaultNcclMaxCachedGroups);
+  MemoryParams without = memory;
+  without.communicator_bytes = 0;
+  EXPECT_DOUBLE_EQ(
+      cost.memory().StaticBytes() -
+          MemoryModel(model, without, cluster.NumGpus()).StaticBytes(),
+      (1 + kDefaultNcclMaxCachedGroups) * kNcclCommunicatorBytesH200);
+  const MicroBatchShape shape = ShapeOf({4096}, /*sp_size=*/1);
+  EXPECT_DOUBLE_EQ(cost.PeakBytes(shape, 0),
+                   cost.memory().StaticBytes() +
+                       4096 * cost.memory().ActivationBytesPerToken(0, 1));
+  // A negative count is refused by name.
+  CostParams bad = cost.params();
+  bad.memory.communicators_per_rank = -1;
+  EXPECT_THAT(ValidateCostParams(bad).message(),
+              HasSubstr("memory.communicators_per_rank"));
+}
+
 TEST(CostModelTest, MicroBatchTimeGrowsWithTokens) {
   const CostModel cost = DefaultModel(Llama8b(), H200Cluster(1, 8));
   double previous = 0;

@@ -323,6 +323,9 @@ ModelFitReport FitActivationMemory(const ModelSpec &model,
   // excess over them is the fixed runtime overhead.
   MemoryParams per_parameter_only = defaults.memory;
   per_parameter_only.fixed_bytes = 0;
+  // Measured peaks are the allocator's (or the tensors'): communicators
+  // live outside it and are no part of what was measured.
+  per_parameter_only.communicator_bytes = 0;
   const double model_state_bytes =
       MemoryModel(model, per_parameter_only, cluster.NumGpus()).StaticBytes();
   const double selective_saving =
@@ -673,15 +676,21 @@ std::vector<ProfileSample> SyntheticProfile(const CostModel &truth,
   // Activation memory: 1K to 64K tokens per rank at every checkpointed layer
   // count (the checkpoint bytes are only seen through the change with k).
   const int layers = model.num_layers;
+  const MemoryParams& truth_memory = truth.params().memory;
+  const double communicator_bytes =
+      truth_memory.communicator_bytes * truth_memory.communicators_per_rank;
   for (int k = 0; k <= layers; ++k) {
     for (double tokens = 1024; tokens <= 65536; tokens *= 2) {
       ProfileSample s;
       s.op = ProfileSample::Op::kActivationMemory;
       s.tokens = tokens;
       s.checkpointed_layers = k;
-      // Profiled on one rank (SP 1): one copy of the KV heads.
+      // Profiled on one rank (SP 1): one copy of the KV heads. The
+      // allocator does not see the communicators.
       s.measured_bytes = noisy(truth.memory().PeakBytes(
-          static_cast<int64_t>(tokens), k, /*sp_size=*/1));
+                                   static_cast<int64_t>(tokens), k,
+                                   /*sp_size=*/1) -
+                               communicator_bytes);
       samples.push_back(s);
     }
   }

@@ -688,13 +688,17 @@ std::vector<ProfileSample> MemorySamples(const MemoryModel& memory,
                                          const std::vector<int64_t>& tokens,
                                          double scale = 1.0) {
   std::vector<ProfileSample> samples;
+  // What the allocator measures: the communicators live outside it.
+  const double communicator_bytes = memory.params().communicator_bytes *
+                                    memory.params().communicators_per_rank;
   for (int k : layers) {
     for (int64_t t : tokens) {
       ProfileSample s;
       s.op = ProfileSample::Op::kActivationMemory;
       s.tokens = static_cast<double>(t);
       s.checkpointed_layers = k;
-      s.measured_bytes = scale * memory.PeakBytes(t, k, /*sp_size=*/1);
+      s.measured_bytes =
+          scale * (memory.PeakBytes(t, k, /*sp_size=*/1) - communicator_bytes);
       samples.push_back(s);
     }
   }

@@ -33,6 +33,13 @@ void SetTrainingStateBytes(TrainingPrecision precision, bool zero1,
   }
 }
 
+void SetCommunicatorMemory(CommunicatorBackend backend, int max_cached_groups,
+                           MemoryParams& params) {
+  params.communicators_per_rank = 1 + std::max(max_cached_groups, 0);
+  params.communicator_bytes =
+      backend == CommunicatorBackend::kNccl ? kNcclCommunicatorBytesH200 : 0;
+}
+
 double MemoryModel::StaticBytes() const {
   const double optimizer_shards =
       params_.zero1_optimizer_sharding ? world_size_ : 1;

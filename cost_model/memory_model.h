@@ -17,6 +17,18 @@ enum class RecomputeLevel { kNone, kSelective, kFull };
 /// Gloo (CPU) communicators cost no GPU memory.
 inline constexpr double kNcclCommunicatorBytesH200 = 0.6e9;
 
+/// The most SP sub-groups an NCCL worker keeps cached unless told otherwise
+/// (dcp_worker --max-cached-groups). A plan puts each rank in one SP group
+/// per step, and on an 8-GPU node a rank's groups of 2, 4 and 8 ranks are
+/// one aligned block each: 3 communicators that every step may reuse, plus
+/// one for the latest group that spans nodes. (1 + 4) x 0.6 GB = 3.0 GB,
+/// 2.7% of an H200's 112.8 GB plan budget; a group evicted and used again
+/// costs one NCCL communicator init.
+inline constexpr int kDefaultNcclMaxCachedGroups = 4;
+
+/// The c10d backend of a job's workers, for what its communicators cost.
+enum class CommunicatorBackend { kGloo, kNccl };
+
 /// Parameters of the per-GPU memory model (bytes).
 struct MemoryParams {
   double weight_bytes_per_parameter = 2;      // bf16 weights
@@ -59,6 +71,14 @@ enum class TrainingPrecision { kFp32, kBf16 };
 /// v; the weights are their own master), or 4 + 4 + 12 with ZeRO-1 (a
 /// float32 master shard besides the full weights).
 void SetTrainingStateBytes(TrainingPrecision precision, bool zero1,
+                           MemoryParams& params);
+
+/// Sets communicator_bytes and communicators_per_rank for workers on
+/// `backend` that keep at most `max_cached_groups` SP sub-groups cached
+/// besides the world: 1 + max_cached_groups communicators of
+/// kNcclCommunicatorBytesH200 on NCCL; on Gloo they cost no GPU memory
+/// (0 bytes; any bound, 0 = unbounded, allowed).
+void SetCommunicatorMemory(CommunicatorBackend backend, int max_cached_groups,
                            MemoryParams& params);
 
 /// Defaults from the model's architecture (Korthikanti et al. 2022 with flash

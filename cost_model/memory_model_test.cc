@@ -61,6 +61,30 @@ TEST(MemoryModelTest, CommunicatorsCountInStaticBytesAndShrinkTheTokenBudget) {
   EXPECT_EQ(with.MaxTokensPerRank(0, /*sp_size=*/1, without.StaticBytes() + 2e9), 0);
 }
 
+// NCCL counts 1 + bound communicators of kNcclCommunicatorBytesH200: the
+// static bytes grow by exactly that many; Gloo's cost nothing.
+TEST(MemoryModelTest, CommunicatorMemoryPerBackendAndBound) {
+  const ModelSpec spec = Spec();
+  const MemoryParams none = DefaultMemoryParams(spec);
+  const double base = MemoryModel(spec, none, /*world_size=*/8).StaticBytes();
+  for (int bound : {1, 3, 4, 9}) {
+    MemoryParams nccl = none;
+    SetCommunicatorMemory(CommunicatorBackend::kNccl, bound, nccl);
+    EXPECT_EQ(nccl.communicators_per_rank, 1 + bound);
+    EXPECT_EQ(nccl.communicator_bytes, kNcclCommunicatorBytesH200);
+    EXPECT_DOUBLE_EQ(
+        MemoryModel(spec, nccl, /*world_size=*/8).StaticBytes() - base,
+        (1 + bound) * kNcclCommunicatorBytesH200);
+  }
+  for (int bound : {0, 4}) {
+    MemoryParams gloo = none;
+    SetCommunicatorMemory(CommunicatorBackend::kGloo, bound, gloo);
+    EXPECT_EQ(gloo.communicator_bytes, 0);
+    EXPECT_DOUBLE_EQ(MemoryModel(spec, gloo, /*world_size=*/8).StaticBytes(),
+                     base);
+  }
+}
+
 // Spec(): 4 query heads over 2 KV heads. SP 4 holds two copies of each KV
 // head: K and V after the all-to-all are twice as large per token in every
 // layer that keeps its activations; checkpointed layers keep only their

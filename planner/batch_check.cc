@@ -84,7 +84,7 @@ absl::Status CheckModelStateFits(const CostModel& cost_model) {
   constexpr double kGiB = 1024.0 * 1024 * 1024;
   return absl::ResourceExhaustedError(absl::StrFormat(
       "the model state of %s alone needs %.1f GiB per GPU (%.3g parameters x "
-      "%g B weights + %g B gradients + %g B optimizer states%s) but the "
+      "%g B weights + %g B gradients + %g B optimizer states%s%s) but the "
       "budget is %.1f GiB (%.0f%% of %.1f GiB); use more GPUs, a larger "
       "usable memory fraction, or a smaller model",
       cost_model.model().name, state_bytes / kGiB,
@@ -94,6 +94,11 @@ absl::Status CheckModelStateFits(const CostModel& cost_model) {
       memory.zero1_optimizer_sharding
           ? absl::StrCat(" sharded over ", cost_model.cluster().NumGpus(),
                          " GPUs")
+          : std::string(),
+      memory.communicator_bytes > 0
+          ? absl::StrFormat(" + %d communicators of %.2f GB",
+                            memory.communicators_per_rank,
+                            memory.communicator_bytes / 1e9)
           : std::string(),
       cost_model.MemoryBudgetBytes() / kGiB,
       100 * cost_model.cluster().usable_memory_fraction,

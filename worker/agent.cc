@@ -70,6 +70,8 @@ class AgentRun {
   absl::StatusOr<AgentRunResult> Run() {
     DCP_RETURN_IF_ERROR(CheckOptions());
     DCP_ASSIGN_OR_RETURN(placement_.backend, ChooseBackend(options_.backend));
+    max_cached_groups_ =
+        MaxCachedGroupsFor(placement_.backend, options_.max_cached_groups);
     Rendezvous rendezvous(planner_, MakeRendezvousOptions(), clock_);
     DCP_ASSIGN_OR_RETURN(const Rendezvous::Outcome outcome,
                          rendezvous.Register());
@@ -178,6 +180,7 @@ class AgentRun {
     rendezvous.store_host = options_.store_host;
     rendezvous.store_port = options_.store_port;
     rendezvous.backend = placement_.backend;
+    rendezvous.max_cached_groups = max_cached_groups_;
     rendezvous.libtorch_version = TORCH_VERSION;
     rendezvous.world_timeout = options_.world_timeout;
     rendezvous.poll_initial_backoff = options_.poll_initial_backoff;
@@ -203,7 +206,7 @@ class AgentRun {
     c10d.backend = placement_.backend;
     c10d.timeout = options_.collective_timeout;
     c10d.store_prefix = "dcp";
-    c10d.max_cached_groups = options_.max_cached_groups;
+    c10d.max_cached_groups = max_cached_groups_;
     c10d.store_host = store.host;
     c10d.store_port = store.port;
     CommunicatorFactory factory = options_.create_communicator;
@@ -544,6 +547,9 @@ class AgentRun {
   WorkerMetrics& metrics_;
 
   Placement placement_;
+  /// The group cache bound in use (options_.max_cached_groups resolved for
+  /// the backend).
+  int max_cached_groups_ = 0;
   /// -1 until registered.
   int rank_ = -1;
   ClusterSpec cluster_;

@@ -104,8 +104,11 @@ struct WorkerAgentOptions {
   TrainingPrecision precision = TrainingPrecision::kFp32;
   /// ZeRO-1 sharding of the master weights and AdamW states.
   bool zero1 = false;
-  /// C10dOptions::max_cached_groups: the most SP sub-groups a rank keeps.
-  int max_cached_groups = 0;
+  /// C10dOptions::max_cached_groups: the most SP sub-groups a rank keeps
+  /// (0: unbounded); -1: by backend (MaxCachedGroupsFor: the NCCL default,
+  /// unbounded on Gloo). Sent with the registration: the planner's memory
+  /// model counts 1 + this many communicators per rank.
+  int max_cached_groups = -1;
 
   // --- Checkpoints and output
   // --------------------------------------------------

@@ -239,6 +239,8 @@ TEST(WorkerAgentTest, RegistersPollsProfilesPlansAndReports) {
   EXPECT_EQ(registrations[0].node_name(), "node-a");
   EXPECT_EQ(registrations[0].num_ranks(), 1);
   EXPECT_EQ(registrations[0].backend(), "gloo");
+  // Gloo's groups cost no GPU memory: its cache is unbounded by default.
+  EXPECT_EQ(registrations[0].max_cached_groups(), 0);
   EXPECT_TRUE(absl::StartsWith(registrations[0].address(), "127.0.0.1:"));
   EXPECT_EQ(registrations[2].SerializeAsString(),
             registrations[0].SerializeAsString());

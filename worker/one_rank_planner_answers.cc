@@ -20,8 +20,12 @@ v1::GetClusterModelResponse TinyClusterModel(bool using_default_params,
   const ModelSpec model = *ModelPreset("tiny");
   *response.mutable_model() = ModelSpecToProto(model);
   *response.mutable_cluster() = ClusterSpecToProto(OneRankCluster());
-  *response.mutable_params() =
-      CostParamsToProto(DefaultCostParams(model, OneRankCluster()));
+  // What a planner answers to a Gloo (CPU) worker: no GPU memory for its
+  // communicators.
+  CostParams params = DefaultCostParams(model, OneRankCluster());
+  SetCommunicatorMemory(CommunicatorBackend::kGloo, /*max_cached_groups=*/0,
+                        params.memory);
+  *response.mutable_params() = CostParamsToProto(params);
   ModelFitReport report;
   report.name = "gemm";
   report.num_samples = 4;

@@ -84,10 +84,12 @@ absl::Status RunProfilePhase(PlannerClient& planner, const ModelSpec& model,
       return WithContext(planned.status(),
                          "asking the planner for its memory model");
     }
+    // Without the communicators: they live outside the allocator that the
+    // samples measure, and the fit adds them back (fitting.cc).
+    MemoryParams memory = MemoryParamsFromProto(planned->params().memory());
+    memory.communicator_bytes = 0;
     profile.memory_static_bytes =
-        MemoryModel(model, MemoryParamsFromProto(planned->params().memory()),
-                    communicator.world_size())
-            .StaticBytes();
+        MemoryModel(model, memory, communicator.world_size()).StaticBytes();
   }
   const absl::Time start = clock.Now();
   absl::StatusOr<std::vector<ProfileSample>> samples = RunProfile(

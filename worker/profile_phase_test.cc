@@ -91,10 +91,14 @@ TEST(ProfilePhaseTest, ProfilesSubmitsAndPrintsTheFit) {
   // The memory samples carry the model state the planner's memory model
   // assumes (its parameters, from GetClusterModel), so that its fit sees
   // the measured activations on top.
+  // (The fake planner answers for a Gloo world: no communicator bytes.)
   const double planned_static_bytes =
       MemoryModel(*ModelPreset("tiny"),
-                  DefaultCostParams(*ModelPreset("tiny"), OneRankCluster())
-                      .memory,
+                  MemoryParamsFromProto(
+                      TinyClusterModel(/*using_default_params=*/true,
+                                       /*params_version=*/0)
+                          .params()
+                          .memory()),
                   /*world_size=*/1)
           .StaticBytes();
   int memory_samples = 0;

@@ -86,6 +86,7 @@ absl::StatusOr<Rendezvous::Outcome> Rendezvous::Register() {
   request_.set_address(JoinHostPort(options_.store_host, store_port_));
   request_.set_libtorch_version(options_.libtorch_version);
   request_.set_backend(options_.backend);
+  request_.set_max_cached_groups(options_.max_cached_groups);
 
   deadline_ = clock_.Now() + options_.world_timeout;
   absl::Duration backoff = options_.poll_initial_backoff;

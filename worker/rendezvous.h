@@ -32,6 +32,8 @@ struct RendezvousOptions {
   /// its LibTorch version.
   std::string backend = "gloo";
   std::string libtorch_version;
+  /// The most SP sub-groups each rank keeps cached (0: unbounded).
+  int max_cached_groups = 0;
   /// How long registration plus finding rank 0's store may take.
   absl::Duration world_timeout = absl::Minutes(10);
   /// Backoff of the polls while the world is incomplete (and while rank 0's

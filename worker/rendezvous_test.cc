@@ -72,6 +72,7 @@ struct Fixture {
     options.job_id = "train-7";
     options.backend = "gloo";
     options.libtorch_version = "1.13.0";
+    options.max_cached_groups = 3;
     options.world_timeout = absl::Minutes(1);
     options.sleep = [this](absl::Duration duration) {
       waits.push_back(duration);
@@ -103,6 +104,8 @@ TEST(RendezvousTest, RankZeroAnnouncesItsStoreAndServesItItself) {
   EXPECT_EQ(requests[0].gpu_kind(), "cpu");
   EXPECT_EQ(requests[0].libtorch_version(), "1.13.0");
   EXPECT_EQ(requests[0].job_id(), "train-7");
+  // The planner's memory model counts 1 + this many communicators.
+  EXPECT_EQ(requests[0].max_cached_groups(), 3);
   absl::StatusOr<std::pair<std::string, int>> announced =
       ParseHostPort(requests[0].address());
   ASSERT_TRUE(announced.ok()) << announced.status();

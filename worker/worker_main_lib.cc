@@ -120,10 +120,11 @@ constexpr FlagSpec kFlags[] = {
     {"zero1", nullptr, "false",
      "shard the float32 master weights and AdamW states over the ranks "
      "(ZeRO-1: reduce-scatter, sharded update, all-gather)"},
-    {"max-cached-groups", "N", "0",
+    {"max-cached-groups", "N|auto", "auto",
      "most SP sub-groups a rank keeps (least recently used released first), "
-     "so communicators stay within the memory the planner counts; 0: no "
-     "bound"},
+     "so communicators stay within the memory the planner counts (it counts "
+     "1 + N per rank); 0: no bound (Gloo only); auto: 4 on NCCL, no bound "
+     "on Gloo"},
     {"torch-threads", "N", "0",
      "LibTorch intra-op threads (0: LibTorch's default)"},
     // Checkpoints and output.
@@ -352,9 +353,13 @@ absl::StatusOr<MainConfig> Configure(const ParsedFlags& flags) {
   }
   DCP_ASSIGN_OR_RETURN(auto zero1, flags.Bool("zero1"));
   agent.zero1 = zero1;
-  DCP_ASSIGN_OR_RETURN(auto max_cached_groups,
-                       flags.Int("max-cached-groups", 0, 1 << 20));
-  agent.max_cached_groups = static_cast<int>(max_cached_groups);
+  if (flags.String("max-cached-groups") == "auto") {
+    agent.max_cached_groups = -1;
+  } else {
+    DCP_ASSIGN_OR_RETURN(auto max_cached_groups,
+                         flags.Int("max-cached-groups", 0, 1 << 20));
+    agent.max_cached_groups = static_cast<int>(max_cached_groups);
+  }
   DCP_ASSIGN_OR_RETURN(auto torch_threads, flags.Int("torch-threads", 0, 1024));
   config.torch_threads = static_cast<int>(torch_threads);
 

@@ -145,6 +145,8 @@ v1::MemoryParams MemoryParamsToProto(const MemoryParams& params) {
   proto.set_logits_bytes_per_token(params.logits_bytes_per_token);
   proto.set_backward_working_bytes_per_token(
       params.backward_working_bytes_per_token);
+  proto.set_communicator_bytes(params.communicator_bytes);
+  proto.set_communicators_per_rank(params.communicators_per_rank);
   return proto;
 }
 
@@ -164,6 +166,8 @@ MemoryParams MemoryParamsFromProto(const v1::MemoryParams& proto) {
   params.logits_bytes_per_token = proto.logits_bytes_per_token();
   params.backward_working_bytes_per_token =
       proto.backward_working_bytes_per_token();
+  params.communicator_bytes = proto.communicator_bytes();
+  params.communicators_per_rank = proto.communicators_per_rank();
   return params;
 }
 

@@ -14,6 +14,11 @@ std::string SerializeParams(const CostParams& params) {
   return CostParamsToProto(params).SerializeAsString();
 }
 
+void CopyCommunicators(const MemoryParams& from, MemoryParams& to) {
+  to.communicator_bytes = from.communicator_bytes;
+  to.communicators_per_rank = from.communicators_per_rank;
+}
+
 }  // namespace
 
 CostParams ScaleComputeTime(CostParams params, double factor) {
@@ -34,7 +39,7 @@ CostParamsRegistry::CostParamsRegistry(
       default_params_(default_model->params()),
       store_(store) {
   auto defaults = std::make_shared<const ParamsVersion>(
-      ParamsVersion{0, std::move(default_model), 1});
+      ParamsVersion{0, std::move(default_model), 1, /*defaults=*/true});
   versions_[0] = defaults;
   auto snapshot = std::make_shared<CostParamsSnapshot>();
   snapshot->current = std::move(defaults);
@@ -57,7 +62,7 @@ absl::Status CostParamsRegistry::Load(
     }
     auto version = std::make_shared<const ParamsVersion>(ParamsVersion{
         number, std::make_shared<const CostModel>(*std::move(cost_model)),
-        record.compute_correction()});
+        record.compute_correction(), record.defaults()});
     versions_[number] = version;
     // The last (highest) version sets the current fit.
     snapshot->current = std::move(version);
@@ -86,7 +91,7 @@ std::shared_ptr<const ParamsVersion> CostParamsRegistry::Version(
 
 absl::StatusOr<int64_t> CostParamsRegistry::AddVersion(
     const CostParams& params, double compute_correction,
-    CostParamsSnapshot next) {
+    CostParamsSnapshot next, bool defaults) {
   absl::StatusOr<CostModel> cost_model =
       CostModel::Create(model_, cluster_, params);
   if (!cost_model.ok()) return cost_model.status();
@@ -95,6 +100,7 @@ absl::StatusOr<int64_t> CostParamsRegistry::AddVersion(
     v1::ParamsVersionRecord record;
     record.set_params_version(version);
     record.set_compute_correction(compute_correction);
+    record.set_defaults(defaults);
     record.set_refit_epoch(next.refit_epoch);
     *record.mutable_params() = CostParamsToProto(params);
     *record.mutable_fitted_params() = CostParamsToProto(next.fitted_params);
@@ -108,7 +114,7 @@ absl::StatusOr<int64_t> CostParamsRegistry::AddVersion(
   }
   auto made = std::make_shared<const ParamsVersion>(ParamsVersion{
       version, std::make_shared<const CostModel>(*std::move(cost_model)),
-      compute_correction});
+      compute_correction, defaults});
   next.current = made;
   absl::MutexLock lock(&mu_);
   versions_[version] = std::move(made);
@@ -116,10 +122,13 @@ absl::StatusOr<int64_t> CostParamsRegistry::AddVersion(
   return version;
 }
 
-absl::Status CostParamsRegistry::ApplyFit(const CostModelFit& fit) {
+absl::Status CostParamsRegistry::ApplyFit(const CostModelFit& fitted) {
   absl::MutexLock write_lock(&write_mu_);
   // Only writers (serialized here) replace the snapshot.
   std::shared_ptr<const CostParamsSnapshot> previous = Snapshot();
+  // A profile does not measure the communicators: keep the workers'.
+  CostModelFit fit = fitted;
+  CopyCommunicators(previous->fitted_params.memory, fit.params.memory);
   CostParamsSnapshot next = *previous;
   next.reports = fit.reports;
   next.fitted_params = fit.params;
@@ -133,6 +142,32 @@ absl::Status CostParamsRegistry::ApplyFit(const CostModelFit& fit) {
   next.refit_epoch = previous->current->version + 1;
   return AddVersion(fit.params, /*compute_correction=*/1, std::move(next))
       .status();
+}
+
+absl::StatusOr<std::optional<int64_t>> CostParamsRegistry::SetCommunicators(
+    double communicator_bytes, int communicators_per_rank) {
+  absl::MutexLock write_lock(&write_mu_);
+  std::shared_ptr<const CostParamsSnapshot> previous = Snapshot();
+  MemoryParams wanted;
+  wanted.communicator_bytes = communicator_bytes;
+  wanted.communicators_per_rank = communicators_per_rank;
+  CostParams params = previous->current->cost_model->params();
+  const MemoryParams& current = params.memory;
+  const MemoryParams& fitted = previous->fitted_params.memory;
+  if (current.communicator_bytes == communicator_bytes &&
+      current.communicators_per_rank == communicators_per_rank &&
+      fitted.communicator_bytes == communicator_bytes &&
+      fitted.communicators_per_rank == communicators_per_rank) {
+    return std::nullopt;
+  }
+  CopyCommunicators(wanted, params.memory);
+  CostParamsSnapshot next = *previous;
+  CopyCommunicators(wanted, next.fitted_params.memory);
+  absl::StatusOr<int64_t> version =
+      AddVersion(params, previous->current->compute_correction,
+                 std::move(next), previous->current->defaults);
+  if (!version.ok()) return version.status();
+  return *version;
 }
 
 absl::StatusOr<std::optional<int64_t>> CostParamsRegistry::ApplyRefit(

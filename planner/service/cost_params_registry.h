@@ -26,6 +26,9 @@ struct ParamsVersion {
   std::shared_ptr<const CostModel> cost_model;
   /// Factor the online refit applied to the fitted compute time.
   double compute_correction = 1;
+  /// The defaults (version 0, or they with only the workers'
+  /// communicators): no profile fit, no online correction.
+  bool defaults = false;
 };
 
 /// The registry's state at one moment. Immutable: callers keep it as long
@@ -77,6 +80,15 @@ class CostParamsRegistry {
   absl::Status ApplyFit(const CostModelFit& fit)
       ABSL_LOCKS_EXCLUDED(write_mu_, mu_);
 
+  /// The communicators the job's workers hold (MemoryParams's
+  /// communicator_bytes and communicators_per_rank, from their
+  /// registrations): a new version with them, keeping the current
+  /// parameters and correction otherwise, unless they are already counted.
+  /// Later fits keep them. Returns the new version, or nullopt.
+  absl::StatusOr<std::optional<int64_t>> SetCommunicators(
+      double communicator_bytes, int communicators_per_rank)
+      ABSL_LOCKS_EXCLUDED(write_mu_, mu_);
+
   /// Online refit: a new version whose compute time is the fit's scaled by
   /// `factor`, unless the refit epoch is no longer `epoch` or `factor` is
   /// within `change_threshold` (relative) of the current correction.
@@ -88,9 +100,11 @@ class CostParamsRegistry {
 
  private:
   /// Writes and installs a version made from `snapshot`'s fit.
+  /// `defaults`: ParamsVersion::defaults of the new version.
   absl::StatusOr<int64_t> AddVersion(const CostParams& params,
                                      double compute_correction,
-                                     CostParamsSnapshot next)
+                                     CostParamsSnapshot next,
+                                     bool defaults = false)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_) ABSL_LOCKS_EXCLUDED(mu_);
 
   const ModelSpec model_;

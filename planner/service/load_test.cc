@@ -625,6 +625,7 @@ absl::StatusOr<LoadTestResult> RunLoadTest(
     request.set_gpu_kind("H200");
     request.set_address(absl::StrCat(worker.node_name, ":29500"));
     request.set_backend("nccl");
+    request.set_max_cached_groups(kDefaultNcclMaxCachedGroups);
     return request;
   };
 

@@ -345,10 +345,14 @@ absl::StatusOr<std::shared_ptr<const StepPlan>> PlanCache::Plan(
     if (store_ != nullptr && result->status.ok() && !result->retry &&
         version != nullptr) {
       // For tools only (step_state_files.h), after the waiters have their
-      // plan: a failure is logged, not the step's.
-      if (absl::Status status = store_->WriteStepPlan(
-              MakeStepPlanRecord(*batch, *result, *version));
-          !status.ok()) {
+      // plan, and written off this thread where a writer is given: a
+      // failure is logged, not the step's.
+      v1::StepPlanRecord plan_record =
+          MakeStepPlanRecord(*batch, *result, *version);
+      if (options_.record_plan) {
+        options_.record_plan(std::move(plan_record));
+      } else if (absl::Status status = store_->WriteStepPlan(plan_record);
+                 !status.ok()) {
         Log(absl::StrCat("step ", step, "'s plan was not recorded: ",
                          status.message()));
       }

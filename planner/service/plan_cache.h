@@ -74,6 +74,10 @@ struct PlanCacheOptions {
   /// given reads the cache's clock while the cache lives and the system's
   /// after).
   MakeStepPlanFunction make_step_plan = MakeStepPlan;
+  /// Takes a planned step's plan record (for tools only) to write it off
+  /// the planning caller's thread (the handler's StepReportsWriter); it
+  /// must not block. Empty: the caller writes it to the store itself.
+  std::function<void(v1::StepPlanRecord)> record_plan;
 };
 
 /// Each step's plan, made once (MakeStepPlan) and shared by every request

@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -19,6 +20,7 @@
 #include "gtest/gtest.h"
 #include "planner/client/batch_fingerprint.h"
 #include "planner/client/proto_convert.h"
+#include "planner/service/step_state_files.h"
 #include "planner/service/test_directory.h"
 
 namespace dcp {
@@ -42,7 +44,8 @@ std::shared_ptr<const v1::GlobalBatch> Batch(int64_t step) {
 struct Planner {
   Planner(const std::string& directory, int window,
           MakeStepPlanFunction make_step_plan = MakeStepPlan,
-          int background_threads = 0) {
+          int background_threads = 0,
+          std::function<void(v1::StepPlanRecord)> record_plan = nullptr) {
     model = ModelPreset("tiny").value();
     cluster = H200Cluster(/*num_nodes=*/4, /*gpus_per_node=*/1);
     if (!directory.empty()) {
@@ -61,6 +64,7 @@ struct Planner {
     options.plan_cache_steps = window;
     options.background_planning_threads = background_threads;
     options.make_step_plan = std::move(make_step_plan);
+    options.record_plan = std::move(record_plan);
     cache = std::make_unique<PlanCache>(
         options, *registry, clock, store.get(), metrics, nullptr,
         [this](const std::vector<int64_t>& steps) {
@@ -189,6 +193,37 @@ struct BlockedPlanner {
 // right after Shutdown returns, often before the waiter wakes: it must still
 // be answered UNAVAILABLE, as it was about one run in three before
 // RunAbandonably dropped results that arrive after abandonment.
+// A step planned on demand hands its plan record to the writer and returns
+// without writing it: the writer here only keeps the record (as the
+// handler's StepReportsWriter queues it for its thread), so when Plan
+// returns the step is recorded but its plan is not; written later, it reads
+// back as the plan that was served.
+TEST(PlanCacheTest, OnDemandPlanLeavesItsPlanRecordToTheWriter) {
+  const std::string directory = FreshTestDirectory("plan_cache_writer_");
+  std::vector<v1::StepPlanRecord> handed;
+  Planner planner(directory, /*window=*/64, MakeStepPlan,
+                  /*background_threads=*/0,
+                  [&handed](v1::StepPlanRecord record) {
+                    handed.push_back(std::move(record));
+                  });
+  const std::string served = planner.PlanBytes(3);
+  ASSERT_EQ(handed.size(), 1u);
+  EXPECT_EQ(handed[0].step(), 3);
+  EXPECT_EQ(CountFilesWithPrefix(directory, "step_"), 1);
+  EXPECT_EQ(CountFilesWithPrefix(directory, "plan_"), 0);
+  EXPECT_FALSE(ReadRecordedStep(directory, 3).ok());
+  ASSERT_TRUE(planner.store->WriteStepPlan(handed[0]).ok());
+  absl::StatusOr<RecordedStep> recorded = ReadRecordedStep(directory, 3);
+  ASSERT_TRUE(recorded.ok()) << recorded.status();
+  v1::GetPlanResponse response;
+  ASSERT_TRUE(response.ParseFromString(served));
+  EXPECT_EQ(recorded->plan.plan().SerializeAsString(),
+            response.plan().SerializeAsString());
+  // A cached step is not recorded again.
+  planner.PlanBytes(3);
+  EXPECT_EQ(handed.size(), 1u);
+}
+
 TEST(PlanCacheTest, ShutdownAbandonsThePlanInFlight) {
   BlockedPlanner blocked;
   Planner planner("", /*window=*/4, blocked.Function(),

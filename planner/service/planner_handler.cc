@@ -10,7 +10,8 @@
 //                           batches submitted ahead, background planning
 //   step_stats_tracker.h    step reports and the online-refit sums
 //   planner_state_store.h   typed durable records, read once at start
-//   step_reports_writer.h   step reports records, written off the RPC path
+//   step_reports_writer.h   step reports and plan records, written off the
+//                           RPC path
 //
 // The one rule: no manager calls another while holding its own state
 // mutex; what crosses between managers is an immutable snapshot
@@ -64,8 +65,16 @@ v1::PlannerOptionsRecord PlannerOptionsToRecord(const PlannerOptions& options) {
   return record;
 }
 
-PlanCacheOptions MakePlanCacheOptions(const PlannerHandlerOptions& options) {
+/// `writer` (null: none) writes the plan records off the planning caller's
+/// thread.
+PlanCacheOptions MakePlanCacheOptions(const PlannerHandlerOptions& options,
+                                      StepReportsWriter* writer) {
   PlanCacheOptions cache;
+  if (writer != nullptr) {
+    cache.record_plan = [writer](v1::StepPlanRecord record) {
+      writer->WritePlan(std::move(record));
+    };
+  }
   cache.planner_options = options.planner_options;
   cache.world_size = options.cluster.NumGpus();
   cache.plan_cache_steps = options.plan_cache_steps;
@@ -94,6 +103,9 @@ class PlannerHandlerRoot final : public PlannerHandler {
         log_(std::move(log)),
         store_(std::move(store)),
         world_size_(options_.cluster.NumGpus()),
+        report_writer_(store_ != nullptr ? std::make_unique<StepReportsWriter>(
+                                               *store_, log_)
+                                         : nullptr),
         workers_(options_.model, options_.cluster,
                  options_.worker_liveness_timeout, clock, store_.get(),
                  *metrics_, log_, options_.job_id),
@@ -101,16 +113,13 @@ class PlannerHandlerRoot final : public PlannerHandler {
                 store_.get()),
         profiles_(options_.model, options_.cluster, params_, store_.get(),
                   *metrics_, log_),
-        plans_(MakePlanCacheOptions(options_),
+        plans_(MakePlanCacheOptions(options_, report_writer_.get()),
                params_, clock, store_.get(), *metrics_, log_,
                [this](const std::vector<int64_t>& steps) {
                  stats_.Forget(steps);
                }),
         stats_(world_size_, options_.online_refit,
-               /*record_reports=*/store_ != nullptr),
-        report_writer_(store_ != nullptr ? std::make_unique<StepReportsWriter>(
-                                               *store_, log_)
-                                         : nullptr) {}
+               /*record_reports=*/store_ != nullptr) {}
 
   ~PlannerHandlerRoot() override { Shutdown(); }
 
@@ -134,7 +143,32 @@ class PlannerHandlerRoot final : public PlannerHandler {
         !status.ok()) {
       return status;
     }
-    return workers_.Register(request);
+    absl::StatusOr<v1::RegisterWorkerResponse> response =
+        workers_.Register(request);
+    if (!response.ok()) return response.status();
+    // The workers' backend and group cache bound decide the communicators
+    // the memory model counts (every worker gives the same: the registry
+    // refuses others). Set before this worker can submit a batch.
+    if (!request.backend().empty()) {
+      MemoryParams communicators;
+      SetCommunicatorMemory(request.backend() == "nccl"
+                                ? CommunicatorBackend::kNccl
+                                : CommunicatorBackend::kGloo,
+                            request.max_cached_groups(), communicators);
+      absl::StatusOr<std::optional<int64_t>> version =
+          params_.SetCommunicators(communicators.communicator_bytes,
+                                   communicators.communicators_per_rank);
+      if (!version.ok()) return version.status();
+      if (version->has_value()) {
+        Log(absl::StrFormat(
+            "params v%d: %d communicators per rank of %.2f GB (backend %s, "
+            "--max-cached-groups=%d)",
+            **version, communicators.communicators_per_rank,
+            communicators.communicator_bytes / 1e9, request.backend(),
+            request.max_cached_groups()));
+      }
+    }
+    return response;
   }
 
   absl::StatusOr<v1::SubmitProfileResponse> SubmitProfile(
@@ -264,7 +298,7 @@ class PlannerHandlerRoot final : public PlannerHandler {
       *response.add_reports() = FitReportToProto(report);
     }
     response.set_params_version(version->version);
-    response.set_using_default_params(version->version == 0);
+    response.set_using_default_params(version->defaults);
     response.set_step_relative_error(stats_.MeanRelativeError());
     return response;
   }
@@ -365,14 +399,16 @@ class PlannerHandlerRoot final : public PlannerHandler {
   /// Null when state is kept in memory only.
   const std::unique_ptr<PlannerStateStore> store_;
   const int world_size_;
+  /// Null when state is kept in memory only. Writes step reports and plan
+  /// records off the request path; made before and destroyed after the
+  /// plan cache, which hands it plan records.
+  const std::unique_ptr<StepReportsWriter> report_writer_;
 
   WorkerRegistry workers_;
   CostParamsRegistry params_;
   ProfileFitter profiles_;
   PlanCache plans_;
   StepStatsTracker stats_;
-  /// Null when state is kept in memory only.
-  const std::unique_ptr<StepReportsWriter> report_writer_;
 };
 
 }  // namespace

@@ -123,6 +123,8 @@ class Fuzzer {
                                       : Int32());
     request.set_address(absl::StrCat("host", n, ":29500"));
     request.set_backend(Chance(0.8) ? "nccl" : String());
+    request.set_max_cached_groups(Chance(0.8) ? kDefaultNcclMaxCachedGroups
+                                              : Int32());
     if (Chance(0.3)) request.set_worker_id(String());
     if (Chance(0.2)) request.set_node_name(String());
     if (Chance(0.2)) request.set_address(String());
@@ -304,6 +306,7 @@ void Fuzz(PlannerHandler& handler, const PlannerHandlerOptions& options,
             request.set_node_name(absl::StrCat("node", n));
             request.set_num_ranks(options.cluster.gpus_per_node);
             request.set_backend("nccl");
+            request.set_max_cached_groups(kDefaultNcclMaxCachedGroups);
             (void)handler.RegisterWorker(request);
           }
         }

@@ -23,6 +23,7 @@
 #include "gtest/gtest.h"
 #include "planner/client/batch_fingerprint.h"
 #include "planner/service/planner_handler_test_support.h"
+#include "planner/service/step_state_files.h"
 #include "planner/service/test_directory.h"
 
 namespace dcp {
@@ -292,6 +293,35 @@ TEST(PlannerHandlerTest, ProfileErrorsNameTheSample) {
   ASSERT_TRUE(handler->RegisterWorker(Worker("w0", "node0", 8)).ok());
   EXPECT_EQ(handler->SubmitProfile(Profile(options, "w0", 1))->params_version(),
             1);
+}
+
+// A step planned on demand (no background threads) has its plan record
+// written off the call, by the handler's writer: it is there once the
+// handler shuts down, and a restarted planner still has it.
+TEST(PlannerHandlerTest, OnDemandPlanRecordIsWrittenAndSurvivesARestart) {
+  const std::string directory = FreshTestDirectory("planner_handler_plans_");
+  FakeClock clock;
+  PlannerHandlerOptions options = GpuOptions();
+  options.state_dir = directory;
+  std::string served;
+  {
+    RecordingMetrics metrics;
+    auto handler = MakeHandler(options, clock, &metrics);
+    RegisterWorld(*handler, 4, 8);
+    absl::StatusOr<v1::GetPlanResponse> plan =
+        handler->GetPlan(PlanRequest("w0", MakeBatch(5)));
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    served = plan->plan().SerializeAsString();
+    handler->Shutdown();
+    absl::StatusOr<RecordedStep> recorded = ReadRecordedStep(directory, 5);
+    ASSERT_TRUE(recorded.ok()) << recorded.status();
+    EXPECT_EQ(recorded->plan.plan().SerializeAsString(), served);
+  }
+  RecordingMetrics metrics;
+  auto restarted = MakeHandler(options, clock, &metrics);
+  absl::StatusOr<RecordedStep> recorded = ReadRecordedStep(directory, 5);
+  ASSERT_TRUE(recorded.ok()) << recorded.status();
+  EXPECT_EQ(recorded->plan.plan().SerializeAsString(), served);
 }
 
 TEST(PlannerHandlerTest, RestartServesIdenticalPlansAndKeepsState) {

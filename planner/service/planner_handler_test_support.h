@@ -104,6 +104,7 @@ inline v1::RegisterWorkerRequest Worker(const std::string& id,
   request.set_gpu_kind("H200");
   request.set_address(absl::StrCat(node, ":29500"));
   request.set_backend("nccl");
+  request.set_max_cached_groups(kDefaultNcclMaxCachedGroups);
   request.set_libtorch_version("2.4.0");
   return request;
 }

@@ -178,6 +178,7 @@ v1::RegisterWorkerRequest RegisterRequest(int node) {
   request.set_address(absl::StrCat("10.0.0.", node + 1, ":29500"));
   request.set_libtorch_version("2.1.0");
   request.set_backend("nccl");
+  request.set_max_cached_groups(kDefaultNcclMaxCachedGroups);
   return request;
 }
 

@@ -217,6 +217,7 @@ TEST(RecordedTimelineTest, ReportsThatDoNotFitThePlanAreNamed) {
   auto handler = StatefulPlanner(StatefulOptions(directory), clock, metrics);
   ASSERT_NE(handler, nullptr);
   ASSERT_TRUE(handler->GetPlan(PlanRequest("w0", MakeBatch(0, 12))).ok());
+  handler->Shutdown();  // writes the plan record, written off the call
   absl::StatusOr<RecordedStep> step = ReadRecordedStep(directory, 0);
   ASSERT_TRUE(step.ok()) << step.status();
   // Half of the ranks reported: their groups are measured, the rest not.

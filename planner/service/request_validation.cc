@@ -8,6 +8,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "cost_model/memory_model.h"
 #include "planner/client/proto_convert.h"
 #include "planner/limits.h"
 
@@ -206,6 +207,21 @@ absl::Status ValidateRegisterWorkerRequest(
         "backend ", Quote(request.backend()), " for worker ",
         Quote(request.worker_id()),
         " is not supported; use \"gloo\" (CPU) or \"nccl\" (GPU)"));
+  }
+  if (request.max_cached_groups() < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "max_cached_groups = ", request.max_cached_groups(), " for worker ",
+        Quote(request.worker_id()),
+        "; give the most SP groups a rank keeps cached (0: unbounded)"));
+  }
+  if (request.backend() == "nccl" && request.max_cached_groups() == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "worker ", Quote(request.worker_id()),
+        " uses NCCL with an unbounded SP group cache (max_cached_groups = "
+        "0); each NCCL communicator holds ~0.6 GB of GPU memory that the "
+        "planner's memory model must count, so bound it (dcp_worker "
+        "--max-cached-groups=N, N >= 1; the default on NCCL is ",
+        kDefaultNcclMaxCachedGroups, ")"));
   }
   if (request.gpu_memory_bytes() < 0) {
     return absl::InvalidArgumentError(

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "cost_model/memory_model.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -20,6 +21,7 @@ v1::RegisterWorkerRequest Worker() {
   request.set_num_ranks(8);
   request.set_address("node0:29500");
   request.set_backend("nccl");
+  request.set_max_cached_groups(kDefaultNcclMaxCachedGroups);
   return request;
 }
 

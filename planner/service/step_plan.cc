@@ -144,7 +144,7 @@ std::shared_ptr<const StepPlan> MakeStepPlanTryingPhases(
     response->add_sample_ids(sample.id());
   }
   response->set_params_version(params.version);
-  response->set_using_default_params(params.version == 0);
+  response->set_using_default_params(params.defaults);
   {
     v1::GetPlanResponse without_ids = *response;
     without_ids.clear_sample_ids();

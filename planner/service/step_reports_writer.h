@@ -14,11 +14,15 @@
 
 namespace dcp {
 
-/// Writes step reports records (PlannerStateStore::WriteStepReports) on a
-/// thread of its own, so that no ReportStepStats call waits for the disk
-/// (the C++ workers report inside their training loop). Keeps the latest
-/// record of each step until it is written: a newer one replaces one still
-/// waiting. A failed write is logged (the records are for tools only).
+/// Writes the records of steps that are for tools only (step_state_files.h)
+/// on a thread of its own: step reports records
+/// (PlannerStateStore::WriteStepReports), so that no ReportStepStats call
+/// waits for the disk (the C++ workers report inside their training loop),
+/// and step plan records (WriteStepPlan: several MB, fsynced, at the
+/// largest batches), so that no GetPlan that planned its step waits for
+/// them. Keeps the latest record of each kind of each step until it is
+/// written: a newer one replaces one still waiting. A failed write is
+/// logged.
 ///
 /// Thread-safe. `mu_` guards the waiting records and is never held while
 /// writing.
@@ -34,16 +38,18 @@ class StepReportsWriter {
 
   /// Queues `record` (replacing a waiting record of its step).
   void Write(v1::StepReportsRecord record) ABSL_LOCKS_EXCLUDED(mu_);
+  /// Queues a step's plan record (replacing a waiting one of its step).
+  void WritePlan(v1::StepPlanRecord record) ABSL_LOCKS_EXCLUDED(mu_);
   /// Returns once every record queued before the call is written.
   void Flush() ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   void Loop() ABSL_LOCKS_EXCLUDED(mu_);
   bool Idle() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return waiting_.empty() && !writing_;
+    return waiting_.empty() && waiting_plans_.empty() && !writing_;
   }
   bool HasWork() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return !waiting_.empty() || stopping_;
+    return !waiting_.empty() || !waiting_plans_.empty() || stopping_;
   }
 
   PlannerStateStore& store_;
@@ -51,6 +57,8 @@ class StepReportsWriter {
   absl::Mutex mu_;
   /// By step.
   std::map<int64_t, v1::StepReportsRecord> waiting_ ABSL_GUARDED_BY(mu_);
+  /// Plan records, by step.
+  std::map<int64_t, v1::StepPlanRecord> waiting_plans_ ABSL_GUARDED_BY(mu_);
   /// A record taken from `waiting_` is being written.
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;

@@ -157,6 +157,18 @@ absl::Status WorkerRegistry::CheckBackend(
           Quote(request.backend()), " but worker ", Quote(id), " uses ",
           Quote(other), "; every worker of a job must use the same backend"));
     }
+    // The memory model counts one bound for every rank.
+    const int bound = worker.registration.max_cached_groups();
+    if (id != request.worker_id() && !other.empty() &&
+        bound != request.max_cached_groups()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "worker ", Quote(request.worker_id()), " keeps up to ",
+          request.max_cached_groups(), " SP groups cached but worker ",
+          Quote(id), " keeps ", bound,
+          " (0: unbounded); the planner's memory model counts one bound "
+          "for every rank: start every worker with the same "
+          "--max-cached-groups"));
+    }
   }
   return absl::OkStatus();
 }

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/fake_clock.h"
+#include "cost_model/memory_model.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "planner/service/request_validation.h"
@@ -82,6 +83,7 @@ v1::RegisterWorkerRequest Worker(const std::string& id, const std::string& node,
   v1::RegisterWorkerRequest request = TestWorker(id, node, num_ranks);
   request.set_gpu_kind("H200");
   request.set_backend("nccl");
+  request.set_max_cached_groups(kDefaultNcclMaxCachedGroups);
   request.set_libtorch_version("2.4.0");
   return request;
 }

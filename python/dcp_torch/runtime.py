@@ -42,7 +42,7 @@ import grpc
 def init(model, blocks, planner_address=None, *, spec=None, worker_id=None,
          node_name=None, profile=True, profile_options=None,
          attention_core=None, registration_timeout_seconds=300.0,
-         collective_timeout_seconds=300.0, max_cached_groups=0, log=None,
+         collective_timeout_seconds=300.0, max_cached_groups=None, log=None,
          client=None):
     """Connects this process to the planner and prepares `model`.
 
@@ -55,7 +55,9 @@ def init(model, blocks, planner_address=None, *, spec=None, worker_id=None,
       error names any field it cannot read). It must match the model the
       planner was started with (checked at registration).
     max_cached_groups: the most SP sub-groups a rank keeps (least recently
-      used released first, alike on every rank); 0: no bound.
+      used released first, alike on every rank); 0: no bound (Gloo only:
+      each NCCL communicator holds ~0.6 GB of GPU memory the planner counts);
+      None: 4 on NCCL, no bound on Gloo. Sent with the registration.
     worker_id, node_name: this process's stable identity and its node
       (default: "<host>-rank<R>" and the host name).
     profile: measure the blocks' GEMMs, the attention core and the
@@ -84,6 +86,9 @@ def init(model, blocks, planner_address=None, *, spec=None, worker_id=None,
     client = client or PlannerClient(planner_address)
     node_name = node_name or socket.gethostname()
     worker_id = worker_id or f"{node_name}-rank{rank}"
+    if max_cached_groups is None:
+        # dcp's kDefaultNcclMaxCachedGroups (cost_model/memory_model.h).
+        max_cached_groups = 4 if dist.get_backend() == "nccl" else 0
     runtime = Runtime(client, spec, model, blocks, worker_id, device,
                       SpGroups(collective_timeout_seconds, max_cached_groups),
                       log)
@@ -129,6 +134,7 @@ class Runtime:
             # The launcher's job id: a planner with --job-id accepts only it.
             job_id=os.environ.get("DCP_JOB_ID", ""),
             backend=backend if backend in ("gloo", "nccl") else "",
+            max_cached_groups=self.sp_groups.max_cached_groups,
             gpu_kind=(torch.cuda.get_device_name(self.device)
                       if self.device.type == "cuda" else "cpu"),
             libtorch_version=torch.__version__)

@@ -197,8 +197,10 @@ def test_get_plan_by_fingerprint_agrees_with_the_cpp_planner():
     batch = list(enumerate(LENGTHS))
     with LocalPlanner(LLAMA_SPEC, 1, 1, 1e9) as planner:
         client = PlannerClient(planner.address)
+        # A CPU (Gloo) worker: the planner counts no communicator memory
+        # (with no backend it would keep the H200 defaults' NCCL ones).
         client.register_worker(pb.RegisterWorkerRequest(
-            worker_id="w", node_name="n", num_ranks=1))
+            worker_id="w", node_name="n", num_ranks=1, backend="gloo"))
         from dcp_torch.runtime import Runtime
         client.submit_batches(pb.SubmitBatchesRequest(
             batches=[Runtime._batch_proto(batch, 3)]))

@@ -293,6 +293,53 @@ DCP_RANK_MAIN(BoundedGroupCache) {
   return comm.World().Barrier(kCallTimeout);
 }
 
+// With max_cached_groups = 2, steps over many different partitions of the
+// 4 ranks (pairs of every kind, singles, triples, in a changing order):
+// after every step each rank holds the world and at most 2 sub-groups,
+// although it uses far more distinct groups over the steps, and every group
+// it uses (cached or created again) works.
+DCP_RANK_MAIN(ManyGroupsStayWithinTheBound) {
+  constexpr int kBound = 2;
+  absl::StatusOr<std::unique_ptr<Communicator>> communicator =
+      ::dcp::testing::JoinC10dTestWorld(context, "many_groups", kSetupTimeout,
+                                        /*max_cached_groups=*/kBound);
+  DCP_RETURN_IF_ERROR(communicator.status());
+  Communicator& comm = **communicator;
+  const int rank = context.rank;
+  using Partition = std::vector<std::vector<int>>;
+  const std::vector<Partition> partitions = {
+      {{0, 1}, {2, 3}},       {{0, 2}, {1, 3}},      {{0, 3}, {1, 2}},
+      {{0}, {1}, {2}, {3}},   {{0}, {1, 2, 3}},      {{0, 1, 2}, {3}},
+      {{0, 1}, {2}, {3}},     {{0}, {1, 3}, {2}},    {{0, 2, 3}, {1}},
+      {{0, 1, 3}, {2}},       {{0, 3}, {1}, {2}},    {{0}, {1}, {2, 3}}};
+  int max_held = 0;
+  for (int step = 0; step < 3 * static_cast<int>(partitions.size()); ++step) {
+    // A different order on each pass, the same on every rank.
+    const Partition& groups =
+        partitions[(step * 5 + step / 12) % partitions.size()];
+    DCP_RETURN_IF_ERROR(comm.UseGroups(groups));
+    const std::vector<int>* mine = nullptr;
+    for (const std::vector<int>& group : groups) {
+      if (std::binary_search(group.begin(), group.end(), rank)) mine = &group;
+    }
+    DCP_RETURN_IF_ERROR(Check(mine != nullptr, "rank in no group"));
+    absl::StatusOr<CommGroup*> group = comm.Group(*mine);
+    DCP_RETURN_IF_ERROR(group.status());
+    DCP_RETURN_IF_ERROR(CheckGroupCollectives(**group, /*tag=*/100 + step));
+    max_held = std::max(max_held, comm.groups_held());
+    DCP_RETURN_IF_ERROR(Check(
+        comm.groups_held() <= 1 + kBound,
+        absl::StrCat("step ", step, ": holds ", comm.groups_held(),
+                     " groups; the bound allows the world and ", kBound)));
+  }
+  DCP_RETURN_IF_ERROR(Check(max_held == 1 + kBound, "the bound was reached"));
+  // Far more groups were used (and created) than the bound keeps.
+  DCP_RETURN_IF_ERROR(Check(
+      comm.groups_created() > 1 + 3 * kBound,
+      absl::StrCat("created only ", comm.groups_created(), " groups")));
+  return comm.World().Barrier(kCallTimeout);
+}
+
 // How long rank 3 stays away from the world all-reduce; longer than
 // kMissingCallTimeout plus scheduling slack, so the others time out first.
 constexpr absl::Duration kMissingCallTimeout = absl::Seconds(2);
@@ -354,6 +401,18 @@ TEST(C10dCommunicatorTest, SubGroupsAreConcurrentCachedAndMembersOnly) {
 
 TEST(C10dCommunicatorTest, GroupCacheBoundReleasesLeastRecentlyUsedAlike) {
   ExpectAllRanksPass("BoundedGroupCache");
+}
+
+TEST(C10dCommunicatorTest, DefaultBoundIsTheNcclOneAndUnboundedOnGloo) {
+  EXPECT_EQ(MaxCachedGroupsFor("nccl", /*requested=*/-1),
+            kDefaultNcclMaxCachedGroups);
+  EXPECT_EQ(MaxCachedGroupsFor("gloo", /*requested=*/-1), 0);
+  EXPECT_EQ(MaxCachedGroupsFor("nccl", /*requested=*/2), 2);
+  EXPECT_EQ(MaxCachedGroupsFor("gloo", /*requested=*/5), 5);
+}
+
+TEST(C10dCommunicatorTest, ManyDifferentGroupsNeverExceedTheBound) {
+  ExpectAllRanksPass("ManyGroupsStayWithinTheBound");
 }
 
 TEST(C10dCommunicatorTest, MissingMemberFailsWithinTimeoutInsteadOfHanging) {

@@ -9,6 +9,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "cost_model/memory_model.h"
 #include "torch/torch.h"
 
 namespace dcp {
@@ -118,6 +119,16 @@ struct C10dOptions {
   /// connect; an error aborts CreateC10dCommunicator and is returned.
   std::function<absl::Status(int port)> on_store_listening;
 };
+
+/// The group cache bound a worker on `backend` uses for a requested one:
+/// `requested` when it is >= 0; otherwise (no bound asked for) the NCCL
+/// default kDefaultNcclMaxCachedGroups, since every cached NCCL group holds
+/// ~0.6 GB of GPU memory, and 0 (unbounded) on Gloo, whose groups cost no
+/// GPU memory.
+inline int MaxCachedGroupsFor(const std::string& backend, int requested) {
+  if (requested >= 0) return requested;
+  return backend == "nccl" ? kDefaultNcclMaxCachedGroups : 0;
+}
 
 /// Joins the world through PyTorch's c10d: TCPStore (server on rank 0),
 /// ProcessGroupGloo or ProcessGroupNCCL, sub-groups over PrefixStores.

@@ -48,6 +48,9 @@ TEST_P(MeasuredActivationMemoryTest, PerTokenBytesAgreeWithTheFittedModel) {
   CostParams defaults = DefaultCostParams(*model, cluster);
   SetTrainingStateBytes(TrainingPrecision::kFp32, /*zero1=*/false,
                         defaults.memory);
+  // A CPU worker: Gloo communicators hold no GPU memory.
+  SetCommunicatorMemory(CommunicatorBackend::kGloo, /*max_cached_groups=*/0,
+                        defaults.memory);
   const double static_bytes =
       MemoryModel(*model, defaults.memory, cluster.NumGpus()).StaticBytes();
 
