@@ -1,7 +1,8 @@
-// The `dcp` command line: flag tables, the shared loaders of model, cluster,
-// workload and plan files, and one runner per subcommand (simulate, plan,
-// validate, price, timeline). Slightly over 600 lines: the runners share the
-// loaders; every figure they print is computed in the libraries they call.
+// The `dcp` command line: flag tables and the runners of simulate, plan and
+// timeline; validate and price (the plan-file subcommands) are in
+// planner/cli_plan_file.cc, the loaders they all share in
+// planner/cli_support.cc. Every figure they print is computed in the
+// libraries they call.
 
 #include "planner/cli.h"
 
@@ -36,6 +37,8 @@
 #include "cost_model/model_spec.h"
 #include "planner/baselines.h"
 #include "planner/batch_check.h"
+#include "planner/cli_plan_file.h"
+#include "planner/cli_support.h"
 #include "planner/limits.h"
 #include "planner/lower_bound.h"
 #include "planner/phased_plan.h"
@@ -56,9 +59,16 @@
 namespace dcp {
 namespace {
 
-constexpr double kGiB = 1024.0 * 1024 * 1024;
-// Default global batch: this many tokens per GPU.
-constexpr int64_t kDefaultTokensPerGpu = 64 * 1024;
+using cli::Command;
+using cli::kGiB;
+using cli::LoadCostModel;
+using cli::LoadStrategyOptions;
+using cli::LoadStream;
+using cli::ModelCluster;
+using cli::RunPrice;
+using cli::RunValidate;
+using cli::SpSizes;
+
 // `dcp plan` prints the planner's progress on stderr from this many
 // sequences in the batch (they take a second or more).
 constexpr int64_t kProgressBatchSequences = int64_t{1} << 17;
@@ -66,14 +76,6 @@ constexpr int64_t kProgressBatchSequences = int64_t{1} << 17;
 // ---------------------------------------------------------------------------
 // Flag tables: the subcommands' flags, with the model and cluster flags of
 // cost_model/model_cluster_flags.h.
-
-const ModelClusterFlags& ModelCluster() {
-  static const auto* const flags = new ModelClusterFlags(
-      {/*default_model=*/"llama3-8b", /*default_nodes=*/"4",
-       /*default_gpus_per_node=*/"8", /*default_memory_fraction=*/"0.8",
-       /*gpus_flag=*/true, /*cluster_file_flag=*/false});
-  return *flags;
-}
 
 constexpr FlagSpec kWorkloadFlags[] = {
     {"workload", "SPEC", "longtail",
@@ -286,131 +288,7 @@ const SubcommandProgramSpec& Program() {
 }
 
 // ---------------------------------------------------------------------------
-// Typed flag values beyond ParsedFlags' getters.
-
-// --sp-sizes: the SP sizes given, or none (every legal size).
-absl::StatusOr<std::vector<int>> SpSizes(const ParsedFlags& flags) {
-  if (!flags.Given("sp-sizes")) return std::vector<int>();
-  absl::StatusOr<std::vector<int64_t>> sizes = flags.IntList(
-      "sp-sizes", /*min=*/1, /*max=*/std::numeric_limits<int>::max());
-  if (!sizes.ok()) return sizes.status();
-  return std::vector<int>(sizes->begin(), sizes->end());
-}
-
-// ---------------------------------------------------------------------------
-// Shared configuration from the flags; all errors are usage errors.
-
-absl::StatusOr<CostModel> LoadCostModel(const ParsedFlags& flags) {
-  DCP_ASSIGN_OR_RETURN(ModelSpec model, ModelCluster().Model(flags));
-  DCP_ASSIGN_OR_RETURN(ClusterSpec cluster, ModelCluster().Cluster(flags));
-  return CostModel::CreateDefault(model, cluster);
-}
-
-// The --workload or --lengths source.
-absl::StatusOr<std::unique_ptr<LengthSource>> LoadSource(
-    const ParsedFlags& flags) {
-  if (flags.Given("workload") && flags.Given("lengths")) {
-    return absl::InvalidArgumentError(
-        "--workload and --lengths are exclusive; give one");
-  }
-  if (flags.Given("lengths")) {
-    DCP_ASSIGN_OR_RETURN(std::vector<int64_t> list,
-                         ReadLengthsFile(flags.String("lengths")));
-    return MakeListSource(std::move(list));
-  }
-  absl::StatusOr<std::unique_ptr<LengthSource>> source =
-      ParseWorkloadSpec(flags.String("workload"));
-  if (!source.ok()) {
-    return absl::Status(
-        source.status().code(),
-        absl::StrCat("--workload: ", source.status().message()));
-  }
-  return source;
-}
-
-absl::StatusOr<BatchStream> LoadStream(const ParsedFlags& flags, int num_gpus) {
-  DCP_ASSIGN_OR_RETURN(std::unique_ptr<LengthSource> source, LoadSource(flags));
-  const bool has_tokens = flags.Given("global-batch-tokens");
-  const bool has_samples = flags.Given("global-batch-samples");
-  if (has_tokens && has_samples) {
-    return absl::InvalidArgumentError(
-        "--global-batch-tokens and --global-batch-samples are exclusive; "
-        "give one");
-  }
-  BatchOptions options;
-  if (has_samples) {
-    DCP_ASSIGN_OR_RETURN(
-        options.global_batch_samples,
-        flags.IntWithSuffix("global-batch-samples", 1, kMaxBatchSequences));
-  } else if (has_tokens) {
-    DCP_ASSIGN_OR_RETURN(
-        options.global_batch_tokens,
-        flags.IntWithSuffix("global-batch-tokens", 1, kMaxSequenceTokens));
-  } else {
-    options.global_batch_tokens = kDefaultTokensPerGpu * num_gpus;
-  }
-  DCP_ASSIGN_OR_RETURN(int64_t seed, flags.IntWithSuffix("seed", /*min=*/0));
-  return BatchStream::Create(std::move(source), options,
-                             static_cast<uint64_t>(seed));
-}
-
-// --sp-sizes (checked against the model and cluster),
-// --bucket-micro-batch-sequences and --static-sp.
-absl::Status LoadStrategyOptions(const ParsedFlags& flags,
-                                 const CostModel& cost_model,
-                                 StaticOptions& static_options,
-                                 PlannerOptions& planner_options) {
-  DCP_ASSIGN_OR_RETURN(std::vector<int> sp_sizes, SpSizes(flags));
-  absl::StatusOr<std::vector<int>> legal = LegalSpSizes(cost_model, sp_sizes);
-  if (!legal.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--sp-sizes: ", legal.status().message()));
-  }
-  planner_options.sp_sizes = sp_sizes;
-  DCP_ASSIGN_OR_RETURN(
-      static_options.micro_batch_sequences,
-      flags.IntWithSuffix("bucket-micro-batch-sequences", 1, 1 << 20));
-  DCP_ASSIGN_OR_RETURN(static_options.sp_size,
-                       flags.IntWithSuffix("static-sp", 0, 1 << 20));
-  if (static_options.sp_size != 0) {
-    absl::StatusOr<std::vector<int>> legal =
-        LegalSpSizes(cost_model, {static_options.sp_size});
-    if (!legal.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--static-sp: ", legal.status().message()));
-    }
-  }
-  return absl::OkStatus();
-}
-
-// ---------------------------------------------------------------------------
 // Subcommands.
-
-// Writes results and errors of one subcommand run.
-class Command {
- public:
-  Command(const SubcommandSpec& subcommand, std::ostream& out,
-          std::ostream& err)
-      : name_(absl::StrCat("dcp ", subcommand.name)), out_(out), err_(err) {}
-
-  std::ostream& out() { return out_; }
-  std::ostream& err() { return err_; }
-
-  /// A wrong command line: one line on stderr, exit 2.
-  int UsageError(absl::string_view message) {
-    return PrintUsageError(err_, name_, message, /*help_command=*/name_);
-  }
-  /// The work failed: one line on stderr, exit 1.
-  int Failure(absl::string_view message) {
-    return PrintFailure(err_, name_, message);
-  }
-
- private:
-  /// "dcp plan".
-  const std::string name_;
-  std::ostream& out_;
-  std::ostream& err_;
-};
 
 int RunSimulate(const ParsedFlags& flags, Command& command) {
   absl::StatusOr<CostModel> cost_model = LoadCostModel(flags);
@@ -580,185 +458,6 @@ int RunPlan(const ParsedFlags& flags, Command& command) {
     command.out() << RenderTimelineSvg(*timeline);
   } else {
     command.out() << PlanToTable(*plan, lengths_tokens, *cost_model);
-  }
-  return kExitOk;
-}
-
-// What `validate` and `price` read: the model and cluster, --lengths and
-// the --plan file, parsed (not yet checked).
-struct PlanFile {
-  CostModel cost_model;
-  std::vector<int64_t> lengths_tokens;
-  Plan plan;
-  /// The file's text (for CheckDerivedFields).
-  std::string text;
-  /// Set for a plan with "phases" (`plan` is then empty).
-  std::optional<PhasedPlan> phased;
-};
-
-// Reads them; on failure prints why (a usage error for missing or
-// unreadable inputs, "plan is invalid: ..." for a file that is not a plan)
-// and returns nullopt with the exit code in `exit_code`.
-std::optional<PlanFile> ReadPlanFile(const ParsedFlags& flags, Command& command,
-                                     int& exit_code) {
-  for (const char* required : {"plan", "lengths"}) {
-    if (!flags.Given(required)) {
-      exit_code =
-          command.UsageError(absl::StrCat("--", required, "=FILE is required"));
-      return std::nullopt;
-    }
-  }
-  absl::StatusOr<CostModel> cost_model = LoadCostModel(flags);
-  if (!cost_model.ok()) {
-    exit_code = command.UsageError(cost_model.status().message());
-    return std::nullopt;
-  }
-  absl::StatusOr<std::vector<int64_t>> lengths_tokens =
-      ReadLengthsFile(flags.String("lengths"));
-  if (!lengths_tokens.ok()) {
-    exit_code = command.UsageError(lengths_tokens.status().message());
-    return std::nullopt;
-  }
-  absl::StatusOr<std::string> plan_text = flags.FileContents("plan");
-  if (!plan_text.ok()) {
-    exit_code = command.UsageError(plan_text.status().message());
-    return std::nullopt;
-  }
-  if (PlanJsonHasPhases(*plan_text)) {
-    absl::StatusOr<PhasedPlan> phased = PhasedPlanFromJson(*plan_text);
-    if (!phased.ok()) {
-      command.out() << "plan is invalid: " << flags.String("plan") << ": "
-                    << phased.status().message() << "\n";
-      exit_code = kExitFailure;
-      return std::nullopt;
-    }
-    return PlanFile{*std::move(cost_model), *std::move(lengths_tokens), Plan(),
-                    *std::move(plan_text), *std::move(phased)};
-  }
-  absl::StatusOr<Plan> plan = PlanFromJson(*plan_text);
-  if (!plan.ok()) {
-    command.out() << "plan is invalid: " << flags.String("plan") << ": "
-                  << plan.status().message() << "\n";
-    exit_code = kExitFailure;
-    return std::nullopt;
-  }
-  return PlanFile{*std::move(cost_model), *std::move(lengths_tokens),
-                  *std::move(plan), *std::move(plan_text), std::nullopt};
-}
-
-// ReadPlanFile, then ValidatePlan and CheckDerivedFields: the checks of
-// `validate` and `price`. An invalid plan prints "plan is invalid: ..." and
-// gives kExitFailure in `exit_code`.
-std::optional<PlanFile> ReadValidPlanFile(const ParsedFlags& flags,
-                                          Command& command, int& exit_code) {
-  std::optional<PlanFile> file = ReadPlanFile(flags, command, exit_code);
-  if (!file.has_value()) return std::nullopt;
-  absl::Status status;
-  if (file->phased.has_value()) {
-    status = ValidatePhasedPlan(file->cost_model, file->lengths_tokens,
-                                *file->phased);
-    if (status.ok()) {
-      status = CheckPhasedDerivedFields(file->text, file->lengths_tokens,
-                                        file->cost_model);
-    }
-  } else {
-    status = ValidatePlan(file->cost_model, file->lengths_tokens, file->plan);
-    if (status.ok()) {
-      status = CheckDerivedFields(file->text, file->lengths_tokens,
-                                  file->cost_model);
-    }
-  }
-  if (!status.ok()) {
-    command.out() << "plan is invalid: "
-                  << absl::StripPrefix(status.message(), "invalid plan: ")
-                  << "\n";
-    exit_code = kExitFailure;
-    return std::nullopt;
-  }
-  return file;
-}
-
-int RunValidate(const ParsedFlags& flags, Command& command) {
-  int exit_code = kExitOk;
-  std::optional<PlanFile> file = ReadValidPlanFile(flags, command, exit_code);
-  if (!file.has_value()) return exit_code;
-  const CostModel& cost_model = file->cost_model;
-  const std::vector<int64_t>& lengths_tokens = file->lengths_tokens;
-  if (file->phased.has_value()) {
-    // Valid, so the indices are safe to predict from.
-    PhasedPlan predicted = *file->phased;
-    PredictPhasedPlan(cost_model, lengths_tokens, predicted);
-    int groups = 0;
-    int micro_batches = 0;
-    for (const Plan& phase : predicted.phases) {
-      groups += static_cast<int>(phase.groups.size());
-      for (const GroupPlan& group : phase.groups) {
-        micro_batches += static_cast<int>(group.micro_batches.size());
-      }
-    }
-    command.out() << absl::StrFormat(
-        "plan is valid: %d phase(s) of %d SP group(s) in all over %d GPUs, "
-        "%d sequence(s) in %d micro-batch(es), max memory %.1f%% of the "
-        "%.1f GiB budget, predicted step %.3f s\n",
-        predicted.phases.size(), groups, cost_model.cluster().NumGpus(),
-        lengths_tokens.size(), micro_batches,
-        100 * MaxPeakBytes(predicted) / cost_model.MemoryBudgetBytes(),
-        cost_model.MemoryBudgetBytes() / kGiB,
-        predicted.predicted_step_seconds);
-    return kExitOk;
-  }
-  // Valid, so the indices are safe to predict from.
-  Plan predicted = file->plan;
-  PredictPlan(cost_model, lengths_tokens, predicted);
-  int micro_batches = 0;
-  for (const GroupPlan& group : predicted.groups) {
-    micro_batches += static_cast<int>(group.micro_batches.size());
-  }
-  command.out() << absl::StrFormat(
-      "plan is valid: %d SP group(s) over %d GPUs, %d sequence(s) in %d "
-      "micro-batch(es), max memory %.1f%% of the %.1f GiB budget, predicted "
-      "step %.3f s\n",
-      predicted.groups.size(), cost_model.cluster().NumGpus(),
-      lengths_tokens.size(), micro_batches,
-      100 * MaxPeakBytes(predicted) / cost_model.MemoryBudgetBytes(),
-      cost_model.MemoryBudgetBytes() / kGiB, predicted.predicted_step_seconds);
-  return kExitOk;
-}
-
-int RunPrice(const ParsedFlags& flags, Command& command) {
-  absl::StatusOr<std::string> format =
-      flags.Choice("format", {"table", "json", "svg"});
-  if (!format.ok()) return command.UsageError(format.status().message());
-  absl::StatusOr<std::vector<int>> sp_sizes = SpSizes(flags);
-  if (!sp_sizes.ok()) return command.UsageError(sp_sizes.status().message());
-  int exit_code = kExitOk;
-  std::optional<PlanFile> file = ReadValidPlanFile(flags, command, exit_code);
-  if (!file.has_value()) return exit_code;
-  if (file->phased.has_value()) {
-    if (*format == "svg") {
-      return command.UsageError(
-          "--format=svg draws plans of one layout; this plan has phases: use "
-          "--format=table or --format=json");
-    }
-    absl::StatusOr<PhasedPlanPrice> price = PricePhasedPlan(
-        file->cost_model, file->lengths_tokens, *file->phased, *sp_sizes);
-    if (!price.ok()) return command.Failure(price.status().message());
-    command.out() << (*format == "json" ? PhasedPlanPriceToJson(*price) + "\n"
-                                        : PhasedPlanPriceToTable(*price));
-    return kExitOk;
-  }
-  absl::StatusOr<PlanPrice> price =
-      PricePlan(file->cost_model, file->lengths_tokens, file->plan, *sp_sizes);
-  if (!price.ok()) return command.Failure(price.status().message());
-  if (*format == "json") {
-    command.out() << PlanPriceToJson(*price) << "\n";
-  } else if (*format == "svg") {
-    absl::StatusOr<Timeline> timeline =
-        BuildTimeline(file->cost_model, file->lengths_tokens, price->plan);
-    if (!timeline.ok()) return command.Failure(timeline.status().message());
-    command.out() << RenderTimelineSvg(*timeline);
-  } else {
-    command.out() << PlanPriceToTable(*price);
   }
   return kExitOk;
 }
