@@ -23,6 +23,17 @@ ComputeParams DefaultComputeParams(const ModelSpec& model,
   params.attention_backward_flops_per_second = 575e12;
   params.attention_backward_half_length_tokens = 420;
   params.elementwise_bytes_per_second = 0.8 * cluster.hbm_bytes_per_second;
+  // Kernel launches at about 5 us each (CUDA's launch latency): a
+  // micro-batch's embedding, loss and autograd set-up take some 40 of them;
+  // a sequence's attention call and its slicing about 2 per layer pass.
+  params.micro_batch_fixed_seconds = 200e-6;
+  params.sequence_layer_fixed_seconds = 10e-6;
+  // AdamW is memory bound: per parameter it reads and writes the fp32
+  // weight and its two moments and reads the gradient (about 28 bytes), at
+  // the element-wise rate (llama3-8b: about 60 ms without ZeRO-1).
+  params.optimizer_step_seconds = 28.0 *
+                                  static_cast<double>(model.ParameterCount()) /
+                                  params.elementwise_bytes_per_second;
   return params;
 }
 

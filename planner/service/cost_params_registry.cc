@@ -23,6 +23,8 @@ CostParams ScaleComputeTime(CostParams params, double factor) {
   compute.attention_backward_flops_per_second /= factor;
   compute.elementwise_bytes_per_second /= factor;
   compute.layer_fixed_seconds *= factor;
+  compute.micro_batch_fixed_seconds *= factor;
+  compute.sequence_layer_fixed_seconds *= factor;
   return params;
 }
 
