@@ -34,10 +34,8 @@ void PredictPlan(const CostModel& cost_model,
   plan.exposed_allreduce_seconds =
       std::max(0.0, cost_model.GradientAllReduceSeconds() -
                         last_backward_of_slowest);
-  // The optimizer step follows on every rank; nothing hides it.
-  plan.predicted_step_seconds = plan.slowest_group_seconds +
-                                plan.exposed_allreduce_seconds +
-                                cost_model.OptimizerStepSeconds();
+  plan.predicted_step_seconds =
+      plan.slowest_group_seconds + plan.exposed_allreduce_seconds;
 }
 
 double MaxPeakBytes(const Plan& plan) {

@@ -28,6 +28,15 @@ CostParams ScaleComputeTime(CostParams params, double factor) {
   return params;
 }
 
+CostParams ScaleCommunicationTime(CostParams params, double factor) {
+  CommParams& comm = params.comm;
+  comm.all_to_all_intra_latency_seconds *= factor;
+  comm.all_to_all_inter_latency_seconds *= factor;
+  comm.all_to_all_intra_bus_bytes_per_second /= factor;
+  comm.all_to_all_inter_bus_bytes_per_second /= factor;
+  return params;
+}
+
 CostParamsRegistry::CostParamsRegistry(
     ModelSpec model, ClusterSpec cluster,
     std::shared_ptr<const CostModel> default_model, PlannerStateStore* store)
@@ -59,7 +68,10 @@ absl::Status CostParamsRegistry::Load(
     }
     auto version = std::make_shared<const ParamsVersion>(ParamsVersion{
         number, std::make_shared<const CostModel>(*std::move(cost_model)),
-        record.compute_correction()});
+        record.compute_correction(),
+        record.communication_correction() > 0
+            ? record.communication_correction()
+            : 1.0});
     versions_[number] = version;
     // The last (highest) version sets the current fit.
     snapshot->current = std::move(version);
@@ -88,7 +100,7 @@ std::shared_ptr<const ParamsVersion> CostParamsRegistry::Version(
 
 absl::StatusOr<int64_t> CostParamsRegistry::AddVersion(
     const CostParams& params, double compute_correction,
-    CostParamsSnapshot next) {
+    double communication_correction, CostParamsSnapshot next) {
   absl::StatusOr<CostModel> cost_model =
       CostModel::Create(model_, cluster_, params);
   if (!cost_model.ok()) return cost_model.status();
@@ -97,6 +109,7 @@ absl::StatusOr<int64_t> CostParamsRegistry::AddVersion(
     v1::ParamsVersionRecord record;
     record.set_params_version(version);
     record.set_compute_correction(compute_correction);
+    record.set_communication_correction(communication_correction);
     record.set_refit_epoch(next.refit_epoch);
     *record.mutable_params() = CostParamsToProto(params);
     *record.mutable_fitted_params() = CostParamsToProto(next.fitted_params);
@@ -110,7 +123,7 @@ absl::StatusOr<int64_t> CostParamsRegistry::AddVersion(
   }
   auto made = std::make_shared<const ParamsVersion>(ParamsVersion{
       version, std::make_shared<const CostModel>(*std::move(cost_model)),
-      compute_correction});
+      compute_correction, communication_correction});
   next.current = made;
   absl::MutexLock lock(&mu_);
   versions_[version] = std::move(made);
@@ -133,21 +146,31 @@ absl::Status CostParamsRegistry::ApplyFit(const CostModelFit& fit) {
   }
   // A new fit is a new baseline: online corrections start over from it.
   next.refit_epoch = previous->current->version + 1;
-  return AddVersion(fit.params, /*compute_correction=*/1, std::move(next))
+  return AddVersion(fit.params, /*compute_correction=*/1,
+                    /*communication_correction=*/1, std::move(next))
       .status();
 }
 
 absl::StatusOr<std::optional<int64_t>> CostParamsRegistry::ApplyRefit(
-    int64_t epoch, double factor, double change_threshold) {
+    int64_t epoch, double factor, double change_threshold,
+    std::optional<double> communication_factor) {
   absl::MutexLock write_lock(&write_mu_);
   std::shared_ptr<const CostParamsSnapshot> previous = Snapshot();
   const double current = previous->current->compute_correction;
+  const double current_communication =
+      previous->current->communication_correction;
+  const double communication =
+      communication_factor.value_or(current_communication);
   if (previous->refit_epoch != epoch ||
-      std::abs(factor / current - 1) <= change_threshold) {
+      (std::abs(factor / current - 1) <= change_threshold &&
+       std::abs(communication / current_communication - 1) <=
+           change_threshold)) {
     return std::nullopt;
   }
   absl::StatusOr<int64_t> version = AddVersion(
-      ScaleComputeTime(previous->fitted_params, factor), factor, *previous);
+      ScaleCommunicationTime(ScaleComputeTime(previous->fitted_params, factor),
+                             communication),
+      factor, communication, *previous);
   if (!version.ok()) return version.status();
   return *version;
 }

@@ -26,6 +26,8 @@ struct ParamsVersion {
   std::shared_ptr<const CostModel> cost_model;
   /// Factor the online refit applied to the fitted compute time.
   double compute_correction = 1;
+  /// Factor the online refit applied to the fitted all-to-all time.
+  double communication_correction = 1;
 };
 
 /// The registry's state at one moment. Immutable: callers keep it as long
@@ -43,9 +45,14 @@ struct CostParamsSnapshot {
 };
 
 /// Compute time scales linearly with every compute rate's inverse and the
-/// fixed per-layer time: `params` with all compute time multiplied by
+/// fixed per-layer, per-sequence and per-micro-batch times: `params` with all compute time multiplied by
 /// `factor`.
 CostParams ScaleComputeTime(CostParams params, double factor);
+
+/// `params` with every all-to-all time (latency and bytes over bandwidth)
+/// multiplied by `factor`: the Ulysses all-to-alls as the workers measure
+/// them, waiting for the group's slowest member included.
+CostParams ScaleCommunicationTime(CostParams params, double factor);
 
 /// Every cost-parameter version of the job (0 = the defaults) and the
 /// current fit, handed out as immutable snapshots.
@@ -81,15 +88,19 @@ class CostParamsRegistry {
   /// `factor`, unless the refit epoch is no longer `epoch` or `factor` is
   /// within `change_threshold` (relative) of the current correction.
   /// Returns the new version, or nullopt if none was made.
-  absl::StatusOr<std::optional<int64_t>> ApplyRefit(int64_t epoch,
-                                                    double factor,
-                                                    double change_threshold)
+  /// `communication_factor`, when given, likewise scales the all-to-all
+  /// time (else the current communication correction is kept); a version
+  /// is made when either moves beyond the threshold.
+  absl::StatusOr<std::optional<int64_t>> ApplyRefit(
+      int64_t epoch, double factor, double change_threshold,
+      std::optional<double> communication_factor = std::nullopt)
       ABSL_LOCKS_EXCLUDED(write_mu_, mu_);
 
  private:
   /// Writes and installs a version made from `snapshot`'s fit.
   absl::StatusOr<int64_t> AddVersion(const CostParams& params,
                                      double compute_correction,
+                                     double communication_correction,
                                      CostParamsSnapshot next)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_) ABSL_LOCKS_EXCLUDED(mu_);
 

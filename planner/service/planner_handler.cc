@@ -218,10 +218,11 @@ class PlannerHandlerRoot final : public PlannerHandler {
         plans_.ReadyPlan(request.step());
     if (!plan.ok()) return plan.status();
     std::shared_ptr<const CostParamsSnapshot> params = params_.Snapshot();
-    const double plan_correction =
-        params_.Version((*plan)->params_version)->compute_correction;
+    const std::shared_ptr<const ParamsVersion> plan_version =
+        params_.Version((*plan)->params_version);
     absl::StatusOr<StepStatsTracker::Outcome> outcome =
-        stats_.Record(request, **plan, plan_correction, *params);
+        stats_.Record(request, **plan, plan_version->compute_correction,
+                      *params, plan_version->communication_correction);
     if (!outcome.ok()) return outcome.status();
     // For tools only (step_state_files.h), written off this call's path.
     for (v1::StepReportsRecord& record : outcome->reports_to_record) {
@@ -343,9 +344,10 @@ class PlannerHandlerRoot final : public PlannerHandler {
   }
 
   void MaybeRefit(const StepStatsTracker::Outcome& outcome, double current) {
-    absl::StatusOr<std::optional<int64_t>> version =
-        params_.ApplyRefit(outcome.refit_epoch, *outcome.refit_factor,
-                           RefitAccumulator::kChangeThreshold);
+    absl::StatusOr<std::optional<int64_t>> version = params_.ApplyRefit(
+        outcome.refit_epoch, *outcome.refit_factor,
+        RefitAccumulator::kChangeThreshold,
+        outcome.communication_refit_factor);
     if (!version.ok()) {
       Log(absl::StrCat("online refit not applied: ",
                        version.status().message()));
@@ -354,8 +356,10 @@ class PlannerHandlerRoot final : public PlannerHandler {
     if (!version->has_value()) return;
     Log(absl::StrFormat(
         "params v%d: online refit scales compute time by %.3f (was %.3f) "
-        "from %d micro-batch measurements",
-        **version, *outcome.refit_factor, current, outcome.refit_observations));
+        "and all-to-all time by %.3f from %d micro-batch measurements",
+        **version, *outcome.refit_factor, current,
+        outcome.communication_refit_factor.value_or(1.0),
+        outcome.refit_observations));
   }
 
   const PlannerHandlerOptions options_;

@@ -103,6 +103,8 @@ std::shared_ptr<const StepPlan> MakeStepPlan(const v1::GlobalBatch& batch,
           micro_batch_shape, micro_batch.checkpointed_layers);
       summary.micro_batch_compute_seconds.push_back(
           std::max(0.0, cost.total_seconds - cost.communication_seconds));
+      summary.micro_batch_communication_seconds.push_back(
+          cost.communication_seconds);
       checkpointed_layers_sum += micro_batch.checkpointed_layers;
       shape.max_checkpointed_layers = std::max(shape.max_checkpointed_layers,
                                                micro_batch.checkpointed_layers);

@@ -22,6 +22,8 @@ struct GroupSummary {
   double predicted_seconds = 0;
   /// Predicted compute (not communication) seconds of each micro-batch.
   std::vector<double> micro_batch_compute_seconds;
+  /// Predicted all-to-all seconds of each micro-batch.
+  std::vector<double> micro_batch_communication_seconds;
 };
 
 /// The shape of a plan, as PlannerMetrics::PlanShape reports it.

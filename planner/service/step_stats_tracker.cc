@@ -34,7 +34,8 @@ std::optional<double> RefitAccumulator::Factor() const {
 
 absl::StatusOr<StepStatsTracker::Outcome> StepStatsTracker::Record(
     const v1::ReportStepStatsRequest& request, const StepPlan& plan,
-    double plan_correction, const CostParamsSnapshot& params) {
+    double plan_correction, const CostParamsSnapshot& params,
+    double plan_communication_correction) {
   const int64_t step = request.step();
   const int rank = request.rank();
   const double measured = request.step_seconds();
@@ -77,6 +78,20 @@ absl::StatusOr<StepStatsTracker::Outcome> StepStatsTracker::Record(
           RefitAccumulator::Accepts(ratio)) {
         report.compute_ratios.push_back(ratio);
       }
+      const std::vector<double>& communication =
+          group.micro_batch_communication_seconds;
+      if (static_cast<size_t>(stats.micro_batch_index()) <
+          communication.size()) {
+        const double predicted_communication =
+            communication[stats.micro_batch_index()] /
+            plan_communication_correction;
+        const double communication_ratio =
+            predicted_communication / stats.communication_seconds();
+        if (predicted_communication > 0 && stats.communication_seconds() > 0 &&
+            RefitAccumulator::Accepts(communication_ratio)) {
+          report.communication_ratios.push_back(communication_ratio);
+        }
+      }
     }
   }
 
@@ -97,6 +112,7 @@ absl::StatusOr<StepStatsTracker::Outcome> StepStatsTracker::Record(
     // A new fit is a new baseline: online corrections start over from it.
     refit_epoch_ = params.refit_epoch;
     refit_ = RefitAccumulator();
+    communication_refit_ = RefitAccumulator();
   }
   StepReports& step_reports = steps_[step];
   if (auto previous = step_reports.ranks.find(rank);
@@ -106,13 +122,19 @@ absl::StatusOr<StepStatsTracker::Outcome> StepStatsTracker::Record(
       relative_error_sum_ -= *old.relative_error;
       --relative_error_count_;
     }
-    if (old.refit_epoch == refit_epoch_) refit_.Remove(old.compute_ratios);
+    if (old.refit_epoch == refit_epoch_) {
+      refit_.Remove(old.compute_ratios);
+      communication_refit_.Remove(old.communication_ratios);
+    }
   }
   if (report.relative_error.has_value()) {
     relative_error_sum_ += *report.relative_error;
     ++relative_error_count_;
   }
-  if (report.refit_epoch == refit_epoch_) refit_.Add(report.compute_ratios);
+  if (report.refit_epoch == refit_epoch_) {
+    refit_.Add(report.compute_ratios);
+    communication_refit_.Add(report.communication_ratios);
+  }
   outcome.relative_error = report.relative_error;
   step_reports.ranks[rank] = std::move(report);
   if (record_reports_) {
@@ -146,6 +168,7 @@ absl::StatusOr<StepStatsTracker::Outcome> StepStatsTracker::Record(
     // most one new version.
     if (online_refit_) {
       outcome.refit_factor = refit_.Factor();
+      outcome.communication_refit_factor = communication_refit_.Factor();
       outcome.refit_epoch = refit_epoch_;
       outcome.refit_observations = refit_.count();
     }

@@ -70,6 +70,9 @@ class StepStatsTracker {
     /// Set when the completed step asks for a refit by this factor (of the
     /// refit epoch `refit_epoch`, from `refit_observations` measurements).
     std::optional<double> refit_factor;
+    /// Likewise for the all-to-all time, from the micro-batches' measured
+    /// communication seconds (unset without enough of them).
+    std::optional<double> communication_refit_factor;
     int64_t refit_epoch = 0;
     int64_t refit_observations = 0;
     /// With `record_reports`: the reports records this report asks to
@@ -90,9 +93,12 @@ class StepStatsTracker {
   /// `plan_version` (whose correction is `plan_correction`) while `params`
   /// is current. INVALID_ARGUMENT / FAILED_PRECONDITION if the rank or a
   /// micro-batch is not in the plan.
+  /// `plan_communication_correction` is that version's all-to-all
+  /// correction.
   absl::StatusOr<Outcome> Record(const v1::ReportStepStatsRequest& request,
                                  const StepPlan& plan, double plan_correction,
-                                 const CostParamsSnapshot& params)
+                                 const CostParamsSnapshot& params,
+                                 double plan_communication_correction = 1)
       ABSL_LOCKS_EXCLUDED(mu_);
   /// Drops the reports of steps whose plans left the cache.
   void Forget(const std::vector<int64_t>& steps) ABSL_LOCKS_EXCLUDED(mu_);
@@ -105,6 +111,7 @@ class StepStatsTracker {
     std::optional<double> relative_error;
     /// Counted in the refit sums of `refit_epoch`.
     std::vector<double> compute_ratios;
+    std::vector<double> communication_ratios;
     int64_t refit_epoch = -1;
     /// The report as recorded (only with `record_reports_`).
     v1::RankStepReport measured;
@@ -132,6 +139,7 @@ class StepStatsTracker {
   /// parameters' refit epoch moves on (a new profile fit).
   int64_t refit_epoch_ ABSL_GUARDED_BY(mu_) = 0;
   RefitAccumulator refit_ ABSL_GUARDED_BY(mu_);
+  RefitAccumulator communication_refit_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace dcp

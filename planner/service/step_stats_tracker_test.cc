@@ -68,6 +68,32 @@ TEST(StepStatsTrackerTest, ImbalanceOnceEveryRankReportedThenARefit) {
   EXPECT_DOUBLE_EQ(tracker.MeanRelativeError(), 0);
 }
 
+TEST(StepStatsTrackerTest, AllToAllTimeIsRefittedApartFromCompute) {
+  StepStatsTracker tracker(/*world_size=*/2, /*online_refit=*/true);
+  StepPlan plan = TwoRankPlan();
+  plan.groups[0].micro_batch_communication_seconds = {0.5, 0.5};
+  const CostParamsSnapshot params;
+  auto with_communication = [](int rank) {
+    v1::ReportStepStatsRequest request = Report(0, rank, 3, 1);
+    for (v1::MicroBatchStats& stats : *request.mutable_micro_batches()) {
+      stats.set_communication_seconds(2);
+    }
+    return request;
+  };
+  // The plan's version already doubled the all-to-all time: predicted 0.25 s
+  // at the fit against 2 s measured is eight times.
+  ASSERT_TRUE(tracker
+                  .Record(with_communication(0), plan, /*plan_correction=*/1,
+                          params, /*plan_communication_correction=*/2)
+                  .ok());
+  auto second = tracker
+                    .Record(with_communication(1), plan, 1, params,
+                            /*plan_communication_correction=*/2)
+                    .value();
+  EXPECT_DOUBLE_EQ(second.refit_factor.value(), 1);
+  EXPECT_DOUBLE_EQ(second.communication_refit_factor.value(), 8);
+}
+
 TEST(StepStatsTrackerTest, RecordsAStepsReportsOnceItsRanksReported) {
   // Three ranks, the third without a group (it never reports).
   StepStatsTracker tracker(/*world_size=*/3, /*online_refit=*/false,
