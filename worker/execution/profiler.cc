@@ -600,6 +600,11 @@ absl::Status ProfileCollectives(Communicator& comm, int gpus_per_node,
 
 }  // namespace
 
+std::vector<std::pair<int, int64_t>> DefaultMicroBatchProfileShapes() {
+  return {{1, 32},  {1, 256}, {1, 1024}, {4, 64},  {4, 256},
+          {16, 32}, {16, 96}, {48, 40},  {2, 512}, {8, 128}};
+}
+
 absl::StatusOr<std::vector<int>> ProfileGroupSizes(
     const ProfileOptions& options, int world_size) {
   std::vector<int> sizes;

@@ -69,16 +69,14 @@ struct ProfileOptions {
   /// Whole micro-batches (kMicroBatch samples, micro_batch_fit.h), timed
   /// as the plan executor runs them at SP 1: each {sequences, length} packs
   /// that many sequences of that many tokens, run at each of
-  /// micro_batch_checkpointed_layers (nullopt: 0 and num_layers). The
-  /// sizes cover the main job's plans: short sequences many to a
-  /// micro-batch, and single long ones.
-  std::vector<std::pair<int, int64_t>> micro_batch_shapes = {
-      {1, 32},  {1, 256}, {1, 1024}, {4, 64},  {4, 256},
-      {16, 32}, {16, 96}, {48, 40},  {2, 512}, {8, 128}};
+  /// micro_batch_checkpointed_layers (nullopt: 0 and num_layers). None by
+  /// default; the worker profiles DefaultMicroBatchProfileShapes().
+  std::vector<std::pair<int, int64_t>> micro_batch_shapes;
   std::optional<std::vector<int>> micro_batch_checkpointed_layers;
   /// Time the optimizer step (AdamW over the model's parameters, as the
   /// plan executor steps it): kOptimizerStep samples, one per timed run.
-  bool optimizer_step = true;
+  /// Off by default; the worker turns it on.
+  bool optimizer_step = false;
   /// Added to every measured activation peak: the model-state bytes the
   /// fit's memory model assumes (weights, gradients, optimizer shard; e.g.
   /// MemoryModel(model, defaults.memory, world).StaticBytes()), which a
@@ -93,6 +91,10 @@ struct ProfileOptions {
   /// Timeout of each collective (and of creating a group). Positive, finite.
   absl::Duration collective_timeout = absl::Seconds(60);
 };
+
+/// The whole micro-batches the worker profiles: they cover the main job's
+/// plans, short sequences many to a micro-batch and single long ones.
+std::vector<std::pair<int, int64_t>> DefaultMicroBatchProfileShapes();
 
 /// Runs the micro-benchmarks of `model` on this rank and returns the samples
 /// this rank measured, in the order below. Every measurement is the median
