@@ -153,7 +153,9 @@ absl::Status CostParamsRegistry::ApplyFit(const CostModelFit& fit) {
 
 absl::StatusOr<std::optional<int64_t>> CostParamsRegistry::ApplyRefit(
     int64_t epoch, double factor, double change_threshold,
-    std::optional<double> communication_factor) {
+    std::optional<double> communication_factor,
+    std::optional<std::pair<double, double>> all_to_all_intra,
+    std::optional<std::pair<double, double>> all_to_all_inter) {
   absl::MutexLock write_lock(&write_mu_);
   std::shared_ptr<const CostParamsSnapshot> previous = Snapshot();
   const double current = previous->current->compute_correction;
@@ -161,16 +163,39 @@ absl::StatusOr<std::optional<int64_t>> CostParamsRegistry::ApplyRefit(
       previous->current->communication_correction;
   const double communication =
       communication_factor.value_or(current_communication);
-  if (previous->refit_epoch != epoch ||
-      (std::abs(factor / current - 1) <= change_threshold &&
-       std::abs(communication / current_communication - 1) <=
-           change_threshold)) {
+  if (previous->refit_epoch != epoch) return std::nullopt;
+  CostParams next =
+      ScaleCommunicationTime(ScaleComputeTime(previous->fitted_params, factor),
+                             communication);
+  const CommParams& now = previous->current->cost_model->params().comm;
+  auto moved = [&](double from, double to) {
+    return from > 0 ? std::abs(to / from - 1) > change_threshold : to > 0;
+  };
+  bool all_to_all_moved = false;
+  if (all_to_all_intra.has_value()) {
+    next.comm.all_to_all_intra_latency_seconds = all_to_all_intra->first;
+    next.comm.all_to_all_intra_bus_bytes_per_second = all_to_all_intra->second;
+    all_to_all_moved |=
+        moved(now.all_to_all_intra_latency_seconds, all_to_all_intra->first) ||
+        moved(now.all_to_all_intra_bus_bytes_per_second,
+              all_to_all_intra->second);
+  }
+  if (all_to_all_inter.has_value()) {
+    next.comm.all_to_all_inter_latency_seconds = all_to_all_inter->first;
+    next.comm.all_to_all_inter_bus_bytes_per_second = all_to_all_inter->second;
+    all_to_all_moved |=
+        moved(now.all_to_all_inter_latency_seconds, all_to_all_inter->first) ||
+        moved(now.all_to_all_inter_bus_bytes_per_second,
+              all_to_all_inter->second);
+  }
+  if (std::abs(factor / current - 1) <= change_threshold &&
+      std::abs(communication / current_communication - 1) <=
+          change_threshold &&
+      !all_to_all_moved) {
     return std::nullopt;
   }
-  absl::StatusOr<int64_t> version = AddVersion(
-      ScaleCommunicationTime(ScaleComputeTime(previous->fitted_params, factor),
-                             communication),
-      factor, communication, *previous);
+  absl::StatusOr<int64_t> version =
+      AddVersion(next, factor, communication, *previous);
   if (!version.ok()) return version.status();
   return *version;
 }

@@ -91,9 +91,15 @@ class CostParamsRegistry {
   /// `communication_factor`, when given, likewise scales the all-to-all
   /// time (else the current communication correction is kept); a version
   /// is made when either moves beyond the threshold.
+  /// `all_to_all_intra` / `all_to_all_inter`, when given, are {latency
+  /// seconds, bus bytes per second} fitted to measured all-to-alls: they
+  /// replace that kind's parameters (the factor then scales only the
+  /// other kind), and a version is made when one moves beyond the threshold.
   absl::StatusOr<std::optional<int64_t>> ApplyRefit(
       int64_t epoch, double factor, double change_threshold,
-      std::optional<double> communication_factor = std::nullopt)
+      std::optional<double> communication_factor = std::nullopt,
+      std::optional<std::pair<double, double>> all_to_all_intra = std::nullopt,
+      std::optional<std::pair<double, double>> all_to_all_inter = std::nullopt)
       ABSL_LOCKS_EXCLUDED(write_mu_, mu_);
 
  private:

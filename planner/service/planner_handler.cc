@@ -344,22 +344,40 @@ class PlannerHandlerRoot final : public PlannerHandler {
   }
 
   void MaybeRefit(const StepStatsTracker::Outcome& outcome, double current) {
+    auto pair_of = [](const std::optional<AllToAllRefitAccumulator::Fit>& fit)
+        -> std::optional<std::pair<double, double>> {
+      if (!fit.has_value()) return std::nullopt;
+      return std::make_pair(fit->latency_seconds, fit->bus_bytes_per_second);
+    };
     absl::StatusOr<std::optional<int64_t>> version = params_.ApplyRefit(
         outcome.refit_epoch, *outcome.refit_factor,
         RefitAccumulator::kChangeThreshold,
-        outcome.communication_refit_factor);
+        outcome.communication_refit_factor, pair_of(outcome.all_to_all_intra),
+        pair_of(outcome.all_to_all_inter));
     if (!version.ok()) {
       Log(absl::StrCat("online refit not applied: ",
                        version.status().message()));
       return;
     }
     if (!version->has_value()) return;
+    std::string all_to_all;
+    for (const auto& [kind, fit] :
+         {std::make_pair("inside nodes", outcome.all_to_all_intra),
+          std::make_pair("across nodes", outcome.all_to_all_inter)}) {
+      if (fit.has_value()) {
+        absl::StrAppend(
+            &all_to_all,
+            absl::StrFormat("; all-to-all %s fitted to %.1f us + bytes / "
+                            "%.3g B/s",
+                            kind, 1e6 * fit->latency_seconds,
+                            fit->bus_bytes_per_second));
+      }
+    }
     Log(absl::StrFormat(
         "params v%d: online refit scales compute time by %.3f (was %.3f) "
-        "and all-to-all time by %.3f from %d micro-batch measurements",
+        "from %d micro-batch measurements%s",
         **version, *outcome.refit_factor, current,
-        outcome.communication_refit_factor.value_or(1.0),
-        outcome.refit_observations));
+        outcome.refit_observations, all_to_all));
   }
 
   const PlannerHandlerOptions options_;

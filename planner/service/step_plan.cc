@@ -93,6 +93,7 @@ std::shared_ptr<const StepPlan> MakeStepPlan(const v1::GlobalBatch& batch,
     const GroupPlan& group = plan->groups[g];
     GroupSummary summary;
     summary.predicted_seconds = group.predicted_seconds;
+    summary.inter_node = cost_model.SpansNodes(group.sp_size());
     for (const MicroBatchPlan& micro_batch : group.micro_batches) {
       MicroBatchShape micro_batch_shape;
       micro_batch_shape.sp_size = group.sp_size();
@@ -105,6 +106,17 @@ std::shared_ptr<const StepPlan> MakeStepPlan(const v1::GlobalBatch& batch,
           std::max(0.0, cost.total_seconds - cost.communication_seconds));
       summary.micro_batch_communication_seconds.push_back(
           cost.communication_seconds);
+      // Two all-to-alls per layer pass (forward, backward, recompute).
+      const int sp = group.sp_size();
+      const double passes = 2.0 * cost_model.model().num_layers +
+                            micro_batch.checkpointed_layers;
+      summary.micro_batch_all_to_all_calls.push_back(sp > 1 ? 2 * passes : 0);
+      summary.micro_batch_all_to_all_bus_bytes.push_back(
+          sp > 1 ? passes *
+                       cost_model.model().UlyssesBytesPerTokenPerLayer(sp) *
+                       static_cast<double>(micro_batch_shape.tokens_per_rank) *
+                       (sp - 1) / sp
+                 : 0);
       checkpointed_layers_sum += micro_batch.checkpointed_layers;
       shape.max_checkpointed_layers = std::max(shape.max_checkpointed_layers,
                                                micro_batch.checkpointed_layers);
