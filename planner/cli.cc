@@ -106,8 +106,10 @@ constexpr FlagSpec kValidateFlags[] = {
 // Help texts that list the strategies; the flag tables point into them.
 const std::string& StrategiesHelp() {
   static const auto* const help = new std::string(
-      absl::StrCat("strategies to compare (default: all of ",
-                   absl::StrJoin(SimulationStrategyNames(), ","), ")"));
+      absl::StrCat("strategies to compare, of ",
+                   absl::StrJoin(SimulationStrategyNames(), ","),
+                   " (default: ",
+                   absl::StrJoin(SimulationOptions().strategies, ","), ")"));
   return *help;
 }
 // `dcp plan` prints one layout per step: the strategies that re-group the
@@ -122,8 +124,8 @@ std::vector<std::string> SingleLayoutStrategyNames() {
 const std::string& StrategyHelp() {
   static const auto* const help = new std::string(absl::StrCat(
       "one of ", absl::StrJoin(SingleLayoutStrategyNames(), ", "),
-      " (megatron-dyncp and videosys-dcp re-group within a step and are "
-      "compared by `dcp simulate`)"));
+      " (megatron-dyncp, videosys-dcp and dcp-phased re-group within a step "
+      "and are compared by `dcp simulate`)"));
   return *help;
 }
 
@@ -229,7 +231,11 @@ const std::vector<SubcommandSpec>& Subcommands() {
        "barriers, so it lasts the sum of each phase's slowest group, plus "
        "the part of the one gradient all-reduce that the last phase's "
        "slowest group's last backward does not hide. Their SP sizes are "
-       "this cost model's legal Ulysses sizes.",
+       "this cost model's legal Ulysses sizes. dcp-phased (not run unless "
+       "named in --strategies) is dcp with re-grouping within a step: the "
+       "longest sequences with some fillers in a first phase, the rest on a "
+       "fresh layout after a barrier, priced the same way; it keeps dcp's "
+       "one-layout plan unless two phases are predicted faster.",
        SimulateFlags()},
       {"plan", "plan one global batch and print the plan",
        "Plans one global batch (the --step-th batch of the workload stream, "
@@ -416,7 +422,7 @@ int RunSimulate(const ParsedFlags& flags, Command& command) {
   options.steps = static_cast<int>(*steps);
   absl::StatusOr<std::vector<std::string>> strategies =
       flags.Given("strategies") ? flags.StringList("strategies")
-                                : SimulationStrategyNames();
+                                : SimulationOptions().strategies;
   if (!strategies.ok())
     return command.UsageError(strategies.status().message());
   const std::vector<std::string> known = SimulationStrategyNames();

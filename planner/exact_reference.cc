@@ -102,22 +102,6 @@ SizeTable BuildSizeTable(const CostModel& cost_model, int sp_size,
   return table;
 }
 
-// Non-increasing lists of legal sizes summing to `left`.
-void EnumerateLayouts(const std::vector<int>& sizes, int left, int largest,
-                      std::vector<int>& current,
-                      std::vector<std::vector<int>>& out) {
-  if (left == 0) {
-    out.push_back(current);
-    return;
-  }
-  for (auto it = sizes.rbegin(); it != sizes.rend(); ++it) {
-    if (*it > largest || *it > left) continue;
-    current.push_back(*it);
-    EnumerateLayouts(sizes, left - *it, *it, current, out);
-    current.pop_back();
-  }
-}
-
 // Over groups, for every subset of the batch: the assignment of exactly
 // that subset minimising the largest per-group `value`.
 class MinMaxAssignment {
@@ -194,10 +178,8 @@ absl::StatusOr<ExactReference> ComputeExactReference(
         BuildSizeTable(cost_model, size, lengths_tokens, allreduce));
   }
 
-  std::vector<std::vector<int>> layouts;
-  std::vector<int> current;
-  EnumerateLayouts(*sizes, cost_model.cluster().NumGpus(), sizes->back(),
-                   current, layouts);
+  const std::vector<std::vector<int>> layouts =
+      PlaceableLayouts(*sizes, cost_model.cluster());
   ExactReference result;
   double lower = kInfinity;
   double best_upper = kInfinity;

@@ -106,10 +106,43 @@ absl::StatusOr<std::vector<int>> PlaceGroups(absl::Span<const int> group_sizes,
     return first_rank;
   }
   return absl::FailedPreconditionError(absl::StrCat(
-      "found no layout of SP groups of sizes ",
-      absl::StrJoin(group_sizes, ","), " in aligned blocks on ",
-      cluster.num_nodes, " nodes of ", per_node, " GPUs",
-      budget < 0 ? " (search budget exhausted)" : ""));
+      "found no layout of SP groups of sizes ", absl::StrJoin(group_sizes, ","),
+      " in aligned blocks on ", cluster.num_nodes, " nodes of ", per_node,
+      " GPUs", budget < 0 ? " (search budget exhausted)" : ""));
+}
+
+namespace {
+
+// Non-increasing lists of the sizes summing to `left`, none above `largest`.
+void EnumerateLayouts(absl::Span<const int> sizes, int left, int largest,
+                      std::vector<int>& current,
+                      std::vector<std::vector<int>>& out) {
+  if (left == 0) {
+    out.push_back(current);
+    return;
+  }
+  for (auto it = sizes.rbegin(); it != sizes.rend(); ++it) {
+    if (*it > largest || *it > left) continue;
+    current.push_back(*it);
+    EnumerateLayouts(sizes, left - *it, *it, current, out);
+    current.pop_back();
+  }
+}
+
+}  // namespace
+
+std::vector<std::vector<int>> PlaceableLayouts(absl::Span<const int> sp_sizes,
+                                               const ClusterSpec& cluster) {
+  std::vector<std::vector<int>> all;
+  std::vector<int> current;
+  if (sp_sizes.empty()) return all;
+  EnumerateLayouts(sp_sizes, cluster.NumGpus(), sp_sizes.back(), current, all);
+  std::vector<std::vector<int>> placeable;
+  for (std::vector<int>& layout : all) {
+    if (PlaceGroups(layout, cluster).ok())
+      placeable.push_back(std::move(layout));
+  }
+  return placeable;
 }
 
 }  // namespace dcp

@@ -17,6 +17,12 @@ namespace dcp {
 absl::StatusOr<std::vector<int>> PlaceGroups(absl::Span<const int> group_sizes,
                                              const ClusterSpec& cluster);
 
+/// Every layout of the cluster into SP groups of the given legal sizes
+/// (ascending, as LegalSpSizes gives them) that PlaceGroups accepts, each a
+/// non-increasing list of sizes summing to the GPU count.
+std::vector<std::vector<int>> PlaceableLayouts(absl::Span<const int> sp_sizes,
+                                               const ClusterSpec& cluster);
+
 }  // namespace dcp
 
 #endif  // DCP_PLANNER_LAYOUT_H_

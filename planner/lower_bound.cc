@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "planner/batch_check.h"
@@ -9,14 +10,20 @@
 namespace dcp {
 namespace {
 
-// Best-case seconds a sequence adds to an SP group of `sp`: only the terms of
-// the cost model that grow with its tokens, evaluated straight from the
-// parameters (no per-call overheads, latencies or padding), so that any
-// micro-batch holding it costs at least this much more on its group. The
-// recompute its tokens alone force (any micro-batch holding it holds at
-// least as many tokens) is counted at the same rates.
-double BestCaseSeconds(const CostModel& cost_model, int64_t length_tokens,
-                       int sp) {
+// Best-case seconds a sequence adds to an SP group of `sp`, in two parts:
+// `base`, only the terms of the cost model that grow with its tokens,
+// evaluated straight from the parameters (no per-call overheads, latencies
+// or padding), and `layer_forward`, the same for one layer's forward (what
+// each checkpointed layer adds again). Any micro-batch holding it costs at
+// least base + k * layer_forward more on its group, k its checkpointed
+// layers.
+struct BestCase {
+  double base = 0;
+  double layer_forward = 0;
+};
+
+BestCase BestCaseSeconds(const CostModel& cost_model, int64_t length_tokens,
+                         int sp) {
   const ModelSpec& model = cost_model.model();
   const ComputeParams& compute = cost_model.params().compute;
   const CommParams& comm = cost_model.params().comm;
@@ -50,16 +57,63 @@ double BestCaseSeconds(const CostModel& cost_model, int64_t length_tokens,
   const double layer =
       (1 + ComputeModel::kBackwardGemmFactor) * gemm_forward +
       attention_forward + attention_backward + 3 * elementwise + 2 * all_to_all;
-  MicroBatchShape alone;
-  alone.sp_size = sp;
-  alone.AddSequence(length_tokens);
-  const int forced_recompute_layers =
-      cost_model.MinCheckpointedLayers(alone).value_or(model.num_layers);
   const double head = (1 + ComputeModel::kBackwardGemmFactor) *
                       model.HeadForwardFlopsPerToken() * tokens_per_rank /
                       compute.gemm_flops_per_second;
-  return model.num_layers * layer + forced_recompute_layers * layer_forward +
-         head;
+  return {model.num_layers * layer + head, layer_forward};
+}
+
+// What every micro-batch pays whatever it holds, from the parameters: each
+// layer's fixed cost forward and backward and the GEMMs' efficiency loss
+// (a GEMM over t tokens takes (1 + half / t) times its FLOPs' time: a fixed
+// `half` tokens' worth), in every layer and the head. All-to-all latencies
+// and recompute are left out (they only add).
+double MicroBatchFixedSeconds(const CostModel& cost_model) {
+  const ModelSpec& model = cost_model.model();
+  const ComputeParams& compute = cost_model.params().compute;
+  const double gemm_fixed = (1 + ComputeModel::kBackwardGemmFactor) *
+                            compute.gemm_half_efficiency_tokens /
+                            compute.gemm_flops_per_second;
+  return model.num_layers * (2 * compute.layer_fixed_seconds +
+                             gemm_fixed * model.LinearForwardFlopsPerToken()) +
+         gemm_fixed * model.HeadForwardFlopsPerToken();
+}
+
+// Per SP size: the fixed cost of a micro-batch and, per checkpointed-layer
+// count k, the most tokens per rank a micro-batch at k may hold.
+struct SizeLimits {
+  double fixed_seconds = 0;
+  std::vector<int64_t> capacity;  // [k], 0..num_layers
+};
+
+// Least GPU-seconds a sequence costs on SP `sp`: every micro-batch holding
+// it has some checkpointed-layer count k at least what its tokens alone
+// force, holds at most capacity[k] tokens per rank, and pays the fixed cost
+// once; so the sequence costs at least base + k * layer_forward and its
+// tokens' share, tokens_per_rank / capacity[k], of that fixed cost, for the
+// best such k.
+double LeastGpuSeconds(const CostModel& cost_model, const SizeLimits& limits,
+                       int64_t length_tokens, int sp) {
+  const BestCase best = BestCaseSeconds(cost_model, length_tokens, sp);
+  MicroBatchShape alone;
+  alone.sp_size = sp;
+  alone.AddSequence(length_tokens);
+  const int layers = cost_model.model().num_layers;
+  const int forced = cost_model.MinCheckpointedLayers(alone).value_or(layers);
+  const double tokens_per_rank = static_cast<double>(length_tokens) / sp;
+  double least = std::numeric_limits<double>::infinity();
+  for (int k = forced; k <= layers; ++k) {
+    if (limits.capacity[k] <= 0) continue;
+    least = std::min(least, k * best.layer_forward +
+                                limits.fixed_seconds * tokens_per_rank /
+                                    static_cast<double>(limits.capacity[k]));
+  }
+  // Without any capacity (cannot happen for a sequence that fits) only the
+  // forced recompute.
+  if (least == std::numeric_limits<double>::infinity()) {
+    least = forced * best.layer_forward;
+  }
+  return sp * (best.base + least);
 }
 
 // The smallest share of any micro-batch's time that its forward pass takes,
@@ -95,6 +149,16 @@ absl::StatusOr<double> StepTimeLowerBound(
     double seconds;
   };
   absl::flat_hash_map<int64_t, Best> by_length;
+  const int layers = cost_model.model().num_layers;
+  const double fixed_seconds = MicroBatchFixedSeconds(cost_model);
+  absl::flat_hash_map<int, SizeLimits> limits_by_size;
+  for (int sp : sp_sizes) {
+    SizeLimits& limits = limits_by_size[sp];
+    limits.fixed_seconds = fixed_seconds;
+    for (int k = 0; k <= layers; ++k) {
+      limits.capacity.push_back(cost_model.MaxTokensPerRank(k, sp));
+    }
+  }
   for (size_t i = 0; i < lengths_tokens.size(); ++i) {
     auto [it, inserted] = by_length.try_emplace(lengths_tokens[i], Best{});
     if (inserted) {
@@ -107,7 +171,8 @@ absl::StatusOr<double> StepTimeLowerBound(
         if (sp < *min_sp) continue;
         best_gpu_seconds = std::min(
             best_gpu_seconds,
-            sp * BestCaseSeconds(cost_model, lengths_tokens[i], sp));
+            LeastGpuSeconds(cost_model, limits_by_size[sp], lengths_tokens[i],
+                            sp));
         // The group running it takes at least its micro-batch with only it
         // (costs only grow as sequences join a micro-batch).
         MicroBatchShape alone;

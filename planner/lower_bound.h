@@ -13,9 +13,12 @@ namespace dcp {
 /// computed independently of the planner: the larger of (a) the batch's
 /// total best-case GPU-seconds over the GPU count and (b) the longest
 /// single sequence's best time alone in a micro-batch, where a sequence's
-/// GPU-seconds at SP s count only the work proportional to its tokens (no
-/// per-micro-batch overheads or padding; only the recompute its own tokens
-/// force), minimised over the SP sizes it fits. The gradient all-reduce
+/// GPU-seconds at SP s count the work proportional to its tokens (no
+/// padding or latencies) and its tokens' share of the fixed cost of a
+/// micro-batch (layer and GEMM fixed costs, a micro-batch holding at most
+/// the memory's capacity of tokens per rank at its recompute), at the
+/// checkpointed-layer count (at least what its own tokens force) that
+/// makes the two least, minimised over the SP sizes it fits. The gradient all-reduce
 /// adds what the slowest group's last backward cannot hide: since a
 /// micro-batch's forward takes at least a model-derived share f of its time,
 /// the step is at least f * (slowest group) + (all-reduce).

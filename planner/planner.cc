@@ -1,5 +1,6 @@
 // Over 600 lines by choice: this file is one class, PlanSearch, the search
-// of one batch (layouts, assignment, packing, refinement, all-reduce hiding);
+// of one batch (layouts, assignment, packing, refinement with its thorough
+// moves on small batches, group-size changes, all-reduce hiding);
 // its phases share the batch's state, and splitting them across files would
 // spread one algorithm over several. Planner::PlanBatch at the end is the
 // only public entry.
@@ -37,9 +38,30 @@ constexpr double kTargetFactors[] = {1.0, 1.03, 1.07, 1.15, 1.3, 1.5, 2.0, 3.0};
 // Local-search budget after the best candidate is chosen.
 constexpr int kRefinementRounds = 24;
 constexpr int kMovesTriedPerRound = 8;
+// Batches up to which layout candidates also take sizes by least
+// GPU-seconds (SizeChoice::kLeastGpuSeconds).
+constexpr int64_t kLeastGpuSecondsSequences = int64_t{1} << 14;
+// Layouts priced exactly: 4 to 16, this many sequences' worth.
+constexpr int64_t kExactlyPricedSequences = int64_t{1} << 10;
 // Sequences up to which every sequence is placed on its own by Assign;
 // larger batches are placed in about this many items (see BuildAssignItems).
 constexpr int kAssignItems = 1 << 16;
+// Batches of at most this many sequences are refined thoroughly: every
+// move and swap between the slowest group and every other, from each of
+// the best few layouts, for up to this many rounds.
+constexpr int64_t kThoroughRefineSequences = 64;
+constexpr int kThoroughRefineRounds = 256;
+constexpr size_t kThoroughRefineStarts = 4;
+// Where no move or swap helps, the slowest group and another of at most
+// this many sequences together are split anew every way (2^m splits of m
+// sequences each).
+constexpr int kMaxRepartitionSequences = 12;
+// Sequences the thorough refinement (swaps, splits anew, the extra starts
+// and group-size changes) may time per batch in all; past it refinement
+// goes on as for larger batches.
+constexpr int64_t kThoroughSequenceBudget = int64_t{1} << 15;
+// Refined neighbours ChangeGroupSizes may try per search.
+constexpr int kGroupSizeChanges = 32;
 // Sequences Refine may re-time in all (the sum of the sizes of the groups it
 // prices): bounds its work on large batches, where one move changes little.
 constexpr int64_t kRefineSequenceBudget = int64_t{1} << 23;
@@ -78,7 +100,13 @@ class PlanSearch {
   // Groups per size index for a step-time target; empty if it needs more
   // GPUs than the cluster has.
   enum class Rounding { kDown, kNearest, kUp };
-  std::vector<int> CountsForTarget(double target, Rounding rounding) const;
+  // Which size a length class is given for the target: the smallest that
+  // runs it within the target, or of those within it the one of least
+  // GPU-seconds (size x estimate: a larger group that spares a sequence
+  // its recompute may cost less GPU time than the smallest that holds it).
+  enum class SizeChoice { kSmallest, kLeastGpuSeconds };
+  std::vector<int> CountsForTarget(double target, Rounding rounding,
+                                   SizeChoice choice) const;
   // Greedy longest-first assignment to a layout. Without `keep_sequences`
   // only the estimated makespan is filled (cheaper, for ranking layouts).
   std::optional<Assignment> Assign(const std::vector<int>& counts,
@@ -114,6 +142,16 @@ class PlanSearch {
   // the plan; nullopt where ToPlan fails. Sets the mode settings as ToPlan.
   std::optional<double> PredictedStepSeconds(const Assignment& assignment);
   Assignment Refine(Assignment assignment) const;
+  // Small batches: changes one group's SP size (a group split into two of
+  // half its size, or the slowest merged with another of its size into one
+  // of twice it), each refined; keeps the best while it gains. Sets the mode
+  // settings as PredictedStepSeconds.
+  void ChangeGroupSizes(Assignment& assignment, double& seconds);
+  bool ThoroughBudgetLeft() const {
+    return thorough_sequences_timed_ < kThoroughSequenceBudget;
+  }
+  // What the thorough refinement of a small batch has timed so far.
+  mutable int64_t thorough_sequences_timed_ = 0;
   // Whether a static plan (PlanBucket, PlanPacked) might be predicted faster
   // than `seconds`. False when even the lower bound of plans that use only
   // the static SP size is not below it: the static plans then need not be
@@ -264,8 +302,14 @@ absl::Status PlanSearch::Prepare() {
       } else {
         // Shares a micro-batch: count only what it adds over the
         // micro-batch's fixed costs (priced by a one-token sequence).
+        // Plus its share of the fixed costs of the micro-batches its
+        // group runs: they fill to the no-recompute capacity, so it takes
+        // about its tokens' fraction of one.
         estimate = cost_model_.MicroBatch(alone, 0).total_seconds -
-                   micro_batch_overhead_[j];
+                   micro_batch_overhead_[j] +
+                   micro_batch_overhead_[j] *
+                       static_cast<double>(alone.tokens_per_rank) /
+                       static_cast<double>(capacity_no_recompute_[j]);
       }
     }
   }
@@ -368,7 +412,8 @@ void PlanSearch::BuildAssignItems() {
 }
 
 std::vector<int> PlanSearch::CountsForTarget(double target,
-                                             Rounding rounding) const {
+                                             Rounding rounding,
+                                             SizeChoice choice) const {
   const int num_sizes = static_cast<int>(sizes_.size());
   std::vector<double> work(num_sizes, 0);
   std::vector<bool> needs_size(num_sizes, false);
@@ -379,11 +424,20 @@ std::vector<int> PlanSearch::CountsForTarget(double target,
     int chosen = -1;
     double fastest = kInfinity;
     int fastest_index = class_min_size_index_[c];
+    double least_gpu_seconds = kInfinity;
     for (int j = class_min_size_index_[c]; j < num_sizes; ++j) {
       const double seconds = estimate[j];
       if (seconds <= target) {
-        chosen = j;
-        break;
+        if (choice == SizeChoice::kSmallest) {
+          chosen = j;
+          break;
+        }
+        const double gpu_seconds = seconds * sizes_[j];
+        if (gpu_seconds < least_gpu_seconds) {
+          least_gpu_seconds = gpu_seconds;
+          chosen = j;
+        }
+        continue;
       }
       if (seconds < fastest) {
         fastest = seconds;
@@ -722,10 +776,18 @@ Assignment PlanSearch::Refine(Assignment assignment) const {
     return slowest.seconds +
            std::max(0.0, all_reduce - slowest.last_backward_seconds);
   };
-  const int rounds = std::clamp(2 * num_groups, kRefinementRounds, 256);
+  // Small batches: every sequence of the slowest group to every other group,
+  // and swaps of it with every sequence there. Larger ones: a sample of
+  // moves to a few targets.
+  const bool small =
+      static_cast<int64_t>(lengths_.size()) <= kThoroughRefineSequences;
+  const int rounds = small ? kThoroughRefineRounds
+                           : std::clamp(2 * num_groups, kRefinementRounds, 256);
   int64_t sequences_timed = 0;
   for (int round = 0; round < rounds && sequences_timed < kRefineSequenceBudget;
        ++round) {
+    const bool thorough = small && ThoroughBudgetLeft();
+    const int64_t timed_before = sequences_timed;
     // The three slowest groups: the step after a move between two groups is
     // decided by them and the two changed groups.
     std::vector<int> top;
@@ -739,91 +801,273 @@ Assignment PlanSearch::Refine(Assignment assignment) const {
       if (top.size() > 3) top.pop_back();
     }
     const int slowest = top[0];
+    const int source_size = assignment.group_size_index[slowest];
     const double current = step_seconds(times[slowest]);
-    // Targets: the least loaded group of each size, and the group whose
-    // last backward hides the most of the all-reduce.
-    std::vector<int> targets(num_sizes, -1);
-    int hiding = -1;
-    for (int g = 0; g < num_groups; ++g) {
-      if (g == slowest) continue;
-      int& best = targets[assignment.group_size_index[g]];
-      if (best < 0 || times[g].seconds < times[best].seconds) best = g;
-      if (hiding < 0 || times[g].last_backward_seconds >
-                            times[hiding].last_backward_seconds) {
-        hiding = g;
+    std::vector<int> targets;
+    if (thorough) {
+      for (int g = 0; g < num_groups; ++g) {
+        if (g != slowest) targets.push_back(g);
+      }
+    } else {
+      // The least loaded group of each size, and the group whose last
+      // backward hides the most of the all-reduce.
+      targets.assign(num_sizes, -1);
+      int hiding = -1;
+      for (int g = 0; g < num_groups; ++g) {
+        if (g == slowest) continue;
+        int& best = targets[assignment.group_size_index[g]];
+        if (best < 0 || times[g].seconds < times[best].seconds) best = g;
+        if (hiding < 0 || times[g].last_backward_seconds >
+                              times[hiding].last_backward_seconds) {
+          hiding = g;
+        }
+      }
+      if (hiding >= 0 &&
+          std::find(targets.begin(), targets.end(), hiding) == targets.end()) {
+        targets.push_back(hiding);
       }
     }
-    if (hiding >= 0 &&
-        std::find(targets.begin(), targets.end(), hiding) == targets.end()) {
-      targets.push_back(hiding);
-    }
     std::vector<int>& source = assignment.group_sequences[slowest];
-    // Candidate sequences: the biggest ones, then a spread of the rest
-    // (positions in `source`, which is longest first).
+    // Candidate sequences (positions in `source`, which is longest first):
+    // all of them, or the biggest ones and then a spread of the rest.
     std::vector<int> tried;
-    const int half = kMovesTriedPerRound / 2;
-    for (int p = 0; p < static_cast<int>(source.size()) && p < half; ++p) {
-      tried.push_back(p);
-    }
-    const int rest = static_cast<int>(source.size()) - half;
-    for (int q = 0; rest > 0 && q < half; ++q) {
-      const int p = half + q * rest / half;
-      if (std::find(tried.begin(), tried.end(), p) == tried.end()) {
+    if (thorough) {
+      for (int p = 0; p < static_cast<int>(source.size()); ++p) {
         tried.push_back(p);
+      }
+    } else {
+      const int half = kMovesTriedPerRound / 2;
+      for (int p = 0; p < static_cast<int>(source.size()) && p < half; ++p) {
+        tried.push_back(p);
+      }
+      const int rest = static_cast<int>(source.size()) - half;
+      for (int q = 0; rest > 0 && q < half; ++q) {
+        const int p = half + q * rest / half;
+        if (std::find(tried.begin(), tried.end(), p) == tried.end()) {
+          tried.push_back(p);
+        }
       }
     }
     double best_step = current * (1 - 1e-9);
     int best_position = -1;
     int best_target = -1;
+    int best_swap = -1;  // position in the target's list; -1: a move
     GroupTime best_source_time;
     GroupTime best_target_time;
+    // Keeps the move if the step it leaves is the least so far.
+    auto consider_move = [&](int position, int target, int swap,
+                             const GroupTime& source_time,
+                             const GroupTime& target_time) {
+      // The new slowest among the changed pair and the other leaders.
+      GroupTime new_slowest = source_time;
+      int new_slowest_group = slowest;
+      auto consider = [&](int g, const GroupTime& time) {
+        if (time.seconds > new_slowest.seconds ||
+            (time.seconds == new_slowest.seconds && g < new_slowest_group)) {
+          new_slowest = time;
+          new_slowest_group = g;
+        }
+      };
+      consider(target, target_time);
+      for (int g : top) {
+        if (g != slowest && g != target) consider(g, times[g]);
+      }
+      const double step = step_seconds(new_slowest);
+      if (step >= best_step) return false;
+      best_step = step;
+      best_position = position;
+      best_target = target;
+      best_swap = swap;
+      best_source_time = source_time;
+      best_target_time = target_time;
+      return true;
+    };
     for (int position : tried) {
       const int sequence = source[position];
       std::vector<int> without = source;
       without.erase(without.begin() + position);
       sequences_timed += static_cast<int64_t>(without.size());
-      const GroupTime source_time = TimeGroup(
-          without, sizes_[assignment.group_size_index[slowest]]);
+      const GroupTime source_time =
+          TimeGroup(without, sizes_[source_size]);
       for (int target : targets) {
         if (target < 0) continue;
         const int j = assignment.group_size_index[target];
-        if (j < MinSizeIndex(sequence)) continue;
-        std::vector<int> with = assignment.group_sequences[target];
-        InsertInOrder(with, sequence);
-        sequences_timed += static_cast<int64_t>(with.size());
-        const GroupTime target_time = TimeGroup(with, sizes_[j]);
-        // The new slowest among the changed pair and the other leaders.
-        GroupTime new_slowest = source_time;
-        int new_slowest_group = slowest;
-        auto consider = [&](int g, const GroupTime& time) {
-          if (time.seconds > new_slowest.seconds ||
-              (time.seconds == new_slowest.seconds && g < new_slowest_group)) {
-            new_slowest = time;
-            new_slowest_group = g;
+        const bool fits_target = j >= MinSizeIndex(sequence);
+        const std::vector<int>& target_sequences =
+            assignment.group_sequences[target];
+        if (fits_target) {
+          std::vector<int> with = target_sequences;
+          InsertInOrder(with, sequence);
+          sequences_timed += static_cast<int64_t>(with.size());
+          consider_move(position, target, -1, source_time,
+                        TimeGroup(with, sizes_[j]));
+        }
+        if (!thorough || !fits_target) continue;
+        // Swaps: the target's sequence `other` comes back in exchange.
+        for (int q = 0; q < static_cast<int>(target_sequences.size()); ++q) {
+          const int other = target_sequences[q];
+          if (lengths_[other] == lengths_[sequence] ||
+              source_size < MinSizeIndex(other)) {
+            continue;
           }
-        };
-        consider(target, target_time);
-        for (int g : top) {
-          if (g != slowest && g != target) consider(g, times[g]);
+          std::vector<int> source_with = without;
+          InsertInOrder(source_with, other);
+          std::vector<int> target_with = target_sequences;
+          target_with.erase(target_with.begin() + q);
+          InsertInOrder(target_with, sequence);
+          sequences_timed += static_cast<int64_t>(source_with.size() +
+                                                  target_with.size());
+          consider_move(position, target, q,
+                        TimeGroup(source_with, sizes_[source_size]),
+                        TimeGroup(target_with, sizes_[j]));
         }
-        const double step = step_seconds(new_slowest);
-        if (step < best_step) {
-          best_step = step;
-          best_position = position;
-          best_target = target;
-          best_source_time = source_time;
-          best_target_time = target_time;
+      }
+    }
+    if (thorough) thorough_sequences_timed_ += sequences_timed - timed_before;
+    if (best_target < 0 && thorough) {
+      // No single move or swap helps: split the sequences of the slowest
+      // group and one other anew, every way (for pairs of few sequences),
+      // the subsets keeping the longest-first order.
+      uint32_t best_mask = 0;
+      for (int target : targets) {
+        const std::vector<int>& target_sequences =
+            assignment.group_sequences[target];
+        std::vector<int> both = source;
+        both.insert(both.end(), target_sequences.begin(),
+                    target_sequences.end());
+        std::sort(both.begin(), both.end(),
+                  [&](int a, int b) { return LongerFirst(a, b); });
+        const int m = static_cast<int>(both.size());
+        if (m > kMaxRepartitionSequences) continue;
+        const int j = assignment.group_size_index[target];
+        const int64_t cost = (int64_t{1} << m) * m;
+        if (thorough_sequences_timed_ + cost > kThoroughSequenceBudget) {
+          continue;
         }
+        thorough_sequences_timed_ += cost;
+        for (uint32_t mask = 0; mask < (uint32_t{1} << m); ++mask) {
+          std::vector<int> to_source;
+          std::vector<int> to_target;
+          bool fits = true;
+          for (int k = 0; k < m && fits; ++k) {
+            if (mask >> k & 1) {
+              fits = MinSizeIndex(both[k]) <= source_size;
+              to_source.push_back(both[k]);
+            } else {
+              fits = MinSizeIndex(both[k]) <= j;
+              to_target.push_back(both[k]);
+            }
+          }
+          if (!fits) continue;
+          if (consider_move(-1, target, -1,
+                            TimeGroup(to_source, sizes_[source_size]),
+                            TimeGroup(to_target, sizes_[j]))) {
+            best_mask = mask;
+          }
+        }
+      }
+      if (best_target >= 0) {
+        std::vector<int>& target = assignment.group_sequences[best_target];
+        std::vector<int> both = source;
+        both.insert(both.end(), target.begin(), target.end());
+        std::sort(both.begin(), both.end(),
+                  [&](int a, int b) { return LongerFirst(a, b); });
+        source.clear();
+        target.clear();
+        for (int k = 0; k < static_cast<int>(both.size()); ++k) {
+          (best_mask >> k & 1 ? source : target).push_back(both[k]);
+        }
+        times[slowest] = best_source_time;
+        times[best_target] = best_target_time;
+        continue;
       }
     }
     if (best_target < 0) break;
     const int sequence = source[best_position];
     source.erase(source.begin() + best_position);
-    InsertInOrder(assignment.group_sequences[best_target], sequence);
+    std::vector<int>& target = assignment.group_sequences[best_target];
+    if (best_swap >= 0) {
+      const int other = target[best_swap];
+      target.erase(target.begin() + best_swap);
+      InsertInOrder(source, other);
+    }
+    InsertInOrder(target, sequence);
     times[slowest] = best_source_time;
     times[best_target] = best_target_time;
   }
   return assignment;
+}
+
+void PlanSearch::ChangeGroupSizes(Assignment& assignment, double& seconds) {
+  int refinements = 0;
+  bool improved = true;
+  while (improved && refinements < kGroupSizeChanges && ThoroughBudgetLeft()) {
+    improved = false;
+    std::vector<Assignment> neighbours;
+    const int num_groups = static_cast<int>(assignment.group_size_index.size());
+    // Splits: the group's sequences all to the first half, refinement
+    // spreads them.
+    for (int g = 0; g < num_groups; ++g) {
+      const int j = assignment.group_size_index[g];
+      if (j == 0 || sizes_[j - 1] * 2 != sizes_[j]) continue;
+      const std::vector<int>& sequences = assignment.group_sequences[g];
+      if (std::any_of(sequences.begin(), sequences.end(),
+                      [&](int i) { return MinSizeIndex(i) > j - 1; })) {
+        continue;
+      }
+      Assignment split = assignment;
+      split.group_size_index[g] = j - 1;
+      split.group_size_index.push_back(j - 1);
+      split.group_sequences.emplace_back();
+      neighbours.push_back(std::move(split));
+    }
+    // Merges of the slowest group with each other of its size.
+    std::vector<GroupTime> times(num_groups);
+    int slowest = 0;
+    for (int g = 0; g < num_groups; ++g) {
+      times[g] = TimeGroup(assignment.group_sequences[g],
+                           sizes_[assignment.group_size_index[g]]);
+      if (times[g].seconds > times[slowest].seconds) slowest = g;
+    }
+    const int j = assignment.group_size_index[slowest];
+    if (j + 1 < static_cast<int>(sizes_.size()) &&
+        sizes_[j + 1] == 2 * sizes_[j]) {
+      for (int g = 0; g < num_groups; ++g) {
+        if (g == slowest || assignment.group_size_index[g] != j) continue;
+        Assignment merged = assignment;
+        std::vector<int>& into = merged.group_sequences[slowest];
+        for (int i : merged.group_sequences[g]) InsertInOrder(into, i);
+        merged.group_size_index[slowest] = j + 1;
+        merged.group_size_index.erase(merged.group_size_index.begin() + g);
+        merged.group_sequences.erase(merged.group_sequences.begin() + g);
+        neighbours.push_back(std::move(merged));
+      }
+    }
+    std::optional<Assignment> best;
+    double best_seconds = seconds * (1 - 1e-9);
+    for (Assignment& neighbour : neighbours) {
+      if (refinements >= kGroupSizeChanges || !ThoroughBudgetLeft()) break;
+      std::vector<int> group_sizes;
+      for (int k : neighbour.group_size_index) group_sizes.push_back(sizes_[k]);
+      if (!PlaceGroups(group_sizes, cost_model_.cluster()).ok()) continue;
+      ++refinements;
+      SetModeSettings(neighbour);
+      Assignment refined = Refine(std::move(neighbour));
+      const std::optional<double> refined_seconds =
+          PredictedStepSeconds(refined);
+      if (refined_seconds && *refined_seconds < best_seconds) {
+        best_seconds = *refined_seconds;
+        best = std::move(refined);
+      }
+    }
+    if (best) {
+      assignment = *std::move(best);
+      seconds = best_seconds;
+      improved = true;
+    }
+  }
+  // Leaves the mode settings as for the kept assignment.
+  SetModeSettings(assignment);
 }
 
 bool PlanSearch::StaticPlanMayBeat(double seconds) const {
@@ -939,7 +1183,14 @@ const std::vector<std::vector<int>>& PlanSearch::RankedLayouts() {
     for (Rounding rounding :
          {Rounding::kDown, Rounding::kNearest, Rounding::kUp}) {
       std::vector<int> counts =
-          CountsForTarget(lower_bound_ * factor, rounding);
+          CountsForTarget(lower_bound_ * factor, rounding, SizeChoice::kSmallest);
+      if (!counts.empty()) candidates.push_back(std::move(counts));
+    }
+    // Sizes by least GPU-seconds too, rounded to the nearest, where the
+    // extra starting points (each an Assign of the whole batch) are cheap.
+    if (static_cast<int64_t>(lengths_.size()) <= kLeastGpuSecondsSequences) {
+      std::vector<int> counts = CountsForTarget(
+          lower_bound_ * factor, Rounding::kNearest, SizeChoice::kLeastGpuSeconds);
       if (!counts.empty()) candidates.push_back(std::move(counts));
     }
   }
@@ -1018,8 +1269,12 @@ const std::vector<std::vector<int>>& PlanSearch::RankedLayouts() {
     if (seconds < kInfinity) ranked.push_back({seconds, counts});
   }
   std::sort(ranked.begin(), ranked.end());
-  constexpr size_t kExactlyPriced = 4;
-  if (ranked.size() > kExactlyPriced) ranked.resize(kExactlyPriced);
+  // The estimates ignore packing, so more of them are priced exactly where
+  // pricing is cheap (4 to 16 layouts, fewer as batches grow).
+  const size_t exactly_priced = static_cast<size_t>(std::clamp<int64_t>(
+      kExactlyPricedSequences / (static_cast<int64_t>(lengths_.size()) + 1),
+      4, 16));
+  if (ranked.size() > exactly_priced) ranked.resize(exactly_priced);
   for (const auto& [counts, seconds] : estimated) {
     const bool homogeneous =
         std::count(counts.begin(), counts.end(), 0) == num_sizes - 1;
@@ -1039,29 +1294,52 @@ const std::vector<std::vector<int>>& PlanSearch::RankedLayouts() {
 absl::StatusOr<Plan> PlanSearch::Search() {
   // Candidates are priced without making their plans; only the winner's
   // plan is made, once.
-  std::optional<Assignment> best_assignment;
-  double best_seconds = kInfinity;
-  for (const std::vector<int>& counts : RankedLayouts()) {
-    std::optional<Assignment> assignment = Assign(counts);
+  // (seconds, layout rank, assignment) of every layout that could be placed.
+  struct Priced {
+    double seconds;
+    size_t rank;
+    Assignment assignment;
+  };
+  std::vector<Priced> priced;
+  const std::vector<std::vector<int>>& layouts = RankedLayouts();
+  for (size_t rank = 0; rank < layouts.size(); ++rank) {
+    std::optional<Assignment> assignment = Assign(layouts[rank]);
     if (!assignment) continue;
     const std::optional<double> seconds = PredictedStepSeconds(*assignment);
     if (!seconds) continue;
-    if (!best_assignment || *seconds < best_seconds) {
-      best_seconds = *seconds;
-      best_assignment = std::move(assignment);
-    }
+    priced.push_back({*seconds, rank, *std::move(assignment)});
   }
-  if (!best_assignment) {
+  if (priced.empty()) {
     return absl::InternalError(
         "no candidate layout could be placed on the cluster");
   }
-  ReportProgress(absl::StrCat("priced ", RankedLayouts().size(),
+  std::stable_sort(priced.begin(), priced.end(),
+                   [](const Priced& a, const Priced& b) {
+                     return a.seconds < b.seconds;
+                   });
+  ReportProgress(absl::StrCat("priced ", layouts.size(),
                               " layouts exactly; refining the best"));
-  SetModeSettings(*best_assignment);
-  Assignment refined = Refine(*best_assignment);
-  const std::optional<double> refined_seconds = PredictedStepSeconds(refined);
-  if (refined_seconds && *refined_seconds < best_seconds) {
-    best_assignment = std::move(refined);
+  // Small batches refine the best few layouts (a worse start may refine to
+  // a better plan); larger ones the best.
+  const size_t starts =
+      static_cast<int64_t>(lengths_.size()) <= kThoroughRefineSequences
+          ? std::min(priced.size(), kThoroughRefineStarts)
+          : 1;
+  std::optional<Assignment> best_assignment = priced[0].assignment;
+  double best_seconds = priced[0].seconds;
+  for (size_t start = 0; start < starts; ++start) {
+    if (start > 0 && !ThoroughBudgetLeft()) break;
+    SetModeSettings(priced[start].assignment);
+    Assignment refined = Refine(priced[start].assignment);
+    const std::optional<double> refined_seconds =
+        PredictedStepSeconds(refined);
+    if (refined_seconds && *refined_seconds < best_seconds) {
+      best_seconds = *refined_seconds;
+      best_assignment = std::move(refined);
+    }
+  }
+  if (static_cast<int64_t>(lengths_.size()) <= kThoroughRefineSequences) {
+    ChangeGroupSizes(*best_assignment, best_seconds);
   }
   std::vector<int> group_order;
   absl::StatusOr<Plan> best_plan = ToPlan(*best_assignment, &group_order);

@@ -45,7 +45,9 @@ struct PlannerOptions {
 /// the ranks into SP groups of heterogeneous sizes (laid out in aligned
 /// blocks inside nodes, whole nodes above), which sequences each group runs in
 /// how many micro-batches, and the fewest checkpointed layers per
-/// micro-batch, minimising the predicted step time. Deterministic: the same
+/// micro-batch, minimising the predicted step time (batches of up to 64
+/// sequences are refined further: swaps, two groups' sequences split anew,
+/// one group's SP size changed). Deterministic: the same
 /// inputs give the same plan. Immutable after construction; thread-safe.
 class Planner {
  public:

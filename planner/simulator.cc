@@ -17,6 +17,7 @@
 #include "planner/lower_bound.h"
 #include "planner/megatron_dyncp.h"
 #include "planner/phased_plan.h"
+#include "planner/phased_planner.h"
 #include "planner/plan.h"
 #include "planner/videosys_dcp.h"
 
@@ -31,6 +32,7 @@ constexpr char kVideoSysDcp[] = "videosys-dcp";
 constexpr char kDcp[] = "dcp";
 constexpr char kDcpFixedAccum[] = "dcp-fixed-accum";
 constexpr char kDcpUniformRecompute[] = "dcp-uniform-recompute";
+constexpr char kDcpPhased[] = "dcp-phased";
 
 // One strategy being simulated and its running sums.
 struct StrategyRun {
@@ -65,12 +67,14 @@ std::string DescribeWorkload(const BatchStream& batches) {
 }  // namespace
 
 std::vector<std::string> SimulationStrategyNames() {
-  return {kBucket,      kPacked, kBestStatic,    kMegatronDynCp,
-          kVideoSysDcp, kDcp,    kDcpFixedAccum, kDcpUniformRecompute};
+  return {kBucket,        kPacked,        kBestStatic,
+          kMegatronDynCp, kVideoSysDcp,   kDcp,
+          kDcpFixedAccum, kDcpUniformRecompute, kDcpPhased};
 }
 
 bool IsPhasedStrategy(absl::string_view strategy) {
-  return strategy == kMegatronDynCp || strategy == kVideoSysDcp;
+  return strategy == kMegatronDynCp || strategy == kVideoSysDcp ||
+         strategy == kDcpPhased;
 }
 
 absl::StatusOr<Plan> PlanWithStrategy(const CostModel& cost_model,
@@ -227,13 +231,22 @@ absl::StatusOr<SimulationReport> Simulate(
 
     for (StrategyRun& run : runs) {
       if (IsPhasedStrategy(run.name)) {
-        absl::StatusOr<PhasedPlan> phased =
-            run.name == kMegatronDynCp
-                ? PlanMegatronDynCp(cost_model,
-                                    options.planner_options.sp_sizes,
-                                    lengths_tokens, *megatron)
-                : PlanVideoSysDcp(cost_model, options.planner_options.sp_sizes,
-                                  lengths_tokens);
+        absl::StatusOr<PhasedPlan> phased;
+        if (run.name == kMegatronDynCp) {
+          phased = PlanMegatronDynCp(cost_model,
+                                     options.planner_options.sp_sizes,
+                                     lengths_tokens, *megatron);
+        } else if (run.name == kVideoSysDcp) {
+          phased = PlanVideoSysDcp(cost_model, options.planner_options.sp_sizes,
+                                   lengths_tokens);
+        } else {
+          // dcp's own re-grouping search, over the planner `dcp` runs.
+          PhasedPlannerOptions phased_options;
+          phased_options.planner_options = options.planner_options;
+          phased_options.planner_options.strategy_name = kDcpPhased;
+          phased_options.planner_options.static_options = static_options;
+          phased = PlanPhasedBatch(cost_model, lengths_tokens, phased_options);
+        }
         if (!phased.ok()) {
           return WithStep(
               step, absl::Status(phased.status().code(),

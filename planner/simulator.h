@@ -95,7 +95,9 @@ struct SimulationReport {
 };
 
 /// Names Simulate() accepts: bucket, packed, best-static, megatron-dyncp,
-/// videosys-dcp, dcp, dcp-fixed-accum, dcp-uniform-recompute. `best-static`
+/// videosys-dcp, dcp, dcp-fixed-accum, dcp-uniform-recompute, dcp-phased
+/// (the last not in SimulationOptions' default list: dcp with re-grouping
+/// within a step, PlanPhasedBatch over `dcp`'s planner). `best-static`
 /// is the best static setting found by pricing bucket and packed at every
 /// legal SP size over all the simulated batches (FindBestStaticSetting: one
 /// setting for the whole run, as static training has; the batches are drawn
@@ -105,7 +107,7 @@ struct SimulationReport {
 std::vector<std::string> SimulationStrategyNames();
 
 /// The strategies that re-group the ranks within a step (megatron-dyncp,
-/// videosys-dcp): their plans are PhasedPlans, priced as phases at barriers
+/// videosys-dcp, dcp-phased): their plans are PhasedPlans, priced as phases at barriers
 /// (the sum of each phase's slowest group, then the exposed all-reduce).
 bool IsPhasedStrategy(absl::string_view strategy);
 

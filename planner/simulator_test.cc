@@ -48,8 +48,10 @@ TEST(SimulatorTest, ReportsEveryStrategyWithSaneNumbers) {
   BatchStream stream = MakeStream();
   FakeClock clock;
   std::vector<int> progress_steps;
+  SimulationOptions options = SmallOptions();
+  options.strategies = SimulationStrategyNames();
   absl::StatusOr<SimulationReport> report = Simulate(
-      cost_model, stream, SmallOptions(), clock, [&](int step, int steps) {
+      cost_model, stream, options, clock, [&](int step, int steps) {
         EXPECT_EQ(steps, 4);
         progress_steps.push_back(step);
       });
@@ -57,7 +59,7 @@ TEST(SimulatorTest, ReportsEveryStrategyWithSaneNumbers) {
   EXPECT_EQ(progress_steps, std::vector<int>({1, 2, 3, 4}));
   EXPECT_EQ(report->steps, 4);
   EXPECT_THAT(report->workload_description, HasSubstr("longtail"));
-  ASSERT_EQ(report->strategies.size(), 8u);
+  ASSERT_EQ(report->strategies.size(), 9u);
   const std::vector<std::string> names = SimulationStrategyNames();
   EXPECT_GT(report->lower_bound_mean_step_seconds, 0);
   for (size_t i = 0; i < names.size(); ++i) {
@@ -76,6 +78,13 @@ TEST(SimulatorTest, ReportsEveryStrategyWithSaneNumbers) {
     EXPECT_GT(stats.speedup_vs_bucket, 0);
   }
   EXPECT_EQ(report->strategies[0].speedup_vs_bucket, 1.0);
+  // dcp-phased keeps dcp's one layout unless two phases are faster.
+  ASSERT_EQ(report->strategies[5].name, "dcp");
+  ASSERT_EQ(report->strategies[8].name, "dcp-phased");
+  for (int step = 0; step < 4; ++step) {
+    EXPECT_LE(report->strategies[8].step_seconds[step],
+              report->strategies[5].step_seconds[step]);
+  }
   // The fake clock never moved.
   EXPECT_EQ(report->plan_latency_p50_ms, 0);
   EXPECT_EQ(report->plan_latency_p99_ms, 0);

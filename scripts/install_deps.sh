@@ -7,6 +7,7 @@ set -euo pipefail
 
 PACKAGES=(
   bazel-bootstrap
+  coinor-libcbc-dev
   googletest
   libabsl-dev
   libbenchmark-dev

@@ -87,6 +87,15 @@ absl::StatusOr<StepPlan> PlannerPlanSource::PlanOf(
           "rank must use the same --workload, seed and batch size"));
     }
   }
+  if (response->plan().phases_size() > 0) {
+    // PlanExecutor runs phased plans, but the agent's step records, timing
+    // files and step reports are per layout: refuse them together, clearly.
+    return absl::UnimplementedError(absl::StrCat(
+        "the plan of step ", step, " (strategy '", response->plan().strategy(),
+        "') re-groups the ranks in ", response->plan().phases_size(),
+        " phases; this worker runs plans of one layout: have the planner "
+        "make one-layout plans (e.g. strategy dcp)"));
+  }
   StepPlan result;
   result.params_version = response->params_version();
   result.plan = PlanFromProto(response->plan());

@@ -89,6 +89,25 @@ TEST(PlannerPlanSourceTest, RefusesAPlanMadeForOtherSamples) {
   EXPECT_THAT(status.message(), HasSubstr("other sample ids"));
 }
 
+TEST(PlannerPlanSourceTest, RefusesAPlanOfSeveralPhasesClearly) {
+  Fixture fixture(/*submits_ahead=*/false);
+  fixture.planner.on_get_plan = [](const v1::GetPlanRequest& request)
+      -> absl::StatusOr<v1::GetPlanResponse> {
+    v1::GetPlanResponse response =
+        OneMicroBatch(GlobalBatchProto(kBatch, request.step()));
+    v1::Plan* plan = response.mutable_plan();
+    plan->set_strategy("dcp-phased");
+    *plan->add_phases()->mutable_groups() = plan->groups();
+    *plan->add_phases()->mutable_groups() = plan->groups();
+    plan->clear_groups();
+    return response;
+  };
+  const absl::Status status = fixture.source->PlanOf(kBatch, 2).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(status.message(), HasSubstr("2 phases"));
+  EXPECT_THAT(status.message(), HasSubstr("dcp-phased"));
+}
+
 TEST(PlannerPlanSourceTest, SubmitsAheadOnlyWhenAskedAndOnlyWarns) {
   Fixture quiet(/*submits_ahead=*/false);
   quiet.source->BatchKnown(kBatch, 1);

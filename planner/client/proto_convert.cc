@@ -284,12 +284,13 @@ CostParams CostParamsFromProto(const v1::CostParams& proto) {
                     CommParamsFromProto(proto.comm())};
 }
 
-v1::Plan PlanToProto(const Plan& plan, int64_t step) {
-  v1::Plan proto;
-  proto.set_step(step);
-  proto.set_strategy(plan.strategy);
-  for (const GroupPlan& group : plan.groups) {
-    v1::Group* group_proto = proto.add_groups();
+namespace {
+
+void GroupsToProto(
+    const std::vector<GroupPlan>& groups,
+    google::protobuf::RepeatedPtrField<v1::Group>* groups_proto) {
+  for (const GroupPlan& group : groups) {
+    v1::Group* group_proto = groups_proto->Add();
     for (int rank : group.ranks) group_proto->add_ranks(rank);
     group_proto->set_sp_size(group.sp_size());
     for (const MicroBatchPlan& micro_batch : group.micro_batches) {
@@ -305,16 +306,16 @@ v1::Plan PlanToProto(const Plan& plan, int64_t step) {
     }
     group_proto->set_predicted_seconds(group.predicted_seconds);
   }
-  proto.set_predicted_step_seconds(plan.predicted_step_seconds);
-  proto.set_lower_bound_seconds(plan.lower_bound_seconds);
-  proto.set_exposed_allreduce_seconds(plan.exposed_allreduce_seconds);
-  return proto;
 }
 
-Plan PlanFromProto(const v1::Plan& proto) {
-  Plan plan;
-  plan.strategy = proto.strategy();
-  for (const v1::Group& group_proto : proto.groups()) {
+// The groups of `groups_proto`, with `slowest_group_seconds` the largest
+// group time.
+std::vector<GroupPlan> GroupsFromProto(
+    const google::protobuf::RepeatedPtrField<v1::Group>& groups_proto,
+    double& slowest_group_seconds) {
+  std::vector<GroupPlan> groups;
+  slowest_group_seconds = 0;
+  for (const v1::Group& group_proto : groups_proto) {
     GroupPlan group;
     group.ranks.assign(group_proto.ranks().begin(), group_proto.ranks().end());
     for (const v1::MicroBatch& micro_batch_proto :
@@ -330,9 +331,71 @@ Plan PlanFromProto(const v1::Plan& proto) {
       group.micro_batches.push_back(std::move(micro_batch));
     }
     group.predicted_seconds = group_proto.predicted_seconds();
-    plan.slowest_group_seconds =
-        std::max(plan.slowest_group_seconds, group.predicted_seconds);
-    plan.groups.push_back(std::move(group));
+    slowest_group_seconds =
+        std::max(slowest_group_seconds, group.predicted_seconds);
+    groups.push_back(std::move(group));
+  }
+  return groups;
+}
+
+}  // namespace
+
+v1::Plan PlanToProto(const Plan& plan, int64_t step) {
+  v1::Plan proto;
+  proto.set_step(step);
+  proto.set_strategy(plan.strategy);
+  GroupsToProto(plan.groups, proto.mutable_groups());
+  proto.set_predicted_step_seconds(plan.predicted_step_seconds);
+  proto.set_lower_bound_seconds(plan.lower_bound_seconds);
+  proto.set_exposed_allreduce_seconds(plan.exposed_allreduce_seconds);
+  return proto;
+}
+
+Plan PlanFromProto(const v1::Plan& proto) {
+  Plan plan;
+  plan.strategy = proto.strategy();
+  plan.groups = GroupsFromProto(proto.groups(), plan.slowest_group_seconds);
+  plan.predicted_step_seconds = proto.predicted_step_seconds();
+  plan.lower_bound_seconds = proto.lower_bound_seconds();
+  plan.exposed_allreduce_seconds = proto.exposed_allreduce_seconds();
+  return plan;
+}
+
+v1::Plan PhasedPlanToProto(const PhasedPlan& plan, int64_t step) {
+  v1::Plan proto;
+  proto.set_step(step);
+  proto.set_strategy(plan.strategy);
+  if (plan.phases.size() == 1) {
+    GroupsToProto(plan.phases.front().groups, proto.mutable_groups());
+  } else {
+    for (const Plan& phase : plan.phases) {
+      v1::Phase* phase_proto = proto.add_phases();
+      GroupsToProto(phase.groups, phase_proto->mutable_groups());
+      phase_proto->set_predicted_seconds(phase.slowest_group_seconds);
+    }
+  }
+  proto.set_predicted_step_seconds(plan.predicted_step_seconds);
+  proto.set_lower_bound_seconds(plan.lower_bound_seconds);
+  proto.set_exposed_allreduce_seconds(plan.exposed_allreduce_seconds);
+  return proto;
+}
+
+PhasedPlan PhasedPlanFromProto(const v1::Plan& proto) {
+  PhasedPlan plan;
+  plan.strategy = proto.strategy();
+  if (proto.phases().empty()) {
+    plan.phases.push_back(PlanFromProto(proto));
+  } else {
+    for (const v1::Phase& phase_proto : proto.phases()) {
+      Plan phase;
+      phase.strategy = proto.strategy();
+      phase.groups =
+          GroupsFromProto(phase_proto.groups(), phase.slowest_group_seconds);
+      plan.phases.push_back(std::move(phase));
+    }
+  }
+  for (const Plan& phase : plan.phases) {
+    plan.phases_seconds += phase.slowest_group_seconds;
   }
   plan.predicted_step_seconds = proto.predicted_step_seconds();
   plan.lower_bound_seconds = proto.lower_bound_seconds();

@@ -22,6 +22,7 @@
 #include "dcp/v1/plan.pb.h"
 #include "dcp/v1/profile.pb.h"
 #include "google/protobuf/repeated_field.h"
+#include "planner/phased_plan.h"
 #include "planner/plan.h"
 
 namespace dcp {
@@ -48,6 +49,15 @@ v1::Plan PlanToProto(const Plan& plan, int64_t step);
 /// time is recomputed as the largest group time; group ranks are taken from
 /// `Group.ranks` (sp_size is implied by them).
 Plan PlanFromProto(const v1::Plan& proto);
+
+/// A plan that may re-group the ranks within a step: one phase is written
+/// as PlanToProto writes a plan (in `groups`, readable by PlanFromProto),
+/// two or more in `phases`. The step's predictions are the phased plan's.
+v1::Plan PhasedPlanToProto(const PhasedPlan& plan, int64_t step);
+/// The phased plan of `proto`: its `phases`, or one phase of its `groups`
+/// when it has none. Each phase's slowest group is recomputed from its
+/// groups' times.
+PhasedPlan PhasedPlanFromProto(const v1::Plan& proto);
 
 v1::ProfileSample ProfileSampleToProto(const ProfileSample& sample);
 /// INVALID_ARGUMENT naming `index` when the op is OP_UNSPECIFIED or not a

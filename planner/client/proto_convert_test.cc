@@ -9,6 +9,8 @@
 #include "gmock/gmock.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
+#include "planner/phased_plan.h"
+#include "planner/phased_planner.h"
 #include "planner/planner.h"
 
 namespace dcp {
@@ -137,6 +139,66 @@ TEST(ProtoConvertTest, PlannedPlanRoundTripsWithStep) {
     }
   }
   EXPECT_TRUE(MessageDifferencer::Equals(PlanToProto(back, 17), proto));
+}
+
+TEST(ProtoConvertTest, PhasedPlanRoundTripsThroughPhases) {
+  const CostModel cost_model =
+      CostModel::CreateDefault(Llama8b(), H200Cluster(2, 8)).value();
+  std::vector<int64_t> lengths = {131072};
+  for (int i = 0; i < 200; ++i) lengths.push_back(1024 + 37 * (i % 11));
+  PhasedPlannerOptions options;
+  options.planner_options.strategy_name = "dcp-phased";
+  PhasedPlan plan = PlanPhasedBatch(cost_model, lengths, options).value();
+  ASSERT_EQ(plan.phases.size(), 2u) << "this batch should re-group";
+  for (Plan& phase : plan.phases) {
+    for (GroupPlan& group : phase.groups) {
+      for (MicroBatchPlan& micro_batch : group.micro_batches) {
+        micro_batch.predicted_peak_bytes =
+            std::round(micro_batch.predicted_peak_bytes);
+      }
+    }
+  }
+  const v1::Plan proto = PhasedPlanToProto(plan, /*step=*/3);
+  EXPECT_EQ(proto.step(), 3);
+  EXPECT_EQ(proto.strategy(), "dcp-phased");
+  EXPECT_EQ(proto.groups_size(), 0);
+  ASSERT_EQ(proto.phases_size(), 2);
+  EXPECT_EQ(proto.phases(0).predicted_seconds(),
+            plan.phases[0].slowest_group_seconds);
+  const PhasedPlan back = PhasedPlanFromProto(proto);
+  EXPECT_EQ(back.strategy, plan.strategy);
+  EXPECT_EQ(back.predicted_step_seconds, plan.predicted_step_seconds);
+  EXPECT_EQ(back.lower_bound_seconds, plan.lower_bound_seconds);
+  EXPECT_EQ(back.exposed_allreduce_seconds, plan.exposed_allreduce_seconds);
+  EXPECT_DOUBLE_EQ(back.phases_seconds, plan.phases_seconds);
+  ASSERT_EQ(back.phases.size(), 2u);
+  for (size_t p = 0; p < 2; ++p) {
+    EXPECT_EQ(back.phases[p].slowest_group_seconds,
+              plan.phases[p].slowest_group_seconds);
+    ASSERT_EQ(back.phases[p].groups.size(), plan.phases[p].groups.size());
+    for (size_t g = 0; g < plan.phases[p].groups.size(); ++g) {
+      EXPECT_EQ(back.phases[p].groups[g].ranks,
+                plan.phases[p].groups[g].ranks);
+    }
+  }
+  EXPECT_TRUE(ValidatePhasedPlan(cost_model, lengths, back).ok());
+  EXPECT_TRUE(MessageDifferencer::Equals(PhasedPlanToProto(back, 3), proto));
+}
+
+TEST(ProtoConvertTest, OneLayoutIsReadAsOnePhaseAndWrittenAsGroups) {
+  const CostModel cost_model =
+      CostModel::CreateDefault(Llama8b(), H200Cluster(1, 8)).value();
+  const std::vector<int64_t> lengths = {4096, 4096, 8192, 16384};
+  const Plan plan = Planner(cost_model, {}).PlanBatch(lengths).value();
+  const v1::Plan proto = PlanToProto(plan, /*step=*/5);
+  const PhasedPlan phased = PhasedPlanFromProto(proto);
+  ASSERT_EQ(phased.phases.size(), 1u);
+  EXPECT_EQ(phased.phases[0].groups.size(), plan.groups.size());
+  EXPECT_EQ(phased.phases_seconds, plan.slowest_group_seconds);
+  EXPECT_EQ(phased.predicted_step_seconds, plan.predicted_step_seconds);
+  const v1::Plan again = PhasedPlanToProto(phased, /*step=*/5);
+  EXPECT_EQ(again.phases_size(), 0);
+  EXPECT_TRUE(MessageDifferencer::Equals(again, proto));
 }
 
 TEST(ProtoConvertTest, SyntheticProfileRoundTrips) {

@@ -23,7 +23,7 @@ const std::vector<int64_t>& EquivalenceSequenceLengths() {
 const std::vector<std::string>& EquivalencePlanNames() {
   static const std::vector<std::string> names = {
       "all_sp1_round_robin", "mixed_sp_1_1_2", "sp4_recompute",
-      "sp2_sp2_packings"};
+      "sp2_sp2_packings", "phased_sp4_then_sp1_sp1_sp2"};
   return names;
 }
 
@@ -69,6 +69,29 @@ absl::StatusOr<Plan> EquivalencePlanNamed(const std::string& name) {
   } else {
     return absl::InvalidArgumentError(absl::StrCat("unknown plan ", name));
   }
+  return plan;
+}
+
+absl::StatusOr<PhasedPlan> EquivalencePhasedPlanNamed(
+    const std::string& name) {
+  PhasedPlan plan;
+  plan.strategy = name;
+  if (name == "phased_sp4_then_sp1_sp1_sp2") {
+    Plan long_phase;
+    long_phase.groups = {Group(
+        {0, 1, 2, 3}, {MicroBatch({2}, 1), MicroBatch({4}, 0)})};
+    Plan short_phase;
+    short_phase.groups = {
+        Group({0}, {MicroBatch({0}, 0), MicroBatch({7}, 1)}),
+        Group({1}, {MicroBatch({1, 5}, 0)}),
+        Group({2, 3}, {MicroBatch({3}, 2), MicroBatch({6}, 0)}),
+    };
+    plan.phases = {std::move(long_phase), std::move(short_phase)};
+    return plan;
+  }
+  absl::StatusOr<Plan> one_layout = EquivalencePlanNamed(name);
+  if (!one_layout.ok()) return one_layout.status();
+  plan.phases.push_back(*std::move(one_layout));
   return plan;
 }
 
@@ -306,7 +329,8 @@ struct ModeRun {
 };
 
 absl::StatusOr<ModeRun> RunMode(const EquivalenceCase& equivalence_case,
-                                const Plan& plan, const EquivalenceMode& mode,
+                                const PhasedPlan& plan,
+                                const EquivalenceMode& mode,
                                 Communicator& communicator) {
   ModeRun run;
   absl::StatusOr<std::shared_ptr<TrainableModel>> model =
@@ -330,23 +354,36 @@ absl::StatusOr<ModeRun> RunMode(const EquivalenceCase& equivalence_case,
 
 // Ulysses: two all-to-alls per layer forward and backward, plus the re-run
 // of the recomputed layers' forward.
-absl::Status CheckAllToAllCalls(const Plan& plan, const StepResult& result,
-                                int64_t layers) {
-  const GroupPlan& group = plan.groups[result.group_index];
-  if (result.micro_batches.size() != group.micro_batches.size() ||
-      result.sp_size != group.sp_size()) {
+absl::Status CheckAllToAllCalls(const PhasedPlan& plan,
+                                const StepResult& result, int64_t layers) {
+  if (result.phase_group_indices.size() != plan.phases.size()) {
+    return absl::InternalError("step result does not match the plan's phases");
+  }
+  size_t expected_micro_batches = 0;
+  for (size_t p = 0; p < plan.phases.size(); ++p) {
+    expected_micro_batches += plan.phases[p]
+                                  .groups[result.phase_group_indices[p]]
+                                  .micro_batches.size();
+  }
+  const GroupPlan& first = plan.phases[0].groups[result.group_index];
+  if (result.micro_batches.size() != expected_micro_batches ||
+      result.sp_size != first.sp_size()) {
     return absl::InternalError("step result does not match the plan's group");
   }
   for (const MicroBatchResult& micro_batch : result.micro_batches) {
+    const int sp_size = plan.phases[micro_batch.phase]
+                            .groups[result.phase_group_indices[micro_batch.phase]]
+                            .sp_size();
     const int64_t expected =
-        result.sp_size == 1
+        sp_size == 1
             ? 0
             : 4 * layers + 2 * std::min<int64_t>(
                                    micro_batch.checkpointed_layers, layers);
     if (micro_batch.all_to_all_calls != expected) {
       return absl::InternalError(
-          absl::StrCat("micro-batch made ", micro_batch.all_to_all_calls,
-                       " all-to-alls; expected ", expected));
+          absl::StrCat("micro-batch of phase ", micro_batch.phase, " made ",
+                       micro_batch.all_to_all_calls, " all-to-alls; expected ",
+                       expected));
     }
   }
   return absl::OkStatus();
@@ -356,7 +393,8 @@ absl::Status CheckAllToAllCalls(const Plan& plan, const StepResult& result,
 
 absl::StatusOr<EquivalenceReferences> SingleProcessReferences(
     const EquivalenceCase& equivalence_case) {
-  const Plan plan = SingleProcessPlan();
+  PhasedPlan plan;
+  plan.phases.push_back(SingleProcessPlan());
   EquivalenceReferences references;
   FakeCommunicator communicator;
   for (const EquivalenceMode& mode :
@@ -382,6 +420,18 @@ absl::StatusOr<EquivalenceReferences> SingleProcessReferences(
 absl::Status RunPlanAndCompare(const EquivalenceCase& equivalence_case,
                                const EquivalenceReferences& references,
                                const Plan& plan, const EquivalenceMode& mode,
+                               Communicator& communicator) {
+  PhasedPlan one_phase;
+  one_phase.strategy = plan.strategy;
+  one_phase.phases.push_back(plan);
+  return RunPlanAndCompare(equivalence_case, references, one_phase, mode,
+                           communicator);
+}
+
+absl::Status RunPlanAndCompare(const EquivalenceCase& equivalence_case,
+                               const EquivalenceReferences& references,
+                               const PhasedPlan& plan,
+                               const EquivalenceMode& mode,
                                Communicator& communicator) {
   absl::StatusOr<ModeRun> run =
       RunMode(equivalence_case, plan, mode, communicator);
@@ -461,7 +511,7 @@ absl::Status RunPlanInEveryMode(const EquivalenceCase& equivalence_case,
   absl::StatusOr<EquivalenceReferences> references =
       SingleProcessReferences(equivalence_case);
   if (!references.ok()) return references.status();
-  absl::StatusOr<Plan> plan = EquivalencePlanNamed(context.arg);
+  absl::StatusOr<PhasedPlan> plan = EquivalencePhasedPlanNamed(context.arg);
   if (!plan.ok()) return plan.status();
   absl::StatusOr<std::unique_ptr<Communicator>> communicator =
       JoinC10dTestWorld(context,

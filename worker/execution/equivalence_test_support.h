@@ -17,6 +17,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "planner/phased_plan.h"
 #include "planner/plan.h"
 #include "torch/torch.h"
 #include "worker/communication/communicator.h"
@@ -31,7 +32,8 @@ namespace testing {
 /// (13, 7, 5, 9, 11).
 const std::vector<int64_t>& EquivalenceSequenceLengths();
 
-/// The names of the four plans of EquivalencePlanNamed.
+/// The names of the four plans of EquivalencePlanNamed and of the phased
+/// plan of EquivalencePhasedPlanNamed.
 const std::vector<std::string>& EquivalencePlanNames();
 
 MicroBatchPlan MicroBatch(std::vector<int> sequences, int checkpointed);
@@ -46,6 +48,14 @@ GroupPlan Group(std::vector<int> ranks, std::vector<MicroBatchPlan> mbs);
 ///  - "sp2_sp2_packings": two SP-2 groups packing differently.
 /// INVALID_ARGUMENT for another name.
 absl::StatusOr<Plan> EquivalencePlanNamed(const std::string& name);
+
+/// A plan that re-groups the 4 ranks within the step by name:
+///  - "phased_sp4_then_sp1_sp1_sp2": the two longest sequences on one SP-4
+///    group (one recomputing), then, after the barrier, the rest on SP 1,
+///    SP 1 and SP 2 groups, as dcp-phased plans do;
+/// or any name of EquivalencePlanNamed as one phase. INVALID_ARGUMENT for
+/// another name.
+absl::StatusOr<PhasedPlan> EquivalencePhasedPlanNamed(const std::string& name);
 
 /// The whole batch on one rank: one SP-1 group, one micro-batch of every
 /// sequence, no recompute.
@@ -142,9 +152,17 @@ absl::Status RunPlanAndCompare(const EquivalenceCase& equivalence_case,
                                const EquivalenceReferences& references,
                                const Plan& plan, const EquivalenceMode& mode,
                                Communicator& communicator);
+/// The same for a plan that re-groups the ranks within the step (the
+/// all-to-all count checked per phase).
+absl::Status RunPlanAndCompare(const EquivalenceCase& equivalence_case,
+                               const EquivalenceReferences& references,
+                               const PhasedPlan& plan,
+                               const EquivalenceMode& mode,
+                               Communicator& communicator);
 
 /// The body of a rank main: computes the references, joins the Gloo world
-/// of `context` and runs the plan named context.arg in every mode,
+/// of `context` and runs the plan named context.arg
+/// (EquivalencePhasedPlanNamed) in every mode,
 /// comparing each; the first failure, prefixed with its mode.
 absl::Status RunPlanInEveryMode(const EquivalenceCase& equivalence_case,
                                 const RankContext& context);

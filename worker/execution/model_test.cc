@@ -2,12 +2,14 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "cost_model/model_spec.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "planner/phased_plan.h"
 #include "planner/plan.h"
 #include "torch/torch.h"
 #include "worker/communication/fake_communicator.h"
@@ -332,6 +334,78 @@ TEST(PlanExecutorTest, GradientBucketsDoNotChangeTheGradients) {
           << " bytes";
     }
   }
+}
+
+TEST(PlanExecutorTest, PhasesAccumulateIntoOneStepWithABarrierBetween) {
+  std::vector<std::vector<int64_t>> sequences = {Tokens(9, 7), Tokens(4, 8),
+                                                 Tokens(6, 9)};
+  const int64_t total_loss_tokens = 8 + 3 + 5;
+  auto tokens_of = [&](int i) { return sequences.at(i); };
+  auto micro_batch = [](std::vector<int> indices, int checkpointed) {
+    MicroBatchPlan plan;
+    plan.sequence_indices = std::move(indices);
+    plan.checkpointed_layers = checkpointed;
+    return plan;
+  };
+  Plan one_layout;
+  one_layout.groups = {GroupPlan{
+      /*ranks=*/{0}, {micro_batch({0}, 1), micro_batch({1, 2}, 0)}}};
+  PhasedPlan phased;
+  Plan first;
+  first.groups = {GroupPlan{/*ranks=*/{0}, {micro_batch({0}, 1)}}};
+  Plan second;
+  second.groups = {GroupPlan{/*ranks=*/{0}, {micro_batch({1, 2}, 0)}}};
+  phased.phases = {first, second};
+
+  FakeCommunicator alone;
+  std::shared_ptr<GptModel> reference = TinyModel();
+  ASSERT_TRUE(PlanExecutor(reference, alone)
+                  .RunStep(one_layout, tokens_of, total_loss_tokens)
+                  .ok());
+  EXPECT_EQ(alone.world().barrier_calls, 0);
+
+  FakeCommunicator communicator;
+  std::shared_ptr<GptModel> model = TinyModel();
+  PlanExecutor executor(model, communicator);
+  absl::StatusOr<StepResult> result = executor.RunStep(
+      phased,
+      [&](int i) {
+        SequenceInput input;
+        input.token_ids = tokens_of(i);
+        return input;
+      },
+      total_loss_tokens);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(communicator.world().barrier_calls, 1);
+  // Gradients all-reduced once (after both phases), the loss once.
+  EXPECT_EQ(communicator.world().all_reduce_calls, 2);
+  EXPECT_EQ(result->phase_group_indices, std::vector<int>({0, 0}));
+  ASSERT_EQ(result->micro_batches.size(), 2u);
+  EXPECT_EQ(result->micro_batches[0].phase, 0);
+  EXPECT_EQ(result->micro_batches[1].phase, 1);
+  auto params = model->parameters();
+  auto reference_params = reference->parameters();
+  for (size_t i = 0; i < params.size(); ++i) {
+    EXPECT_TRUE(torch::equal(params[i].grad(), reference_params[i].grad()))
+        << "parameter " << i;
+    EXPECT_TRUE(torch::equal(params[i], reference_params[i]))
+        << "parameter " << i;
+  }
+
+  // A phase that leaves this rank out is refused before anything runs.
+  PhasedPlan missing = phased;
+  missing.phases[1].groups[0].ranks = {1};
+  absl::StatusOr<StepResult> refused = executor.RunStep(
+      missing, [](int) { return SequenceInput{}; }, total_loss_tokens);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(refused.status().message()),
+              ::testing::HasSubstr("of phase 1"));
+  EXPECT_EQ(executor
+                .RunStep(PhasedPlan{}, [](int) { return SequenceInput{}; },
+                         total_loss_tokens)
+                .status()
+                .code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST(PlanExecutorTest, RejectsPlansThisRankCannotRun) {

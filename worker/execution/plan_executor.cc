@@ -216,6 +216,16 @@ absl::StatusOr<StepResult> PlanExecutor::RunStep(
     const Plan& plan,
     const std::function<SequenceInput(int sequence_index)>& inputs_of,
     int64_t total_loss_tokens) {
+  PhasedPlan one_phase;
+  one_phase.strategy = plan.strategy;
+  one_phase.phases.push_back(plan);
+  return RunStep(one_phase, inputs_of, total_loss_tokens);
+}
+
+absl::StatusOr<StepResult> PlanExecutor::RunStep(
+    const PhasedPlan& plan,
+    const std::function<SequenceInput(int sequence_index)>& inputs_of,
+    int64_t total_loss_tokens) {
   if (total_loss_tokens <= 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "total_loss_tokens is ", total_loss_tokens,
@@ -224,45 +234,53 @@ absl::StatusOr<StepResult> PlanExecutor::RunStep(
         "minus one per sequence for the GPT, the lengths for the DiT), which "
         "must be > 0"));
   }
+  if (plan.phases.empty()) {
+    return absl::InvalidArgumentError(
+        "the plan has no phases; give it at least one layout of the ranks");
+  }
   const int rank = communicator_.rank();
+  const bool phased = plan.phases.size() > 1;
   StepResult result;
-  for (size_t g = 0; g < plan.groups.size(); ++g) {
-    const std::vector<int>& ranks = plan.groups[g].ranks;
-    if (std::find(ranks.begin(), ranks.end(), rank) == ranks.end()) continue;
-    if (result.group_index >= 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "rank ", rank, " is in SP groups ", result.group_index, " and ", g,
-          " of the plan; each rank must be in exactly one group"));
-    }
-    result.group_index = static_cast<int>(g);
-  }
-  if (result.group_index < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "rank ", rank, " is in none of the plan's ", plan.groups.size(),
-        " SP groups; a plan must place every rank of the world (size ",
-        communicator_.world_size(), ") in exactly one group"));
-  }
-  const GroupPlan& group_plan = plan.groups[result.group_index];
-  // Every rank announces the same groups, so that a bounded group cache
-  // releases groups alike on all their members.
+  // Every phase places this rank exactly once, on an SP size the model
+  // takes, before anything runs.
   std::vector<std::vector<int>> groups_of_step;
-  groups_of_step.reserve(plan.groups.size());
-  for (const GroupPlan& group : plan.groups) {
-    groups_of_step.push_back(group.ranks);
+  for (size_t p = 0; p < plan.phases.size(); ++p) {
+    const Plan& phase = plan.phases[p];
+    const std::string where =
+        phased ? absl::StrCat(" of phase ", p) : std::string();
+    int group_index = -1;
+    for (size_t g = 0; g < phase.groups.size(); ++g) {
+      const std::vector<int>& ranks = phase.groups[g].ranks;
+      if (std::find(groups_of_step.begin(), groups_of_step.end(), ranks) ==
+          groups_of_step.end()) {
+        groups_of_step.push_back(ranks);
+      }
+      if (std::find(ranks.begin(), ranks.end(), rank) == ranks.end()) continue;
+      if (group_index >= 0) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "rank ", rank, " is in SP groups ", group_index, " and ", g, where,
+            " of the plan; each rank must be in exactly one group"));
+      }
+      group_index = static_cast<int>(g);
+    }
+    if (group_index < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "rank ", rank, " is in none of the plan's ", phase.groups.size(),
+          " SP groups", where, "; a plan must place every rank of the world ",
+          "(size ", communicator_.world_size(), ") in exactly one group"));
+    }
+    if (absl::Status status = model_->CheckSequenceParallelSize(
+            phase.groups[group_index].sp_size());
+        !status.ok()) {
+      return status;
+    }
   }
+  // Every rank announces the same groups (of every phase), so that a
+  // bounded group cache releases groups alike on all their members.
   if (absl::Status status = communicator_.UseGroups(groups_of_step);
       !status.ok()) {
     return status;
   }
-  if (absl::Status status =
-          model_->CheckSequenceParallelSize(group_plan.sp_size());
-      !status.ok()) {
-    return status;
-  }
-  absl::StatusOr<CommGroup*> group = communicator_.Group(group_plan.ranks);
-  if (!group.ok()) return group.status();
-  result.sp_size = (*group)->size();
-  result.sp_rank = (*group)->rank();
 
   model_->train();
   if (master_.defined()) {
@@ -275,58 +293,23 @@ absl::StatusOr<StepResult> PlanExecutor::RunStep(
   const torch::Device device = model_->parameters().front().device();
 
   const double inverse_total = 1.0 / static_cast<double>(total_loss_tokens);
-  for (size_t m = 0; m < group_plan.micro_batches.size(); ++m) {
-    const MicroBatchPlan& micro_batch = group_plan.micro_batches[m];
-    const absl::Time start = clock_->Now();
-    std::vector<SequenceInput> sequences;
-    sequences.reserve(micro_batch.sequence_indices.size());
-    for (int index : micro_batch.sequence_indices) {
-      sequences.push_back(inputs_of(index));
-      if (sequences.back().length_tokens() == 0) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("sequence ", index, " (micro-batch ", m, " of group ",
-                         result.group_index, ") has no tokens"));
+  for (size_t p = 0; p < plan.phases.size(); ++p) {
+    if (p > 0) {
+      // The next layout starts when every rank has finished this one.
+      const absl::Time barrier_start = clock_->Now();
+      if (absl::Status status =
+              communicator_.World().Barrier(options_.collective_timeout);
+          !status.ok()) {
+        return status;
       }
+      result.phase_barrier_seconds +=
+          absl::ToDoubleSeconds(clock_->Now() - barrier_start);
     }
-    MicroBatchResult micro_result;
-    micro_result.num_sequences = static_cast<int>(sequences.size());
-    micro_result.checkpointed_layers = micro_batch.checkpointed_layers;
-    if (sequences.empty()) {
-      result.micro_batches.push_back(micro_result);
-      continue;  // Nothing to run, on any member alike.
+    if (absl::Status status = RunPhase(plan.phases[p], static_cast<int>(p),
+                                       inputs_of, inverse_total, result);
+        !status.ok()) {
+      return status;
     }
-    SequenceParallelContext sp;
-    sp.group = *group;
-    sp.timeout = options_.collective_timeout;
-    sp.clock = clock_;
-    sp.stats = std::make_shared<CommunicationStats>();
-    const PeakAllocatedBytes peak(device);
-    absl::StatusOr<ShardLoss> shard_loss =
-        model_->ShardLossSum(sequences, sp, micro_batch.checkpointed_layers);
-    if (!shard_loss.ok()) return shard_loss.status();
-    micro_result.local_tokens = shard_loss->local_tokens;
-    micro_result.predicted_tokens = shard_loss->loss_tokens;
-    micro_result.real_tokens = shard_loss->real_tokens;
-    try {
-      torch::Tensor loss = shard_loss->loss_sum * inverse_total;
-      loss.backward();
-      micro_result.loss = loss.item<double>();
-      shard_loss->loss_sum = torch::Tensor();
-    } catch (...) {
-      return StatusFromCurrentException(absl::StrCat("backward of micro-batch ",
-                                                     m, " of group ",
-                                                     result.group_index)
-                                            .c_str());
-    }
-    micro_result.peak_allocated_bytes = peak.Peak();
-    const absl::Duration elapsed = clock_->Now() - start;
-    micro_result.communication_seconds =
-        absl::ToDoubleSeconds(sp.stats->all_to_all_time);
-    micro_result.compute_seconds =
-        absl::ToDoubleSeconds(elapsed - sp.stats->all_to_all_time);
-    micro_result.all_to_all_calls = sp.stats->all_to_all_calls;
-    result.local_loss += micro_result.loss;
-    result.micro_batches.push_back(micro_result);
   }
 
   if (master_.defined()) {
@@ -356,6 +339,90 @@ absl::StatusOr<StepResult> PlanExecutor::RunStep(
   }
   result.global_loss = loss.cpu().item<double>();
   return result;
+}
+
+absl::Status PlanExecutor::RunPhase(
+    const Plan& phase, int phase_index,
+    const std::function<SequenceInput(int sequence_index)>& inputs_of,
+    double inverse_total, StepResult& result) {
+  const int rank = communicator_.rank();
+  int group_index = -1;
+  for (size_t g = 0; g < phase.groups.size() && group_index < 0; ++g) {
+    const std::vector<int>& ranks = phase.groups[g].ranks;
+    if (std::find(ranks.begin(), ranks.end(), rank) != ranks.end()) {
+      group_index = static_cast<int>(g);
+    }
+  }
+  // RunStep checked that every phase places this rank once.
+  const GroupPlan& group_plan = phase.groups[group_index];
+  absl::StatusOr<CommGroup*> group = communicator_.Group(group_plan.ranks);
+  if (!group.ok()) return group.status();
+  result.phase_group_indices.push_back(group_index);
+  if (phase_index == 0) {
+    result.group_index = group_index;
+    result.sp_size = (*group)->size();
+    result.sp_rank = (*group)->rank();
+  }
+  const std::string group_name =
+      phase_index == 0 ? absl::StrCat("group ", group_index)
+                       : absl::StrCat("group ", group_index, " of phase ",
+                                      phase_index);
+  const torch::Device device = model_->parameters().front().device();
+  for (size_t m = 0; m < group_plan.micro_batches.size(); ++m) {
+    const MicroBatchPlan& micro_batch = group_plan.micro_batches[m];
+    const absl::Time start = clock_->Now();
+    std::vector<SequenceInput> sequences;
+    sequences.reserve(micro_batch.sequence_indices.size());
+    for (int index : micro_batch.sequence_indices) {
+      sequences.push_back(inputs_of(index));
+      if (sequences.back().length_tokens() == 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("sequence ", index, " (micro-batch ", m, " of ",
+                         group_name, ") has no tokens"));
+      }
+    }
+    MicroBatchResult micro_result;
+    micro_result.phase = phase_index;
+    micro_result.num_sequences = static_cast<int>(sequences.size());
+    micro_result.checkpointed_layers = micro_batch.checkpointed_layers;
+    if (sequences.empty()) {
+      result.micro_batches.push_back(micro_result);
+      continue;  // Nothing to run, on any member alike.
+    }
+    SequenceParallelContext sp;
+    sp.group = *group;
+    sp.timeout = options_.collective_timeout;
+    sp.clock = clock_;
+    sp.stats = std::make_shared<CommunicationStats>();
+    const PeakAllocatedBytes peak(device);
+    absl::StatusOr<ShardLoss> shard_loss =
+        model_->ShardLossSum(sequences, sp, micro_batch.checkpointed_layers);
+    if (!shard_loss.ok()) return shard_loss.status();
+    micro_result.local_tokens = shard_loss->local_tokens;
+    micro_result.predicted_tokens = shard_loss->loss_tokens;
+    micro_result.real_tokens = shard_loss->real_tokens;
+    try {
+      torch::Tensor loss = shard_loss->loss_sum * inverse_total;
+      loss.backward();
+      micro_result.loss = loss.item<double>();
+      shard_loss->loss_sum = torch::Tensor();
+    } catch (...) {
+      return StatusFromCurrentException(
+          absl::StrCat("backward of micro-batch ", m, " of ", group_name)
+              .c_str());
+    }
+    micro_result.peak_allocated_bytes = peak.Peak();
+    const absl::Duration elapsed = clock_->Now() - start;
+    micro_result.communication_seconds =
+        absl::ToDoubleSeconds(sp.stats->all_to_all_time);
+    micro_result.compute_seconds =
+        absl::ToDoubleSeconds(elapsed - sp.stats->all_to_all_time);
+    micro_result.all_to_all_calls = sp.stats->all_to_all_calls;
+    result.local_loss += micro_result.loss;
+    result.micro_batches.push_back(micro_result);
+  }
+
+  return absl::OkStatus();
 }
 
 absl::Status PlanExecutor::MasterWeightStep(StepResult& result) {

@@ -9,6 +9,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
+#include "planner/phased_plan.h"
 #include "planner/plan.h"
 #include "torch/torch.h"
 #include "worker/communication/communicator.h"
@@ -56,6 +57,9 @@ struct TrainingStateBytes {
 
 /// What one micro-batch did on this rank.
 struct MicroBatchResult {
+  /// Index into the phased plan's phases of the phase it ran in (0 for a
+  /// plan of one layout).
+  int phase = 0;
   int num_sequences = 0;
   /// This rank's tokens, padding included, and those its loss counts (with
   /// a next-token target; every real token of a diffusion model).
@@ -83,12 +87,17 @@ struct MicroBatchResult {
 };
 
 struct StepResult {
-  /// Index into Plan::groups of this rank's group, its SP size and rank.
+  /// Index into Plan::groups of this rank's group, its SP size and rank
+  /// (of the first phase's groups for a phased plan).
   int group_index = -1;
   int sp_size = 0;
   int sp_rank = 0;
-  /// One per micro-batch of the group, in order.
+  /// This rank's group in each phase (one entry for a plan of one layout).
+  std::vector<int> phase_group_indices;
+  /// One per micro-batch of the group, in order (phase after phase).
   std::vector<MicroBatchResult> micro_batches;
+  /// Time spent at the barriers between phases (0 for one layout).
+  double phase_barrier_seconds = 0;
   /// The world all-reduce of the gradients (the reduce-scatter with ZeRO-1).
   double gradient_allreduce_seconds = 0;
   /// The all-gather of the updated weights (ZeRO-1 only).
@@ -156,6 +165,19 @@ class PlanExecutor {
       const std::function<SequenceInput(int sequence_index)>& inputs_of,
       int64_t total_loss_tokens);
 
+  /// The same for a plan that re-groups the ranks within a step: each
+  /// phase runs this rank's group's micro-batches in that phase's layout,
+  /// then every rank waits at a world barrier before the next phase;
+  /// gradients accumulate over all phases until the one all-reduce and
+  /// AdamW step that end the step, so any phasing of the global batch gives
+  /// the gradient of its mean token loss. A plan of one phase runs exactly
+  /// as RunStep(Plan). Errors as above, per phase (INVALID_ARGUMENT for a
+  /// plan without phases).
+  absl::StatusOr<StepResult> RunStep(
+      const PhasedPlan& plan,
+      const std::function<SequenceInput(int sequence_index)>& inputs_of,
+      int64_t total_loss_tokens);
+
   TrainableModel& model() { return *model_; }
   /// The AdamW optimizer (e.g. to save or restore its state in a checkpoint).
   /// With master weights its one parameter is this rank's master shard.
@@ -197,6 +219,12 @@ class PlanExecutor {
   // the master shard.
   void FlattenParameters();
   absl::Status AllReduceGradients();
+  // Finds this rank's group in `phase` (result.phase_group_indices gets
+  // it) and runs its micro-batches, accumulating gradients.
+  absl::Status RunPhase(
+      const Plan& phase, int phase_index,
+      const std::function<SequenceInput(int sequence_index)>& inputs_of,
+      double inverse_total, StepResult& result);
   // Reduce(-scatter) of the flat gradients, AdamW on the master shard, and
   // the write-back (all-gather) of the weights.
   absl::Status MasterWeightStep(StepResult& result);
