@@ -23,12 +23,14 @@ ComputeParams DefaultComputeParams(const ModelSpec& model,
   params.attention_backward_flops_per_second = 575e12;
   params.attention_backward_half_length_tokens = 420;
   params.elementwise_bytes_per_second = 0.8 * cluster.hbm_bytes_per_second;
-  // Kernel launches at about 5 us each (CUDA's launch latency): a
-  // micro-batch's embedding, loss and autograd set-up take some 40 of them.
-  // A variable-length flash-attention kernel takes every sequence of a
-  // micro-batch in one launch, so on a GPU a sequence adds no fixed cost
-  // (the CPU job's per-sequence attention calls are fitted).
-  params.micro_batch_fixed_seconds = 200e-6;
+  // On a GPU the launches of a micro-batch's own kernels (embedding, loss,
+  // a few us each at CUDA's launch latency) overlap the previous work, and
+  // layer_fixed_seconds above already counts each layer's launches; a
+  // variable-length flash-attention kernel takes every sequence of a
+  // micro-batch in one launch. So both default to 0 until a profile of
+  // whole micro-batches fits them (the CPU job's are milliseconds: its
+  // attention runs per sequence).
+  params.micro_batch_fixed_seconds = 0;
   params.sequence_layer_fixed_seconds = 0;
   // AdamW is memory bound: per parameter it reads and writes the fp32
   // weight and its two moments and reads the gradient (about 28 bytes), at
