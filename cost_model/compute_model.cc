@@ -23,6 +23,21 @@ ComputeParams DefaultComputeParams(const ModelSpec& model,
   params.attention_backward_flops_per_second = 575e12;
   params.attention_backward_half_length_tokens = 420;
   params.elementwise_bytes_per_second = 0.8 * cluster.hbm_bytes_per_second;
+  // On a GPU the launches of a micro-batch's own kernels (embedding, loss,
+  // a few us each at CUDA's launch latency) overlap the previous work, and
+  // layer_fixed_seconds above already counts each layer's launches; a
+  // variable-length flash-attention kernel takes every sequence of a
+  // micro-batch in one launch. So both default to 0 until a profile of
+  // whole micro-batches fits them (the CPU job's are milliseconds: its
+  // attention runs per sequence).
+  params.micro_batch_fixed_seconds = 0;
+  params.sequence_layer_fixed_seconds = 0;
+  // AdamW is memory bound: per parameter it reads and writes the fp32
+  // weight and its two moments and reads the gradient (about 28 bytes), at
+  // the element-wise rate (llama3-8b: about 60 ms without ZeRO-1).
+  params.optimizer_step_seconds = 28.0 *
+                                  static_cast<double>(model.ParameterCount()) /
+                                  params.elementwise_bytes_per_second;
   return params;
 }
 

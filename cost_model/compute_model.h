@@ -27,6 +27,17 @@ struct ComputeParams {
   double attention_backward_half_length_tokens = 0;
   /// Memory-bound element-wise ops (norms, rotary, residuals, activations).
   double elementwise_bytes_per_second = 0;
+  /// Fixed cost of one micro-batch beyond its layers: embedding, loss,
+  /// autograd set-up, the packing of its inputs (FitCostModel fits it from
+  /// whole micro-batches, kMicroBatch samples).
+  double micro_batch_fixed_seconds = 0;
+  /// Fixed cost of one sequence in one layer pass (forward, backward or
+  /// recompute): the attention runs per sequence, so its calls and small ops
+  /// are paid once per sequence per pass.
+  double sequence_layer_fixed_seconds = 0;
+  /// The optimizer step (AdamW over this rank's parameters) at the end of a
+  /// step.
+  double optimizer_step_seconds = 0;
 };
 
 /// Defaults from public figures: GEMM rate from the cluster spec, attention
@@ -62,6 +73,10 @@ class ComputeModel {
   double LayerBackwardSeconds(const MicroBatchShape& shape) const;
   /// LM head forward + backward on one rank (0 without a vocabulary).
   double HeadSeconds(const MicroBatchShape& shape) const;
+  /// The per-sequence fixed cost of one layer pass of this micro-batch.
+  double SequencesLayerPassSeconds(const MicroBatchShape& shape) const {
+    return params_.sequence_layer_fixed_seconds * shape.num_sequences;
+  }
 
   const ComputeParams& params() const { return params_; }
 

@@ -70,6 +70,10 @@ absl::Status ValidateCostParams(const CostParams& params) {
         compute.attention_forward_half_length_tokens},
        {"compute.attention_backward_half_length_tokens",
         compute.attention_backward_half_length_tokens},
+       {"compute.micro_batch_fixed_seconds", compute.micro_batch_fixed_seconds},
+       {"compute.sequence_layer_fixed_seconds",
+        compute.sequence_layer_fixed_seconds},
+       {"compute.optimizer_step_seconds", compute.optimizer_step_seconds},
        {"memory.weight_bytes_per_parameter", memory.weight_bytes_per_parameter},
        {"memory.gradient_bytes_per_parameter",
         memory.gradient_bytes_per_parameter},
@@ -144,12 +148,18 @@ absl::StatusOr<CostModel> CostModel::CreateDefault(const ModelSpec& model,
 
 double CostModel::UlyssesLayerSeconds(const MicroBatchShape& shape) const {
   if (shape.sp_size <= 1 || shape.num_sequences == 0) return 0;
-  // Q, K, V to head-sharded layout and the output back: four all-to-alls
-  // (K and V replicated when the group outnumbers the KV heads).
-  const double bytes = model_.UlyssesBytesPerTokenPerLayer(shape.sp_size) *
-                       static_cast<double>(shape.tokens_per_rank);
+  // Two all-to-alls, as the workers run them: Q, K and V packed into one
+  // to the head-sharded layout (K and V replicated when the group
+  // outnumbers the KV heads), and the attention output back.
+  const double tokens = static_cast<double>(shape.tokens_per_rank);
+  const double output_bytes =
+      model_.dtype_bytes * static_cast<double>(model_.hidden_size) * tokens;
+  const double qkv_bytes =
+      model_.UlyssesBytesPerTokenPerLayer(shape.sp_size) * tokens -
+      output_bytes;
   const bool inter = SpansNodes(shape.sp_size);
-  return 4 * comm_.AllToAllSeconds(bytes / 4, shape.sp_size, inter);
+  return comm_.AllToAllSeconds(qkv_bytes, shape.sp_size, inter) +
+         comm_.AllToAllSeconds(output_bytes, shape.sp_size, inter);
 }
 
 MicroBatchCost CostModel::MicroBatch(const MicroBatchShape& shape,
@@ -162,10 +172,18 @@ MicroBatchCost CostModel::MicroBatch(const MicroBatchShape& shape,
   const double all_to_all = UlyssesLayerSeconds(shape);
   const double head = compute_.HeadSeconds(shape);
   const double head_forward = head / (1 + ComputeModel::kBackwardGemmFactor);
-  cost.forward_seconds = layers * (forward + all_to_all) + head_forward;
-  cost.recompute_seconds = checkpointed_layers * (forward + all_to_all);
-  cost.backward_seconds = layers * (backward + all_to_all) +
-                          cost.recompute_seconds + (head - head_forward);
+  // Fixed costs: per sequence in each layer pass, and per micro-batch (half
+  // counted with the forward, half with the backward).
+  const double sequences = compute_.SequencesLayerPassSeconds(shape);
+  const double micro_batch_half =
+      params_.compute.micro_batch_fixed_seconds / 2;
+  cost.forward_seconds = layers * (forward + sequences + all_to_all) +
+                         head_forward + micro_batch_half;
+  cost.recompute_seconds =
+      checkpointed_layers * (forward + sequences + all_to_all);
+  cost.backward_seconds = layers * (backward + sequences + all_to_all) +
+                          cost.recompute_seconds + (head - head_forward) +
+                          micro_batch_half;
   cost.communication_seconds = (2 * layers + checkpointed_layers) * all_to_all;
   cost.total_seconds = cost.forward_seconds + cost.backward_seconds;
   cost.peak_bytes = PeakBytes(shape, checkpointed_layers);
@@ -188,6 +206,10 @@ int64_t CostModel::MaxTokensPerRank(int checkpointed_layers,
                                     int sp_size) const {
   return memory_.MaxTokensPerRank(checkpointed_layers, sp_size,
                                   MemoryBudgetBytes());
+}
+
+double CostModel::OptimizerStepSeconds() const {
+  return params_.compute.optimizer_step_seconds;
 }
 
 double CostModel::GradientAllReduceSeconds() const {

@@ -57,7 +57,8 @@ class CostModel {
   /// `checkpointed_layers` layers recomputed.
   MicroBatchCost MicroBatch(const MicroBatchShape& shape,
                             int checkpointed_layers) const;
-  /// The four Ulysses all-to-alls of one layer's forward on one rank.
+  /// The two Ulysses all-to-alls of one layer's forward on one rank (Q, K
+  /// and V packed into one; the output).
   double UlyssesLayerSeconds(const MicroBatchShape& shape) const;
   double PeakBytes(const MicroBatchShape& shape, int checkpointed_layers) const;
   /// Fewest checkpointed layers that fit the budget; nullopt if none does.
@@ -73,6 +74,8 @@ class CostModel {
   /// the worker runs them. The planner treats it as one block that the last
   /// micro-batch's backward may hide.
   double GradientAllReduceSeconds() const;
+  /// The optimizer step after it, which nothing hides.
+  double OptimizerStepSeconds() const;
   /// A group of this size spans nodes (its collectives use the NICs).
   bool SpansNodes(int sp_size) const {
     return sp_size > cluster_.gpus_per_node;

@@ -158,15 +158,20 @@ TEST(CostModelTest, AllToAllBytesGrowWithKvCopiesBeyondTheKvHeads) {
   const CostModel cost = DefaultModel(model, H200Cluster(4, 8));
   const MicroBatchShape shape = ShapeOf({262144}, /*sp_size=*/32);
   const double bytes = static_cast<double>(shape.tokens_per_rank);
+  // Two all-to-alls, as the workers run them: Q, K, V packed, and the
+  // output (hidden_size values per token).
+  const double output_bytes = model.dtype_bytes * model.hidden_size * bytes;
   EXPECT_DOUBLE_EQ(
       cost.UlyssesLayerSeconds(shape),
-      4 * cost.comm().AllToAllSeconds(
-              model.UlyssesBytesPerTokenPerLayer(32) * bytes / 4, 32,
-              /*inter_node=*/true));
-  const double one_copy = 4 * cost.comm().AllToAllSeconds(
-                                  model.UlyssesBytesPerTokenPerLayer(8) *
-                                      bytes / 4,
-                                  32, /*inter_node=*/true);
+      cost.comm().AllToAllSeconds(
+          model.UlyssesBytesPerTokenPerLayer(32) * bytes - output_bytes, 32,
+          /*inter_node=*/true) +
+          cost.comm().AllToAllSeconds(output_bytes, 32, /*inter_node=*/true));
+  const double one_copy =
+      cost.comm().AllToAllSeconds(
+          model.UlyssesBytesPerTokenPerLayer(8) * bytes - output_bytes, 32,
+          /*inter_node=*/true) +
+      cost.comm().AllToAllSeconds(output_bytes, 32, /*inter_node=*/true);
   EXPECT_GT(cost.UlyssesLayerSeconds(shape), 1.5 * one_copy);
 }
 

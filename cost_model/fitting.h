@@ -35,18 +35,25 @@ struct ProfileSample {
     /// and the updated weights' all-gather.
     kReduceScatter,
     kAllGather,
+    /// A whole micro-batch's forward and backward on one rank (SP 1), as
+    /// the plan executor runs it (micro_batch_fit.h).
+    kMicroBatch,
+    /// The optimizer step over every parameter of the model on one rank.
+    kOptimizerStep,
   };
   Op op = Op::kGemm;
   /// GEMM: its FLOPs. Attention: the FLOPs proportional to sum L^2, as the
   /// forward counts them (for backward samples too; the fit applies
   /// ComputeModel::kBackwardAttentionFactor).
   double flops = 0;
-  /// GEMM: rows (tokens per rank). Memory: tokens per rank.
+  /// GEMM: rows (tokens per rank). Memory and micro-batch: tokens per rank.
   double tokens = 0;
   /// Attention: sum over sequences of length^2.
   double sum_squared_lengths = 0;
   /// Attention: sum over sequences of length.
   double sum_lengths = 0;
+  /// Micro-batch: its sequences (at least 1).
+  int num_sequences = 0;
   /// Collectives: ranks taking part (at least 2).
   int group_size = 1;
   /// Collectives: the group crosses nodes.
@@ -54,7 +61,7 @@ struct ProfileSample {
   /// All-to-all: bytes each rank holds; all-reduce: buffer bytes;
   /// reduce-scatter and all-gather: bytes of the whole (unsharded) buffer.
   double bytes = 0;
-  /// Memory: fully recomputed layers (0..num_layers).
+  /// Memory and micro-batch: fully recomputed layers (0..num_layers).
   int checkpointed_layers = 0;
   /// Time samples: measured seconds (positive).
   double measured_seconds = 0;
@@ -63,7 +70,8 @@ struct ProfileSample {
 };
 
 /// The op's name in messages and reports: "gemm", "attention_forward",
-/// "attention_backward", "all_to_all", "all_reduce", "activation_memory".
+/// "attention_backward", "all_to_all", "all_reduce", "activation_memory",
+/// "reduce_scatter", "all_gather", "micro_batch", "optimizer_step".
 const char* ProfileOpName(ProfileSample::Op op);
 
 /// How one sub-model's fit went.
@@ -71,7 +79,8 @@ struct ModelFitReport {
   /// "gemm", "attention_forward", "attention_backward", "all_to_all_intra",
   /// "all_to_all_inter", "all_reduce_intra", "all_reduce_inter",
   /// "activation_memory", "reduce_scatter_intra", "reduce_scatter_inter",
-  /// "all_gather_intra", "all_gather_inter".
+  /// "all_gather_intra", "all_gather_inter", "micro_batch",
+  /// "optimizer_step".
   std::string name;
   /// Samples of this sub-model that were given.
   int num_samples = 0;
@@ -79,6 +88,10 @@ struct ModelFitReport {
   /// values (0 when the defaults were kept).
   double rms_relative_error = 0;
   double max_relative_error = 0;
+  /// Leave-one-out error: each sample predicted by the fit of the others
+  /// (rms over `held_out_samples`; 0 samples when not computed).
+  double held_out_rms_relative_error = 0;
+  int held_out_samples = 0;
   /// True when the defaults were kept; `note` says why.
   bool used_defaults = true;
   std::string note;
@@ -93,8 +106,10 @@ struct CostModelFit {
 
 /// Fits each sub-model of the cost model of `model` on `cluster` to the
 /// samples, starting from `defaults`. Parameters no sample informs
-/// (layer_fixed_seconds, elementwise rate, per-parameter bytes, checkpoint
-/// bytes) are kept from `defaults`. A sub-model with fewer than twice as many samples
+/// (per-parameter bytes, checkpoint bytes; without micro-batch samples the
+/// fixed costs and the element-wise rate) are kept from `defaults`. The
+/// micro-batch samples are fitted last, over the op rates fitted before
+/// them (micro_batch_fit.h). A sub-model with fewer than twice as many samples
 /// as parameters, a failed solve or a non-physical result keeps its defaults.
 /// Memory samples are taken to come from a run on every GPU of `cluster`
 /// (the world size sets the ZeRO-1 optimizer shard); their peak bytes are
@@ -118,7 +133,9 @@ absl::StatusOr<CostModelFit> FitCostModel(
 /// all-to-all and all-reduce over group sizes 2..gpus_per_node inside a node
 /// (and multiples of gpus_per_node across nodes when num_nodes > 1),
 /// reduce-scatter and all-gather over those groups too,
-/// activation memory at several token counts and checkpointed layers. Each
+/// activation memory at several token counts and checkpointed layers,
+/// whole micro-batches at SP 1 (1 to 16 sequences of 32 to 512 tokens, with
+/// and without recompute) and the optimizer step. Each
 /// measured value is multiplied by max(1 + relative_noise * z, 0.01), z a
 /// standard normal drawn from std::mt19937_64(seed). Deterministic.
 std::vector<ProfileSample> SyntheticProfile(const CostModel& truth,

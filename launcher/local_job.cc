@@ -15,6 +15,7 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -33,6 +34,7 @@
 #include "common/command_line.h"
 #include "common/main_prologue.h"
 #include "common/status_macros.h"
+#include "cost_model/model_spec.h"
 #include "launcher/child_process.h"
 #include "launcher/local_job_config.h"
 #include "nlohmann/json.hpp"
@@ -122,6 +124,22 @@ absl::Status WriteClusterSpec(const Config& config, const std::string& path) {
   return absl::OkStatus();
 }
 
+/// The planner's --model: a preset is written out with the element size
+/// the workers train in (float32 on the CPU), so that the cost model counts
+/// the bytes the all-to-alls and activations really move; a file is given
+/// as it is.
+absl::StatusOr<std::string> PlannerModelArgument(const Config& config) {
+  absl::StatusOr<ModelSpec> preset = ModelPreset(config.model);
+  if (!preset.ok()) return config.model;
+  preset->dtype_bytes = 4;
+  const std::string path = absl::StrCat(config.work_dir, "/model.json");
+  std::ofstream file(path);
+  file << ModelSpecToJson(*preset) << "\n";
+  file.close();
+  if (!file) return absl::InternalError(absl::StrCat("cannot write ", path));
+  return path;
+}
+
 /// The planner process, started and serving.
 struct Planner {
   std::unique_ptr<ChildProcess> process;
@@ -151,11 +169,13 @@ absl::StatusOr<Planner> StartPlanner(const Config& config,
   // its stdout is for people.
   const std::string port_file = absl::StrCat(config.work_dir, "/planner.ports");
   std::remove(port_file.c_str());
+  DCP_ASSIGN_OR_RETURN(const std::string model_argument,
+                       PlannerModelArgument(config));
   std::vector<std::string> argv = {
       config.planner_binary,
       absl::StrCat("--listen=127.0.0.1:", port),
       "--metrics-listen=",
-      absl::StrCat("--model=", config.model),
+      absl::StrCat("--model=", model_argument),
       absl::StrCat("--cluster=", cluster_path),
       "--drain-timeout=2s",
       absl::StrCat("--job-id=", config.job_id),
@@ -488,6 +508,22 @@ void PrintReport(const RunSummary& dcp, const RunSummary* bucket) {
       "%.1f%% over %d steps (%.1f%% without step 0)",
       100 * dcp.MeanRelativeError(), dcp.steps.size(),
       100 * dcp.MeanRelativeError(warm)));
+  // The medians the cost model is held to, and whether the online refit
+  // brings the error down over the run.
+  const auto median_line = [](const char* label, const RunSummary& run) {
+    const size_t n = run.steps.size();
+    const size_t few = std::min<size_t>(3, n);
+    return absl::StrFormat(
+        "cost model error (%s): median %.1f%% over %d steps; first %d steps "
+        "%.1f%%, last %d steps %.1f%%",
+        label, 100 * run.MedianRelativeError(), n, few,
+        100 * run.MedianRelativeError(0, few), few,
+        100 * run.MedianRelativeError(n - few));
+  };
+  PrintLine(median_line("dcp", dcp));
+  if (bucket != nullptr && !bucket->steps.empty()) {
+    PrintLine(median_line("bucket", *bucket));
+  }
 }
 
 /// The cost-model breakdown of each run and --timeline-step's pictures
@@ -553,6 +589,15 @@ absl::Status RunJob(Config& config) {
       "ranks (%d dcp_worker processes), plans may use %.1f MB per rank",
       planner->port, config.model, config.nodes, config.ranks_per_node,
       config.world_size(), 0.8 * config.rank_memory_bytes / 1e6));
+  if (const unsigned cores = std::thread::hardware_concurrency();
+      cores > 0 && config.world_size() > static_cast<int>(cores)) {
+    PrintLine(absl::StrFormat(
+        "[dcp_local_job] note: %d ranks share %u cores, so a rank that waits "
+        "lends its core to the others; the cost model prices separate GPUs "
+        "and will misjudge such plans (use at most %u ranks for a fair "
+        "stand-in for a cluster)",
+        config.world_size(), cores, cores));
+  }
   PrintLine(absl::StrCat("[dcp_local_job] workload ", config.workload, ", ",
                          config.global_batch_tokens,
                          " tokens per global batch, seed ", config.seed,

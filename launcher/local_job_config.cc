@@ -33,13 +33,16 @@ constexpr FlagSpec kFlags[] = {
      "job id of the planner and every worker (their --job-id): the planner "
      "refuses registrations of other jobs"},
     {"nodes", "N", "2", "nodes of the simulated cluster"},
-    {"ranks-per-node", "N", "2",
-     "ranks per node (one dcp_worker process each)"},
+    {"ranks-per-node", "N", "1",
+     "ranks per node (one dcp_worker process each); the default world of 2 "
+     "ranks gives each rank one core of a 2-core machine, as each GPU of a "
+     "cluster is its own (more ranks than cores lend idle ranks' cores to "
+     "the others, which no cost model of separate GPUs describes)"},
     {"model", "NAME|FILE", "tiny", "the planner's --model"},
-    {"rank-memory-bytes", "BYTES", "8750000",
+    {"rank-memory-bytes", "BYTES", "14000000",
      "memory of one rank in the cluster spec; plans may use 80% of it (the "
-     "default makes sequences over ~1,200 tokens need SP 2 or recompute, "
-     "and 2,048 need SP 2)"},
+     "default, with the float32 activations the workers measure, makes the "
+     "workload's long sequences need SP 2 or recompute)"},
     {"workload", "SPEC", kDefaultWorkload,
      "sequence lengths (planner/workload.h)"},
     {"global-batch-tokens", "T", "8192", "tokens per global batch"},

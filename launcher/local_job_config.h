@@ -22,7 +22,7 @@ struct LocalJobConfig {
   /// planner accepts only this job's registrations.
   std::string job_id;
   int nodes = 2;
-  int ranks_per_node = 2;
+  int ranks_per_node = 1;
   std::string model;
   int64_t rank_memory_bytes = 0;
   std::string workload;

@@ -52,11 +52,14 @@ BestCase BestCaseSeconds(const CostModel& cost_model, int64_t length_tokens,
     all_to_all = model.UlyssesBytesPerTokenPerLayer(sp) * tokens_per_rank *
                  (sp - 1) / sp / bandwidth;
   }
+  // Each layer pass pays the sequence's fixed cost (its attention call).
+  const double sequence = compute.sequence_layer_fixed_seconds;
   const double layer_forward =
-      gemm_forward + attention_forward + elementwise + all_to_all;
+      gemm_forward + attention_forward + elementwise + all_to_all + sequence;
   const double layer =
       (1 + ComputeModel::kBackwardGemmFactor) * gemm_forward +
-      attention_forward + attention_backward + 3 * elementwise + 2 * all_to_all;
+      attention_forward + attention_backward + 3 * elementwise + 2 * all_to_all +
+      2 * sequence;
   const double head = (1 + ComputeModel::kBackwardGemmFactor) *
                       model.HeadForwardFlopsPerToken() * tokens_per_rank /
                       compute.gemm_flops_per_second;
@@ -66,7 +69,8 @@ BestCase BestCaseSeconds(const CostModel& cost_model, int64_t length_tokens,
 // What every micro-batch pays whatever it holds, from the parameters: each
 // layer's fixed cost forward and backward and the GEMMs' efficiency loss
 // (a GEMM over t tokens takes (1 + half / t) times its FLOPs' time: a fixed
-// `half` tokens' worth), in every layer and the head. All-to-all latencies
+// `half` tokens' worth), in every layer and the head, and the micro-batch's
+// own fixed cost (embedding, loss: micro_batch_fixed_seconds). All-to-all latencies
 // and recompute are left out (they only add).
 double MicroBatchFixedSeconds(const CostModel& cost_model) {
   const ModelSpec& model = cost_model.model();
@@ -76,7 +80,8 @@ double MicroBatchFixedSeconds(const CostModel& cost_model) {
                             compute.gemm_flops_per_second;
   return model.num_layers * (2 * compute.layer_fixed_seconds +
                              gemm_fixed * model.LinearForwardFlopsPerToken()) +
-         gemm_fixed * model.HeadForwardFlopsPerToken();
+         gemm_fixed * model.HeadForwardFlopsPerToken() +
+         compute.micro_batch_fixed_seconds;
 }
 
 // Per SP size: the fixed cost of a micro-batch and, per checkpointed-layer
@@ -155,6 +160,15 @@ absl::StatusOr<double> StepTimeLowerBound(
   for (int sp : sp_sizes) {
     SizeLimits& limits = limits_by_size[sp];
     limits.fixed_seconds = fixed_seconds;
+    if (sp > 1) {
+      // Two all-to-alls per layer forward and backward, each paying at
+      // least its latency.
+      const CommParams& comm = cost_model.params().comm;
+      limits.fixed_seconds +=
+          4.0 * layers *
+          (cost_model.SpansNodes(sp) ? comm.all_to_all_inter_latency_seconds
+                                     : comm.all_to_all_intra_latency_seconds);
+    }
     for (int k = 0; k <= layers; ++k) {
       limits.capacity.push_back(cost_model.MaxTokensPerRank(k, sp));
     }

@@ -53,9 +53,13 @@ absl::Status PrintFit(PlannerClient& planner, int world_size,
           " samples", report.note.empty() ? "" : "; ", report.note, ")"));
     } else {
       options.print(absl::StrFormat(
-          "  fit %s: %d samples, rms error %.1f%%, max %.1f%%", report.name,
+          "  fit %s: %d samples, rms error %.1f%%, max %.1f%%%s", report.name,
           report.num_samples, 100 * report.rms_relative_error,
-          100 * report.max_relative_error));
+          100 * report.max_relative_error,
+          report.held_out_samples > 0
+              ? absl::StrFormat("; held out %.1f%%",
+                                100 * report.held_out_rms_relative_error)
+              : ""));
     }
   }
   return absl::OkStatus();

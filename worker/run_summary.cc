@@ -169,6 +169,22 @@ double RunSummary::MeanRelativeError(size_t from) const {
   return count > 0 ? sum / static_cast<double>(count) : 0;
 }
 
+double RunSummary::MedianRelativeError(size_t from, size_t to) const {
+  std::vector<double> errors;
+  for (size_t i = from; i < std::min(to, steps.size()); ++i) {
+    const double measured = steps[i].measured_seconds;
+    if (measured > 0) {
+      errors.push_back(std::abs(steps[i].predicted_seconds - measured) /
+                       measured);
+    }
+  }
+  if (errors.empty()) return 0;
+  std::sort(errors.begin(), errors.end());
+  const size_t middle = errors.size() / 2;
+  return errors.size() % 2 == 1 ? errors[middle]
+                                : (errors[middle - 1] + errors[middle]) / 2;
+}
+
 absl::Status WriteRunSummary(const std::string& path,
                              const RunSummary& summary) {
   json steps = json::array();

@@ -76,6 +76,11 @@ struct RunSummary {
   /// Mean of |predicted - measured| / measured over steps[from..] with a
   /// measurement (> 0); 0 when there are none.
   double MeanRelativeError(size_t from = 0) const;
+  /// Median (the mean of the middle two for an even count) of
+  /// |predicted - measured| / measured over steps[from, to) with a
+  /// measurement; 0 when there are none.
+  double MedianRelativeError(size_t from = 0,
+                             size_t to = static_cast<size_t>(-1)) const;
 };
 
 /// Writes `summary` to `path` as JSON (with its means over every step, for

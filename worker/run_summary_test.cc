@@ -119,6 +119,11 @@ TEST(RunSummaryTest, MeansSkipTheFirstStepsAskedAndUnmeasuredOnes) {
   // measurement is left out.
   EXPECT_DOUBLE_EQ(summary.MeanRelativeError(), (0.625 + 0.5 + 0.25) / 3);
   EXPECT_DOUBLE_EQ(summary.MeanRelativeError(/*from=*/1), (0.5 + 0.25) / 2);
+  // Errors 0.625, 0.5, 0.25: the median, of a range, of an even count.
+  EXPECT_DOUBLE_EQ(summary.MedianRelativeError(), 0.5);
+  EXPECT_DOUBLE_EQ(summary.MedianRelativeError(/*from=*/0, /*to=*/1), 0.625);
+  EXPECT_DOUBLE_EQ(summary.MedianRelativeError(/*from=*/1), (0.5 + 0.25) / 2);
+  EXPECT_EQ(summary.MedianRelativeError(/*from=*/3), 0);
 }
 
 TEST(RunSummaryTest, ReadErrorsNameTheFileAndTheField) {

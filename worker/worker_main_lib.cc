@@ -283,6 +283,10 @@ absl::StatusOr<MainConfig> Configure(const ParsedFlags& flags) {
 
   DCP_ASSIGN_OR_RETURN(auto profile, flags.Bool("profile"));
   agent.profile = profile;
+  // Whole micro-batches and the optimizer step, for the fixed costs
+  // (cost_model/micro_batch_fit.h).
+  agent.profile_options.micro_batch_shapes = DefaultMicroBatchProfileShapes();
+  agent.profile_options.optimizer_step = true;
   if (flags.Given("profile-gemm-tokens")) {
     DCP_ASSIGN_OR_RETURN(auto sizes, flags.IntList("profile-gemm-tokens"));
     agent.profile_options.gemm_tokens = sizes;

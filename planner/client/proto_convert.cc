@@ -109,6 +109,9 @@ v1::ComputeParams ComputeParamsToProto(const ComputeParams& params) {
   proto.set_attention_backward_half_length_tokens(
       params.attention_backward_half_length_tokens);
   proto.set_elementwise_bytes_per_second(params.elementwise_bytes_per_second);
+  proto.set_micro_batch_fixed_seconds(params.micro_batch_fixed_seconds);
+  proto.set_sequence_layer_fixed_seconds(params.sequence_layer_fixed_seconds);
+  proto.set_optimizer_step_seconds(params.optimizer_step_seconds);
   return proto;
 }
 
@@ -126,6 +129,9 @@ ComputeParams ComputeParamsFromProto(const v1::ComputeParams& proto) {
   params.attention_backward_half_length_tokens =
       proto.attention_backward_half_length_tokens();
   params.elementwise_bytes_per_second = proto.elementwise_bytes_per_second();
+  params.micro_batch_fixed_seconds = proto.micro_batch_fixed_seconds();
+  params.sequence_layer_fixed_seconds = proto.sequence_layer_fixed_seconds();
+  params.optimizer_step_seconds = proto.optimizer_step_seconds();
   return params;
 }
 
@@ -428,6 +434,12 @@ v1::ProfileSample ProfileSampleToProto(const ProfileSample& sample) {
     case ProfileSample::Op::kAllGather:
       proto.set_op(v1::ProfileSample::ALL_GATHER);
       break;
+    case ProfileSample::Op::kMicroBatch:
+      proto.set_op(v1::ProfileSample::MICRO_BATCH);
+      break;
+    case ProfileSample::Op::kOptimizerStep:
+      proto.set_op(v1::ProfileSample::OPTIMIZER_STEP);
+      break;
   }
   proto.set_flops(sample.flops);
   proto.set_tokens(RoundToInt64(sample.tokens));
@@ -439,6 +451,7 @@ v1::ProfileSample ProfileSampleToProto(const ProfileSample& sample) {
   proto.set_checkpointed_layers(sample.checkpointed_layers);
   proto.set_measured_seconds(sample.measured_seconds);
   proto.set_measured_bytes(RoundToInt64(sample.measured_bytes));
+  proto.set_num_sequences(sample.num_sequences);
   return proto;
 }
 
@@ -470,12 +483,19 @@ absl::StatusOr<ProfileSample> ProfileSampleFromProto(
     case v1::ProfileSample::ALL_GATHER:
       sample.op = ProfileSample::Op::kAllGather;
       break;
+    case v1::ProfileSample::MICRO_BATCH:
+      sample.op = ProfileSample::Op::kMicroBatch;
+      break;
+    case v1::ProfileSample::OPTIMIZER_STEP:
+      sample.op = ProfileSample::Op::kOptimizerStep;
+      break;
     case v1::ProfileSample::OP_UNSPECIFIED:
       return absl::InvalidArgumentError(absl::StrCat(
           "samples[", index,
           "].op is OP_UNSPECIFIED; set it to the measured operation (GEMM, "
           "ATTENTION_FORWARD, ATTENTION_BACKWARD, ALL_TO_ALL, ALL_REDUCE, "
-          "ACTIVATION_MEMORY, REDUCE_SCATTER or ALL_GATHER)"));
+          "ACTIVATION_MEMORY, REDUCE_SCATTER, ALL_GATHER, MICRO_BATCH or "
+          "OPTIMIZER_STEP)"));
     default:
       return absl::InvalidArgumentError(absl::StrCat(
           "samples[", index, "].op = ", static_cast<int>(proto.op()),
@@ -492,6 +512,7 @@ absl::StatusOr<ProfileSample> ProfileSampleFromProto(
   sample.checkpointed_layers = proto.checkpointed_layers();
   sample.measured_seconds = proto.measured_seconds();
   sample.measured_bytes = static_cast<double>(proto.measured_bytes());
+  sample.num_sequences = proto.num_sequences();
   return sample;
 }
 
@@ -515,6 +536,8 @@ v1::FitReport FitReportToProto(const ModelFitReport& report) {
   proto.set_num_samples(report.num_samples);
   proto.set_used_defaults(report.used_defaults);
   proto.set_note(report.note);
+  proto.set_held_out_rms_relative_error(report.held_out_rms_relative_error);
+  proto.set_held_out_samples(report.held_out_samples);
   return proto;
 }
 
@@ -526,6 +549,8 @@ ModelFitReport FitReportFromProto(const v1::FitReport& proto) {
   report.num_samples = proto.num_samples();
   report.used_defaults = proto.used_defaults();
   report.note = proto.note();
+  report.held_out_rms_relative_error = proto.held_out_rms_relative_error();
+  report.held_out_samples = proto.held_out_samples();
   return report;
 }
 

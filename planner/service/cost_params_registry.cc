@@ -28,6 +28,17 @@ CostParams ScaleComputeTime(CostParams params, double factor) {
   compute.attention_backward_flops_per_second /= factor;
   compute.elementwise_bytes_per_second /= factor;
   compute.layer_fixed_seconds *= factor;
+  compute.micro_batch_fixed_seconds *= factor;
+  compute.sequence_layer_fixed_seconds *= factor;
+  return params;
+}
+
+CostParams ScaleCommunicationTime(CostParams params, double factor) {
+  CommParams& comm = params.comm;
+  comm.all_to_all_intra_latency_seconds *= factor;
+  comm.all_to_all_inter_latency_seconds *= factor;
+  comm.all_to_all_intra_bus_bytes_per_second /= factor;
+  comm.all_to_all_inter_bus_bytes_per_second /= factor;
   return params;
 }
 
@@ -62,7 +73,10 @@ absl::Status CostParamsRegistry::Load(
     }
     auto version = std::make_shared<const ParamsVersion>(ParamsVersion{
         number, std::make_shared<const CostModel>(*std::move(cost_model)),
-        record.compute_correction(), record.defaults()});
+        record.compute_correction(), record.defaults(),
+        record.communication_correction() > 0
+            ? record.communication_correction()
+            : 1.0});
     versions_[number] = version;
     // The last (highest) version sets the current fit.
     snapshot->current = std::move(version);
@@ -91,7 +105,8 @@ std::shared_ptr<const ParamsVersion> CostParamsRegistry::Version(
 
 absl::StatusOr<int64_t> CostParamsRegistry::AddVersion(
     const CostParams& params, double compute_correction,
-    CostParamsSnapshot next, bool defaults) {
+    double communication_correction, CostParamsSnapshot next,
+    bool defaults) {
   absl::StatusOr<CostModel> cost_model =
       CostModel::Create(model_, cluster_, params);
   if (!cost_model.ok()) return cost_model.status();
@@ -101,6 +116,7 @@ absl::StatusOr<int64_t> CostParamsRegistry::AddVersion(
     record.set_params_version(version);
     record.set_compute_correction(compute_correction);
     record.set_defaults(defaults);
+    record.set_communication_correction(communication_correction);
     record.set_refit_epoch(next.refit_epoch);
     *record.mutable_params() = CostParamsToProto(params);
     *record.mutable_fitted_params() = CostParamsToProto(next.fitted_params);
@@ -114,7 +130,7 @@ absl::StatusOr<int64_t> CostParamsRegistry::AddVersion(
   }
   auto made = std::make_shared<const ParamsVersion>(ParamsVersion{
       version, std::make_shared<const CostModel>(*std::move(cost_model)),
-      compute_correction, defaults});
+      compute_correction, defaults, communication_correction});
   next.current = made;
   absl::MutexLock lock(&mu_);
   versions_[version] = std::move(made);
@@ -140,7 +156,8 @@ absl::Status CostParamsRegistry::ApplyFit(const CostModelFit& fitted) {
   }
   // A new fit is a new baseline: online corrections start over from it.
   next.refit_epoch = previous->current->version + 1;
-  return AddVersion(fit.params, /*compute_correction=*/1, std::move(next))
+  return AddVersion(fit.params, /*compute_correction=*/1,
+                    /*communication_correction=*/1, std::move(next))
       .status();
 }
 
@@ -165,22 +182,57 @@ absl::StatusOr<std::optional<int64_t>> CostParamsRegistry::SetCommunicators(
   CopyCommunicators(wanted, next.fitted_params.memory);
   absl::StatusOr<int64_t> version =
       AddVersion(params, previous->current->compute_correction,
+                 previous->current->communication_correction,
                  std::move(next), previous->current->defaults);
   if (!version.ok()) return version.status();
   return *version;
 }
 
 absl::StatusOr<std::optional<int64_t>> CostParamsRegistry::ApplyRefit(
-    int64_t epoch, double factor, double change_threshold) {
+    int64_t epoch, double factor, double change_threshold,
+    std::optional<double> communication_factor,
+    std::optional<std::pair<double, double>> all_to_all_intra,
+    std::optional<std::pair<double, double>> all_to_all_inter) {
   absl::MutexLock write_lock(&write_mu_);
   std::shared_ptr<const CostParamsSnapshot> previous = Snapshot();
   const double current = previous->current->compute_correction;
-  if (previous->refit_epoch != epoch ||
-      std::abs(factor / current - 1) <= change_threshold) {
+  const double current_communication =
+      previous->current->communication_correction;
+  const double communication =
+      communication_factor.value_or(current_communication);
+  if (previous->refit_epoch != epoch) return std::nullopt;
+  CostParams next =
+      ScaleCommunicationTime(ScaleComputeTime(previous->fitted_params, factor),
+                             communication);
+  const CommParams& now = previous->current->cost_model->params().comm;
+  auto moved = [&](double from, double to) {
+    return from > 0 ? std::abs(to / from - 1) > change_threshold : to > 0;
+  };
+  bool all_to_all_moved = false;
+  if (all_to_all_intra.has_value()) {
+    next.comm.all_to_all_intra_latency_seconds = all_to_all_intra->first;
+    next.comm.all_to_all_intra_bus_bytes_per_second = all_to_all_intra->second;
+    all_to_all_moved |=
+        moved(now.all_to_all_intra_latency_seconds, all_to_all_intra->first) ||
+        moved(now.all_to_all_intra_bus_bytes_per_second,
+              all_to_all_intra->second);
+  }
+  if (all_to_all_inter.has_value()) {
+    next.comm.all_to_all_inter_latency_seconds = all_to_all_inter->first;
+    next.comm.all_to_all_inter_bus_bytes_per_second = all_to_all_inter->second;
+    all_to_all_moved |=
+        moved(now.all_to_all_inter_latency_seconds, all_to_all_inter->first) ||
+        moved(now.all_to_all_inter_bus_bytes_per_second,
+              all_to_all_inter->second);
+  }
+  if (std::abs(factor / current - 1) <= change_threshold &&
+      std::abs(communication / current_communication - 1) <=
+          change_threshold &&
+      !all_to_all_moved) {
     return std::nullopt;
   }
-  absl::StatusOr<int64_t> version = AddVersion(
-      ScaleComputeTime(previous->fitted_params, factor), factor, *previous);
+  absl::StatusOr<int64_t> version =
+      AddVersion(next, factor, communication, *previous);
   if (!version.ok()) return version.status();
   return *version;
 }

@@ -29,6 +29,8 @@ struct ParamsVersion {
   /// The defaults (version 0, or they with only the workers'
   /// communicators): no profile fit, no online correction.
   bool defaults = false;
+  /// Factor the online refit applied to the fitted all-to-all time.
+  double communication_correction = 1;
 };
 
 /// The registry's state at one moment. Immutable: callers keep it as long
@@ -46,9 +48,14 @@ struct CostParamsSnapshot {
 };
 
 /// Compute time scales linearly with every compute rate's inverse and the
-/// fixed per-layer time: `params` with all compute time multiplied by
+/// fixed per-layer, per-sequence and per-micro-batch times: `params` with all compute time multiplied by
 /// `factor`.
 CostParams ScaleComputeTime(CostParams params, double factor);
+
+/// `params` with every all-to-all time (latency and bytes over bandwidth)
+/// multiplied by `factor`: the Ulysses all-to-alls as the workers measure
+/// them, waiting for the group's slowest member included.
+CostParams ScaleCommunicationTime(CostParams params, double factor);
 
 /// Every cost-parameter version of the job (0 = the defaults) and the
 /// current fit, handed out as immutable snapshots.
@@ -93,9 +100,18 @@ class CostParamsRegistry {
   /// `factor`, unless the refit epoch is no longer `epoch` or `factor` is
   /// within `change_threshold` (relative) of the current correction.
   /// Returns the new version, or nullopt if none was made.
-  absl::StatusOr<std::optional<int64_t>> ApplyRefit(int64_t epoch,
-                                                    double factor,
-                                                    double change_threshold)
+  /// `communication_factor`, when given, likewise scales the all-to-all
+  /// time (else the current communication correction is kept); a version
+  /// is made when either moves beyond the threshold.
+  /// `all_to_all_intra` / `all_to_all_inter`, when given, are {latency
+  /// seconds, bus bytes per second} fitted to measured all-to-alls: they
+  /// replace that kind's parameters (the factor then scales only the
+  /// other kind), and a version is made when one moves beyond the threshold.
+  absl::StatusOr<std::optional<int64_t>> ApplyRefit(
+      int64_t epoch, double factor, double change_threshold,
+      std::optional<double> communication_factor = std::nullopt,
+      std::optional<std::pair<double, double>> all_to_all_intra = std::nullopt,
+      std::optional<std::pair<double, double>> all_to_all_inter = std::nullopt)
       ABSL_LOCKS_EXCLUDED(write_mu_, mu_);
 
  private:
@@ -103,6 +119,7 @@ class CostParamsRegistry {
   /// `defaults`: ParamsVersion::defaults of the new version.
   absl::StatusOr<int64_t> AddVersion(const CostParams& params,
                                      double compute_correction,
+                                     double communication_correction,
                                      CostParamsSnapshot next,
                                      bool defaults = false)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_) ABSL_LOCKS_EXCLUDED(mu_);

@@ -46,6 +46,53 @@ TEST(CostParamsRegistryTest, RefitNeedsAChangeAndTheCurrentEpoch) {
   EXPECT_FALSE(registry->ApplyRefit(0, 1.52, 0.05).value().has_value());
 }
 
+TEST(CostParamsRegistryTest, RefitScalesTheAllToAllTimeOnItsOwn) {
+  auto registry = MakeRegistry();
+  const CommParams fitted = registry->Snapshot()->fitted_params.comm;
+  // The compute correction unchanged, the all-to-all's: a new version.
+  ASSERT_EQ(registry->ApplyRefit(0, /*factor=*/1, 0.05,
+                                 /*communication_factor=*/4)
+                .value(),
+            1);
+  const std::shared_ptr<const CostParamsSnapshot> after = registry->Snapshot();
+  EXPECT_EQ(after->current->compute_correction, 1);
+  EXPECT_EQ(after->current->communication_correction, 4);
+  const CommParams& comm = after->current->cost_model->params().comm;
+  EXPECT_DOUBLE_EQ(comm.all_to_all_inter_latency_seconds,
+                   4 * fitted.all_to_all_inter_latency_seconds);
+  EXPECT_DOUBLE_EQ(comm.all_to_all_intra_bus_bytes_per_second,
+                   fitted.all_to_all_intra_bus_bytes_per_second / 4);
+  // The gradient all-reduce is not the all-to-all: left as fitted.
+  EXPECT_DOUBLE_EQ(comm.all_reduce_inter_latency_seconds,
+                   fitted.all_reduce_inter_latency_seconds);
+  // Within the threshold of both corrections: no new version.
+  EXPECT_FALSE(registry->ApplyRefit(0, 1.02, 0.05, 4.1).value().has_value());
+}
+
+TEST(CostParamsRegistryTest, AFittedAllToAllReplacesItsKindsParameters) {
+  auto registry = MakeRegistry();
+  const CommParams fitted = registry->Snapshot()->fitted_params.comm;
+  ASSERT_EQ(registry
+                ->ApplyRefit(0, /*factor=*/1, 0.05,
+                             /*communication_factor=*/2,
+                             /*all_to_all_intra=*/std::nullopt,
+                             /*all_to_all_inter=*/std::make_pair(3e-4, 2e8))
+                .value(),
+            1);
+  const CommParams& comm =
+      registry->Snapshot()->current->cost_model->params().comm;
+  EXPECT_EQ(comm.all_to_all_inter_latency_seconds, 3e-4);
+  EXPECT_EQ(comm.all_to_all_inter_bus_bytes_per_second, 2e8);
+  // The other kind follows the factor.
+  EXPECT_DOUBLE_EQ(comm.all_to_all_intra_latency_seconds,
+                   2 * fitted.all_to_all_intra_latency_seconds);
+  // The same fit again is no change.
+  EXPECT_FALSE(registry->ApplyRefit(0, 1, 0.05, 2, std::nullopt,
+                                    std::make_pair(3.05e-4, 2e8))
+                   .value()
+                   .has_value());
+}
+
 TEST(CostParamsRegistryTest, AFitWithNewParametersIsANewEpoch) {
   auto registry = MakeRegistry();
   ASSERT_TRUE(registry->ApplyRefit(0, 2, 0.05).ok());

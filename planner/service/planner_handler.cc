@@ -252,10 +252,11 @@ class PlannerHandlerRoot final : public PlannerHandler {
         plans_.ReadyPlan(request.step());
     if (!plan.ok()) return plan.status();
     std::shared_ptr<const CostParamsSnapshot> params = params_.Snapshot();
-    const double plan_correction =
-        params_.Version((*plan)->params_version)->compute_correction;
+    const std::shared_ptr<const ParamsVersion> plan_version =
+        params_.Version((*plan)->params_version);
     absl::StatusOr<StepStatsTracker::Outcome> outcome =
-        stats_.Record(request, **plan, plan_correction, *params);
+        stats_.Record(request, **plan, plan_version->compute_correction,
+                      *params, plan_version->communication_correction);
     if (!outcome.ok()) return outcome.status();
     // For tools only (step_state_files.h), written off this call's path.
     for (v1::StepReportsRecord& record : outcome->reports_to_record) {
@@ -377,19 +378,40 @@ class PlannerHandlerRoot final : public PlannerHandler {
   }
 
   void MaybeRefit(const StepStatsTracker::Outcome& outcome, double current) {
-    absl::StatusOr<std::optional<int64_t>> version =
-        params_.ApplyRefit(outcome.refit_epoch, *outcome.refit_factor,
-                           RefitAccumulator::kChangeThreshold);
+    auto pair_of = [](const std::optional<AllToAllRefitAccumulator::Fit>& fit)
+        -> std::optional<std::pair<double, double>> {
+      if (!fit.has_value()) return std::nullopt;
+      return std::make_pair(fit->latency_seconds, fit->bus_bytes_per_second);
+    };
+    absl::StatusOr<std::optional<int64_t>> version = params_.ApplyRefit(
+        outcome.refit_epoch, *outcome.refit_factor,
+        RefitAccumulator::kChangeThreshold,
+        outcome.communication_refit_factor, pair_of(outcome.all_to_all_intra),
+        pair_of(outcome.all_to_all_inter));
     if (!version.ok()) {
       Log(absl::StrCat("online refit not applied: ",
                        version.status().message()));
       return;
     }
     if (!version->has_value()) return;
+    std::string all_to_all;
+    for (const auto& [kind, fit] :
+         {std::make_pair("inside nodes", outcome.all_to_all_intra),
+          std::make_pair("across nodes", outcome.all_to_all_inter)}) {
+      if (fit.has_value()) {
+        absl::StrAppend(
+            &all_to_all,
+            absl::StrFormat("; all-to-all %s fitted to %.1f us + bytes / "
+                            "%.3g B/s",
+                            kind, 1e6 * fit->latency_seconds,
+                            fit->bus_bytes_per_second));
+      }
+    }
     Log(absl::StrFormat(
         "params v%d: online refit scales compute time by %.3f (was %.3f) "
-        "from %d micro-batch measurements",
-        **version, *outcome.refit_factor, current, outcome.refit_observations));
+        "from %d micro-batch measurements%s",
+        **version, *outcome.refit_factor, current,
+        outcome.refit_observations, all_to_all));
   }
 
   const PlannerHandlerOptions options_;

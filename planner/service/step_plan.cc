@@ -32,6 +32,7 @@ GroupSummary SummarizeGroup(const CostModel& cost_model,
                             int64_t& checkpointed_layers_sum) {
   GroupSummary summary;
   summary.predicted_seconds = group.predicted_seconds;
+  summary.inter_node = cost_model.SpansNodes(group.sp_size());
   for (const MicroBatchPlan& micro_batch : group.micro_batches) {
     MicroBatchShape micro_batch_shape;
     micro_batch_shape.sp_size = group.sp_size();
@@ -42,6 +43,18 @@ GroupSummary SummarizeGroup(const CostModel& cost_model,
         micro_batch_shape, micro_batch.checkpointed_layers);
     summary.micro_batch_compute_seconds.push_back(
         std::max(0.0, cost.total_seconds - cost.communication_seconds));
+    summary.micro_batch_communication_seconds.push_back(
+        cost.communication_seconds);
+    // Two all-to-alls per layer pass (forward, backward, recompute).
+    const int sp = group.sp_size();
+    const double passes = 2.0 * cost_model.model().num_layers +
+                          micro_batch.checkpointed_layers;
+    summary.micro_batch_all_to_all_calls.push_back(sp > 1 ? 2 * passes : 0);
+    summary.micro_batch_all_to_all_bus_bytes.push_back(
+        sp > 1 ? passes * cost_model.model().UlyssesBytesPerTokenPerLayer(sp) *
+                     static_cast<double>(micro_batch_shape.tokens_per_rank) *
+                     (sp - 1) / sp
+               : 0);
     checkpointed_layers_sum += micro_batch.checkpointed_layers;
     shape.max_checkpointed_layers = std::max(shape.max_checkpointed_layers,
                                              micro_batch.checkpointed_layers);
@@ -161,6 +174,8 @@ std::shared_ptr<const StepPlan> MakeStepPlanTryingPhases(
   if (phased_plan.has_value()) {
     // Per rank: its group's micro-batches in each phase, phase after phase.
     result->groups.assign(world_size, GroupSummary());
+    std::vector<bool> rank_has_kind(world_size, false);
+    std::vector<bool> mixed_kinds(world_size, false);
     for (int rank = 0; rank < world_size; ++rank) {
       result->group_of_rank[rank] = rank;
       result->groups[rank].predicted_seconds =
@@ -172,13 +187,34 @@ std::shared_ptr<const StepPlan> MakeStepPlanTryingPhases(
             cost_model, lengths, group, shape, checkpointed_layers_sum);
         for (int rank : group.ranks) {
           if (rank < 0 || rank >= world_size) continue;
-          std::vector<double>& of_rank =
-              result->groups[rank].micro_batch_compute_seconds;
-          of_rank.insert(of_rank.end(),
-                         summary.micro_batch_compute_seconds.begin(),
-                         summary.micro_batch_compute_seconds.end());
+          GroupSummary& of_rank = result->groups[rank];
+          const auto append = [](std::vector<double>& to,
+                                 const std::vector<double>& from) {
+            to.insert(to.end(), from.begin(), from.end());
+          };
+          append(of_rank.micro_batch_compute_seconds,
+                 summary.micro_batch_compute_seconds);
+          append(of_rank.micro_batch_communication_seconds,
+                 summary.micro_batch_communication_seconds);
+          append(of_rank.micro_batch_all_to_all_calls,
+                 summary.micro_batch_all_to_all_calls);
+          append(of_rank.micro_batch_all_to_all_bus_bytes,
+                 summary.micro_batch_all_to_all_bus_bytes);
+          if (!rank_has_kind[rank]) {
+            rank_has_kind[rank] = true;
+            of_rank.inter_node = summary.inter_node;
+          } else if (of_rank.inter_node != summary.inter_node) {
+            mixed_kinds[rank] = true;
+          }
         }
       }
+    }
+    // A rank whose phases' groups are some inside a node and some across
+    // nodes gives the all-to-all refit (fitted per kind) no samples.
+    for (int rank = 0; rank < world_size; ++rank) {
+      if (!mixed_kinds[rank]) continue;
+      result->groups[rank].micro_batch_all_to_all_calls.clear();
+      result->groups[rank].micro_batch_all_to_all_bus_bytes.clear();
     }
   } else {
     for (size_t g = 0; g < plan->groups.size(); ++g) {

@@ -22,6 +22,14 @@ struct GroupSummary {
   double predicted_seconds = 0;
   /// Predicted compute (not communication) seconds of each micro-batch.
   std::vector<double> micro_batch_compute_seconds;
+  /// Predicted all-to-all seconds of each micro-batch.
+  std::vector<double> micro_batch_communication_seconds;
+  /// What each micro-batch's all-to-alls move, whatever the parameters:
+  /// their count and bus bytes ((n-1)/n of the bytes each rank holds).
+  std::vector<double> micro_batch_all_to_all_calls;
+  std::vector<double> micro_batch_all_to_all_bus_bytes;
+  /// The group spans nodes (its all-to-alls use the inter-node figures).
+  bool inter_node = false;
 };
 
 /// The shape of a plan, as PlannerMetrics::PlanShape reports it.

@@ -24,6 +24,55 @@ void RefitAccumulator::Remove(const std::vector<double>& ratios) {
   }
 }
 
+void AllToAllRefitAccumulator::Add(double calls, double bus_bytes,
+                                   double measured_seconds) {
+  const double c = calls / measured_seconds;
+  const double b = bus_bytes / measured_seconds;
+  calls_calls_ += c * c;
+  calls_bytes_ += c * b;
+  bytes_bytes_ += b * b;
+  calls_ += c;
+  bytes_ += b;
+  ++count_;
+}
+
+void AllToAllRefitAccumulator::Remove(double calls, double bus_bytes,
+                                      double measured_seconds) {
+  const double c = calls / measured_seconds;
+  const double b = bus_bytes / measured_seconds;
+  calls_calls_ -= c * c;
+  calls_bytes_ -= c * b;
+  bytes_bytes_ -= b * b;
+  calls_ -= c;
+  bytes_ -= b;
+  --count_;
+}
+
+std::optional<AllToAllRefitAccumulator::Fit> AllToAllRefitAccumulator::Solve()
+    const {
+  if (count_ < RefitAccumulator::kMinObservations || bytes_bytes_ <= 0) {
+    return std::nullopt;
+  }
+  // Normal equations of min sum (1 - alpha c - beta b)^2.
+  const double det = calls_calls_ * bytes_bytes_ - calls_bytes_ * calls_bytes_;
+  double alpha = 0;
+  double beta = bytes_ / bytes_bytes_;
+  if (det > 1e-9 * calls_calls_ * bytes_bytes_) {
+    alpha = (calls_ * bytes_bytes_ - bytes_ * calls_bytes_) / det;
+    beta = (bytes_ * calls_calls_ - calls_ * calls_bytes_) / det;
+    if (alpha < 0) {
+      alpha = 0;
+      beta = bytes_ / bytes_bytes_;
+    }
+  } else {
+    return std::nullopt;
+  }
+  if (!(beta > 0) || !std::isfinite(alpha) || !std::isfinite(beta)) {
+    return std::nullopt;
+  }
+  return Fit{alpha, 1.0 / beta};
+}
+
 std::optional<double> RefitAccumulator::Factor() const {
   if (count_ < kMinObservations || ratio_squared_sum_ <= 0) {
     return std::nullopt;
@@ -34,7 +83,8 @@ std::optional<double> RefitAccumulator::Factor() const {
 
 absl::StatusOr<StepStatsTracker::Outcome> StepStatsTracker::Record(
     const v1::ReportStepStatsRequest& request, const StepPlan& plan,
-    double plan_correction, const CostParamsSnapshot& params) {
+    double plan_correction, const CostParamsSnapshot& params,
+    double plan_communication_correction) {
   const int64_t step = request.step();
   const int rank = request.rank();
   const double measured = request.step_seconds();
@@ -68,6 +118,7 @@ absl::StatusOr<StepStatsTracker::Outcome> StepStatsTracker::Record(
   // Online refit ratios, relative to the fitted parameters.
   if (plan.params_version >= params.refit_epoch) {
     report.refit_epoch = params.refit_epoch;
+    report.inter_node = group.inter_node;
     for (const v1::MicroBatchStats& stats : request.micro_batches()) {
       const double predicted =
           group.micro_batch_compute_seconds[stats.micro_batch_index()] /
@@ -76,6 +127,31 @@ absl::StatusOr<StepStatsTracker::Outcome> StepStatsTracker::Record(
       if (predicted > 0 && stats.compute_seconds() > 0 &&
           RefitAccumulator::Accepts(ratio)) {
         report.compute_ratios.push_back(ratio);
+      }
+      const size_t index = static_cast<size_t>(stats.micro_batch_index());
+      if (index < group.micro_batch_all_to_all_calls.size() &&
+          index < group.micro_batch_all_to_all_bus_bytes.size() &&
+          group.micro_batch_all_to_all_calls[index] > 0 &&
+          stats.communication_seconds() > 0 &&
+          std::isfinite(stats.communication_seconds())) {
+        report.all_to_all_rows.push_back(
+            {group.micro_batch_all_to_all_calls[index],
+             group.micro_batch_all_to_all_bus_bytes[index],
+             stats.communication_seconds()});
+      }
+      const std::vector<double>& communication =
+          group.micro_batch_communication_seconds;
+      if (static_cast<size_t>(stats.micro_batch_index()) <
+          communication.size()) {
+        const double predicted_communication =
+            communication[stats.micro_batch_index()] /
+            plan_communication_correction;
+        const double communication_ratio =
+            predicted_communication / stats.communication_seconds();
+        if (predicted_communication > 0 && stats.communication_seconds() > 0 &&
+            RefitAccumulator::Accepts(communication_ratio)) {
+          report.communication_ratios.push_back(communication_ratio);
+        }
       }
     }
   }
@@ -97,6 +173,9 @@ absl::StatusOr<StepStatsTracker::Outcome> StepStatsTracker::Record(
     // A new fit is a new baseline: online corrections start over from it.
     refit_epoch_ = params.refit_epoch;
     refit_ = RefitAccumulator();
+    communication_refit_ = RefitAccumulator();
+    all_to_all_intra_ = AllToAllRefitAccumulator();
+    all_to_all_inter_ = AllToAllRefitAccumulator();
   }
   StepReports& step_reports = steps_[step];
   if (auto previous = step_reports.ranks.find(rank);
@@ -106,13 +185,27 @@ absl::StatusOr<StepStatsTracker::Outcome> StepStatsTracker::Record(
       relative_error_sum_ -= *old.relative_error;
       --relative_error_count_;
     }
-    if (old.refit_epoch == refit_epoch_) refit_.Remove(old.compute_ratios);
+    if (old.refit_epoch == refit_epoch_) {
+      refit_.Remove(old.compute_ratios);
+      communication_refit_.Remove(old.communication_ratios);
+      for (const auto& [calls, bytes, seconds] : old.all_to_all_rows) {
+        (old.inter_node ? all_to_all_inter_ : all_to_all_intra_)
+            .Remove(calls, bytes, seconds);
+      }
+    }
   }
   if (report.relative_error.has_value()) {
     relative_error_sum_ += *report.relative_error;
     ++relative_error_count_;
   }
-  if (report.refit_epoch == refit_epoch_) refit_.Add(report.compute_ratios);
+  if (report.refit_epoch == refit_epoch_) {
+    refit_.Add(report.compute_ratios);
+    communication_refit_.Add(report.communication_ratios);
+    for (const auto& [calls, bytes, seconds] : report.all_to_all_rows) {
+      (report.inter_node ? all_to_all_inter_ : all_to_all_intra_)
+          .Add(calls, bytes, seconds);
+    }
+  }
   outcome.relative_error = report.relative_error;
   step_reports.ranks[rank] = std::move(report);
   if (record_reports_) {
@@ -146,6 +239,9 @@ absl::StatusOr<StepStatsTracker::Outcome> StepStatsTracker::Record(
     // most one new version.
     if (online_refit_) {
       outcome.refit_factor = refit_.Factor();
+      outcome.communication_refit_factor = communication_refit_.Factor();
+      outcome.all_to_all_intra = all_to_all_intra_.Solve();
+      outcome.all_to_all_inter = all_to_all_inter_.Solve();
       outcome.refit_epoch = refit_epoch_;
       outcome.refit_observations = refit_.count();
     }

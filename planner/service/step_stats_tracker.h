@@ -2,6 +2,7 @@
 #define DCP_PLANNER_SERVICE_STEP_STATS_TRACKER_H_
 
 #include <cstdint>
+#include <array>
 #include <map>
 #include <optional>
 #include <vector>
@@ -50,6 +51,29 @@ class RefitAccumulator {
   int64_t count_ = 0;
 };
 
+/// Online all-to-all refit: least squares of the micro-batches' measured
+/// all-to-all seconds m against calls * latency + bus_bytes / bandwidth,
+/// each row weighted by 1/m (relative error), as running sums. Pure value.
+class AllToAllRefitAccumulator {
+ public:
+  struct Fit {
+    double latency_seconds = 0;
+    double bus_bytes_per_second = 0;
+  };
+  void Add(double calls, double bus_bytes, double measured_seconds);
+  void Remove(double calls, double bus_bytes, double measured_seconds);
+  int64_t count() const { return count_; }
+  /// The fit, or nullopt with fewer than RefitAccumulator::kMinObservations
+  /// rows, rows that cannot tell latency from bandwidth, or a bandwidth
+  /// that is not positive (a negative latency is held at 0).
+  std::optional<Fit> Solve() const;
+
+ private:
+  double calls_calls_ = 0, calls_bytes_ = 0, bytes_bytes_ = 0;
+  double calls_ = 0, bytes_ = 0;
+  int64_t count_ = 0;
+};
+
 /// The ranks' step reports of the steps whose plans are cached: cost-model
 /// error, step imbalance, the online refit's sums and, when asked to, the
 /// step reports records to write (proto/dcp/v1/step_state.proto).
@@ -70,6 +94,13 @@ class StepStatsTracker {
     /// Set when the completed step asks for a refit by this factor (of the
     /// refit epoch `refit_epoch`, from `refit_observations` measurements).
     std::optional<double> refit_factor;
+    /// Likewise for the all-to-all time, from the micro-batches' measured
+    /// communication seconds (unset without enough of them).
+    std::optional<double> communication_refit_factor;
+    /// The all-to-all latency and bandwidth fitted to the micro-batches'
+    /// measurements (inside a node, across nodes), when there are enough.
+    std::optional<AllToAllRefitAccumulator::Fit> all_to_all_intra;
+    std::optional<AllToAllRefitAccumulator::Fit> all_to_all_inter;
     int64_t refit_epoch = 0;
     int64_t refit_observations = 0;
     /// With `record_reports`: the reports records this report asks to
@@ -90,9 +121,12 @@ class StepStatsTracker {
   /// `plan_version` (whose correction is `plan_correction`) while `params`
   /// is current. INVALID_ARGUMENT / FAILED_PRECONDITION if the rank or a
   /// micro-batch is not in the plan.
+  /// `plan_communication_correction` is that version's all-to-all
+  /// correction.
   absl::StatusOr<Outcome> Record(const v1::ReportStepStatsRequest& request,
                                  const StepPlan& plan, double plan_correction,
-                                 const CostParamsSnapshot& params)
+                                 const CostParamsSnapshot& params,
+                                 double plan_communication_correction = 1)
       ABSL_LOCKS_EXCLUDED(mu_);
   /// Drops the reports of steps whose plans left the cache.
   void Forget(const std::vector<int64_t>& steps) ABSL_LOCKS_EXCLUDED(mu_);
@@ -105,6 +139,11 @@ class StepStatsTracker {
     std::optional<double> relative_error;
     /// Counted in the refit sums of `refit_epoch`.
     std::vector<double> compute_ratios;
+    std::vector<double> communication_ratios;
+    /// {calls, bus bytes, measured seconds} of each micro-batch's
+    /// all-to-alls, and whether its group spans nodes.
+    std::vector<std::array<double, 3>> all_to_all_rows;
+    bool inter_node = false;
     int64_t refit_epoch = -1;
     /// The report as recorded (only with `record_reports_`).
     v1::RankStepReport measured;
@@ -132,6 +171,9 @@ class StepStatsTracker {
   /// parameters' refit epoch moves on (a new profile fit).
   int64_t refit_epoch_ ABSL_GUARDED_BY(mu_) = 0;
   RefitAccumulator refit_ ABSL_GUARDED_BY(mu_);
+  RefitAccumulator communication_refit_ ABSL_GUARDED_BY(mu_);
+  AllToAllRefitAccumulator all_to_all_intra_ ABSL_GUARDED_BY(mu_);
+  AllToAllRefitAccumulator all_to_all_inter_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace dcp

@@ -49,6 +49,62 @@ TEST(RefitAccumulatorTest, LeastSquaresFactorClampedAfterEnoughObservations) {
   EXPECT_FALSE(RefitAccumulator::Accepts(1000));
 }
 
+TEST(AllToAllRefitAccumulatorTest, RecoversLatencyAndBandwidth) {
+  // 100 us per call and 1 GB/s: measured = calls * 1e-4 + bytes / 1e9.
+  AllToAllRefitAccumulator refit;
+  const double rows[][2] = {{8, 1e5}, {8, 1e6}, {12, 4e6}, {12, 2e5}};
+  for (int i = 0; i < 3; ++i) {
+    refit.Add(rows[i][0], rows[i][1], rows[i][0] * 1e-4 + rows[i][1] / 1e9);
+  }
+  EXPECT_FALSE(refit.Solve().has_value());  // Too few rows yet.
+  refit.Add(rows[3][0], rows[3][1], rows[3][0] * 1e-4 + rows[3][1] / 1e9);
+  std::optional<AllToAllRefitAccumulator::Fit> fit = refit.Solve();
+  ASSERT_TRUE(fit.has_value());
+  EXPECT_NEAR(fit->latency_seconds, 1e-4, 1e-10);
+  EXPECT_NEAR(fit->bus_bytes_per_second, 1e9, 1e-3);
+  // A removed row no longer counts.
+  refit.Remove(rows[3][0], rows[3][1], rows[3][0] * 1e-4 + rows[3][1] / 1e9);
+  EXPECT_EQ(refit.count(), 3);
+  // Measurements falling with the call count: the latency is held at 0.
+  AllToAllRefitAccumulator falling;
+  falling.Add(2, 1e6, 2e-3);
+  falling.Add(20, 1e6, 1e-3);
+  falling.Add(2, 2e6, 4e-3);
+  falling.Add(20, 2e6, 2e-3);
+  fit = falling.Solve();
+  ASSERT_TRUE(fit.has_value());
+  EXPECT_EQ(fit->latency_seconds, 0);
+  EXPECT_GT(fit->bus_bytes_per_second, 0);
+}
+
+TEST(StepStatsTrackerTest, AllToAllsOfTheStepAreFittedByKind) {
+  StepStatsTracker tracker(/*world_size=*/2, /*online_refit=*/true);
+  StepPlan plan = TwoRankPlan();
+  GroupSummary& group = plan.groups[0];
+  group.inter_node = true;
+  group.micro_batch_communication_seconds = {0.5, 0.5};
+  group.micro_batch_all_to_all_calls = {8, 12};
+  group.micro_batch_all_to_all_bus_bytes = {1e6, 4e6};
+  const CostParamsSnapshot params;
+  auto report = [&](int rank) {
+    v1::ReportStepStatsRequest request = Report(0, rank, 3, 1);
+    for (v1::MicroBatchStats& stats : *request.mutable_micro_batches()) {
+      const int i = stats.micro_batch_index();
+      stats.set_communication_seconds(group.micro_batch_all_to_all_calls[i] *
+                                          2e-4 +
+                                      group.micro_batch_all_to_all_bus_bytes[i] /
+                                          5e8);
+    }
+    return request;
+  };
+  ASSERT_TRUE(tracker.Record(report(0), plan, 1, params).ok());
+  auto second = tracker.Record(report(1), plan, 1, params).value();
+  ASSERT_TRUE(second.all_to_all_inter.has_value());
+  EXPECT_FALSE(second.all_to_all_intra.has_value());
+  EXPECT_NEAR(second.all_to_all_inter->latency_seconds, 2e-4, 1e-9);
+  EXPECT_NEAR(second.all_to_all_inter->bus_bytes_per_second, 5e8, 1);
+}
+
 TEST(StepStatsTrackerTest, ImbalanceOnceEveryRankReportedThenARefit) {
   StepStatsTracker tracker(/*world_size=*/2, /*online_refit=*/true);
   const StepPlan plan = TwoRankPlan();
@@ -66,6 +122,32 @@ TEST(StepStatsTrackerTest, ImbalanceOnceEveryRankReportedThenARefit) {
   // A repeated report replaces the rank's earlier one.
   ASSERT_TRUE(tracker.Record(Report(0, 1, 2, 2), plan, 1, params).ok());
   EXPECT_DOUBLE_EQ(tracker.MeanRelativeError(), 0);
+}
+
+TEST(StepStatsTrackerTest, AllToAllTimeIsRefittedApartFromCompute) {
+  StepStatsTracker tracker(/*world_size=*/2, /*online_refit=*/true);
+  StepPlan plan = TwoRankPlan();
+  plan.groups[0].micro_batch_communication_seconds = {0.5, 0.5};
+  const CostParamsSnapshot params;
+  auto with_communication = [](int rank) {
+    v1::ReportStepStatsRequest request = Report(0, rank, 3, 1);
+    for (v1::MicroBatchStats& stats : *request.mutable_micro_batches()) {
+      stats.set_communication_seconds(2);
+    }
+    return request;
+  };
+  // The plan's version already doubled the all-to-all time: predicted 0.25 s
+  // at the fit against 2 s measured is eight times.
+  ASSERT_TRUE(tracker
+                  .Record(with_communication(0), plan, /*plan_correction=*/1,
+                          params, /*plan_communication_correction=*/2)
+                  .ok());
+  auto second = tracker
+                    .Record(with_communication(1), plan, 1, params,
+                            /*plan_communication_correction=*/2)
+                    .value();
+  EXPECT_DOUBLE_EQ(second.refit_factor.value(), 1);
+  EXPECT_DOUBLE_EQ(second.communication_refit_factor.value(), 8);
 }
 
 TEST(StepStatsTrackerTest, RecordsAStepsReportsOnceItsRanksReported) {

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -65,6 +66,17 @@ struct ProfileOptions {
   /// ... at each of these checkpointed-layer counts, each in
   /// [0, num_layers]. nullopt: 0, 1 and num_layers.
   std::optional<std::vector<int>> memory_checkpointed_layers;
+  /// Whole micro-batches (kMicroBatch samples, micro_batch_fit.h), timed
+  /// as the plan executor runs them at SP 1: each {sequences, length} packs
+  /// that many sequences of that many tokens, run at each of
+  /// micro_batch_checkpointed_layers (nullopt: 0 and num_layers). None by
+  /// default; the worker profiles DefaultMicroBatchProfileShapes().
+  std::vector<std::pair<int, int64_t>> micro_batch_shapes;
+  std::optional<std::vector<int>> micro_batch_checkpointed_layers;
+  /// Time the optimizer step (AdamW over the model's parameters, as the
+  /// plan executor steps it): kOptimizerStep samples, one per timed run.
+  /// Off by default; the worker turns it on.
+  bool optimizer_step = false;
   /// Added to every measured activation peak: the model-state bytes the
   /// fit's memory model assumes (weights, gradients, optimizer shard; e.g.
   /// MemoryModel(model, defaults.memory, world).StaticBytes()), which a
@@ -79,6 +91,10 @@ struct ProfileOptions {
   /// Timeout of each collective (and of creating a group). Positive, finite.
   absl::Duration collective_timeout = absl::Seconds(60);
 };
+
+/// The whole micro-batches the worker profiles: they cover the main job's
+/// plans, short sequences many to a micro-batch and single long ones.
+std::vector<std::pair<int, int64_t>> DefaultMicroBatchProfileShapes();
 
 /// Runs the micro-benchmarks of `model` on this rank and returns the samples
 /// this rank measured, in the order below. Every measurement is the median
@@ -108,6 +124,11 @@ struct ProfileOptions {
 ///    backward above what was allocated before it, plus
 ///    memory_static_bytes; CUDA's allocator statistics on a GPU,
 ///    CpuAllocationMeter on the CPU. Not timed.
+///  - kMicroBatch, per micro_batch_shapes and checkpointed-layer count: the
+///    same model's ShardLossSum and backward at SP 1 (the gradients
+///    accumulate, as in a step), timed whole;
+///  - kOptimizerStep (optimizer_step): AdamW's step over that model's
+///    parameters, one sample per timed run.
 ///
 /// Collectives, with every rank of `comm` (the protocol: every rank must call
 /// RunProfile with equal options, and each then runs exactly this sequence):

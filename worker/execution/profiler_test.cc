@@ -273,6 +273,43 @@ TEST(ProfilerTest, FittedComputeModelPredictsAFreshGemm) {
               0.5 * sample.measured_seconds);
 }
 
+TEST(ProfilerTest, WholeMicroBatchesAndTheOptimizerStepWhenAsked) {
+  const ModelSpec spec = Tiny();
+  FakeCommunicator comm;
+  ProfileOptions options;
+  options.repeats = 1;
+  options.warmup = 0;
+  options.gemm_tokens = {};
+  options.attention_lengths = {};
+  options.memory_tokens = {};
+  options.micro_batch_shapes = {{1, 64}, {3, 16}};
+  options.optimizer_step = true;
+  absl::StatusOr<std::vector<ProfileSample>> samples =
+      RunProfile(spec, comm, /*gpus_per_node=*/8, options);
+  ASSERT_TRUE(samples.ok()) << samples.status();
+  const std::vector<ProfileSample> micro = OfOp(*samples, Op::kMicroBatch);
+  // Each shape without recompute and with every layer recomputed.
+  ASSERT_EQ(micro.size(), 4u);
+  EXPECT_EQ(micro[0].num_sequences, 1);
+  EXPECT_EQ(micro[0].tokens, 64);
+  EXPECT_EQ(micro[0].checkpointed_layers, 0);
+  EXPECT_EQ(micro[1].checkpointed_layers, spec.num_layers);
+  EXPECT_EQ(micro[2].num_sequences, 3);
+  EXPECT_EQ(micro[2].sum_lengths, 48);
+  EXPECT_EQ(micro[2].sum_squared_lengths, 3 * 16 * 16);
+  for (const ProfileSample& sample : micro) {
+    EXPECT_EQ(sample.group_size, 1);
+    EXPECT_GT(sample.measured_seconds, 0);
+  }
+  const std::vector<ProfileSample> optimizer =
+      OfOp(*samples, Op::kOptimizerStep);
+  ASSERT_EQ(optimizer.size(), 1u);
+  EXPECT_GT(optimizer[0].measured_seconds, 0);
+  options.micro_batch_shapes = {{0, 64}};
+  EXPECT_EQ(RunProfile(spec, comm, 8, options).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 TEST(ProfilerTest, EachSampleIsTheMedianOfTheTimedRunsOnTheInjectedClock) {
   // Each timed run reads the clock twice: the step after the first read is
   // the run's duration, the step after the second the gap to the next run.
