@@ -58,6 +58,14 @@ constexpr FlagSpec kFlags[] = {
     {"online-refit", nullptr, "true",
      "the planner rescales its compute model from the measured micro-batch "
      "times as steps are reported (its --online-refit)"},
+    {"phased-plans", nullptr, "false",
+     "the planner also tries plans that re-group the ranks within a step "
+     "(phases with a world barrier between them; its --phased-plans) and "
+     "serves one where predicted faster"},
+    {"phased-min-gap", "FRACTION", "0.03",
+     "with --phased-plans: phases are tried for a batch whose one-layout "
+     "plan is at least this far above its lower bound (the planner's "
+     "--phased-min-gap; 0: every batch)"},
     {"compare-bucket", nullptr, "true",
      "then run the same batches with the static bucket plans"},
     {"timeline-step", "K", "-1",
@@ -201,6 +209,10 @@ absl::StatusOr<LocalJobConfig> ConfigureLocalJob(const ParsedFlags& flags,
   config.profile_repeats = repeats;
   DCP_ASSIGN_OR_RETURN(auto online_refit, flags.Bool("online-refit"));
   config.online_refit = online_refit;
+  DCP_ASSIGN_OR_RETURN(auto phased_plans, flags.Bool("phased-plans"));
+  config.phased_plans = phased_plans;
+  DCP_ASSIGN_OR_RETURN(auto min_gap, flags.Double("phased-min-gap", 0, 1));
+  config.phased_min_gap = min_gap;
   DCP_ASSIGN_OR_RETURN(auto compare, flags.Bool("compare-bucket"));
   config.compare_bucket = compare;
   DCP_ASSIGN_OR_RETURN(auto timeline_step,

@@ -33,6 +33,9 @@ struct LocalJobConfig {
   std::string profile_attention_lengths;
   int64_t profile_repeats = 3;
   bool online_refit = true;
+  /// The planner's --phased-plans and --phased-min-gap.
+  bool phased_plans = false;
+  double phased_min_gap = 0.03;
   bool compare_bucket = true;
   /// The step whose predicted-vs-measured timeline is drawn (-1: none), and
   /// the SVG file (empty: <work_dir>/timeline_step<K>.svg).

@@ -1,7 +1,8 @@
 // dcp_local_job end to end on loopback: the real dcp_planner and dcp_worker
 // processes of a world of two ranks. A tiny scenario (profile, dcp plans,
 // bucket plans, the report), checkpoint + resume against an uninterrupted
-// run, and SIGTERM to every worker mid-run.
+// run, SIGTERM to every worker mid-run, the planner killed and restarted,
+// and phased plans against one-layout plans of the same batches.
 
 #include <cstdlib>
 #include <filesystem>
@@ -49,13 +50,10 @@ struct JobRun {
 };
 
 /// Runs dcp_local_job on two ranks of one node with `flags` (after the
-/// defaults below) and its work directory in `dir`.
+/// defaults below, which a flag of the same name in `flags` replaces) and
+/// its work directory in `dir`.
 JobRun RunJob(const std::string& dir, const std::vector<std::string>& flags) {
-  std::vector<std::string> argv = {
-      Runfile("launcher/dcp_local_job"),
-      absl::StrCat("--planner-binary=", Runfile("planner/service/dcp_planner")),
-      absl::StrCat("--worker-binary=", Runfile("worker/dcp_worker")),
-      absl::StrCat("--work-dir=", dir),
+  const std::vector<std::string> defaults = {
       "--nodes=1",
       "--ranks-per-node=2",
       "--workload=longtail:median=64,tail_fraction=0.05,tail_min=256,"
@@ -63,6 +61,19 @@ JobRun RunJob(const std::string& dir, const std::vector<std::string>& flags) {
       "--global-batch-tokens=2048",
       "--timeout=3m",
       "--collective-timeout=60s"};
+  std::vector<std::string> argv = {
+      Runfile("launcher/dcp_local_job"),
+      absl::StrCat("--planner-binary=", Runfile("planner/service/dcp_planner")),
+      absl::StrCat("--worker-binary=", Runfile("worker/dcp_worker")),
+      absl::StrCat("--work-dir=", dir)};
+  for (const std::string& flag : defaults) {
+    const std::string name = flag.substr(0, flag.find('=') + 1);
+    bool replaced = false;
+    for (const std::string& given : flags) {
+      replaced = replaced || absl::StartsWith(given, name);
+    }
+    if (!replaced) argv.push_back(flag);
+  }
   argv.insert(argv.end(), flags.begin(), flags.end());
   auto mutex = std::make_shared<absl::Mutex>();
   auto lines = std::make_shared<std::vector<std::string>>();
@@ -297,11 +308,60 @@ TEST(LocalJobTest, WithoutOutageToleranceThePlannerRestartFailsTheJob) {
       << run.output;
 }
 
+/// A reproducible 4-step run whose batches hold sequences of 1024-2048
+/// tokens (which need SP 2 in the default rank memory) among short ones:
+/// the planner's phased plans (SP 2 for the long ones, then two SP 1
+/// groups for the short ones) pay there.
+std::vector<std::string> LongAmongShort() {
+  std::vector<std::string> flags = Reproducible(4);
+  flags.push_back(
+      "--workload=longtail:median=64,tail_fraction=0.05,tail_min=1024,"
+      "max=2048,min=16");
+  flags.push_back("--global-batch-tokens=4096");
+  return flags;
+}
+
+TEST(LocalJobTest, PhasedPlansTrainTheSameBatchesToTheSameLosses) {
+  const std::string plain_dir = TestDir("one_layout");
+  const JobRun plain = RunJob(plain_dir, LongAmongShort());
+  ASSERT_EQ(plain.exit_code, 0) << plain.output;
+  std::vector<std::string> flags = LongAmongShort();
+  flags.push_back("--phased-plans");
+  flags.push_back("--phased-min-gap=0");  // Try phases for every batch.
+  const std::string phased_dir = TestDir("phased");
+  const JobRun phased = RunJob(phased_dir, flags);
+  ASSERT_EQ(phased.exit_code, 0) << phased.output;
+  EXPECT_THAT(phased.lines, Contains(testing::MatchesRegex(
+                                "step [0-3]: plan phases 2: SP\\[2\\] .* then "
+                                "SP\\[1,1\\] .*")))
+      << phased.output;
+
+  const RunSummary one_layout = Summary(plain_dir);
+  const RunSummary summary = Summary(phased_dir);
+  ASSERT_EQ(one_layout.steps.size(), 4u);
+  ASSERT_EQ(summary.steps.size(), 4u);
+  int phased_steps = 0;
+  for (int i = 0; i < 4; ++i) {
+    const StepRecord& step = summary.steps[i];
+    EXPECT_THAT(one_layout.steps[i].plan_shape,
+                testing::Not(StartsWith("phases")));
+    if (absl::StartsWith(step.plan_shape, "phases 2: ")) ++phased_steps;
+    // The same samples, summed in another order by other groups.
+    EXPECT_NEAR(step.loss, one_layout.steps[i].loss,
+                1e-5 * one_layout.steps[i].loss)
+        << "step " << i << ": " << step.plan_shape << " vs "
+        << one_layout.steps[i].plan_shape;
+  }
+  EXPECT_GE(phased_steps, 1) << phased.output;
+}
+
 TEST(LocalJobTest, UsageErrorsExitTwo) {
   const std::string dir = TestDir("usage");
   EXPECT_EQ(RunJob(dir, {"--no-such-flag"}).exit_code, 2);
   EXPECT_EQ(RunJob(dir, {"--resume"}).exit_code, 2);
   EXPECT_EQ(RunJob(dir, {"--planner-stop-signal=HUP"}).exit_code, 2);
+  EXPECT_EQ(RunJob(dir, {"--phased-plans", "--phased-min-gap=-1"}).exit_code,
+            2);
 }
 
 }  // namespace

@@ -72,8 +72,12 @@ constexpr FlagSpec kServiceFlags[] = {
      "one when predicted faster than the one-layout plan. Its gain is at "
      "most the one-layout plan's gap to the lower bound, so the search "
      "(up to ~270 planner calls, ~2 s on a 2M-token batch against dcp's "
-     "7-23 ms) runs only for batches whose gap is at least 3%; it pays on "
-     "a few very long sequences among many short ones"},
+     "7-23 ms) runs only for batches whose gap is at least --phased-min-gap; it "
+     "pays on a few very long sequences among many short ones"},
+    {"phased-min-gap", "FRACTION", "0.03",
+     "with --phased-plans: the one-layout plan's least gap to the lower "
+     "bound (0.03: at least 3% above it) for which phases are tried; 0 "
+     "tries them for every batch"},
     {"tls-cert", "FILE", "", "server certificate chain (PEM); enables TLS"},
     {"tls-key", "FILE", "", "server private key (PEM)"},
     {"tls-client-ca", "FILE", "",
@@ -207,9 +211,12 @@ absl::StatusOr<PlannerServer::Options> ServerOptions(const ParsedFlags& flags) {
   options.handler.online_refit = *online_refit;
   absl::StatusOr<bool> phased_plans = flags.Bool("phased-plans");
   if (!phased_plans.ok()) return phased_plans.status();
+  absl::StatusOr<double> min_gap = flags.Double("phased-min-gap", 0, 1);
+  if (!min_gap.ok()) return min_gap.status();
   if (*phased_plans) {
     PhasedPlanningOptions phased;
     phased.enabled = true;
+    phased.min_gap_to_try = *min_gap;
     options.handler.make_step_plan = StepPlanMaker(phased);
   }
   absl::StatusOr<int> planning_threads =

@@ -127,6 +127,7 @@ TEST(PlannerMainTest, HelpPrintsUsageAndExitsZero) {
   EXPECT_THAT(usage, HasSubstr("--token-file"));
   EXPECT_THAT(usage, HasSubstr("--job-id"));
   EXPECT_THAT(usage, HasSubstr("--phased-plans"));
+  EXPECT_THAT(usage, HasSubstr("--phased-min-gap"));
   EXPECT_THAT(usage, HasSubstr("at least 3%"));
 }
 
@@ -135,6 +136,8 @@ TEST(PlannerMainTest, UnknownFlagExitsTwo) {
   EXPECT_EQ(WaitForExit(child, absl::Seconds(10)), 2);
   Child bad_value = Spawn({"--nodes=zero"});
   EXPECT_EQ(WaitForExit(bad_value, absl::Seconds(10)), 2);
+  Child bad_gap = Spawn({"--phased-plans", "--phased-min-gap=1.5"});
+  EXPECT_EQ(WaitForExit(bad_gap, absl::Seconds(10)), 2);
 }
 
 TEST(PlannerMainTest, PortOutOfRangeIsAUsageError) {
