@@ -42,6 +42,7 @@
 #include "planner/limits.h"
 #include "planner/lower_bound.h"
 #include "planner/phased_plan.h"
+#include "planner/phased_planner.h"
 #include "planner/plan.h"
 #include "planner/plan_json.h"
 #include "planner/plan_price.h"
@@ -123,11 +124,21 @@ std::vector<std::string> SingleLayoutStrategyNames() {
   }
   return names;
 }
+// dcp's own re-grouping search, which `dcp plan` writes too.
+constexpr char kDcpPhasedStrategy[] = "dcp-phased";
+std::vector<std::string> PlanStrategyNames() {
+  std::vector<std::string> names = SingleLayoutStrategyNames();
+  names.push_back(kDcpPhasedStrategy);
+  return names;
+}
 const std::string& StrategyHelp() {
   static const auto* const help = new std::string(absl::StrCat(
-      "one of ", absl::StrJoin(SingleLayoutStrategyNames(), ", "),
-      " (megatron-dyncp, videosys-dcp and dcp-phased re-group within a step "
-      "and are compared by `dcp simulate`)"));
+      "one of ", absl::StrJoin(PlanStrategyNames(), ", "),
+      "; dcp-phased is dcp with re-grouping within a step (phases with a "
+      "barrier between them; its JSON has \"phases\", for `dcp validate` "
+      "and `dcp price`; no svg), and it keeps dcp's one layout, as one "
+      "phase, unless two phases are predicted faster (megatron-dyncp and "
+      "videosys-dcp re-group too and are compared by `dcp simulate`)"));
   return *help;
 }
 
@@ -360,6 +371,40 @@ int RunSimulate(const ParsedFlags& flags, Command& command) {
   return kExitOk;
 }
 
+// `dcp plan --strategy=dcp-phased`: PlanPhasedBatch's plan as
+// PhasedPlanToJson's JSON (`json`), else as `dcp price` prints it.
+int WritePhasedPlan(const CostModel& cost_model,
+                    const std::vector<int64_t>& lengths_tokens,
+                    const StaticOptions& static_options,
+                    const PlannerOptions& planner_options, bool json,
+                    Command& command) {
+  PhasedPlannerOptions options;
+  options.planner_options = planner_options;
+  options.planner_options.strategy_name = kDcpPhasedStrategy;
+  options.planner_options.static_options = static_options;
+  absl::StatusOr<PhasedPlan> plan =
+      PlanPhasedBatch(cost_model, lengths_tokens, options);
+  if (!plan.ok()) return command.Failure(plan.status().message());
+  PredictPhasedPlan(cost_model, lengths_tokens, *plan);
+  absl::StatusOr<std::vector<int>> sp_sizes =
+      LegalSpSizes(cost_model, planner_options.sp_sizes);
+  if (!sp_sizes.ok()) return command.Failure(sp_sizes.status().message());
+  absl::StatusOr<double> lower_bound =
+      StepTimeLowerBound(cost_model, *sp_sizes, lengths_tokens);
+  if (!lower_bound.ok()) return command.Failure(lower_bound.status().message());
+  plan->lower_bound_seconds = *lower_bound;
+  if (json) {
+    command.out() << PhasedPlanToJson(*plan, lengths_tokens, cost_model)
+                  << "\n";
+    return kExitOk;
+  }
+  absl::StatusOr<PhasedPlanPrice> price =
+      PricePhasedPlan(cost_model, lengths_tokens, *plan, *sp_sizes);
+  if (!price.ok()) return command.Failure(price.status().message());
+  command.out() << PhasedPlanPriceToTable(*price);
+  return kExitOk;
+}
+
 int RunPlan(const ParsedFlags& flags, Command& command) {
   absl::StatusOr<CostModel> cost_model = LoadCostModel(flags);
   if (!cost_model.ok())
@@ -372,11 +417,17 @@ int RunPlan(const ParsedFlags& flags, Command& command) {
     return command.UsageError(status.message());
   }
   absl::StatusOr<std::string> strategy =
-      flags.Choice("strategy", SingleLayoutStrategyNames());
+      flags.Choice("strategy", PlanStrategyNames());
   if (!strategy.ok()) return command.UsageError(strategy.status().message());
   absl::StatusOr<std::string> format =
       flags.Choice("format", {"json", "table", "svg"});
   if (!format.ok()) return command.UsageError(format.status().message());
+  const bool phased = *strategy == kDcpPhasedStrategy;
+  if (phased && *format == "svg") {
+    return command.UsageError(
+        "--format=svg draws plans of one layout; --strategy=dcp-phased "
+        "writes json or table");
+  }
   absl::StatusOr<int64_t> step = flags.IntWithSuffix("step", 0, 1'000'000);
   if (!step.ok()) return command.UsageError(step.status().message());
 
@@ -427,6 +478,20 @@ int RunPlan(const ParsedFlags& flags, Command& command) {
                     << " s)\n";
     };
   }
+  if (flags.Given("write-lengths")) {
+    const std::string path = flags.String("write-lengths");
+    std::ofstream file(path);
+    for (int64_t length : lengths_tokens) file << length << "\n";
+    file.close();
+    if (!file) {
+      return command.Failure(
+          absl::StrCat("--write-lengths=", path, ": cannot write the file"));
+    }
+  }
+  if (phased) {
+    return WritePhasedPlan(*cost_model, lengths_tokens, static_options,
+                           planner_options, *format == "json", command);
+  }
   absl::StatusOr<Plan> plan = PlanWithStrategy(
       *cost_model, *strategy, lengths_tokens, static_options, planner_options);
   if (!plan.ok()) return command.Failure(plan.status().message());
@@ -439,16 +504,6 @@ int RunPlan(const ParsedFlags& flags, Command& command) {
   if (!lower_bound.ok()) return command.Failure(lower_bound.status().message());
   plan->lower_bound_seconds = *lower_bound;
 
-  if (flags.Given("write-lengths")) {
-    const std::string path = flags.String("write-lengths");
-    std::ofstream file(path);
-    for (int64_t length : lengths_tokens) file << length << "\n";
-    file.close();
-    if (!file) {
-      return command.Failure(
-          absl::StrCat("--write-lengths=", path, ": cannot write the file"));
-    }
-  }
   if (*format == "json") {
     command.out() << PlanToJson(*plan, lengths_tokens, *cost_model) << "\n";
   } else if (*format == "svg") {

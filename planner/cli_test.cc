@@ -731,5 +731,57 @@ TEST(CliTest, ValidateAndPriceAPlanOfPhases) {
   EXPECT_THAT(memory.out, AllOf(HasSubstr("phase 1"), HasSubstr("memory")));
 }
 
+// `dcp plan --strategy=dcp-phased` on one very long sequence among many
+// short ones: two phases, in the JSON that `dcp validate` and `dcp price`
+// read back, priced as the plan predicted.
+TEST(CliTest, PlansPhasesThatValidateAndPriceRead) {
+  const std::string lengths_path = TempPath("planned_phases_lengths.txt");
+  const std::string plan_path = TempPath("planned_phases_plan.json");
+  std::string lengths = "65536\n";
+  for (int i = 0; i < 63; ++i) absl::StrAppend(&lengths, 1000 + 37 * i, "\n");
+  WriteFile(lengths_path, lengths);
+  const std::vector<std::string> setup = {
+      "--nodes=1", "--gpus-per-node=8",
+      absl::StrCat("--lengths=", lengths_path)};
+  const CliResult plan =
+      RunCli(With({"plan", "--strategy=dcp-phased", "--format=json"}, setup));
+  ASSERT_EQ(plan.exit_code, 0) << plan.err;
+  const Json planned = Json::parse(plan.out);
+  EXPECT_EQ(planned["strategy"], "dcp-phased");
+  ASSERT_EQ(planned["phases"].size(), 2u) << plan.out;
+  EXPECT_GT(planned["lower_bound_seconds"].get<double>(), 0);
+  WriteFile(plan_path, plan.out);
+
+  const std::vector<std::string> files = {
+      "--nodes=1", "--gpus-per-node=8", absl::StrCat("--plan=", plan_path),
+      absl::StrCat("--lengths=", lengths_path)};
+  const CliResult valid = RunCli(With({"validate"}, files));
+  EXPECT_EQ(valid.exit_code, 0) << valid.out << valid.err;
+  EXPECT_THAT(valid.out, AllOf(HasSubstr("plan is valid: 2 phase(s)"),
+                               HasSubstr("64 sequence(s)")));
+  const CliResult priced_json = RunCli(With({"price", "--format=json"}, files));
+  ASSERT_EQ(priced_json.exit_code, 0) << priced_json.out << priced_json.err;
+  const Json priced = Json::parse(priced_json.out);
+  EXPECT_NEAR(priced["step_seconds"].get<double>(),
+              planned["predicted_step_seconds"].get<double>(), 1e-9);
+
+  // The one-layout dcp plan of the batch is predicted slower.
+  const CliResult one_layout =
+      RunCli(With({"plan", "--strategy=dcp", "--format=json"}, setup));
+  ASSERT_EQ(one_layout.exit_code, 0) << one_layout.err;
+  EXPECT_LT(planned["predicted_step_seconds"].get<double>(),
+            Json::parse(one_layout.out)["predicted_step_seconds"]
+                .get<double>());
+
+  const CliResult table =
+      RunCli(With({"plan", "--strategy=dcp-phased", "--format=table"}, setup));
+  EXPECT_EQ(table.exit_code, 0) << table.err;
+  EXPECT_THAT(table.out, AllOf(HasSubstr("2 phases"), HasSubstr("phase 1: ")));
+  const CliResult svg =
+      RunCli(With({"plan", "--strategy=dcp-phased", "--format=svg"}, setup));
+  EXPECT_EQ(svg.exit_code, 2);
+  EXPECT_THAT(svg.err, HasSubstr("--format=svg"));
+}
+
 }  // namespace
 }  // namespace dcp
