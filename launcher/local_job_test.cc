@@ -341,11 +341,15 @@ TEST(LocalJobTest, PhasedPlansTrainTheSameBatchesToTheSameLosses) {
   ASSERT_EQ(one_layout.steps.size(), 4u);
   ASSERT_EQ(summary.steps.size(), 4u);
   int phased_steps = 0;
+  int a_phased_step = -1;
   for (int i = 0; i < 4; ++i) {
     const StepRecord& step = summary.steps[i];
     EXPECT_THAT(one_layout.steps[i].plan_shape,
                 testing::Not(StartsWith("phases")));
-    if (absl::StartsWith(step.plan_shape, "phases 2: ")) ++phased_steps;
+    if (absl::StartsWith(step.plan_shape, "phases 2: ")) {
+      ++phased_steps;
+      a_phased_step = i;
+    }
     // The same samples, summed in another order by other groups.
     EXPECT_NEAR(step.loss, one_layout.steps[i].loss,
                 1e-5 * one_layout.steps[i].loss)
@@ -353,6 +357,18 @@ TEST(LocalJobTest, PhasedPlansTrainTheSameBatchesToTheSameLosses) {
         << one_layout.steps[i].plan_shape;
   }
   EXPECT_GE(phased_steps, 1) << phased.output;
+  // The cost-model breakdown covers the one-layout steps.
+  EXPECT_THAT(phased.lines,
+              Contains(testing::ContainsRegex(
+                  "step\\(s\\) of phases left out\\) cost-model breakdown")))
+      << phased.output;
+  // The measured timeline of a step of phases is refused, saying why.
+  ASSERT_GE(a_phased_step, 0);
+  flags.push_back(absl::StrCat("--timeline-step=", a_phased_step));
+  const JobRun drawn = RunJob(TestDir("phased_timeline"), flags);
+  EXPECT_EQ(drawn.exit_code, 1) << drawn.output;
+  EXPECT_THAT(drawn.output, HasSubstr("ran a plan of phases, and the measured "
+                                      "timeline draws plans of one layout"));
 }
 
 TEST(LocalJobTest, UsageErrorsExitTwo) {

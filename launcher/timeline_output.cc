@@ -5,6 +5,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "launcher/cost_breakdown.h"
@@ -24,9 +25,24 @@ absl::Status ReportMeasuredRun(
   const int64_t first =
       summary.next_step - summary.first_step > 1 ? summary.first_step + 1
                                                  : summary.first_step;
+  // Steps that ran a plan of phases have no step plan file: the breakdown
+  // and the timeline cover one-layout steps.
+  const auto has_phases = [&summary](int64_t step) {
+    for (const StepRecord& record : summary.steps) {
+      if (record.step == step) {
+        return absl::StartsWith(record.plan_shape, "phases ");
+      }
+    }
+    return false;
+  };
   std::vector<MeasuredStep> steps;
   absl::Status read;
+  int phased_steps = 0;
   for (int64_t step = first; step < summary.next_step && read.ok(); ++step) {
+    if (has_phases(step)) {
+      ++phased_steps;
+      continue;
+    }
     absl::StatusOr<MeasuredStep> measured =
         ReadMeasuredStep(output.dir, step, output.world_size);
     if (measured.ok()) {
@@ -39,8 +55,13 @@ absl::Status ReportMeasuredRun(
       read.ok() ? BreakdownOf(steps) : absl::StatusOr<CostBreakdown>(read);
   if (breakdown.ok()) {
     for (const std::string& line : FormatBreakdown(
-             absl::StrFormat("%s (steps %d-%d)", output.label, first,
-                             summary.next_step - 1),
+             absl::StrFormat(
+                 "%s (steps %d-%d%s)", output.label, first,
+                 summary.next_step - 1,
+                 phased_steps == 0
+                     ? ""
+                     : absl::StrCat(", ", phased_steps,
+                                    " step(s) of phases left out")),
              *breakdown)) {
       print(line);
     }
@@ -56,6 +77,14 @@ absl::Status ReportMeasuredRun(
     return absl::InvalidArgumentError(absl::StrCat(
         "--timeline-step=", output.timeline_step, ": the ", output.label,
         " run ran steps ", summary.first_step, " to ", summary.next_step - 1));
+  }
+  if (has_phases(output.timeline_step)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "--timeline-step=", output.timeline_step, ": ", output.label,
+        " step ", output.timeline_step,
+        " ran a plan of phases, and the measured timeline draws plans of "
+        "one layout only: pick a one-layout step (the step lines say "
+        "\"plan SP[...]\") or run without --phased-plans"));
   }
   absl::StatusOr<MeasuredStep> step = ReadMeasuredStep(
       output.dir, output.timeline_step, output.world_size);
