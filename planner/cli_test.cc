@@ -700,11 +700,14 @@ TEST(CliTest, ValidateAndPriceAPlanOfPhases) {
   EXPECT_EQ(priced["strategy"], "dcp-phased");
   ASSERT_EQ(priced["phases"].size(), 2u);
   EXPECT_EQ(priced["phases"][1]["groups"].size(), 8u);
-  // The step is the phases' slowest groups plus the exposed all-reduce.
+  // The step is the phases' slowest groups plus the exposed all-reduce
+  // plus the optimizer step (the llama3-8b default: tens of ms).
+  EXPECT_GT(priced["optimizer_step_seconds"].get<double>(), 10e-3);
   EXPECT_NEAR(priced["step_seconds"].get<double>(),
               priced["phases"][0]["seconds"].get<double>() +
                   priced["phases"][1]["seconds"].get<double>() +
-                  priced["exposed_allreduce_seconds"].get<double>(),
+                  priced["exposed_allreduce_seconds"].get<double>() +
+                  priced["optimizer_step_seconds"].get<double>(),
               1e-9);
   EXPECT_GT(priced["lower_bound_seconds"].get<double>(), 0);
   EXPECT_LE(priced["lower_bound_seconds"].get<double>(),

@@ -210,7 +210,8 @@ absl::StatusOr<ExactReference> ComputeExactReference(
       const MinMaxAssignment designated(values, full);
       const double value = designated.Best(full);
       if (value >= kInfinity) continue;
-      lower = std::min(lower, value);
+      // Every plan adds the optimizer step to its slowest group.
+      lower = std::min(lower, value + cost_model.OptimizerStepSeconds());
       // Plans where the designated group is the slowest for sure: its
       // subset and last micro-batch enumerated, the others' times no more
       // than its own; its step is then that group's time plus its exposure.

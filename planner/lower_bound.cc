@@ -209,9 +209,11 @@ absl::StatusOr<double> StepTimeLowerBound(
   // The step also waits for whatever of the gradient all-reduce the slowest
   // group's last backward does not hide, and that backward is at most
   // (1 - forward share) of the group's time.
+  // Then every plan runs the optimizer step once.
   return std::max(slowest_group,
                   MinForwardShare(cost_model) * slowest_group +
-                      cost_model.GradientAllReduceSeconds());
+                      cost_model.GradientAllReduceSeconds()) +
+         cost_model.OptimizerStepSeconds();
 }
 
 }  // namespace dcp

@@ -71,11 +71,13 @@ TEST(MegatronDynCpTest, RoundsByCpSizeThenFillEmptyRanksByDoubling) {
       }
     }
   }
-  // Barriers: the step is the sum of the rounds' slowest groups.
+  // Barriers: the step is the sum of the rounds' slowest groups (then the
+  // all-reduce and one optimizer step).
   EXPECT_DOUBLE_EQ(plan->predicted_step_seconds,
                    plan->phases[0].slowest_group_seconds +
                        plan->phases[1].slowest_group_seconds +
-                       plan->exposed_allreduce_seconds);
+                       plan->exposed_allreduce_seconds +
+                       cost_model.OptimizerStepSeconds());
 }
 
 TEST(MegatronDynCpTest, RanksRunDifferentMicroBatchCounts) {

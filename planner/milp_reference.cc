@@ -351,15 +351,21 @@ absl::StatusOr<LayoutResult> SolveLayout(
   LayoutResult result;
   result.columns = p.num_columns();
   result.rows = p.num_rows();
-  const double cutoff = std::isfinite(upper_bound)
-                            ? upper_bound * kMilliseconds * (1 + 1e-9)
-                            : kInfinity;
+  // The MILP prices the step without the optimizer step (the same for
+  // every plan); it is added back to the objective and bound below.
+  const double optimizer = cost_model.OptimizerStepSeconds();
+  const double cutoff =
+      std::isfinite(upper_bound)
+          ? (upper_bound - optimizer) * kMilliseconds * (1 + 1e-9)
+          : kInfinity;
   absl::StatusOr<MilpSolution> solution =
       SolveWithCbc(p, time_limit, options.relative_gap, cutoff);
   if (!solution.ok()) return solution.status();
   result.solution = *std::move(solution);
-  result.solution.objective /= kMilliseconds;
-  result.solution.best_bound /= kMilliseconds;
+  result.solution.objective = result.solution.objective / kMilliseconds +
+                              optimizer;
+  result.solution.best_bound = result.solution.best_bound / kMilliseconds +
+                               optimizer;
   if (!result.solution.feasible) return result;
   const std::vector<double>& v = result.solution.values;
   auto on = [&](int column) { return column >= 0 && v[column] > 0.5; };

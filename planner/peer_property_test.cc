@@ -132,6 +132,8 @@ TEST(PeerPropertyTest, BaselinesAreValidPricedAsPlannedAndNoFasterThanDcp) {
         }
         priced += PricePhase(cost_model, instance.lengths, plan.phases.back())
                       .plan.exposed_allreduce_seconds;
+        // ...and one optimizer step.
+        priced += cost_model.OptimizerStepSeconds();
         EXPECT_NEAR(seconds, priced, kTolerance * seconds);
         EXPECT_NEAR(plan.lower_bound_seconds, bound, kTolerance * bound);
       } else {

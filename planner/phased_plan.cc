@@ -28,8 +28,10 @@ void PredictPhasedPlan(const CostModel& cost_model,
   } else {
     plan.exposed_allreduce_seconds = cost_model.GradientAllReduceSeconds();
   }
-  plan.predicted_step_seconds =
-      plan.phases_seconds + plan.exposed_allreduce_seconds;
+  // One optimizer step per step, after the all-reduce.
+  plan.predicted_step_seconds = plan.phases_seconds +
+                                plan.exposed_allreduce_seconds +
+                                cost_model.OptimizerStepSeconds();
 }
 
 double MeanIdleFraction(const PhasedPlan& plan) {

@@ -48,6 +48,27 @@ TEST(PhasedPlanTest, OnePhaseIsPricedAsItsPlan) {
   EXPECT_DOUBLE_EQ(MaxPeakBytes(phased), MaxPeakBytes(plan));
 }
 
+// step = slowest group + exposed all-reduce + optimizer step, the optimizer
+// step (its H200 default: AdamW over llama3-8b's parameters, tens of ms)
+// once per step however many phases the step runs.
+TEST(PhasedPlanTest, TheOptimizerStepIsPricedOncePerStep) {
+  CostModel cost_model = MakeCostModel("llama3-8b", 1, 4);
+  const double optimizer = cost_model.OptimizerStepSeconds();
+  EXPECT_GT(optimizer, 10e-3);
+  EXPECT_LT(optimizer, 1.0);
+  Plan plan;
+  plan.groups.push_back({{0, 1, 2, 3}, {MicroBatch({0}), MicroBatch({1})}, 0});
+  PredictPlan(cost_model, kLengths, plan);
+  EXPECT_NEAR(plan.predicted_step_seconds - plan.slowest_group_seconds -
+                  plan.exposed_allreduce_seconds,
+              optimizer, 1e-12);
+  PhasedPlan phased = TwoPhases();
+  PredictPhasedPlan(cost_model, kLengths, phased);
+  EXPECT_NEAR(phased.predicted_step_seconds - phased.phases_seconds -
+                  phased.exposed_allreduce_seconds,
+              optimizer, 1e-12);
+}
+
 TEST(PhasedPlanTest, BarriersSumThePhasesSlowestGroups) {
   CostModel cost_model = MakeCostModel("llama3-8b", 1, 4);
   PhasedPlan plan = TwoPhases();
@@ -61,7 +82,8 @@ TEST(PhasedPlanTest, BarriersSumThePhasesSlowestGroups) {
   EXPECT_DOUBLE_EQ(plan.exposed_allreduce_seconds,
                    plan.phases[1].exposed_allreduce_seconds);
   EXPECT_DOUBLE_EQ(plan.predicted_step_seconds,
-                   wide + narrow + plan.exposed_allreduce_seconds);
+                   wide + narrow + plan.exposed_allreduce_seconds +
+                       cost_model.OptimizerStepSeconds());
   // Only the narrow phase's shorter sequences leave GPUs waiting.
   double idle = 0;
   for (const GroupPlan& group : plan.phases[1].groups) {

@@ -34,8 +34,10 @@ void PredictPlan(const CostModel& cost_model,
   plan.exposed_allreduce_seconds =
       std::max(0.0, cost_model.GradientAllReduceSeconds() -
                         last_backward_of_slowest);
-  plan.predicted_step_seconds =
-      plan.slowest_group_seconds + plan.exposed_allreduce_seconds;
+  // The optimizer step runs after the all-reduce, hidden by nothing.
+  plan.predicted_step_seconds = plan.slowest_group_seconds +
+                                plan.exposed_allreduce_seconds +
+                                cost_model.OptimizerStepSeconds();
 }
 
 double MaxPeakBytes(const Plan& plan) {

@@ -37,7 +37,8 @@ struct Plan {
   /// "dcp", "bucket", "packed", or an ablation name.
   std::string strategy;
   std::vector<GroupPlan> groups;
-  /// Slowest group plus the exposed gradient all-reduce.
+  /// Slowest group plus the exposed gradient all-reduce plus the optimizer
+  /// step (CostModel::OptimizerStepSeconds, which nothing hides).
   double predicted_step_seconds = 0;
   double slowest_group_seconds = 0;
   /// Part of the step-end gradient all-reduce not hidden behind the slowest

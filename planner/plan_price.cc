@@ -125,6 +125,10 @@ std::string PlanPriceToJson(const PlanPrice& price) {
       {"step_seconds", price.plan.predicted_step_seconds},
       {"slowest_group_seconds", price.plan.slowest_group_seconds},
       {"exposed_allreduce_seconds", price.plan.exposed_allreduce_seconds},
+      // The rest of the step: the optimizer step, after the all-reduce.
+      {"optimizer_step_seconds", price.plan.predicted_step_seconds -
+                                     price.plan.slowest_group_seconds -
+                                     price.plan.exposed_allreduce_seconds},
       {"lower_bound_seconds", price.plan.lower_bound_seconds},
       {"gap_to_lower_bound", price.plan.GapToLowerBound()},
       {"idle_fraction", price.idle_fraction},
@@ -158,6 +162,9 @@ std::string PhasedPlanPriceToJson(const PhasedPlanPrice& price) {
       {"step_seconds", price.plan.predicted_step_seconds},
       {"phases_seconds", price.plan.phases_seconds},
       {"exposed_allreduce_seconds", price.plan.exposed_allreduce_seconds},
+      {"optimizer_step_seconds", price.plan.predicted_step_seconds -
+                                     price.plan.phases_seconds -
+                                     price.plan.exposed_allreduce_seconds},
       {"lower_bound_seconds", price.plan.lower_bound_seconds},
       {"gap_to_lower_bound", price.plan.GapToLowerBound()},
       {"idle_fraction", price.idle_fraction},

@@ -720,7 +720,8 @@ std::optional<double> PlanSearch::PredictedStepSeconds(
   }
   return slowest_seconds +
          std::max(0.0, cost_model_.GradientAllReduceSeconds() -
-                           last_backward_of_slowest);
+                           last_backward_of_slowest) +
+         cost_model_.OptimizerStepSeconds();
 }
 
 PlanSearch::GroupTime PlanSearch::TimeGroup(const std::vector<int>& sequences,

@@ -95,7 +95,8 @@ TEST(VideoSysDcpTest, GroupsRunOneBucketEachAtItsProfile) {
             ProfileVideoSysBucket(cost_model, {}, 183600)->sp_size);
   EXPECT_EQ(plan->phases[0].groups[0].micro_batches[0].sequence_indices,
             std::vector<int>({70}));
-  double step = plan->exposed_allreduce_seconds;
+  double step =
+      plan->exposed_allreduce_seconds + cost_model.OptimizerStepSeconds();
   for (const Plan& phase : plan->phases) step += phase.slowest_group_seconds;
   EXPECT_DOUBLE_EQ(plan->predicted_step_seconds, step);
 }

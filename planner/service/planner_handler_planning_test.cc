@@ -648,7 +648,17 @@ TEST(PlannerHandlerTest, ServesPhasedPlansOnlyWhenAskedAndTakesTheirReports) {
       report.set_worker_id(absl::StrCat("w", rank / 8));
       report.set_step(0);
       report.set_rank(rank);
-      report.set_step_seconds(plan.predicted_step_seconds());
+      // A rank's report is checked against its group's prediction (the
+      // phased plan's: the whole step; a plan of one layout's: its group's
+      // micro-batches, without the optimizer step).
+      double predicted = plan.predicted_step_seconds();
+      for (const v1::Group& group : plan.groups()) {
+        if (std::find(group.ranks().begin(), group.ranks().end(), rank) !=
+            group.ranks().end()) {
+          predicted = group.predicted_seconds();
+        }
+      }
+      report.set_step_seconds(predicted);
       int index = 0;
       auto add_group_of = [&](const auto& groups, int phase) {
         for (const v1::Group& group : groups) {
