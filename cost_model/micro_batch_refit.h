@@ -5,9 +5,10 @@
 // report step after step: each row (work, 1, passes, sequences * passes)
 // divided by its measured seconds (relative error) is added to running
 // normal-equation sums, so a report can be taken back (a rank reporting a
-// step again) and memory does not grow with the run. Not yet wired into
-// the planner's online refit (planner/service/step_stats_tracker.h), which
-// still scales compute by one factor.
+// step again) and memory does not grow with the run. Fed by the planner's
+// online refit (planner/service/step_stats_tracker.h), which prefers it
+// to its single compute factor when it explains the window's
+// micro-batches clearly better.
 
 #ifndef DCP_COST_MODEL_MICRO_BATCH_REFIT_H_
 #define DCP_COST_MODEL_MICRO_BATCH_REFIT_H_

@@ -1,5 +1,6 @@
 #include "planner/service/cost_params_registry.h"
 
+#include <algorithm>
 #include <cmath>
 #include <utility>
 
@@ -76,7 +77,8 @@ absl::Status CostParamsRegistry::Load(
         record.compute_correction(), record.defaults(),
         record.communication_correction() > 0
             ? record.communication_correction()
-            : 1.0});
+            : 1.0,
+        record.micro_batch_refit()});
     versions_[number] = version;
     // The last (highest) version sets the current fit.
     snapshot->current = std::move(version);
@@ -106,7 +108,7 @@ std::shared_ptr<const ParamsVersion> CostParamsRegistry::Version(
 absl::StatusOr<int64_t> CostParamsRegistry::AddVersion(
     const CostParams& params, double compute_correction,
     double communication_correction, CostParamsSnapshot next,
-    bool defaults) {
+    bool defaults, bool micro_batch_refit) {
   absl::StatusOr<CostModel> cost_model =
       CostModel::Create(model_, cluster_, params);
   if (!cost_model.ok()) return cost_model.status();
@@ -117,6 +119,7 @@ absl::StatusOr<int64_t> CostParamsRegistry::AddVersion(
     record.set_compute_correction(compute_correction);
     record.set_defaults(defaults);
     record.set_communication_correction(communication_correction);
+    record.set_micro_batch_refit(micro_batch_refit);
     record.set_refit_epoch(next.refit_epoch);
     *record.mutable_params() = CostParamsToProto(params);
     *record.mutable_fitted_params() = CostParamsToProto(next.fitted_params);
@@ -130,7 +133,8 @@ absl::StatusOr<int64_t> CostParamsRegistry::AddVersion(
   }
   auto made = std::make_shared<const ParamsVersion>(ParamsVersion{
       version, std::make_shared<const CostModel>(*std::move(cost_model)),
-      compute_correction, defaults, communication_correction});
+      compute_correction, defaults, communication_correction,
+      micro_batch_refit});
   next.current = made;
   absl::MutexLock lock(&mu_);
   versions_[version] = std::move(made);
@@ -183,7 +187,8 @@ absl::StatusOr<std::optional<int64_t>> CostParamsRegistry::SetCommunicators(
   absl::StatusOr<int64_t> version =
       AddVersion(params, previous->current->compute_correction,
                  previous->current->communication_correction,
-                 std::move(next), previous->current->defaults);
+                 std::move(next), previous->current->defaults,
+                 previous->current->micro_batch_refit);
   if (!version.ok()) return version.status();
   return *version;
 }
@@ -192,7 +197,8 @@ absl::StatusOr<std::optional<int64_t>> CostParamsRegistry::ApplyRefit(
     int64_t epoch, double factor, double change_threshold,
     std::optional<double> communication_factor,
     std::optional<std::pair<double, double>> all_to_all_intra,
-    std::optional<std::pair<double, double>> all_to_all_inter) {
+    std::optional<std::pair<double, double>> all_to_all_inter,
+    std::optional<MicroBatchRefit::Coefficients> micro_batch_fit) {
   absl::MutexLock write_lock(&write_mu_);
   std::shared_ptr<const CostParamsSnapshot> previous = Snapshot();
   const double current = previous->current->compute_correction;
@@ -201,13 +207,39 @@ absl::StatusOr<std::optional<int64_t>> CostParamsRegistry::ApplyRefit(
   const double communication =
       communication_factor.value_or(current_communication);
   if (previous->refit_epoch != epoch) return std::nullopt;
-  CostParams next =
-      ScaleCommunicationTime(ScaleComputeTime(previous->fitted_params, factor),
-                             communication);
-  const CommParams& now = previous->current->cost_model->params().comm;
   auto moved = [&](double from, double to) {
     return from > 0 ? std::abs(to / from - 1) > change_threshold : to > 0;
   };
+  bool compute_moved = std::abs(factor / current - 1) > change_threshold;
+  CostParams next;
+  if (micro_batch_fit.has_value()) {
+    const auto [scale, per_micro_batch, per_layer, per_sequence_layer] =
+        *micro_batch_fit;
+    if (!(scale > 0) || !std::isfinite(scale)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "micro-batch refit rate scale is ", scale,
+          "; it must be positive and finite"));
+    }
+    factor = scale;
+    next = ScaleComputeTime(previous->fitted_params, scale);
+    ComputeParams& compute = next.compute;
+    compute.micro_batch_fixed_seconds = std::max(0.0, per_micro_batch);
+    compute.layer_fixed_seconds = std::max(0.0, per_layer);
+    compute.sequence_layer_fixed_seconds = std::max(0.0, per_sequence_layer);
+    const ComputeParams& now_compute =
+        previous->current->cost_model->params().compute;
+    compute_moved =
+        std::abs(scale / current - 1) > change_threshold ||
+        moved(now_compute.micro_batch_fixed_seconds,
+              compute.micro_batch_fixed_seconds) ||
+        moved(now_compute.layer_fixed_seconds, compute.layer_fixed_seconds) ||
+        moved(now_compute.sequence_layer_fixed_seconds,
+              compute.sequence_layer_fixed_seconds);
+  } else {
+    next = ScaleComputeTime(previous->fitted_params, factor);
+  }
+  next = ScaleCommunicationTime(std::move(next), communication);
+  const CommParams& now = previous->current->cost_model->params().comm;
   bool all_to_all_moved = false;
   if (all_to_all_intra.has_value()) {
     next.comm.all_to_all_intra_latency_seconds = all_to_all_intra->first;
@@ -225,14 +257,15 @@ absl::StatusOr<std::optional<int64_t>> CostParamsRegistry::ApplyRefit(
         moved(now.all_to_all_inter_bus_bytes_per_second,
               all_to_all_inter->second);
   }
-  if (std::abs(factor / current - 1) <= change_threshold &&
+  if (!compute_moved &&
       std::abs(communication / current_communication - 1) <=
           change_threshold &&
       !all_to_all_moved) {
     return std::nullopt;
   }
   absl::StatusOr<int64_t> version =
-      AddVersion(next, factor, communication, *previous);
+      AddVersion(next, factor, communication, *previous, /*defaults=*/false,
+                 micro_batch_fit.has_value());
   if (!version.ok()) return version.status();
   return *version;
 }

@@ -14,6 +14,7 @@
 #include "cost_model/cluster_spec.h"
 #include "cost_model/cost_model.h"
 #include "cost_model/fitting.h"
+#include "cost_model/micro_batch_refit.h"
 #include "cost_model/model_spec.h"
 #include "dcp/v1/planner_state.pb.h"
 #include "planner/service/planner_state_store.h"
@@ -31,6 +32,9 @@ struct ParamsVersion {
   bool defaults = false;
   /// Factor the online refit applied to the fitted all-to-all time.
   double communication_correction = 1;
+  /// The online refit fitted the micro-batch model: compute_correction is
+  /// its rate scale and the fixed compute terms are fitted, not scaled.
+  bool micro_batch_refit = false;
 };
 
 /// The registry's state at one moment. Immutable: callers keep it as long
@@ -107,11 +111,19 @@ class CostParamsRegistry {
   /// seconds, bus bytes per second} fitted to measured all-to-alls: they
   /// replace that kind's parameters (the factor then scales only the
   /// other kind), and a version is made when one moves beyond the threshold.
+  /// `micro_batch_fit`, when given, is {rate scale s, per micro-batch, per
+  /// layer pass, per sequence and layer pass seconds} fitted to measured
+  /// micro-batches (cost_model/micro_batch_refit.h): the fit's compute
+  /// rates are divided by s and the three fixed terms set (`factor` is then
+  /// unused; the version's compute_correction is s); a version is made
+  /// when s or a fixed term moves beyond the threshold.
   absl::StatusOr<std::optional<int64_t>> ApplyRefit(
       int64_t epoch, double factor, double change_threshold,
       std::optional<double> communication_factor = std::nullopt,
       std::optional<std::pair<double, double>> all_to_all_intra = std::nullopt,
-      std::optional<std::pair<double, double>> all_to_all_inter = std::nullopt)
+      std::optional<std::pair<double, double>> all_to_all_inter = std::nullopt,
+      std::optional<MicroBatchRefit::Coefficients> micro_batch_fit =
+          std::nullopt)
       ABSL_LOCKS_EXCLUDED(write_mu_, mu_);
 
  private:
@@ -121,7 +133,8 @@ class CostParamsRegistry {
                                      double compute_correction,
                                      double communication_correction,
                                      CostParamsSnapshot next,
-                                     bool defaults = false)
+                                     bool defaults = false,
+                                     bool micro_batch_refit = false)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_) ABSL_LOCKS_EXCLUDED(mu_);
 
   const ModelSpec model_;

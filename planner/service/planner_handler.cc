@@ -387,7 +387,7 @@ class PlannerHandlerRoot final : public PlannerHandler {
         outcome.refit_epoch, *outcome.refit_factor,
         RefitAccumulator::kChangeThreshold,
         outcome.communication_refit_factor, pair_of(outcome.all_to_all_intra),
-        pair_of(outcome.all_to_all_inter));
+        pair_of(outcome.all_to_all_inter), outcome.micro_batch_fit);
     if (!version.ok()) {
       Log(absl::StrCat("online refit not applied: ",
                        version.status().message()));
@@ -406,6 +406,17 @@ class PlannerHandlerRoot final : public PlannerHandler {
                             kind, 1e6 * fit->latency_seconds,
                             fit->bus_bytes_per_second));
       }
+    }
+    if (outcome.micro_batch_fit.has_value()) {
+      const auto& [scale, a, b, c] = *outcome.micro_batch_fit;
+      Log(absl::StrFormat(
+          "params v%d: online micro-batch refit: compute rates scaled by "
+          "%.3f (was %.3f), fixed %.3g s per micro-batch, %.3g s per layer "
+          "pass, %.3g s per sequence per layer pass, from %d micro-batch "
+          "measurements%s",
+          **version, scale, current, a, b, c, outcome.micro_batch_fit_rows,
+          all_to_all));
+      return;
     }
     Log(absl::StrFormat(
         "params v%d: online refit scales compute time by %.3f (was %.3f) "

@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
+#include "cost_model/micro_batch_fit.h"
 #include "planner/batch_check.h"
 #include "planner/client/proto_convert.h"
 #include "planner/lower_bound.h"
@@ -26,7 +27,10 @@ std::string FormatSeconds(double seconds) {
 
 // The summary of `group` for checking reports; adds its micro-batches to
 // `shape` (and their checkpointed layers to `checkpointed_layers_sum`).
+// `compute_correction`: the version's (its work over it is the work at the
+// profile fit's rates).
 GroupSummary SummarizeGroup(const CostModel& cost_model,
+                            double compute_correction,
                             const std::vector<int64_t>& lengths,
                             const GroupPlan& group, PlanShapeStats& shape,
                             int64_t& checkpointed_layers_sum) {
@@ -55,6 +59,14 @@ GroupSummary SummarizeGroup(const CostModel& cost_model,
                      static_cast<double>(micro_batch_shape.tokens_per_rank) *
                      (sp - 1) / sp
                : 0);
+    const double work =
+        MicroBatchWorkSeconds(cost_model.model(), cost_model.params().compute,
+                              micro_batch_shape,
+                              micro_batch.checkpointed_layers) /
+        (compute_correction > 0 ? compute_correction : 1.0);
+    summary.micro_batch_fit_rows.push_back(
+        {work, 1.0, passes,
+         passes * static_cast<double>(micro_batch.sequence_indices.size())});
     checkpointed_layers_sum += micro_batch.checkpointed_layers;
     shape.max_checkpointed_layers = std::max(shape.max_checkpointed_layers,
                                              micro_batch.checkpointed_layers);
@@ -184,7 +196,7 @@ std::shared_ptr<const StepPlan> MakeStepPlanTryingPhases(
     for (const Plan& phase : phased_plan->phases) {
       for (const GroupPlan& group : phase.groups) {
         const GroupSummary summary = SummarizeGroup(
-            cost_model, lengths, group, shape, checkpointed_layers_sum);
+            cost_model, params.compute_correction, lengths, group, shape, checkpointed_layers_sum);
         for (int rank : group.ranks) {
           if (rank < 0 || rank >= world_size) continue;
           GroupSummary& of_rank = result->groups[rank];
@@ -200,6 +212,10 @@ std::shared_ptr<const StepPlan> MakeStepPlanTryingPhases(
                  summary.micro_batch_all_to_all_calls);
           append(of_rank.micro_batch_all_to_all_bus_bytes,
                  summary.micro_batch_all_to_all_bus_bytes);
+          of_rank.micro_batch_fit_rows.insert(
+              of_rank.micro_batch_fit_rows.end(),
+              summary.micro_batch_fit_rows.begin(),
+              summary.micro_batch_fit_rows.end());
           if (!rank_has_kind[rank]) {
             rank_has_kind[rank] = true;
             of_rank.inter_node = summary.inter_node;
@@ -219,8 +235,8 @@ std::shared_ptr<const StepPlan> MakeStepPlanTryingPhases(
   } else {
     for (size_t g = 0; g < plan->groups.size(); ++g) {
       const GroupPlan& group = plan->groups[g];
-      result->groups.push_back(SummarizeGroup(cost_model, lengths, group, shape,
-                                              checkpointed_layers_sum));
+      result->groups.push_back(SummarizeGroup(cost_model, params.compute_correction, lengths, group,
+                         shape, checkpointed_layers_sum));
       for (int rank : group.ranks) {
         if (rank >= 0 && rank < world_size) {
           result->group_of_rank[rank] = static_cast<int>(g);

@@ -10,6 +10,7 @@
 
 #include "absl/status/status.h"
 #include "common/clock.h"
+#include "cost_model/micro_batch_refit.h"
 #include "dcp/v1/planner_service.pb.h"
 #include "dcp/v1/step_state.pb.h"
 #include "planner/planner.h"
@@ -30,6 +31,11 @@ struct GroupSummary {
   std::vector<double> micro_batch_all_to_all_bus_bytes;
   /// The group spans nodes (its all-to-alls use the inter-node figures).
   bool inter_node = false;
+  /// Each micro-batch's row of the micro-batch refit
+  /// (cost_model/micro_batch_refit.h): {op-level work seconds at the
+  /// profile fit's rates (the plan version's work over its
+  /// compute_correction), 1, layer passes, sequences * layer passes}.
+  std::vector<MicroBatchRefit::Row> micro_batch_fit_rows;
 };
 
 /// The shape of a plan, as PlannerMetrics::PlanShape reports it.

@@ -87,6 +87,50 @@ TEST_F(StepPlanTest, UnplannableBatchSaysWhy) {
 // plans on it is served as phases, each micro-batch reported phase after
 // phase; off (the default), never. A batch whose single layout is within
 // min_gap_to_try of the lower bound is not searched.
+TEST_F(StepPlanTest, MicroBatchFitRowsAreAtTheProfileFitsRates) {
+  const v1::GlobalBatch batch = Batch(5, 200);
+  std::shared_ptr<const StepPlan> plan =
+      MakeStepPlan(batch, params_, PlannerOptions(), 4, clock_);
+  ASSERT_TRUE(plan->status.ok()) << plan->status;
+  const int layers = params_.cost_model->model().num_layers;
+  int sequences = 0;
+  for (const GroupSummary& group : plan->groups) {
+    ASSERT_EQ(group.micro_batch_fit_rows.size(),
+              group.micro_batch_compute_seconds.size());
+    for (const MicroBatchRefit::Row& row : group.micro_batch_fit_rows) {
+      EXPECT_GT(row[0], 0);
+      EXPECT_EQ(row[1], 1);
+      EXPECT_GE(row[2], 2 * layers);
+      EXPECT_LE(row[2], 3 * layers);
+      sequences += static_cast<int>(row[3] / row[2] + 0.5);
+    }
+  }
+  EXPECT_EQ(sequences, 12);
+  // A version whose compute time the refit doubled prices twice the work;
+  // its rows (over its correction) stay at the fit's rates.
+  ParamsVersion doubled = params_;
+  doubled.compute_correction = 2;
+  doubled.cost_model = std::make_shared<const CostModel>(
+      CostModel::Create(params_.cost_model->model(),
+                        params_.cost_model->cluster(),
+                        ScaleComputeTime(params_.cost_model->params(), 2))
+          .value());
+  std::shared_ptr<const StepPlan> again =
+      MakeStepPlan(batch, doubled, PlannerOptions(), 4, clock_);
+  ASSERT_TRUE(again->status.ok()) << again->status;
+  for (size_t g = 0; g < plan->groups.size() && g < again->groups.size();
+       ++g) {
+    const auto& rows = plan->groups[g].micro_batch_fit_rows;
+    const auto& doubled_rows = again->groups[g].micro_batch_fit_rows;
+    if (rows.size() != doubled_rows.size()) continue;  // re-planned apart
+    for (size_t i = 0; i < rows.size(); ++i) {
+      if (rows[i][2] != doubled_rows[i][2] || rows[i][3] != doubled_rows[i][3])
+        continue;
+      EXPECT_NEAR(doubled_rows[i][0], rows[i][0], 1e-9 * rows[i][0]);
+    }
+  }
+}
+
 TEST(StepPlanPhasesTest, PhasedPlansOnlyWhenEnabledAndWorthSearching) {
   ParamsVersion params;
   params.cost_model = std::make_shared<const CostModel>(
@@ -128,6 +172,10 @@ TEST(StepPlanPhasesTest, PhasedPlansOnlyWhenEnabledAndWorthSearching) {
   EXPECT_THAT(DescribeStepPlan(7, *phased), HasSubstr("step 7: 2 phases, "));
   // Each rank's summary lists its micro-batches of both phases, in order.
   ASSERT_EQ(phased->group_of_rank.size(), 16u);
+  for (const GroupSummary& of_rank : phased->groups) {
+    EXPECT_EQ(of_rank.micro_batch_fit_rows.size(),
+              of_rank.micro_batch_compute_seconds.size());
+  }
   int micro_batches = 0;
   for (int rank = 0; rank < 16; ++rank) {
     ASSERT_EQ(phased->group_of_rank[rank], rank);

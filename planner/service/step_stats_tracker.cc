@@ -129,6 +129,12 @@ absl::StatusOr<StepStatsTracker::Outcome> StepStatsTracker::Record(
         report.compute_ratios.push_back(ratio);
       }
       const size_t index = static_cast<size_t>(stats.micro_batch_index());
+      if (index < group.micro_batch_fit_rows.size() &&
+          stats.compute_seconds() > 0 &&
+          std::isfinite(stats.compute_seconds())) {
+        report.fit_rows.emplace_back(group.micro_batch_fit_rows[index],
+                                     stats.compute_seconds());
+      }
       if (index < group.micro_batch_all_to_all_calls.size() &&
           index < group.micro_batch_all_to_all_bus_bytes.size() &&
           group.micro_batch_all_to_all_calls[index] > 0 &&
@@ -176,6 +182,8 @@ absl::StatusOr<StepStatsTracker::Outcome> StepStatsTracker::Record(
     communication_refit_ = RefitAccumulator();
     all_to_all_intra_ = AllToAllRefitAccumulator();
     all_to_all_inter_ = AllToAllRefitAccumulator();
+    micro_batch_refit_ = MicroBatchRefit();
+    fit_row_counts_.clear();
   }
   StepReports& step_reports = steps_[step];
   if (auto previous = step_reports.ranks.find(rank);
@@ -192,6 +200,9 @@ absl::StatusOr<StepStatsTracker::Outcome> StepStatsTracker::Record(
         (old.inter_node ? all_to_all_inter_ : all_to_all_intra_)
             .Remove(calls, bytes, seconds);
       }
+      for (const auto& [row, seconds] : old.fit_rows) {
+        RemoveFitRow(row, seconds);
+      }
     }
   }
   if (report.relative_error.has_value()) {
@@ -205,6 +216,15 @@ absl::StatusOr<StepStatsTracker::Outcome> StepStatsTracker::Record(
       (report.inter_node ? all_to_all_inter_ : all_to_all_intra_)
           .Add(calls, bytes, seconds);
     }
+    // Only the rows counted, so that Remove takes back exactly those.
+    std::vector<std::pair<MicroBatchRefit::Row, double>> counted;
+    for (const auto& [row, seconds] : report.fit_rows) {
+      if (micro_batch_refit_.Add(row, seconds)) {
+        ++fit_row_counts_[row];
+        counted.emplace_back(row, seconds);
+      }
+    }
+    report.fit_rows = std::move(counted);
   }
   outcome.relative_error = report.relative_error;
   step_reports.ranks[rank] = std::move(report);
@@ -244,9 +264,57 @@ absl::StatusOr<StepStatsTracker::Outcome> StepStatsTracker::Record(
       outcome.all_to_all_inter = all_to_all_inter_.Solve();
       outcome.refit_epoch = refit_epoch_;
       outcome.refit_observations = refit_.count();
+      if (static_cast<int>(fit_row_counts_.size()) >=
+              MicroBatchRefit::kMinRows &&
+          outcome.refit_factor.has_value()) {
+        std::optional<MicroBatchRefit::Coefficients> fit =
+            micro_batch_refit_.Solve();
+        if (fit.has_value() &&
+            FitBeatsFactor(*fit, *outcome.refit_factor,
+                           params.fitted_params.compute)) {
+          outcome.micro_batch_fit = fit;
+        }
+      }
+      outcome.micro_batch_fit_rows = micro_batch_refit_.count();
     }
   }
   return outcome;
+}
+
+bool StepStatsTracker::FitBeatsFactor(const MicroBatchRefit::Coefficients& fit,
+                                      double factor,
+                                      const ComputeParams& fitted) const {
+  // The single factor's model of a row: the profile fit's, scaled.
+  const MicroBatchRefit::Coefficients scaled = {
+      factor, factor * fitted.micro_batch_fixed_seconds,
+      factor * fitted.layer_fixed_seconds,
+      factor * fitted.sequence_layer_fixed_seconds};
+  double fit_error = 0;
+  double factor_error = 0;
+  for (const auto& [step, reports] : steps_) {
+    for (const auto& [rank, report] : reports.ranks) {
+      if (report.refit_epoch != refit_epoch_) continue;
+      for (const auto& [row, seconds] : report.fit_rows) {
+        const double e = 1 - MicroBatchRefit::Predict(row, fit) / seconds;
+        const double f = 1 - MicroBatchRefit::Predict(row, scaled) / seconds;
+        fit_error += e * e;
+        factor_error += f * f;
+      }
+    }
+  }
+  const double n = static_cast<double>(micro_batch_refit_.count());
+  if (n <= 0) return false;
+  return std::sqrt(factor_error / n) > kMinFactorErrorForFit &&
+         fit_error < kFitErrorShare * kFitErrorShare * factor_error;
+}
+
+void StepStatsTracker::RemoveFitRow(const MicroBatchRefit::Row& row,
+                                    double seconds) {
+  micro_batch_refit_.Remove(row, seconds);
+  auto it = fit_row_counts_.find(row);
+  if (it != fit_row_counts_.end() && --it->second <= 0) {
+    fit_row_counts_.erase(it);
+  }
 }
 
 v1::StepReportsRecord StepStatsTracker::RecordOf(int64_t step,
@@ -261,7 +329,19 @@ v1::StepReportsRecord StepStatsTracker::RecordOf(int64_t step,
 
 void StepStatsTracker::Forget(const std::vector<int64_t>& steps) {
   absl::MutexLock lock(&mu_);
-  for (int64_t step : steps) steps_.erase(step);
+  for (int64_t step : steps) {
+    auto it = steps_.find(step);
+    if (it == steps_.end()) continue;
+    // The micro-batch refit fits the window's steps only (the single
+    // factor's sums keep every step of the epoch).
+    for (const auto& [rank, report] : it->second.ranks) {
+      if (report.refit_epoch != refit_epoch_) continue;
+      for (const auto& [row, seconds] : report.fit_rows) {
+        RemoveFitRow(row, seconds);
+      }
+    }
+    steps_.erase(it);
+  }
 }
 
 double StepStatsTracker::MeanRelativeError() const {

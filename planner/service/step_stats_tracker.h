@@ -5,11 +5,13 @@
 #include <array>
 #include <map>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "cost_model/micro_batch_refit.h"
 #include "dcp/v1/planner_service.pb.h"
 #include "dcp/v1/step_state.pb.h"
 #include "planner/service/cost_params_registry.h"
@@ -101,6 +103,12 @@ class StepStatsTracker {
     /// measurements (inside a node, across nodes), when there are enough.
     std::optional<AllToAllRefitAccumulator::Fit> all_to_all_intra;
     std::optional<AllToAllRefitAccumulator::Fit> all_to_all_inter;
+    /// The micro-batch model's terms {rate scale, per micro-batch, per
+    /// layer pass, per sequence and layer pass} fitted to the measured
+    /// micro-batches (cost_model/micro_batch_refit.h), when enough distinct
+    /// rows tell them apart; refit_factor is the fallback without it.
+    std::optional<MicroBatchRefit::Coefficients> micro_batch_fit;
+    int64_t micro_batch_fit_rows = 0;
     int64_t refit_epoch = 0;
     int64_t refit_observations = 0;
     /// With `record_reports`: the reports records this report asks to
@@ -128,7 +136,8 @@ class StepStatsTracker {
                                  const CostParamsSnapshot& params,
                                  double plan_communication_correction = 1)
       ABSL_LOCKS_EXCLUDED(mu_);
-  /// Drops the reports of steps whose plans left the cache.
+  /// Drops the reports of steps whose plans left the cache (and their
+  /// rows from the micro-batch refit).
   void Forget(const std::vector<int64_t>& steps) ABSL_LOCKS_EXCLUDED(mu_);
   /// The mean relative error over every report counted (0 without any).
   double MeanRelativeError() const ABSL_LOCKS_EXCLUDED(mu_);
@@ -143,6 +152,8 @@ class StepStatsTracker {
     /// {calls, bus bytes, measured seconds} of each micro-batch's
     /// all-to-alls, and whether its group spans nodes.
     std::vector<std::array<double, 3>> all_to_all_rows;
+    /// Micro-batch refit rows and their measured compute seconds.
+    std::vector<std::pair<MicroBatchRefit::Row, double>> fit_rows;
     bool inter_node = false;
     int64_t refit_epoch = -1;
     /// The report as recorded (only with `record_reports_`).
@@ -174,6 +185,25 @@ class StepStatsTracker {
   RefitAccumulator communication_refit_ ABSL_GUARDED_BY(mu_);
   AllToAllRefitAccumulator all_to_all_intra_ ABSL_GUARDED_BY(mu_);
   AllToAllRefitAccumulator all_to_all_inter_ ABSL_GUARDED_BY(mu_);
+  MicroBatchRefit micro_batch_refit_ ABSL_GUARDED_BY(mu_);
+  /// How many times each row is counted in `micro_batch_refit_`: the ranks
+  /// of a group report the same micro-batches, so the fit is given only
+  /// with MicroBatchRefit::kMinRows distinct rows.
+  std::map<MicroBatchRefit::Row, int> fit_row_counts_ ABSL_GUARDED_BY(mu_);
+  void RemoveFitRow(const MicroBatchRefit::Row& row, double seconds)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// The micro-batch fit replaces the single factor only where that factor
+  /// leaves a root-mean-square relative error above this over the window's
+  /// rows...
+  static constexpr double kMinFactorErrorForFit = 0.05;
+  /// ...and the fit's is at most this share of it: measurements the
+  /// current model already explains make no new version.
+  static constexpr double kFitErrorShare = 0.8;
+  /// Whether `fit` explains the window's micro-batch rows clearly better
+  /// than scaling the profile fit (`fitted`) by `factor`.
+  bool FitBeatsFactor(const MicroBatchRefit::Coefficients& fit, double factor,
+                      const ComputeParams& fitted) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 };
 
 }  // namespace dcp

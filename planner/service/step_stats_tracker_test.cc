@@ -1,6 +1,10 @@
 #include "planner/service/step_stats_tracker.h"
 
 #include <memory>
+#include <optional>
+#include <vector>
+
+#include "cost_model/cost_model.h"
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -210,6 +214,130 @@ TEST(StepStatsTrackerTest, ReportsOutsideThePlanAreRefused) {
   extra.mutable_micro_batches(1)->set_micro_batch_index(2);
   EXPECT_THAT(tracker.Record(extra, plan, 1, params).status().message(),
               HasSubstr("runs 2 micro-batches"));
+}
+
+// A plan of one group of two ranks whose four micro-batches have the refit
+// rows `rows` (their compute predictions are the rows' work).
+StepPlan FitRowsPlan(const std::vector<MicroBatchRefit::Row>& rows) {
+  StepPlan plan;
+  plan.group_of_rank = {0, 0};
+  GroupSummary group;
+  for (const MicroBatchRefit::Row& row : rows) {
+    group.micro_batch_compute_seconds.push_back(row[0]);
+    group.micro_batch_fit_rows.push_back(row);
+    group.predicted_seconds += row[0];
+  }
+  plan.groups.push_back(group);
+  return plan;
+}
+
+TEST(StepStatsTrackerTest, MicroBatchTermsAreRefittedIntoANewVersion) {
+  // Generated measurements: rates 1.5x slower than the fit, 20 ms per
+  // micro-batch, 1 ms per layer pass, 0.2 ms per sequence per layer pass.
+  const MicroBatchRefit::Coefficients truth = {1.5, 0.02, 1e-3, 2e-4};
+  const ModelSpec model = ModelPreset("tiny").value();
+  const ClusterSpec cluster = H200Cluster(/*num_nodes=*/1, /*gpus_per_node=*/2);
+  CostParamsRegistry registry(
+      model, cluster,
+      std::make_shared<const CostModel>(
+          CostModel::CreateDefault(model, cluster).value()),
+      /*store=*/nullptr);
+  StepStatsTracker tracker(/*world_size=*/2, /*online_refit=*/true);
+  const double layers = model.num_layers;
+  std::vector<StepPlan> plans;
+  for (int step = 0; step < 3; ++step) {
+    std::vector<MicroBatchRefit::Row> rows;
+    for (int i = 0; i < 4; ++i) {
+      const double passes = 2 * layers + ((i + step) % 3) * layers / 2;
+      const double sequences = 1 + (3 * i + 5 * step) % 7;
+      rows.push_back({0.01 * (1 + i + 2 * step), 1, passes,
+                      sequences * passes});
+    }
+    plans.push_back(FitRowsPlan(rows));
+  }
+  const std::shared_ptr<const CostParamsSnapshot> params = registry.Snapshot();
+  StepStatsTracker::Outcome last;
+  for (int step = 0; step < 3; ++step) {
+    const GroupSummary& group = plans[step].groups[0];
+    for (int rank = 0; rank < 2; ++rank) {
+      v1::ReportStepStatsRequest request;
+      request.set_step(step);
+      request.set_rank(rank);
+      double total = 0;
+      for (int i = 0; i < 4; ++i) {
+        const double measured =
+            MicroBatchRefit::Predict(group.micro_batch_fit_rows[i], truth);
+        v1::MicroBatchStats* stats = request.add_micro_batches();
+        stats->set_micro_batch_index(i);
+        stats->set_compute_seconds(measured);
+        total += measured;
+      }
+      request.set_step_seconds(total);
+      absl::StatusOr<StepStatsTracker::Outcome> outcome =
+          tracker.Record(request, plans[step], 1, *params);
+      ASSERT_TRUE(outcome.ok()) << outcome.status();
+      last = *outcome;
+    }
+    if (step == 0) {
+      // Four distinct rows (each rank reports the same): not enough, the
+      // single factor is the fallback.
+      EXPECT_FALSE(last.micro_batch_fit.has_value());
+      EXPECT_TRUE(last.refit_factor.has_value());
+    }
+  }
+  ASSERT_TRUE(last.micro_batch_fit.has_value());
+  EXPECT_EQ(last.micro_batch_fit_rows, 24);
+  for (int k = 0; k < MicroBatchRefit::kColumns; ++k) {
+    EXPECT_NEAR((*last.micro_batch_fit)[k], truth[k], 1e-6 * truth[k]) << k;
+  }
+
+  absl::StatusOr<std::optional<int64_t>> version = registry.ApplyRefit(
+      last.refit_epoch, *last.refit_factor, RefitAccumulator::kChangeThreshold,
+      last.communication_refit_factor, std::nullopt, std::nullopt,
+      last.micro_batch_fit);
+  ASSERT_TRUE(version.ok()) << version.status();
+  ASSERT_EQ(version->value_or(-1), 1);
+  const std::shared_ptr<const ParamsVersion> made = registry.Version(1);
+  EXPECT_TRUE(made->micro_batch_refit);
+  EXPECT_NEAR(made->compute_correction, 1.5, 1e-6);
+  const ComputeParams& fitted = params->fitted_params.compute;
+  const ComputeParams& compute = made->cost_model->params().compute;
+  EXPECT_NEAR(compute.gemm_flops_per_second,
+              fitted.gemm_flops_per_second / 1.5,
+              1e-6 * fitted.gemm_flops_per_second);
+  EXPECT_NEAR(compute.micro_batch_fixed_seconds, 0.02, 1e-8);
+  EXPECT_NEAR(compute.layer_fixed_seconds, 1e-3, 1e-9);
+  EXPECT_NEAR(compute.sequence_layer_fixed_seconds, 2e-4, 1e-10);
+  // The same fit again makes no version.
+  EXPECT_FALSE(registry
+                   .ApplyRefit(last.refit_epoch, *last.refit_factor,
+                               RefitAccumulator::kChangeThreshold,
+                               last.communication_refit_factor, std::nullopt,
+                               std::nullopt, last.micro_batch_fit)
+                   .value()
+                   .has_value());
+
+  // Steps leaving the window take their rows out of the fit: after steps
+  // 0 and 1 leave, step 3 (as step 2) adds its 8 rows to step 2's 8.
+  tracker.Forget({0, 1});
+  for (int rank = 0; rank < 2; ++rank) {
+    v1::ReportStepStatsRequest request;
+    request.set_step(3);
+    request.set_rank(rank);
+    request.set_step_seconds(1);
+    for (int i = 0; i < 4; ++i) {
+      v1::MicroBatchStats* stats = request.add_micro_batches();
+      stats->set_micro_batch_index(i);
+      stats->set_compute_seconds(
+          MicroBatchRefit::Predict(plans[2].groups[0].micro_batch_fit_rows[i],
+                                   truth));
+    }
+    absl::StatusOr<StepStatsTracker::Outcome> outcome =
+        tracker.Record(request, plans[2], 1, *params);
+    ASSERT_TRUE(outcome.ok()) << outcome.status();
+    last = *outcome;
+  }
+  EXPECT_EQ(last.micro_batch_fit_rows, 16);
 }
 
 }  // namespace
