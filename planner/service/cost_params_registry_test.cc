@@ -3,6 +3,7 @@
 #include <memory>
 
 #include "cost_model/cost_model.h"
+#include "planner/client/proto_convert.h"
 #include "gtest/gtest.h"
 
 namespace dcp {
@@ -109,6 +110,53 @@ TEST(CostParamsRegistryTest, AFitWithNewParametersIsANewEpoch) {
   EXPECT_EQ(snapshot->current->version, 2);
   EXPECT_EQ(snapshot->refit_epoch, 2);
   EXPECT_EQ(snapshot->current->compute_correction, 1);
+}
+
+TEST(CostParamsRegistryTest, MicroBatchRefitSetsRateAndFixedTermsDurably) {
+  auto registry = MakeRegistry();
+  const CostParams fitted = registry->Snapshot()->fitted_params;
+  const MicroBatchRefit::Coefficients fit = {1.5, 0.02, 1e-3, 2e-4};
+  ASSERT_EQ(registry
+                ->ApplyRefit(0, /*factor=*/1.2, 0.05, std::nullopt,
+                             std::nullopt, std::nullopt, fit)
+                .value(),
+            1);
+  const std::shared_ptr<const ParamsVersion> made = registry->Version(1);
+  EXPECT_TRUE(made->micro_batch_refit);
+  EXPECT_EQ(made->compute_correction, 1.5);
+  const ComputeParams& compute = made->cost_model->params().compute;
+  EXPECT_DOUBLE_EQ(compute.gemm_flops_per_second,
+                   fitted.compute.gemm_flops_per_second / 1.5);
+  EXPECT_EQ(compute.micro_batch_fixed_seconds, 0.02);
+  EXPECT_EQ(compute.layer_fixed_seconds, 1e-3);
+  EXPECT_EQ(compute.sequence_layer_fixed_seconds, 2e-4);
+  // A fixed term moving beyond the threshold makes a version; a rate scale
+  // that is not positive is refused.
+  MicroBatchRefit::Coefficients moved = fit;
+  moved[3] = 3e-4;
+  EXPECT_EQ(registry
+                ->ApplyRefit(0, 1.2, 0.05, std::nullopt, std::nullopt,
+                             std::nullopt, moved)
+                .value(),
+            2);
+  moved[0] = 0;
+  EXPECT_FALSE(registry
+                   ->ApplyRefit(0, 1.2, 0.05, std::nullopt, std::nullopt,
+                                std::nullopt, moved)
+                   .ok());
+  // The flag is read back from a version's record.
+  v1::ParamsVersionRecord record;
+  record.set_params_version(1);
+  record.set_compute_correction(1.5);
+  record.set_micro_batch_refit(true);
+  *record.mutable_params() = CostParamsToProto(made->cost_model->params());
+  *record.mutable_fitted_params() = CostParamsToProto(fitted);
+  auto loaded = MakeRegistry();
+  ASSERT_TRUE(loaded->Load({{1, record}}).ok());
+  EXPECT_TRUE(loaded->Version(1)->micro_batch_refit);
+  EXPECT_EQ(loaded->Version(1)->cost_model->params().compute
+                .sequence_layer_fixed_seconds,
+            2e-4);
 }
 
 }  // namespace
