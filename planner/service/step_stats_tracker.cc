@@ -120,20 +120,9 @@ absl::StatusOr<StepStatsTracker::Outcome> StepStatsTracker::Record(
     report.refit_epoch = params.refit_epoch;
     report.inter_node = group.inter_node;
     for (const v1::MicroBatchStats& stats : request.micro_batches()) {
-      // At the profile fit's parameters: from the micro-batch's refit row
-      // where the plan has one (right whichever kind of refit made the
-      // plan's version), else the prediction over the version's factor.
-      const size_t row_index = static_cast<size_t>(stats.micro_batch_index());
-      const ComputeParams& fitted = params.fitted_params.compute;
       const double predicted =
-          row_index < group.micro_batch_fit_rows.size()
-              ? MicroBatchRefit::Predict(
-                    group.micro_batch_fit_rows[row_index],
-                    {1, fitted.micro_batch_fixed_seconds,
-                     fitted.layer_fixed_seconds,
-                     fitted.sequence_layer_fixed_seconds})
-              : group.micro_batch_compute_seconds[stats.micro_batch_index()] /
-                    plan_correction;
+          group.micro_batch_compute_seconds[stats.micro_batch_index()] /
+          plan_correction;
       const double ratio = predicted / stats.compute_seconds();
       if (predicted > 0 && stats.compute_seconds() > 0 &&
           RefitAccumulator::Accepts(ratio)) {
