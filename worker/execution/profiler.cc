@@ -435,15 +435,7 @@ absl::Status ProfileMicroBatches(const ModelSpec& model,
                                            length, " tokens, ", layers,
                                            " layers recomputed"),
                               NoPreparation, run));
-      ProfileSample sample;
-      sample.op = ProfileSample::Op::kMicroBatch;
-      sample.tokens = static_cast<double>(shape.tokens_per_rank);
-      sample.sum_lengths = static_cast<double>(shape.sum_lengths);
-      sample.sum_squared_lengths = shape.sum_squared_lengths;
-      sample.num_sequences = shape.num_sequences;
-      sample.checkpointed_layers = layers;
-      sample.measured_seconds = seconds;
-      samples.push_back(sample);
+      samples.push_back(MicroBatchSample(shape, layers, seconds));
     }
   }
   if (options.optimizer_step) {
