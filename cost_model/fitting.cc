@@ -22,6 +22,20 @@
 
 namespace dcp {
 
+ProfileSample MicroBatchSample(const MicroBatchShape& shape,
+                               int checkpointed_layers,
+                               double measured_seconds) {
+  ProfileSample sample;
+  sample.op = ProfileSample::Op::kMicroBatch;
+  sample.tokens = static_cast<double>(shape.tokens_per_rank);
+  sample.sum_lengths = static_cast<double>(shape.sum_lengths);
+  sample.sum_squared_lengths = shape.sum_squared_lengths;
+  sample.num_sequences = shape.num_sequences;
+  sample.checkpointed_layers = checkpointed_layers;
+  sample.measured_seconds = measured_seconds;
+  return sample;
+}
+
 const char *ProfileOpName(ProfileSample::Op op) {
   switch (op) {
     case ProfileSample::Op::kGemm:
@@ -741,15 +755,8 @@ std::vector<ProfileSample> SyntheticProfile(const CostModel &truth,
       for (int64_t length : {32, 128, 512}) {
         std::vector<int64_t> lengths(sequences, length);
         const MicroBatchShape shape = ShapeOf(lengths, /*sp_size=*/1);
-        ProfileSample s;
-        s.op = ProfileSample::Op::kMicroBatch;
-        s.tokens = static_cast<double>(shape.tokens_per_rank);
-        s.sum_lengths = static_cast<double>(shape.sum_lengths);
-        s.sum_squared_lengths = shape.sum_squared_lengths;
-        s.num_sequences = shape.num_sequences;
-        s.checkpointed_layers = k;
-        s.measured_seconds = noisy(truth.MicroBatch(shape, k).total_seconds);
-        samples.push_back(s);
+        samples.push_back(MicroBatchSample(
+            shape, k, noisy(truth.MicroBatch(shape, k).total_seconds)));
       }
     }
   }

@@ -17,6 +17,7 @@
 #include "absl/types/span.h"
 #include "cost_model/cluster_spec.h"
 #include "cost_model/cost_model.h"
+#include "cost_model/micro_batch_shape.h"
 #include "cost_model/model_spec.h"
 
 namespace dcp {
@@ -68,6 +69,12 @@ struct ProfileSample {
   /// Memory samples: measured peak bytes (positive).
   double measured_bytes = 0;
 };
+
+/// A kMicroBatch sample of a micro-batch of `shape` (SP 1) with
+/// `checkpointed_layers` recomputed that took `measured_seconds`.
+ProfileSample MicroBatchSample(const MicroBatchShape& shape,
+                               int checkpointed_layers,
+                               double measured_seconds);
 
 /// The op's name in messages and reports: "gemm", "attention_forward",
 /// "attention_backward", "all_to_all", "all_reduce", "activation_memory",

@@ -228,6 +228,37 @@ absl::StatusOr<Json> ParsePlanObject(absl::string_view text) {
   return json;
 }
 
+// The fields a one-layout plan and a plan of phases both start with.
+struct PlanSummaryFields {
+  std::string strategy;
+  double predicted_step_seconds = 0;
+  double lower_bound_seconds = 0;
+  double exposed_allreduce_seconds = 0;
+};
+
+absl::StatusOr<PlanSummaryFields> ReadPlanSummaryFields(const Json& json) {
+  PlanSummaryFields fields;
+  absl::StatusOr<const Json*> strategy = Member(json, "", "strategy");
+  if (!strategy.ok()) return strategy.status();
+  if (!(*strategy)->is_string()) {
+    return FieldError("strategy", absl::StrCat("is ", TypeName(**strategy),
+                                               "; it must be a string"));
+  }
+  fields.strategy = (*strategy)->get<std::string>();
+  absl::StatusOr<double> step = ReadNumber(json, "", "predicted_step_seconds");
+  if (!step.ok()) return step.status();
+  fields.predicted_step_seconds = *step;
+  absl::StatusOr<double> lower_bound =
+      ReadNumber(json, "", "lower_bound_seconds");
+  if (!lower_bound.ok()) return lower_bound.status();
+  fields.lower_bound_seconds = *lower_bound;
+  absl::StatusOr<double> exposed =
+      ReadNumber(json, "", "exposed_allreduce_seconds");
+  if (!exposed.ok()) return exposed.status();
+  fields.exposed_allreduce_seconds = *exposed;
+  return fields;
+}
+
 }  // namespace
 
 std::string PlanToJson(const Plan& plan,
@@ -293,24 +324,12 @@ absl::StatusOr<PhasedPlan> PhasedPlanFromJson(absl::string_view text) {
     plan.phases.push_back(*std::move(one));
     return plan;
   }
-  absl::StatusOr<const Json*> strategy = Member(json, "", "strategy");
-  if (!strategy.ok()) return strategy.status();
-  if (!(*strategy)->is_string()) {
-    return FieldError("strategy", absl::StrCat("is ", TypeName(**strategy),
-                                               "; it must be a string"));
-  }
-  plan.strategy = (*strategy)->get<std::string>();
-  absl::StatusOr<double> step = ReadNumber(json, "", "predicted_step_seconds");
-  if (!step.ok()) return step.status();
-  plan.predicted_step_seconds = *step;
-  absl::StatusOr<double> lower_bound =
-      ReadNumber(json, "", "lower_bound_seconds");
-  if (!lower_bound.ok()) return lower_bound.status();
-  plan.lower_bound_seconds = *lower_bound;
-  absl::StatusOr<double> exposed =
-      ReadNumber(json, "", "exposed_allreduce_seconds");
-  if (!exposed.ok()) return exposed.status();
-  plan.exposed_allreduce_seconds = *exposed;
+  absl::StatusOr<PlanSummaryFields> summary = ReadPlanSummaryFields(json);
+  if (!summary.ok()) return summary.status();
+  plan.strategy = summary->strategy;
+  plan.predicted_step_seconds = summary->predicted_step_seconds;
+  plan.lower_bound_seconds = summary->lower_bound_seconds;
+  plan.exposed_allreduce_seconds = summary->exposed_allreduce_seconds;
   absl::StatusOr<const Json*> phases = ReadArray(json, "", "phases");
   if (!phases.ok()) return phases.status();
   for (size_t p = 0; p < (*phases)->size(); ++p) {
@@ -340,38 +359,16 @@ absl::StatusOr<PhasedPlan> PhasedPlanFromJson(absl::string_view text) {
 }
 
 absl::StatusOr<Plan> PlanFromJson(absl::string_view text) {
-  const Json json = Json::parse(text.begin(), text.end(), /*cb=*/nullptr,
-                                /*allow_exceptions=*/false);
-  if (json.is_discarded()) {
-    return absl::InvalidArgumentError(
-        "the plan is not valid JSON; expected the object `dcp plan "
-        "--format=json` prints");
-  }
-  if (!json.is_object()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "the plan is ", TypeName(json),
-        ", not a JSON object; expected the object `dcp plan --format=json` "
-        "prints"));
-  }
+  absl::StatusOr<Json> parsed = ParsePlanObject(text);
+  if (!parsed.ok()) return parsed.status();
+  const Json& json = *parsed;
   Plan plan;
-  absl::StatusOr<const Json*> strategy = Member(json, "", "strategy");
-  if (!strategy.ok()) return strategy.status();
-  if (!(*strategy)->is_string()) {
-    return FieldError("strategy", absl::StrCat("is ", TypeName(**strategy),
-                                               "; it must be a string"));
-  }
-  plan.strategy = (*strategy)->get<std::string>();
-  absl::StatusOr<double> step = ReadNumber(json, "", "predicted_step_seconds");
-  if (!step.ok()) return step.status();
-  plan.predicted_step_seconds = *step;
-  absl::StatusOr<double> lower_bound =
-      ReadNumber(json, "", "lower_bound_seconds");
-  if (!lower_bound.ok()) return lower_bound.status();
-  plan.lower_bound_seconds = *lower_bound;
-  absl::StatusOr<double> exposed =
-      ReadNumber(json, "", "exposed_allreduce_seconds");
-  if (!exposed.ok()) return exposed.status();
-  plan.exposed_allreduce_seconds = *exposed;
+  absl::StatusOr<PlanSummaryFields> summary = ReadPlanSummaryFields(json);
+  if (!summary.ok()) return summary.status();
+  plan.strategy = summary->strategy;
+  plan.predicted_step_seconds = summary->predicted_step_seconds;
+  plan.lower_bound_seconds = summary->lower_bound_seconds;
+  plan.exposed_allreduce_seconds = summary->exposed_allreduce_seconds;
 
   absl::StatusOr<const Json*> groups = ReadArray(json, "", "groups");
   if (!groups.ok()) return groups.status();

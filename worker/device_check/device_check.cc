@@ -244,13 +244,11 @@ class DeviceCheck {
     model_options.seed = options_.seed;
     model_options.dtype = dtype_;
     model_options.device = options_.device;
-    absl::StatusOr<std::shared_ptr<TrainableModel>> model =
-        CreateTrainableModel(spec, model_options);
-    if (!model.ok()) return model.status();
-    absl::StatusOr<std::unique_ptr<SequenceInputSource>> source =
-        SequenceInputSource::Open(absl::StrCat("synthetic:", options_.seed),
-                                  **model);
-    if (!source.ok()) return source.status();
+    absl::StatusOr<SyntheticTrainingModel> built =
+        CreateSyntheticTrainingModel(spec, model_options);
+    if (!built.ok()) return built.status();
+    const std::shared_ptr<TrainableModel>* const model = &built->model;
+    const std::unique_ptr<SequenceInputSource>* const source = &built->inputs;
     PlanExecutorOptions executor_options;
     executor_options.clock = &clock_;
     PlanExecutor executor(*model, communicator_, executor_options);

@@ -103,13 +103,10 @@ absl::StatusOr<std::vector<ProfileSample>> ProfileActivationMemory(
   model_options.seed = options.seed;
   model_options.dtype = options.dtype;
   model_options.device = options.device;
-  DCP_ASSIGN_OR_RETURN(std::shared_ptr<TrainableModel> trainable,
-                       CreateTrainableModel(model, model_options));
-  DCP_ASSIGN_OR_RETURN(
-      std::unique_ptr<SequenceInputSource> inputs,
-      SequenceInputSource::Open(absl::StrCat("synthetic:", options.seed),
-                                *trainable));
-  trainable->train();
+  DCP_ASSIGN_OR_RETURN(SyntheticTrainingModel built,
+                       CreateSyntheticTrainingModel(model, model_options));
+  const std::shared_ptr<TrainableModel> trainable = std::move(built.model);
+  const std::unique_ptr<SequenceInputSource> inputs = std::move(built.inputs);
   try {
     int64_t sample_id = 0;
     for (int layers : options.checkpointed_layers) {

@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "worker/execution/dit_model.h"
 
 namespace dcp {
@@ -40,6 +41,22 @@ absl::StatusOr<std::unique_ptr<SequenceInputSource>> SequenceInputSource::Open(
     source->tokens_ = *std::move(tokens);
   }
   return source;
+}
+
+absl::StatusOr<SyntheticTrainingModel> CreateSyntheticTrainingModel(
+    const ModelSpec& spec, const GptModelOptions& options) {
+  SyntheticTrainingModel built;
+  absl::StatusOr<std::shared_ptr<TrainableModel>> model =
+      CreateTrainableModel(spec, options);
+  if (!model.ok()) return model.status();
+  built.model = *std::move(model);
+  absl::StatusOr<std::unique_ptr<SequenceInputSource>> inputs =
+      SequenceInputSource::Open(absl::StrCat("synthetic:", options.seed),
+                                *built.model);
+  if (!inputs.ok()) return inputs.status();
+  built.inputs = *std::move(inputs);
+  built.model->train();
+  return built;
 }
 
 absl::StatusOr<SequenceInput> SequenceInputSource::Input(

@@ -50,6 +50,19 @@ class SequenceInputSource {
   std::unique_ptr<SyntheticLatentDataset> latents_;
 };
 
+/// A model in training mode with synthetic inputs: what the profilers and
+/// the device check run. Plain value.
+struct SyntheticTrainingModel {
+  std::shared_ptr<TrainableModel> model;
+  /// "synthetic:<options.seed>" inputs of the model's kind.
+  std::unique_ptr<SequenceInputSource> inputs;
+};
+
+/// CreateTrainableModel(spec, options), put in training mode, with its
+/// synthetic inputs; the errors of either.
+absl::StatusOr<SyntheticTrainingModel> CreateSyntheticTrainingModel(
+    const ModelSpec& spec, const GptModelOptions& options);
+
 }  // namespace dcp
 
 #endif  // DCP_WORKER_EXECUTION_MODEL_KIND_H_

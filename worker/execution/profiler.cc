@@ -402,13 +402,10 @@ absl::Status ProfileMicroBatches(const ModelSpec& model,
   model_options.seed = options.seed;
   model_options.dtype = options.dtype;
   model_options.device = options.device;
-  DCP_ASSIGN_OR_RETURN(std::shared_ptr<TrainableModel> trainable,
-                       CreateTrainableModel(model, model_options));
-  DCP_ASSIGN_OR_RETURN(
-      std::unique_ptr<SequenceInputSource> inputs,
-      SequenceInputSource::Open(absl::StrCat("synthetic:", options.seed),
-                                *trainable));
-  trainable->train();
+  DCP_ASSIGN_OR_RETURN(SyntheticTrainingModel built,
+                       CreateSyntheticTrainingModel(model, model_options));
+  const std::shared_ptr<TrainableModel> trainable = std::move(built.model);
+  const std::unique_ptr<SequenceInputSource> inputs = std::move(built.inputs);
   std::vector<int> checkpointed =
       options.micro_batch_checkpointed_layers.value_or(
           std::vector<int>{0, model.num_layers});
@@ -438,15 +435,7 @@ absl::Status ProfileMicroBatches(const ModelSpec& model,
                                            length, " tokens, ", layers,
                                            " layers recomputed"),
                               NoPreparation, run));
-      ProfileSample sample;
-      sample.op = ProfileSample::Op::kMicroBatch;
-      sample.tokens = static_cast<double>(shape.tokens_per_rank);
-      sample.sum_lengths = static_cast<double>(shape.sum_lengths);
-      sample.sum_squared_lengths = shape.sum_squared_lengths;
-      sample.num_sequences = shape.num_sequences;
-      sample.checkpointed_layers = layers;
-      sample.measured_seconds = seconds;
-      samples.push_back(sample);
+      samples.push_back(MicroBatchSample(shape, layers, seconds));
     }
   }
   if (options.optimizer_step) {
