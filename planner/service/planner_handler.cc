@@ -119,7 +119,8 @@ class PlannerHandlerRoot final : public PlannerHandler {
                  stats_.Forget(steps);
                }),
         stats_(world_size_, options_.online_refit,
-               /*record_reports=*/store_ != nullptr) {}
+               /*record_reports=*/store_ != nullptr,
+               options_.micro_batch_refit) {}
 
   ~PlannerHandlerRoot() override { Shutdown(); }
 

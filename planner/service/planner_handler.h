@@ -36,6 +36,9 @@ struct PlannerHandlerOptions {
   std::string state_dir;
   /// Refit the compute model from measured step statistics.
   bool online_refit = false;
+  /// With online_refit, also refit the micro-batch model's rate scale and
+  /// fixed costs (dcp_planner --micro-batch-refit; experimental).
+  bool micro_batch_refit = false;
   /// The job this planner serves (dcp_planner --job-id): only workers
   /// registering with this job id are accepted (WorkerRegistry). Empty:
   /// workers of any job.

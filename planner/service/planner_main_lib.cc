@@ -66,6 +66,12 @@ constexpr FlagSpec kServiceFlags[] = {
      "parameters, planned steps); empty keeps it in memory"},
     {"online-refit", nullptr, "false",
      "refit the compute model from the workers' measured step times"},
+    {"micro-batch-refit", nullptr, "false",
+     "with --online-refit, also refit the micro-batch model's rate scale "
+     "and fixed costs (per micro-batch, layer pass and sequence) from the "
+     "measured micro-batches when they explain them clearly better than "
+     "one compute factor (experimental: on the CPU main job it has not "
+     "yet lowered the error)"},
     {"phased-plans", nullptr, "false",
      "also try plans that re-group the ranks within a step (two phases "
      "with a world barrier between them, strategy dcp-phased) and serve "
@@ -209,6 +215,9 @@ absl::StatusOr<PlannerServer::Options> ServerOptions(const ParsedFlags& flags) {
   absl::StatusOr<bool> online_refit = flags.Bool("online-refit");
   if (!online_refit.ok()) return online_refit.status();
   options.handler.online_refit = *online_refit;
+  absl::StatusOr<bool> micro_batch_refit = flags.Bool("micro-batch-refit");
+  if (!micro_batch_refit.ok()) return micro_batch_refit.status();
+  options.handler.micro_batch_refit = *micro_batch_refit;
   absl::StatusOr<bool> phased_plans = flags.Bool("phased-plans");
   if (!phased_plans.ok()) return phased_plans.status();
   absl::StatusOr<double> min_gap = flags.Double("phased-min-gap", 0, 1);

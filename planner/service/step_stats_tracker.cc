@@ -264,7 +264,8 @@ absl::StatusOr<StepStatsTracker::Outcome> StepStatsTracker::Record(
       outcome.all_to_all_inter = all_to_all_inter_.Solve();
       outcome.refit_epoch = refit_epoch_;
       outcome.refit_observations = refit_.count();
-      if (static_cast<int>(fit_row_counts_.size()) >=
+      if (micro_batch_refit_enabled_ &&
+          static_cast<int>(fit_row_counts_.size()) >=
               MicroBatchRefit::kMinRows &&
           outcome.refit_factor.has_value()) {
         std::optional<MicroBatchRefit::Coefficients> fit =

@@ -119,11 +119,15 @@ class StepStatsTracker {
     std::vector<v1::StepReportsRecord> reports_to_record;
   };
 
+  /// `micro_batch_refit`: with `online_refit`, also offer the micro-batch
+  /// model's fitted terms (Outcome::micro_batch_fit); off, only the single
+  /// compute factor and the all-to-all fits.
   StepStatsTracker(int world_size, bool online_refit,
-                   bool record_reports = false)
+                   bool record_reports = false, bool micro_batch_refit = false)
       : world_size_(world_size),
         online_refit_(online_refit),
-        record_reports_(record_reports) {}
+        record_reports_(record_reports),
+        micro_batch_refit_enabled_(micro_batch_refit) {}
 
   /// Records a validated report of a rank of `plan`, planned with version
   /// `plan_version` (whose correction is `plan_correction`) while `params`
@@ -174,6 +178,7 @@ class StepStatsTracker {
   const int world_size_;
   const bool online_refit_;
   const bool record_reports_;
+  const bool micro_batch_refit_enabled_;
   mutable absl::Mutex mu_;
   std::map<int64_t, StepReports> steps_ ABSL_GUARDED_BY(mu_);
   double relative_error_sum_ ABSL_GUARDED_BY(mu_) = 0;

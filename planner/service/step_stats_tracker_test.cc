@@ -242,7 +242,11 @@ TEST(StepStatsTrackerTest, MicroBatchTermsAreRefittedIntoANewVersion) {
       std::make_shared<const CostModel>(
           CostModel::CreateDefault(model, cluster).value()),
       /*store=*/nullptr);
-  StepStatsTracker tracker(/*world_size=*/2, /*online_refit=*/true);
+  StepStatsTracker tracker(/*world_size=*/2, /*online_refit=*/true,
+                           /*record_reports=*/false,
+                           /*micro_batch_refit=*/true);
+  // Without --micro-batch-refit the same reports offer only the factor.
+  StepStatsTracker factor_only(/*world_size=*/2, /*online_refit=*/true);
   const double layers = model.num_layers;
   std::vector<StepPlan> plans;
   for (int step = 0; step < 3; ++step) {
@@ -277,6 +281,10 @@ TEST(StepStatsTrackerTest, MicroBatchTermsAreRefittedIntoANewVersion) {
           tracker.Record(request, plans[step], 1, *params);
       ASSERT_TRUE(outcome.ok()) << outcome.status();
       last = *outcome;
+      absl::StatusOr<StepStatsTracker::Outcome> without =
+          factor_only.Record(request, plans[step], 1, *params);
+      ASSERT_TRUE(without.ok()) << without.status();
+      EXPECT_FALSE(without->micro_batch_fit.has_value());
     }
     if (step == 0) {
       // Four distinct rows (each rank reports the same): not enough, the
