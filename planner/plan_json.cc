@@ -259,6 +259,31 @@ absl::StatusOr<PlanSummaryFields> ReadPlanSummaryFields(const Json& json) {
   return fields;
 }
 
+// Sets the summary fields of a Plan or a PhasedPlan.
+template <typename AnyPlan>
+void SetSummaryFields(const PlanSummaryFields& fields, AnyPlan& plan) {
+  plan.strategy = fields.strategy;
+  plan.predicted_step_seconds = fields.predicted_step_seconds;
+  plan.lower_bound_seconds = fields.lower_bound_seconds;
+  plan.exposed_allreduce_seconds = fields.exposed_allreduce_seconds;
+}
+
+// The "groups" array of `object` (at `path`, "" for the top level).
+absl::Status ReadGroups(const Json& object, const std::string& path,
+                        std::vector<GroupPlan>& out) {
+  absl::StatusOr<const Json*> groups = ReadArray(object, path, "groups");
+  if (!groups.ok()) return groups.status();
+  const std::string prefix =
+      path.empty() ? "groups[" : absl::StrCat(path, ".groups[");
+  for (size_t g = 0; g < (*groups)->size(); ++g) {
+    absl::StatusOr<GroupPlan> group =
+        ReadGroup((**groups)[g], absl::StrCat(prefix, g, "]"));
+    if (!group.ok()) return group.status();
+    out.push_back(*std::move(group));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 std::string PlanToJson(const Plan& plan,
@@ -326,10 +351,7 @@ absl::StatusOr<PhasedPlan> PhasedPlanFromJson(absl::string_view text) {
   }
   absl::StatusOr<PlanSummaryFields> summary = ReadPlanSummaryFields(json);
   if (!summary.ok()) return summary.status();
-  plan.strategy = summary->strategy;
-  plan.predicted_step_seconds = summary->predicted_step_seconds;
-  plan.lower_bound_seconds = summary->lower_bound_seconds;
-  plan.exposed_allreduce_seconds = summary->exposed_allreduce_seconds;
+  SetSummaryFields(*summary, plan);
   absl::StatusOr<const Json*> phases = ReadArray(json, "", "phases");
   if (!phases.ok()) return phases.status();
   for (size_t p = 0; p < (*phases)->size(); ++p) {
@@ -340,13 +362,9 @@ absl::StatusOr<PhasedPlan> PhasedPlanFromJson(absl::string_view text) {
     }
     Plan phase;
     phase.strategy = plan.strategy;
-    absl::StatusOr<const Json*> groups = ReadArray(phase_json, path, "groups");
-    if (!groups.ok()) return groups.status();
-    for (size_t g = 0; g < (*groups)->size(); ++g) {
-      absl::StatusOr<GroupPlan> group =
-          ReadGroup((**groups)[g], absl::StrCat(path, ".groups[", g, "]"));
-      if (!group.ok()) return group.status();
-      phase.groups.push_back(*std::move(group));
+    if (absl::Status read = ReadGroups(phase_json, path, phase.groups);
+        !read.ok()) {
+      return read;
     }
     for (const GroupPlan& group : phase.groups) {
       phase.slowest_group_seconds =
@@ -365,18 +383,10 @@ absl::StatusOr<Plan> PlanFromJson(absl::string_view text) {
   Plan plan;
   absl::StatusOr<PlanSummaryFields> summary = ReadPlanSummaryFields(json);
   if (!summary.ok()) return summary.status();
-  plan.strategy = summary->strategy;
-  plan.predicted_step_seconds = summary->predicted_step_seconds;
-  plan.lower_bound_seconds = summary->lower_bound_seconds;
-  plan.exposed_allreduce_seconds = summary->exposed_allreduce_seconds;
+  SetSummaryFields(*summary, plan);
 
-  absl::StatusOr<const Json*> groups = ReadArray(json, "", "groups");
-  if (!groups.ok()) return groups.status();
-  for (size_t g = 0; g < (*groups)->size(); ++g) {
-    absl::StatusOr<GroupPlan> group =
-        ReadGroup((**groups)[g], absl::StrCat("groups[", g, "]"));
-    if (!group.ok()) return group.status();
-    plan.groups.push_back(*std::move(group));
+  if (absl::Status read = ReadGroups(json, "", plan.groups); !read.ok()) {
+    return read;
   }
 
   if (json.contains("slowest_group_seconds")) {
