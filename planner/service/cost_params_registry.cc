@@ -241,22 +241,24 @@ absl::StatusOr<std::optional<int64_t>> CostParamsRegistry::ApplyRefit(
   next = ScaleCommunicationTime(std::move(next), communication);
   const CommParams& now = previous->current->cost_model->params().comm;
   bool all_to_all_moved = false;
-  if (all_to_all_intra.has_value()) {
-    next.comm.all_to_all_intra_latency_seconds = all_to_all_intra->first;
-    next.comm.all_to_all_intra_bus_bytes_per_second = all_to_all_intra->second;
+  // Sets one kind's (latency, bandwidth) fit; notes whether it moved.
+  auto set_fit = [&](const std::optional<std::pair<double, double>>& fit,
+                     double now_latency, double now_bandwidth,
+                     double& latency, double& bandwidth) {
+    if (!fit.has_value()) return;
+    latency = fit->first;
+    bandwidth = fit->second;
     all_to_all_moved |=
-        moved(now.all_to_all_intra_latency_seconds, all_to_all_intra->first) ||
-        moved(now.all_to_all_intra_bus_bytes_per_second,
-              all_to_all_intra->second);
-  }
-  if (all_to_all_inter.has_value()) {
-    next.comm.all_to_all_inter_latency_seconds = all_to_all_inter->first;
-    next.comm.all_to_all_inter_bus_bytes_per_second = all_to_all_inter->second;
-    all_to_all_moved |=
-        moved(now.all_to_all_inter_latency_seconds, all_to_all_inter->first) ||
-        moved(now.all_to_all_inter_bus_bytes_per_second,
-              all_to_all_inter->second);
-  }
+        moved(now_latency, fit->first) || moved(now_bandwidth, fit->second);
+  };
+  set_fit(all_to_all_intra, now.all_to_all_intra_latency_seconds,
+          now.all_to_all_intra_bus_bytes_per_second,
+          next.comm.all_to_all_intra_latency_seconds,
+          next.comm.all_to_all_intra_bus_bytes_per_second);
+  set_fit(all_to_all_inter, now.all_to_all_inter_latency_seconds,
+          now.all_to_all_inter_bus_bytes_per_second,
+          next.comm.all_to_all_inter_latency_seconds,
+          next.comm.all_to_all_inter_bus_bytes_per_second);
   if (!compute_moved &&
       std::abs(communication / current_communication - 1) <=
           change_threshold &&
