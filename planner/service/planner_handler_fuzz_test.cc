@@ -11,6 +11,7 @@
 #include <iostream>
 #include <limits>
 #include <map>
+#include <optional>
 #include <memory>
 #include <random>
 #include <string>
@@ -278,8 +279,37 @@ bool Acceptable(const absl::Status& status) {
 
 // Runs `iterations` random calls from each of `threads` threads (times
 // $DCP_FUZZ_SCALE, for longer runs by hand).
+// Registrations the handler accepted, shared by the fuzzing threads and by
+// the runs before and after a reload. Fuzzed registrations pin a worker id to
+// whatever node and ranks they carried first, so after a while almost every
+// fresh one is refused; re-sending an accepted one (what a restarted worker
+// does) keeps the accepting path covered.
+class AcceptedRegistrations {
+ public:
+  void Add(const v1::RegisterWorkerRequest& request) {
+    absl::MutexLock lock(&mu_);
+    for (const v1::RegisterWorkerRequest& known : accepted_) {
+      if (known.SerializeAsString() == request.SerializeAsString()) return;
+    }
+    accepted_.push_back(request);
+  }
+  // An accepted registration picked by `pick` in [0, 1), or none yet.
+  std::optional<v1::RegisterWorkerRequest> Pick(double pick) {
+    absl::MutexLock lock(&mu_);
+    if (accepted_.empty()) return std::nullopt;
+    const size_t index = std::min(
+        accepted_.size() - 1, static_cast<size_t>(pick * accepted_.size()));
+    return accepted_[index];
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::vector<v1::RegisterWorkerRequest> accepted_ ABSL_GUARDED_BY(mu_);
+};
+
 void Fuzz(PlannerHandler& handler, const PlannerHandlerOptions& options,
-          FakeClock& clock, uint64_t seed, int threads, int iterations) {
+          FakeClock& clock, uint64_t seed, int threads, int iterations,
+          AcceptedRegistrations& accepted) {
   if (const char* scale = std::getenv("DCP_FUZZ_SCALE"); scale != nullptr) {
     iterations *= std::max(1, std::atoi(scale));
   }
@@ -307,17 +337,24 @@ void Fuzz(PlannerHandler& handler, const PlannerHandlerOptions& options,
             request.set_num_ranks(options.cluster.gpus_per_node);
             request.set_backend("nccl");
             request.set_max_cached_groups(kDefaultNcclMaxCachedGroups);
-            (void)handler.RegisterWorker(request);
+            if (handler.RegisterWorker(request).ok()) accepted.Add(request);
           }
         }
         if (t == 0 && i % 97 == 0) clock.Advance(absl::Seconds(7));
         absl::Status status;
         std::string method;
         switch (fuzzer.Uniform(0, 8)) {
-          case 0:
+          case 0: {
             method = "RegisterWorker";
-            status = handler.RegisterWorker(fuzzer.Register()).status();
+            std::optional<v1::RegisterWorkerRequest> request;
+            if (fuzzer.Chance(0.5)) {
+              request = accepted.Pick(fuzzer.Uniform(0, 999) / 1000.0);
+            }
+            if (!request.has_value()) request = fuzzer.Register();
+            status = handler.RegisterWorker(*request).status();
+            if (status.ok()) accepted.Add(*request);
             break;
+          }
           case 1:
             method = "SubmitProfile";
             status = handler.SubmitProfile(fuzzer.Profile()).status();
@@ -422,8 +459,9 @@ TEST(PlannerHandlerFuzzTest, CpuWorldWithRefitAndBackgroundPlanning) {
   options.plan_cache_steps = 8;
   auto handler = PlannerHandler::Create(options, clock, &metrics, nullptr);
   ASSERT_TRUE(handler.ok()) << handler.status();
+  AcceptedRegistrations accepted;
   Fuzz(**handler, options, clock, /*seed=*/1, /*threads=*/4,
-       /*iterations=*/1500);
+       /*iterations=*/1500, accepted);
   (*handler)->Shutdown();
 }
 
@@ -438,17 +476,18 @@ TEST(PlannerHandlerFuzzTest, GpuWorldWithStateDirectory) {
   options.cluster = H200Cluster(/*num_nodes=*/2, /*gpus_per_node=*/8);
   options.background_planning_threads = 0;
   options.state_dir = directory;
+  AcceptedRegistrations accepted;
   {
     auto handler = PlannerHandler::Create(options, clock, nullptr, nullptr);
     ASSERT_TRUE(handler.ok()) << handler.status();
     Fuzz(**handler, options, clock, /*seed=*/2, /*threads=*/2,
-         /*iterations=*/1500);
+         /*iterations=*/1500, accepted);
   }
   // Whatever the fuzzing left behind loads again.
   auto reloaded = PlannerHandler::Create(options, clock, nullptr, nullptr);
   ASSERT_TRUE(reloaded.ok()) << reloaded.status();
   Fuzz(**reloaded, options, clock, /*seed=*/3, /*threads=*/1,
-       /*iterations=*/1000);
+       /*iterations=*/1000, accepted);
 }
 
 }  // namespace
