@@ -278,12 +278,17 @@ TEST(PlanCacheTest, AnAbandonedPlanDoesNotUseTheCachesClockOnceTheCacheIsGone) {
         finished->Notify();
         return plan;
       };
-  Planner planner("", /*window=*/4, function, /*background_threads=*/1);
+  // No background threads: the waiter's own request plans, so once the
+  // plan has started the waiter is inside the cache, and it is out of it
+  // (its call answered) before the cache is destroyed, as the cache's
+  // callers must be.
+  Planner planner("", /*window=*/4, function, /*background_threads=*/0);
   ASSERT_TRUE(Submit(*planner.cache, *Batch(0)).ok());
   std::thread waiter([&] { (void)planner.cache->PlanByStep(0, 0); });
   entered->WaitForNotification();
-  planner.cache.reset();  // abandons the plan in flight
+  planner.cache->Shutdown();  // abandons the plan in flight
   waiter.join();
+  planner.cache.reset();
   release->Notify();
   finished->WaitForNotification();
   // The test's FakeClock (still alive here) stands at the Unix epoch; the
