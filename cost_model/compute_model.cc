@@ -32,6 +32,11 @@ ComputeParams DefaultComputeParams(const ModelSpec& model,
   // attention runs per sequence).
   params.micro_batch_fixed_seconds = 0;
   params.sequence_layer_fixed_seconds = 0;
+  // The layout copies around the all-to-alls are element-wise kernels over
+  // the bytes the exchange moves, their launches overlapped like the rest:
+  // 0 until a profile of whole micro-batches at SP >= 2 fits it (on the CPU
+  // job, autograd's nodes and the copies cost a few hundred us per pass).
+  params.ulysses_layer_fixed_seconds = 0;
   // AdamW is memory bound: per parameter it reads and writes the fp32
   // weight and its two moments and reads the gradient (about 28 bytes), at
   // the element-wise rate (llama3-8b: about 60 ms without ZeRO-1).

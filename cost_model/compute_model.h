@@ -35,6 +35,12 @@ struct ComputeParams {
   /// recompute): the attention runs per sequence, so its calls and small ops
   /// are paid once per sequence per pass.
   double sequence_layer_fixed_seconds = 0;
+  /// Fixed cost of one layer pass of a micro-batch whose SP group has two or
+  /// more ranks, beyond its all-to-alls: the head-sharded layout around them
+  /// (packing Q, K and V, the copies each way) and the exchange's autograd
+  /// nodes, paid on every rank outside the collectives (FitCostModel fits it
+  /// from whole micro-batches at SP >= 2, kSpMicroBatch samples).
+  double ulysses_layer_fixed_seconds = 0;
   /// The optimizer step (AdamW over this rank's parameters) at the end of a
   /// step.
   double optimizer_step_seconds = 0;

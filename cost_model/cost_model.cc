@@ -73,6 +73,8 @@ absl::Status ValidateCostParams(const CostParams& params) {
        {"compute.micro_batch_fixed_seconds", compute.micro_batch_fixed_seconds},
        {"compute.sequence_layer_fixed_seconds",
         compute.sequence_layer_fixed_seconds},
+       {"compute.ulysses_layer_fixed_seconds",
+        compute.ulysses_layer_fixed_seconds},
        {"compute.optimizer_step_seconds", compute.optimizer_step_seconds},
        {"memory.weight_bytes_per_parameter", memory.weight_bytes_per_parameter},
        {"memory.gradient_bytes_per_parameter",
@@ -172,9 +174,13 @@ MicroBatchCost CostModel::MicroBatch(const MicroBatchShape& shape,
   const double all_to_all = UlyssesLayerSeconds(shape);
   const double head = compute_.HeadSeconds(shape);
   const double head_forward = head / (1 + ComputeModel::kBackwardGemmFactor);
-  // Fixed costs: per sequence in each layer pass, and per micro-batch (half
-  // counted with the forward, half with the backward).
-  const double sequences = compute_.SequencesLayerPassSeconds(shape);
+  // Fixed costs: per sequence in each layer pass, per layer pass of an SP
+  // group of two or more (the layout around the all-to-alls, counted as
+  // compute), and per micro-batch (half counted with the forward, half with
+  // the backward).
+  const double sequences =
+      compute_.SequencesLayerPassSeconds(shape) +
+      (shape.sp_size > 1 ? params_.compute.ulysses_layer_fixed_seconds : 0);
   const double micro_batch_half =
       params_.compute.micro_batch_fixed_seconds / 2;
   cost.forward_seconds = layers * (forward + sequences + all_to_all) +

@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "cost_model/least_squares.h"
 #include "cost_model/micro_batch_fit.h"
+#include "cost_model/sp_micro_batch_fit.h"
 
 namespace dcp {
 
@@ -33,6 +34,19 @@ ProfileSample MicroBatchSample(const MicroBatchShape& shape,
   sample.num_sequences = shape.num_sequences;
   sample.checkpointed_layers = checkpointed_layers;
   sample.measured_seconds = measured_seconds;
+  return sample;
+}
+
+ProfileSample SpMicroBatchSample(const MicroBatchShape& shape, bool inter_node,
+                                 int checkpointed_layers,
+                                 double measured_seconds,
+                                 double communication_seconds) {
+  ProfileSample sample =
+      MicroBatchSample(shape, checkpointed_layers, measured_seconds);
+  sample.op = ProfileSample::Op::kSpMicroBatch;
+  sample.group_size = shape.sp_size;
+  sample.inter_node = inter_node;
+  sample.communication_seconds = communication_seconds;
   return sample;
 }
 
@@ -58,6 +72,8 @@ const char *ProfileOpName(ProfileSample::Op op) {
       return "micro_batch";
     case ProfileSample::Op::kOptimizerStep:
       return "optimizer_step";
+    case ProfileSample::Op::kSpMicroBatch:
+      return "sp_micro_batch";
   }
   return "unknown";
 }
@@ -81,6 +97,7 @@ absl::Status ValidateSample(const ProfileSample &sample, size_t index,
       {"bytes", sample.bytes},
       {"measured_seconds", sample.measured_seconds},
       {"measured_bytes", sample.measured_bytes},
+      {"communication_seconds", sample.communication_seconds},
   };
   for (const auto &[field, value] : doubles) {
     if (!std::isfinite(value) || value < 0) {
@@ -137,6 +154,28 @@ absl::Status ValidateSample(const ProfileSample &sample, size_t index,
         return bad(
             "checkpointed_layers", sample.checkpointed_layers,
             absl::StrCat("must be in [0, num_layers = ", num_layers, "]"));
+      break;
+    case ProfileSample::Op::kSpMicroBatch:
+      if (sample.tokens <= 0)
+        return bad("tokens", sample.tokens, "must be > 0");
+      if (sample.num_sequences < 1)
+        return bad("num_sequences", sample.num_sequences, "must be >= 1");
+      if (sample.sum_lengths < sample.num_sequences)
+        return bad("sum_lengths", sample.sum_lengths,
+                   "must be at least one token per sequence");
+      if (sample.group_size < 2)
+        return bad("group_size", sample.group_size,
+                   "must be at least 2 (SP 1 micro-batches are micro_batch "
+                   "samples)");
+      if (sample.checkpointed_layers < 0 ||
+          sample.checkpointed_layers > num_layers)
+        return bad(
+            "checkpointed_layers", sample.checkpointed_layers,
+            absl::StrCat("must be in [0, num_layers = ", num_layers, "]"));
+      if (sample.communication_seconds > sample.measured_seconds)
+        return bad("communication_seconds", sample.communication_seconds,
+                   absl::StrCat("must be at most measured_seconds = ",
+                                sample.measured_seconds));
       break;
     case ProfileSample::Op::kOptimizerStep:
       break;
@@ -549,6 +588,7 @@ absl::StatusOr<CostModelFit> FitCostModel(
   std::vector<ProfileSample> memory_samples;
   std::vector<ProfileSample> micro_batch_samples;
   std::vector<ProfileSample> optimizer_samples;
+  std::vector<ProfileSample> sp_micro_batch_samples;
   for (const ProfileSample &s : samples) {
     switch (s.op) {
       case ProfileSample::Op::kGemm:
@@ -588,6 +628,9 @@ absl::StatusOr<CostModelFit> FitCostModel(
         break;
       case ProfileSample::Op::kOptimizerStep:
         optimizer_samples.push_back(s);
+        break;
+      case ProfileSample::Op::kSpMicroBatch:
+        sp_micro_batch_samples.push_back(s);
         break;
     }
   }
@@ -651,6 +694,9 @@ absl::StatusOr<CostModelFit> FitCostModel(
   result.reports.push_back(
       FitMicroBatches(model, micro_batch_samples, compute));
   result.reports.push_back(FitOptimizerStep(optimizer_samples, compute));
+  result.reports.push_back(FitSpMicroBatches(model, cluster,
+                                             sp_micro_batch_samples,
+                                             result.params));
   return result;
 }
 
@@ -757,6 +803,24 @@ std::vector<ProfileSample> SyntheticProfile(const CostModel &truth,
         const MicroBatchShape shape = ShapeOf(lengths, /*sp_size=*/1);
         samples.push_back(MicroBatchSample(
             shape, k, noisy(truth.MicroBatch(shape, k).total_seconds)));
+      }
+    }
+  }
+  // The same micro-batches over each collective group (two or more ranks).
+  for (const auto &[group_size, inter_node] : groups) {
+    for (int k : {0, model.num_layers}) {
+      for (int sequences : {1, 4, 16}) {
+        for (int64_t length : {32, 128, 512}) {
+          std::vector<int64_t> lengths(sequences, length);
+          const MicroBatchShape shape = ShapeOf(lengths, group_size);
+          const MicroBatchCost cost = truth.MicroBatch(shape, k);
+          const double communication = noisy(cost.communication_seconds);
+          const double compute =
+              noisy(cost.total_seconds - cost.communication_seconds);
+          samples.push_back(SpMicroBatchSample(shape, inter_node, k,
+                                               compute + communication,
+                                               communication));
+        }
       }
     }
   }

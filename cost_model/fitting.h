@@ -41,21 +41,28 @@ struct ProfileSample {
     kMicroBatch,
     /// The optimizer step over every parameter of the model on one rank.
     kOptimizerStep,
+    /// A whole micro-batch's forward and backward on one rank of an SP
+    /// group of group_size >= 2 (Ulysses attention), as the plan executor
+    /// runs it: measured_seconds the whole, communication_seconds the part
+    /// inside its all-to-alls (sp_micro_batch_fit.h).
+    kSpMicroBatch,
   };
   Op op = Op::kGemm;
   /// GEMM: its FLOPs. Attention: the FLOPs proportional to sum L^2, as the
   /// forward counts them (for backward samples too; the fit applies
   /// ComputeModel::kBackwardAttentionFactor).
   double flops = 0;
-  /// GEMM: rows (tokens per rank). Memory and micro-batch: tokens per rank.
+  /// GEMM: rows (tokens per rank). Memory and micro-batches: tokens per rank
+  /// (at SP >= 2 the rank's share, sum of ceil(length / group_size)).
   double tokens = 0;
   /// Attention: sum over sequences of length^2.
   double sum_squared_lengths = 0;
   /// Attention: sum over sequences of length.
   double sum_lengths = 0;
-  /// Micro-batch: its sequences (at least 1).
+  /// Micro-batches: its sequences (at least 1), whole lengths in
+  /// sum_lengths and sum_squared_lengths.
   int num_sequences = 0;
-  /// Collectives: ranks taking part (at least 2).
+  /// Collectives and SP micro-batches: ranks taking part (at least 2).
   int group_size = 1;
   /// Collectives: the group crosses nodes.
   bool inter_node = false;
@@ -68,6 +75,9 @@ struct ProfileSample {
   double measured_seconds = 0;
   /// Memory samples: measured peak bytes (positive).
   double measured_bytes = 0;
+  /// SP micro-batches: the seconds of measured_seconds spent inside the
+  /// all-to-alls (0 <= communication_seconds <= measured_seconds).
+  double communication_seconds = 0;
 };
 
 /// A kMicroBatch sample of a micro-batch of `shape` (SP 1) with
@@ -76,9 +86,19 @@ ProfileSample MicroBatchSample(const MicroBatchShape& shape,
                                int checkpointed_layers,
                                double measured_seconds);
 
+/// A kSpMicroBatch sample: a micro-batch of `shape` (sp_size >= 2) on a group
+/// that spans nodes or not, `checkpointed_layers` recomputed, that took
+/// `measured_seconds` on one rank, `communication_seconds` of them inside
+/// its all-to-alls.
+ProfileSample SpMicroBatchSample(const MicroBatchShape& shape, bool inter_node,
+                                 int checkpointed_layers,
+                                 double measured_seconds,
+                                 double communication_seconds);
+
 /// The op's name in messages and reports: "gemm", "attention_forward",
 /// "attention_backward", "all_to_all", "all_reduce", "activation_memory",
-/// "reduce_scatter", "all_gather", "micro_batch", "optimizer_step".
+/// "reduce_scatter", "all_gather", "micro_batch", "optimizer_step",
+/// "sp_micro_batch".
 const char* ProfileOpName(ProfileSample::Op op);
 
 /// How one sub-model's fit went.
@@ -87,7 +107,7 @@ struct ModelFitReport {
   /// "all_to_all_inter", "all_reduce_intra", "all_reduce_inter",
   /// "activation_memory", "reduce_scatter_intra", "reduce_scatter_inter",
   /// "all_gather_intra", "all_gather_inter", "micro_batch",
-  /// "optimizer_step".
+  /// "optimizer_step", "sp_micro_batch".
   std::string name;
   /// Samples of this sub-model that were given.
   int num_samples = 0;
@@ -115,8 +135,9 @@ struct CostModelFit {
 /// samples, starting from `defaults`. Parameters no sample informs
 /// (per-parameter bytes, checkpoint bytes; without micro-batch samples the
 /// fixed costs and the element-wise rate) are kept from `defaults`. The
-/// micro-batch samples are fitted last, over the op rates fitted before
-/// them (micro_batch_fit.h). A sub-model with fewer than twice as many samples
+/// micro-batch samples are fitted after the op samples, over the op rates
+/// fitted from them (micro_batch_fit.h), and the SP micro-batch samples
+/// last, over everything else (sp_micro_batch_fit.h). A sub-model with fewer than twice as many samples
 /// as parameters, a failed solve or a non-physical result keeps its defaults.
 /// Memory samples are taken to come from a run on every GPU of `cluster`
 /// (the world size sets the ZeRO-1 optimizer shard); their peak bytes are
@@ -142,7 +163,8 @@ absl::StatusOr<CostModelFit> FitCostModel(
 /// reduce-scatter and all-gather over those groups too,
 /// activation memory at several token counts and checkpointed layers,
 /// whole micro-batches at SP 1 (1 to 16 sequences of 32 to 512 tokens, with
-/// and without recompute) and the optimizer step. Each
+/// and without recompute) and over the collectives' groups (SP micro-batches,
+/// the same shapes), and the optimizer step. Each
 /// measured value is multiplied by max(1 + relative_noise * z, 0.01), z a
 /// standard normal drawn from std::mt19937_64(seed). Deterministic.
 std::vector<ProfileSample> SyntheticProfile(const CostModel& truth,

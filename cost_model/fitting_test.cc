@@ -35,6 +35,7 @@ const std::vector<std::string>& ReportNames() {
       "all_gather_inter",
       "micro_batch",
       "optimizer_step",
+      "sp_micro_batch",
   };
   return *names;
 }
@@ -81,6 +82,7 @@ CostParams TruthParams(const ModelSpec& model, const ClusterSpec& cluster) {
   truth.compute.micro_batch_fixed_seconds = 350e-6;
   truth.compute.layer_fixed_seconds = 60e-6;
   truth.compute.sequence_layer_fixed_seconds = 15e-6;
+  truth.compute.ulysses_layer_fixed_seconds = 30e-6;
   truth.compute.optimizer_step_seconds = 80e-3;
   return truth;
 }
@@ -192,6 +194,9 @@ void ExpectParamsNear(const CostParams& fitted, const CostParams& truth,
     near(fitted.compute.sequence_layer_fixed_seconds,
          truth.compute.sequence_layer_fixed_seconds,
          "sequence_layer_fixed_seconds", tolerance);
+    near(fitted.compute.ulysses_layer_fixed_seconds,
+         truth.compute.ulysses_layer_fixed_seconds,
+         "ulysses_layer_fixed_seconds", tolerance);
   }
   near(fitted.compute.optimizer_step_seconds,
        truth.compute.optimizer_step_seconds, "optimizer_step_seconds",
@@ -628,7 +633,7 @@ TEST(SyntheticProfileTest, CoversEveryOpAndGroupSize) {
       checkpointed.insert(s.checkpointed_layers);
     }
   }
-  EXPECT_EQ(ops.size(), 10u);
+  EXPECT_EQ(ops.size(), 11u);
   for (int n = 2; n <= 8; ++n) EXPECT_TRUE(groups.count({n, false})) << n;
   EXPECT_TRUE(groups.count({16, true}));
   EXPECT_TRUE(groups.count({32, true}));

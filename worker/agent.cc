@@ -337,7 +337,7 @@ class AgentRun {
     static_options.sp_size = options_.bucket_static_sp;
     DCP_ASSIGN_OR_RETURN(
         std::unique_ptr<BucketPlanSource> bucket,
-        BucketPlanSource::Create(planner_, static_options, Logger()));
+        BucketPlanSource::Create(planner_, static_options, Logger(), rank_));
     return std::unique_ptr<StepPlanSource>(std::move(bucket));
   }
 

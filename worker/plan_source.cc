@@ -1,8 +1,10 @@
 #include "worker/plan_source.h"
 
 #include <algorithm>
+#include <cmath>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -139,7 +141,7 @@ void PlannerPlanSource::StepMeasured(int64_t step,
 
 absl::StatusOr<std::unique_ptr<BucketPlanSource>> BucketPlanSource::Create(
     PlannerClient& planner, const StaticOptions& options,
-    const std::function<void(const std::string&)>& log) {
+    const std::function<void(const std::string&)>& log, int rank) {
   absl::StatusOr<v1::GetClusterModelResponse> model =
       planner.GetClusterModel(v1::GetClusterModelRequest());
   if (!model.ok()) {
@@ -155,7 +157,7 @@ absl::StatusOr<std::unique_ptr<BucketPlanSource>> BucketPlanSource::Create(
   log(absl::StrCat("bucket plans from the planner's cost model v",
                    model->params_version()));
   return std::unique_ptr<BucketPlanSource>(
-      new BucketPlanSource(*std::move(cost_model), options));
+      new BucketPlanSource(*std::move(cost_model), options, rank));
 }
 
 absl::StatusOr<StepPlan> BucketPlanSource::PlanOf(
@@ -168,7 +170,82 @@ absl::StatusOr<StepPlan> BucketPlanSource::PlanOf(
   }
   StepPlan result;
   result.plan = *std::move(bucket);
+  const std::vector<int64_t> lengths = Lengths(samples);
+  if (refitted_.has_value()) PredictPlan(*refitted_, lengths, result.plan);
+  last_step_ = step;
+  last_plan_ = result.plan;
+  last_lengths_ = lengths;
   return result;
+}
+
+void BucketPlanSource::StepMeasured(int64_t step,
+                                    const StepMeasurement& measured) {
+  if (step != last_step_) return;
+  const GroupPlan* group = nullptr;
+  for (const GroupPlan& candidate : last_plan_.groups) {
+    if (std::find(candidate.ranks.begin(), candidate.ranks.end(), rank_) !=
+        candidate.ranks.end()) {
+      group = &candidate;
+    }
+  }
+  if (group == nullptr) return;
+  const ModelSpec& model = cost_model_.model();
+  const int sp = static_cast<int>(group->ranks.size());
+  const bool inter_node = cost_model_.SpansNodes(sp);
+  const size_t count =
+      std::min(group->micro_batches.size(), measured.micro_batches.size());
+  for (size_t m = 0; m < count; ++m) {
+    const MicroBatchPlan& micro_batch = group->micro_batches[m];
+    const StepMeasurement::MicroBatch& seconds = measured.micro_batches[m];
+    MicroBatchShape shape;
+    shape.sp_size = sp;
+    for (int index : micro_batch.sequence_indices) {
+      shape.AddSequence(last_lengths_[index]);
+    }
+    if (shape.num_sequences == 0) continue;
+    // Ratios relative to the fetched model, as the planner's are to its
+    // profile fit.
+    const MicroBatchCost cost =
+        cost_model_.MicroBatch(shape, micro_batch.checkpointed_layers);
+    const double predicted_compute =
+        cost.total_seconds - cost.communication_seconds;
+    if (predicted_compute > 0 && seconds.compute_seconds > 0 &&
+        RefitAccumulator::Accepts(predicted_compute /
+                                  seconds.compute_seconds)) {
+      compute_.Add({{predicted_compute, seconds.compute_seconds}});
+    }
+    if (sp > 1 && seconds.communication_seconds > 0 &&
+        std::isfinite(seconds.communication_seconds)) {
+      (inter_node ? all_to_all_inter_ : all_to_all_intra_)
+          .Add(AllToAllCalls(model, shape, micro_batch.checkpointed_layers),
+               AllToAllBusBytes(model, shape, micro_batch.checkpointed_layers),
+               seconds.communication_seconds);
+    }
+  }
+  CostParams params = cost_model_.params();
+  bool refitted = false;
+  if (std::optional<double> factor = compute_.Factor(); factor.has_value()) {
+    params = ScaleComputeTime(params, *factor);
+    refitted = true;
+  }
+  for (const auto& [accumulator, latency, bandwidth] :
+       {std::make_tuple(&all_to_all_intra_,
+                        &params.comm.all_to_all_intra_latency_seconds,
+                        &params.comm.all_to_all_intra_bus_bytes_per_second),
+        std::make_tuple(&all_to_all_inter_,
+                        &params.comm.all_to_all_inter_latency_seconds,
+                        &params.comm.all_to_all_inter_bus_bytes_per_second)}) {
+    if (std::optional<AllToAllRefitAccumulator::Fit> fit = accumulator->Solve();
+        fit.has_value()) {
+      *latency = fit->latency_seconds;
+      *bandwidth = fit->bus_bytes_per_second;
+      refitted = true;
+    }
+  }
+  if (!refitted) return;
+  absl::StatusOr<CostModel> model_refitted =
+      CostModel::Create(model, cost_model_.cluster(), params);
+  if (model_refitted.ok()) refitted_ = *std::move(model_refitted);
 }
 
 }  // namespace dcp

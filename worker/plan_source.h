@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,7 @@
 #include "cost_model/cluster_spec.h"
 #include "cost_model/cost_model.h"
 #include "cost_model/model_spec.h"
+#include "cost_model/online_refit.h"
 #include "planner/baselines.h"
 #include "planner/client/planner_client.h"
 #include "planner/phased_plan.h"
@@ -117,24 +119,49 @@ class PlannerPlanSource final : public StepPlanSource {
 /// static way. Reports nothing.
 ///
 /// Not thread-safe (see StepPlanSource).
+///
+/// Its predictions get the planner's kind of online refit, made on this
+/// rank from its own measurements: the compute time scaled by the
+/// micro-batches' measured over predicted compute seconds
+/// (RefitAccumulator), and the all-to-all latency and bandwidth fitted to
+/// their measured all-to-all seconds (AllToAllRefitAccumulator).
+/// The plans themselves always come from the fetched cost model, so that
+/// every rank makes the same ones; only their predicted seconds are priced
+/// with the refitted one.
 class BucketPlanSource final : public StepPlanSource {
  public:
-  /// Fetches the planner's cost model (GetClusterModel) once.
+  /// Fetches the planner's cost model (GetClusterModel) once; `rank` is
+  /// this rank's (whose measurements StepMeasured gets).
   static absl::StatusOr<std::unique_ptr<BucketPlanSource>> Create(
       PlannerClient& planner, const StaticOptions& options,
-      const std::function<void(const std::string&)>& log);
+      const std::function<void(const std::string&)>& log, int rank = 0);
 
   void BatchKnown(const std::vector<Sample>&, int64_t) override {}
   absl::StatusOr<StepPlan> PlanOf(const std::vector<Sample>& samples,
                                   int64_t step) override;
-  void StepMeasured(int64_t, const StepMeasurement&) override {}
+  void StepMeasured(int64_t step, const StepMeasurement& measured) override;
+
+  /// The cost model the predictions are priced with (the fetched one until
+  /// enough micro-batches were measured).
+  const CostModel& pricing_model() const {
+    return refitted_.has_value() ? *refitted_ : cost_model_;
+  }
 
  private:
-  BucketPlanSource(CostModel cost_model, StaticOptions options)
-      : cost_model_(std::move(cost_model)), options_(options) {}
+  BucketPlanSource(CostModel cost_model, StaticOptions options, int rank)
+      : cost_model_(std::move(cost_model)), options_(options), rank_(rank) {}
 
   const CostModel cost_model_;
   const StaticOptions options_;
+  const int rank_;
+  // The last step planned, whose measurements come next.
+  int64_t last_step_ = -1;
+  Plan last_plan_;
+  std::vector<int64_t> last_lengths_;
+  RefitAccumulator compute_;
+  AllToAllRefitAccumulator all_to_all_intra_;
+  AllToAllRefitAccumulator all_to_all_inter_;
+  std::optional<CostModel> refitted_;
 };
 
 /// `samples` as the planner's step `step`.

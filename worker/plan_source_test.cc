@@ -227,5 +227,69 @@ TEST(BucketPlanSourceTest, PlansLocallyOnThePlannersCostModel) {
   EXPECT_THAT(planner.report_step_stats_requests(), SizeIs(0));
 }
 
+TEST(BucketPlanSourceTest, PredictionsFollowTheMeasuredComputeButNotThePlans) {
+  FakePlannerClient planner;
+  planner.on_get_cluster_model = [](const v1::GetClusterModelRequest&)
+      -> absl::StatusOr<v1::GetClusterModelResponse> {
+    return TinyClusterModel(/*using_default_params=*/false,
+                            /*params_version=*/2);
+  };
+  StaticOptions options;
+  options.micro_batch_sequences = 1;
+  absl::StatusOr<std::unique_ptr<BucketPlanSource>> source =
+      BucketPlanSource::Create(
+          planner, options, [](const std::string&) {},
+          /*rank=*/0);
+  ASSERT_TRUE(source.ok()) << source.status();
+  const absl::StatusOr<StepPlan> first = (*source)->PlanOf(kBatch, 0);
+  ASSERT_TRUE(first.ok()) << first.status();
+  // Every micro-batch's compute measured at twice its prediction (SP 1:
+  // no all-to-alls).
+  auto measure = [](const StepPlan& plan) {
+    StepMeasurement measured;
+    for (const MicroBatchPlan& micro_batch :
+         plan.plan.groups[0].micro_batches) {
+      measured.micro_batches.push_back(
+          {/*compute_seconds=*/2 * micro_batch.predicted_seconds,
+           /*communication_seconds=*/0, /*phase=*/0});
+    }
+    return measured;
+  };
+  // Three micro-batches are too few to refit (RefitAccumulator needs 4).
+  (*source)->StepMeasured(0, measure(*first));
+  const absl::StatusOr<StepPlan> second = (*source)->PlanOf(kBatch, 1);
+  ASSERT_TRUE(second.ok());
+  EXPECT_EQ(second->plan.predicted_step_seconds,
+            first->plan.predicted_step_seconds);
+  // A measurement of another step than the one planned last is ignored.
+  (*source)->StepMeasured(0, measure(*first));
+  (*source)->StepMeasured(1, measure(*first));
+  const absl::StatusOr<StepPlan> third = (*source)->PlanOf(kBatch, 2);
+  ASSERT_TRUE(third.ok());
+  const std::vector<MicroBatchPlan>& before =
+      first->plan.groups[0].micro_batches;
+  const std::vector<MicroBatchPlan>& after =
+      third->plan.groups[0].micro_batches;
+  ASSERT_EQ(after.size(), before.size());
+  for (size_t m = 0; m < after.size(); ++m) {
+    // The same plan, priced at the measured speed.
+    EXPECT_EQ(after[m].sequence_indices, before[m].sequence_indices);
+    EXPECT_EQ(after[m].checkpointed_layers, before[m].checkpointed_layers);
+    EXPECT_NEAR(after[m].predicted_seconds / before[m].predicted_seconds, 2,
+                1e-9);
+  }
+  EXPECT_GT(third->plan.predicted_step_seconds,
+            1.5 * first->plan.predicted_step_seconds);
+  // Rates halved, as measured.
+  const CostModel fetched = *CostModel::Create(
+      ModelSpecFromProto(TinyClusterModel(false, 2).model()),
+      ClusterSpecFromProto(TinyClusterModel(false, 2).cluster()),
+      CostParamsFromProto(TinyClusterModel(false, 2).params()));
+  EXPECT_NEAR(
+      (*source)->pricing_model().params().compute.gemm_flops_per_second /
+          fetched.params().compute.gemm_flops_per_second,
+      0.5, 1e-9);
+}
+
 }  // namespace
 }  // namespace dcp

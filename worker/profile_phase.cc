@@ -60,6 +60,12 @@ absl::Status PrintFit(PlannerClient& planner, int world_size,
               ? absl::StrFormat("; held out %.1f%%",
                                 100 * report.held_out_rms_relative_error)
               : ""));
+      // What the whole-micro-batch fits found (fixed costs, in-situ
+      // all-to-alls): the terms the op-level fits cannot see.
+      if (!report.note.empty() &&
+          (report.name == "micro_batch" || report.name == "sp_micro_batch")) {
+        options.print(absl::StrCat("    ", report.note));
+      }
     }
   }
   return absl::OkStatus();
@@ -96,8 +102,8 @@ absl::Status RunProfilePhase(PlannerClient& planner, const ModelSpec& model,
         MemoryModel(model, memory, communicator.world_size()).StaticBytes();
   }
   const absl::Time start = clock.Now();
-  absl::StatusOr<std::vector<ProfileSample>> samples = RunProfile(
-      model, communicator, options.gpus_per_node, profile, clock);
+  absl::StatusOr<std::vector<ProfileSample>> samples =
+      RunProfile(model, communicator, options.gpus_per_node, profile, clock);
   if (!samples.ok()) return WithContext(samples.status(), "profiling");
   options.log(absl::StrFormat("profiled %d samples in %.3f s", samples->size(),
                               absl::ToDoubleSeconds(clock.Now() - start)));

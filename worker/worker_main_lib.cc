@@ -286,6 +286,8 @@ absl::StatusOr<MainConfig> Configure(const ParsedFlags& flags) {
   // Whole micro-batches and the optimizer step, for the fixed costs
   // (cost_model/micro_batch_fit.h).
   agent.profile_options.micro_batch_shapes = DefaultMicroBatchProfileShapes();
+  agent.profile_options.sp_micro_batch_shapes =
+      DefaultSpMicroBatchProfileShapes();
   agent.profile_options.optimizer_step = true;
   if (flags.Given("profile-gemm-tokens")) {
     DCP_ASSIGN_OR_RETURN(auto sizes, flags.IntList("profile-gemm-tokens"));

@@ -111,6 +111,7 @@ v1::ComputeParams ComputeParamsToProto(const ComputeParams& params) {
   proto.set_elementwise_bytes_per_second(params.elementwise_bytes_per_second);
   proto.set_micro_batch_fixed_seconds(params.micro_batch_fixed_seconds);
   proto.set_sequence_layer_fixed_seconds(params.sequence_layer_fixed_seconds);
+  proto.set_ulysses_layer_fixed_seconds(params.ulysses_layer_fixed_seconds);
   proto.set_optimizer_step_seconds(params.optimizer_step_seconds);
   return proto;
 }
@@ -131,6 +132,7 @@ ComputeParams ComputeParamsFromProto(const v1::ComputeParams& proto) {
   params.elementwise_bytes_per_second = proto.elementwise_bytes_per_second();
   params.micro_batch_fixed_seconds = proto.micro_batch_fixed_seconds();
   params.sequence_layer_fixed_seconds = proto.sequence_layer_fixed_seconds();
+  params.ulysses_layer_fixed_seconds = proto.ulysses_layer_fixed_seconds();
   params.optimizer_step_seconds = proto.optimizer_step_seconds();
   return params;
 }
@@ -440,6 +442,9 @@ v1::ProfileSample ProfileSampleToProto(const ProfileSample& sample) {
     case ProfileSample::Op::kOptimizerStep:
       proto.set_op(v1::ProfileSample::OPTIMIZER_STEP);
       break;
+    case ProfileSample::Op::kSpMicroBatch:
+      proto.set_op(v1::ProfileSample::SP_MICRO_BATCH);
+      break;
   }
   proto.set_flops(sample.flops);
   proto.set_tokens(RoundToInt64(sample.tokens));
@@ -452,6 +457,7 @@ v1::ProfileSample ProfileSampleToProto(const ProfileSample& sample) {
   proto.set_measured_seconds(sample.measured_seconds);
   proto.set_measured_bytes(RoundToInt64(sample.measured_bytes));
   proto.set_num_sequences(sample.num_sequences);
+  proto.set_communication_seconds(sample.communication_seconds);
   return proto;
 }
 
@@ -489,13 +495,16 @@ absl::StatusOr<ProfileSample> ProfileSampleFromProto(
     case v1::ProfileSample::OPTIMIZER_STEP:
       sample.op = ProfileSample::Op::kOptimizerStep;
       break;
+    case v1::ProfileSample::SP_MICRO_BATCH:
+      sample.op = ProfileSample::Op::kSpMicroBatch;
+      break;
     case v1::ProfileSample::OP_UNSPECIFIED:
       return absl::InvalidArgumentError(absl::StrCat(
           "samples[", index,
           "].op is OP_UNSPECIFIED; set it to the measured operation (GEMM, "
           "ATTENTION_FORWARD, ATTENTION_BACKWARD, ALL_TO_ALL, ALL_REDUCE, "
-          "ACTIVATION_MEMORY, REDUCE_SCATTER, ALL_GATHER, MICRO_BATCH or "
-          "OPTIMIZER_STEP)"));
+          "ACTIVATION_MEMORY, REDUCE_SCATTER, ALL_GATHER, MICRO_BATCH, "
+          "OPTIMIZER_STEP or SP_MICRO_BATCH)"));
     default:
       return absl::InvalidArgumentError(absl::StrCat(
           "samples[", index, "].op = ", static_cast<int>(proto.op()),
@@ -513,6 +522,7 @@ absl::StatusOr<ProfileSample> ProfileSampleFromProto(
   sample.measured_seconds = proto.measured_seconds();
   sample.measured_bytes = static_cast<double>(proto.measured_bytes());
   sample.num_sequences = proto.num_sequences();
+  sample.communication_seconds = proto.communication_seconds();
   return sample;
 }
 

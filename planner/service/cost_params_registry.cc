@@ -22,27 +22,6 @@ void CopyCommunicators(const MemoryParams& from, MemoryParams& to) {
 
 }  // namespace
 
-CostParams ScaleComputeTime(CostParams params, double factor) {
-  ComputeParams& compute = params.compute;
-  compute.gemm_flops_per_second /= factor;
-  compute.attention_forward_flops_per_second /= factor;
-  compute.attention_backward_flops_per_second /= factor;
-  compute.elementwise_bytes_per_second /= factor;
-  compute.layer_fixed_seconds *= factor;
-  compute.micro_batch_fixed_seconds *= factor;
-  compute.sequence_layer_fixed_seconds *= factor;
-  return params;
-}
-
-CostParams ScaleCommunicationTime(CostParams params, double factor) {
-  CommParams& comm = params.comm;
-  comm.all_to_all_intra_latency_seconds *= factor;
-  comm.all_to_all_inter_latency_seconds *= factor;
-  comm.all_to_all_intra_bus_bytes_per_second /= factor;
-  comm.all_to_all_inter_bus_bytes_per_second /= factor;
-  return params;
-}
-
 CostParamsRegistry::CostParamsRegistry(
     ModelSpec model, ClusterSpec cluster,
     std::shared_ptr<const CostModel> default_model, PlannerStateStore* store)
@@ -107,8 +86,8 @@ std::shared_ptr<const ParamsVersion> CostParamsRegistry::Version(
 
 absl::StatusOr<int64_t> CostParamsRegistry::AddVersion(
     const CostParams& params, double compute_correction,
-    double communication_correction, CostParamsSnapshot next,
-    bool defaults, bool micro_batch_refit) {
+    double communication_correction, CostParamsSnapshot next, bool defaults,
+    bool micro_batch_refit) {
   absl::StatusOr<CostModel> cost_model =
       CostModel::Create(model_, cluster_, params);
   if (!cost_model.ok()) return cost_model.status();
@@ -184,11 +163,10 @@ absl::StatusOr<std::optional<int64_t>> CostParamsRegistry::SetCommunicators(
   CopyCommunicators(wanted, params.memory);
   CostParamsSnapshot next = *previous;
   CopyCommunicators(wanted, next.fitted_params.memory);
-  absl::StatusOr<int64_t> version =
-      AddVersion(params, previous->current->compute_correction,
-                 previous->current->communication_correction,
-                 std::move(next), previous->current->defaults,
-                 previous->current->micro_batch_refit);
+  absl::StatusOr<int64_t> version = AddVersion(
+      params, previous->current->compute_correction,
+      previous->current->communication_correction, std::move(next),
+      previous->current->defaults, previous->current->micro_batch_refit);
   if (!version.ok()) return version.status();
   return *version;
 }
@@ -216,9 +194,9 @@ absl::StatusOr<std::optional<int64_t>> CostParamsRegistry::ApplyRefit(
     const auto [scale, per_micro_batch, per_layer, per_sequence_layer] =
         *micro_batch_fit;
     if (!(scale > 0) || !std::isfinite(scale)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "micro-batch refit rate scale is ", scale,
-          "; it must be positive and finite"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("micro-batch refit rate scale is ", scale,
+                       "; it must be positive and finite"));
     }
     factor = scale;
     next = ScaleComputeTime(previous->fitted_params, scale);
@@ -243,8 +221,8 @@ absl::StatusOr<std::optional<int64_t>> CostParamsRegistry::ApplyRefit(
   bool all_to_all_moved = false;
   // Sets one kind's (latency, bandwidth) fit; notes whether it moved.
   auto set_fit = [&](const std::optional<std::pair<double, double>>& fit,
-                     double now_latency, double now_bandwidth,
-                     double& latency, double& bandwidth) {
+                     double now_latency, double now_bandwidth, double& latency,
+                     double& bandwidth) {
     if (!fit.has_value()) return;
     latency = fit->first;
     bandwidth = fit->second;
@@ -260,8 +238,7 @@ absl::StatusOr<std::optional<int64_t>> CostParamsRegistry::ApplyRefit(
           next.comm.all_to_all_inter_latency_seconds,
           next.comm.all_to_all_inter_bus_bytes_per_second);
   if (!compute_moved &&
-      std::abs(communication / current_communication - 1) <=
-          change_threshold &&
+      std::abs(communication / current_communication - 1) <= change_threshold &&
       !all_to_all_moved) {
     return std::nullopt;
   }

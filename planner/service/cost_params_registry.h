@@ -16,6 +16,7 @@
 #include "cost_model/fitting.h"
 #include "cost_model/micro_batch_refit.h"
 #include "cost_model/model_spec.h"
+#include "cost_model/online_refit.h"
 #include "dcp/v1/planner_state.pb.h"
 #include "planner/service/planner_state_store.h"
 
@@ -50,16 +51,6 @@ struct CostParamsSnapshot {
   /// planned with versions >= this.
   int64_t refit_epoch = 0;
 };
-
-/// Compute time scales linearly with every compute rate's inverse and the
-/// fixed per-layer, per-sequence and per-micro-batch times: `params` with all compute time multiplied by
-/// `factor`.
-CostParams ScaleComputeTime(CostParams params, double factor);
-
-/// `params` with every all-to-all time (latency and bytes over bandwidth)
-/// multiplied by `factor`: the Ulysses all-to-alls as the workers measure
-/// them, waiting for the group's slowest member included.
-CostParams ScaleCommunicationTime(CostParams params, double factor);
 
 /// Every cost-parameter version of the job (0 = the defaults) and the
 /// current fit, handed out as immutable snapshots.
@@ -123,8 +114,7 @@ class CostParamsRegistry {
       std::optional<std::pair<double, double>> all_to_all_intra = std::nullopt,
       std::optional<std::pair<double, double>> all_to_all_inter = std::nullopt,
       std::optional<MicroBatchRefit::Coefficients> micro_batch_fit =
-          std::nullopt)
-      ABSL_LOCKS_EXCLUDED(write_mu_, mu_);
+          std::nullopt) ABSL_LOCKS_EXCLUDED(write_mu_, mu_);
 
  private:
   /// Writes and installs a version made from `snapshot`'s fit.

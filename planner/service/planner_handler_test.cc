@@ -357,7 +357,7 @@ TEST(PlannerHandlerTest, RestartServesIdenticalPlansAndKeepsState) {
   v1::GetClusterModelResponse model = handler->GetClusterModel({}).value();
   EXPECT_EQ(model.params_version(), 1);
   EXPECT_FALSE(model.using_default_params());
-  EXPECT_EQ(model.reports_size(), 14);  // One per sub-model.
+  EXPECT_EQ(model.reports_size(), 15);  // One per sub-model.
   // Earlier steps come back byte for byte, planned with their recorded
   // parameter versions (step 0 with the defaults).
   for (int64_t step = 0; step < 3; ++step) {

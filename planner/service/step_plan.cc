@@ -10,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
 #include "cost_model/micro_batch_fit.h"
+#include "cost_model/online_refit.h"
 #include "planner/batch_check.h"
 #include "planner/client/proto_convert.h"
 #include "planner/lower_bound.h"
@@ -49,16 +50,14 @@ GroupSummary SummarizeGroup(const CostModel& cost_model,
         std::max(0.0, cost.total_seconds - cost.communication_seconds));
     summary.micro_batch_communication_seconds.push_back(
         cost.communication_seconds);
-    // Two all-to-alls per layer pass (forward, backward, recompute).
-    const int sp = group.sp_size();
-    const double passes = 2.0 * cost_model.model().num_layers +
-                          micro_batch.checkpointed_layers;
-    summary.micro_batch_all_to_all_calls.push_back(sp > 1 ? 2 * passes : 0);
+    const double passes =
+        2.0 * cost_model.model().num_layers + micro_batch.checkpointed_layers;
+    summary.micro_batch_all_to_all_calls.push_back(
+        AllToAllCalls(cost_model.model(), micro_batch_shape,
+                      micro_batch.checkpointed_layers));
     summary.micro_batch_all_to_all_bus_bytes.push_back(
-        sp > 1 ? passes * cost_model.model().UlyssesBytesPerTokenPerLayer(sp) *
-                     static_cast<double>(micro_batch_shape.tokens_per_rank) *
-                     (sp - 1) / sp
-               : 0);
+        AllToAllBusBytes(cost_model.model(), micro_batch_shape,
+                         micro_batch.checkpointed_layers));
     const double work =
         MicroBatchWorkSeconds(cost_model.model(), cost_model.params().compute,
                               micro_batch_shape,
@@ -195,8 +194,9 @@ std::shared_ptr<const StepPlan> MakeStepPlanTryingPhases(
     }
     for (const Plan& phase : phased_plan->phases) {
       for (const GroupPlan& group : phase.groups) {
-        const GroupSummary summary = SummarizeGroup(
-            cost_model, params.compute_correction, lengths, group, shape, checkpointed_layers_sum);
+        const GroupSummary summary =
+            SummarizeGroup(cost_model, params.compute_correction, lengths,
+                           group, shape, checkpointed_layers_sum);
         for (int rank : group.ranks) {
           if (rank < 0 || rank >= world_size) continue;
           GroupSummary& of_rank = result->groups[rank];
@@ -235,7 +235,8 @@ std::shared_ptr<const StepPlan> MakeStepPlanTryingPhases(
   } else {
     for (size_t g = 0; g < plan->groups.size(); ++g) {
       const GroupPlan& group = plan->groups[g];
-      result->groups.push_back(SummarizeGroup(cost_model, params.compute_correction, lengths, group,
+      result->groups.push_back(
+          SummarizeGroup(cost_model, params.compute_correction, lengths, group,
                          shape, checkpointed_layers_sum));
       for (int rank : group.ranks) {
         if (rank >= 0 && rank < world_size) {

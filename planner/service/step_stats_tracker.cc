@@ -8,79 +8,6 @@
 
 namespace dcp {
 
-void RefitAccumulator::Add(const std::vector<double>& ratios) {
-  for (double ratio : ratios) {
-    ratio_sum_ += ratio;
-    ratio_squared_sum_ += ratio * ratio;
-    ++count_;
-  }
-}
-
-void RefitAccumulator::Remove(const std::vector<double>& ratios) {
-  for (double ratio : ratios) {
-    ratio_sum_ -= ratio;
-    ratio_squared_sum_ -= ratio * ratio;
-    --count_;
-  }
-}
-
-void AllToAllRefitAccumulator::Add(double calls, double bus_bytes,
-                                   double measured_seconds) {
-  const double c = calls / measured_seconds;
-  const double b = bus_bytes / measured_seconds;
-  calls_calls_ += c * c;
-  calls_bytes_ += c * b;
-  bytes_bytes_ += b * b;
-  calls_ += c;
-  bytes_ += b;
-  ++count_;
-}
-
-void AllToAllRefitAccumulator::Remove(double calls, double bus_bytes,
-                                      double measured_seconds) {
-  const double c = calls / measured_seconds;
-  const double b = bus_bytes / measured_seconds;
-  calls_calls_ -= c * c;
-  calls_bytes_ -= c * b;
-  bytes_bytes_ -= b * b;
-  calls_ -= c;
-  bytes_ -= b;
-  --count_;
-}
-
-std::optional<AllToAllRefitAccumulator::Fit> AllToAllRefitAccumulator::Solve()
-    const {
-  if (count_ < RefitAccumulator::kMinObservations || bytes_bytes_ <= 0) {
-    return std::nullopt;
-  }
-  // Normal equations of min sum (1 - alpha c - beta b)^2.
-  const double det = calls_calls_ * bytes_bytes_ - calls_bytes_ * calls_bytes_;
-  double alpha = 0;
-  double beta = bytes_ / bytes_bytes_;
-  if (det > 1e-9 * calls_calls_ * bytes_bytes_) {
-    alpha = (calls_ * bytes_bytes_ - bytes_ * calls_bytes_) / det;
-    beta = (bytes_ * calls_calls_ - calls_ * calls_bytes_) / det;
-    if (alpha < 0) {
-      alpha = 0;
-      beta = bytes_ / bytes_bytes_;
-    }
-  } else {
-    return std::nullopt;
-  }
-  if (!(beta > 0) || !std::isfinite(alpha) || !std::isfinite(beta)) {
-    return std::nullopt;
-  }
-  return Fit{alpha, 1.0 / beta};
-}
-
-std::optional<double> RefitAccumulator::Factor() const {
-  if (count_ < kMinObservations || ratio_squared_sum_ <= 0) {
-    return std::nullopt;
-  }
-  // Finite: every ratio summed lies in [1 / kMaxRatio, kMaxRatio].
-  return std::clamp(ratio_sum_ / ratio_squared_sum_, kMinFactor, kMaxFactor);
-}
-
 absl::StatusOr<StepStatsTracker::Outcome> StepStatsTracker::Record(
     const v1::ReportStepStatsRequest& request, const StepPlan& plan,
     double plan_correction, const CostParamsSnapshot& params,
@@ -126,7 +53,7 @@ absl::StatusOr<StepStatsTracker::Outcome> StepStatsTracker::Record(
       const double ratio = predicted / stats.compute_seconds();
       if (predicted > 0 && stats.compute_seconds() > 0 &&
           RefitAccumulator::Accepts(ratio)) {
-        report.compute_ratios.push_back(ratio);
+        report.compute_ratios.push_back({predicted, stats.compute_seconds()});
       }
       const size_t index = static_cast<size_t>(stats.micro_batch_index());
       if (index < group.micro_batch_fit_rows.size() &&
@@ -156,7 +83,8 @@ absl::StatusOr<StepStatsTracker::Outcome> StepStatsTracker::Record(
             predicted_communication / stats.communication_seconds();
         if (predicted_communication > 0 && stats.communication_seconds() > 0 &&
             RefitAccumulator::Accepts(communication_ratio)) {
-          report.communication_ratios.push_back(communication_ratio);
+          report.communication_ratios.push_back(
+              {predicted_communication, stats.communication_seconds()});
         }
       }
     }
@@ -230,9 +158,9 @@ absl::StatusOr<StepStatsTracker::Outcome> StepStatsTracker::Record(
   step_reports.ranks[rank] = std::move(report);
   if (record_reports_) {
     if (step_reports.ranks_with_group == 0) {
-      step_reports.ranks_with_group = static_cast<int>(std::count_if(
-          plan.group_of_rank.begin(), plan.group_of_rank.end(),
-          [](int g) { return g >= 0; }));
+      step_reports.ranks_with_group = static_cast<int>(
+          std::count_if(plan.group_of_rank.begin(), plan.group_of_rank.end(),
+                        [](int g) { return g >= 0; }));
     }
     step_reports.unrecorded = true;
     if (static_cast<int>(step_reports.ranks.size()) >=
@@ -270,9 +198,8 @@ absl::StatusOr<StepStatsTracker::Outcome> StepStatsTracker::Record(
           outcome.refit_factor.has_value()) {
         std::optional<MicroBatchRefit::Coefficients> fit =
             micro_batch_refit_.Solve();
-        if (fit.has_value() &&
-            FitBeatsFactor(*fit, *outcome.refit_factor,
-                           params.fitted_params.compute)) {
+        if (fit.has_value() && FitBeatsFactor(*fit, *outcome.refit_factor,
+                                              params.fitted_params.compute)) {
           outcome.micro_batch_fit = fit;
         }
       }

@@ -1,8 +1,8 @@
 #ifndef DCP_PLANNER_SERVICE_STEP_STATS_TRACKER_H_
 #define DCP_PLANNER_SERVICE_STEP_STATS_TRACKER_H_
 
-#include <cstdint>
 #include <array>
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <utility>
@@ -12,69 +12,13 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "cost_model/micro_batch_refit.h"
+#include "cost_model/online_refit.h"
 #include "dcp/v1/planner_service.pb.h"
 #include "dcp/v1/step_state.pb.h"
 #include "planner/service/cost_params_registry.h"
 #include "planner/service/step_plan.h"
 
 namespace dcp {
-
-/// Online refit's least-squares sums over micro-batch ratios r = predicted
-/// (at the fitted parameters) / measured compute seconds: the factor f
-/// minimising sum (1 - f r)^2 is sum r / sum r^2. Pure value type.
-class RefitAccumulator {
- public:
-  /// Micro-batch measurements needed before a factor is given.
-  static constexpr int kMinObservations = 4;
-  /// The range a factor may take (beyond it the measurements are not of the
-  /// same kind of hardware as the model).
-  static constexpr double kMinFactor = 0.1;
-  static constexpr double kMaxFactor = 10;
-  /// A ratio outside [1 / this, this] is a broken measurement, not a
-  /// calibration signal (and could overflow the sums): not counted.
-  static constexpr double kMaxRatio = 100;
-  /// The relative change of the correction that makes a new version.
-  static constexpr double kChangeThreshold = 0.05;
-
-  /// True if `ratio` may be counted.
-  static bool Accepts(double ratio) {
-    return ratio >= 1 / kMaxRatio && ratio <= kMaxRatio;
-  }
-  void Add(const std::vector<double>& ratios);
-  void Remove(const std::vector<double>& ratios);
-  int64_t count() const { return count_; }
-  /// The clamped least-squares factor, or nullopt with too few
-  /// observations.
-  std::optional<double> Factor() const;
-
- private:
-  double ratio_sum_ = 0;
-  double ratio_squared_sum_ = 0;
-  int64_t count_ = 0;
-};
-
-/// Online all-to-all refit: least squares of the micro-batches' measured
-/// all-to-all seconds m against calls * latency + bus_bytes / bandwidth,
-/// each row weighted by 1/m (relative error), as running sums. Pure value.
-class AllToAllRefitAccumulator {
- public:
-  struct Fit {
-    double latency_seconds = 0;
-    double bus_bytes_per_second = 0;
-  };
-  void Add(double calls, double bus_bytes, double measured_seconds);
-  void Remove(double calls, double bus_bytes, double measured_seconds);
-  int64_t count() const { return count_; }
-  /// The fit, or nullopt with fewer than RefitAccumulator::kMinObservations
-  /// rows, rows that cannot tell latency from bandwidth, or a bandwidth
-  /// that is not positive (a negative latency is held at 0).
-  std::optional<Fit> Solve() const;
-
- private:
-  double calls_calls_ = 0, calls_bytes_ = 0, bytes_bytes_ = 0;
-  double calls_ = 0, bytes_ = 0;
-  int64_t count_ = 0;
-};
 
 /// The ranks' step reports of the steps whose plans are cached: cost-model
 /// error, step imbalance, the online refit's sums and, when asked to, the
@@ -151,8 +95,8 @@ class StepStatsTracker {
     double step_seconds = 0;
     std::optional<double> relative_error;
     /// Counted in the refit sums of `refit_epoch`.
-    std::vector<double> compute_ratios;
-    std::vector<double> communication_ratios;
+    std::vector<RefitAccumulator::Observation> compute_ratios;
+    std::vector<RefitAccumulator::Observation> communication_ratios;
     /// {calls, bus bytes, measured seconds} of each micro-batch's
     /// all-to-alls, and whether its group spans nodes.
     std::vector<std::array<double, 3>> all_to_all_rows;

@@ -5,7 +5,6 @@
 #include <vector>
 
 #include "cost_model/cost_model.h"
-
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -39,48 +38,6 @@ v1::ReportStepStatsRequest Report(int64_t step, int rank, double seconds,
   return request;
 }
 
-TEST(RefitAccumulatorTest, LeastSquaresFactorClampedAfterEnoughObservations) {
-  RefitAccumulator refit;
-  refit.Add({0.5, 0.5, 0.5});
-  EXPECT_FALSE(refit.Factor().has_value());
-  refit.Add({0.5});
-  EXPECT_DOUBLE_EQ(refit.Factor().value(), 2);
-  refit.Remove({0.5});
-  EXPECT_EQ(refit.count(), 3);
-  RefitAccumulator tiny;
-  tiny.Add({50, 50, 50, 50});
-  EXPECT_DOUBLE_EQ(tiny.Factor().value(), RefitAccumulator::kMinFactor);
-  EXPECT_FALSE(RefitAccumulator::Accepts(1000));
-}
-
-TEST(AllToAllRefitAccumulatorTest, RecoversLatencyAndBandwidth) {
-  // 100 us per call and 1 GB/s: measured = calls * 1e-4 + bytes / 1e9.
-  AllToAllRefitAccumulator refit;
-  const double rows[][2] = {{8, 1e5}, {8, 1e6}, {12, 4e6}, {12, 2e5}};
-  for (int i = 0; i < 3; ++i) {
-    refit.Add(rows[i][0], rows[i][1], rows[i][0] * 1e-4 + rows[i][1] / 1e9);
-  }
-  EXPECT_FALSE(refit.Solve().has_value());  // Too few rows yet.
-  refit.Add(rows[3][0], rows[3][1], rows[3][0] * 1e-4 + rows[3][1] / 1e9);
-  std::optional<AllToAllRefitAccumulator::Fit> fit = refit.Solve();
-  ASSERT_TRUE(fit.has_value());
-  EXPECT_NEAR(fit->latency_seconds, 1e-4, 1e-10);
-  EXPECT_NEAR(fit->bus_bytes_per_second, 1e9, 1e-3);
-  // A removed row no longer counts.
-  refit.Remove(rows[3][0], rows[3][1], rows[3][0] * 1e-4 + rows[3][1] / 1e9);
-  EXPECT_EQ(refit.count(), 3);
-  // Measurements falling with the call count: the latency is held at 0.
-  AllToAllRefitAccumulator falling;
-  falling.Add(2, 1e6, 2e-3);
-  falling.Add(20, 1e6, 1e-3);
-  falling.Add(2, 2e6, 4e-3);
-  falling.Add(20, 2e6, 2e-3);
-  fit = falling.Solve();
-  ASSERT_TRUE(fit.has_value());
-  EXPECT_EQ(fit->latency_seconds, 0);
-  EXPECT_GT(fit->bus_bytes_per_second, 0);
-}
-
 TEST(StepStatsTrackerTest, AllToAllsOfTheStepAreFittedByKind) {
   StepStatsTracker tracker(/*world_size=*/2, /*online_refit=*/true);
   StepPlan plan = TwoRankPlan();
@@ -94,10 +51,9 @@ TEST(StepStatsTrackerTest, AllToAllsOfTheStepAreFittedByKind) {
     v1::ReportStepStatsRequest request = Report(0, rank, 3, 1);
     for (v1::MicroBatchStats& stats : *request.mutable_micro_batches()) {
       const int i = stats.micro_batch_index();
-      stats.set_communication_seconds(group.micro_batch_all_to_all_calls[i] *
-                                          2e-4 +
-                                      group.micro_batch_all_to_all_bus_bytes[i] /
-                                          5e8);
+      stats.set_communication_seconds(
+          group.micro_batch_all_to_all_calls[i] * 2e-4 +
+          group.micro_batch_all_to_all_bus_bytes[i] / 5e8);
     }
     return request;
   };
@@ -192,9 +148,9 @@ TEST(StepStatsTrackerTest, RecordsAStepsReportsOnceItsRanksReported) {
   // A repeated report to a complete step records it again (only it).
   auto again = tracker.Record(Report(1, 1, 3, 1.5), plan, 1, params).value();
   ASSERT_EQ(again.reports_to_record.size(), 1u);
-  EXPECT_EQ(again.reports_to_record[0].ranks(1).micro_batches(0)
-                .compute_seconds(),
-            1.5);
+  EXPECT_EQ(
+      again.reports_to_record[0].ranks(1).micro_batches(0).compute_seconds(),
+      1.5);
   // Without record_reports nothing is asked for.
   StepStatsTracker quiet(/*world_size=*/2, /*online_refit=*/false);
   ASSERT_TRUE(quiet.Record(Report(0, 0, 1, 1), TwoRankPlan(), 1, params).ok());
@@ -254,8 +210,8 @@ TEST(StepStatsTrackerTest, MicroBatchTermsAreRefittedIntoANewVersion) {
     for (int i = 0; i < 4; ++i) {
       const double passes = 2 * layers + ((i + step) % 3) * layers / 2;
       const double sequences = 1 + (3 * i + 5 * step) % 7;
-      rows.push_back({0.01 * (1 + i + 2 * step), 1, passes,
-                      sequences * passes});
+      rows.push_back(
+          {0.01 * (1 + i + 2 * step), 1, passes, sequences * passes});
     }
     plans.push_back(FitRowsPlan(rows));
   }
@@ -310,8 +266,7 @@ TEST(StepStatsTrackerTest, MicroBatchTermsAreRefittedIntoANewVersion) {
   EXPECT_NEAR(made->compute_correction, 1.5, 1e-6);
   const ComputeParams& fitted = params->fitted_params.compute;
   const ComputeParams& compute = made->cost_model->params().compute;
-  EXPECT_NEAR(compute.gemm_flops_per_second,
-              fitted.gemm_flops_per_second / 1.5,
+  EXPECT_NEAR(compute.gemm_flops_per_second, fitted.gemm_flops_per_second / 1.5,
               1e-6 * fitted.gemm_flops_per_second);
   EXPECT_NEAR(compute.micro_batch_fixed_seconds, 0.02, 1e-8);
   EXPECT_NEAR(compute.layer_fixed_seconds, 1e-3, 1e-9);
@@ -336,9 +291,8 @@ TEST(StepStatsTrackerTest, MicroBatchTermsAreRefittedIntoANewVersion) {
     for (int i = 0; i < 4; ++i) {
       v1::MicroBatchStats* stats = request.add_micro_batches();
       stats->set_micro_batch_index(i);
-      stats->set_compute_seconds(
-          MicroBatchRefit::Predict(plans[2].groups[0].micro_batch_fit_rows[i],
-                                   truth));
+      stats->set_compute_seconds(MicroBatchRefit::Predict(
+          plans[2].groups[0].micro_batch_fit_rows[i], truth));
     }
     absl::StatusOr<StepStatsTracker::Outcome> outcome =
         tracker.Record(request, plans[2], 1, *params);

@@ -87,7 +87,8 @@ def test_profile_is_submitted_fitted_and_steps_reported(ranks4):
                        "all_gather_intra": 0, "all_gather_inter": 0,
                        # Whole micro-batches and the optimizer step: the
                        # worker's profiler times them, dcp_torch does not.
-                       "micro_batch": 0, "optimizer_step": 0}, samples
+                       "micro_batch": 0, "optimizer_step": 0,
+                       "sp_micro_batch": 0}, samples
     assert any(not r.used_defaults for r in fitted.reports)
     assert fitted.step_relative_error > 0  # the planner got step reports
     for _, losses, sent, failed in results:

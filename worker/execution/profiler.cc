@@ -1,7 +1,3 @@
-// About 640 lines, over the ~600 guideline: every compute benchmark (layer
-// GEMMs, attention, whole micro-batches, the optimizer step) and the
-// collectives share the one median timer defined here.
-
 #include "worker/execution/profiler.h"
 
 #include <ATen/CPUGeneratorImpl.h>
@@ -25,8 +21,10 @@
 #include "worker/communication/sequence_parallel.h"
 #include "worker/execution/dit_model.h"
 #include "worker/execution/memory_profiler.h"
+#include "worker/execution/micro_batch_profiler.h"
 #include "worker/execution/model.h"
 #include "worker/execution/model_kind.h"
+#include "worker/execution/profile_timer.h"
 
 #ifndef DCP_LIBTORCH_HAS_CUDA
 #error "DCP_LIBTORCH_HAS_CUDA is undefined: depend on @libtorch//:cuda"
@@ -114,6 +112,11 @@ absl::Status ValidateOptions(const ModelSpec& model,
         absl::StrCat("ProfileOptions.repeats = ", options.repeats,
                      " must be at least 1 (the median of the timed runs)"));
   }
+  if (options.sp_micro_batch_repeats < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "ProfileOptions.sp_micro_batch_repeats = ",
+        options.sp_micro_batch_repeats, " must be at least 1"));
+  }
   if (options.warmup < 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "ProfileOptions.warmup = ", options.warmup, " must be at least 0"));
@@ -143,8 +146,16 @@ absl::Status ValidateOptions(const ModelSpec& model,
           length, "}: sequences and tokens per sequence must be positive"));
     }
   }
-  for (int layers : options.micro_batch_checkpointed_layers.value_or(
-           std::vector<int>{})) {
+  for (size_t i = 0; i < options.sp_micro_batch_shapes.size(); ++i) {
+    const auto& [sequences, length] = options.sp_micro_batch_shapes[i];
+    if (sequences <= 0 || length <= 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "ProfileOptions.sp_micro_batch_shapes[", i, "] = {", sequences, ", ",
+          length, "}: sequences and tokens per sequence must be positive"));
+    }
+  }
+  for (int layers :
+       options.micro_batch_checkpointed_layers.value_or(std::vector<int>{})) {
     if (layers < 0 || layers > model.num_layers) {
       return absl::InvalidArgumentError(absl::StrCat(
           "ProfileOptions.micro_batch_checkpointed_layers has ", layers,
@@ -188,70 +199,10 @@ absl::Status ValidateOptions(const ModelSpec& model,
           " bytes); use larger sizes"));
     }
   }
-  DCP_RETURN_IF_ERROR(ValidateActivationMemoryOptions(
-      model, MemoryOptionsOf(model, options)));
+  DCP_RETURN_IF_ERROR(
+      ValidateActivationMemoryOptions(model, MemoryOptionsOf(model, options)));
   return absl::OkStatus();
 }
-
-/// Waits for the device's queued work, so that the clock sees it done.
-void Synchronize(const torch::Device& device) {
-#if DCP_LIBTORCH_HAS_CUDA
-  if (device.is_cuda()) {
-    torch::cuda::synchronize(device.has_index() ? device.index() : -1);
-  }
-#else
-  (void)device;
-#endif
-}
-
-/// Times one measurement: `options.warmup` untimed runs, then
-/// `options.repeats` runs each timed by two clock reads; `prepare` runs
-/// (untimed) before every run. Returns the median seconds.
-class Timer {
- public:
-  Timer(const ProfileOptions& options, const Clock& clock)
-      : options_(options), clock_(clock) {}
-
-  absl::StatusOr<double> MedianSeconds(
-      absl::string_view what, const std::function<absl::Status()>& prepare,
-      const std::function<absl::Status()>& run) const {
-    for (int i = 0; i < options_.warmup; ++i) {
-      DCP_RETURN_IF_ERROR(prepare());
-      DCP_RETURN_IF_ERROR(run());
-    }
-    Synchronize(options_.device);
-    std::vector<double> seconds;
-    seconds.reserve(options_.repeats);
-    for (int i = 0; i < options_.repeats; ++i) {
-      DCP_RETURN_IF_ERROR(prepare());
-      Synchronize(options_.device);
-      const absl::Time start = clock_.Now();
-      DCP_RETURN_IF_ERROR(run());
-      Synchronize(options_.device);
-      const absl::Time end = clock_.Now();
-      seconds.push_back(absl::ToDoubleSeconds(end - start));
-    }
-    std::sort(seconds.begin(), seconds.end());
-    const size_t middle = seconds.size() / 2;
-    const double median = seconds.size() % 2 == 1
-                              ? seconds[middle]
-                              : (seconds[middle - 1] + seconds[middle]) / 2;
-    if (!(median > 0)) {
-      return absl::InternalError(absl::StrCat(
-          "profiling ", what, ": the clock measured a median of ", median,
-          " s over ", options_.repeats,
-          " runs; the clock must advance over a measurement (use a finer "
-          "clock or larger sizes)"));
-    }
-    return median;
-  }
-
- private:
-  const ProfileOptions& options_;
-  const Clock& clock_;
-};
-
-absl::Status NoPreparation() { return absl::OkStatus(); }
 
 /// Random inputs of the compute benchmarks, drawn on the CPU from one seeded
 /// generator (identical on every device), then moved.
@@ -278,11 +229,11 @@ class InputSource {
 template <typename Layer>
 absl::Status ProfileLayerGemms(Layer& layer, const ModelSpec& model,
                                const ProfileOptions& options,
-                               const Timer& timer, InputSource& inputs,
+                               const ProfileTimer& timer, InputSource& inputs,
                                std::vector<ProfileSample>& samples);
 
 absl::Status ProfileGemms(const ModelSpec& model, const ProfileOptions& options,
-                          const Timer& timer, InputSource& inputs,
+                          const ProfileTimer& timer, InputSource& inputs,
                           std::vector<ProfileSample>& samples) {
   // The model's own layer, moved to the profiled device and dtype.
   at::Generator generator = at::detail::createCPUGenerator(options.seed);
@@ -299,7 +250,7 @@ absl::Status ProfileGemms(const ModelSpec& model, const ProfileOptions& options,
 template <typename Layer>
 absl::Status ProfileLayerGemms(Layer& layer, const ModelSpec& model,
                                const ProfileOptions& options,
-                               const Timer& timer, InputSource& inputs,
+                               const ProfileTimer& timer, InputSource& inputs,
                                std::vector<ProfileSample>& samples) {
   // The forward GEMMs alone, as the samples' flops count them.
   torch::NoGradGuard no_grad;
@@ -327,8 +278,8 @@ absl::Status ProfileLayerGemms(Layer& layer, const ModelSpec& model,
 }
 
 absl::Status ProfileAttention(const ModelSpec& model,
-                              const ProfileOptions& options, const Timer& timer,
-                              InputSource& inputs,
+                              const ProfileOptions& options,
+                              const ProfileTimer& timer, InputSource& inputs,
                               std::vector<ProfileSample>& samples) {
   const int64_t q_heads = model.num_attention_heads;
   const int64_t kv_heads = model.num_kv_heads;
@@ -388,84 +339,11 @@ absl::Status ProfileAttention(const ModelSpec& model,
   return absl::OkStatus();
 }
 
-
-/// Whole micro-batches of the model the plan executor trains, and its
-/// optimizer step.
-absl::Status ProfileMicroBatches(const ModelSpec& model,
-                                 const ProfileOptions& options,
-                                 const Timer& timer,
-                                 std::vector<ProfileSample>& samples) {
-  if (options.micro_batch_shapes.empty() && !options.optimizer_step) {
-    return absl::OkStatus();
-  }
-  GptModelOptions model_options;
-  model_options.seed = options.seed;
-  model_options.dtype = options.dtype;
-  model_options.device = options.device;
-  DCP_ASSIGN_OR_RETURN(SyntheticTrainingModel built,
-                       CreateSyntheticTrainingModel(model, model_options));
-  const std::shared_ptr<TrainableModel> trainable = std::move(built.model);
-  const std::unique_ptr<SequenceInputSource> inputs = std::move(built.inputs);
-  std::vector<int> checkpointed =
-      options.micro_batch_checkpointed_layers.value_or(
-          std::vector<int>{0, model.num_layers});
-  int64_t sample_id = 0;
-  for (const auto& [sequences, length] : options.micro_batch_shapes) {
-    std::vector<SequenceInput> batch;
-    MicroBatchShape shape;
-    shape.sp_size = 1;
-    for (int i = 0; i < sequences; ++i) {
-      DCP_ASSIGN_OR_RETURN(SequenceInput input,
-                           inputs->Input(sample_id++, length));
-      batch.push_back(std::move(input));
-      shape.AddSequence(length);
-    }
-    for (int layers : checkpointed) {
-      auto run = [&]() -> absl::Status {
-        absl::StatusOr<ShardLoss> loss = trainable->ShardLossSum(
-            batch, SequenceParallelContext(), layers);
-        if (!loss.ok()) return loss.status();
-        (loss->loss_sum * (1.0 / static_cast<double>(loss->loss_tokens)))
-            .backward();
-        return absl::OkStatus();
-      };
-      DCP_ASSIGN_OR_RETURN(
-          const double seconds,
-          timer.MedianSeconds(absl::StrCat("micro-batch of ", sequences, " x ",
-                                           length, " tokens, ", layers,
-                                           " layers recomputed"),
-                              NoPreparation, run));
-      samples.push_back(MicroBatchSample(shape, layers, seconds));
-    }
-  }
-  if (options.optimizer_step) {
-    // Every parameter has a gradient by now (or gets a zero one), as after
-    // a step's micro-batches.
-    for (torch::Tensor& p : trainable->parameters()) {
-      if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
-    }
-    torch::optim::AdamW optimizer(trainable->parameters(),
-                                  torch::optim::AdamWOptions(1e-4));
-    for (int i = 0; i < options.repeats; ++i) {
-      DCP_ASSIGN_OR_RETURN(
-          const double seconds,
-          timer.MedianSeconds("the optimizer step", NoPreparation, [&] {
-            optimizer.step();
-            return absl::OkStatus();
-          }));
-      ProfileSample sample;
-      sample.op = ProfileSample::Op::kOptimizerStep;
-      sample.measured_seconds = seconds;
-      samples.push_back(sample);
-    }
-  }
-  return absl::OkStatus();
-}
-
 absl::Status ProfileCompute(const ModelSpec& model,
                             const ProfileOptions& options, const Clock& clock,
                             std::vector<ProfileSample>& samples) {
-  const Timer timer(options, clock);
+  const ProfileTimer timer(options.warmup, options.repeats, options.device,
+                           clock);
   InputSource inputs(options);
   try {
     DCP_RETURN_IF_ERROR(ProfileGemms(model, options, timer, inputs, samples));
@@ -482,12 +360,14 @@ absl::Status ProfileCompute(const ModelSpec& model,
   return absl::OkStatus();
 }
 
-absl::Status ProfileCollectives(Communicator& comm, int gpus_per_node,
+absl::Status ProfileCollectives(const ModelSpec& model, Communicator& comm,
+                                int gpus_per_node,
                                 const std::vector<int>& group_sizes,
                                 const ProfileOptions& options,
                                 const Clock& clock,
                                 std::vector<ProfileSample>& samples) {
-  const Timer timer(options, clock);
+  const ProfileTimer timer(options.warmup, options.repeats, options.device,
+                           clock);
   const absl::Duration timeout = options.collective_timeout;
   const int world_size = comm.world_size();
   const int rank = comm.rank();
@@ -527,6 +407,9 @@ absl::Status ProfileCollectives(Communicator& comm, int gpus_per_node,
     }
   }
 
+  DCP_RETURN_IF_ERROR(ProfileSpMicroBatches(
+      model, comm, gpus_per_node, group_sizes, options, clock, samples));
+
   if (world_size >= 2) {
     const bool inter_node = world_size > gpus_per_node;
     for (int64_t bytes : options.all_reduce_bytes) {
@@ -551,9 +434,11 @@ absl::Status ProfileCollectives(Communicator& comm, int gpus_per_node,
     // reduce-scattered, the weights all-gathered in the model's dtype.
     for (int64_t bytes : options.zero1_collective_bytes) {
       const int64_t shard_gradients = bytes / (4 * world_size);
-      torch::Tensor gradients = torch::zeros(
-          {world_size * shard_gradients}, tensor_options.dtype(torch::kFloat32));
-      torch::Tensor summed = torch::empty({shard_gradients}, gradients.options());
+      torch::Tensor gradients =
+          torch::zeros({world_size * shard_gradients},
+                       tensor_options.dtype(torch::kFloat32));
+      torch::Tensor summed =
+          torch::empty({shard_gradients}, gradients.options());
       absl::StatusOr<double> seconds = timer.MedianSeconds(
           absl::StrCat("reduce-scatter of ", bytes, " bytes over ", world_size,
                        " ranks"),
@@ -594,6 +479,10 @@ std::vector<std::pair<int, int64_t>> DefaultMicroBatchProfileShapes() {
           {16, 32}, {16, 96}, {48, 40},  {2, 512}, {8, 128}};
 }
 
+std::vector<std::pair<int, int64_t>> DefaultSpMicroBatchProfileShapes() {
+  return {{1, 32}, {1, 160}, {4, 64}, {2, 768}};
+}
+
 absl::StatusOr<std::vector<int>> ProfileGroupSizes(
     const ProfileOptions& options, int world_size) {
   std::vector<int> sizes;
@@ -629,8 +518,8 @@ absl::StatusOr<std::vector<ProfileSample>> RunProfile(
 
   std::vector<ProfileSample> samples;
   DCP_RETURN_IF_ERROR(ProfileCompute(model, options, clock, samples));
-  DCP_RETURN_IF_ERROR(ProfileCollectives(comm, gpus_per_node, *group_sizes,
-                                         options, clock, samples));
+  DCP_RETURN_IF_ERROR(ProfileCollectives(
+      model, comm, gpus_per_node, *group_sizes, options, clock, samples));
   return samples;
 }
 

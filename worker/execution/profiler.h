@@ -73,6 +73,14 @@ struct ProfileOptions {
   /// default; the worker profiles DefaultMicroBatchProfileShapes().
   std::vector<std::pair<int, int64_t>> micro_batch_shapes;
   std::optional<std::vector<int>> micro_batch_checkpointed_layers;
+  /// Whole micro-batches over each SP group of the all-to-all samples
+  /// (kSpMicroBatch samples, cost_model/sp_micro_batch_fit.h), in the same
+  /// form, at micro_batch_checkpointed_layers. None by default; the worker
+  /// profiles DefaultSpMicroBatchProfileShapes().
+  std::vector<std::pair<int, int64_t>> sp_micro_batch_shapes;
+  /// Timed runs of each of them (at least 1): their samples are means, and
+  /// the exchanges' waits have a long tail, so more than `repeats`.
+  int sp_micro_batch_repeats = 10;
   /// Time the optimizer step (AdamW over the model's parameters, as the
   /// plan executor steps it): kOptimizerStep samples, one per timed run.
   /// Off by default; the worker turns it on.
@@ -95,6 +103,11 @@ struct ProfileOptions {
 /// The whole micro-batches the worker profiles: they cover the main job's
 /// plans, short sequences many to a micro-batch and single long ones.
 std::vector<std::pair<int, int64_t>> DefaultMicroBatchProfileShapes();
+
+/// The micro-batches the worker profiles over each SP group: single short
+/// sequences (a bucket plan's many small micro-batches) to packs of a few
+/// thousand tokens.
+std::vector<std::pair<int, int64_t>> DefaultSpMicroBatchProfileShapes();
 
 /// Runs the micro-benchmarks of `model` on this rank and returns the samples
 /// this rank measured, in the order below. Every measurement is the median
@@ -139,7 +152,11 @@ std::vector<std::pair<int, int64_t>> DefaultMicroBatchProfileShapes();
 ///     each preceded by an untimed barrier over the block; kAllToAll samples
 ///     with group_size = s, bytes = bytes per rank, inter_node = the block
 ///     spans more than one node of `gpus_per_node` ranks;
-///  3. with two or more ranks, for each all_reduce_bytes: warmup + repeats
+///  3. for each group size s again, over the same blocks: kSpMicroBatch
+///     samples of sp_micro_batch_shapes (ProfileSpMicroBatches,
+///     micro_batch_profiler.h), each run after an untimed barrier over the
+///     block;
+///  4. with two or more ranks, for each all_reduce_bytes: warmup + repeats
 ///     all-reduces over the world, each after a world barrier; kAllReduce
 ///     samples with group_size = world size; then for each
 ///     zero1_collective_bytes B: warmup + repeats reduce-scatters of a
@@ -147,7 +164,7 @@ std::vector<std::pair<int, int64_t>> DefaultMicroBatchProfileShapes();
 ///     into a `dtype` buffer of B bytes, each after a world barrier;
 ///     kReduceScatter and kAllGather samples with group_size = world size
 ///     and bytes = the whole buffer;
-///  4. a world barrier.
+///  5. a world barrier.
 /// Every rank of a block records the same collectives (timed from its own
 /// point of view); which ranks' samples to submit (e.g. rank 0's, or all
 /// for averaging) is the caller's choice. Compute samples are this rank's.

@@ -124,8 +124,8 @@ TEST(ProfilerTest, SingleRankDefaultProfileHasComputeSamplesOnly) {
     EXPECT_EQ(memory[i].tokens,
               options.memory_tokens[i % options.memory_tokens.size()]);
     EXPECT_EQ(memory[i].checkpointed_layers,
-              std::vector<int>({0, 1, spec.num_layers})
-                  [i / options.memory_tokens.size()]);
+              std::vector<int>(
+                  {0, 1, spec.num_layers})[i / options.memory_tokens.size()]);
     EXPECT_GT(memory[i].measured_bytes, 0);
   }
   // More tokens hold more; recomputing every layer holds less.
@@ -191,9 +191,9 @@ TEST(ProfilerTest, DiffusionTransformerProfilesItsOwnBlock) {
   // Bidirectional: twice the flops of a causal mask of the same width.
   ModelSpec causal = *spec;
   causal.causal = true;
-  EXPECT_DOUBLE_EQ(forward[1].flops,
-                   2 * causal.AttentionForwardFlopsPerSquaredToken() * 256 *
-                       256);
+  EXPECT_DOUBLE_EQ(
+      forward[1].flops,
+      2 * causal.AttentionForwardFlopsPerSquaredToken() * 256 * 256);
   // The DiT's own micro-batches give its activation-memory samples.
   EXPECT_EQ(OfOp(*samples, Op::kActivationMemory).size(),
             3 * options.memory_tokens.size());
@@ -226,9 +226,12 @@ TEST(ProfilerTest, Bfloat16ProfileMeasuresBfloat16Activations) {
   absl::StatusOr<std::vector<ProfileSample>> bf16 =
       RunProfile(spec, comm, /*gpus_per_node=*/8, options);
   ASSERT_TRUE(bf16.ok()) << bf16.status();
-  const double fp32_bytes = OfOp(*fp32, Op::kActivationMemory)[0].measured_bytes;
-  const double bf16_bytes = OfOp(*bf16, Op::kActivationMemory)[0].measured_bytes;
-  std::fprintf(stderr, "activations of 2048 tokens: fp32 %.0f, bf16 %.0f bytes\n",
+  const double fp32_bytes =
+      OfOp(*fp32, Op::kActivationMemory)[0].measured_bytes;
+  const double bf16_bytes =
+      OfOp(*bf16, Op::kActivationMemory)[0].measured_bytes;
+  std::fprintf(stderr,
+               "activations of 2048 tokens: fp32 %.0f, bf16 %.0f bytes\n",
                fp32_bytes, bf16_bytes);
   EXPECT_LT(bf16_bytes, 0.8 * fp32_bytes);
 }
@@ -383,6 +386,12 @@ TEST(ProfilerTest, InvalidOptionsAreRejectedBeforeAnyWork) {
   options = ProfileOptions();
   options.warmup = -1;
   expect_invalid(error_of(options), "warmup");
+  options = ProfileOptions();
+  options.sp_micro_batch_repeats = 0;
+  expect_invalid(error_of(options), "sp_micro_batch_repeats = 0");
+  options = ProfileOptions();
+  options.sp_micro_batch_shapes = {{1, 32}, {2, 0}};
+  expect_invalid(error_of(options), "sp_micro_batch_shapes[1] = {2, 0}");
   options = ProfileOptions();
   options.gemm_tokens = {64, 0};
   expect_invalid(error_of(options), "gemm_tokens[1] = 0");
@@ -543,6 +552,75 @@ DCP_RANK_MAIN(DefaultProfile) {
   return Check(
       took < absl::Seconds(60),
       absl::StrCat("default profile took ", absl::FormatDuration(took)));
+}
+
+// Whole micro-batches over the SP groups of 2 and 4: one kSpMicroBatch
+// sample per shape and checkpointed-layer count and group, the rank's
+// share of the tokens, and the all-to-all part within the whole.
+DCP_RANK_MAIN(SpMicroBatches) {
+  absl::StatusOr<std::unique_ptr<Communicator>> comm =
+      ::dcp::testing::JoinC10dTestWorld(
+          context, absl::StrCat("profiler_sp_", context.arg), kSetupTimeout);
+  if (!comm.ok()) return comm.status();
+  const ModelSpec spec = Tiny();
+  ProfileOptions options;
+  options.repeats = 1;
+  options.warmup = 1;
+  options.gemm_tokens = {};
+  options.attention_lengths = {};
+  options.all_to_all_bytes = {64 << 10};
+  options.all_reduce_bytes = {};
+  options.zero1_collective_bytes = {};
+  options.memory_tokens = {};
+  options.micro_batch_checkpointed_layers = std::vector<int>{0, 2};
+  options.sp_micro_batch_shapes = {{1, 30}, {3, 16}};
+  options.sp_micro_batch_repeats = 2;
+  absl::StatusOr<std::vector<ProfileSample>> samples =
+      RunProfile(spec, **comm, kGpusPerNode, options);
+  if (!samples.ok()) return samples.status();
+  const std::vector<ProfileSample> sp = OfOp(*samples, Op::kSpMicroBatch);
+  absl::Status status =
+      Check(sp.size() == 2 * 2 * 2, "8 SP micro-batch samples");
+  if (!status.ok()) return status;
+  size_t i = 0;
+  for (int group_size : {2, 4}) {
+    for (const auto& [sequences, length] : options.sp_micro_batch_shapes) {
+      for (int layers : {0, 2}) {
+        const ProfileSample& sample = sp[i++];
+        const int64_t share = (length + group_size - 1) / group_size;
+        status = Check(
+            sample.group_size == group_size &&
+                sample.inter_node == (group_size > kGpusPerNode) &&
+                sample.num_sequences == sequences &&
+                sample.sum_lengths == static_cast<double>(sequences * length) &&
+                sample.tokens == static_cast<double>(sequences * share) &&
+                sample.checkpointed_layers == layers &&
+                sample.communication_seconds > 0 &&
+                sample.communication_seconds <= sample.measured_seconds,
+            absl::StrCat("SP micro-batch sample ", i - 1));
+        if (!status.ok()) return status;
+      }
+    }
+  }
+  const ClusterSpec cluster =
+      H200Cluster(/*num_nodes=*/kWorldSize / kGpusPerNode, kGpusPerNode);
+  absl::StatusOr<CostModelFit> fit =
+      FitCostModel(spec, cluster, DefaultCostParams(spec, cluster), *samples);
+  if (!fit.ok()) return fit.status();
+  for (const ModelFitReport& report : fit->reports) {
+    if (report.name == "sp_micro_batch") {
+      return Check(!report.used_defaults, "the SP micro-batches are fitted");
+    }
+  }
+  return Check(false, "an sp_micro_batch report");
+}
+
+TEST(ProfilerMultiProcessTest, SpMicroBatchesOverFourRanks) {
+  absl::StatusOr<std::vector<int>> exit_codes =
+      ::dcp::testing::RunRanks(kWorldSize, kRunTimeout, "SpMicroBatches", "sp");
+  ASSERT_TRUE(exit_codes.ok()) << exit_codes.status();
+  EXPECT_THAT(*exit_codes, ::testing::Each(0))
+      << "exit codes by rank (the children's stderr above says why)";
 }
 
 TEST(ProfilerMultiProcessTest, DefaultProfileOverFourRanks) {
