@@ -1,7 +1,8 @@
 // About 760 lines, over the ~600 guideline: every sub-model's fit (GEMM,
 // attention, the five collectives inside and across nodes, activation
-// memory; whole micro-batches live in micro_batch_fit.cc) shares the sample sorting, the least-squares driver and the
-// report format defined here; splitting them would scatter one procedure.
+// memory; whole micro-batches live in micro_batch_fit.cc) shares the sample
+// sorting, the least-squares driver and the report format defined here;
+// splitting them would scatter one procedure.
 
 #include "cost_model/fitting.h"
 
@@ -23,7 +24,7 @@
 
 namespace dcp {
 
-ProfileSample MicroBatchSample(const MicroBatchShape& shape,
+ProfileSample MicroBatchSample(const MicroBatchShape &shape,
                                int checkpointed_layers,
                                double measured_seconds) {
   ProfileSample sample;
@@ -37,7 +38,7 @@ ProfileSample MicroBatchSample(const MicroBatchShape& shape,
   return sample;
 }
 
-ProfileSample SpMicroBatchSample(const MicroBatchShape& shape, bool inter_node,
+ProfileSample SpMicroBatchSample(const MicroBatchShape &shape, bool inter_node,
                                  int checkpointed_layers,
                                  double measured_seconds,
                                  double communication_seconds) {
@@ -85,9 +86,8 @@ absl::Status ValidateSample(const ProfileSample &sample, size_t index,
   auto bad = [&](absl::string_view field, auto value,
                  absl::string_view requirement) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "profile sample ", index, " (", ProfileOpName(sample.op),
-        "): ", field, " = ", value, " ", requirement,
-        "; fix or drop the sample"));
+        "profile sample ", index, " (", ProfileOpName(sample.op), "): ", field,
+        " = ", value, " ", requirement, "; fix or drop the sample"));
   };
   const std::pair<const char *, double> doubles[] = {
       {"flops", sample.flops},
@@ -139,6 +139,8 @@ absl::Status ValidateSample(const ProfileSample &sample, size_t index,
         return bad("measured_bytes", sample.measured_bytes, "must be > 0");
       return absl::OkStatus();
     case ProfileSample::Op::kMicroBatch:
+    case ProfileSample::Op::kSpMicroBatch: {
+      const bool sp = sample.op == ProfileSample::Op::kSpMicroBatch;
       if (sample.tokens <= 0)
         return bad("tokens", sample.tokens, "must be > 0");
       if (sample.num_sequences < 1)
@@ -146,24 +148,11 @@ absl::Status ValidateSample(const ProfileSample &sample, size_t index,
       if (sample.sum_lengths < sample.num_sequences)
         return bad("sum_lengths", sample.sum_lengths,
                    "must be at least one token per sequence");
-      if (sample.group_size != 1)
+      if (!sp && sample.group_size != 1)
         return bad("group_size", sample.group_size,
-                   "must be 1 (micro-batches are profiled at SP 1)");
-      if (sample.checkpointed_layers < 0 ||
-          sample.checkpointed_layers > num_layers)
-        return bad(
-            "checkpointed_layers", sample.checkpointed_layers,
-            absl::StrCat("must be in [0, num_layers = ", num_layers, "]"));
-      break;
-    case ProfileSample::Op::kSpMicroBatch:
-      if (sample.tokens <= 0)
-        return bad("tokens", sample.tokens, "must be > 0");
-      if (sample.num_sequences < 1)
-        return bad("num_sequences", sample.num_sequences, "must be >= 1");
-      if (sample.sum_lengths < sample.num_sequences)
-        return bad("sum_lengths", sample.sum_lengths,
-                   "must be at least one token per sequence");
-      if (sample.group_size < 2)
+                   "must be 1 (micro-batches over SP groups are "
+                   "sp_micro_batch samples)");
+      if (sp && sample.group_size < 2)
         return bad("group_size", sample.group_size,
                    "must be at least 2 (SP 1 micro-batches are micro_batch "
                    "samples)");
@@ -177,6 +166,7 @@ absl::Status ValidateSample(const ProfileSample &sample, size_t index,
                    absl::StrCat("must be at most measured_seconds = ",
                                 sample.measured_seconds));
       break;
+    }
     case ProfileSample::Op::kOptimizerStep:
       break;
     default:
@@ -226,8 +216,8 @@ ModelFitReport FitSubModel(std::string name, int num_parameters,
   // relative-error weighting with respect to the measured value even where
   // an offset (a known term) is subtracted from the target. `dropped` (or
   // -1) is a column held at zero.
-  auto solve = [&](int dropped,
-                   int skipped_row = -1) -> absl::StatusOr<std::vector<double>> {
+  auto solve = [&](int dropped, int skipped_row =
+                                    -1) -> absl::StatusOr<std::vector<double>> {
     std::vector<std::vector<double>> scaled_rows;
     std::vector<double> scaled_targets;
     scaled_rows.reserve(problem.rows.size());
@@ -433,16 +423,17 @@ ModelFitReport FitActivationMemory(const ModelSpec &model,
   const double selective_saving =
       defaults.memory.activation_bytes_per_token_per_layer -
       defaults.memory.selective_bytes_per_token_per_layer;
-  const double checkpoint = defaults.memory.checkpoint_bytes_per_token_per_layer;
+  const double checkpoint =
+      defaults.memory.checkpoint_bytes_per_token_per_layer;
 
   MemoryParams candidate = defaults.memory;
   auto in_recompute_phase = [&](const ProfileSample &s) {
     const int k = s.checkpointed_layers;
-    return k > 0 && candidate.activation_bytes_per_token_per_layer +
-                            candidate.backward_working_bytes_per_token >
-                        (layers - k) *
-                                candidate.activation_bytes_per_token_per_layer +
-                            candidate.logits_bytes_per_token;
+    return k > 0 &&
+           candidate.activation_bytes_per_token_per_layer +
+                   candidate.backward_working_bytes_per_token >
+               (layers - k) * candidate.activation_bytes_per_token_per_layer +
+                   candidate.logits_bytes_per_token;
   };
   std::vector<bool> phases;
   for (int round = 0; round < 8; ++round) {
@@ -458,8 +449,8 @@ ModelFitReport FitActivationMemory(const ModelSpec &model,
     }
     if (assigned == phases) break;
     phases = assigned;
-    const bool fit_working = std::find(phases.begin(), phases.end(), true) !=
-                             phases.end();
+    const bool fit_working =
+        std::find(phases.begin(), phases.end(), true) != phases.end();
     // One recompute setting at the end of forward cannot tell the logits
     // bytes from the layers': they are kept then.
     const bool fit_logits = forward_end_layers.size() >= 2;
@@ -503,9 +494,9 @@ ModelFitReport FitActivationMemory(const ModelSpec &model,
           size_t next_column = 2;
           const double logits =
               fit_logits ? c[next_column++] : candidate.logits_bytes_per_token;
-          const double working = fit_working
-                                     ? c[next_column++]
-                                     : candidate.backward_working_bytes_per_token;
+          const double working =
+              fit_working ? c[next_column++]
+                          : candidate.backward_working_bytes_per_token;
           if (logits < 0) {
             return absl::StrCat("logits bytes per token ", logits,
                                 " are negative");
@@ -694,9 +685,8 @@ absl::StatusOr<CostModelFit> FitCostModel(
   result.reports.push_back(
       FitMicroBatches(model, micro_batch_samples, compute));
   result.reports.push_back(FitOptimizerStep(optimizer_samples, compute));
-  result.reports.push_back(FitSpMicroBatches(model, cluster,
-                                             sp_micro_batch_samples,
-                                             result.params));
+  result.reports.push_back(
+      FitSpMicroBatches(model, cluster, sp_micro_batch_samples, result.params));
   return result;
 }
 
@@ -817,9 +807,8 @@ std::vector<ProfileSample> SyntheticProfile(const CostModel &truth,
           const double communication = noisy(cost.communication_seconds);
           const double compute =
               noisy(cost.total_seconds - cost.communication_seconds);
-          samples.push_back(SpMicroBatchSample(shape, inter_node, k,
-                                               compute + communication,
-                                               communication));
+          samples.push_back(SpMicroBatchSample(
+              shape, inter_node, k, compute + communication, communication));
         }
       }
     }
@@ -834,7 +823,7 @@ std::vector<ProfileSample> SyntheticProfile(const CostModel &truth,
   // Activation memory: 1K to 64K tokens per rank at every checkpointed layer
   // count (the checkpoint bytes are only seen through the change with k).
   const int layers = model.num_layers;
-  const MemoryParams& truth_memory = truth.params().memory;
+  const MemoryParams &truth_memory = truth.params().memory;
   const double communicator_bytes =
       truth_memory.communicator_bytes * truth_memory.communicators_per_rank;
   for (int k = 0; k <= layers; ++k) {
@@ -845,10 +834,10 @@ std::vector<ProfileSample> SyntheticProfile(const CostModel &truth,
       s.checkpointed_layers = k;
       // Profiled on one rank (SP 1): one copy of the KV heads. The
       // allocator does not see the communicators.
-      s.measured_bytes = noisy(truth.memory().PeakBytes(
-                                   static_cast<int64_t>(tokens), k,
-                                   /*sp_size=*/1) -
-                               communicator_bytes);
+      s.measured_bytes =
+          noisy(truth.memory().PeakBytes(static_cast<int64_t>(tokens), k,
+                                         /*sp_size=*/1) -
+                communicator_bytes);
       samples.push_back(s);
     }
   }

@@ -29,6 +29,28 @@ absl::StatusOr<SyntheticTrainingModel> TrainingModel(
   return CreateSyntheticTrainingModel(model, model_options);
 }
 
+/// `count` synthetic sequences of `length` tokens (sample ids from
+/// `sample_id` on, which advances) and their shape on an SP group of
+/// `sp_size`.
+struct SyntheticMicroBatch {
+  std::vector<SequenceInput> sequences;
+  MicroBatchShape shape;
+};
+absl::StatusOr<SyntheticMicroBatch> MakeMicroBatch(SequenceInputSource& inputs,
+                                                   int count, int64_t length,
+                                                   int sp_size,
+                                                   int64_t& sample_id) {
+  SyntheticMicroBatch micro_batch;
+  micro_batch.shape.sp_size = sp_size;
+  for (int i = 0; i < count; ++i) {
+    DCP_ASSIGN_OR_RETURN(SequenceInput input,
+                         inputs.Input(sample_id++, length));
+    micro_batch.sequences.push_back(std::move(input));
+    micro_batch.shape.AddSequence(length);
+  }
+  return micro_batch;
+}
+
 std::vector<int> CheckpointedLayerCounts(const ModelSpec& model,
                                          const ProfileOptions& options) {
   return options.micro_batch_checkpointed_layers.value_or(
@@ -51,15 +73,11 @@ absl::Status ProfileMicroBatches(const ModelSpec& model,
   const std::vector<int> checkpointed = CheckpointedLayerCounts(model, options);
   int64_t sample_id = 0;
   for (const auto& [sequences, length] : options.micro_batch_shapes) {
-    std::vector<SequenceInput> batch;
-    MicroBatchShape shape;
-    shape.sp_size = 1;
-    for (int i = 0; i < sequences; ++i) {
-      DCP_ASSIGN_OR_RETURN(SequenceInput input,
-                           inputs->Input(sample_id++, length));
-      batch.push_back(std::move(input));
-      shape.AddSequence(length);
-    }
+    DCP_ASSIGN_OR_RETURN(
+        SyntheticMicroBatch micro_batch,
+        MakeMicroBatch(*inputs, sequences, length, /*sp_size=*/1, sample_id));
+    const std::vector<SequenceInput>& batch = micro_batch.sequences;
+    const MicroBatchShape& shape = micro_batch.shape;
     for (int layers : checkpointed) {
       auto run = [&]() -> absl::Status {
         absl::StatusOr<ShardLoss> loss =
@@ -132,15 +150,11 @@ absl::Status ProfileSpMicroBatches(const ModelSpec& model, Communicator& comm,
     // The same sample ids on every member: the same sequences.
     int64_t sample_id = 0;
     for (const auto& [sequences, length] : options.sp_micro_batch_shapes) {
-      std::vector<SequenceInput> batch;
-      MicroBatchShape shape;
-      shape.sp_size = group_size;
-      for (int i = 0; i < sequences; ++i) {
-        DCP_ASSIGN_OR_RETURN(SequenceInput input,
-                             inputs->Input(sample_id++, length));
-        batch.push_back(std::move(input));
-        shape.AddSequence(length);
-      }
+      DCP_ASSIGN_OR_RETURN(
+          SyntheticMicroBatch micro_batch,
+          MakeMicroBatch(*inputs, sequences, length, group_size, sample_id));
+      const std::vector<SequenceInput>& batch = micro_batch.sequences;
+      const MicroBatchShape& shape = micro_batch.shape;
       for (int layers : checkpointed) {
         std::vector<double> communication;
         auto run = [&]() -> absl::Status {
