@@ -38,6 +38,17 @@ ProfileSample MicroBatchSample(const MicroBatchShape &shape,
   return sample;
 }
 
+MicroBatchShape ShapeOfMicroBatchSample(const ProfileSample &sample) {
+  MicroBatchShape shape;
+  shape.sp_size =
+      sample.op == ProfileSample::Op::kSpMicroBatch ? sample.group_size : 1;
+  shape.tokens_per_rank = static_cast<int64_t>(sample.tokens);
+  shape.sum_lengths = static_cast<int64_t>(sample.sum_lengths);
+  shape.sum_squared_lengths = sample.sum_squared_lengths;
+  shape.num_sequences = sample.num_sequences;
+  return shape;
+}
+
 ProfileSample SpMicroBatchSample(const MicroBatchShape &shape, bool inter_node,
                                  int checkpointed_layers,
                                  double measured_seconds,

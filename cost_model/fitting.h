@@ -86,6 +86,10 @@ ProfileSample MicroBatchSample(const MicroBatchShape& shape,
                                int checkpointed_layers,
                                double measured_seconds);
 
+/// The shape of a kMicroBatch (SP 1) or kSpMicroBatch (SP group_size)
+/// sample's micro-batch.
+MicroBatchShape ShapeOfMicroBatchSample(const ProfileSample& sample);
+
 /// A kSpMicroBatch sample: a micro-batch of `shape` (sp_size >= 2) on a group
 /// that spans nodes or not, `checkpointed_layers` recomputed, that took
 /// `measured_seconds` on one rank, `communication_seconds` of them inside

@@ -21,16 +21,6 @@ constexpr const char* kColumnNames[kColumns] = {
     "rate scale", "micro_batch_fixed_seconds", "layer_fixed_seconds",
     "sequence_layer_fixed_seconds"};
 
-MicroBatchShape ShapeOfSample(const ProfileSample& sample) {
-  MicroBatchShape shape;
-  shape.sp_size = 1;
-  shape.tokens_per_rank = static_cast<int64_t>(sample.tokens);
-  shape.sum_lengths = static_cast<int64_t>(sample.sum_lengths);
-  shape.sum_squared_lengths = sample.sum_squared_lengths;
-  shape.num_sequences = sample.num_sequences;
-  return shape;
-}
-
 // Solves the relative-error problem over `rows` with the columns in `kept`
 // (the others held at 0); nullopt when the solve fails.
 absl::StatusOr<std::vector<double>> Solve(
@@ -126,9 +116,10 @@ ModelFitReport FitMicroBatches(const ModelSpec& model,
     recompute_counts.insert(s.checkpointed_layers);
     sequence_counts.insert(s.num_sequences);
     const double passes = 2.0 * model.num_layers + s.checkpointed_layers;
-    rows.push_back({MicroBatchWorkSeconds(model, compute, ShapeOfSample(s),
-                                          s.checkpointed_layers),
-                    1.0, passes, passes * s.num_sequences});
+    rows.push_back(
+        {MicroBatchWorkSeconds(model, compute, ShapeOfMicroBatchSample(s),
+                               s.checkpointed_layers),
+         1.0, passes, passes * s.num_sequences});
     measured.push_back(s.measured_seconds);
   }
   if (recompute_counts.size() < 2 || sequence_counts.size() < 2) {
@@ -153,8 +144,8 @@ ModelFitReport FitMicroBatches(const ModelSpec& model,
   }
   double sum_squares = 0;
   for (size_t i = 0; i < rows.size(); ++i) {
-    const double error = std::abs(Predict(rows[i], c) - measured[i]) /
-                         measured[i];
+    const double error =
+        std::abs(Predict(rows[i], c) - measured[i]) / measured[i];
     sum_squares += error * error;
     report.max_relative_error = std::max(report.max_relative_error, error);
   }
@@ -191,10 +182,12 @@ ModelFitReport FitMicroBatches(const ModelSpec& model,
   compute.sequence_layer_fixed_seconds = c[3];
   report.used_defaults = false;
   report.note = absl::StrCat(
-      "fitted to ", rows.size(), " whole micro-batches: op rates x 1/",
-      scale, ", ", c[1] * 1e6, " us per micro-batch, ", c[2] * 1e6,
+      "fitted to ", rows.size(), " whole micro-batches: op rates x 1/", scale,
+      ", ", c[1] * 1e6, " us per micro-batch, ", c[2] * 1e6,
       " us per layer pass, ", c[3] * 1e6, " us per sequence per layer pass",
-      held.empty() ? "" : absl::StrCat(" (held at 0: ", absl::StrJoin(held, ", "), ")"));
+      held.empty()
+          ? ""
+          : absl::StrCat(" (held at 0: ", absl::StrJoin(held, ", "), ")"));
   return report;
 }
 

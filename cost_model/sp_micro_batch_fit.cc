@@ -14,16 +14,6 @@
 namespace dcp {
 namespace {
 
-MicroBatchShape ShapeOfSample(const ProfileSample& sample) {
-  MicroBatchShape shape;
-  shape.sp_size = sample.group_size;
-  shape.tokens_per_rank = static_cast<int64_t>(sample.tokens);
-  shape.sum_lengths = static_cast<int64_t>(sample.sum_lengths);
-  shape.sum_squared_lengths = sample.sum_squared_lengths;
-  shape.num_sequences = sample.num_sequences;
-  return shape;
-}
-
 double Passes(const ModelSpec& model, const ProfileSample& sample) {
   return 2.0 * model.num_layers + sample.checkpointed_layers;
 }
@@ -112,7 +102,7 @@ absl::StatusOr<Corrections> Solve(const ModelSpec& model,
   for (size_t i = 0; i < samples.size(); ++i) {
     if (static_cast<int>(i) == skipped) continue;
     const ProfileSample& s = samples[i];
-    const MicroBatchShape shape = ShapeOfSample(s);
+    const MicroBatchShape shape = ShapeOfMicroBatchSample(s);
     const double passes = Passes(model, s);
     const double latency = s.inter_node ? comm.all_to_all_inter_latency_seconds
                                         : comm.all_to_all_intra_latency_seconds;
@@ -174,9 +164,9 @@ absl::StatusOr<double> RelativeError(const ModelSpec& model,
                                      const ProfileSample& sample) {
   absl::StatusOr<CostModel> cost = CostModel::Create(model, cluster, params);
   if (!cost.ok()) return cost.status();
-  const double predicted =
-      cost->MicroBatch(ShapeOfSample(sample), sample.checkpointed_layers)
-          .total_seconds;
+  const double predicted = cost->MicroBatch(ShapeOfMicroBatchSample(sample),
+                                            sample.checkpointed_layers)
+                               .total_seconds;
   return std::abs(predicted - sample.measured_seconds) /
          sample.measured_seconds;
 }

@@ -132,14 +132,10 @@ TEST(SpMicroBatchFitTest, WithoutTheCorrectionsTheProfiledModelMissesThem) {
   const CostModel profiled =
       *CostModel::Create(setup.model, setup.cluster, setup.profiled);
   for (const ProfileSample& s : Samples(setup, 0, 1)) {
-    MicroBatchShape shape;
-    shape.sp_size = s.group_size;
-    shape.tokens_per_rank = static_cast<int64_t>(s.tokens);
-    shape.sum_lengths = static_cast<int64_t>(s.sum_lengths);
-    shape.sum_squared_lengths = s.sum_squared_lengths;
-    shape.num_sequences = s.num_sequences;
-    EXPECT_LT(profiled.MicroBatch(shape, s.checkpointed_layers).total_seconds,
-              0.9 * s.measured_seconds);
+    EXPECT_LT(
+        profiled.MicroBatch(ShapeOfMicroBatchSample(s), s.checkpointed_layers)
+            .total_seconds,
+        0.9 * s.measured_seconds);
   }
 }
 
