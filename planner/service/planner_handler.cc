@@ -120,7 +120,7 @@ class PlannerHandlerRoot final : public PlannerHandler {
                }),
         stats_(world_size_, options_.online_refit,
                /*record_reports=*/store_ != nullptr,
-               options_.micro_batch_refit) {}
+               options_.micro_batch_refit, options_.refit_warmup_steps) {}
 
   ~PlannerHandlerRoot() override { Shutdown(); }
 

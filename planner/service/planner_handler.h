@@ -39,6 +39,10 @@ struct PlannerHandlerOptions {
   /// With online_refit, also refit the micro-batch model's rate scale and
   /// fixed costs (dcp_planner --micro-batch-refit; experimental).
   bool micro_batch_refit = false;
+  /// With online_refit, the first this many steps reported count towards
+  /// the error but not the refit (they pay one-time costs; dcp_planner
+  /// --refit-warmup-steps).
+  int refit_warmup_steps = 0;
   /// The job this planner serves (dcp_planner --job-id): only workers
   /// registering with this job id are accepted (WorkerRegistry). Empty:
   /// workers of any job.

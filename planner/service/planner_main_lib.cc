@@ -66,6 +66,10 @@ constexpr FlagSpec kServiceFlags[] = {
      "parameters, planned steps); empty keeps it in memory"},
     {"online-refit", nullptr, "false",
      "refit the compute model from the workers' measured step times"},
+    {"refit-warmup-steps", "N", "0",
+     "with --online-refit, leave the first N steps reported out of the "
+     "refit (they pay one-time costs: allocations, first use of each "
+     "shape; on the CPU main job 1 showed no clear gain over 0)"},
     {"micro-batch-refit", nullptr, "false",
      "with --online-refit, also refit the micro-batch model's rate scale "
      "and fixed costs (per micro-batch, layer pass and sequence) from the "
@@ -78,7 +82,8 @@ constexpr FlagSpec kServiceFlags[] = {
      "one when predicted faster than the one-layout plan. Its gain is at "
      "most the one-layout plan's gap to the lower bound, so the search "
      "(up to ~270 planner calls, ~2 s on a 2M-token batch against dcp's "
-     "7-23 ms) runs only for batches whose gap is at least --phased-min-gap; it "
+     "7-23 ms) runs only for batches whose gap is at least --phased-min-gap; "
+     "it "
      "pays on a few very long sequences among many short ones"},
     {"phased-min-gap", "FRACTION", "0.03",
      "with --phased-plans: the one-layout plan's least gap to the lower "
@@ -215,6 +220,10 @@ absl::StatusOr<PlannerServer::Options> ServerOptions(const ParsedFlags& flags) {
   absl::StatusOr<bool> online_refit = flags.Bool("online-refit");
   if (!online_refit.ok()) return online_refit.status();
   options.handler.online_refit = *online_refit;
+  absl::StatusOr<int64_t> refit_warmup_steps =
+      flags.Int("refit-warmup-steps", 0, 1000);
+  if (!refit_warmup_steps.ok()) return refit_warmup_steps.status();
+  options.handler.refit_warmup_steps = static_cast<int>(*refit_warmup_steps);
   absl::StatusOr<bool> micro_batch_refit = flags.Bool("micro-batch-refit");
   if (!micro_batch_refit.ok()) return micro_batch_refit.status();
   options.handler.micro_batch_refit = *micro_batch_refit;

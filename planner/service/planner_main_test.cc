@@ -138,6 +138,8 @@ TEST(PlannerMainTest, UnknownFlagExitsTwo) {
   EXPECT_EQ(WaitForExit(bad_value, absl::Seconds(10)), 2);
   Child bad_gap = Spawn({"--phased-plans", "--phased-min-gap=1.5"});
   EXPECT_EQ(WaitForExit(bad_gap, absl::Seconds(10)), 2);
+  Child bad_warmup = Spawn({"--online-refit", "--refit-warmup-steps=-1"});
+  EXPECT_EQ(WaitForExit(bad_warmup, absl::Seconds(10)), 2);
 }
 
 TEST(PlannerMainTest, PortOutOfRangeIsAUsageError) {

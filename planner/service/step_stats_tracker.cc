@@ -42,8 +42,15 @@ absl::StatusOr<StepStatsTracker::Outcome> StepStatsTracker::Record(
         std::abs(measured - group.predicted_seconds) / measured;
     if (std::isfinite(relative_error)) report.relative_error = relative_error;
   }
-  // Online refit ratios, relative to the fitted parameters.
-  if (plan.params_version >= params.refit_epoch) {
+  // Online refit ratios, relative to the fitted parameters; none from the
+  // warm-up steps.
+  bool warm_up = false;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!first_step_.has_value() || step < *first_step_) first_step_ = step;
+    warm_up = step < *first_step_ + warmup_steps_;
+  }
+  if (!warm_up && plan.params_version >= params.refit_epoch) {
     report.refit_epoch = params.refit_epoch;
     report.inter_node = group.inter_node;
     for (const v1::MicroBatchStats& stats : request.micro_batches()) {

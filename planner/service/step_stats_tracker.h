@@ -65,13 +65,17 @@ class StepStatsTracker {
 
   /// `micro_batch_refit`: with `online_refit`, also offer the micro-batch
   /// model's fitted terms (Outcome::micro_batch_fit); off, only the single
-  /// compute factor and the all-to-all fits.
+  /// compute factor and the all-to-all fits. `warmup_steps`: the reports
+  /// of the first that many steps (counted from the first step reported)
+  /// count towards the error but not the refit: they pay one-time costs.
   StepStatsTracker(int world_size, bool online_refit,
-                   bool record_reports = false, bool micro_batch_refit = false)
+                   bool record_reports = false, bool micro_batch_refit = false,
+                   int warmup_steps = 0)
       : world_size_(world_size),
         online_refit_(online_refit),
         record_reports_(record_reports),
-        micro_batch_refit_enabled_(micro_batch_refit) {}
+        micro_batch_refit_enabled_(micro_batch_refit),
+        warmup_steps_(warmup_steps) {}
 
   /// Records a validated report of a rank of `plan`, planned with version
   /// `plan_version` (whose correction is `plan_correction`) while `params`
@@ -123,7 +127,10 @@ class StepStatsTracker {
   const bool online_refit_;
   const bool record_reports_;
   const bool micro_batch_refit_enabled_;
+  const int warmup_steps_;
   mutable absl::Mutex mu_;
+  // The first step reported (warm-up steps are counted from it).
+  std::optional<int64_t> first_step_ ABSL_GUARDED_BY(mu_);
   std::map<int64_t, StepReports> steps_ ABSL_GUARDED_BY(mu_);
   double relative_error_sum_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t relative_error_count_ ABSL_GUARDED_BY(mu_) = 0;

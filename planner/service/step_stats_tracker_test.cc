@@ -84,6 +84,25 @@ TEST(StepStatsTrackerTest, ImbalanceOnceEveryRankReportedThenARefit) {
   EXPECT_DOUBLE_EQ(tracker.MeanRelativeError(), 0);
 }
 
+TEST(StepStatsTrackerTest, WarmUpStepsDoNotCountTowardsTheRefit) {
+  // The job's first step pays one-time costs (allocations, first use of each
+  // shape): at three times the prediction it would skew the factor.
+  StepStatsTracker tracker(/*world_size=*/2, /*online_refit=*/true,
+                           /*record_reports=*/false,
+                           /*micro_batch_refit=*/false, /*warmup_steps=*/1);
+  const StepPlan plan = TwoRankPlan();
+  const CostParamsSnapshot params;
+  ASSERT_TRUE(tracker.Record(Report(3, 0, 6, 3), plan, 1, params).ok());
+  auto warm_up = tracker.Record(Report(3, 1, 6, 3), plan, 1, params).value();
+  EXPECT_FALSE(warm_up.refit_factor.has_value());
+  // Its error still counts.
+  EXPECT_DOUBLE_EQ(tracker.MeanRelativeError(), 2.0 / 3);
+  ASSERT_TRUE(tracker.Record(Report(4, 0, 2.5, 1.25), plan, 1, params).ok());
+  auto next = tracker.Record(Report(4, 1, 2.5, 1.25), plan, 1, params).value();
+  EXPECT_DOUBLE_EQ(next.refit_factor.value(), 1.25);
+  EXPECT_EQ(next.refit_observations, 4);
+}
+
 TEST(StepStatsTrackerTest, AllToAllTimeIsRefittedApartFromCompute) {
   StepStatsTracker tracker(/*world_size=*/2, /*online_refit=*/true);
   StepPlan plan = TwoRankPlan();
