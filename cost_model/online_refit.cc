@@ -96,6 +96,15 @@ CostParams ScaleCommunicationTime(CostParams params, double factor) {
   return params;
 }
 
+std::optional<AllToAllRefitAccumulator::Fit>
+AllToAllRefitAccumulator::SolveLatency(double bus_bytes_per_second) const {
+  if (count_ < 1 || !(calls_calls_ > 0)) return std::nullopt;
+  // sum c (alpha c + b / bandwidth - m) = 0.
+  const double alpha =
+      (calls_ - calls_bytes_ / bus_bytes_per_second) / calls_calls_;
+  return Fit{std::max(0.0, alpha), bus_bytes_per_second};
+}
+
 double AllToAllCalls(const ModelSpec& model, const MicroBatchShape& shape,
                      int checkpointed_layers) {
   if (shape.sp_size <= 1) return 0;

@@ -76,6 +76,9 @@ class AllToAllRefitAccumulator {
   /// rows, rows that cannot tell latency from bandwidth, or a bandwidth
   /// that is not positive (a negative latency is held at 0).
   std::optional<Fit> Solve() const;
+  /// The latency alone, with the bandwidth held at `bus_bytes_per_second`
+  /// (held at 0 if negative); nullopt without rows.
+  std::optional<Fit> SolveLatency(double bus_bytes_per_second) const;
 
  private:
   double calls_calls_ = 0, calls_bytes_ = 0, bytes_bytes_ = 0;

@@ -59,6 +59,20 @@ TEST(AllToAllRefitAccumulatorTest, RecoversLatencyAndBandwidth) {
   EXPECT_GT(fit->bus_bytes_per_second, 0);
 }
 
+TEST(AllToAllRefitAccumulatorTest, SolvesTheLatencyAtAHeldBandwidth) {
+  AllToAllRefitAccumulator refit;
+  EXPECT_FALSE(refit.SolveLatency(1e9).has_value());
+  // One shape only: latency and bandwidth cannot be told apart.
+  refit.Add(8, 1e6, 8 * 2e-4 + 1e6 / 1e9);
+  refit.Add(8, 1e6, 8 * 2e-4 + 1e6 / 1e9);
+  std::optional<AllToAllRefitAccumulator::Fit> fit = refit.SolveLatency(1e9);
+  ASSERT_TRUE(fit.has_value());
+  EXPECT_NEAR(fit->latency_seconds, 2e-4, 1e-12);
+  EXPECT_EQ(fit->bus_bytes_per_second, 1e9);
+  // Faster than the bandwidth alone allows: the latency is held at 0.
+  EXPECT_EQ(refit.SolveLatency(1e8)->latency_seconds, 0);
+}
+
 TEST(AllToAllRefitAccumulatorTest, PredictsTheMeanOfLongTailedWaits) {
   // A step sums its micro-batches' all-to-all seconds, so the fit must
   // predict their mean: here two shapes, each mostly fast with one slow

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "cost_model/micro_batch_shape.h"
+#include "cost_model/online_refit.h"
 
 namespace dcp {
 namespace {
@@ -23,48 +24,22 @@ constexpr size_t kNeeded = 2;
 // What the samples (all but `skipped`) say, each correction present when
 // enough samples inform it.
 struct Corrections {
-  std::optional<double> intra_latency;
-  std::optional<double> inter_latency;
-  std::optional<double> intra_bandwidth;
-  std::optional<double> inter_bandwidth;
+  std::optional<AllToAllRefitAccumulator::Fit> intra;
+  std::optional<AllToAllRefitAccumulator::Fit> inter;
   std::optional<double> ulysses_layer_fixed;
 };
 
-// Least squares of measured = a * calls + b * bus_bytes over one kind of
-// group, unweighted (the samples are means, and a step pays the mean: see
-// the header): both when the samples tell them apart and both come out
-// physical (a >= 0, b > 0), else a alone with b held at `held_b`.
-class AllToAllInSitu {
- public:
-  explicit AllToAllInSitu(double held_b) : held_b_(held_b) {}
-
-  void Add(double calls, double bus_bytes, double measured) {
-    xx_ += calls * calls;
-    xy_ += calls * bus_bytes;
-    yy_ += bus_bytes * bus_bytes;
-    x1_ += calls * measured;
-    y1_ += bus_bytes * measured;
-    ++count_;
+// The in-situ all-to-all of one kind of group: latency and bandwidth when
+// the rows tell them apart, else the latency alone at `profiled_bandwidth`.
+std::optional<AllToAllRefitAccumulator::Fit> InSitu(
+    const AllToAllRefitAccumulator& rows, double profiled_bandwidth) {
+  if (rows.count() < static_cast<int64_t>(kNeeded)) return std::nullopt;
+  if (std::optional<AllToAllRefitAccumulator::Fit> fit = rows.Solve();
+      fit.has_value()) {
+    return fit;
   }
-  // (latency, seconds per bus byte), or nullopt with too few samples.
-  std::optional<std::pair<double, double>> Solve() const {
-    if (count_ < kNeeded || !(xx_ > 0)) return std::nullopt;
-    const double det = xx_ * yy_ - xy_ * xy_;
-    if (count_ >= 2 * kNeeded && det > 1e-9 * xx_ * yy_) {
-      const double a = (x1_ * yy_ - y1_ * xy_) / det;
-      const double b = (xx_ * y1_ - xy_ * x1_) / det;
-      if (a >= 0 && b > 0) return std::make_pair(a, b);
-    }
-    // sum x (a x + held_b y - m) = 0.
-    return std::make_pair(std::max(0.0, (x1_ - held_b_ * xy_) / xx_), held_b_);
-  }
-
- private:
-  double held_b_;
-  // Sums of x x, x y, y y, x m and y m (x: calls, y: bus bytes).
-  double xx_ = 0, xy_ = 0, yy_ = 0, x1_ = 0, y1_ = 0;
-  size_t count_ = 0;
-};
+  return rows.SolveLatency(profiled_bandwidth);
+}
 
 // Fits the corrections over `base` (whose all-to-all bandwidths and compute
 // terms stay). The latency first: the compute part does not depend on it.
@@ -77,8 +52,8 @@ absl::StatusOr<Corrections> Solve(const ModelSpec& model,
   no_fixed.compute.ulysses_layer_fixed_seconds = 0;
   absl::StatusOr<CostModel> cost = CostModel::Create(model, cluster, no_fixed);
   if (!cost.ok()) return cost.status();
-  // Relative-error least squares: communication = latency * calls + bus
-  // bytes / bandwidth per kind of group (AllToAllInSitu), and u * passes =
+  // Least squares: communication = latency * calls + bus bytes / bandwidth
+  // per kind of group (unweighted, InSitu), and u * passes =
   // outside - predicted. Each sample weighs by 1 / measured^2, so the small
   // micro-batches, whose time is mostly the fixed costs, inform u most.
   struct Sums {
@@ -95,27 +70,18 @@ absl::StatusOr<Corrections> Solve(const ModelSpec& model,
       return std::max(0.0, numerator / denominator);
     }
   };
-  const CommParams& comm = base.comm;
-  AllToAllInSitu intra(1 / comm.all_to_all_intra_bus_bytes_per_second);
-  AllToAllInSitu inter(1 / comm.all_to_all_inter_bus_bytes_per_second);
+  AllToAllRefitAccumulator intra, inter;
   Sums outside_fixed;
   for (size_t i = 0; i < samples.size(); ++i) {
     if (static_cast<int>(i) == skipped) continue;
     const ProfileSample& s = samples[i];
     const MicroBatchShape shape = ShapeOfMicroBatchSample(s);
     const double passes = Passes(model, s);
-    const double latency = s.inter_node ? comm.all_to_all_inter_latency_seconds
-                                        : comm.all_to_all_intra_latency_seconds;
-    const double bandwidth = s.inter_node
-                                 ? comm.all_to_all_inter_bus_bytes_per_second
-                                 : comm.all_to_all_intra_bus_bytes_per_second;
-    // The bus bytes of its all-to-alls: the bytes term at the profiled
-    // bandwidth, times that bandwidth.
-    const double bus_bytes =
-        passes * (cost->UlyssesLayerSeconds(shape) - 2 * latency) * bandwidth;
     if (s.communication_seconds > 0) {
       (s.inter_node ? inter : intra)
-          .Add(2 * passes, bus_bytes, s.communication_seconds);
+          .Add(AllToAllCalls(model, shape, s.checkpointed_layers),
+               AllToAllBusBytes(model, shape, s.checkpointed_layers),
+               s.communication_seconds);
     }
     const MicroBatchCost predicted =
         cost->MicroBatch(shape, s.checkpointed_layers);
@@ -127,29 +93,24 @@ absl::StatusOr<Corrections> Solve(const ModelSpec& model,
           outside);
     }
   }
-  Corrections corrections;
-  if (auto fit = intra.Solve(); fit.has_value()) {
-    corrections.intra_latency = fit->first;
-    corrections.intra_bandwidth = 1 / fit->second;
-  }
-  if (auto fit = inter.Solve(); fit.has_value()) {
-    corrections.inter_latency = fit->first;
-    corrections.inter_bandwidth = 1 / fit->second;
-  }
-  corrections.ulysses_layer_fixed = outside_fixed.Solution();
-  return corrections;
+  return Corrections{
+      InSitu(intra, base.comm.all_to_all_intra_bus_bytes_per_second),
+      InSitu(inter, base.comm.all_to_all_inter_bus_bytes_per_second),
+      outside_fixed.Solution()};
 }
 
 void Apply(const Corrections& corrections, CostParams& params) {
-  if (corrections.intra_latency.has_value()) {
-    params.comm.all_to_all_intra_latency_seconds = *corrections.intra_latency;
+  if (corrections.intra.has_value()) {
+    params.comm.all_to_all_intra_latency_seconds =
+        corrections.intra->latency_seconds;
     params.comm.all_to_all_intra_bus_bytes_per_second =
-        *corrections.intra_bandwidth;
+        corrections.intra->bus_bytes_per_second;
   }
-  if (corrections.inter_latency.has_value()) {
-    params.comm.all_to_all_inter_latency_seconds = *corrections.inter_latency;
+  if (corrections.inter.has_value()) {
+    params.comm.all_to_all_inter_latency_seconds =
+        corrections.inter->latency_seconds;
     params.comm.all_to_all_inter_bus_bytes_per_second =
-        *corrections.inter_bandwidth;
+        corrections.inter->bus_bytes_per_second;
   }
   if (corrections.ulysses_layer_fixed.has_value()) {
     params.compute.ulysses_layer_fixed_seconds =
@@ -157,15 +118,10 @@ void Apply(const Corrections& corrections, CostParams& params) {
   }
 }
 
-// Relative error of the whole micro-batch `sample` under `params`.
-absl::StatusOr<double> RelativeError(const ModelSpec& model,
-                                     const ClusterSpec& cluster,
-                                     const CostParams& params,
-                                     const ProfileSample& sample) {
-  absl::StatusOr<CostModel> cost = CostModel::Create(model, cluster, params);
-  if (!cost.ok()) return cost.status();
-  const double predicted = cost->MicroBatch(ShapeOfMicroBatchSample(sample),
-                                            sample.checkpointed_layers)
+// Relative error of the whole micro-batch `sample` under `cost`.
+double RelativeError(const CostModel& cost, const ProfileSample& sample) {
+  const double predicted = cost.MicroBatch(ShapeOfMicroBatchSample(sample),
+                                           sample.checkpointed_layers)
                                .total_seconds;
   return std::abs(predicted - sample.measured_seconds) /
          sample.measured_seconds;
@@ -198,16 +154,18 @@ ModelFitReport FitSpMicroBatches(const ModelSpec& model,
   }
   CostParams fitted = params;
   Apply(*corrections, fitted);
+  absl::StatusOr<CostModel> fitted_cost =
+      CostModel::Create(model, cluster, fitted);
+  if (!fitted_cost.ok()) {
+    report.note = absl::StrCat("fit failed (", fitted_cost.status().message(),
+                               "); keeping defaults");
+    return report;
+  }
   double sum_squares = 0;
   for (const ProfileSample& s : samples) {
-    absl::StatusOr<double> error = RelativeError(model, cluster, fitted, s);
-    if (!error.ok()) {
-      report.note = absl::StrCat("fit failed (", error.status().message(),
-                                 "); keeping defaults");
-      return report;
-    }
-    sum_squares += *error * *error;
-    report.max_relative_error = std::max(report.max_relative_error, *error);
+    const double error = RelativeError(*fitted_cost, s);
+    sum_squares += error * error;
+    report.max_relative_error = std::max(report.max_relative_error, error);
   }
   report.rms_relative_error = std::sqrt(sum_squares / samples.size());
   double held_out_squares = 0;
@@ -217,10 +175,11 @@ ModelFitReport FitSpMicroBatches(const ModelSpec& model,
     if (!without.ok()) continue;
     CostParams other = params;
     Apply(*without, other);
-    absl::StatusOr<double> error =
-        RelativeError(model, cluster, other, samples[i]);
-    if (!error.ok()) continue;
-    held_out_squares += *error * *error;
+    absl::StatusOr<CostModel> other_cost =
+        CostModel::Create(model, cluster, other);
+    if (!other_cost.ok()) continue;
+    const double error = RelativeError(*other_cost, samples[i]);
+    held_out_squares += error * error;
     ++report.held_out_samples;
   }
   if (report.held_out_samples > 0) {
@@ -229,22 +188,22 @@ ModelFitReport FitSpMicroBatches(const ModelSpec& model,
   }
   std::vector<std::string> parts;
   auto all_to_all = [&](const char* where, double latency, double bandwidth,
-                        double new_latency, double new_bandwidth) {
-    parts.push_back(
-        absl::StrCat("all-to-all ", where, " ", Microseconds(latency),
-                     " + bytes / ", absl::SixDigits(bandwidth / 1e9),
-                     " GB/s -> ", Microseconds(new_latency), " + bytes / ",
-                     absl::SixDigits(new_bandwidth / 1e9), " GB/s"));
+                        const AllToAllRefitAccumulator::Fit& fit) {
+    parts.push_back(absl::StrCat(
+        "all-to-all ", where, " ", Microseconds(latency), " + bytes / ",
+        absl::SixDigits(bandwidth / 1e9), " GB/s -> ",
+        Microseconds(fit.latency_seconds), " + bytes / ",
+        absl::SixDigits(fit.bus_bytes_per_second / 1e9), " GB/s"));
   };
-  if (corrections->intra_latency.has_value()) {
+  if (corrections->intra.has_value()) {
     all_to_all("in a node", params.comm.all_to_all_intra_latency_seconds,
                params.comm.all_to_all_intra_bus_bytes_per_second,
-               *corrections->intra_latency, *corrections->intra_bandwidth);
+               *corrections->intra);
   }
-  if (corrections->inter_latency.has_value()) {
+  if (corrections->inter.has_value()) {
     all_to_all("across nodes", params.comm.all_to_all_inter_latency_seconds,
                params.comm.all_to_all_inter_bus_bytes_per_second,
-               *corrections->inter_latency, *corrections->inter_bandwidth);
+               *corrections->inter);
   }
   if (corrections->ulysses_layer_fixed.has_value()) {
     parts.push_back(

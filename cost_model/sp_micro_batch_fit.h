@@ -11,9 +11,10 @@
 //  - the all-to-all in situ, for groups inside a node and across nodes
 //    separately: each sample's time inside its all-to-alls is 2 * passes
 //    calls of latency plus its bus bytes over the bandwidth; both are
-//    refitted (from 4 samples, when their bytes differ enough and both come
-//    out physical), else the latency alone, the bandwidth kept from the
-//    all-to-all samples;
+//    refitted when the samples tell them apart
+//    (AllToAllRefitAccumulator::Solve: 4 samples, a positive bandwidth),
+//    else the latency alone, the bandwidth kept from the all-to-all
+//    samples (SolveLatency);
 //  - ComputeParams::ulysses_layer_fixed_seconds: each sample's time outside
 //    its all-to-alls minus what the compute model predicts for it is u *
 //    passes.
