@@ -138,15 +138,11 @@ absl::Status ProfileSpMicroBatches(const ModelSpec& model, Communicator& comm,
   const std::unique_ptr<SequenceInputSource> inputs = std::move(built.inputs);
   const std::vector<int> checkpointed = CheckpointedLayerCounts(model, options);
   const absl::Duration timeout = options.collective_timeout;
-  const int rank = comm.rank();
   for (int group_size : group_sizes) {
-    const int first = rank / group_size * group_size;
-    std::vector<int> members;
-    for (int r = first; r < first + group_size; ++r) members.push_back(r);
-    absl::StatusOr<CommGroup*> group = comm.Group(members);
-    if (!group.ok()) return group.status();
-    const bool inter_node =
-        first / gpus_per_node != (first + group_size - 1) / gpus_per_node;
+    DCP_ASSIGN_OR_RETURN(const ProfileBlock block,
+                         ProfileBlockOf(comm, group_size, gpus_per_node));
+    CommGroup* const group = block.group;
+    const bool inter_node = block.inter_node;
     // The same sample ids on every member: the same sequences.
     int64_t sample_id = 0;
     for (const auto& [sequences, length] : options.sp_micro_batch_shapes) {
@@ -159,7 +155,7 @@ absl::Status ProfileSpMicroBatches(const ModelSpec& model, Communicator& comm,
         std::vector<double> communication;
         auto run = [&]() -> absl::Status {
           SequenceParallelContext sp;
-          sp.group = *group;
+          sp.group = group;
           sp.timeout = timeout;
           sp.clock = &clock;
           sp.stats = std::make_shared<CommunicationStats>();
@@ -183,7 +179,7 @@ absl::Status ProfileSpMicroBatches(const ModelSpec& model, Communicator& comm,
                 absl::StrCat("micro-batch of ", sequences, " x ", length,
                              " tokens over ", group_size, " ranks, ", layers,
                              " layers recomputed"),
-                [&] { return (*group)->Barrier(timeout); }, run));
+                [&] { return group->Barrier(timeout); }, run));
         // The timed runs' all-to-all seconds (after the warm-up's). Means,
         // not medians: a step pays every exchange's wait, and those waits
         // (threads waking, the peer arriving) have a long tail.

@@ -113,9 +113,9 @@ absl::Status ValidateOptions(const ModelSpec& model,
                      " must be at least 1 (the median of the timed runs)"));
   }
   if (options.sp_micro_batch_repeats < 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "ProfileOptions.sp_micro_batch_repeats = ",
-        options.sp_micro_batch_repeats, " must be at least 1"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("ProfileOptions.sp_micro_batch_repeats = ",
+                     options.sp_micro_batch_repeats, " must be at least 1"));
   }
   if (options.warmup < 0) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -370,7 +370,6 @@ absl::Status ProfileCollectives(const ModelSpec& model, Communicator& comm,
                            clock);
   const absl::Duration timeout = options.collective_timeout;
   const int world_size = comm.world_size();
-  const int rank = comm.rank();
   const int64_t element_bytes = torch::elementSize(options.dtype);
   const torch::TensorOptions tensor_options =
       torch::TensorOptions().dtype(options.dtype).device(options.device);
@@ -378,13 +377,10 @@ absl::Status ProfileCollectives(const ModelSpec& model, Communicator& comm,
   DCP_RETURN_IF_ERROR(world.Barrier(timeout));
 
   for (int group_size : group_sizes) {
-    const int first = rank / group_size * group_size;
-    std::vector<int> members;
-    for (int r = first; r < first + group_size; ++r) members.push_back(r);
-    absl::StatusOr<CommGroup*> group = comm.Group(members);
-    if (!group.ok()) return group.status();
-    const bool inter_node =
-        first / gpus_per_node != (first + group_size - 1) / gpus_per_node;
+    DCP_ASSIGN_OR_RETURN(const ProfileBlock block,
+                         ProfileBlockOf(comm, group_size, gpus_per_node));
+    CommGroup* const group = block.group;
+    const bool inter_node = block.inter_node;
     for (int64_t bytes : options.all_to_all_bytes) {
       const int64_t chunk_elements = bytes / (element_bytes * group_size);
       torch::Tensor input =
@@ -393,8 +389,8 @@ absl::Status ProfileCollectives(const ModelSpec& model, Communicator& comm,
       absl::StatusOr<double> seconds = timer.MedianSeconds(
           absl::StrCat("all-to-all of ", bytes, " bytes over ", group_size,
                        " ranks"),
-          [&] { return (*group)->Barrier(timeout); },
-          [&] { return (*group)->AllToAll(input, output, timeout); });
+          [&] { return group->Barrier(timeout); },
+          [&] { return group->AllToAll(input, output, timeout); });
       if (!seconds.ok()) return seconds.status();
       ProfileSample sample;
       sample.op = ProfileSample::Op::kAllToAll;
@@ -481,6 +477,17 @@ std::vector<std::pair<int, int64_t>> DefaultMicroBatchProfileShapes() {
 
 std::vector<std::pair<int, int64_t>> DefaultSpMicroBatchProfileShapes() {
   return {{1, 32}, {1, 160}, {4, 64}, {2, 768}};
+}
+
+absl::StatusOr<ProfileBlock> ProfileBlockOf(Communicator& comm, int group_size,
+                                            int gpus_per_node) {
+  const int first = comm.rank() / group_size * group_size;
+  std::vector<int> members;
+  for (int r = first; r < first + group_size; ++r) members.push_back(r);
+  absl::StatusOr<CommGroup*> group = comm.Group(members);
+  if (!group.ok()) return group.status();
+  return ProfileBlock{*group, first / gpus_per_node !=
+                                  (first + group_size - 1) / gpus_per_node};
 }
 
 absl::StatusOr<std::vector<int>> ProfileGroupSizes(

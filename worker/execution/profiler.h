@@ -56,8 +56,8 @@ struct ProfileOptions {
   /// as the gradients) and all-gather (`dtype`, as the weights) samples of
   /// ZeRO-1, each at least one float32 element per rank (rounded down to
   /// whole elements per rank).
-  std::vector<int64_t> zero1_collective_bytes = {64 << 10, 256 << 10,
-                                                 1 << 20, 4 << 20};
+  std::vector<int64_t> zero1_collective_bytes = {64 << 10, 256 << 10, 1 << 20,
+                                                 4 << 20};
   /// Activation-memory samples (see RunProfile; memory_profiler.h): tokens
   /// per rank, each a positive multiple of memory_sequence_tokens, ...
   std::vector<int64_t> memory_tokens = {1024, 2048, 4096};
@@ -181,6 +181,19 @@ std::vector<std::pair<int, int64_t>> DefaultSpMicroBatchProfileShapes();
 absl::StatusOr<std::vector<ProfileSample>> RunProfile(
     const ModelSpec& model, Communicator& comm, int gpus_per_node,
     const ProfileOptions& options, const Clock& clock = RealClock::Get());
+
+/// One block of RunProfile's collectives: the consecutive ranks
+/// [k*s, (k+1)*s) holding this rank, for a group size s.
+struct ProfileBlock {
+  CommGroup* group = nullptr;
+  /// The block spans more than one node of `gpus_per_node` ranks.
+  bool inter_node = false;
+};
+
+/// This rank's block of `group_size` ranks (Communicator::Group, created on
+/// first use); the group's error if it cannot be made.
+absl::StatusOr<ProfileBlock> ProfileBlockOf(Communicator& comm, int group_size,
+                                            int gpus_per_node);
 
 /// The group sizes RunProfile measures all-to-alls over in a world of
 /// `world_size` ranks: options.group_sizes sorted without repeats, else
