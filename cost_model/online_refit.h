@@ -97,6 +97,11 @@ CostParams ScaleComputeTime(CostParams params, double factor);
 /// them, waiting for the group's slowest member included.
 CostParams ScaleCommunicationTime(CostParams params, double factor);
 
+/// `comm` with the all-to-all latency and bandwidth of groups across nodes
+/// (`inter_node`) or inside one set to `fit`.
+void SetAllToAll(const AllToAllRefitAccumulator::Fit& fit, bool inter_node,
+                 CommParams& comm);
+
 /// The Ulysses all-to-all calls of a micro-batch of `shape` with
 /// `checkpointed_layers` recomputed, as the workers run them: two per layer
 /// pass (forward, backward, recompute) at SP >= 2, none at SP 1.

@@ -101,16 +101,10 @@ absl::StatusOr<Corrections> Solve(const ModelSpec& model,
 
 void Apply(const Corrections& corrections, CostParams& params) {
   if (corrections.intra.has_value()) {
-    params.comm.all_to_all_intra_latency_seconds =
-        corrections.intra->latency_seconds;
-    params.comm.all_to_all_intra_bus_bytes_per_second =
-        corrections.intra->bus_bytes_per_second;
+    SetAllToAll(*corrections.intra, /*inter_node=*/false, params.comm);
   }
   if (corrections.inter.has_value()) {
-    params.comm.all_to_all_inter_latency_seconds =
-        corrections.inter->latency_seconds;
-    params.comm.all_to_all_inter_bus_bytes_per_second =
-        corrections.inter->bus_bytes_per_second;
+    SetAllToAll(*corrections.inter, /*inter_node=*/true, params.comm);
   }
   if (corrections.ulysses_layer_fixed.has_value()) {
     params.compute.ulysses_layer_fixed_seconds =

@@ -4,7 +4,6 @@
 #include <cmath>
 #include <memory>
 #include <string>
-#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -228,17 +227,11 @@ void BucketPlanSource::StepMeasured(int64_t step,
     params = ScaleComputeTime(params, *factor);
     refitted = true;
   }
-  for (const auto& [accumulator, latency, bandwidth] :
-       {std::make_tuple(&all_to_all_intra_,
-                        &params.comm.all_to_all_intra_latency_seconds,
-                        &params.comm.all_to_all_intra_bus_bytes_per_second),
-        std::make_tuple(&all_to_all_inter_,
-                        &params.comm.all_to_all_inter_latency_seconds,
-                        &params.comm.all_to_all_inter_bus_bytes_per_second)}) {
-    if (std::optional<AllToAllRefitAccumulator::Fit> fit = accumulator->Solve();
-        fit.has_value()) {
-      *latency = fit->latency_seconds;
-      *bandwidth = fit->bus_bytes_per_second;
+  for (const bool inter_node : {false, true}) {
+    const std::optional<AllToAllRefitAccumulator::Fit> fit =
+        (inter_node ? all_to_all_inter_ : all_to_all_intra_).Solve();
+    if (fit.has_value()) {
+      SetAllToAll(*fit, inter_node, params.comm);
       refitted = true;
     }
   }
