@@ -42,8 +42,8 @@ absl::StatusOr<StepStatsTracker::Outcome> StepStatsTracker::Record(
         std::abs(measured - group.predicted_seconds) / measured;
     if (std::isfinite(relative_error)) report.relative_error = relative_error;
   }
-  // Online refit ratios, relative to the fitted parameters; none from the
-  // warm-up steps.
+  // Online refit observations (predicted at the fitted parameters); none
+  // from the warm-up steps.
   bool warm_up = false;
   {
     absl::MutexLock lock(&mu_);
@@ -60,7 +60,8 @@ absl::StatusOr<StepStatsTracker::Outcome> StepStatsTracker::Record(
       const double ratio = predicted / stats.compute_seconds();
       if (predicted > 0 && stats.compute_seconds() > 0 &&
           RefitAccumulator::Accepts(ratio)) {
-        report.compute_ratios.push_back({predicted, stats.compute_seconds()});
+        report.compute_observations.push_back(
+            {predicted, stats.compute_seconds()});
       }
       const size_t index = static_cast<size_t>(stats.micro_batch_index());
       if (index < group.micro_batch_fit_rows.size() &&
@@ -90,7 +91,7 @@ absl::StatusOr<StepStatsTracker::Outcome> StepStatsTracker::Record(
             predicted_communication / stats.communication_seconds();
         if (predicted_communication > 0 && stats.communication_seconds() > 0 &&
             RefitAccumulator::Accepts(communication_ratio)) {
-          report.communication_ratios.push_back(
+          report.communication_observations.push_back(
               {predicted_communication, stats.communication_seconds()});
         }
       }
@@ -129,8 +130,8 @@ absl::StatusOr<StepStatsTracker::Outcome> StepStatsTracker::Record(
       --relative_error_count_;
     }
     if (old.refit_epoch == refit_epoch_) {
-      refit_.Remove(old.compute_ratios);
-      communication_refit_.Remove(old.communication_ratios);
+      refit_.Remove(old.compute_observations);
+      communication_refit_.Remove(old.communication_observations);
       for (const auto& [calls, bytes, seconds] : old.all_to_all_rows) {
         (old.inter_node ? all_to_all_inter_ : all_to_all_intra_)
             .Remove(calls, bytes, seconds);
@@ -145,8 +146,8 @@ absl::StatusOr<StepStatsTracker::Outcome> StepStatsTracker::Record(
     ++relative_error_count_;
   }
   if (report.refit_epoch == refit_epoch_) {
-    refit_.Add(report.compute_ratios);
-    communication_refit_.Add(report.communication_ratios);
+    refit_.Add(report.compute_observations);
+    communication_refit_.Add(report.communication_observations);
     for (const auto& [calls, bytes, seconds] : report.all_to_all_rows) {
       (report.inter_node ? all_to_all_inter_ : all_to_all_intra_)
           .Add(calls, bytes, seconds);

@@ -99,8 +99,8 @@ class StepStatsTracker {
     double step_seconds = 0;
     std::optional<double> relative_error;
     /// Counted in the refit sums of `refit_epoch`.
-    std::vector<RefitAccumulator::Observation> compute_ratios;
-    std::vector<RefitAccumulator::Observation> communication_ratios;
+    std::vector<RefitAccumulator::Observation> compute_observations;
+    std::vector<RefitAccumulator::Observation> communication_observations;
     /// {calls, bus bytes, measured seconds} of each micro-batch's
     /// all-to-alls, and whether its group spans nodes.
     std::vector<std::array<double, 3>> all_to_all_rows;
