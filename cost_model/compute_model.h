@@ -41,6 +41,12 @@ struct ComputeParams {
   /// nodes, paid on every rank outside the collectives (FitCostModel fits it
   /// from whole micro-batches at SP >= 2, kSpMicroBatch samples).
   double ulysses_layer_fixed_seconds = 0;
+  /// Multiplies the compute (not the all-to-all) seconds of a micro-batch
+  /// whose SP group has two or more ranks. 1 from the profile fit; the
+  /// planner's online refit sets it when the micro-batches at SP >= 2 run
+  /// slower or faster against the model than those at SP 1 (a rank's
+  /// compute beside exchanges is not the compute of a rank alone).
+  double sp_compute_scale = 1;
   /// The optimizer step (AdamW over this rank's parameters) at the end of a
   /// step.
   double optimizer_step_seconds = 0;

@@ -42,6 +42,7 @@ absl::Status ValidateCostParams(const CostParams& params) {
             compute.attention_backward_flops_per_second},
            {"compute.elementwise_bytes_per_second",
             compute.elementwise_bytes_per_second},
+           {"compute.sp_compute_scale", compute.sp_compute_scale},
            {"comm.all_to_all_intra_bus_bytes_per_second",
             comm.all_to_all_intra_bus_bytes_per_second},
            {"comm.all_to_all_inter_bus_bytes_per_second",
@@ -120,8 +121,8 @@ CostParams DefaultCostParams(const ModelSpec& model,
   // The cluster's figures are an H200's: NCCL workers with their default
   // group cache. The planner service replaces this with what its workers
   // register (backend and --max-cached-groups).
-  SetCommunicatorMemory(CommunicatorBackend::kNccl,
-                        kDefaultNcclMaxCachedGroups, params.memory);
+  SetCommunicatorMemory(CommunicatorBackend::kNccl, kDefaultNcclMaxCachedGroups,
+                        params.memory);
   return params;
 }
 
@@ -169,20 +170,25 @@ MicroBatchCost CostModel::MicroBatch(const MicroBatchShape& shape,
   MicroBatchCost cost;
   if (shape.num_sequences == 0) return cost;
   const int layers = model_.num_layers;
-  const double forward = compute_.LayerForwardSeconds(shape);
-  const double backward = compute_.LayerBackwardSeconds(shape);
+  // At SP >= 2 every compute term is scaled (sp_compute_scale); the
+  // all-to-alls are not.
+  const double scale =
+      shape.sp_size > 1 ? params_.compute.sp_compute_scale : 1.0;
+  const double forward = scale * compute_.LayerForwardSeconds(shape);
+  const double backward = scale * compute_.LayerBackwardSeconds(shape);
   const double all_to_all = UlyssesLayerSeconds(shape);
-  const double head = compute_.HeadSeconds(shape);
+  const double head = scale * compute_.HeadSeconds(shape);
   const double head_forward = head / (1 + ComputeModel::kBackwardGemmFactor);
   // Fixed costs: per sequence in each layer pass, per layer pass of an SP
   // group of two or more (the layout around the all-to-alls, counted as
   // compute), and per micro-batch (half counted with the forward, half with
   // the backward).
   const double sequences =
-      compute_.SequencesLayerPassSeconds(shape) +
-      (shape.sp_size > 1 ? params_.compute.ulysses_layer_fixed_seconds : 0);
+      scale *
+      (compute_.SequencesLayerPassSeconds(shape) +
+       (shape.sp_size > 1 ? params_.compute.ulysses_layer_fixed_seconds : 0));
   const double micro_batch_half =
-      params_.compute.micro_batch_fixed_seconds / 2;
+      scale * params_.compute.micro_batch_fixed_seconds / 2;
   cost.forward_seconds = layers * (forward + sequences + all_to_all) +
                          head_forward + micro_batch_half;
   cost.recompute_seconds =

@@ -104,6 +104,41 @@ TEST(CostModelTest, PerRankComputeFallsAsSequenceParallelismGrows) {
   }
 }
 
+TEST(CostModelTest, SpComputeScaleScalesOnlyTheComputeAtSpTwoAndAbove) {
+  const ModelSpec model = Llama8b();
+  const ClusterSpec cluster = H200Cluster(2, 8);
+  const CostModel base = DefaultModel(model, cluster);
+  CostParams params = base.params();
+  params.compute.sp_compute_scale = 1.5;
+  params.compute.ulysses_layer_fixed_seconds = 1e-4;
+  params.compute.micro_batch_fixed_seconds = 2e-3;
+  const CostModel unscaled_params =
+      CostModel::Create(model, cluster,
+                        [&] {
+                          CostParams p = params;
+                          p.compute.sp_compute_scale = 1;
+                          return p;
+                        }())
+          .value();
+  const CostModel scaled = CostModel::Create(model, cluster, params).value();
+  for (int sp : {2, 16}) {
+    SCOPED_TRACE(sp);
+    const MicroBatchShape shape = ShapeOf({8192, 2048}, sp);
+    const MicroBatchCost before = unscaled_params.MicroBatch(shape, 1);
+    const MicroBatchCost after = scaled.MicroBatch(shape, 1);
+    EXPECT_DOUBLE_EQ(after.communication_seconds, before.communication_seconds);
+    EXPECT_NEAR(after.total_seconds - after.communication_seconds,
+                1.5 * (before.total_seconds - before.communication_seconds),
+                1e-12);
+  }
+  const MicroBatchShape alone = ShapeOf({8192, 2048}, 1);
+  EXPECT_DOUBLE_EQ(scaled.MicroBatch(alone, 1).total_seconds,
+                   unscaled_params.MicroBatch(alone, 1).total_seconds);
+  params.compute.sp_compute_scale = 0;
+  EXPECT_THAT(ValidateCostParams(params).message(),
+              HasSubstr("compute.sp_compute_scale"));
+}
+
 TEST(CostModelTest, AllToAllIsFreeWithoutSequenceParallelism) {
   const CostModel cost = DefaultModel(Llama8b(), H200Cluster(2, 8));
   const MicroBatchShape alone = ShapeOf({65536}, /*sp_size=*/1);
@@ -264,11 +299,12 @@ TEST(CostModelTest, TokenCountsSaturateInsteadOfWrapping) {
   absl::StatusOr<CostModel> cost =
       CostModel::Create(Llama8b(), H200Cluster(1, 8), params);
   ASSERT_TRUE(cost.ok()) << cost.status();
-  EXPECT_EQ(cost->MaxTokensPerRank(0, /*sp_size=*/1), std::numeric_limits<int64_t>::max());
+  EXPECT_EQ(cost->MaxTokensPerRank(0, /*sp_size=*/1),
+            std::numeric_limits<int64_t>::max());
   // Shapes add their counts saturating too.
-  MicroBatchShape shape = ShapeOf({int64_t{1} << 62, int64_t{1} << 62,
-                                   int64_t{1} << 62},
-                                  /*sp_size=*/1);
+  MicroBatchShape shape =
+      ShapeOf({int64_t{1} << 62, int64_t{1} << 62, int64_t{1} << 62},
+              /*sp_size=*/1);
   EXPECT_EQ(shape.tokens_per_rank, std::numeric_limits<int64_t>::max());
   EXPECT_EQ(shape.sum_lengths, std::numeric_limits<int64_t>::max());
   shape.Merge(shape);
@@ -420,9 +456,8 @@ TEST(CostModelTest, ZeroOneGradientSyncIsReduceScatterPlusAllGather) {
   EXPECT_DOUBLE_EQ(zero1.GradientAllReduceSeconds(),
                    1e-3 + gradient_bytes * shard_factor / 20e9 + 2e-3 +
                        weight_bytes * shard_factor / 40e9);
-  EXPECT_DOUBLE_EQ(
-      zero1.comm().ReduceScatterSeconds(gradient_bytes, 16, true),
-      1e-3 + gradient_bytes * shard_factor / 20e9);
+  EXPECT_DOUBLE_EQ(zero1.comm().ReduceScatterSeconds(gradient_bytes, 16, true),
+                   1e-3 + gradient_bytes * shard_factor / 20e9);
 
   params.memory.zero1_optimizer_sharding = false;
   const CostModel replicated =

@@ -35,7 +35,8 @@ BestCase BestCaseSeconds(const CostModel& cost_model, int64_t length_tokens,
   const double attention_flops =
       model.AttentionForwardFlopsPerSquaredToken() * length / sp;
   const double attention_forward =
-      attention_flops * (length + compute.attention_forward_half_length_tokens) /
+      attention_flops *
+      (length + compute.attention_forward_half_length_tokens) /
       compute.attention_forward_flops_per_second;
   const double attention_backward =
       ComputeModel::kBackwardAttentionFactor * attention_flops *
@@ -46,21 +47,25 @@ BestCase BestCaseSeconds(const CostModel& cost_model, int64_t length_tokens,
                              compute.elementwise_bytes_per_second;
   double all_to_all = 0;
   if (sp > 1) {
-    const double bandwidth =
-        cost_model.SpansNodes(sp) ? comm.all_to_all_inter_bus_bytes_per_second
-                                  : comm.all_to_all_intra_bus_bytes_per_second;
+    const double bandwidth = cost_model.SpansNodes(sp)
+                                 ? comm.all_to_all_inter_bus_bytes_per_second
+                                 : comm.all_to_all_intra_bus_bytes_per_second;
     all_to_all = model.UlyssesBytesPerTokenPerLayer(sp) * tokens_per_rank *
                  (sp - 1) / sp / bandwidth;
   }
   // Each layer pass pays the sequence's fixed cost (its attention call).
   const double sequence = compute.sequence_layer_fixed_seconds;
+  // The compute terms at SP >= 2 are scaled, as CostModel::MicroBatch does.
+  const double scale = sp > 1 ? compute.sp_compute_scale : 1.0;
   const double layer_forward =
-      gemm_forward + attention_forward + elementwise + all_to_all + sequence;
+      scale * (gemm_forward + attention_forward + elementwise + sequence) +
+      all_to_all;
   const double layer =
-      (1 + ComputeModel::kBackwardGemmFactor) * gemm_forward +
-      attention_forward + attention_backward + 3 * elementwise + 2 * all_to_all +
-      2 * sequence;
-  const double head = (1 + ComputeModel::kBackwardGemmFactor) *
+      scale * ((1 + ComputeModel::kBackwardGemmFactor) * gemm_forward +
+               attention_forward + attention_backward + 3 * elementwise +
+               2 * sequence) +
+      2 * all_to_all;
+  const double head = scale * (1 + ComputeModel::kBackwardGemmFactor) *
                       model.HeadForwardFlopsPerToken() * tokens_per_rank /
                       compute.gemm_flops_per_second;
   return {model.num_layers * layer + head, layer_forward};
@@ -70,8 +75,8 @@ BestCase BestCaseSeconds(const CostModel& cost_model, int64_t length_tokens,
 // layer's fixed cost forward and backward and the GEMMs' efficiency loss
 // (a GEMM over t tokens takes (1 + half / t) times its FLOPs' time: a fixed
 // `half` tokens' worth), in every layer and the head, and the micro-batch's
-// own fixed cost (embedding, loss: micro_batch_fixed_seconds). All-to-all latencies
-// and recompute are left out (they only add).
+// own fixed cost (embedding, loss: micro_batch_fixed_seconds). All-to-all
+// latencies and recompute are left out (they only add).
 double MicroBatchFixedSeconds(const CostModel& cost_model) {
   const ModelSpec& model = cost_model.model();
   const ComputeParams& compute = cost_model.params().compute;
@@ -161,6 +166,7 @@ absl::StatusOr<double> StepTimeLowerBound(
     SizeLimits& limits = limits_by_size[sp];
     limits.fixed_seconds = fixed_seconds;
     if (sp > 1) {
+      limits.fixed_seconds *= cost_model.params().compute.sp_compute_scale;
       // Two all-to-alls per layer forward and backward, each paying at
       // least its latency.
       const CommParams& comm = cost_model.params().comm;
@@ -184,9 +190,8 @@ absl::StatusOr<double> StepTimeLowerBound(
       for (int sp : sp_sizes) {
         if (sp < *min_sp) continue;
         best_gpu_seconds = std::min(
-            best_gpu_seconds,
-            LeastGpuSeconds(cost_model, limits_by_size[sp], lengths_tokens[i],
-                            sp));
+            best_gpu_seconds, LeastGpuSeconds(cost_model, limits_by_size[sp],
+                                              lengths_tokens[i], sp));
         // The group running it takes at least its micro-batch with only it
         // (costs only grow as sequences join a micro-batch).
         MicroBatchShape alone;
@@ -203,16 +208,15 @@ absl::StatusOr<double> StepTimeLowerBound(
     longest_sequence_seconds =
         std::max(longest_sequence_seconds, it->second.seconds);
   }
-  const double slowest_group = std::max(
-      total_gpu_seconds / cost_model.cluster().NumGpus(),
-      longest_sequence_seconds);
+  const double slowest_group =
+      std::max(total_gpu_seconds / cost_model.cluster().NumGpus(),
+               longest_sequence_seconds);
   // The step also waits for whatever of the gradient all-reduce the slowest
   // group's last backward does not hide, and that backward is at most
   // (1 - forward share) of the group's time.
   // Then every plan runs the optimizer step once.
-  return std::max(slowest_group,
-                  MinForwardShare(cost_model) * slowest_group +
-                      cost_model.GradientAllReduceSeconds()) +
+  return std::max(slowest_group, MinForwardShare(cost_model) * slowest_group +
+                                     cost_model.GradientAllReduceSeconds()) +
          cost_model.OptimizerStepSeconds();
 }
 

@@ -218,6 +218,27 @@ TEST(StepTimeLowerBoundTest, AtMostPlansWithWholeNodeGroups) {
   }
 }
 
+TEST(StepTimeLowerBoundTest, AtMostPlansWhoseComputeAtSpTwoAndAboveIsScaled) {
+  // The online refit may make the compute at SP >= 2 cheaper than at SP 1:
+  // the bound must follow it. 512 equal sequences packed four to a
+  // micro-batch on SP-2 groups is close to the bound.
+  const CostModel defaults = MakeCostModel("llama3-8b", 4, 8);
+  CostParams params = defaults.params();
+  params.compute.sp_compute_scale = 0.5;
+  const CostModel cost_model =
+      CostModel::Create(defaults.model(), defaults.cluster(), params).value();
+  const std::vector<int64_t> lengths =
+      Lengths(/*count=*/512, /*low=*/2000, /*high=*/2000);
+  Plan plan = EmptyHomogeneousPlan(cost_model, /*sp_size=*/2);
+  for (int i = 0; i < static_cast<int>(lengths.size()); i += 4) {
+    AddMicroBatch(cost_model, lengths, {i, i + 1, i + 2, i + 3},
+                  plan.groups[(i / 4) % plan.groups.size()]);
+  }
+  EXPECT_LE(Bound(cost_model, lengths),
+            PredictedStepSeconds(cost_model, lengths, plan) *
+                (1 + kRelativeTolerance));
+}
+
 TEST(StepTimeLowerBoundTest, NeverFallsWhenASequenceIsAdded) {
   const CostModel cost_model = MakeCostModel("llama3-8b", 4, 8);
   const std::vector<int64_t> all =

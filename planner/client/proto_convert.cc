@@ -112,6 +112,7 @@ v1::ComputeParams ComputeParamsToProto(const ComputeParams& params) {
   proto.set_micro_batch_fixed_seconds(params.micro_batch_fixed_seconds);
   proto.set_sequence_layer_fixed_seconds(params.sequence_layer_fixed_seconds);
   proto.set_ulysses_layer_fixed_seconds(params.ulysses_layer_fixed_seconds);
+  proto.set_sp_compute_scale(params.sp_compute_scale);
   proto.set_optimizer_step_seconds(params.optimizer_step_seconds);
   return proto;
 }
@@ -133,6 +134,9 @@ ComputeParams ComputeParamsFromProto(const v1::ComputeParams& proto) {
   params.micro_batch_fixed_seconds = proto.micro_batch_fixed_seconds();
   params.sequence_layer_fixed_seconds = proto.sequence_layer_fixed_seconds();
   params.ulysses_layer_fixed_seconds = proto.ulysses_layer_fixed_seconds();
+  // Unset (a message from before the field) is the identity.
+  params.sp_compute_scale =
+      proto.sp_compute_scale() == 0 ? 1.0 : proto.sp_compute_scale();
   params.optimizer_step_seconds = proto.optimizer_step_seconds();
   return params;
 }

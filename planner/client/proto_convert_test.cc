@@ -52,6 +52,7 @@ TEST(ProtoConvertTest, CostParamsRoundTripExactly) {
   params.memory.fixed_bytes = 4e9 + 1;
   params.memory.zero1_optimizer_sharding = false;
   params.comm.all_reduce_inter_latency_seconds = 1.0 / 3;
+  params.compute.sp_compute_scale = 0.75;
   const v1::CostParams proto = CostParamsToProto(params);
   const CostParams back = CostParamsFromProto(proto);
   EXPECT_TRUE(MessageDifferencer::Equals(CostParamsToProto(back), proto));
@@ -59,6 +60,11 @@ TEST(ProtoConvertTest, CostParamsRoundTripExactly) {
             params.compute.gemm_flops_per_second);
   EXPECT_EQ(back.memory.zero1_optimizer_sharding, false);
   EXPECT_EQ(back.comm.all_reduce_inter_latency_seconds, 1.0 / 3);
+  EXPECT_EQ(back.compute.sp_compute_scale, 0.75);
+  // A message from before sp_compute_scale (unset) is the identity.
+  v1::CostParams old = proto;
+  old.mutable_compute()->clear_sp_compute_scale();
+  EXPECT_EQ(CostParamsFromProto(old).compute.sp_compute_scale, 1);
   EXPECT_EQ(proto.compute().layer_fixed_seconds(),
             params.compute.layer_fixed_seconds);
   EXPECT_EQ(proto.memory().checkpoint_bytes_per_token_per_layer(),
@@ -177,8 +183,7 @@ TEST(ProtoConvertTest, PhasedPlanRoundTripsThroughPhases) {
               plan.phases[p].slowest_group_seconds);
     ASSERT_EQ(back.phases[p].groups.size(), plan.phases[p].groups.size());
     for (size_t g = 0; g < plan.phases[p].groups.size(); ++g) {
-      EXPECT_EQ(back.phases[p].groups[g].ranks,
-                plan.phases[p].groups[g].ranks);
+      EXPECT_EQ(back.phases[p].groups[g].ranks, plan.phases[p].groups[g].ranks);
     }
   }
   EXPECT_TRUE(ValidatePhasedPlan(cost_model, lengths, back).ok());

@@ -176,7 +176,14 @@ absl::StatusOr<std::optional<int64_t>> CostParamsRegistry::ApplyRefit(
     std::optional<double> communication_factor,
     std::optional<std::pair<double, double>> all_to_all_intra,
     std::optional<std::pair<double, double>> all_to_all_inter,
-    std::optional<MicroBatchRefit::Coefficients> micro_batch_fit) {
+    std::optional<MicroBatchRefit::Coefficients> micro_batch_fit,
+    std::optional<double> sp_compute_scale) {
+  if (sp_compute_scale.has_value() &&
+      (!(*sp_compute_scale > 0) || !std::isfinite(*sp_compute_scale))) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("SP compute scale is ", *sp_compute_scale,
+                     "; it must be positive and finite"));
+  }
   absl::MutexLock write_lock(&write_mu_);
   std::shared_ptr<const CostParamsSnapshot> previous = Snapshot();
   const double current = previous->current->compute_correction;
@@ -216,6 +223,14 @@ absl::StatusOr<std::optional<int64_t>> CostParamsRegistry::ApplyRefit(
   } else {
     next = ScaleComputeTime(previous->fitted_params, factor);
   }
+  next.compute.sp_compute_scale =
+      previous->fitted_params.compute.sp_compute_scale *
+      sp_compute_scale.value_or(1.0);
+  compute_moved |=
+      std::abs(
+          next.compute.sp_compute_scale /
+              previous->current->cost_model->params().compute.sp_compute_scale -
+          1) > change_threshold;
   next = ScaleCommunicationTime(std::move(next), communication);
   const CommParams& now = previous->current->cost_model->params().comm;
   bool all_to_all_moved = false;

@@ -108,13 +108,19 @@ class CostParamsRegistry {
   /// rates are divided by s and the three fixed terms set (`factor` is then
   /// unused; the version's compute_correction is s); a version is made
   /// when s or a fixed term moves beyond the threshold.
+  /// `sp_compute_scale`, when given, multiplies the fit's
+  /// ComputeParams::sp_compute_scale (what the micro-batches at SP >= 2 take
+  /// beyond the factor); a version is made when that moves beyond the
+  /// threshold. Without it the fit's is kept.
   absl::StatusOr<std::optional<int64_t>> ApplyRefit(
       int64_t epoch, double factor, double change_threshold,
       std::optional<double> communication_factor = std::nullopt,
       std::optional<std::pair<double, double>> all_to_all_intra = std::nullopt,
       std::optional<std::pair<double, double>> all_to_all_inter = std::nullopt,
       std::optional<MicroBatchRefit::Coefficients> micro_batch_fit =
-          std::nullopt) ABSL_LOCKS_EXCLUDED(write_mu_, mu_);
+          std::nullopt,
+      std::optional<double> sp_compute_scale = std::nullopt)
+      ABSL_LOCKS_EXCLUDED(write_mu_, mu_);
 
  private:
   /// Writes and installs a version made from `snapshot`'s fit.

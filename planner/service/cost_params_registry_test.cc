@@ -3,11 +3,14 @@
 #include <memory>
 
 #include "cost_model/cost_model.h"
-#include "planner/client/proto_convert.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "planner/client/proto_convert.h"
 
 namespace dcp {
 namespace {
+
+using ::testing::HasSubstr;
 
 std::unique_ptr<CostParamsRegistry> MakeRegistry() {
   const ModelSpec model = ModelPreset("tiny").value();
@@ -47,12 +50,46 @@ TEST(CostParamsRegistryTest, RefitNeedsAChangeAndTheCurrentEpoch) {
   EXPECT_FALSE(registry->ApplyRefit(0, 1.52, 0.05).value().has_value());
 }
 
+TEST(CostParamsRegistryTest, RefitScalesTheComputeAtSpTwoAndAboveApart) {
+  auto registry = MakeRegistry();
+  const double fitted_scale =
+      registry->Snapshot()->fitted_params.compute.sp_compute_scale;
+  auto scale_now = [&] {
+    return registry->Snapshot()
+        ->current->cost_model->params()
+        .compute.sp_compute_scale;
+  };
+  // The factor alone moves nothing; the SP scale alone makes a version.
+  EXPECT_FALSE(registry
+                   ->ApplyRefit(0, 1.0, 0.05, std::nullopt, std::nullopt,
+                                std::nullopt, std::nullopt,
+                                /*sp_compute_scale=*/1.03)
+                   .value()
+                   .has_value());
+  ASSERT_EQ(registry
+                ->ApplyRefit(0, 1.0, 0.05, std::nullopt, std::nullopt,
+                             std::nullopt, std::nullopt,
+                             /*sp_compute_scale=*/1.4)
+                .value(),
+            1);
+  EXPECT_DOUBLE_EQ(scale_now(), fitted_scale * 1.4);
+  // A later refit without one goes back to the fit's.
+  ASSERT_EQ(registry->ApplyRefit(0, 1.5, 0.05).value(), 2);
+  EXPECT_DOUBLE_EQ(scale_now(), fitted_scale);
+  const absl::StatusOr<std::optional<int64_t>> bad = registry->ApplyRefit(
+      0, 1.0, 0.05, std::nullopt, std::nullopt, std::nullopt, std::nullopt,
+      /*sp_compute_scale=*/0.0);
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(bad.status().message(), HasSubstr("SP compute scale is 0"));
+}
+
 TEST(CostParamsRegistryTest, RefitScalesTheAllToAllTimeOnItsOwn) {
   auto registry = MakeRegistry();
   const CommParams fitted = registry->Snapshot()->fitted_params.comm;
   // The compute correction unchanged, the all-to-all's: a new version.
-  ASSERT_EQ(registry->ApplyRefit(0, /*factor=*/1, 0.05,
-                                 /*communication_factor=*/4)
+  ASSERT_EQ(registry
+                ->ApplyRefit(0, /*factor=*/1, 0.05,
+                             /*communication_factor=*/4)
                 .value(),
             1);
   const std::shared_ptr<const CostParamsSnapshot> after = registry->Snapshot();
@@ -88,8 +125,9 @@ TEST(CostParamsRegistryTest, AFittedAllToAllReplacesItsKindsParameters) {
   EXPECT_DOUBLE_EQ(comm.all_to_all_intra_latency_seconds,
                    2 * fitted.all_to_all_intra_latency_seconds);
   // The same fit again is no change.
-  EXPECT_FALSE(registry->ApplyRefit(0, 1, 0.05, 2, std::nullopt,
-                                    std::make_pair(3.05e-4, 2e8))
+  EXPECT_FALSE(registry
+                   ->ApplyRefit(0, 1, 0.05, 2, std::nullopt,
+                                std::make_pair(3.05e-4, 2e8))
                    .value()
                    .has_value());
 }
@@ -154,8 +192,9 @@ TEST(CostParamsRegistryTest, MicroBatchRefitSetsRateAndFixedTermsDurably) {
   auto loaded = MakeRegistry();
   ASSERT_TRUE(loaded->Load({{1, record}}).ok());
   EXPECT_TRUE(loaded->Version(1)->micro_batch_refit);
-  EXPECT_EQ(loaded->Version(1)->cost_model->params().compute
-                .sequence_layer_fixed_seconds,
+  EXPECT_EQ(loaded->Version(1)
+                ->cost_model->params()
+                .compute.sequence_layer_fixed_seconds,
             2e-4);
 }
 

@@ -103,9 +103,9 @@ class PlannerHandlerRoot final : public PlannerHandler {
         log_(std::move(log)),
         store_(std::move(store)),
         world_size_(options_.cluster.NumGpus()),
-        report_writer_(store_ != nullptr ? std::make_unique<StepReportsWriter>(
-                                               *store_, log_)
-                                         : nullptr),
+        report_writer_(store_ != nullptr
+                           ? std::make_unique<StepReportsWriter>(*store_, log_)
+                           : nullptr),
         workers_(options_.model, options_.cluster,
                  options_.worker_liveness_timeout, clock, store_.get(),
                  *metrics_, log_, options_.job_id),
@@ -113,14 +113,14 @@ class PlannerHandlerRoot final : public PlannerHandler {
                 store_.get()),
         profiles_(options_.model, options_.cluster, params_, store_.get(),
                   *metrics_, log_),
-        plans_(MakePlanCacheOptions(options_, report_writer_.get()),
-               params_, clock, store_.get(), *metrics_, log_,
+        plans_(MakePlanCacheOptions(options_, report_writer_.get()), params_,
+               clock, store_.get(), *metrics_, log_,
                [this](const std::vector<int64_t>& steps) {
                  stats_.Forget(steps);
                }),
         stats_(world_size_, options_.online_refit,
-               /*record_reports=*/store_ != nullptr,
-               options_.micro_batch_refit, options_.refit_warmup_steps) {}
+               /*record_reports=*/store_ != nullptr, options_.micro_batch_refit,
+               options_.refit_warmup_steps) {}
 
   ~PlannerHandlerRoot() override { Shutdown(); }
 
@@ -255,9 +255,18 @@ class PlannerHandlerRoot final : public PlannerHandler {
     std::shared_ptr<const CostParamsSnapshot> params = params_.Snapshot();
     const std::shared_ptr<const ParamsVersion> plan_version =
         params_.Version((*plan)->params_version);
-    absl::StatusOr<StepStatsTracker::Outcome> outcome =
-        stats_.Record(request, **plan, plan_version->compute_correction,
-                      *params, plan_version->communication_correction);
+    // What the plan's version applied to the compute at SP >= 2 beyond its
+    // compute correction.
+    const double fitted_sp_scale =
+        params->fitted_params.compute.sp_compute_scale;
+    const double plan_sp_correction =
+        fitted_sp_scale > 0
+            ? plan_version->cost_model->params().compute.sp_compute_scale /
+                  fitted_sp_scale
+            : 1.0;
+    absl::StatusOr<StepStatsTracker::Outcome> outcome = stats_.Record(
+        request, **plan, plan_version->compute_correction, *params,
+        plan_version->communication_correction, plan_sp_correction);
     if (!outcome.ok()) return outcome.status();
     // For tools only (step_state_files.h), written off this call's path.
     for (v1::StepReportsRecord& record : outcome->reports_to_record) {
@@ -386,9 +395,9 @@ class PlannerHandlerRoot final : public PlannerHandler {
     };
     absl::StatusOr<std::optional<int64_t>> version = params_.ApplyRefit(
         outcome.refit_epoch, *outcome.refit_factor,
-        RefitAccumulator::kChangeThreshold,
-        outcome.communication_refit_factor, pair_of(outcome.all_to_all_intra),
-        pair_of(outcome.all_to_all_inter), outcome.micro_batch_fit);
+        RefitAccumulator::kChangeThreshold, outcome.communication_refit_factor,
+        pair_of(outcome.all_to_all_intra), pair_of(outcome.all_to_all_inter),
+        outcome.micro_batch_fit, outcome.sp_compute_scale);
     if (!version.ok()) {
       Log(absl::StrCat("online refit not applied: ",
                        version.status().message()));
@@ -419,10 +428,15 @@ class PlannerHandlerRoot final : public PlannerHandler {
           all_to_all));
       return;
     }
+    const std::string sp =
+        outcome.sp_compute_scale.has_value()
+            ? absl::StrFormat(" (at SP 1; at SP >= 2 by %.3f more)",
+                              *outcome.sp_compute_scale)
+            : "";
     Log(absl::StrFormat(
-        "params v%d: online refit scales compute time by %.3f (was %.3f) "
+        "params v%d: online refit scales compute time by %.3f%s (was %.3f) "
         "from %d micro-batch measurements%s",
-        **version, *outcome.refit_factor, current,
+        **version, *outcome.refit_factor, sp, current,
         outcome.refit_observations, all_to_all));
   }
 

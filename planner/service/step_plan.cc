@@ -50,6 +50,7 @@ GroupSummary SummarizeGroup(const CostModel& cost_model,
         std::max(0.0, cost.total_seconds - cost.communication_seconds));
     summary.micro_batch_communication_seconds.push_back(
         cost.communication_seconds);
+    summary.micro_batch_sp_sizes.push_back(group.sp_size());
     const double passes =
         2.0 * cost_model.model().num_layers + micro_batch.checkpointed_layers;
     summary.micro_batch_all_to_all_calls.push_back(
@@ -208,6 +209,10 @@ std::shared_ptr<const StepPlan> MakeStepPlanTryingPhases(
                  summary.micro_batch_compute_seconds);
           append(of_rank.micro_batch_communication_seconds,
                  summary.micro_batch_communication_seconds);
+          of_rank.micro_batch_sp_sizes.insert(
+              of_rank.micro_batch_sp_sizes.end(),
+              summary.micro_batch_sp_sizes.begin(),
+              summary.micro_batch_sp_sizes.end());
           append(of_rank.micro_batch_all_to_all_calls,
                  summary.micro_batch_all_to_all_calls);
           append(of_rank.micro_batch_all_to_all_bus_bytes,

@@ -29,6 +29,9 @@ struct GroupSummary {
   /// their count and bus bytes ((n-1)/n of the bytes each rank holds).
   std::vector<double> micro_batch_all_to_all_calls;
   std::vector<double> micro_batch_all_to_all_bus_bytes;
+  /// The SP size of each micro-batch's group (a phased plan's rank runs
+  /// micro-batches of several groups).
+  std::vector<int> micro_batch_sp_sizes;
   /// The group spans nodes (its all-to-alls use the inter-node figures).
   bool inter_node = false;
   /// Each micro-batch's row of the micro-batch refit

@@ -11,7 +11,7 @@ namespace dcp {
 absl::StatusOr<StepStatsTracker::Outcome> StepStatsTracker::Record(
     const v1::ReportStepStatsRequest& request, const StepPlan& plan,
     double plan_correction, const CostParamsSnapshot& params,
-    double plan_communication_correction) {
+    double plan_communication_correction, double plan_sp_compute_correction) {
   const int64_t step = request.step();
   const int rank = request.rank();
   const double measured = request.step_seconds();
@@ -54,16 +54,21 @@ absl::StatusOr<StepStatsTracker::Outcome> StepStatsTracker::Record(
     report.refit_epoch = params.refit_epoch;
     report.inter_node = group.inter_node;
     for (const v1::MicroBatchStats& stats : request.micro_batches()) {
+      const size_t index = static_cast<size_t>(stats.micro_batch_index());
+      const bool sp = index < group.micro_batch_sp_sizes.size() &&
+                      group.micro_batch_sp_sizes[index] > 1;
       const double predicted =
-          group.micro_batch_compute_seconds[stats.micro_batch_index()] /
-          plan_correction;
+          group.micro_batch_compute_seconds[index] / plan_correction /
+          (sp && plan_sp_compute_correction > 0 ? plan_sp_compute_correction
+                                                : 1.0);
       const double ratio = predicted / stats.compute_seconds();
       if (predicted > 0 && stats.compute_seconds() > 0 &&
           RefitAccumulator::Accepts(ratio)) {
         report.compute_observations.push_back(
             {predicted, stats.compute_seconds()});
+        report.compute_observations_by_kind[sp ? 1 : 0].push_back(
+            {predicted, stats.compute_seconds()});
       }
-      const size_t index = static_cast<size_t>(stats.micro_batch_index());
       if (index < group.micro_batch_fit_rows.size() &&
           stats.compute_seconds() > 0 &&
           std::isfinite(stats.compute_seconds())) {
@@ -115,6 +120,7 @@ absl::StatusOr<StepStatsTracker::Outcome> StepStatsTracker::Record(
     // A new fit is a new baseline: online corrections start over from it.
     refit_epoch_ = params.refit_epoch;
     refit_ = RefitAccumulator();
+    refit_by_kind_ = {};
     communication_refit_ = RefitAccumulator();
     all_to_all_intra_ = AllToAllRefitAccumulator();
     all_to_all_inter_ = AllToAllRefitAccumulator();
@@ -131,6 +137,9 @@ absl::StatusOr<StepStatsTracker::Outcome> StepStatsTracker::Record(
     }
     if (old.refit_epoch == refit_epoch_) {
       refit_.Remove(old.compute_observations);
+      for (int kind = 0; kind < 2; ++kind) {
+        refit_by_kind_[kind].Remove(old.compute_observations_by_kind[kind]);
+      }
       communication_refit_.Remove(old.communication_observations);
       for (const auto& [calls, bytes, seconds] : old.all_to_all_rows) {
         (old.inter_node ? all_to_all_inter_ : all_to_all_intra_)
@@ -147,6 +156,9 @@ absl::StatusOr<StepStatsTracker::Outcome> StepStatsTracker::Record(
   }
   if (report.refit_epoch == refit_epoch_) {
     refit_.Add(report.compute_observations);
+    for (int kind = 0; kind < 2; ++kind) {
+      refit_by_kind_[kind].Add(report.compute_observations_by_kind[kind]);
+    }
     communication_refit_.Add(report.communication_observations);
     for (const auto& [calls, bytes, seconds] : report.all_to_all_rows) {
       (report.inter_node ? all_to_all_inter_ : all_to_all_intra_)
@@ -195,6 +207,12 @@ absl::StatusOr<StepStatsTracker::Outcome> StepStatsTracker::Record(
     // most one new version.
     if (online_refit_) {
       outcome.refit_factor = refit_.Factor();
+      const std::optional<double> single = refit_by_kind_[0].Factor();
+      const std::optional<double> sp = refit_by_kind_[1].Factor();
+      if (single.has_value() && sp.has_value()) {
+        outcome.refit_factor = single;
+        outcome.sp_compute_scale = *sp / *single;
+      }
       outcome.communication_refit_factor = communication_refit_.Factor();
       outcome.all_to_all_intra = all_to_all_intra_.Solve();
       outcome.all_to_all_inter = all_to_all_inter_.Solve();

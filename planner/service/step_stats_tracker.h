@@ -40,6 +40,12 @@ class StepStatsTracker {
     /// Set when the completed step asks for a refit by this factor (of the
     /// refit epoch `refit_epoch`, from `refit_observations` measurements).
     std::optional<double> refit_factor;
+    /// Set with refit_factor when micro-batches at SP 1 and at SP >= 2 both
+    /// have enough measurements: refit_factor is then the SP-1 micro-batches'
+    /// factor, and this the SP >= 2 ones' factor over it (the profile fit's
+    /// ComputeParams::sp_compute_scale times this is the refit's). Without
+    /// it refit_factor pools every micro-batch.
+    std::optional<double> sp_compute_scale;
     /// Likewise for the all-to-all time, from the micro-batches' measured
     /// communication seconds (unset without enough of them).
     std::optional<double> communication_refit_factor;
@@ -83,10 +89,14 @@ class StepStatsTracker {
   /// micro-batch is not in the plan.
   /// `plan_communication_correction` is that version's all-to-all
   /// correction.
+  /// `plan_sp_compute_correction` is that version's sp_compute_scale over
+  /// the profile fit's (what it applied beyond `plan_correction` to the
+  /// compute of micro-batches at SP >= 2).
   absl::StatusOr<Outcome> Record(const v1::ReportStepStatsRequest& request,
                                  const StepPlan& plan, double plan_correction,
                                  const CostParamsSnapshot& params,
-                                 double plan_communication_correction = 1)
+                                 double plan_communication_correction = 1,
+                                 double plan_sp_compute_correction = 1)
       ABSL_LOCKS_EXCLUDED(mu_);
   /// Drops the reports of steps whose plans left the cache (and their
   /// rows from the micro-batch refit).
@@ -98,8 +108,11 @@ class StepStatsTracker {
   struct RankReport {
     double step_seconds = 0;
     std::optional<double> relative_error;
-    /// Counted in the refit sums of `refit_epoch`.
+    /// Counted in the refit sums of `refit_epoch`: every micro-batch's, and
+    /// apart, those at SP 1 ([0]) and at SP >= 2 ([1]).
     std::vector<RefitAccumulator::Observation> compute_observations;
+    std::array<std::vector<RefitAccumulator::Observation>, 2>
+        compute_observations_by_kind;
     std::vector<RefitAccumulator::Observation> communication_observations;
     /// {calls, bus bytes, measured seconds} of each micro-batch's
     /// all-to-alls, and whether its group spans nodes.
@@ -138,6 +151,8 @@ class StepStatsTracker {
   /// parameters' refit epoch moves on (a new profile fit).
   int64_t refit_epoch_ ABSL_GUARDED_BY(mu_) = 0;
   RefitAccumulator refit_ ABSL_GUARDED_BY(mu_);
+  /// The same sums for micro-batches at SP 1 ([0]) and at SP >= 2 ([1]).
+  std::array<RefitAccumulator, 2> refit_by_kind_ ABSL_GUARDED_BY(mu_);
   RefitAccumulator communication_refit_ ABSL_GUARDED_BY(mu_);
   AllToAllRefitAccumulator all_to_all_intra_ ABSL_GUARDED_BY(mu_);
   AllToAllRefitAccumulator all_to_all_inter_ ABSL_GUARDED_BY(mu_);

@@ -103,6 +103,45 @@ TEST(StepStatsTrackerTest, WarmUpStepsDoNotCountTowardsTheRefit) {
   EXPECT_EQ(next.refit_observations, 4);
 }
 
+TEST(StepStatsTrackerTest, MicroBatchesAtSp1AndAboveAreRefittedApart) {
+  // Step 0: ranks 0 and 1 each alone (SP 1), two micro-batches of 1 s each
+  // predicted, 0.8 s measured. Step 1: the two ranks as one SP-2 group, its
+  // micro-batches predicted 1 s each at a version that already scaled the
+  // compute at SP >= 2 by 1.25 (0.8 s at the fit), measured 1.2 s.
+  StepStatsTracker tracker(/*world_size=*/2, /*online_refit=*/true);
+  StepPlan alone;
+  alone.group_of_rank = {0, 1};
+  GroupSummary single;
+  single.predicted_seconds = 2;
+  single.micro_batch_compute_seconds = {1, 1};
+  single.micro_batch_sp_sizes = {1, 1};
+  alone.groups = {single, single};
+  StepPlan together = TwoRankPlan();
+  together.groups[0].micro_batch_sp_sizes = {2, 2};
+  const CostParamsSnapshot params;
+  ASSERT_TRUE(tracker.Record(Report(0, 0, 1.6, 0.8), alone, 1, params).ok());
+  auto pooled =
+      tracker.Record(Report(0, 1, 1.6, 0.8), alone, 1, params).value();
+  // Only SP-1 micro-batches so far: the pooled factor, no SP scale.
+  EXPECT_DOUBLE_EQ(pooled.refit_factor.value(), 0.8);
+  EXPECT_FALSE(pooled.sp_compute_scale.has_value());
+  ASSERT_TRUE(tracker
+                  .Record(Report(1, 0, 2.4, 1.2), together, 1, params,
+                          /*plan_communication_correction=*/1,
+                          /*plan_sp_compute_correction=*/1.25)
+                  .ok());
+  auto apart = tracker
+                   .Record(Report(1, 1, 2.4, 1.2), together, 1, params,
+                           /*plan_communication_correction=*/1,
+                           /*plan_sp_compute_correction=*/1.25)
+                   .value();
+  // SP 1: 0.8; SP 2: 1.2 measured over 0.8 predicted at the fit = 1.5, so
+  // 1.5 / 0.8 beyond the SP-1 factor. Pooled it would have been 2 / 1.6.
+  EXPECT_DOUBLE_EQ(apart.refit_factor.value(), 0.8);
+  EXPECT_DOUBLE_EQ(apart.sp_compute_scale.value(), 1.5 / 0.8);
+  EXPECT_EQ(apart.refit_observations, 8);
+}
+
 TEST(StepStatsTrackerTest, AllToAllTimeIsRefittedApartFromCompute) {
   StepStatsTracker tracker(/*world_size=*/2, /*online_refit=*/true);
   StepPlan plan = TwoRankPlan();
