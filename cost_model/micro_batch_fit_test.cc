@@ -72,8 +72,7 @@ TEST(MicroBatchFitTest, RecoversTheFixedTermsFromExactSamples) {
               1e-6 * want.sequence_layer_fixed_seconds);
   EXPECT_NEAR(got.gemm_flops_per_second, want.gemm_flops_per_second,
               1e-6 * want.gemm_flops_per_second);
-  EXPECT_NEAR(got.optimizer_step_seconds, want.optimizer_step_seconds,
-              1e-9);
+  EXPECT_NEAR(got.optimizer_step_seconds, want.optimizer_step_seconds, 1e-9);
   EXPECT_FALSE(ReportNamed(*fit, "optimizer_step").used_defaults);
   EXPECT_LT(report.rms_relative_error, 1e-9);
   EXPECT_GT(report.held_out_samples, 0);
@@ -86,9 +85,9 @@ TEST(MicroBatchFitTest, NoisySamplesGiveTermsWithinTheNoiseAndAHeldOutError) {
       *CostModel::Create(truth.model, truth.cluster, truth.params);
   const std::vector<ProfileSample> samples =
       SyntheticProfile(model, /*seed=*/7, /*relative_noise=*/0.02);
-  absl::StatusOr<CostModelFit> fit = FitCostModel(
-      truth.model, truth.cluster,
-      DefaultCostParams(truth.model, truth.cluster), samples);
+  absl::StatusOr<CostModelFit> fit =
+      FitCostModel(truth.model, truth.cluster,
+                   DefaultCostParams(truth.model, truth.cluster), samples);
   ASSERT_TRUE(fit.ok()) << fit.status();
   const ModelFitReport& report = ReportNamed(*fit, "micro_batch");
   ASSERT_FALSE(report.used_defaults) << report.note;
@@ -120,6 +119,64 @@ TEST(MicroBatchFitTest, NoisySamplesGiveTermsWithinTheNoiseAndAHeldOutError) {
   }
 }
 
+TEST(MicroBatchFitTest, AttentionOffTheOpCurveGetsItsOwnScale) {
+  // The whole micro-batches' attention costs three times the op samples'
+  // quadratic term (on a CPU, long sequences' score matrices leave the
+  // caches); its linear term and everything else are as the op fit says.
+  const Truth truth = MakeTruth();
+  CostParams slow_attention = truth.params;
+  ComputeParams& slow = slow_attention.compute;
+  slow.attention_forward_flops_per_second /= 3;
+  slow.attention_backward_flops_per_second /= 3;
+  slow.attention_forward_half_length_tokens /= 3;
+  slow.attention_backward_half_length_tokens /= 3;
+  const CostModel runs =
+      *CostModel::Create(truth.model, truth.cluster, slow_attention);
+  std::vector<ProfileSample> samples;
+  for (const ProfileSample& s :
+       SyntheticProfile(runs, /*seed=*/5, /*relative_noise=*/0)) {
+    if (s.op == ProfileSample::Op::kMicroBatch) samples.push_back(s);
+  }
+  ComputeParams compute = truth.params.compute;
+  const ModelFitReport report = FitMicroBatches(truth.model, samples, compute);
+  ASSERT_FALSE(report.used_defaults) << report.note;
+  EXPECT_NE(report.note.find("attention rate x 1/"), std::string::npos)
+      << report.note;
+  EXPECT_LT(report.rms_relative_error, 1e-6);
+  EXPECT_NEAR(compute.attention_forward_flops_per_second,
+              slow.attention_forward_flops_per_second,
+              1e-6 * slow.attention_forward_flops_per_second);
+  CostParams fitted_params = truth.params;
+  fitted_params.compute = compute;
+  const CostModel fitted =
+      *CostModel::Create(truth.model, truth.cluster, fitted_params);
+  // A sequence longer than any sample is priced as the runs take it.
+  const MicroBatchShape long_sequence = ShapeOf({2048}, /*sp_size=*/1);
+  const double want = runs.MicroBatch(long_sequence, 1).total_seconds;
+  EXPECT_NEAR(fitted.MicroBatch(long_sequence, 1).total_seconds, want,
+              1e-6 * want);
+}
+
+TEST(MicroBatchFitTest, OneScaleWhereTheAttentionsOwnDoesNotPredictBetter) {
+  // Samples of the op fit's own curve, with noise: a scale more would only
+  // fit the noise, so the attention keeps the op fit's rates.
+  const Truth truth = MakeTruth();
+  const CostModel model =
+      *CostModel::Create(truth.model, truth.cluster, truth.params);
+  std::vector<ProfileSample> samples;
+  for (const ProfileSample& s :
+       SyntheticProfile(model, /*seed=*/11, /*relative_noise=*/0.03)) {
+    if (s.op == ProfileSample::Op::kMicroBatch) samples.push_back(s);
+  }
+  ComputeParams compute = truth.params.compute;
+  const ModelFitReport report = FitMicroBatches(truth.model, samples, compute);
+  ASSERT_FALSE(report.used_defaults) << report.note;
+  EXPECT_EQ(report.note.find("attention rate"), std::string::npos)
+      << report.note;
+  EXPECT_DOUBLE_EQ(compute.attention_forward_half_length_tokens,
+                   truth.params.compute.attention_forward_half_length_tokens);
+}
+
 TEST(MicroBatchFitTest, ANegativeFixedTermIsHeldAtZero) {
   Truth truth = MakeTruth();
   truth.params.compute.sequence_layer_fixed_seconds = 0;
@@ -135,8 +192,7 @@ TEST(MicroBatchFitTest, ANegativeFixedTermIsHeldAtZero) {
     samples.push_back(shifted);
   }
   ComputeParams compute = truth.params.compute;
-  const ModelFitReport report =
-      FitMicroBatches(truth.model, samples, compute);
+  const ModelFitReport report = FitMicroBatches(truth.model, samples, compute);
   ASSERT_FALSE(report.used_defaults) << report.note;
   EXPECT_EQ(compute.sequence_layer_fixed_seconds, 0);
   EXPECT_NE(report.note.find("held at 0: sequence_layer_fixed_seconds"),
@@ -157,8 +213,7 @@ TEST(MicroBatchFitTest, OneRecomputeSettingKeepsTheDefaults) {
   }
   ComputeParams compute = DefaultComputeParams(truth.model, truth.cluster);
   const double before = compute.micro_batch_fixed_seconds;
-  const ModelFitReport report =
-      FitMicroBatches(truth.model, samples, compute);
+  const ModelFitReport report = FitMicroBatches(truth.model, samples, compute);
   EXPECT_TRUE(report.used_defaults);
   EXPECT_NE(report.note.find("checkpointed-layer"), std::string::npos)
       << report.note;
