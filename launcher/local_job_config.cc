@@ -45,7 +45,9 @@ constexpr FlagSpec kFlags[] = {
      "workload's long sequences need SP 2 or recompute)"},
     {"workload", "SPEC", kDefaultWorkload,
      "sequence lengths (planner/workload.h)"},
-    {"global-batch-tokens", "T", "8192", "tokens per global batch"},
+    {"global-batch-tokens", "T", "16384",
+     "tokens per global batch (steps of a few tenths of a second: shorter "
+     "ones are mostly the two cores' scheduling noise)"},
     {"seed", "S", "1", "seed of the batch stream"},
     {"steps", "N", "12", "steps with dcp plans (and with bucket plans)"},
     {"profile", nullptr, "true", "profile and fit the cost model first"},
