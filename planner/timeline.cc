@@ -143,6 +143,8 @@ const char* TimelinePartName(TimelinePart part) {
       return "all-to-all";
     case TimelinePart::kExposedAllReduce:
       return "all-reduce";
+    case TimelinePart::kOptimizerStep:
+      return "optimizer step";
   }
   return "unknown";
 }
@@ -192,11 +194,17 @@ absl::StatusOr<Timeline> BuildTimeline(const CostModel& cost_model,
   if (static_cast<int>(rows.size()) > options.max_rows) {
     rows = Aggregate(std::move(rows), options.max_rows);
   }
+  const double optimizer_step = cost_model.OptimizerStepSeconds();
   for (TimelineRow& row : rows) {
     if (timeline.exposed_allreduce_seconds > 0) {
       row.bars.push_back(TimelineBar{timeline.slowest_group_seconds,
                                      timeline.exposed_allreduce_seconds,
                                      TimelinePart::kExposedAllReduce, -1});
+    }
+    if (optimizer_step > 0) {
+      row.bars.push_back(TimelineBar{
+          timeline.slowest_group_seconds + timeline.exposed_allreduce_seconds,
+          optimizer_step, TimelinePart::kOptimizerStep, -1});
     }
     row.ranks_label = RanksLabel(row.ranks);
   }

@@ -24,9 +24,12 @@ enum class TimelinePart {
   /// The step-end gradient all-reduce, the part not hidden behind the
   /// slowest group's last backward.
   kExposedAllReduce,
+  /// The optimizer step, after the all-reduce on every rank.
+  kOptimizerStep,
 };
 
-/// "forward", "recompute", "backward", "all-to-all", "all-reduce".
+/// "forward", "recompute", "backward", "all-to-all", "all-reduce",
+/// "optimizer step".
 const char* TimelinePartName(TimelinePart part);
 
 /// One stretch of time on a row. Plain value.
@@ -34,7 +37,8 @@ struct TimelineBar {
   double start_seconds = 0;
   double duration_seconds = 0;
   TimelinePart part = TimelinePart::kForward;
-  /// Index of the micro-batch within its group (-1 for the all-reduce).
+  /// Index of the micro-batch within its group (-1 for the all-reduce and
+  /// the optimizer step).
   int micro_batch = -1;
 };
 

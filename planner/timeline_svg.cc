@@ -29,6 +29,8 @@ const char* PartColor(TimelinePart part) {
       return "#e15759";
     case TimelinePart::kExposedAllReduce:
       return "#b07aa1";
+    case TimelinePart::kOptimizerStep:
+      return "#9c755f";
   }
   return "#000000";
 }
@@ -128,9 +130,10 @@ class SvgWriter {
                       "\">", XmlEscape(name), "</text>\n");
       x += 24 + 7.0 * name.size();
     };
-    for (TimelinePart part : {TimelinePart::kForward, TimelinePart::kRecompute,
-                              TimelinePart::kBackward, TimelinePart::kAllToAll,
-                              TimelinePart::kExposedAllReduce}) {
+    for (TimelinePart part :
+         {TimelinePart::kForward, TimelinePart::kRecompute,
+          TimelinePart::kBackward, TimelinePart::kAllToAll,
+          TimelinePart::kExposedAllReduce, TimelinePart::kOptimizerStep}) {
       item(PartColor(part), part == TimelinePart::kExposedAllReduce
                                 ? "exposed all-reduce"
                                 : TimelinePartName(part));
@@ -214,8 +217,10 @@ class SvgWriter {
           "\"><title>waiting for the slowest group</title></rect>\n");
     }
     for (const TimelineBar& bar : row.bars) {
-      const bool all_reduce = bar.part == TimelinePart::kExposedAllReduce;
-      Bar("bar", bar, top, all_reduce ? height : predicted_height,
+      // The step-end bars span the row, measured or not.
+      const bool step_end = bar.part == TimelinePart::kExposedAllReduce ||
+                            bar.part == TimelinePart::kOptimizerStep;
+      Bar("bar", bar, top, step_end ? height : predicted_height,
           PartColor(bar.part));
     }
     for (size_t m = 0; m < row.micro_batches.size(); ++m) {

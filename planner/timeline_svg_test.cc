@@ -120,6 +120,11 @@ TEST(TimelineSvgTest, ParsesAsXmlWithEveryRankAndBarsInsideTheStep) {
   }
   EXPECT_TRUE(parts.count("forward") && parts.count("backward"))
       << "parts drawn: " << parts.size();
+  // The optimizer step ends every row, inside the step.
+  EXPECT_EQ(doc.Select("//*[local-name()='rect'][@class='bar'][@data-part="
+                       "'optimizer step']")
+                .size(),
+            rows.size());
   // The lower bound is drawn where the plan puts it.
   const std::vector<xmlNode*> bound =
       doc.Select("//*[local-name()='g'][@class='lower-bound']");

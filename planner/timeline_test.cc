@@ -93,7 +93,7 @@ TEST(TimelineTest, RecomputeAppearsOnlyWhereLayersAreCheckpointed) {
   }));
 }
 
-TEST(TimelineTest, ExposedAllReduceEndsTheStepOnEveryRow) {
+TEST(TimelineTest, ExposedAllReduceThenTheOptimizerStepEndTheStepOnEveryRow) {
   const CostModel cost_model = MakeCostModel("llama3-8b", 2, 8);
   const std::vector<int64_t> lengths(16, 2048);  // short: little to hide behind
   const Plan plan = PlanOf(cost_model, lengths);
@@ -101,13 +101,19 @@ TEST(TimelineTest, ExposedAllReduceEndsTheStepOnEveryRow) {
   ASSERT_TRUE(timeline.ok()) << timeline.status();
   ASSERT_GT(timeline->exposed_allreduce_seconds, 0);
   for (const TimelineRow& row : timeline->rows) {
-    ASSERT_FALSE(row.bars.empty());
-    const TimelineBar& last = row.bars.back();
-    EXPECT_EQ(last.part, TimelinePart::kExposedAllReduce);
-    EXPECT_NEAR(last.start_seconds, timeline->slowest_group_seconds, kEps);
-    // The optimizer step follows it (it has no bar yet).
-    EXPECT_NEAR(last.start_seconds + last.duration_seconds +
-                    cost_model.OptimizerStepSeconds(),
+    ASSERT_GE(row.bars.size(), 2u);
+    const TimelineBar& all_reduce = row.bars[row.bars.size() - 2];
+    EXPECT_EQ(all_reduce.part, TimelinePart::kExposedAllReduce);
+    EXPECT_NEAR(all_reduce.start_seconds, timeline->slowest_group_seconds,
+                kEps);
+    const TimelineBar& optimizer = row.bars.back();
+    EXPECT_EQ(optimizer.part, TimelinePart::kOptimizerStep);
+    EXPECT_EQ(optimizer.micro_batch, -1);
+    EXPECT_NEAR(optimizer.start_seconds,
+                all_reduce.start_seconds + all_reduce.duration_seconds, 1e-9);
+    EXPECT_DOUBLE_EQ(optimizer.duration_seconds,
+                     cost_model.OptimizerStepSeconds());
+    EXPECT_NEAR(optimizer.start_seconds + optimizer.duration_seconds,
                 timeline->step_seconds, 1e-9);
   }
 }
