@@ -179,8 +179,8 @@ const std::vector<FlagSpec>& PlanFlags() {
         {"format", "json|table|svg", "json",
          "output format; svg draws the plan's timeline: a row per SP group, "
          "each micro-batch split into forward, recompute, backward and "
-         "all-to-all, waiting in grey, the exposed all-reduce and the lower "
-         "bound"},
+         "all-to-all, waiting in grey, the exposed all-reduce, the optimizer "
+         "step and the lower bound"},
         {"write-lengths", "FILE", "",
          "also write the batch's lengths to FILE, one per line, for `dcp "
          "validate --lengths`"},
