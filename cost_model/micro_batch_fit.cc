@@ -101,7 +101,6 @@ absl::StatusOr<std::pair<std::vector<double>, std::vector<int>>> SolvePhysical(
       SolveFixedTermsPhysical(merged, measured, {0, 2, 3, 4}, skipped_row);
   if (!one.ok()) return one;
   one->first[1] = one->first[0];
-  one->second.insert(one->second.begin() + 1, 1);
   return one;
 }
 
@@ -164,6 +163,24 @@ absl::StatusOr<ScoredFit> FitAndScore(
   return scored;
 }
 
+// The op-level seconds of the micro-batch at `rates` (its layers forward,
+// backward and recomputed, and the LM head).
+double WorkAt(const ModelSpec& model, const ComputeParams& rates,
+              const MicroBatchShape& shape, int checkpointed_layers) {
+  const ComputeModel compute(model, rates);
+  const double forward = compute.LayerForwardSeconds(shape);
+  const double backward = compute.LayerBackwardSeconds(shape);
+  return model.num_layers * (forward + backward) +
+         checkpointed_layers * forward + compute.HeadSeconds(shape);
+}
+
+ComputeParams RatesOnly(ComputeParams params) {
+  params.layer_fixed_seconds = 0;
+  params.micro_batch_fixed_seconds = 0;
+  params.sequence_layer_fixed_seconds = 0;
+  return params;
+}
+
 }  // namespace
 
 MicroBatchWork MicroBatchWorkParts(const ModelSpec& model,
@@ -171,16 +188,9 @@ MicroBatchWork MicroBatchWorkParts(const ModelSpec& model,
                                    const MicroBatchShape& shape,
                                    int checkpointed_layers) {
   auto work = [&](const ComputeParams& rates) {
-    const ComputeModel compute(model, rates);
-    const double forward = compute.LayerForwardSeconds(shape);
-    const double backward = compute.LayerBackwardSeconds(shape);
-    return model.num_layers * (forward + backward) +
-           checkpointed_layers * forward + compute.HeadSeconds(shape);
+    return WorkAt(model, rates, shape, checkpointed_layers);
   };
-  ComputeParams rates_only = params;
-  rates_only.layer_fixed_seconds = 0;
-  rates_only.micro_batch_fixed_seconds = 0;
-  rates_only.sequence_layer_fixed_seconds = 0;
+  const ComputeParams rates_only = RatesOnly(params);
   ComputeParams without_attention = rates_only;
   without_attention.attention_forward_flops_per_second =
       std::numeric_limits<double>::infinity();
@@ -201,10 +211,9 @@ double MicroBatchWorkSeconds(const ModelSpec& model,
                              const ComputeParams& params,
                              const MicroBatchShape& shape,
                              int checkpointed_layers) {
-  const MicroBatchWork work =
-      MicroBatchWorkParts(model, params, shape, checkpointed_layers);
-  return work.outside_attention + work.attention_quadratic +
-         work.attention_linear;
+  // One cost model, not MicroBatchWorkParts' three: the planner service
+  // prices every planned micro-batch with this.
+  return WorkAt(model, RatesOnly(params), shape, checkpointed_layers);
 }
 
 ModelFitReport FitMicroBatches(const ModelSpec& model,
@@ -252,8 +261,12 @@ ModelFitReport FitMicroBatches(const ModelSpec& model,
     fit = std::move(split);
   }
   if (!fit.ok()) {
-    report.note = absl::StrCat("least-squares fit failed (",
-                               fit.status().message(), "); keeping defaults");
+    // A non-physical fit (FitAndScore's FAILED_PRECONDITION) says so itself.
+    report.note =
+        absl::IsFailedPrecondition(fit.status())
+            ? absl::StrCat(fit.status().message(), "; keeping defaults")
+            : absl::StrCat("least-squares fit failed (", fit.status().message(),
+                           "); keeping defaults");
     return report;
   }
   const std::vector<double>& c = fit->coefficients;
