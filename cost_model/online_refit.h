@@ -48,6 +48,12 @@ class RefitAccumulator {
   };
   void Add(const std::vector<Observation>& observations);
   void Remove(const std::vector<Observation>& observations);
+  /// Adds `other`'s sums: the accumulator of both's observations.
+  void Merge(const RefitAccumulator& other) {
+    predicted_sum_ += other.predicted_sum_;
+    measured_sum_ += other.measured_sum_;
+    count_ += other.count_;
+  }
   int64_t count() const { return count_; }
   /// The clamped factor, or nullopt with too few observations.
   std::optional<double> Factor() const;

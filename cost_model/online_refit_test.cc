@@ -31,6 +31,21 @@ TEST(RefitAccumulatorTest, ScalesTheSumOfLongTailedMeasurements) {
   EXPECT_DOUBLE_EQ(refit.Factor().value(), 1.5);
 }
 
+TEST(RefitAccumulatorTest, MergedIsTheAccumulatorOfBothsObservations) {
+  RefitAccumulator single;
+  single.Add({{1, 1}, {1, 2}});
+  RefitAccumulator sp;
+  sp.Add({{2, 2}, {2, 5}});
+  EXPECT_FALSE(single.Factor().has_value());  // Two observations each.
+  RefitAccumulator merged = single;
+  merged.Merge(sp);
+  RefitAccumulator all;
+  all.Add({{1, 1}, {1, 2}, {2, 2}, {2, 5}});
+  EXPECT_EQ(merged.count(), all.count());
+  EXPECT_DOUBLE_EQ(merged.Factor().value(), all.Factor().value());
+  EXPECT_DOUBLE_EQ(merged.Factor().value(), 10.0 / 6);
+}
+
 TEST(AllToAllRefitAccumulatorTest, RecoversLatencyAndBandwidth) {
   // 100 us per call and 1 GB/s: measured = calls * 1e-4 + bytes / 1e9.
   AllToAllRefitAccumulator refit;

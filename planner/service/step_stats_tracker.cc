@@ -64,8 +64,6 @@ absl::StatusOr<StepStatsTracker::Outcome> StepStatsTracker::Record(
       const double ratio = predicted / stats.compute_seconds();
       if (predicted > 0 && stats.compute_seconds() > 0 &&
           RefitAccumulator::Accepts(ratio)) {
-        report.compute_observations.push_back(
-            {predicted, stats.compute_seconds()});
         report.compute_observations_by_kind[sp ? 1 : 0].push_back(
             {predicted, stats.compute_seconds()});
       }
@@ -119,7 +117,6 @@ absl::StatusOr<StepStatsTracker::Outcome> StepStatsTracker::Record(
   if (params.refit_epoch != refit_epoch_) {
     // A new fit is a new baseline: online corrections start over from it.
     refit_epoch_ = params.refit_epoch;
-    refit_ = RefitAccumulator();
     refit_by_kind_ = {};
     communication_refit_ = RefitAccumulator();
     all_to_all_intra_ = AllToAllRefitAccumulator();
@@ -136,7 +133,6 @@ absl::StatusOr<StepStatsTracker::Outcome> StepStatsTracker::Record(
       --relative_error_count_;
     }
     if (old.refit_epoch == refit_epoch_) {
-      refit_.Remove(old.compute_observations);
       for (int kind = 0; kind < 2; ++kind) {
         refit_by_kind_[kind].Remove(old.compute_observations_by_kind[kind]);
       }
@@ -155,7 +151,6 @@ absl::StatusOr<StepStatsTracker::Outcome> StepStatsTracker::Record(
     ++relative_error_count_;
   }
   if (report.refit_epoch == refit_epoch_) {
-    refit_.Add(report.compute_observations);
     for (int kind = 0; kind < 2; ++kind) {
       refit_by_kind_[kind].Add(report.compute_observations_by_kind[kind]);
     }
@@ -206,7 +201,9 @@ absl::StatusOr<StepStatsTracker::Outcome> StepStatsTracker::Record(
     // Refit once per completed step, so that one step's reports make at
     // most one new version.
     if (online_refit_) {
-      outcome.refit_factor = refit_.Factor();
+      RefitAccumulator pooled = refit_by_kind_[0];
+      pooled.Merge(refit_by_kind_[1]);
+      outcome.refit_factor = pooled.Factor();
       const std::optional<double> single = refit_by_kind_[0].Factor();
       const std::optional<double> sp = refit_by_kind_[1].Factor();
       if (single.has_value() && sp.has_value()) {
@@ -217,7 +214,7 @@ absl::StatusOr<StepStatsTracker::Outcome> StepStatsTracker::Record(
       outcome.all_to_all_intra = all_to_all_intra_.Solve();
       outcome.all_to_all_inter = all_to_all_inter_.Solve();
       outcome.refit_epoch = refit_epoch_;
-      outcome.refit_observations = refit_.count();
+      outcome.refit_observations = pooled.count();
       if (micro_batch_refit_enabled_ &&
           static_cast<int>(fit_row_counts_.size()) >=
               MicroBatchRefit::kMinRows &&

@@ -108,9 +108,8 @@ class StepStatsTracker {
   struct RankReport {
     double step_seconds = 0;
     std::optional<double> relative_error;
-    /// Counted in the refit sums of `refit_epoch`: every micro-batch's, and
-    /// apart, those at SP 1 ([0]) and at SP >= 2 ([1]).
-    std::vector<RefitAccumulator::Observation> compute_observations;
+    /// Counted in the refit sums of `refit_epoch`: the micro-batches at SP
+    /// 1 ([0]) and at SP >= 2 ([1]).
     std::array<std::vector<RefitAccumulator::Observation>, 2>
         compute_observations_by_kind;
     std::vector<RefitAccumulator::Observation> communication_observations;
@@ -150,8 +149,8 @@ class StepStatsTracker {
   /// Sums for steps planned with versions >= `refit_epoch_`; reset when the
   /// parameters' refit epoch moves on (a new profile fit).
   int64_t refit_epoch_ ABSL_GUARDED_BY(mu_) = 0;
-  RefitAccumulator refit_ ABSL_GUARDED_BY(mu_);
-  /// The same sums for micro-batches at SP 1 ([0]) and at SP >= 2 ([1]).
+  /// The compute refit's sums for micro-batches at SP 1 ([0]) and at
+  /// SP >= 2 ([1]); their merge is the pooled factor's.
   std::array<RefitAccumulator, 2> refit_by_kind_ ABSL_GUARDED_BY(mu_);
   RefitAccumulator communication_refit_ ABSL_GUARDED_BY(mu_);
   AllToAllRefitAccumulator all_to_all_intra_ ABSL_GUARDED_BY(mu_);
