@@ -9,24 +9,40 @@
 namespace dcp {
 
 /// A clock that moves only when told to: tests call Advance() to make time
-/// pass. Thread-safe (Now() and Advance() may race; each is atomic).
+/// pass, and JumpWallClock() or SetTime() to move the wall clock alone (as
+/// NTP or an operator would) while the monotonic clock stays put.
+/// Thread-safe (readings and moves may race; each is atomic).
 class FakeClock final : public Clock {
  public:
-  /// Starts at `start` (the Unix epoch by default).
-  explicit FakeClock(absl::Time start = absl::UnixEpoch()) : now_(start) {}
+  /// Both clocks start at `start` (the Unix epoch by default).
+  explicit FakeClock(absl::Time start = absl::UnixEpoch())
+      : now_(start), monotonic_(start) {}
 
   absl::Time Now() const override {
     absl::MutexLock lock(&mutex_);
     return now_;
   }
 
-  /// Moves the time forward by `duration` (backward if it is negative).
+  absl::Time MonotonicNow() const override {
+    absl::MutexLock lock(&mutex_);
+    return monotonic_;
+  }
+
+  /// Lets `duration` pass: both clocks move forward by it (a negative
+  /// `duration` moves the wall clock back and leaves the monotonic one).
   void Advance(absl::Duration duration) {
     absl::MutexLock lock(&mutex_);
     now_ += duration;
+    if (duration > absl::ZeroDuration()) monotonic_ += duration;
   }
 
-  /// Jumps to `time`.
+  /// Moves the wall clock alone by `jump` (either way); no time passes.
+  void JumpWallClock(absl::Duration jump) {
+    absl::MutexLock lock(&mutex_);
+    now_ += jump;
+  }
+
+  /// Sets the wall clock alone to `time`; no time passes.
   void SetTime(absl::Time time) {
     absl::MutexLock lock(&mutex_);
     now_ = time;
@@ -35,6 +51,7 @@ class FakeClock final : public Clock {
  private:
   mutable absl::Mutex mutex_;
   absl::Time now_ ABSL_GUARDED_BY(mutex_);
+  absl::Time monotonic_ ABSL_GUARDED_BY(mutex_);
 };
 
 /// A clock that moves forward by `step` at every reading, so that any two

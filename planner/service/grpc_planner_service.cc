@@ -239,7 +239,7 @@ void GrpcPlannerService::Finish(grpc::ServerUnaryReactor* reactor,
   // Recorded before the call completes, so a client that got its answer
   // sees it counted.
   metrics_.RpcCompleted(method, status.error_code(),
-                        absl::ToDoubleSeconds(clock_.Now() - start));
+                        absl::ToDoubleSeconds(clock_.MonotonicNow() - start));
   reactor->Finish(status);
 }
 
@@ -247,7 +247,7 @@ grpc::ServerUnaryReactor* GrpcPlannerService::Serve(
     const char* method, CallThreads& threads,
     grpc::CallbackServerContext* context, std::function<grpc::Status()> run) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  const absl::Time start = clock_.Now();
+  const absl::Time start = clock_.MonotonicNow();
   grpc::Status authenticated = Authenticate(*context);
   if (!authenticated.ok()) {
     Finish(reactor, method, start, authenticated);

@@ -92,6 +92,12 @@ class PlanCache::PlanningClock final : public Clock {
     return clock_ != nullptr ? clock_->Now() : RealClock::Get().Now();
   }
 
+  absl::Time MonotonicNow() const override {
+    absl::MutexLock lock(&mu_);
+    return clock_ != nullptr ? clock_->MonotonicNow()
+                             : RealClock::Get().MonotonicNow();
+  }
+
   /// From now on, the system's clock.
   void Retire() {
     absl::MutexLock lock(&mu_);

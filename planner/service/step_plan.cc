@@ -112,7 +112,7 @@ std::shared_ptr<const StepPlan> MakeStepPlanTryingPhases(
   result->params_version = params.version;
   const CostModel& cost_model = *params.cost_model;
   const int64_t step = batch.step();
-  const absl::Time start = clock.Now();
+  const absl::Time start = clock.MonotonicNow();
   std::vector<int64_t> lengths;
   lengths.reserve(batch.samples_size());
   for (const v1::Sample& sample : batch.samples()) {
@@ -123,7 +123,7 @@ std::shared_ptr<const StepPlan> MakeStepPlanTryingPhases(
     result->status = absl::Status(
         plan.status().code(),
         absl::StrCat("step ", step, ": ", plan.status().message()));
-    result->planning_seconds = absl::ToDoubleSeconds(clock.Now() - start);
+    result->planning_seconds = absl::ToDoubleSeconds(clock.MonotonicNow() - start);
     return result;
   }
   if (plan->lower_bound_seconds <= 0) {
@@ -146,7 +146,7 @@ std::shared_ptr<const StepPlan> MakeStepPlanTryingPhases(
     // the single layout if it fails anyway.
     if (tried.ok() && tried->phases.size() > 1) phased_plan = *std::move(tried);
   }
-  result->planning_seconds = absl::ToDoubleSeconds(clock.Now() - start);
+  result->planning_seconds = absl::ToDoubleSeconds(clock.MonotonicNow() - start);
   if (phased_plan.has_value()) {
     result->num_phases = static_cast<int>(phased_plan->phases.size());
     result->predicted_step_seconds = phased_plan->predicted_step_seconds;

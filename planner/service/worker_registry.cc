@@ -52,7 +52,7 @@ absl::Status WorkerRegistry::Load(
     worker.registration = record.registration();
     worker.node_index = record.node_index();
     worker.first_rank = record.first_rank();
-    worker.last_seen = clock_.Now();
+    MarkSeen(worker);
     const v1::RegisterWorkerRequest& registration = worker.registration;
     const int offset = worker.first_rank - worker.node_index * per_node;
     if (worker.node_index < 0 || worker.node_index >= cluster_.num_nodes ||
@@ -190,12 +190,12 @@ v1::RegisterWorkerResponse WorkerRegistry::Response(
 
 absl::StatusOr<std::optional<int>> WorkerRegistry::StaleSlot(
     int only, const std::string& job_id) const {
-  const absl::Time now = clock_.Now();
+  const absl::Time now = clock_.MonotonicNow();
   std::vector<bool> live(nodes_.size(), false);
   // A worker of another job in the slot (the first), if any.
   std::vector<const std::string*> other_job(nodes_.size(), nullptr);
   for (const auto& [id, worker] : workers_) {
-    if (now - worker.last_seen <= liveness_timeout_) {
+    if (now - worker.last_seen_monotonic <= liveness_timeout_) {
       live[worker.node_index] = true;
     }
     if (worker.registration.job_id() != job_id &&
@@ -342,7 +342,7 @@ absl::StatusOr<v1::RegisterWorkerResponse> WorkerRegistry::Register(
             "; a worker id keeps its node and ranks for the whole job (use a "
             "new worker id, or restart the job with a fresh state_dir)"));
       }
-      worker.last_seen = clock_.Now();
+      MarkSeen(worker);
       if (registered.SerializeAsString() == request.SerializeAsString()) {
         return Response(worker);
       }
@@ -381,10 +381,10 @@ absl::StatusOr<v1::RegisterWorkerResponse> WorkerRegistry::Register(
   if (!is_new) {
     Worker& worker = workers_.at(request.worker_id());
     worker.registration = request;
-    worker.last_seen = clock_.Now();
+    MarkSeen(worker);
     return Response(worker);
   }
-  placed.last_seen = clock_.Now();
+  MarkSeen(placed);
   for (const std::string& id : replaced) workers_.erase(id);
   if (!replaced.empty()) {
     nodes_[placed.node_index] = Node{request.node_name(), 0};
@@ -428,7 +428,7 @@ absl::Status WorkerRegistry::TouchLocked(absl::string_view worker_id,
         absl::StrCat("worker_id ", Quote(worker_id),
                      " is not registered; call RegisterWorker first"));
   }
-  it->second.last_seen = clock_.Now();
+  MarkSeen(it->second);
   if (activity) {
     it->second.active = true;
     it->second.last_step = std::max(it->second.last_step, step);
@@ -476,7 +476,7 @@ absl::Status WorkerRegistry::CheckReport(absl::string_view worker_id,
 }
 
 v1::ListWorkersResponse WorkerRegistry::List() const {
-  const absl::Time now = clock_.Now();
+  const absl::Time now = clock_.MonotonicNow();
   absl::MutexLock lock(&mu_);
   std::vector<const Worker*> ordered;
   for (const auto& [id, worker] : workers_) ordered.push_back(&worker);
@@ -499,7 +499,7 @@ v1::ListWorkersResponse WorkerRegistry::List() const {
     info->set_backend(registration.backend());
     info->set_registered_by(registration.registered_by());
     info->set_job_id(registration.job_id());
-    if (now - worker->last_seen > liveness_timeout_) {
+    if (now - worker->last_seen_monotonic > liveness_timeout_) {
       info->set_state(v1::WorkerInfo::LOST);
     } else if (worker->active) {
       info->set_state(v1::WorkerInfo::ACTIVE);

@@ -81,7 +81,12 @@ class WorkerRegistry {
     v1::RegisterWorkerRequest registration;
     int node_index = 0;
     int first_rank = 0;
+    /// The wall-clock time of its last call, shown in ListWorkers.
     absl::Time last_seen = absl::InfinitePast();
+    /// The monotonic clock's reading at its last call: liveness is measured
+    /// with this alone, so that a jump of the wall clock neither loses a live
+    /// worker nor keeps a silent one.
+    absl::Time last_seen_monotonic = absl::InfinitePast();
     /// Has fetched a plan or reported statistics.
     bool active = false;
     int64_t last_step = -1;
@@ -93,6 +98,11 @@ class WorkerRegistry {
 
   void Log(const std::string& line) const {
     if (log_) log_(line);
+  }
+  /// Stamps `worker` as heard from now, on both clocks.
+  void MarkSeen(Worker& worker) const {
+    worker.last_seen = clock_.Now();
+    worker.last_seen_monotonic = clock_.MonotonicNow();
   }
   bool WorldComplete() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::string WaitingFor() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -210,6 +210,30 @@ TEST_F(WorkerRegistryTest, LivenessFollowsTheClock) {
   EXPECT_EQ(registry->List().workers(0).state(), v1::WorkerInfo::LOST);
 }
 
+TEST_F(WorkerRegistryTest, AWallClockJumpLosesNoWorkerAndTakesNoSlot) {
+  auto registry = MakeRegistry(nullptr);
+  ASSERT_TRUE(registry->Register(TestWorker("a", "n0", 4)).ok());
+  ASSERT_TRUE(registry->Register(TestWorker("b", "n1", 4)).ok());
+  clock_.Advance(absl::Seconds(1));
+  // NTP or an operator moves the wall clock by +120 s: no time has passed.
+  clock_.JumpWallClock(absl::Seconds(120));
+  v1::ListWorkersResponse listed = registry->List();
+  ASSERT_EQ(listed.workers_size(), 2);
+  EXPECT_EQ(listed.workers(0).state(), v1::WorkerInfo::REGISTERED);
+  EXPECT_EQ(listed.workers(1).state(), v1::WorkerInfo::REGISTERED);
+  // The time shown is the wall clock's.
+  EXPECT_EQ(listed.workers(0).last_seen_unix_millis(), 0);
+  // A newcomer finds no stale slot; the live workers' records stay.
+  EXPECT_EQ(registry->Register(TestWorker("new", "n2", 4)).status().code(),
+            absl::StatusCode::kResourceExhausted);
+  EXPECT_TRUE(registry->Touch("a", /*activity=*/false, /*step=*/-1).ok());
+  EXPECT_TRUE(registry->Touch("b", /*activity=*/false, /*step=*/-1).ok());
+  // A jump back does not keep a silent worker alive either.
+  clock_.JumpWallClock(absl::Seconds(-600));
+  clock_.Advance(absl::Seconds(61));
+  EXPECT_EQ(registry->List().workers(0).state(), v1::WorkerInfo::LOST);
+}
+
 TEST_F(WorkerRegistryTest, AStaleWorkersSlotGoesToANewWorker) {
   const std::string directory = FreshTestDirectory("stale_workers_");
   v1::JobRecord job;
