@@ -37,10 +37,15 @@ absl::StatusOr<StepStatsTracker::Outcome> StepStatsTracker::Record(
   report.step_seconds = measured;
   if (group.predicted_seconds > 0) {
     outcome.measured_over_predicted = measured / group.predicted_seconds;
-    // A measurement so small that the error overflows says nothing.
-    const double relative_error =
-        std::abs(measured - group.predicted_seconds) / measured;
-    if (std::isfinite(relative_error)) report.relative_error = relative_error;
+    // A step measured at under a hundredth or over a hundred times its
+    // prediction (1e-300 s, say) is a broken clock, not an error of the
+    // model: counted, its error (up to 1e300) would swamp the mean of every
+    // other report, and taking it back when the rank reports again would
+    // cancel theirs away.
+    if (RefitAccumulator::Accepts(outcome.measured_over_predicted)) {
+      report.relative_error =
+          std::abs(measured - group.predicted_seconds) / measured;
+    }
   }
   // Online refit observations (predicted at the fitted parameters); none
   // from the warm-up steps.

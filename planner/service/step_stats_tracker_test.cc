@@ -84,6 +84,27 @@ TEST(StepStatsTrackerTest, ImbalanceOnceEveryRankReportedThenARefit) {
   EXPECT_DOUBLE_EQ(tracker.MeanRelativeError(), 0);
 }
 
+TEST(StepStatsTrackerTest, AnAbsurdStepTimeDoesNotCountTowardsTheError) {
+  StepStatsTracker tracker(/*world_size=*/2, /*online_refit=*/true);
+  const StepPlan plan = TwoRankPlan();
+  const CostParamsSnapshot params;
+  ASSERT_TRUE(tracker.Record(Report(0, 0, 2, 1), plan, 1, params).ok());
+  // 1e-300 s against a 2 s prediction: an error of 2e300 if it counted.
+  auto absurd = tracker.Record(Report(0, 1, 1e-300, 1), plan, 1, params);
+  ASSERT_TRUE(absurd.ok()) << absurd.status();
+  EXPECT_FALSE(absurd->relative_error.has_value());
+  EXPECT_DOUBLE_EQ(tracker.MeanRelativeError(), 0);
+  // Duplicates of it, and of a sane report, leave the mean where the sane
+  // reports put it.
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(tracker.Record(Report(0, 1, 1e-300, 1), plan, 1, params).ok());
+    ASSERT_TRUE(tracker.Record(Report(0, 1, 4, 1), plan, 1, params).ok());
+    EXPECT_DOUBLE_EQ(tracker.MeanRelativeError(), 0.25);
+  }
+  ASSERT_TRUE(tracker.Record(Report(0, 1, 1e300, 1), plan, 1, params).ok());
+  EXPECT_DOUBLE_EQ(tracker.MeanRelativeError(), 0);
+}
+
 TEST(StepStatsTrackerTest, WarmUpStepsDoNotCountTowardsTheRefit) {
   // The job's first step pays one-time costs (allocations, first use of each
   // shape): at three times the prediction it would skew the factor.
