@@ -1,5 +1,7 @@
 #include "common/command_line.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -226,15 +228,7 @@ absl::StatusOr<std::vector<int64_t>> ParsedFlags::IntList(
 
 absl::StatusOr<std::string> ParsedFlags::FileContents(
     absl::string_view name) const {
-  const std::string path = String(name);
-  std::ifstream file(path, std::ios::binary);
-  if (!file) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--", name, "=", path, ": cannot read the file"));
-  }
-  std::ostringstream contents;
-  contents << file.rdbuf();
-  return contents.str();
+  return ReadFlagFile(name, String(name), kMaxFlagFileBytes);
 }
 
 absl::StatusOr<std::vector<std::string>> ParsedFlags::StringList(
@@ -453,6 +447,47 @@ std::string SubcommandUsage(absl::string_view program,
                     "\n");
   }
   return usage;
+}
+
+}  // namespace dcp
+
+namespace dcp {
+
+absl::StatusOr<std::string> ReadFlagFile(absl::string_view flag,
+                                         const std::string& path,
+                                         int64_t max_bytes) {
+  struct stat info;
+  if (stat(path.c_str(), &info) == 0) {
+    if (!S_ISREG(info.st_mode) && !S_ISFIFO(info.st_mode)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--", flag, "=", path,
+          " is not a regular file (a directory or a device); give the path "
+          "of a file"));
+    }
+    if (S_ISREG(info.st_mode) && info.st_size > max_bytes) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--", flag, "=", path, " is ", info.st_size,
+          " bytes, more than the ", max_bytes,
+          " such a file may hold; is it the right file?"));
+    }
+  }
+  std::ifstream file(path, std::ios::binary);
+  if (!file) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", flag, "=", path, ": cannot read the file"));
+  }
+  std::string contents;
+  char buffer[64 * 1024];
+  while (file) {
+    file.read(buffer, sizeof(buffer));
+    contents.append(buffer, static_cast<size_t>(file.gcount()));
+    if (static_cast<int64_t>(contents.size()) > max_bytes) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--", flag, "=", path, " holds more than the ", max_bytes,
+          " bytes such a file may hold; is it the right file?"));
+    }
+  }
+  return contents;
 }
 
 }  // namespace dcp

@@ -106,6 +106,7 @@ class ParsedFlags {
   /// The contents of the file the flag names (its value, else its default):
   /// INVALID_ARGUMENT "--cluster=PATH: cannot read the file" when it cannot be
   /// opened.
+  /// Reads at most kMaxFlagFileBytes, through ReadFlagFile().
   absl::StatusOr<std::string> FileContents(absl::string_view name) const;
 
   /// Comma-separated words, whitespace around each removed and empty items
@@ -213,6 +214,18 @@ std::string SubcommandsUsage(absl::string_view program,
 /// columns) and `--help`.
 std::string SubcommandUsage(absl::string_view program,
                             const SubcommandSpec& subcommand);
+
+/// The most a file named by a flag may hold for ParsedFlags::FileContents.
+inline constexpr int64_t kMaxFlagFileBytes = int64_t{256} << 20;
+
+/// The contents of the file at `path`, which flag `--flag` names, read
+/// without ever holding more than `max_bytes`: INVALID_ARGUMENT naming the
+/// flag when the path is a directory or a device (--model=/dev/zero), when
+/// a regular file is larger than `max_bytes` (checked before reading), or
+/// when a pipe yields more; "cannot read the file" when it cannot be opened.
+absl::StatusOr<std::string> ReadFlagFile(absl::string_view flag,
+                                         const std::string& path,
+                                         int64_t max_bytes);
 
 }  // namespace dcp
 

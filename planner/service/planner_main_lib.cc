@@ -2,6 +2,7 @@
 
 #include <pthread.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -29,6 +30,7 @@
 #include "cost_model/cluster_spec.h"
 #include "cost_model/model_cluster_flags.h"
 #include "cost_model/model_spec.h"
+#include "planner/service/byte_quantity.h"
 #include "planner/service/planner_handler.h"
 #include "planner/service/planner_server.h"
 #include "planner/service/port_file.h"
@@ -39,6 +41,11 @@ namespace dcp {
 namespace {
 
 constexpr char kTokenEnvironmentVariable[] = "DCP_PLANNER_TOKEN";
+/// The smallest --memory-budget other than 0 (no bound): the planner's own
+/// resident set before any client calls is tens of MiB.
+constexpr int64_t kMinMemoryBudgetBytes = int64_t{64} << 20;
+/// A model spec is a JSON object of a few dozen fields.
+constexpr int64_t kMaxModelFileBytes = int64_t{1} << 20;
 
 // --model, --nodes, --gpus-per-node, --memory-fraction and --cluster.
 const ModelClusterFlags& ModelCluster() {
@@ -116,7 +123,7 @@ constexpr FlagSpec kServiceFlags[] = {
      "memory the planner may use: set it a little under the pod's memory "
      "limit (e.g. 768Mi for 1Gi); batches waiting to be planned may hold a "
      "quarter of it, more are RESOURCE_EXHAUSTED. Kubernetes quantities "
-     "(768Mi, 1Gi, 800M) or bytes; 0: no bound"},
+     "(768Mi, 1.5Gi, 800M) or bytes, at least 64Mi; 0: no bound"},
     {"max-queued-planning", "DURATION", "10m",
      "predicted planning time that submitted batches may queue; more are "
      "RESOURCE_EXHAUSTED"},
@@ -149,44 +156,6 @@ bool IsLoopbackHost(absl::string_view host) {
          absl::EqualsIgnoreCase(host, "localhost");
 }
 
-/// A Kubernetes memory quantity ("768Mi", "1Gi", "800M", "805306368") in
-/// bytes; `flag` names it in errors.
-absl::StatusOr<int64_t> ParseByteQuantity(absl::string_view flag,
-                                          absl::string_view text) {
-  struct Suffix {
-    absl::string_view name;
-    int64_t multiplier;
-  };
-  static constexpr Suffix kSuffixes[] = {
-      {"Ki", int64_t{1} << 10},
-      {"Mi", int64_t{1} << 20},
-      {"Gi", int64_t{1} << 30},
-      {"Ti", int64_t{1} << 40},
-      {"k", 1000},
-      {"K", 1000},
-      {"M", 1000 * 1000},
-      {"G", 1000 * 1000 * 1000},
-      {"T", int64_t{1000} * 1000 * 1000 * 1000}};
-  absl::string_view digits = text;
-  int64_t multiplier = 1;
-  for (const Suffix& suffix : kSuffixes) {
-    if (absl::ConsumeSuffix(&digits, suffix.name)) {
-      multiplier = suffix.multiplier;
-      break;
-    }
-  }
-  int64_t value = 0;
-  if (digits.empty() || !absl::ascii_isdigit(digits.front()) ||
-      !absl::SimpleAtoi(digits, &value) || value < 0 ||
-      value > std::numeric_limits<int64_t>::max() / multiplier) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--", flag, "=", text,
-        " is not a memory size; give bytes or a Kubernetes quantity such as "
-        "768Mi, 1Gi or 800M (0: no bound)"));
-  }
-  return value * multiplier;
-}
-
 absl::StatusOr<PlannerServer::Options> ServerOptions(const ParsedFlags& flags) {
   PlannerServer::Options options;
   options.listen_address = flags.String("listen");
@@ -210,6 +179,16 @@ absl::StatusOr<PlannerServer::Options> ServerOptions(const ParsedFlags& flags) {
     }
   }
 
+  // A --model path (not a preset) is checked before the loader reads it
+  // whole: /dev/zero or a multi-GiB file would otherwise be read to the end.
+  if (const std::string model_flag = flags.String("model");
+      !ModelPreset(model_flag).ok() && access(model_flag.c_str(), F_OK) == 0) {
+    if (absl::StatusOr<std::string> checked =
+            ReadFlagFile("model", model_flag, kMaxModelFileBytes);
+        !checked.ok()) {
+      return checked.status();
+    }
+  }
   absl::StatusOr<ModelSpec> model = ModelCluster().Model(flags);
   if (!model.ok()) return model.status();
   absl::StatusOr<ClusterSpec> cluster = ModelCluster().Cluster(flags);
@@ -255,6 +234,15 @@ absl::StatusOr<PlannerServer::Options> ServerOptions(const ParsedFlags& flags) {
   absl::StatusOr<int64_t> memory_budget =
       ParseByteQuantity("memory-budget", flags.String("memory-budget"));
   if (!memory_budget.ok()) return memory_budget.status();
+  if (*memory_budget != 0 && *memory_budget < kMinMemoryBudgetBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--memory-budget=", flags.String("memory-budget"), " is ",
+        *memory_budget, " bytes, below the planner's minimum of 64Mi (",
+        kMinMemoryBudgetBytes,
+        " bytes: the process itself, its gRPC threads and one step's plan "
+        "need about that); give at least 64Mi, a little under the pod's "
+        "memory limit, or 0 for no bound"));
+  }
   options.handler.memory_budget_bytes = *memory_budget;
   absl::StatusOr<absl::Duration> queued_planning =
       flags.Duration("max-queued-planning");

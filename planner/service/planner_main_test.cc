@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <fstream>
 #include <memory>
 #include <optional>
 #include <string>
@@ -151,7 +152,9 @@ TEST(PlannerMainTest, PortOutOfRangeIsAUsageError) {
 }
 
 TEST(PlannerMainTest, BadMemoryBudgetIsAUsageError) {
-  for (const std::string budget : {"lots", "-1Gi", "1.5Gi", "12Q", "Mi"}) {
+  // 1 byte and 63Mi are sizes, but too small for the planner to run in.
+  for (const std::string budget :
+       {"lots", "-1Gi", "12Q", "Mi", "1", "63Mi", "1e9"}) {
     Child child = Spawn({"--listen=127.0.0.1:0",
                          "--metrics-listen=", "--memory-budget=" + budget});
     EXPECT_EQ(WaitForExit(child, absl::Seconds(10)), 2) << budget;
@@ -170,7 +173,10 @@ TEST(PlannerMainTest, ListeningBeyondLoopbackNeedsAToken) {
        {std::vector<std::string>{"--listen=0.0.0.0:0",
                                  "--allow-unauthenticated"},
         std::vector<std::string>{"--listen=127.0.0.1:0"},
-        std::vector<std::string>{"--listen=[::1]:0"}}) {
+        std::vector<std::string>{"--listen=[::1]:0"},
+        // A fractional quantity is a size too.
+        std::vector<std::string>{"--listen=127.0.0.1:0",
+                                 "--memory-budget=1.5Gi"}}) {
     std::vector<std::string> all = flags;
     all.push_back("--metrics-listen=");
     Child child = Spawn(all);
@@ -178,6 +184,24 @@ TEST(PlannerMainTest, ListeningBeyondLoopbackNeedsAToken) {
     EXPECT_THAT(line, HasSubstr("dcp_planner listening on")) << flags[0];
     kill(child.pid, SIGTERM);
     EXPECT_EQ(WaitForExit(child, absl::Seconds(20)), 0) << flags[0];
+  }
+}
+
+TEST(PlannerMainTest, AModelFileThatIsADeviceOrHugeIsRefusedUnread) {
+  // /dev/zero never ends: read whole, it took 4 GB before failing.
+  const std::string huge =
+      std::string(std::getenv("TEST_TMPDIR")) + "/huge_model.json";
+  {
+    std::ofstream file(huge);
+    file << "{\"name\": \"";
+  }
+  // Sparse: 2 GiB long and no disk used; read whole it holds 2 GiB.
+  ASSERT_EQ(truncate(huge.c_str(), int64_t{2} << 30), 0);
+  for (const std::string& model : {std::string("/dev/zero"), huge,
+                                  std::string(std::getenv("TEST_TMPDIR"))}) {
+    Child child = Spawn(
+        {"--listen=127.0.0.1:0", "--metrics-listen=", "--model=" + model});
+    EXPECT_EQ(WaitForExit(child, absl::Seconds(10)), 2) << model;
   }
 }
 
