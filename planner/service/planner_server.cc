@@ -111,8 +111,18 @@ absl::StatusOr<std::unique_ptr<PlannerServer>> PlannerServer::Start(
 
   if (!options.metrics_address.empty()) {
     try {
-      server->exposer_ =
-          std::make_unique<prometheus::Exposer>(options.metrics_address);
+      // civetweb gives each accepted connection a thread until its request
+      // is read: with prometheus-cpp's default of 2 threads and civetweb's
+      // 30 s request timeout, two idle sockets blocked every scrape. Enough
+      // threads for many idle or slow clients at once, and a client that
+      // has not sent its request within the timeout is dropped.
+      server->exposer_ = std::make_unique<prometheus::Exposer>(
+          std::vector<std::string>{
+              "listening_ports", options.metrics_address,  //
+              "num_threads", absl::StrCat(kMetricsThreads),
+              "request_timeout_ms",
+              absl::StrCat(absl::ToInt64Milliseconds(kMetricsRequestTimeout)),
+              "enable_keep_alive", "no"});
     } catch (const std::exception& error) {
       return absl::UnavailableError(absl::StrCat(
           "the planner cannot serve metrics on '", options.metrics_address,

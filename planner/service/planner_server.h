@@ -38,6 +38,14 @@ inline constexpr int kPlannerMaxMessageBytes = 64 << 20;
 /// Thread-safe: Shutdown() and Wait() may be called from any thread.
 class PlannerServer {
  public:
+  /// Threads serving GET /metrics: each idle or slow client holds one until
+  /// it sends its request or kMetricsRequestTimeout passes, so this many may
+  /// stall at once while scrapes still get through.
+  static constexpr int kMetricsThreads = 16;
+  /// How long a /metrics client may take to send its request (and to read
+  /// the answer) before it is dropped.
+  static constexpr absl::Duration kMetricsRequestTimeout = absl::Seconds(2);
+
   /// Server-side TLS. All empty: plaintext.
   struct TlsOptions {
     /// PEM files of the server's certificate chain and private key.
