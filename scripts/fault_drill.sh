@@ -13,23 +13,30 @@
 #   4. the planner gets SIGTERM after step 1 (a drained shutdown) and is
 #      restarted 5 s later.
 # For each it prints what happened and whether the losses of the steps that
-# ran match the uninterrupted run's.
+# ran match the uninterrupted run's (scripts/compare_losses.py). It exits 0
+# only when every fault ends as it should (the resumed or restarted runs
+# succeed, their losses match exactly); otherwise 1, naming the faults that
+# did not. --inject-loss-difference alters the reference loss of step 3
+# after the uninterrupted run, so that every comparison must fail: a check
+# that the drill can fail.
 #
 # Usage: scripts/fault_drill.sh [--planner-down-for=30s] [--work-dir=DIR]
-#                               [--no-build]
+#                               [--no-build] [--inject-loss-difference]
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
 down_for=30s
 work=""
 build=true
+inject_difference=false
 for argument in "$@"; do
   case "$argument" in
     --planner-down-for=*) down_for="${argument#*=}" ;;
     --work-dir=*) work="${argument#*=}" ;;
     --no-build) build=false ;;
+    --inject-loss-difference) inject_difference=true ;;
     -h | --help)
-      sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'
+      sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'
       exit 0
       ;;
     *)
@@ -64,25 +71,16 @@ run() {
     >"$work/$name.out" 2>&1
 }
 
-# compare NAME: whether NAME's steps have the uninterrupted run's losses.
+# compare NAME: whether NAME's steps have the uninterrupted run's losses
+# (prints the verdict; exit 0 when they match).
 compare() {
-  python3 - "$work/baseline/dcp_summary.json" "$work/$1/dcp_summary.json" <<'EOF'
-import json, sys
-try:
-    base = {s["step"]: s["loss"] for s in json.load(open(sys.argv[1]))["steps"]}
-    steps = json.load(open(sys.argv[2]))["steps"]
-except (OSError, ValueError, KeyError) as error:
-    print(f"no summary to compare ({error})")
-    sys.exit(1)
-bad = [s["step"] for s in steps if base.get(s["step"]) != s["loss"]]
-ran = f"steps {steps[0]['step']}..{steps[-1]['step']}" if steps else "no steps"
-if bad:
-    print(f"losses DIFFER from the uninterrupted run at steps {bad} ({ran})")
-    sys.exit(1)
-print(f"losses match the uninterrupted run exactly ({ran}: " +
-      ", ".join(f"{s['loss']:.4f}" for s in steps) + ")")
-EOF
+  python3 scripts/compare_losses.py "$work/baseline/dcp_summary.json" \
+    "$work/$1/dcp_summary.json"
 }
+
+# judge FAULT OK: counts FAULT as failed unless OK is "true".
+failed_faults=()
+judge() { [[ $2 == true ]] || failed_faults+=("$1"); }
 
 # show FILE PATTERN: the matching lines of FILE, indented.
 show() { grep -E "$2" "$1" 2>/dev/null | sed 's/^/    /'; }
@@ -96,6 +94,17 @@ code=$?
 echo "  exit code $code"
 compare baseline | sed 's/^/  /'
 [[ $code == 0 ]] || { echo "the uninterrupted run failed; see $work/baseline.out"; exit 1; }
+if $inject_difference; then
+  python3 - "$work/baseline/dcp_summary.json" <<'EOF'
+import json, sys
+summary = json.load(open(sys.argv[1]))
+for step in summary["steps"]:
+    if step["step"] == 3:
+        step["loss"] += 1e-6
+json.dump(summary, open(sys.argv[1], "w"))
+EOF
+  echo "  (--inject-loss-difference: the reference loss of step 3 moved by 1e-6)"
+fi
 
 echo
 echo "== 1. planner SIGKILLed after step 1, restarted $down_for later"
@@ -107,9 +116,10 @@ show "$work/planner_kill.out" "planner drill|FAILED|done in"
 echo "  the workers' own words:"
 show "$work/planner_kill/dcp-w0.log" "waiting for it|answered again|error"
 show "$work/planner_kill/dcp-w1.log" "waiting for it|answered again|error"
-verdict=$(compare planner_kill)
+verdict=$(compare planner_kill) && same=true || same=false
 echo "  $verdict"
 results+=("1. planner SIGKILL, down $down_for: exit $code; $verdict")
+judge "1 (planner SIGKILL)" "$([[ $code == 0 ]] && $same && echo true)"
 
 echo
 echo "== 2. worker w1 SIGKILLed after step 2, then resumed from its checkpoint"
@@ -137,9 +147,11 @@ run worker_kill_resumed "--checkpoint-dir=$work/worker_kill_checkpoints" --resum
 resumed_code=$?
 echo "  resumed (exit code $resumed_code):"
 show "$work/worker_kill_resumed.out" "resumed from"
-verdict=$(compare worker_kill_resumed)
+verdict=$(compare worker_kill_resumed) && same=true || same=false
 echo "  $verdict"
 results+=("2. worker SIGKILL after step 2: job exit $code; resumed at step $resumed_from, exit $resumed_code; $verdict")
+# The killed job fails; its resumption succeeds with the same losses.
+judge "2 (worker SIGKILL)" "$([[ -n $victim && $code != 0 && $resumed_code == 0 ]] && $same && echo true)"
 
 echo
 echo "== 3. full checkpoint disk (injected: ulimit -f, EFBIG) after a good checkpoint"
@@ -167,9 +179,11 @@ echo "  files left in $checkpoints: $(ls "$checkpoints" | tr '\n' ' ')"
 run full_disk_after "--checkpoint-dir=$checkpoints" --resume
 after_code=$?
 show "$work/full_disk_after.out" "resumed from"
-verdict=$(compare full_disk_after)
+verdict=$(compare full_disk_after) && same=true || same=false
 echo "  resumed without the limit (exit code $after_code): $verdict"
 results+=("3. full checkpoint disk: exit $code with the error on every rank; previous checkpoint intact (resumed, exit $after_code); $verdict")
+# The run under the limit fails; the previous checkpoint resumes.
+judge "3 (full checkpoint disk)" "$([[ $first_code == 0 && $code != 0 && $after_code == 0 ]] && $same && echo true)"
 
 echo
 echo "== 4. planner SIGTERM after step 1 (--drain-timeout=2s), restarted 5 s later"
@@ -178,10 +192,16 @@ run planner_term --restart-planner-after-step=1 --planner-stop-signal=TERM \
 code=$?
 echo "  exit code $code"
 show "$work/planner_term.out" "planner drill|FAILED|done in"
-verdict=$(compare planner_term)
+verdict=$(compare planner_term) && same=true || same=false
 echo "  $verdict"
 results+=("4. planner SIGTERM, down 5s: exit $code; $verdict")
+judge "4 (planner SIGTERM)" "$([[ $code == 0 ]] && $same && echo true)"
 
 echo
 echo "== fault drill summary (logs in $work)"
 for line in "${results[@]}"; do echo "  $line"; done
+if [[ ${#failed_faults[@]} -ne 0 ]]; then
+  echo "fault_drill: FAILED: fault(s) ${failed_faults[*]} did not end as they should"
+  exit 1
+fi
+echo "fault_drill: PASSED"

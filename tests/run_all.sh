@@ -2,7 +2,8 @@
 # Installs missing build dependencies, then builds and runs the tests.
 # Extra arguments go to `bazel test`: flags (e.g. `--jobs=1`) and, optionally,
 # target patterns; without a target pattern every test runs (`//...`) and
-# then tests/cuda_link_check.sh checks that the CUDA build of dcp_worker links
+# then scripts/fault_drill.sh runs a small job under faults,
+# tests/cuda_link_check.sh checks that the CUDA build of dcp_worker links
 # and tests/device_check_pack_check.sh that the device check's bundle packs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -41,6 +42,18 @@ if [[ "${has_target}" == false ]]; then
   echo "run_all: bash python/run_tests.sh"
   if bash python/run_tests.sh 2>&1 | tee "${log}"; then
     passed=$((passed + 1))
+  else
+    status=1
+    failed=$((failed + 1))
+  fi
+fi
+if [[ "${has_target}" == false ]]; then
+  # The fault drill: a small loopback job under four faults (planner killed,
+  # worker killed, full checkpoint disk, planner drained), against the
+  # dcp_local_job that `bazel test //...` built; it counts as one.
+  echo "run_all: bash scripts/fault_drill.sh --no-build --planner-down-for=5s"
+  if bash scripts/fault_drill.sh --no-build --planner-down-for=5s 2>&1 | tee "${log}"; then
+    grep -q '^fault_drill: PASSED' "${log}" && passed=$((passed + 1))
   else
     status=1
     failed=$((failed + 1))
