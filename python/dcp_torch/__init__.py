@@ -16,6 +16,7 @@ call.
 
 from dcp_torch.checkpointing import apply_checkpointing
 from dcp_torch.context import packed
+from dcp_torch.devices import local_device
 from dcp_torch.errors import EmptyBatchError, RankDivergedError
 from dcp_torch.fingerprint import batch_fingerprint
 from dcp_torch.micro_batch import MicroBatch
@@ -33,5 +34,5 @@ __all__ = [
     "PlannerClient", "PlannerError", "PlannerUnreachableError",
     "ProfileOptions", "RankDivergedError", "RetryPolicy", "Runtime", "Step",
     "apply_checkpointing", "attention", "batch_fingerprint", "init",
-    "model_spec", "model_spec_from_module", "packed", "write_model_file",
+    "local_device", "model_spec", "model_spec_from_module", "packed", "write_model_file",
 ]

@@ -22,7 +22,7 @@ import time
 import torch
 import torch.distributed as dist
 
-from dcp_torch import checkpointing, context
+from dcp_torch import checkpointing, context, devices
 from dcp_torch import spec as spec_lib
 from dcp_torch import spec_from_module
 from dcp_torch import profiler as profiler_lib
@@ -66,15 +66,20 @@ def init(model, blocks, planner_address=None, *, spec=None, worker_id=None,
     attention_core: core(q, k, v, causal) over [heads, L, D] that the
       profile times; give the same one to dcp_torch.attention.
 
-    torch.distributed is initialized from the environment (torchrun's
-    variables; Gloo on CPU, NCCL on CUDA) unless it already is. Collective:
+    A model on CUDA must be on this rank's GPU (dcp_torch.local_device(),
+    from $LOCAL_RANK), which becomes the current CUDA device before any
+    collective. torch.distributed is initialized from the environment
+    (torchrun's variables) unless it already is; NCCL or Gloo is chosen
+    from the model's device (CUDA or CPU), for the world and the SP groups. Collective:
     every rank calls init. Raises PlannerUnreachableError (naming the
     address) when the planner cannot be reached, ValueError when its model
     or world size differs from this job's."""
     log = log or (lambda message: print(message, flush=True))
-    device = next(model.parameters()).device
+    # Before any collective: each rank's NCCL work on its own GPU.
+    device = devices.bind_rank_device(next(model.parameters()).device)
+    backend = devices.collective_backend(device)
     if not dist.is_initialized():
-        dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
+        dist.init_process_group(backend)
     rank = dist.get_rank()
     blocks = list(blocks)
     if spec is None:
@@ -88,9 +93,10 @@ def init(model, blocks, planner_address=None, *, spec=None, worker_id=None,
     worker_id = worker_id or f"{node_name}-rank{rank}"
     if max_cached_groups is None:
         # dcp's kDefaultNcclMaxCachedGroups (cost_model/memory_model.h).
-        max_cached_groups = 4 if dist.get_backend() == "nccl" else 0
+        max_cached_groups = 4 if backend == "nccl" else 0
     runtime = Runtime(client, spec, model, blocks, worker_id, device,
-                      SpGroups(collective_timeout_seconds, max_cached_groups),
+                      SpGroups(collective_timeout_seconds, max_cached_groups,
+                               backend=backend),
                       log)
     try:
         runtime._register(node_name, registration_timeout_seconds)
@@ -128,12 +134,11 @@ class Runtime:
     # --- init's phases -----------------------------------------------------
 
     def _register(self, node_name, timeout_seconds):
-        backend = dist.get_backend()
         request = pb.RegisterWorkerRequest(
             worker_id=self.worker_id, node_name=node_name, num_ranks=1,
             # The launcher's job id: a planner with --job-id accepts only it.
             job_id=os.environ.get("DCP_JOB_ID", ""),
-            backend=backend if backend in ("gloo", "nccl") else "",
+            backend=self.sp_groups.backend,
             max_cached_groups=self.sp_groups.max_cached_groups,
             gpu_kind=(torch.cuda.get_device_name(self.device)
                       if self.device.type == "cuda" else "cpu"),

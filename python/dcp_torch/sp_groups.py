@@ -51,8 +51,8 @@ def _create_process_group(store, group_rank, group_size, timeout, backend,
                                                timeout)
         device, kind = torch.device("cpu"), dist.ProcessGroup.BackendType.GLOO
     else:
-        raise ValueError(f"SP groups need the gloo or nccl backend; "
-                         f"torch.distributed runs {backend!r}")
+        raise ValueError(f"SP groups need the gloo or nccl backend, not "
+                         f"{backend!r}")
     group._register_backend(device, kind, backend_object)
     group._set_default_backend(kind)
     group._set_group_name(name)
@@ -79,12 +79,20 @@ class SpGroups:
       keeps; 0: no bound. Each is a communicator (Gloo sockets and threads;
       an NCCL one takes GPU memory).
     create: the group factory (tests pass one that records calls); default
-      builds c10d groups over the world's store."""
+      builds c10d groups over the world's store.
+    backend: "gloo" or "nccl", from the device of the tensors the groups
+      carry (devices.collective_backend), not from torch.distributed's
+      backend string (which is "undefined" for a world initialized without
+      naming one)."""
 
     _instances = 0
 
     def __init__(self, timeout_seconds=300.0, max_cached_groups=0,
-                 namespace=None, create=None):
+                 namespace=None, create=None, backend="gloo"):
+        if backend not in ("gloo", "nccl"):
+            raise ValueError(f"SpGroups backend={backend!r}; give \"gloo\" "
+                             "(CPU tensors) or \"nccl\" (CUDA tensors): "
+                             "dcp_torch.devices.collective_backend(device)")
         if max_cached_groups < 0:
             raise ValueError(f"max_cached_groups={max_cached_groups}; give 0 "
                              "(no bound) or the most groups a rank may keep")
@@ -93,6 +101,7 @@ class SpGroups:
             SpGroups._instances += 1
         self._timeout = datetime.timedelta(seconds=timeout_seconds)
         self.max_cached_groups = max_cached_groups
+        self.backend = backend
         self.namespace = namespace
         self._create = create or self._create_c10d
         self._groups = {}   # ranks (sorted tuple) -> this rank's group
@@ -203,5 +212,4 @@ class SpGroups:
         store = dist.PrefixStore(name + "/",
                                  distributed_c10d._get_default_store())
         return _create_process_group(store, group_rank, len(key),
-                                     self._timeout, dist.get_backend(), key,
-                                     name)
+                                     self._timeout, self.backend, key, name)

@@ -6,7 +6,9 @@ token stream with all heads. An all-to-all turns that into the whole stream
 with 1/P of the heads, attention runs per sequence (block-diagonal masks,
 causal or not), and a second all-to-all brings the output back to the
 member's tokens with all heads. The all-to-alls are differentiable: the
-backward of each is the opposite all-to-all.
+backward of each is the opposite all-to-all. The kernel (attention_kernel):
+FlashAttention's varlen kernel over the whole stream on CUDA, 4-D SDPA per
+sequence elsewhere, or the user's core.
 """
 
 import math
@@ -16,6 +18,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 
 from dcp_torch import context
+from dcp_torch.attention_kernel import AttentionKernel, choose_kernel
 
 
 class HeadsNotDivisibleError(ValueError):
@@ -62,35 +65,80 @@ class _AllToAll(torch.autograd.Function):
 
 def sdpa_core(q, k, v, causal):
     """Default attention core over one sequence: q [heads, L, D], k and v
-    [heads, L, D] (KV heads already repeated); returns [heads, L, D]."""
-    return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+    [heads, L, D] (KV heads already repeated); returns [heads, L, D]. Runs
+    SDPA on 4-D tensors, which reach its fused kernels (3-D ones get MATH)."""
+    return F.scaled_dot_product_attention(
+        q.unsqueeze(0), k.unsqueeze(0), v.unsqueeze(0),
+        is_causal=causal).squeeze(0)
 
 
-def packed_attention(q, k, v, cu_seqlens, causal, padded=False, core=None):
+def _check_token_counts(q, k, v):
+    if k.shape[0] != q.shape[0] or v.shape[0] != q.shape[0]:
+        raise ValueError(
+            f"q has {q.shape[0]} tokens but k has {k.shape[0]} and v "
+            f"{v.shape[0]}; dcp_torch.attention is self-attention over the "
+            "micro-batch's tokens: give k and v one row per token of q")
+
+
+def _varlen(q, k, v, cu_seqlens, causal, varlen_attn=None):
+    """One FlashAttention varlen call over the packed sequences (no
+    padding segment): q [T, H, D], k and v [T, Hkv, D], GQA heads as they
+    are."""
+    if varlen_attn is None:
+        from torch.nn.attention.varlen import varlen_attn
+    cu = torch.tensor(cu_seqlens, dtype=torch.int32, device=q.device)
+    longest = max(b - a for a, b in zip(cu_seqlens, cu_seqlens[1:]))
+    return varlen_attn(q.contiguous(), k.contiguous(), v.contiguous(), cu,
+                       cu, longest, longest,
+                       window_size=(-1, 0) if causal else (-1, -1))
+
+
+def _one_sequence(q, k, v, causal, kernel, repeat, core):
+    """Attention of one sequence's q [L, H, D], k and v [L, Hkv, D]."""
+    q, k, v = (t.transpose(0, 1) for t in (q, k, v))  # [heads, L, D]
+    if kernel is not AttentionKernel.SDPA_GQA and repeat > 1:
+        k = k.repeat_interleave(repeat, dim=0)
+        v = v.repeat_interleave(repeat, dim=0)
+    if kernel is AttentionKernel.CORE:
+        return core(q, k, v, causal).transpose(0, 1)
+    out = F.scaled_dot_product_attention(
+        q.unsqueeze(0), k.unsqueeze(0), v.unsqueeze(0), is_causal=causal,
+        enable_gqa=repeat > 1 and kernel is AttentionKernel.SDPA_GQA)
+    return out.squeeze(0).transpose(0, 1)
+
+
+def packed_attention(q, k, v, cu_seqlens, causal, padded=False, core=None,
+                     kernel=None, varlen_attn=None):
     """Attention over packed sequences in one process: q [T, H, D], k and v
     [T, Hkv, D] with Hkv dividing H (grouped-query attention), sequence s
     being tokens cu_seqlens[s]:cu_seqlens[s+1]. With `padded`, the last
-    segment is padding: its output is zero. Returns [T, H, D]."""
-    core = core or sdpa_core
+    segment is padding: its output is zero. Returns [T, H, D].
+
+    `kernel` (default attention_kernel.choose_kernel's): one varlen call on
+    CUDA, else per sequence; `core` (if given) computes each sequence.
+    `varlen_attn` replaces torch's varlen_attn (tests)."""
     heads, kv_heads = q.shape[1], k.shape[1]
-    if heads % kv_heads:
+    _check_token_counts(q, k, v)
+    if kernel is None:
+        kernel = choose_kernel(q.device.type, q.dtype, q.shape[2], heads,
+                               kv_heads, has_core=core is not None)
+    elif heads % kv_heads:
         raise ValueError(f"{kv_heads} key/value heads do not divide "
                          f"{heads} query heads")
-    repeat = heads // kv_heads
+    segments = len(cu_seqlens) - 1 - (1 if padded else 0)
+    real = cu_seqlens[segments] if segments > 0 else 0
     outputs = []
-    segments = len(cu_seqlens) - 1
-    for s in range(segments):
-        start, end = cu_seqlens[s], cu_seqlens[s + 1]
-        if padded and s == segments - 1:
-            outputs.append(q.new_zeros((end - start,) + tuple(q.shape[1:])))
-            continue
-        qs = q[start:end].transpose(0, 1)
-        ks = k[start:end].transpose(0, 1)
-        vs = v[start:end].transpose(0, 1)
-        if repeat > 1:
-            ks = ks.repeat_interleave(repeat, dim=0)
-            vs = vs.repeat_interleave(repeat, dim=0)
-        outputs.append(core(qs, ks, vs, causal).transpose(0, 1))
+    if real and kernel is AttentionKernel.VARLEN:
+        outputs.append(_varlen(q[:real], k[:real], v[:real],
+                               cu_seqlens[:segments + 1], causal, varlen_attn))
+    else:
+        for s in range(segments):
+            start, end = cu_seqlens[s], cu_seqlens[s + 1]
+            outputs.append(_one_sequence(q[start:end], k[start:end],
+                                         v[start:end], causal, kernel,
+                                         heads // kv_heads, core))
+    if real < q.shape[0]:
+        outputs.append(q.new_zeros((q.shape[0] - real,) + tuple(q.shape[1:])))
     return torch.cat(outputs, dim=0) if outputs else q.new_zeros(q.shape)
 
 
@@ -102,7 +150,9 @@ def attention(q, k, v, causal=True, core=None):
     a single process). `causal` masks each sequence causally; False is full
     (bidirectional) attention within each sequence. `core(q, k, v, causal)`
     computes one sequence's attention on [heads, L, D] tensors (default:
-    torch's scaled_dot_product_attention). Returns [T, H, D].
+    FlashAttention's varlen kernel over all sequences at once on CUDA in
+    fp16/bf16, else torch's fused scaled_dot_product_attention per
+    sequence; see dcp_torch.attention_kernel). Returns [T, H, D].
 
     Where the SP size does not divide Hkv, the KV heads are first repeated
     to lcm(Hkv, SP size) so that each rank gets whole heads (as the C++
@@ -114,6 +164,7 @@ def attention(q, k, v, causal=True, core=None):
         raise RuntimeError(
             "dcp_torch.attention ran outside a micro-batch: call the model "
             "inside `with mb:` (or `with dcp_torch.packed(lengths):`)")
+    _check_token_counts(q, k, v)
     sp = packing.sp_size
     if sp == 1:
         return packed_attention(q, k, v, packing.cu_seqlens, causal,

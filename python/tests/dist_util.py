@@ -11,11 +11,11 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 
-def _serve(rank, world_size, port, tasks, results):
+def _serve(rank, world_size, port, tasks, results, backend):
     torch.set_num_threads(1)
     # A TCPStore, as under torchrun. (With a FileStore, creating a group
     # among all ranks after one among some of them times out in torch 2.11.)
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}",
+    dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{port}",
                             rank=rank, world_size=world_size)
     while True:
         task = tasks.get()
@@ -32,9 +32,11 @@ def _serve(rank, world_size, port, tasks, results):
 class RankPool:
     """`run(fn, *args)` calls fn(rank, world_size, *args) (a module-level
     function) on every rank and returns their results in rank order; a
-    failure on any rank raises with its traceback."""
+    failure on any rank raises with its traceback. `backend` goes to
+    init_process_group (None: torch's default, as a script that names none
+    gets under torchrun)."""
 
-    def __init__(self, world_size, task_timeout_seconds=240):
+    def __init__(self, world_size, task_timeout_seconds=240, backend="gloo"):
         self.world_size = world_size
         self._timeout = task_timeout_seconds
         context = mp.get_context("spawn")
@@ -46,7 +48,7 @@ class RankPool:
         self._processes = [
             context.Process(target=_serve,
                             args=(r, world_size, port, self._tasks[r],
-                                  self._results), daemon=True)
+                                  self._results, backend), daemon=True)
             for r in range(world_size)]
         for process in self._processes:
             process.start()

@@ -3,7 +3,8 @@ import math
 import pytest
 import torch
 
-from dcp_torch import context, ulysses
+from dcp_torch import attention_kernel, context, ulysses
+import models
 
 LENGTHS = [5, 11, 2, 7]  # 25 tokens: not divisible by 2 or 4
 
@@ -93,3 +94,158 @@ def test_attention_outside_a_micro_batch_says_what_to_do():
     q = torch.zeros(4, 2, 2)
     with pytest.raises(RuntimeError, match="inside `with mb:`"):
         ulysses.attention(q, q, q)
+
+
+# --- the kernel: fused on every shape the planner plans -------------------
+
+# (heads, kv_heads, head_dim) of the planner's presets (cost_model/
+# model_spec.cc: llama3-8b, llama3-70b, video-dit-1b, tiny) and of the
+# tests' models.
+PLANNER_MODELS = [(32, 8, 128), (64, 8, 128), (16, 16, 72), (4, 2, 16),
+                  (8, 4, 4)]
+
+
+def _per_rank_heads(heads, kv_heads):
+    """(query heads, kv heads) per rank at every SP size dividing heads."""
+    shapes, sp = [], 1
+    while sp <= heads:
+        if heads % sp == 0:
+            copies = sp // math.gcd(kv_heads, sp)
+            shapes.append((heads // sp, kv_heads * copies // sp))
+        sp *= 2
+    return shapes
+
+
+@pytest.mark.parametrize("heads,kv_heads,head_dim", PLANNER_MODELS)
+def test_cuda_picks_a_fused_kernel_for_every_planned_shape(heads, kv_heads,
+                                                           head_dim):
+    if head_dim % 8:
+        pytest.skip("a CPU-test model; its head_dim fits no GPU kernel")
+    for q_heads, k_heads in _per_rank_heads(heads, kv_heads):
+        for dtype, expected in ((torch.bfloat16, ulysses.AttentionKernel.VARLEN),
+                                (torch.float16, ulysses.AttentionKernel.VARLEN),
+                                (torch.float32,
+                                 ulysses.AttentionKernel.SDPA_REPEATED_KV)):
+            kernel = attention_kernel.choose_kernel(
+                "cuda", dtype, head_dim, q_heads, k_heads, has_varlen=True)
+            assert kernel is expected, (q_heads, k_heads, dtype)
+            assert attention_kernel.fused_on_cuda(kernel, dtype, head_dim)
+        # A torch without varlen_attn: 4-D SDPA with GQA (flash).
+        kernel = attention_kernel.choose_kernel(
+            "cuda", torch.bfloat16, head_dim, q_heads, k_heads,
+            has_varlen=False)
+        assert kernel is ulysses.AttentionKernel.SDPA_GQA
+        assert attention_kernel.fused_on_cuda(kernel, torch.bfloat16, head_dim)
+        assert attention_kernel.choose_kernel(
+            "cpu", torch.float32, head_dim, q_heads, k_heads) is \
+            ulysses.AttentionKernel.SDPA_GQA
+        assert attention_kernel.choose_kernel(
+            "cuda", torch.bfloat16, head_dim, q_heads, k_heads,
+            has_core=True) is ulysses.AttentionKernel.CORE
+
+
+def test_a_head_dim_beyond_flash_falls_back_to_the_mem_efficient_kernel():
+    kernel = attention_kernel.choose_kernel("cuda", torch.bfloat16, 320, 8,
+                                            8, has_varlen=True)
+    assert kernel is ulysses.AttentionKernel.SDPA_REPEATED_KV
+    assert attention_kernel.fused_on_cuda(kernel, torch.bfloat16, 320)
+    assert not attention_kernel.fused_on_cuda(
+        ulysses.AttentionKernel.SDPA_REPEATED_KV, torch.float32, 6)
+
+
+def test_every_sdpa_call_on_cpu_gets_a_fused_backend(monkeypatch):
+    """3-D inputs went to MATH (full L x L scores); 4-D ones reach flash."""
+    from torch.nn.attention import SDPBackend
+    real = torch.nn.functional.scaled_dot_product_attention
+    choices = []
+
+    def recording(q, k, v, is_causal=False, enable_gqa=False, **kwargs):
+        choices.append(SDPBackend(torch._fused_sdp_choice(
+            q, k, v, is_causal=is_causal, enable_gqa=enable_gqa)))
+        return real(q, k, v, is_causal=is_causal, enable_gqa=enable_gqa,
+                    **kwargs)
+
+    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention",
+                        recording)
+    q, k, v, _ = _inputs(sum(LENGTHS), 4, 2)
+    with context.packed(LENGTHS):
+        out = ulysses.attention(q.float(), k.float(), v.float())
+        ulysses.attention(q.float(), k.float(), v.float(),
+                          core=ulysses.sdpa_core)
+    assert len(choices) == 2 * len(LENGTHS)
+    assert set(choices) == {SDPBackend.FLASH_ATTENTION}, choices
+    torch.testing.assert_close(out, _reference(True, 4, 2)[0].float(),
+                               rtol=1e-5, atol=1e-5)
+
+
+def _reference_varlen(calls):
+    """varlen_attn's contract, computed per sequence (and recorded)."""
+    def varlen_attn(q, k, v, cu_q, cu_k, max_q, max_k, window_size):
+        calls.append((cu_q.dtype, cu_q.tolist(), max_q, window_size,
+                      q.shape[1], k.shape[1]))
+        assert torch.equal(cu_q, cu_k) and max_q == max_k
+        out = []
+        for a, b in zip(cu_q.tolist(), cu_q.tolist()[1:]):
+            out.append(models.naive_attention(q[a:b], k[a:b], v[a:b],
+                                              causal=window_size == (-1, 0)))
+        return torch.cat(out)
+    return varlen_attn
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_the_varlen_branch_equals_the_per_sequence_path(causal):
+    """The CUDA branch's arguments (int32 cu_seqlens without the padding,
+    the longest sequence, the causal window, GQA heads unrepeated) checked
+    against varlen_attn's contract on CPU; padding gets zeros."""
+    cu = [0, 5, 16, 18, 25, 28]  # 25 tokens and 3 of padding
+    q, k, v, w = (torch.nn.functional.pad(t, (0, 0, 0, 0, 0, 3))
+                  for t in _inputs(25, 8, 2))
+    results = []
+    calls = []
+    for kernel in (ulysses.AttentionKernel.VARLEN,
+                   ulysses.AttentionKernel.SDPA_GQA,
+                   ulysses.AttentionKernel.SDPA_REPEATED_KV):
+        qs, ks, vs = (t.clone().requires_grad_() for t in (q, k, v))
+        out = ulysses.packed_attention(
+            qs, ks, vs, cu, causal, padded=True, kernel=kernel,
+            varlen_attn=_reference_varlen(calls))
+        (out * w).sum().backward()
+        results.append((out.detach(), qs.grad, ks.grad, vs.grad))
+    assert calls == [(torch.int32, [0, 5, 16, 18, 25], 11,
+                      (-1, 0) if causal else (-1, -1), 8, 2)]
+    for other in results[1:]:
+        for got, expected in zip(results[0], other):
+            torch.testing.assert_close(got, expected, rtol=1e-12, atol=1e-12)
+    assert torch.all(results[0][0][25:] == 0)
+    assert torch.all(results[0][1][25:] == 0)
+
+
+def test_k_and_v_with_another_token_count_than_q_are_refused():
+    q = torch.zeros(6, 2, 4)
+    with context.packed([6]), pytest.raises(
+            ValueError, match="q has 6 tokens but k has 5 and v 5"):
+        ulysses.attention(q, q[:5], q[:5])
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
+@pytest.mark.parametrize("heads,kv_heads,head_dim", PLANNER_MODELS[:3])
+def test_on_a_gpu_the_chosen_kernels_run_fused_and_agree(heads, kv_heads,
+                                                         head_dim):
+    from torch.nn.attention import SDPBackend
+    lengths = [5, 300, 77, 1024]
+    cu = [0]
+    for n in lengths:
+        cu.append(cu[-1] + n)
+    for q_heads, k_heads in _per_rank_heads(heads, kv_heads)[:3]:
+        make = lambda h: torch.randn(cu[-1], h, head_dim, device="cuda",  # noqa
+                                     dtype=torch.bfloat16)
+        q, k, v = make(q_heads), make(k_heads), make(k_heads)
+        one = q[:300].transpose(0, 1).unsqueeze(0)
+        kv = k[:300].transpose(0, 1).unsqueeze(0)
+        choice = SDPBackend(torch._fused_sdp_choice(
+            one, kv, kv, is_causal=True, enable_gqa=q_heads != k_heads))
+        assert choice != SDPBackend.MATH
+        fused = ulysses.packed_attention(q, k, v, cu, True)
+        per_sequence = ulysses.packed_attention(
+            q, k, v, cu, True, kernel=ulysses.AttentionKernel.SDPA_GQA)
+        torch.testing.assert_close(fused, per_sequence, rtol=2e-2, atol=2e-2)
