@@ -36,8 +36,9 @@
 #include <vector>
 
 #include "cost_model/compute_model.h"
-#include "cost_model/fitting.h"
+#include "cost_model/model_fit_report.h"
 #include "cost_model/model_spec.h"
+#include "cost_model/profile_sample.h"
 
 namespace dcp {
 

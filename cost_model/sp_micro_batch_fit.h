@@ -35,8 +35,9 @@
 
 #include "cost_model/cluster_spec.h"
 #include "cost_model/cost_model.h"
-#include "cost_model/fitting.h"
+#include "cost_model/model_fit_report.h"
 #include "cost_model/model_spec.h"
+#include "cost_model/profile_sample.h"
 
 namespace dcp {
 
