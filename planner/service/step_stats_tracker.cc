@@ -37,12 +37,17 @@ absl::StatusOr<StepStatsTracker::Outcome> StepStatsTracker::Record(
   report.step_seconds = measured;
   if (group.predicted_seconds > 0) {
     outcome.measured_over_predicted = measured / group.predicted_seconds;
-    // A step measured at under a hundredth or over a hundred times its
-    // prediction (1e-300 s, say) is a broken clock, not an error of the
-    // model: counted, its error (up to 1e300) would swamp the mean of every
-    // other report, and taking it back when the rank reports again would
-    // cancel theirs away.
-    if (RefitAccumulator::Accepts(outcome.measured_over_predicted)) {
+    // A step measured at under a hundredth of its prediction (1e-300 s,
+    // say) or at over a million times it is a broken clock, not an error of
+    // the model: counted, its error (up to 1e300) would swamp the mean of
+    // every other report, and taking it back when the rank reports again
+    // would cancel theirs away. Far above the prediction but within that
+    // bound (an unprofiled model on CPU workers, 1,000x) it counts: the
+    // error is then below 1.
+    constexpr double kLeastCountedRatio = 1e-2;
+    constexpr double kMostCountedRatio = 1e6;
+    if (outcome.measured_over_predicted >= kLeastCountedRatio &&
+        outcome.measured_over_predicted <= kMostCountedRatio) {
       report.relative_error =
           std::abs(measured - group.predicted_seconds) / measured;
     }
