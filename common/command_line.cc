@@ -449,10 +449,6 @@ std::string SubcommandUsage(absl::string_view program,
   return usage;
 }
 
-}  // namespace dcp
-
-namespace dcp {
-
 absl::StatusOr<std::string> ReadFlagFile(absl::string_view flag,
                                          const std::string& path,
                                          int64_t max_bytes) {

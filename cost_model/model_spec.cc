@@ -1,11 +1,12 @@
 #include "cost_model/model_spec.h"
 
-#include <fstream>
+#include <unistd.h>
+
 #include <numeric>
-#include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/command_line.h"
 #include "cost_model/saturating_math.h"
 #include "nlohmann/json.hpp"
 
@@ -278,15 +279,17 @@ absl::StatusOr<ModelSpec> ModelSpecFromJson(absl::string_view json_text) {
 absl::StatusOr<ModelSpec> LoadModelSpec(absl::string_view preset_or_path) {
   absl::StatusOr<ModelSpec> preset = ModelPreset(preset_or_path);
   if (preset.ok()) return preset;
-  std::ifstream file{std::string(preset_or_path)};
-  if (!file) {
+  const std::string path(preset_or_path);
+  if (access(path.c_str(), R_OK) != 0) {
     return absl::NotFoundError(absl::StrCat(
         "--model='", preset_or_path, "' is neither a preset (",
         absl::StrJoin(ModelPresetNames(), ", "), ") nor a readable file"));
   }
-  std::stringstream text;
-  text << file.rdbuf();
-  absl::StatusOr<ModelSpec> spec = ModelSpecFromJson(text.str());
+  // Bounded: --model=/dev/zero or a multi-GiB file is refused unread.
+  absl::StatusOr<std::string> text =
+      ReadFlagFile("model", path, kMaxModelFileBytes);
+  if (!text.ok()) return text.status();
+  absl::StatusOr<ModelSpec> spec = ModelSpecFromJson(*text);
   if (!spec.ok()) {
     return absl::Status(spec.status().code(),
                         absl::StrCat(preset_or_path, ": ",

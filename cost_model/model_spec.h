@@ -112,7 +112,12 @@ absl::StatusOr<ModelSpec> ModelPreset(absl::string_view name);
 /// errors (a typo must not silently fall back to a default).
 absl::StatusOr<ModelSpec> ModelSpecFromJson(absl::string_view json_text);
 
-/// A preset name, or else a path to a JSON file.
+/// A model spec file is a JSON object of a few dozen fields.
+inline constexpr int64_t kMaxModelFileBytes = int64_t{1} << 20;
+
+/// A preset name, or else a path to a JSON file of at most
+/// kMaxModelFileBytes (a directory, a device or a larger file is refused
+/// unread).
 absl::StatusOr<ModelSpec> LoadModelSpec(absl::string_view preset_or_path);
 
 /// JSON object with every field, parseable by ModelSpecFromJson().

@@ -313,6 +313,20 @@ TEST(LoadModelSpecTest, BadJsonFileErrorNamesPathAndField) {
   EXPECT_THAT(spec.status().message(), HasSubstr("num_layers"));
 }
 
+TEST(LoadModelSpecTest, ADeviceADirectoryOrAnOversizedFileIsRefusedUnread) {
+  // A JSON object padded past the bound.
+  const TempFile big(
+      "model_spec_test_big.json",
+      "{\"name\": \"" + std::string(kMaxModelFileBytes, 'x') + "\"}");
+  // /dev/zero never ends: read whole, it took 4 GB before failing.
+  for (const std::string& path :
+       {std::string("/dev/zero"), ::testing::TempDir(), big.path()}) {
+    absl::StatusOr<ModelSpec> spec = LoadModelSpec(path);
+    EXPECT_EQ(spec.status().code(), absl::StatusCode::kInvalidArgument) << path;
+    EXPECT_THAT(spec.status().message(), HasSubstr("--model=" + path));
+  }
+}
+
 TEST(LoadModelSpecTest, MissingPathListsPresets) {
   const std::string path = ::testing::TempDir() + "/no/such/model.json";
   absl::StatusOr<ModelSpec> spec = LoadModelSpec(path);

@@ -2,7 +2,6 @@
 
 #include <pthread.h>
 #include <signal.h>
-#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -44,8 +43,6 @@ constexpr char kTokenEnvironmentVariable[] = "DCP_PLANNER_TOKEN";
 /// The smallest --memory-budget other than 0 (no bound): the planner's own
 /// resident set before any client calls is tens of MiB.
 constexpr int64_t kMinMemoryBudgetBytes = int64_t{64} << 20;
-/// A model spec is a JSON object of a few dozen fields.
-constexpr int64_t kMaxModelFileBytes = int64_t{1} << 20;
 
 // --model, --nodes, --gpus-per-node, --memory-fraction and --cluster.
 const ModelClusterFlags& ModelCluster() {
@@ -179,16 +176,6 @@ absl::StatusOr<PlannerServer::Options> ServerOptions(const ParsedFlags& flags) {
     }
   }
 
-  // A --model path (not a preset) is checked before the loader reads it
-  // whole: /dev/zero or a multi-GiB file would otherwise be read to the end.
-  if (const std::string model_flag = flags.String("model");
-      !ModelPreset(model_flag).ok() && access(model_flag.c_str(), F_OK) == 0) {
-    if (absl::StatusOr<std::string> checked =
-            ReadFlagFile("model", model_flag, kMaxModelFileBytes);
-        !checked.ok()) {
-      return checked.status();
-    }
-  }
   absl::StatusOr<ModelSpec> model = ModelCluster().Model(flags);
   if (!model.ok()) return model.status();
   absl::StatusOr<ClusterSpec> cluster = ModelCluster().Cluster(flags);
