@@ -77,6 +77,25 @@ absl::StatusOr<std::vector<int>> LegalSpSizes(const CostModel& cost_model,
   return sizes;
 }
 
+absl::StatusOr<int> LargestPowerOfTwoCpSize(const CostModel& cost_model,
+                                            absl::Span<const int> requested,
+                                            absl::string_view strategy) {
+  absl::StatusOr<std::vector<int>> legal = LegalSpSizes(cost_model, requested);
+  if (!legal.ok()) return legal.status();
+  if (legal->front() != 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        strategy,
+        " needs SP size 1 among the SP sizes (its CP sizes are the powers of "
+        "two from 1)"));
+  }
+  int largest = 1;
+  while (std::find(legal->begin(), legal->end(), 2 * largest) !=
+         legal->end()) {
+    largest *= 2;
+  }
+  return largest;
+}
+
 absl::Status CheckModelStateFits(const CostModel& cost_model) {
   const double state_bytes = cost_model.memory().StaticBytes();
   if (state_bytes < cost_model.MemoryBudgetBytes()) return absl::OkStatus();

@@ -6,6 +6,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "cost_model/cost_model.h"
 
@@ -23,6 +24,14 @@ absl::Status ValidateBatch(absl::Span<const int64_t> lengths_tokens);
 /// is not legal is an error saying why.
 absl::StatusOr<std::vector<int>> LegalSpSizes(const CostModel& cost_model,
                                               absl::Span<const int> requested);
+
+/// The largest CP size a Megatron-style scheduler (CP sizes the powers of
+/// two from 1) may use over the legal SP sizes of `requested`: the largest
+/// power of two all of whose smaller powers of two are legal too.
+/// INVALID_ARGUMENT naming `strategy` when SP size 1 is not legal.
+absl::StatusOr<int> LargestPowerOfTwoCpSize(const CostModel& cost_model,
+                                            absl::Span<const int> requested,
+                                            absl::string_view strategy);
 
 /// RESOURCE_EXHAUSTED when the weights, gradients and optimizer states alone
 /// exceed the per-GPU budget, saying how much they need.

@@ -90,6 +90,17 @@ TEST(LegalSpSizesTest, RequestedSizesAreSortedAndDeduplicated) {
               ElementsAre(2, 8));
 }
 
+TEST(LargestPowerOfTwoCpSizeTest, StopsAtTheFirstMissingPowerOfTwo) {
+  const CostModel llama = MakeCostModel("llama3-8b", 4, 8);
+  EXPECT_EQ(*LargestPowerOfTwoCpSize(llama, {}, "peer"), 32);
+  EXPECT_EQ(*LargestPowerOfTwoCpSize(llama, std::vector<int>{1, 2, 8}, "peer"),
+            2);
+  absl::StatusOr<int> no_one =
+      LargestPowerOfTwoCpSize(llama, std::vector<int>{2, 4}, "peer");
+  EXPECT_EQ(no_one.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(no_one.status().message(), HasSubstr("peer needs SP size 1"));
+}
+
 TEST(LegalSpSizesTest, IllegalRequestedSizesSayWhy) {
   const CostModel llama = MakeCostModel("llama3-8b", 4, 8);
   {

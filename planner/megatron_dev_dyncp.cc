@@ -61,10 +61,11 @@ class RoundFormer {
     int next_free = 0;
     const Sequence& tallest = sequences.front();
     const int tallest_cp = LeastCp(tallest.length);
-    groups.push_back(OpenGroup{
-        0, tallest_cp,
-        static_cast<double>(tallest.length) / tallest_cp,
-        Work(tallest.length, tallest_cp), {tallest}});
+    groups.push_back(OpenGroup{0,
+                               tallest_cp,
+                               static_cast<double>(tallest.length) / tallest_cp,
+                               Work(tallest.length, tallest_cp),
+                               {tallest}});
     next_free = tallest_cp;
     // Megatron's cap is tallest x per-rank cap; where the tallest is clamped
     // to the largest CP size, its own load is the reference instead.
@@ -199,49 +200,6 @@ class RoundFormer {
 
 bool IsPowerOfTwo(int n) { return n > 0 && (n & (n - 1)) == 0; }
 
-// Largest power of two among the legal sizes such that every smaller power
-// of two is legal too.
-int LargestCpSize(const std::vector<int>& legal) {
-  int largest = 1;
-  while (std::find(legal.begin(), legal.end(), 2 * largest) != legal.end()) {
-    largest *= 2;
-  }
-  return largest;
-}
-
-// The fewest checkpointed layers at which every micro-batch of `plan` fits,
-// or nullopt if one fits at none.
-std::optional<int> FewestLayersThatFit(const CostModel& cost_model,
-                                       absl::Span<const int64_t> lengths,
-                                       const PhasedPlan& plan) {
-  int layers = 0;
-  for (const Plan& phase : plan.phases) {
-    for (const GroupPlan& group : phase.groups) {
-      for (const MicroBatchPlan& micro_batch : group.micro_batches) {
-        MicroBatchShape shape;
-        shape.sp_size = group.sp_size();
-        for (int index : micro_batch.sequence_indices) {
-          shape.AddSequence(lengths[index]);
-        }
-        std::optional<int> needed = cost_model.MinCheckpointedLayers(shape);
-        if (!needed) return std::nullopt;
-        layers = std::max(layers, *needed);
-      }
-    }
-  }
-  return layers;
-}
-
-void SetCheckpointedLayers(PhasedPlan& plan, int layers) {
-  for (Plan& phase : plan.phases) {
-    for (GroupPlan& group : phase.groups) {
-      for (MicroBatchPlan& micro_batch : group.micro_batches) {
-        micro_batch.checkpointed_layers = layers;
-      }
-    }
-  }
-}
-
 }  // namespace
 
 absl::StatusOr<std::vector<PackedCpRound>> ScheduleMegatronDevDynCp(
@@ -255,17 +213,17 @@ absl::StatusOr<std::vector<PackedCpRound>> ScheduleMegatronDevDynCp(
         absl::StrCat("world size = ", world_size, "; give at least 1 rank"));
   }
   if (options.max_tokens_per_rank < 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "max tokens per rank = ", options.max_tokens_per_rank,
-        "; give at least 1"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("max tokens per rank = ", options.max_tokens_per_rank,
+                     "; give at least 1"));
   }
   if (!IsPowerOfTwo(options.min_cp_size) ||
       !IsPowerOfTwo(options.largest_cp_size) ||
       options.min_cp_size > options.largest_cp_size ||
       options.largest_cp_size > world_size) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "CP sizes from ", options.min_cp_size, " to ",
-        options.largest_cp_size, " over ", world_size,
+        "CP sizes from ", options.min_cp_size, " to ", options.largest_cp_size,
+        " over ", world_size,
         " ranks; both must be powers of two, the minimum at most the largest "
         "and the largest at most the world"));
   }
@@ -318,17 +276,13 @@ absl::StatusOr<PhasedPlan> PlanMegatronDevDynCp(
     const CostModel& cost_model, absl::Span<const int> sp_sizes,
     absl::Span<const int64_t> lengths_tokens,
     const MegatronDevDynCpSetting& setting) {
-  absl::StatusOr<std::vector<int>> legal = LegalSpSizes(cost_model, sp_sizes);
-  if (!legal.ok()) return legal.status();
-  if (legal->front() != 1) {
-    return absl::InvalidArgumentError(
-        "megatron-dyncp needs SP size 1 among the SP sizes (its CP sizes are "
-        "the powers of two from 1)");
-  }
+  absl::StatusOr<int> largest_cp =
+      LargestPowerOfTwoCpSize(cost_model, sp_sizes, "megatron-dyncp");
+  if (!largest_cp.ok()) return largest_cp.status();
   const ClusterSpec& cluster = cost_model.cluster();
   PackedCpOptions options;
   options.max_tokens_per_rank = setting.max_tokens_per_rank;
-  options.largest_cp_size = LargestCpSize(*legal);
+  options.largest_cp_size = *largest_cp;
   absl::StatusOr<std::vector<PackedCpRound>> rounds =
       ScheduleMegatronDevDynCp(lengths_tokens, cluster.NumGpus(), options);
   if (!rounds.ok()) return rounds.status();
@@ -358,8 +312,8 @@ absl::StatusOr<MegatronDevDynCpSetting> TuneMegatronDevDynCp(
         "no batches to tune megatron-dyncp's cap on");
   }
   // The memory capacity: what a rank holds at full recompute.
-  const int64_t capacity = cost_model.MaxTokensPerRank(
-      cost_model.model().num_layers, /*sp_size=*/1);
+  const int64_t capacity =
+      cost_model.MaxTokensPerRank(cost_model.model().num_layers, /*sp_size=*/1);
   std::vector<int64_t> caps;
   for (int64_t power = 512; power <= capacity; power *= 2) {
     caps.push_back(power);
@@ -384,7 +338,9 @@ absl::StatusOr<MegatronDevDynCpSetting> TuneMegatronDevDynCp(
         failed = plan.status();
         break;
       }
-      std::optional<int> fit = FewestLayersThatFit(cost_model, batch, *plan);
+      std::optional<int> fit =
+          FewestCheckpointedLayersThatFit(cost_model, batch, *plan,
+                                          /*set_each=*/false);
       if (!fit) {
         failed = absl::ResourceExhaustedError(absl::StrCat(
             "at cap ", cap, " a micro-batch fits memory at no recompute"));

@@ -212,16 +212,6 @@ class RoundScheduler {
   const int largest_cp_;
 };
 
-// Largest power of two among the legal sizes such that every smaller power
-// of two is legal too (the CP sizes the scheduler may use).
-int LargestCpSize(const std::vector<int>& legal) {
-  int largest = 1;
-  while (std::find(legal.begin(), legal.end(), 2 * largest) != legal.end()) {
-    largest *= 2;
-  }
-  return largest;
-}
-
 // The round's groups as a phase, one micro-batch per sub-sample.
 absl::StatusOr<Plan> RoundToPhase(const ClusterSpec& cluster,
                                   const std::vector<RoundGroup>& groups,
@@ -239,41 +229,6 @@ absl::StatusOr<Plan> RoundToPhase(const ClusterSpec& cluster,
     phase_groups.push_back(std::move(phase_group));
   }
   return LayOutPhase(cluster, std::move(phase_groups));
-}
-
-// The fewest checkpointed layers at which every micro-batch of `plan` fits,
-// or nullopt if one fits at none. With `set_each`, each micro-batch gets
-// the fewest it needs itself.
-std::optional<int> FewestLayersThatFit(const CostModel& cost_model,
-                                       absl::Span<const int64_t> lengths,
-                                       PhasedPlan& plan, bool set_each) {
-  int layers = 0;
-  for (Plan& phase : plan.phases) {
-    for (GroupPlan& group : phase.groups) {
-      for (MicroBatchPlan& micro_batch : group.micro_batches) {
-        MicroBatchShape shape;
-        shape.sp_size = group.sp_size();
-        for (int index : micro_batch.sequence_indices) {
-          shape.AddSequence(lengths[index]);
-        }
-        std::optional<int> needed = cost_model.MinCheckpointedLayers(shape);
-        if (!needed) return std::nullopt;
-        layers = std::max(layers, *needed);
-        if (set_each) micro_batch.checkpointed_layers = *needed;
-      }
-    }
-  }
-  return layers;
-}
-
-void SetCheckpointedLayers(PhasedPlan& plan, int layers) {
-  for (Plan& phase : plan.phases) {
-    for (GroupPlan& group : phase.groups) {
-      for (MicroBatchPlan& micro_batch : group.micro_batches) {
-        micro_batch.checkpointed_layers = layers;
-      }
-    }
-  }
 }
 
 }  // namespace
@@ -300,16 +255,11 @@ absl::StatusOr<PhasedPlan> PlanMegatronDynCp(
         "megatron-dyncp max tokens per rank = ", setting.max_tokens_per_rank,
         "; give at least 1"));
   }
-  absl::StatusOr<std::vector<int>> legal = LegalSpSizes(cost_model, sp_sizes);
-  if (!legal.ok()) return legal.status();
-  if (legal->front() != 1) {
-    return absl::InvalidArgumentError(
-        "megatron-dyncp needs SP size 1 among the SP sizes (its CP sizes are "
-        "the powers of two from 1)");
-  }
-  const int largest_cp = LargestCpSize(*legal);
+  absl::StatusOr<int> largest_cp =
+      LargestPowerOfTwoCpSize(cost_model, sp_sizes, "megatron-dyncp");
+  if (!largest_cp.ok()) return largest_cp.status();
   const int world = cost_model.cluster().NumGpus();
-  RoundScheduler scheduler(setting.max_tokens_per_rank, world, largest_cp);
+  RoundScheduler scheduler(setting.max_tokens_per_rank, world, *largest_cp);
   std::vector<SubSample> remaining;
   for (int i = 0; i < static_cast<int>(lengths_tokens.size()); ++i) {
     remaining.push_back({i, lengths_tokens[i]});
@@ -330,7 +280,8 @@ absl::StatusOr<PhasedPlan> PlanMegatronDynCp(
   if (setting.least_recompute_per_micro_batch) {
     // A micro-batch that fits nowhere keeps the setting's layers (and
     // fails validation).
-    FewestLayersThatFit(cost_model, lengths_tokens, plan, /*set_each=*/true);
+    FewestCheckpointedLayersThatFit(cost_model, lengths_tokens, plan,
+                                    /*set_each=*/true);
   }
   PredictPhasedPlan(cost_model, lengths_tokens, plan);
   return plan;
@@ -345,8 +296,8 @@ absl::StatusOr<MegatronDynCpSetting> TuneMegatronDynCp(
         "no batches to tune megatron-dyncp's cap on");
   }
   // The most any rank holds: full recompute, one copy of the KV heads.
-  const int64_t most_per_rank = cost_model.MaxTokensPerRank(
-      cost_model.model().num_layers, /*sp_size=*/1);
+  const int64_t most_per_rank =
+      cost_model.MaxTokensPerRank(cost_model.model().num_layers, /*sp_size=*/1);
   std::optional<MegatronDynCpSetting> best;
   std::string last_error = "no cap between 512 tokens and what a rank holds";
   for (int64_t power = 512; power <= most_per_rank; power *= 2) {
@@ -365,7 +316,7 @@ absl::StatusOr<MegatronDynCpSetting> TuneMegatronDynCp(
           failed = plan.status();
           break;
         }
-        std::optional<int> fit = FewestLayersThatFit(
+        std::optional<int> fit = FewestCheckpointedLayersThatFit(
             cost_model, batch, *plan, least_recompute_per_micro_batch);
         if (!fit) {
           failed = absl::ResourceExhaustedError(absl::StrCat(

@@ -34,6 +34,38 @@ void PredictPhasedPlan(const CostModel& cost_model,
                                 cost_model.OptimizerStepSeconds();
 }
 
+std::optional<int> FewestCheckpointedLayersThatFit(
+    const CostModel& cost_model, absl::Span<const int64_t> lengths_tokens,
+    PhasedPlan& plan, bool set_each) {
+  int layers = 0;
+  for (Plan& phase : plan.phases) {
+    for (GroupPlan& group : phase.groups) {
+      for (MicroBatchPlan& micro_batch : group.micro_batches) {
+        MicroBatchShape shape;
+        shape.sp_size = group.sp_size();
+        for (int index : micro_batch.sequence_indices) {
+          shape.AddSequence(lengths_tokens[index]);
+        }
+        std::optional<int> needed = cost_model.MinCheckpointedLayers(shape);
+        if (!needed) return std::nullopt;
+        layers = std::max(layers, *needed);
+        if (set_each) micro_batch.checkpointed_layers = *needed;
+      }
+    }
+  }
+  return layers;
+}
+
+void SetCheckpointedLayers(PhasedPlan& plan, int layers) {
+  for (Plan& phase : plan.phases) {
+    for (GroupPlan& group : phase.groups) {
+      for (MicroBatchPlan& micro_batch : group.micro_batches) {
+        micro_batch.checkpointed_layers = layers;
+      }
+    }
+  }
+}
+
 double MeanIdleFraction(const PhasedPlan& plan) {
   if (plan.phases_seconds <= 0) return 0;
   double idle_gpu_seconds = 0;

@@ -2,6 +2,7 @@
 #define DCP_PLANNER_PHASED_PLAN_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -89,6 +90,17 @@ struct PhaseBatch {
 /// The indices of `phase` must be valid for `lengths_tokens`.
 PhaseBatch PhaseAsBatch(absl::Span<const int64_t> lengths_tokens,
                         const Plan& phase);
+
+/// The fewest checkpointed layers at which every micro-batch of `plan` fits
+/// memory at its group's SP size, or nullopt if one fits at none. With
+/// `set_each`, each micro-batch is also set to the fewest it needs itself.
+std::optional<int> FewestCheckpointedLayersThatFit(
+    const CostModel& cost_model, absl::Span<const int64_t> lengths_tokens,
+    PhasedPlan& plan, bool set_each);
+
+/// Every micro-batch of `plan` checkpoints `layers` (one
+/// `--recompute-num-layers` for the run).
+void SetCheckpointedLayers(PhasedPlan& plan, int layers);
 
 /// A group of a phase before it is placed on ranks.
 struct PhaseGroup {
