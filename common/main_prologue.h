@@ -23,7 +23,7 @@
 // (e.g. ConcatFlagTables({kOwnFlags, ModelCluster().specs()}), see
 // cost_model/model_cluster_flags.h).
 //
-// A subcommand binary (see planner/cli.cc): StartSubcommandMain, then
+// A subcommand binary (see planner/cli/cli.cc): StartSubcommandMain, then
 // dispatch on `start.subcommand->name`.
 
 #include <optional>

@@ -14,10 +14,10 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "launcher/measured_timeline.h"
-#include "planner/markup_test_util.h"
-#include "planner/plan.h"
-#include "planner/test_cost_model.h"
-#include "planner/timeline_svg.h"
+#include "planner/simulate/markup_test_util.h"
+#include "planner/plan/plan.h"
+#include "planner/plan/test_cost_model.h"
+#include "planner/simulate/timeline_svg.h"
 
 namespace dcp {
 namespace {

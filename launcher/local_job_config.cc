@@ -44,7 +44,7 @@ constexpr FlagSpec kFlags[] = {
      "default, with the float32 activations the workers measure, makes the "
      "workload's long sequences need SP 2 or recompute)"},
     {"workload", "SPEC", kDefaultWorkload,
-     "sequence lengths (planner/workload.h)"},
+     "sequence lengths (planner/workload/workload.h)"},
     {"global-batch-tokens", "T", "16384",
      "tokens per global batch (steps of a few tenths of a second: shorter "
      "ones are mostly the two cores' scheduling noise)"},

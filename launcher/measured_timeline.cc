@@ -7,7 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/atomic_file.h"
-#include "planner/timeline_svg.h"
+#include "planner/simulate/timeline_svg.h"
 
 namespace dcp {
 

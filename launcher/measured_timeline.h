@@ -1,7 +1,7 @@
 // One step of a run as every rank measured it, laid out beside its plan's
 // predictions: reads the step timing files the workers write next to rank
 // 0's run summary (worker/step_timing_files.h), lays the plan out with the
-// cost model it was priced with (planner/timeline.h) and attaches the
+// cost model it was priced with (planner/simulate/timeline.h) and attaches the
 // measured micro-batch times, for dcp_local_job's --timeline-step picture
 // and its cost-model breakdown (launcher/cost_breakdown.h).
 
@@ -14,7 +14,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "planner/timeline.h"
+#include "planner/simulate/timeline.h"
 #include "worker/step_timing_files.h"
 
 namespace dcp {
@@ -55,7 +55,7 @@ std::vector<GroupMeasurement> MeasureGroups(const MeasuredStep& step);
 /// and the slowest rank's step seconds as the measured step.
 absl::StatusOr<Timeline> MeasuredTimeline(const MeasuredStep& step);
 
-/// Renders MeasuredTimeline(step) as SVG (planner/timeline_svg.h) titled
+/// Renders MeasuredTimeline(step) as SVG (planner/simulate/timeline_svg.h) titled
 /// `title` and writes it to `path` atomically. Errors name the path.
 absl::Status WriteMeasuredTimelineSvg(const MeasuredStep& step,
                                       const std::string& title,

@@ -24,7 +24,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "launcher/child_process.h"
-#include "planner/markup_test_util.h"
+#include "planner/simulate/markup_test_util.h"
 #include "worker/step_timing_files.h"
 
 namespace dcp {
@@ -197,7 +197,7 @@ TEST(MeasuredTimelineJobTest, TheSvgShowsWhatTheWorkersRecorded) {
   // The planner recorded the step's plan and reports in its state
   // directory: `dcp timeline` draws the same rows and measured bars.
   const std::string state_svg = absl::StrCat(dir, "/state_step1.svg");
-  ASSERT_EQ(RunToEnd({Runfile("planner/dcp"), "timeline",
+  ASSERT_EQ(RunToEnd({Runfile("planner/cli/dcp"), "timeline",
                       absl::StrCat("--state-dir=", dir, "/planner_state"),
                       "--step=1", absl::StrCat("--out=", state_svg)},
                      absl::StrCat(dir, "/dcp_timeline.log"), absl::Minutes(1)),

@@ -73,7 +73,7 @@ if [[ "${DCP_SKIP_DEPLOY_TOOLS:-0}" != 1 ]]; then
   fi
 fi
 
-# Headless Chromium for //planner:report_browser_test (it screenshots the
+# Headless Chromium for //planner/cli:report_browser_test (it screenshots the
 # timeline SVG and the strategy report). Optional: where it cannot be
 # installed the test says so and skips. DCP_SKIP_BROWSER=1 skips it (the
 # Docker images' build stage does).

@@ -12,5 +12,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 bash scripts/install_deps.sh
-bazel build //launcher:dcp_local_job //planner:dcp
+bazel build //launcher:dcp_local_job //planner/cli:dcp
 bazel-bin/launcher/dcp_local_job "$@"

@@ -15,7 +15,7 @@
 #include "common/status_macros.h"
 #include "cost_model/cluster_spec.h"
 #include "cost_model/model_spec.h"
-#include "planner/baselines.h"
+#include "planner/strategies/baselines.h"
 #include "planner/client/proto_convert.h"
 #include "torch/torch.h"
 #include "worker/checkpoint_coordinator.h"

@@ -20,8 +20,8 @@
 #include "common/clock.h"
 #include "cost_model/memory_model.h"
 #include "planner/client/planner_client.h"
-#include "planner/plan.h"
-#include "planner/workload.h"
+#include "planner/plan/plan.h"
+#include "planner/workload/workload.h"
 #include "worker/communication/communicator.h"
 #include "worker/execution/profiler.h"
 #include "worker/run_summary.h"
@@ -82,7 +82,7 @@ struct WorkerAgentOptions {
   // --- Training --------------------------------------------------------------
   /// Steps of the whole run (a resumed run continues up to this step).
   int64_t steps = 10;
-  /// Workload spec (planner/workload.h), seed and batch size: every rank
+  /// Workload spec (planner/workload/workload.h), seed and batch size: every rank
   /// builds the same deterministic stream; step k runs its k-th batch.
   std::string workload = "longtail";
   uint64_t workload_seed = 1;

@@ -29,7 +29,7 @@
 #include "planner/client/batch_fingerprint.h"
 #include "planner/client/fake_planner_client.h"
 #include "planner/client/proto_convert.h"
-#include "planner/plan.h"
+#include "planner/plan/plan.h"
 #include "prometheus/metric_family.h"
 #include "prometheus/metric_type.h"
 #include "prometheus/text_serializer.h"

@@ -3,8 +3,8 @@
 #include "cost_model/cost_model.h"
 #include "cost_model/model_spec.h"
 #include "planner/client/proto_convert.h"
-#include "planner/phased_plan.h"
-#include "planner/plan.h"
+#include "planner/plan/phased_plan.h"
+#include "planner/plan/plan.h"
 
 namespace dcp {
 

@@ -11,7 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "planner/client/batch_fingerprint.h"
 #include "planner/client/proto_convert.h"
-#include "planner/validate.h"
+#include "planner/plan/validate.h"
 #include "worker/status_context.h"
 
 namespace dcp {

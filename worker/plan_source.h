@@ -17,11 +17,11 @@
 #include "cost_model/cost_model.h"
 #include "cost_model/model_spec.h"
 #include "cost_model/online_refit.h"
-#include "planner/baselines.h"
+#include "planner/strategies/baselines.h"
 #include "planner/client/planner_client.h"
-#include "planner/phased_plan.h"
-#include "planner/plan.h"
-#include "planner/workload.h"
+#include "planner/plan/phased_plan.h"
+#include "planner/plan/plan.h"
+#include "planner/workload/workload.h"
 #include "worker/worker_metrics.h"
 
 namespace dcp {
@@ -114,7 +114,7 @@ class PlannerPlanSource final : public StepPlanSource {
   const PlannerPlanSourceOptions options_;
 };
 
-/// The static `bucket` baseline (planner/baselines.h), computed locally
+/// The static `bucket` baseline (planner/strategies/baselines.h), computed locally
 /// with PlanBucket on the planner's cost model, to run the same batches the
 /// static way. Reports nothing.
 ///

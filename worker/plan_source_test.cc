@@ -16,7 +16,7 @@
 #include "planner/client/batch_fingerprint.h"
 #include "planner/client/fake_planner_client.h"
 #include "planner/client/proto_convert.h"
-#include "planner/plan.h"
+#include "planner/plan/plan.h"
 #include "worker/one_rank_planner_answers.h"
 
 namespace dcp {

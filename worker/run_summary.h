@@ -14,8 +14,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "planner/phased_plan.h"
-#include "planner/plan.h"
+#include "planner/plan/phased_plan.h"
+#include "planner/plan/plan.h"
 
 namespace dcp {
 

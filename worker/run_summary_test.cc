@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "planner/plan.h"
+#include "planner/plan/plan.h"
 
 namespace dcp {
 namespace {

@@ -19,7 +19,7 @@
 #include "google/protobuf/util/json_util.h"
 #include "nlohmann/json.hpp"
 #include "planner/client/proto_convert.h"
-#include "planner/plan_json.h"
+#include "planner/plan/plan_json.h"
 
 namespace dcp {
 namespace {

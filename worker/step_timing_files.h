@@ -2,7 +2,7 @@
 // rank writes what it measured of each micro-batch of a step to its own
 // small file, and rank 0 also writes the step's plan, its batch's lengths and
 // the cost model it was priced with, so that a reader (the launcher) can lay
-// the plan out (planner/timeline.h) and put the measured times beside the
+// the plan out (planner/simulate/timeline.h) and put the measured times beside the
 // predicted ones. Every file is written atomically (common/atomic_file.h);
 // each writer deletes its files older than kKeptStepTimings steps, so the
 // directory stays bounded however long the run.
@@ -17,7 +17,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "cost_model/cost_model.h"
-#include "planner/plan.h"
+#include "planner/plan/plan.h"
 
 namespace dcp {
 

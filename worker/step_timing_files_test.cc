@@ -9,8 +9,8 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "planner/plan.h"
-#include "planner/test_cost_model.h"
+#include "planner/plan/plan.h"
+#include "planner/plan/test_cost_model.h"
 
 namespace dcp {
 namespace {

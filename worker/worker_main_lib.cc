@@ -29,7 +29,7 @@
 #include "planner/client/planner_client.h"
 #include "prometheus/exposer.h"
 #include "torch/torch.h"
-#include "planner/workload.h"
+#include "planner/workload/workload.h"
 #include "worker/agent.h"
 #include "worker/execution/dataset.h"
 #include "worker/prometheus_worker_metrics.h"
@@ -95,7 +95,7 @@ constexpr FlagSpec kFlags[] = {
      "timed runs per profile measurement (default: the profiler's)"},
     {"steps", "N", "10", "steps of the run (a resumed run continues to it)"},
     {"workload", "SPEC", "longtail",
-     "sequence lengths (planner/workload.h), e.g. "
+     "sequence lengths (planner/workload/workload.h), e.g. "
      "longtail:median=64,max=2048"},
     {"seed", "S", "1", "seed of the workload's batch stream"},
     {"global-batch-tokens", "T", "16384", "tokens per global batch"},

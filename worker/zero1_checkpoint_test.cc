@@ -20,7 +20,7 @@
 #include "cost_model/model_spec.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "planner/plan.h"
+#include "planner/plan/plan.h"
 #include "torch/torch.h"
 #include "worker/checkpoint_coordinator.h"
 #include "worker/communication/c10d_test_world.h"

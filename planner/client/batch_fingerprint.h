@@ -8,7 +8,7 @@
 #include <cstdint>
 
 #include "absl/types/span.h"
-#include "planner/workload.h"
+#include "planner/workload/workload.h"
 
 namespace dcp {
 

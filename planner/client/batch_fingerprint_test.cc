@@ -6,7 +6,7 @@
 #include "dcp/v1/batch.pb.h"
 #include "gtest/gtest.h"
 #include "planner/client/proto_convert.h"
-#include "planner/workload.h"
+#include "planner/workload/workload.h"
 
 namespace dcp {
 namespace {

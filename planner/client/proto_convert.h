@@ -22,8 +22,8 @@
 #include "dcp/v1/plan.pb.h"
 #include "dcp/v1/profile.pb.h"
 #include "google/protobuf/repeated_field.h"
-#include "planner/phased_plan.h"
-#include "planner/plan.h"
+#include "planner/plan/phased_plan.h"
+#include "planner/plan/plan.h"
 
 namespace dcp {
 

@@ -9,9 +9,9 @@
 #include "gmock/gmock.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
-#include "planner/phased_plan.h"
-#include "planner/phased_planner.h"
-#include "planner/planner.h"
+#include "planner/plan/phased_plan.h"
+#include "planner/search/phased_planner.h"
+#include "planner/search/planner.h"
 
 namespace dcp {
 namespace {

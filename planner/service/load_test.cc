@@ -56,7 +56,7 @@
 #include "planner/service/planner_metrics.h"
 #include "planner/service/planner_server.h"
 #include "planner/service/prometheus_metrics.h"
-#include "planner/workload.h"
+#include "planner/workload/workload.h"
 
 namespace dcp {
 namespace {

@@ -21,7 +21,7 @@
 #include "common/clock.h"
 #include "dcp/v1/planner_service.pb.h"
 #include "dcp/v1/planner_state.pb.h"
-#include "planner/planner.h"
+#include "planner/search/planner.h"
 #include "planner/service/cost_params_registry.h"
 #include "planner/service/planner_metrics.h"
 #include "planner/service/planner_state_store.h"

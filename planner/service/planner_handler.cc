@@ -34,7 +34,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "cost_model/cost_model.h"
-#include "planner/batch_check.h"
+#include "planner/plan/batch_check.h"
 #include "planner/client/batch_fingerprint.h"
 #include "planner/client/proto_convert.h"
 #include "planner/service/cost_params_registry.h"

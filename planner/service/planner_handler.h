@@ -11,7 +11,7 @@
 #include "cost_model/cluster_spec.h"
 #include "cost_model/model_spec.h"
 #include "dcp/v1/planner_service.pb.h"
-#include "planner/planner.h"
+#include "planner/search/planner.h"
 #include "planner/service/planner_metrics.h"
 #include "planner/service/step_plan.h"
 

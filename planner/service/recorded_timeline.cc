@@ -10,7 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "cost_model/cost_model.h"
 #include "planner/client/proto_convert.h"
-#include "planner/plan.h"
+#include "planner/plan/plan.h"
 
 namespace dcp {
 namespace {

@@ -1,6 +1,6 @@
 // One step of a job as the planner's state directory recorded it
 // (planner/service/step_state_files.h), laid out as a timeline
-// (planner/timeline.h): the plan with the cost model it was priced with,
+// (planner/simulate/timeline.h): the plan with the cost model it was priced with,
 // and the ranks' measured micro-batches beside the predicted ones. What
 // `dcp timeline --state-dir` draws. Protobuf, no gRPC.
 
@@ -13,7 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "planner/service/step_state_files.h"
-#include "planner/timeline.h"
+#include "planner/simulate/timeline.h"
 
 namespace dcp {
 

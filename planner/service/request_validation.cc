@@ -10,12 +10,12 @@
 #include "absl/strings/str_format.h"
 #include "cost_model/memory_model.h"
 #include "planner/client/proto_convert.h"
-#include "planner/limits.h"
+#include "planner/plan/limits.h"
 
 namespace dcp {
 namespace {
 
-// A batch's limits are the planner core's (planner/limits.h).
+// A batch's limits are the planner core's (planner/plan/limits.h).
 constexpr int kMaxProfileSamples = 1 << 20;
 constexpr size_t kMaxIdentifierLength = 128;
 constexpr size_t kMaxFreeTextLength = 256;

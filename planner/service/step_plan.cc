@@ -11,11 +11,11 @@
 #include "absl/time/time.h"
 #include "cost_model/micro_batch_fit.h"
 #include "cost_model/online_refit.h"
-#include "planner/batch_check.h"
+#include "planner/plan/batch_check.h"
 #include "planner/client/proto_convert.h"
-#include "planner/lower_bound.h"
-#include "planner/phased_planner.h"
-#include "planner/plan.h"
+#include "planner/search/lower_bound.h"
+#include "planner/search/phased_planner.h"
+#include "planner/plan/plan.h"
 
 namespace dcp {
 namespace {

@@ -13,7 +13,7 @@
 #include "cost_model/micro_batch_refit.h"
 #include "dcp/v1/planner_service.pb.h"
 #include "dcp/v1/step_state.pb.h"
-#include "planner/planner.h"
+#include "planner/search/planner.h"
 #include "planner/service/cost_params_registry.h"
 
 namespace dcp {
@@ -101,7 +101,7 @@ std::shared_ptr<const StepPlan> MakeStepPlan(const v1::GlobalBatch& batch,
 
 /// MakeStepPlan, and with `phased` enabled and the plan's gap to the lower
 /// bound at least its min_gap_to_try, PlanPhasedBatch
-/// (planner/phased_planner.h) too: its plan is served when it has more than
+/// (planner/search/phased_planner.h) too: its plan is served when it has more than
 /// one phase (it keeps the single layout unless a phased plan is predicted
 /// strictly faster).
 std::shared_ptr<const StepPlan> MakeStepPlanTryingPhases(
@@ -114,7 +114,7 @@ std::shared_ptr<const StepPlan> MakeStepPlanTryingPhases(
 /// sequences took 2.5-2.8 s of CPU on 4,096 GPUs and 4.5 s on 32 GPUs on
 /// this project's 2-core machine, under load), so 6 s per 2^20 sequences.
 /// Only for bounding the work that waits to be planned, so it errs high;
-/// refit it when the core changes (planner/planner_benchmark).
+/// refit it when the core changes (planner/search/planner_benchmark).
 double PredictedPlanningSeconds(int64_t num_sequences);
 
 /// The durable record of a successful `plan` of `batch` made with `params`

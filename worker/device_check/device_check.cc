@@ -15,7 +15,7 @@
 #include "common/percentile.h"
 #include "common/status_macros.h"
 #include "cost_model/cost_model.h"
-#include "planner/plan.h"
+#include "planner/plan/plan.h"
 #include "worker/communication/sequence_parallel.h"
 #include "worker/execution/cpu_allocation_meter.h"
 #include "worker/execution/dit_model.h"

@@ -1,7 +1,7 @@
 // Token datasets for the worker: where the token ids of a planned sample come
 // from.
 //
-// The planner only sees sample ids and lengths (planner/workload.h); a worker
+// The planner only sees sample ids and lengths (planner/workload/workload.h); a worker
 // turns a `Sample{id, length_tokens}` into token ids with a `Dataset`. Every
 // rank must get the same tokens for the same id, so datasets are pure
 // functions of their construction arguments (synthetic) or of files on disk

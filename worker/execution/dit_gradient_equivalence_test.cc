@@ -19,7 +19,7 @@
 #include "cost_model/model_spec.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "planner/plan.h"
+#include "planner/plan/plan.h"
 #include "torch/torch.h"
 #include "worker/communication/multiprocess_test_util.h"
 #include "worker/execution/dit_model.h"

@@ -12,7 +12,7 @@
 #include "cost_model/model_spec.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "planner/plan.h"
+#include "planner/plan/plan.h"
 #include "torch/torch.h"
 #include "worker/communication/fake_communicator.h"
 #include "worker/execution/latent_dataset.h"

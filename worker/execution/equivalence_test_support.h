@@ -17,8 +17,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "planner/phased_plan.h"
-#include "planner/plan.h"
+#include "planner/plan/phased_plan.h"
+#include "planner/plan/plan.h"
 #include "torch/torch.h"
 #include "worker/communication/communicator.h"
 #include "worker/communication/multiprocess_test_util.h"

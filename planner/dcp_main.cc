@@ -1,8 +1,0 @@
-// The `dcp` command line: see planner/cli.h.
-#include <iostream>
-
-#include "planner/cli.h"
-
-int main(int argc, char** argv) {
-  return dcp::RunDcpCli(argc, argv, std::cout, std::cerr);
-}

@@ -1,0 +1,261 @@
+// Unit tests of the batch checks: batch validation, legal SP sizes, the
+// least SP size a sequence fits, and whether the model state fits at all.
+#include "planner/plan/batch_check.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "cost_model/cluster_spec.h"
+#include "cost_model/cost_model.h"
+#include "cost_model/model_spec.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "planner/plan/test_cost_model.h"
+
+namespace dcp {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+constexpr double kGiB = 1024.0 * 1024 * 1024;
+
+// "105.1 GiB": how the messages print a byte count.
+std::string GiB(double bytes) {
+  return absl::StrFormat("%.1f GiB", bytes / kGiB);
+}
+
+TEST(ValidateBatchTest, AcceptsPositiveLengths) {
+  EXPECT_TRUE(ValidateBatch(std::vector<int64_t>{1}).ok());
+  EXPECT_TRUE(ValidateBatch(std::vector<int64_t>{5, 1, 1'000'000}).ok());
+}
+
+TEST(ValidateBatchTest, RejectsAnEmptyBatch) {
+  absl::Status status = ValidateBatch(std::vector<int64_t>{});
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(), HasSubstr("empty"));
+}
+
+TEST(ValidateBatchTest, RejectsANonPositiveLengthNamingItsIndex) {
+  absl::Status zero = ValidateBatch(std::vector<int64_t>{10, 20, 0, 30});
+  EXPECT_EQ(zero.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(zero.message(), HasSubstr("sequence 2 has length 0"));
+
+  absl::Status negative = ValidateBatch(std::vector<int64_t>{-7, 0});
+  EXPECT_EQ(negative.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(negative.message(), HasSubstr("sequence 0 has length -7"));
+}
+
+TEST(ValidateBatchTest, RejectsAbsurdLengthsAndBatches) {
+  // Lengths whose products overflowed int64 used to give "-2 tokens".
+  absl::Status long_one =
+      ValidateBatch(std::vector<int64_t>{10, (int64_t{1} << 40) + 1});
+  EXPECT_EQ(long_one.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(long_one.message(), HasSubstr("sequence 1 has length"));
+  EXPECT_TRUE(ValidateBatch(std::vector<int64_t>{int64_t{1} << 40}).ok());
+  absl::Status too_many =
+      ValidateBatch(std::vector<int64_t>((int64_t{1} << 20) + 1, 1));
+  EXPECT_EQ(too_many.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(too_many.message(), HasSubstr("at most 1048576"));
+}
+
+TEST(LegalSpSizesTest, AllLegalSizesPerModelAndCluster) {
+  // llama3-8b: 32 attention heads over 8 KV heads; SP 16 and 32 replicate
+  // the KV heads.
+  EXPECT_THAT(*LegalSpSizes(MakeCostModel("llama3-8b", 4, 8), {}),
+              ElementsAre(1, 2, 4, 8, 16, 32));
+  // video-dit-1b: 16 heads, and 16 covers two whole nodes.
+  EXPECT_THAT(*LegalSpSizes(MakeCostModel("video-dit-1b", 4, 8), {}),
+              ElementsAre(1, 2, 4, 8, 16));
+  // tiny: 4 attention heads over 2 KV heads.
+  EXPECT_THAT(*LegalSpSizes(MakeCostModel("tiny", 4, 8), {}),
+              ElementsAre(1, 2, 4));
+  // The world caps them.
+  EXPECT_THAT(*LegalSpSizes(MakeCostModel("llama3-8b", 1, 4), {}),
+              ElementsAre(1, 2, 4));
+  EXPECT_THAT(*LegalSpSizes(MakeCostModel("tiny", 1, 1), {}), ElementsAre(1));
+  // 4 neither divides 6 GPUs per node nor is a multiple of it; 8 neither.
+  EXPECT_THAT(*LegalSpSizes(MakeCostModel("video-dit-1b", 2, 6), {}),
+              ElementsAre(1, 2));
+}
+
+TEST(LegalSpSizesTest, RequestedSizesAreSortedAndDeduplicated) {
+  EXPECT_THAT(*LegalSpSizes(MakeCostModel("llama3-8b", 4, 8),
+                            std::vector<int>{8, 2, 8}),
+              ElementsAre(2, 8));
+}
+
+TEST(LargestPowerOfTwoCpSizeTest, StopsAtTheFirstMissingPowerOfTwo) {
+  const CostModel llama = MakeCostModel("llama3-8b", 4, 8);
+  EXPECT_EQ(*LargestPowerOfTwoCpSize(llama, {}, "peer"), 32);
+  EXPECT_EQ(*LargestPowerOfTwoCpSize(llama, std::vector<int>{1, 2, 8}, "peer"),
+            2);
+  absl::StatusOr<int> no_one =
+      LargestPowerOfTwoCpSize(llama, std::vector<int>{2, 4}, "peer");
+  EXPECT_EQ(no_one.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(no_one.status().message(), HasSubstr("peer needs SP size 1"));
+}
+
+TEST(LegalSpSizesTest, IllegalRequestedSizesSayWhy) {
+  const CostModel llama = MakeCostModel("llama3-8b", 4, 8);
+  {
+    absl::StatusOr<std::vector<int>> sizes =
+        LegalSpSizes(llama, std::vector<int>{1, 3});
+    EXPECT_EQ(sizes.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(sizes.status().message(), HasSubstr("SP size 3"));
+    EXPECT_THAT(sizes.status().message(), HasSubstr("32 attention heads"));
+  }
+  {
+    // 64 does not divide the 32 attention heads (nor fit the 32 GPUs).
+    absl::StatusOr<std::vector<int>> sizes =
+        LegalSpSizes(llama, std::vector<int>{64});
+    EXPECT_EQ(sizes.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(sizes.status().message(), HasSubstr("SP size 64"));
+    EXPECT_THAT(sizes.status().message(), HasSubstr("32 attention heads"));
+  }
+  {
+    absl::StatusOr<std::vector<int>> sizes =
+        LegalSpSizes(llama, std::vector<int>{0});
+    EXPECT_EQ(sizes.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(sizes.status().message(), HasSubstr("positive"));
+  }
+  {
+    absl::StatusOr<std::vector<int>> sizes =
+        LegalSpSizes(MakeCostModel("llama3-8b", 1, 4), std::vector<int>{8});
+    EXPECT_EQ(sizes.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(sizes.status().message(), HasSubstr("only 4 GPUs"));
+  }
+  {
+    absl::StatusOr<std::vector<int>> sizes =
+        LegalSpSizes(MakeCostModel("video-dit-1b", 2, 6), std::vector<int>{4});
+    EXPECT_EQ(sizes.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(sizes.status().message(), HasSubstr("6 GPUs per node"));
+  }
+}
+
+TEST(MinFeasibleSpSizeTest, LeastSizeThatHoldsTheSequenceWithFullRecompute) {
+  const CostModel cost_model = MakeCostModel("llama3-8b", 4, 8);
+  const std::vector<int> sizes = {1, 2, 4, 8};
+  const int layers = cost_model.model().num_layers;
+  // The most tokens one rank holds with every layer recomputed.
+  const int64_t per_rank = cost_model.MaxTokensPerRank(layers, /*sp_size=*/8);
+  ASSERT_GT(per_rank, 0);
+  struct Case {
+    int64_t length;
+    int expected_sp;
+  };
+  for (const Case& c :
+       {Case{1, 1}, Case{per_rank, 1}, Case{per_rank + 1, 2},
+        Case{2 * per_rank, 2}, Case{2 * per_rank + 1, 4}, Case{4 * per_rank, 4},
+        Case{4 * per_rank + 1, 8}, Case{8 * per_rank, 8}}) {
+    SCOPED_TRACE(testing::Message() << c.length << " tokens");
+    absl::StatusOr<int> sp =
+        MinFeasibleSpSize(cost_model, sizes, /*sequence_index=*/0, c.length);
+    ASSERT_TRUE(sp.ok()) << sp.status();
+    EXPECT_EQ(*sp, c.expected_sp);
+    // Independently of MaxTokensPerRank: it fits there and not below.
+    MicroBatchShape at_sp = ShapeOf({c.length}, *sp);
+    EXPECT_LE(cost_model.PeakBytes(at_sp, layers),
+              cost_model.MemoryBudgetBytes());
+    for (int smaller : sizes) {
+      if (smaller >= *sp) break;
+      EXPECT_GT(cost_model.PeakBytes(ShapeOf({c.length}, smaller), layers),
+                cost_model.MemoryBudgetBytes());
+    }
+  }
+  // Past SP 8 the sequence needs SP 16, whose KV copies leave fewer tokens
+  // per rank than SP 8's.
+  const int64_t per_rank_16 =
+      cost_model.MaxTokensPerRank(layers, /*sp_size=*/16);
+  ASSERT_LT(per_rank_16, per_rank);
+  ASSERT_GT(per_rank_16 * 16, per_rank * 8);
+  EXPECT_EQ(*MinFeasibleSpSize(cost_model, std::vector<int>{1, 2, 4, 8, 16},
+                               /*sequence_index=*/0, 8 * per_rank + 1),
+            16);
+  EXPECT_EQ(*MinFeasibleSpSize(cost_model, std::vector<int>{1, 2, 4, 8, 16},
+                               /*sequence_index=*/0, 16 * per_rank_16),
+            16);
+  EXPECT_EQ(MinFeasibleSpSize(cost_model, std::vector<int>{1, 2, 4, 8, 16},
+                              /*sequence_index=*/0, 16 * per_rank_16 + 16)
+                .status()
+                .code(),
+            absl::StatusCode::kResourceExhausted);
+  // Only the offered sizes count.
+  EXPECT_EQ(*MinFeasibleSpSize(cost_model, std::vector<int>{4, 8},
+                               /*sequence_index=*/0, /*length_tokens=*/10),
+            4);
+}
+
+TEST(MinFeasibleSpSizeTest, NothingFitsNamesSequenceTokensBytesAndBudget) {
+  const CostModel cost_model = MakeCostModel("llama3-8b", 4, 8);
+  const int64_t length = 8 * cost_model.MaxTokensPerRank(32, /*sp_size=*/8) + 8;
+  absl::StatusOr<int> sp =
+      MinFeasibleSpSize(cost_model, std::vector<int>{1, 2, 4, 8},
+                        /*sequence_index=*/17, length);
+  EXPECT_EQ(sp.status().code(), absl::StatusCode::kResourceExhausted);
+  const std::string message(sp.status().message());
+  EXPECT_THAT(message, HasSubstr("sequence 17"));
+  EXPECT_THAT(message, HasSubstr(absl::StrFormat("%d tokens", length)));
+  EXPECT_THAT(message, HasSubstr("SP=8"));
+  EXPECT_THAT(message,
+              HasSubstr(GiB(cost_model.PeakBytes(ShapeOf({length}, 8), 32))));
+  EXPECT_THAT(message, HasSubstr(absl::StrCat(
+                           "budget is ", GiB(cost_model.MemoryBudgetBytes()))));
+}
+
+TEST(MinFeasibleSpSizeTest, NegativeIndexMeansTheWorkloadsLongest) {
+  const CostModel cost_model = MakeCostModel("llama3-8b", 4, 8);
+  absl::StatusOr<int> sp =
+      MinFeasibleSpSize(cost_model, std::vector<int>{1, 2, 4, 8},
+                        /*sequence_index=*/-1, /*length_tokens=*/10'000'000);
+  EXPECT_EQ(sp.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(sp.status().message(),
+              HasSubstr("the workload's longest sequence"));
+  EXPECT_THAT(sp.status().message(), HasSubstr("10000000 tokens"));
+}
+
+TEST(MinFeasibleSpSizeTest, ModelStateThatDoesNotFitComesFirst) {
+  const CostModel cost_model = MakeCostModel("llama3-8b", 1, 1);
+  absl::StatusOr<int> sp =
+      MinFeasibleSpSize(cost_model, std::vector<int>{1},
+                        /*sequence_index=*/0, /*length_tokens=*/1);
+  EXPECT_EQ(sp.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(sp.status().message(), HasSubstr("model state"));
+}
+
+TEST(CheckModelStateFitsTest, FitsWhereTheStateIsSmall) {
+  EXPECT_TRUE(CheckModelStateFits(MakeCostModel("llama3-8b", 4, 8)).ok());
+  EXPECT_TRUE(CheckModelStateFits(MakeCostModel("tiny", 1, 1)).ok());
+  EXPECT_TRUE(CheckModelStateFits(MakeCostModel("video-dit-1b", 1, 1)).ok());
+}
+
+TEST(CheckModelStateFitsTest, Llama8bOnOneGpuNamesModelAndBudget) {
+  const CostModel cost_model = MakeCostModel("llama3-8b", 1, 1);
+  absl::Status status = CheckModelStateFits(cost_model);
+  EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(status.message(), HasSubstr("llama3-8b"));
+  EXPECT_THAT(status.message(),
+              HasSubstr(GiB(cost_model.memory().StaticBytes())));
+  EXPECT_THAT(status.message(),
+              HasSubstr(absl::StrCat("budget is ",
+                                     GiB(cost_model.MemoryBudgetBytes()))));
+}
+
+TEST(CheckModelStateFitsTest, Llama70bOnFourNodesNamesModelAndBudget) {
+  const CostModel cost_model = MakeCostModel("llama3-70b", 4, 8);
+  absl::Status status = CheckModelStateFits(cost_model);
+  EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(status.message(), HasSubstr("llama3-70b"));
+  EXPECT_THAT(status.message(), HasSubstr("sharded over 32 GPUs"));
+  EXPECT_THAT(status.message(),
+              HasSubstr(absl::StrCat("budget is ",
+                                     GiB(cost_model.MemoryBudgetBytes()))));
+}
+
+}  // namespace
+}  // namespace dcp

@@ -1,0 +1,66 @@
+#include "planner/plan/plan.h"
+
+#include <algorithm>
+
+namespace dcp {
+
+void PredictPlan(const CostModel& cost_model,
+                 absl::Span<const int64_t> lengths_tokens, Plan& plan) {
+  plan.slowest_group_seconds = 0;
+  double last_backward_of_slowest = 0;
+  for (GroupPlan& group : plan.groups) {
+    group.predicted_seconds = 0;
+    double last_backward = 0;
+    for (MicroBatchPlan& micro_batch : group.micro_batches) {
+      MicroBatchShape shape;
+      shape.sp_size = group.sp_size();
+      for (int index : micro_batch.sequence_indices) {
+        shape.AddSequence(lengths_tokens[index]);
+      }
+      const MicroBatchCost cost =
+          cost_model.MicroBatch(shape, micro_batch.checkpointed_layers);
+      micro_batch.predicted_seconds = cost.total_seconds;
+      micro_batch.predicted_peak_bytes = cost.peak_bytes;
+      group.predicted_seconds += cost.total_seconds;
+      last_backward = cost.backward_seconds;
+    }
+    if (group.predicted_seconds > plan.slowest_group_seconds) {
+      plan.slowest_group_seconds = group.predicted_seconds;
+      last_backward_of_slowest = last_backward;
+    }
+  }
+  // Gradients stream into the all-reduce while the slowest group runs its
+  // last backward; only the rest is exposed.
+  plan.exposed_allreduce_seconds =
+      std::max(0.0, cost_model.GradientAllReduceSeconds() -
+                        last_backward_of_slowest);
+  // The optimizer step runs after the all-reduce, hidden by nothing.
+  plan.predicted_step_seconds = plan.slowest_group_seconds +
+                                plan.exposed_allreduce_seconds +
+                                cost_model.OptimizerStepSeconds();
+}
+
+double MaxPeakBytes(const Plan& plan) {
+  double peak = 0;
+  for (const GroupPlan& group : plan.groups) {
+    for (const MicroBatchPlan& micro_batch : group.micro_batches) {
+      peak = std::max(peak, micro_batch.predicted_peak_bytes);
+    }
+  }
+  return peak;
+}
+
+double MeanIdleFraction(const Plan& plan) {
+  if (plan.slowest_group_seconds <= 0) return 0;
+  double idle_gpu_fraction = 0;
+  int gpus = 0;
+  for (const GroupPlan& group : plan.groups) {
+    idle_gpu_fraction += group.sp_size() *
+                         (1 - group.predicted_seconds /
+                                  plan.slowest_group_seconds);
+    gpus += group.sp_size();
+  }
+  return gpus > 0 ? idle_gpu_fraction / gpus : 0;
+}
+
+}  // namespace dcp

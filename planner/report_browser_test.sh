@@ -1,7 +1,0 @@
-#!/usr/bin/env bash
-# //planner:report_browser_test: runs report_browser_test.py (see its
-# docstring) with the system Python 3 (standard library only).
-set -euo pipefail
-root="${TEST_SRCDIR:-.}/dcp"
-[[ -d "${root}/planner" ]] || root="."
-exec python3 "${root}/planner/report_browser_test.py"

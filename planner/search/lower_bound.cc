@@ -1,0 +1,223 @@
+#include "planner/search/lower_bound.h"
+
+#include <algorithm>
+#include <limits>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "planner/plan/batch_check.h"
+
+namespace dcp {
+namespace {
+
+// Best-case seconds a sequence adds to an SP group of `sp`, in two parts:
+// `base`, only the terms of the cost model that grow with its tokens,
+// evaluated straight from the parameters (no per-call overheads, latencies
+// or padding), and `layer_forward`, the same for one layer's forward (what
+// each checkpointed layer adds again). Any micro-batch holding it costs at
+// least base + k * layer_forward more on its group, k its checkpointed
+// layers.
+struct BestCase {
+  double base = 0;
+  double layer_forward = 0;
+};
+
+BestCase BestCaseSeconds(const CostModel& cost_model, int64_t length_tokens,
+                         int sp) {
+  const ModelSpec& model = cost_model.model();
+  const ComputeParams& compute = cost_model.params().compute;
+  const CommParams& comm = cost_model.params().comm;
+  const double length = static_cast<double>(length_tokens);
+  const double tokens_per_rank = length / sp;
+
+  const double gemm_forward = model.LinearForwardFlopsPerToken() *
+                              tokens_per_rank / compute.gemm_flops_per_second;
+  const double attention_flops =
+      model.AttentionForwardFlopsPerSquaredToken() * length / sp;
+  const double attention_forward =
+      attention_flops *
+      (length + compute.attention_forward_half_length_tokens) /
+      compute.attention_forward_flops_per_second;
+  const double attention_backward =
+      ComputeModel::kBackwardAttentionFactor * attention_flops *
+      (length + compute.attention_backward_half_length_tokens) /
+      compute.attention_backward_flops_per_second;
+  const double elementwise = model.ElementwiseBytesPerTokenPerLayer() *
+                             tokens_per_rank /
+                             compute.elementwise_bytes_per_second;
+  double all_to_all = 0;
+  if (sp > 1) {
+    const double bandwidth = cost_model.SpansNodes(sp)
+                                 ? comm.all_to_all_inter_bus_bytes_per_second
+                                 : comm.all_to_all_intra_bus_bytes_per_second;
+    all_to_all = model.UlyssesBytesPerTokenPerLayer(sp) * tokens_per_rank *
+                 (sp - 1) / sp / bandwidth;
+  }
+  // Each layer pass pays the sequence's fixed cost (its attention call).
+  const double sequence = compute.sequence_layer_fixed_seconds;
+  // The compute terms at SP >= 2 are scaled, as CostModel::MicroBatch does.
+  const double scale = sp > 1 ? compute.sp_compute_scale : 1.0;
+  const double layer_forward =
+      scale * (gemm_forward + attention_forward + elementwise + sequence) +
+      all_to_all;
+  const double layer =
+      scale * ((1 + ComputeModel::kBackwardGemmFactor) * gemm_forward +
+               attention_forward + attention_backward + 3 * elementwise +
+               2 * sequence) +
+      2 * all_to_all;
+  const double head = scale * (1 + ComputeModel::kBackwardGemmFactor) *
+                      model.HeadForwardFlopsPerToken() * tokens_per_rank /
+                      compute.gemm_flops_per_second;
+  return {model.num_layers * layer + head, layer_forward};
+}
+
+// What every micro-batch pays whatever it holds, from the parameters: each
+// layer's fixed cost forward and backward and the GEMMs' efficiency loss
+// (a GEMM over t tokens takes (1 + half / t) times its FLOPs' time: a fixed
+// `half` tokens' worth), in every layer and the head, and the micro-batch's
+// own fixed cost (embedding, loss: micro_batch_fixed_seconds). All-to-all
+// latencies and recompute are left out (they only add).
+double MicroBatchFixedSeconds(const CostModel& cost_model) {
+  const ModelSpec& model = cost_model.model();
+  const ComputeParams& compute = cost_model.params().compute;
+  const double gemm_fixed = (1 + ComputeModel::kBackwardGemmFactor) *
+                            compute.gemm_half_efficiency_tokens /
+                            compute.gemm_flops_per_second;
+  return model.num_layers * (2 * compute.layer_fixed_seconds +
+                             gemm_fixed * model.LinearForwardFlopsPerToken()) +
+         gemm_fixed * model.HeadForwardFlopsPerToken() +
+         compute.micro_batch_fixed_seconds;
+}
+
+// Per SP size: the fixed cost of a micro-batch and, per checkpointed-layer
+// count k, the most tokens per rank a micro-batch at k may hold.
+struct SizeLimits {
+  double fixed_seconds = 0;
+  std::vector<int64_t> capacity;  // [k], 0..num_layers
+};
+
+// Least GPU-seconds a sequence costs on SP `sp`: every micro-batch holding
+// it has some checkpointed-layer count k at least what its tokens alone
+// force, holds at most capacity[k] tokens per rank, and pays the fixed cost
+// once; so the sequence costs at least base + k * layer_forward and its
+// tokens' share, tokens_per_rank / capacity[k], of that fixed cost, for the
+// best such k.
+double LeastGpuSeconds(const CostModel& cost_model, const SizeLimits& limits,
+                       int64_t length_tokens, int sp) {
+  const BestCase best = BestCaseSeconds(cost_model, length_tokens, sp);
+  MicroBatchShape alone;
+  alone.sp_size = sp;
+  alone.AddSequence(length_tokens);
+  const int layers = cost_model.model().num_layers;
+  const int forced = cost_model.MinCheckpointedLayers(alone).value_or(layers);
+  const double tokens_per_rank = static_cast<double>(length_tokens) / sp;
+  double least = std::numeric_limits<double>::infinity();
+  for (int k = forced; k <= layers; ++k) {
+    if (limits.capacity[k] <= 0) continue;
+    least = std::min(least, k * best.layer_forward +
+                                limits.fixed_seconds * tokens_per_rank /
+                                    static_cast<double>(limits.capacity[k]));
+  }
+  // Without any capacity (cannot happen for a sequence that fits) only the
+  // forced recompute.
+  if (least == std::numeric_limits<double>::infinity()) {
+    least = forced * best.layer_forward;
+  }
+  return sp * (best.base + least);
+}
+
+// The smallest share of any micro-batch's time that its forward pass takes,
+// component by component: GEMMs and element-wise ops run backward at twice
+// the forward work and may be recomputed once (1/4); all-to-alls, per-layer
+// fixed costs and the head (1/3); attention by its forward/backward rates.
+double MinForwardShare(const CostModel& cost_model) {
+  const ComputeParams& compute = cost_model.params().compute;
+  const double attention_backward_ratio =
+      ComputeModel::kBackwardAttentionFactor *
+      (compute.attention_forward_flops_per_second /
+       compute.attention_backward_flops_per_second) *
+      std::max(1.0, compute.attention_backward_half_length_tokens /
+                        compute.attention_forward_half_length_tokens);
+  return std::min(1.0 / (2 + ComputeModel::kBackwardGemmFactor),
+                  1.0 / (2 + attention_backward_ratio));
+}
+
+}  // namespace
+
+absl::StatusOr<double> StepTimeLowerBound(
+    const CostModel& cost_model, absl::Span<const int> sp_sizes,
+    absl::Span<const int64_t> lengths_tokens) {
+  if (absl::Status status = ValidateBatch(lengths_tokens); !status.ok()) {
+    return status;
+  }
+  double total_gpu_seconds = 0;
+  double longest_sequence_seconds = 0;
+  // Sequences of one length are priced once (batches repeat lengths); the
+  // sum still runs in index order.
+  struct Best {
+    double gpu_seconds;
+    double seconds;
+  };
+  absl::flat_hash_map<int64_t, Best> by_length;
+  const int layers = cost_model.model().num_layers;
+  const double fixed_seconds = MicroBatchFixedSeconds(cost_model);
+  absl::flat_hash_map<int, SizeLimits> limits_by_size;
+  for (int sp : sp_sizes) {
+    SizeLimits& limits = limits_by_size[sp];
+    limits.fixed_seconds = fixed_seconds;
+    if (sp > 1) {
+      limits.fixed_seconds *= cost_model.params().compute.sp_compute_scale;
+      // Two all-to-alls per layer forward and backward, each paying at
+      // least its latency.
+      const CommParams& comm = cost_model.params().comm;
+      limits.fixed_seconds +=
+          4.0 * layers *
+          (cost_model.SpansNodes(sp) ? comm.all_to_all_inter_latency_seconds
+                                     : comm.all_to_all_intra_latency_seconds);
+    }
+    for (int k = 0; k <= layers; ++k) {
+      limits.capacity.push_back(cost_model.MaxTokensPerRank(k, sp));
+    }
+  }
+  for (size_t i = 0; i < lengths_tokens.size(); ++i) {
+    auto [it, inserted] = by_length.try_emplace(lengths_tokens[i], Best{});
+    if (inserted) {
+      absl::StatusOr<int> min_sp = MinFeasibleSpSize(
+          cost_model, sp_sizes, static_cast<int>(i), lengths_tokens[i]);
+      if (!min_sp.ok()) return min_sp.status();
+      double best_gpu_seconds = std::numeric_limits<double>::infinity();
+      double best_seconds = std::numeric_limits<double>::infinity();
+      for (int sp : sp_sizes) {
+        if (sp < *min_sp) continue;
+        best_gpu_seconds = std::min(
+            best_gpu_seconds, LeastGpuSeconds(cost_model, limits_by_size[sp],
+                                              lengths_tokens[i], sp));
+        // The group running it takes at least its micro-batch with only it
+        // (costs only grow as sequences join a micro-batch).
+        MicroBatchShape alone;
+        alone.sp_size = sp;
+        alone.AddSequence(lengths_tokens[i]);
+        const int layers = cost_model.MinCheckpointedLayers(alone).value_or(
+            cost_model.model().num_layers);
+        best_seconds = std::min(
+            best_seconds, cost_model.MicroBatch(alone, layers).total_seconds);
+      }
+      it->second = Best{best_gpu_seconds, best_seconds};
+    }
+    total_gpu_seconds += it->second.gpu_seconds;
+    longest_sequence_seconds =
+        std::max(longest_sequence_seconds, it->second.seconds);
+  }
+  const double slowest_group =
+      std::max(total_gpu_seconds / cost_model.cluster().NumGpus(),
+               longest_sequence_seconds);
+  // The step also waits for whatever of the gradient all-reduce the slowest
+  // group's last backward does not hide, and that backward is at most
+  // (1 - forward share) of the group's time.
+  // Then every plan runs the optimizer step once.
+  return std::max(slowest_group, MinForwardShare(cost_model) * slowest_group +
+                                     cost_model.GradientAllReduceSeconds()) +
+         cost_model.OptimizerStepSeconds();
+}
+
+}  // namespace dcp

@@ -1,0 +1,369 @@
+// Unit tests of StepTimeLowerBound against plans built by hand: it must
+// never exceed the predicted step time of any legal plan.
+#include "planner/search/lower_bound.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "cost_model/cluster_spec.h"
+#include "cost_model/cost_model.h"
+#include "cost_model/model_spec.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "planner/plan/batch_check.h"
+#include "planner/plan/plan.h"
+#include "planner/plan/test_cost_model.h"
+#include "planner/plan/validate.h"
+
+namespace dcp {
+namespace {
+
+using ::testing::HasSubstr;
+
+// Predictions of hand-built plans and the bound use the same cost model, so
+// only rounding separates a tight bound from the plan.
+constexpr double kRelativeTolerance = 1e-9;
+
+// Groups of `sp_size` over the whole world, in rank order, with no work yet.
+Plan EmptyHomogeneousPlan(const CostModel& cost_model, int sp_size) {
+  Plan plan;
+  plan.strategy = "hand-made";
+  const int world = cost_model.cluster().NumGpus();
+  for (int first = 0; first < world; first += sp_size) {
+    GroupPlan group;
+    for (int r = first; r < first + sp_size; ++r) group.ranks.push_back(r);
+    plan.groups.push_back(std::move(group));
+  }
+  return plan;
+}
+
+// Appends a micro-batch of `indices` to `group`, recomputing only what it
+// needs to fit.
+void AddMicroBatch(const CostModel& cost_model,
+                   const std::vector<int64_t>& lengths,
+                   const std::vector<int>& indices, GroupPlan& group) {
+  MicroBatchPlan micro_batch;
+  micro_batch.sequence_indices = indices;
+  MicroBatchShape shape;
+  shape.sp_size = group.sp_size();
+  for (int i : indices) shape.AddSequence(lengths[i]);
+  std::optional<int> layers = cost_model.MinCheckpointedLayers(shape);
+  ASSERT_TRUE(layers.has_value()) << "hand-built micro-batch does not fit";
+  micro_batch.checkpointed_layers = *layers;
+  group.micro_batches.push_back(std::move(micro_batch));
+}
+
+// Predicts the plan after checking that it is legal.
+double PredictedStepSeconds(const CostModel& cost_model,
+                            const std::vector<int64_t>& lengths, Plan plan) {
+  absl::Status valid = ValidatePlan(cost_model, lengths, plan);
+  EXPECT_TRUE(valid.ok()) << valid;
+  PredictPlan(cost_model, lengths, plan);
+  return plan.predicted_step_seconds;
+}
+
+double Bound(const CostModel& cost_model, const std::vector<int64_t>& lengths) {
+  absl::StatusOr<std::vector<int>> sizes = LegalSpSizes(cost_model, {});
+  EXPECT_TRUE(sizes.ok()) << sizes.status();
+  absl::StatusOr<double> bound =
+      StepTimeLowerBound(cost_model, *sizes, lengths);
+  EXPECT_TRUE(bound.ok()) << bound.status();
+  return bound.ok() ? *bound : std::numeric_limits<double>::infinity();
+}
+
+// Deterministic lengths in [low, high].
+std::vector<int64_t> Lengths(int count, int64_t low, int64_t high) {
+  std::vector<int64_t> lengths;
+  uint64_t state = 99;
+  for (int i = 0; i < count; ++i) {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    lengths.push_back(low +
+                      static_cast<int64_t>(state >> 33) % (high - low + 1));
+  }
+  return lengths;
+}
+
+// A few batches llama3-8b on 4x8 runs at SP 1 (every length fits one GPU).
+std::vector<std::vector<int64_t>> BatchesThatFitOneGpu() {
+  return {
+      {4096},
+      Lengths(/*count=*/32, /*low=*/2000, /*high=*/2000),
+      Lengths(/*count=*/64, /*low=*/500, /*high=*/8000),
+      Lengths(/*count=*/200, /*low=*/1000, /*high=*/2000),
+      [] {
+        std::vector<int64_t> skewed =
+            Lengths(/*count=*/100, /*low=*/100, /*high=*/4000);
+        skewed.push_back(50000);
+        return skewed;
+      }(),
+  };
+}
+
+TEST(StepTimeLowerBoundTest, AtMostEverySequenceAloneAtSpOneRoundRobin) {
+  const CostModel cost_model = MakeCostModel("llama3-8b", 4, 8);
+  for (const std::vector<int64_t>& lengths : BatchesThatFitOneGpu()) {
+    SCOPED_TRACE(testing::Message() << lengths.size() << " sequences");
+    Plan plan = EmptyHomogeneousPlan(cost_model, /*sp_size=*/1);
+    for (int i = 0; i < static_cast<int>(lengths.size()); ++i) {
+      AddMicroBatch(cost_model, lengths, {i},
+                    plan.groups[i % plan.groups.size()]);
+    }
+    const double bound = Bound(cost_model, lengths);
+    EXPECT_GT(bound, 0);
+    EXPECT_LE(bound, PredictedStepSeconds(cost_model, lengths, plan) *
+                         (1 + kRelativeTolerance));
+  }
+}
+
+TEST(StepTimeLowerBoundTest, AtMostEverythingInOneGroup) {
+  // One SP-8 group runs the whole batch, one sequence per micro-batch; the
+  // other 24 GPUs idle. A poor plan, but a legal one.
+  const CostModel cost_model = MakeCostModel("llama3-8b", 4, 8);
+  for (const std::vector<int64_t>& lengths : BatchesThatFitOneGpu()) {
+    SCOPED_TRACE(testing::Message() << lengths.size() << " sequences");
+    Plan plan = EmptyHomogeneousPlan(cost_model, /*sp_size=*/8);
+    for (int i = 0; i < static_cast<int>(lengths.size()); ++i) {
+      AddMicroBatch(cost_model, lengths, {i}, plan.groups[0]);
+    }
+    EXPECT_LE(Bound(cost_model, lengths),
+              PredictedStepSeconds(cost_model, lengths, plan) *
+                  (1 + kRelativeTolerance));
+  }
+}
+
+TEST(StepTimeLowerBoundTest, AtMostAPackedHeterogeneousPlan) {
+  // 4x8: the long sequence alone on node 0 at SP 8, the rest packed into one
+  // micro-batch per SP-1 group on the other 24 GPUs.
+  const CostModel cost_model = MakeCostModel("llama3-8b", 4, 8);
+  std::vector<int64_t> lengths =
+      Lengths(/*count=*/120, /*low=*/1000, /*high=*/6000);
+  lengths.push_back(150000);
+  Plan plan;
+  plan.strategy = "hand-made";
+  GroupPlan long_group;
+  for (int r = 0; r < 8; ++r) long_group.ranks.push_back(r);
+  AddMicroBatch(cost_model, lengths, {static_cast<int>(lengths.size()) - 1},
+                long_group);
+  plan.groups.push_back(std::move(long_group));
+  std::vector<std::vector<int>> dealt(24);
+  for (int i = 0; i + 1 < static_cast<int>(lengths.size()); ++i) {
+    dealt[i % 24].push_back(i);
+  }
+  for (int g = 0; g < 24; ++g) {
+    GroupPlan group;
+    group.ranks = {8 + g};
+    AddMicroBatch(cost_model, lengths, dealt[g], group);
+    plan.groups.push_back(std::move(group));
+  }
+  EXPECT_LE(Bound(cost_model, lengths),
+            PredictedStepSeconds(cost_model, lengths, plan) *
+                (1 + kRelativeTolerance));
+}
+
+TEST(StepTimeLowerBoundTest, CountsTheFixedCostOfTheMicroBatchesTheTokensNeed) {
+  // 8 GPUs at SP 1, 1,600 short sequences dealt evenly: every plan runs them
+  // in micro-batches of at most the no-recompute capacity (or recomputes),
+  // each paying the fixed per-micro-batch costs (about 2% of a full one).
+  // Packed full, this plan is about the best there is; a bound without those
+  // costs was 2% below it.
+  const CostModel cost_model = MakeCostModel("llama3-8b", 1, 8);
+  const std::vector<int64_t> lengths =
+      Lengths(/*count=*/1600, /*low=*/1000, /*high=*/1000);
+  const int64_t capacity = cost_model.MaxTokensPerRank(0, 1);
+  Plan plan = EmptyHomogeneousPlan(cost_model, /*sp_size=*/1);
+  for (int g = 0; g < 8; ++g) {
+    std::vector<int> bin;
+    int64_t tokens = 0;
+    for (int i = g; i < static_cast<int>(lengths.size()); i += 8) {
+      if (tokens + lengths[i] > capacity) {
+        AddMicroBatch(cost_model, lengths, bin, plan.groups[g]);
+        bin.clear();
+        tokens = 0;
+      }
+      bin.push_back(i);
+      tokens += lengths[i];
+    }
+    AddMicroBatch(cost_model, lengths, bin, plan.groups[g]);
+  }
+  ASSERT_GT(plan.groups[0].micro_batches.size(), 10u);
+  const double step = PredictedStepSeconds(cost_model, lengths, plan);
+  const double bound = Bound(cost_model, lengths);
+  EXPECT_LE(bound, step * (1 + kRelativeTolerance));
+  EXPECT_GE(bound, 0.99 * step);
+}
+
+TEST(StepTimeLowerBoundTest, AtMostPlansWithWholeNodeGroups) {
+  // video-dit-1b on 4x8 may use SP 16 over two nodes.
+  const CostModel cost_model = MakeCostModel("video-dit-1b", 4, 8);
+  std::vector<int64_t> lengths =
+      Lengths(/*count=*/40, /*low=*/5000, /*high=*/60000);
+  lengths.push_back(1'500'000);
+  lengths.push_back(900'000);
+  for (int sp_size : {2, 4, 8, 16}) {
+    SCOPED_TRACE(testing::Message() << "SP " << sp_size);
+    Plan plan = EmptyHomogeneousPlan(cost_model, sp_size);
+    for (int i = 0; i < static_cast<int>(lengths.size()); ++i) {
+      AddMicroBatch(cost_model, lengths, {i},
+                    plan.groups[i % plan.groups.size()]);
+    }
+    EXPECT_LE(Bound(cost_model, lengths),
+              PredictedStepSeconds(cost_model, lengths, plan) *
+                  (1 + kRelativeTolerance));
+  }
+}
+
+TEST(StepTimeLowerBoundTest, AtMostPlansWhoseComputeAtSpTwoAndAboveIsScaled) {
+  // The online refit may make the compute at SP >= 2 cheaper than at SP 1:
+  // the bound must follow it. 512 equal sequences packed four to a
+  // micro-batch on SP-2 groups is close to the bound.
+  const CostModel defaults = MakeCostModel("llama3-8b", 4, 8);
+  CostParams params = defaults.params();
+  params.compute.sp_compute_scale = 0.5;
+  const CostModel cost_model =
+      CostModel::Create(defaults.model(), defaults.cluster(), params).value();
+  const std::vector<int64_t> lengths =
+      Lengths(/*count=*/512, /*low=*/2000, /*high=*/2000);
+  Plan plan = EmptyHomogeneousPlan(cost_model, /*sp_size=*/2);
+  for (int i = 0; i < static_cast<int>(lengths.size()); i += 4) {
+    AddMicroBatch(cost_model, lengths, {i, i + 1, i + 2, i + 3},
+                  plan.groups[(i / 4) % plan.groups.size()]);
+  }
+  EXPECT_LE(Bound(cost_model, lengths),
+            PredictedStepSeconds(cost_model, lengths, plan) *
+                (1 + kRelativeTolerance));
+}
+
+TEST(StepTimeLowerBoundTest, NeverFallsWhenASequenceIsAdded) {
+  const CostModel cost_model = MakeCostModel("llama3-8b", 4, 8);
+  const std::vector<int64_t> all =
+      Lengths(/*count=*/80, /*low=*/100, /*high=*/30000);
+  std::vector<int64_t> lengths;
+  double previous = 0;
+  for (int64_t length : all) {
+    lengths.push_back(length);
+    const double bound = Bound(cost_model, lengths);
+    EXPECT_GE(bound, previous) << "after adding " << length << " tokens";
+    previous = bound;
+  }
+}
+
+TEST(StepTimeLowerBoundTest, GrowsWhenTheTotalWorkDominates) {
+  // 400 sequences of 8,000 tokens are far more work than any one of them,
+  // so one more sequence raises the bound.
+  const CostModel cost_model = MakeCostModel("llama3-8b", 4, 8);
+  std::vector<int64_t> lengths(400, 8000);
+  const double before = Bound(cost_model, lengths);
+  lengths.push_back(8000);
+  const double with_401 = Bound(cost_model, lengths);
+  EXPECT_GT(with_401, before);
+  // Even a one-token sequence adds work.
+  lengths.push_back(1);
+  EXPECT_GT(Bound(cost_model, lengths), with_401);
+}
+
+TEST(StepTimeLowerBoundTest, GrowsWhenALongerSequenceIsAdded) {
+  const CostModel cost_model = MakeCostModel("llama3-8b", 4, 8);
+  std::vector<int64_t> lengths = {2000, 3000, 100000};
+  const double before = Bound(cost_model, lengths);
+  lengths.push_back(200000);
+  EXPECT_GT(Bound(cost_model, lengths), before);
+}
+
+TEST(StepTimeLowerBoundTest, OneLongSequenceIsAtLeastItsBestMicroBatch) {
+  const CostModel cost_model = MakeCostModel("llama3-8b", 4, 8);
+  // Up to SP 32: beyond 8 the KV heads are copied.
+  const std::vector<int> sizes = *LegalSpSizes(cost_model, {});
+  for (int64_t length :
+       {int64_t{30000}, int64_t{100000}, int64_t{200000}, int64_t{400000}}) {
+    SCOPED_TRACE(testing::Message() << length << " tokens");
+    const std::vector<int64_t> lengths = {length};
+    // The fastest micro-batch holding only it, on any size it fits.
+    double best = std::numeric_limits<double>::infinity();
+    int best_sp = 0;
+    for (int sp : sizes) {
+      MicroBatchShape shape = ShapeOf(lengths, sp);
+      std::optional<int> layers = cost_model.MinCheckpointedLayers(shape);
+      if (!layers) continue;
+      const double seconds =
+          cost_model.MicroBatch(shape, *layers).total_seconds;
+      if (seconds < best) {
+        best = seconds;
+        best_sp = sp;
+      }
+    }
+    ASSERT_GT(best_sp, 0);
+    const double bound = Bound(cost_model, lengths);
+    EXPECT_GE(bound, best * (1 - kRelativeTolerance));
+    // ...and at most that plan: it alone on one group of its best size.
+    Plan plan = EmptyHomogeneousPlan(cost_model, best_sp);
+    AddMicroBatch(cost_model, lengths, {0}, plan.groups[0]);
+    const double step = PredictedStepSeconds(cost_model, lengths, plan);
+    EXPECT_LE(bound, step * (1 + kRelativeTolerance));
+    EXPECT_LE(step, best + cost_model.GradientAllReduceSeconds());
+  }
+}
+
+TEST(StepTimeLowerBoundTest, TightWhenOneSequenceDominates) {
+  // At the sizes that need no KV copies (1-8), 100,000 tokens need SP 8 to
+  // run without much recompute; its micro-batch hides the whole gradient
+  // all-reduce, so that plan is optimal. (At SP 32 it runs faster but no
+  // longer hides the all-reduce.)
+  const CostModel cost_model = MakeCostModel("llama3-8b", 4, 8);
+  const std::vector<int64_t> lengths = {100000};
+  Plan plan = EmptyHomogeneousPlan(cost_model, /*sp_size=*/8);
+  AddMicroBatch(cost_model, lengths, {0}, plan.groups[0]);
+  const double step = PredictedStepSeconds(cost_model, lengths, plan);
+  absl::StatusOr<double> bound =
+      StepTimeLowerBound(cost_model, std::vector<int>{1, 2, 4, 8}, lengths);
+  ASSERT_TRUE(bound.ok()) << bound.status();
+  EXPECT_NEAR(*bound, step, step * 1e-9);
+}
+
+TEST(StepTimeLowerBoundTest, RejectsAnEmptyBatch) {
+  const CostModel cost_model = MakeCostModel("llama3-8b", 4, 8);
+  absl::StatusOr<double> bound = StepTimeLowerBound(
+      cost_model, std::vector<int>{1, 2, 4, 8}, std::vector<int64_t>{});
+  EXPECT_EQ(bound.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(bound.status().message(), HasSubstr("empty"));
+}
+
+TEST(StepTimeLowerBoundTest, RejectsANonPositiveLengthNamingItsIndex) {
+  const CostModel cost_model = MakeCostModel("llama3-8b", 4, 8);
+  absl::StatusOr<double> bound =
+      StepTimeLowerBound(cost_model, std::vector<int>{1, 2, 4, 8},
+                         std::vector<int64_t>{100, 200, -3});
+  EXPECT_EQ(bound.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(bound.status().message(), HasSubstr("sequence 2"));
+}
+
+TEST(StepTimeLowerBoundTest, SequenceThatFitsNowhereIsResourceExhausted) {
+  const CostModel cost_model = MakeCostModel("llama3-8b", 4, 8);
+  absl::StatusOr<double> bound =
+      StepTimeLowerBound(cost_model, std::vector<int>{1, 2, 4, 8},
+                         std::vector<int64_t>{1000, 10'000'000, 1000});
+  EXPECT_EQ(bound.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(bound.status().message(), HasSubstr("sequence 1"));
+  EXPECT_THAT(bound.status().message(), HasSubstr("10000000 tokens"));
+  // Restricting the sizes can also leave it nowhere to fit.
+  absl::StatusOr<double> small_only = StepTimeLowerBound(
+      cost_model, std::vector<int>{1}, std::vector<int64_t>{100000});
+  EXPECT_EQ(small_only.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(small_only.status().message(), HasSubstr("sequence 0"));
+}
+
+TEST(StepTimeLowerBoundTest, ModelStateThatDoesNotFitIsResourceExhausted) {
+  const CostModel cost_model = MakeCostModel("llama3-70b", 4, 8);
+  absl::StatusOr<double> bound = StepTimeLowerBound(
+      cost_model, std::vector<int>{1, 2, 4, 8}, std::vector<int64_t>{1000});
+  EXPECT_EQ(bound.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(bound.status().message(), HasSubstr("llama3-70b"));
+}
+
+}  // namespace
+}  // namespace dcp

@@ -1,0 +1,170 @@
+#include "planner/search/phased_planner.h"
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "cost_model/cost_model.h"
+#include "gtest/gtest.h"
+#include "planner/plan/batch_check.h"
+#include "planner/search/lower_bound.h"
+#include "planner/plan/phased_plan.h"
+#include "planner/search/planner.h"
+#include "planner/plan/test_cost_model.h"
+
+namespace dcp {
+namespace {
+
+constexpr double kTolerance = 1e-9;
+
+PhasedPlannerOptions DefaultOptions() {
+  PhasedPlannerOptions options;
+  options.planner_options.strategy_name = "dcp-phased";
+  return options;
+}
+
+// A few long sequences among many short ones (where one layout per step
+// puts short sequences on the long ones' large groups).
+std::vector<int64_t> LongAmongShort() {
+  std::vector<int64_t> lengths = {131072, 65536};
+  for (int i = 0; i < 60; ++i) lengths.push_back(1024 + 64 * (i % 7));
+  return lengths;
+}
+
+TEST(PhasedPlannerTest, NeverSlowerThanTheSingleLayoutPlanAndValid) {
+  const CostModel cost_model =
+      MakeCostModel("llama3-8b", /*num_nodes=*/2, /*gpus_per_node=*/8);
+  const std::vector<std::vector<int64_t>> batches = {
+      LongAmongShort(),
+      {32768, 16384, 8192, 4096, 2048, 1024, 512, 512},
+      {4096, 4096, 4096, 4096},
+      {65536},
+      {16384, 700, 900, 1100, 1300, 1500, 1700, 1900, 2100, 2300}};
+  for (const std::vector<int64_t>& lengths : batches) {
+    SCOPED_TRACE(lengths.size());
+    const PhasedPlannerOptions options = DefaultOptions();
+    absl::StatusOr<Plan> single =
+        Planner(cost_model, options.planner_options).PlanBatch(lengths);
+    ASSERT_TRUE(single.ok()) << single.status();
+    PredictPlan(cost_model, lengths, *single);
+    absl::StatusOr<PhasedPlan> phased =
+        PlanPhasedBatch(cost_model, lengths, options);
+    ASSERT_TRUE(phased.ok()) << phased.status();
+    EXPECT_EQ(phased->strategy, "dcp-phased");
+    ASSERT_TRUE(ValidatePhasedPlan(cost_model, lengths, *phased).ok())
+        << ValidatePhasedPlan(cost_model, lengths, *phased);
+    ASSERT_GE(phased->phases.size(), 1u);
+    ASSERT_LE(phased->phases.size(), 2u);
+    EXPECT_LE(phased->predicted_step_seconds,
+              single->predicted_step_seconds * (1 + kTolerance));
+    // Its predictions are PredictPhasedPlan's.
+    PhasedPlan repriced = *phased;
+    PredictPhasedPlan(cost_model, lengths, repriced);
+    EXPECT_DOUBLE_EQ(repriced.predicted_step_seconds,
+                     phased->predicted_step_seconds);
+    // One phase is the single-layout plan itself.
+    if (phased->phases.size() == 1) {
+      EXPECT_DOUBLE_EQ(phased->predicted_step_seconds,
+                       single->predicted_step_seconds);
+    }
+    EXPECT_GT(phased->lower_bound_seconds, 0);
+    EXPECT_LE(phased->lower_bound_seconds,
+              phased->predicted_step_seconds * (1 + kTolerance));
+  }
+}
+
+TEST(PhasedPlannerTest, Deterministic) {
+  const CostModel cost_model =
+      MakeCostModel("llama3-8b", /*num_nodes=*/2, /*gpus_per_node=*/8);
+  const std::vector<int64_t> lengths = LongAmongShort();
+  absl::StatusOr<PhasedPlan> first =
+      PlanPhasedBatch(cost_model, lengths, DefaultOptions());
+  absl::StatusOr<PhasedPlan> second =
+      PlanPhasedBatch(cost_model, lengths, DefaultOptions());
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_TRUE(second.ok()) << second.status();
+  ASSERT_EQ(first->phases.size(), second->phases.size());
+  EXPECT_EQ(first->predicted_step_seconds, second->predicted_step_seconds);
+  for (size_t p = 0; p < first->phases.size(); ++p) {
+    const Plan& a = first->phases[p];
+    const Plan& b = second->phases[p];
+    ASSERT_EQ(a.groups.size(), b.groups.size());
+    for (size_t g = 0; g < a.groups.size(); ++g) {
+      EXPECT_EQ(a.groups[g].ranks, b.groups[g].ranks);
+      ASSERT_EQ(a.groups[g].micro_batches.size(),
+                b.groups[g].micro_batches.size());
+      for (size_t m = 0; m < a.groups[g].micro_batches.size(); ++m) {
+        EXPECT_EQ(a.groups[g].micro_batches[m].sequence_indices,
+                  b.groups[g].micro_batches[m].sequence_indices);
+      }
+    }
+  }
+}
+
+// The lower bound bounds phased plans too: on small batches, every split
+// into two phases (each planned by the single-layout planner) is priced at
+// or above it, as is the phased search's choice.
+TEST(PhasedPlannerTest, LowerBoundBoundsEveryTwoPhaseSplit) {
+  for (const int nodes : {1, 2}) {
+    const CostModel cost_model =
+        MakeCostModel("llama3-8b", nodes, /*gpus_per_node=*/8);
+    const std::vector<std::vector<int64_t>> batches = {
+        {65536, 2048, 1024, 1024, 512, 512, 256},
+        {32768, 32768, 4096, 1024, 1024, 1024},
+        {131072, 8192, 8192, 2048, 2048, 2048, 2048, 2048}};
+    for (const std::vector<int64_t>& lengths : batches) {
+      SCOPED_TRACE(lengths.size());
+      absl::StatusOr<double> bound = StepTimeLowerBound(
+          cost_model, LegalSpSizes(cost_model, {}).value(), lengths);
+      ASSERT_TRUE(bound.ok()) << bound.status();
+      const Planner planner(cost_model, PlannerOptions{});
+      const int n = static_cast<int>(lengths.size());
+      for (int mask = 1; mask + 1 < (1 << n); ++mask) {
+        PhasedPlan plan;
+        for (const bool first_phase : {true, false}) {
+          std::vector<int> members;
+          std::vector<int64_t> phase_lengths;
+          for (int i = 0; i < n; ++i) {
+            if (((mask >> i) & 1) == first_phase) {
+              members.push_back(i);
+              phase_lengths.push_back(lengths[i]);
+            }
+          }
+          absl::StatusOr<Plan> phase = planner.PlanBatch(phase_lengths);
+          ASSERT_TRUE(phase.ok()) << phase.status();
+          for (GroupPlan& group : phase->groups) {
+            for (MicroBatchPlan& micro_batch : group.micro_batches) {
+              for (int& index : micro_batch.sequence_indices) {
+                index = members[index];
+              }
+            }
+          }
+          plan.phases.push_back(*std::move(phase));
+        }
+        PredictPhasedPlan(cost_model, lengths, plan);
+        EXPECT_LE(*bound, plan.predicted_step_seconds * (1 + kTolerance))
+            << "split " << mask;
+      }
+      absl::StatusOr<PhasedPlan> phased =
+          PlanPhasedBatch(cost_model, lengths, DefaultOptions());
+      ASSERT_TRUE(phased.ok()) << phased.status();
+      EXPECT_NEAR(phased->lower_bound_seconds, *bound, kTolerance * *bound);
+      EXPECT_LE(*bound, phased->predicted_step_seconds * (1 + kTolerance));
+    }
+  }
+}
+
+TEST(PhasedPlannerTest, PlannerErrorsPassThrough) {
+  const CostModel cost_model =
+      MakeCostModel("llama3-8b", /*num_nodes=*/1, /*gpus_per_node=*/8);
+  const std::vector<int64_t> empty;
+  EXPECT_FALSE(PlanPhasedBatch(cost_model, empty, DefaultOptions()).ok());
+  const std::vector<int64_t> negative = {1024, -5};
+  EXPECT_EQ(PlanPhasedBatch(cost_model, negative, DefaultOptions())
+                .status()
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace dcp
