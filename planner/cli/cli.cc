@@ -46,6 +46,7 @@
 #include "planner/plan/plan.h"
 #include "planner/plan/plan_json.h"
 #include "planner/simulate/plan_price.h"
+#include "planner/simulate/strategy_registry.h"
 #include "planner/plan/plan_table.h"
 #include "planner/search/planner.h"
 #include "planner/service/recorded_timeline.h"
@@ -111,34 +112,18 @@ constexpr FlagSpec kValidateFlags[] = {
 const std::string& StrategiesHelp() {
   static const auto* const help = new std::string(absl::StrCat(
       "strategies to compare, of ",
-      absl::StrJoin(SimulationStrategyNames(), ","),
+      absl::StrJoin(StrategyNames(), ","),
       " (default: ", absl::StrJoin(SimulationOptions().strategies, ","), ")"));
   return *help;
 }
-// `dcp plan` prints one layout per step: the strategies that re-group the
-// ranks within a step are compared by `dcp simulate` only.
-std::vector<std::string> SingleLayoutStrategyNames() {
-  std::vector<std::string> names;
-  for (const std::string& name : SimulationStrategyNames()) {
-    if (!IsPhasedStrategy(name)) names.push_back(name);
-  }
-  return names;
-}
-// dcp's own re-grouping search, which `dcp plan` writes too.
-constexpr char kDcpPhasedStrategy[] = "dcp-phased";
-std::vector<std::string> PlanStrategyNames() {
-  std::vector<std::string> names = SingleLayoutStrategyNames();
-  names.push_back(kDcpPhasedStrategy);
-  return names;
-}
 const std::string& StrategyHelp() {
   static const auto* const help = new std::string(absl::StrCat(
-      "one of ", absl::StrJoin(PlanStrategyNames(), ", "),
-      "; dcp-phased is dcp with re-grouping within a step (phases with a "
-      "barrier between them; its JSON has \"phases\", for `dcp validate` "
-      "and `dcp price`; no svg), and it keeps dcp's one layout, as one "
-      "phase, unless two phases are predicted faster (megatron-dyncp and "
-      "videosys-dcp re-group too and are compared by `dcp simulate`)"));
+      "one of ", absl::StrJoin(StrategyNames(), ", "),
+      "; the strategies that re-group the ranks within a step (dcp-phased, "
+      "megatron-dyncp, megatron-hcp, videosys-dcp) write plans of phases "
+      "(JSON with \"phases\", for `dcp validate` and `dcp price`; no svg); "
+      "a strategy tuned over a run (best-static, the Megatron caps) is "
+      "tuned on this one batch"));
   return *help;
 }
 
@@ -155,7 +140,7 @@ const std::vector<FlagSpec>& SimulateFlags() {
         {"steps", "K", "20", "global batches to simulate"},
         {"strategies", "a,b", "", StrategiesHelp().c_str()},
         {"megatron-recompute", "run|micro-batch", "run",
-         "megatron-dyncp's recompute: one --recompute-num-layers for the "
+         "megatron-hcp's recompute: one --recompute-num-layers for the "
          "run, tuned with its cap (as Megatron-LM has), or the fewest layers "
          "each micro-batch needs (more generous than Megatron-LM)"},
         {"format", "table|json", "table", "output format"},
@@ -232,7 +217,11 @@ const std::vector<SubcommandSpec>& Subcommands() {
        "predicts every plan with the cost model, and prints each strategy's "
        "mean step time, speedup over bucket, idle fraction, peak memory, "
        "gap to the lower bound and phases per step. Peers: megatron-dyncp is "
-       "Megatron-LM's hybrid context-parallel scheduler (CP size per "
+       "Megatron-LM's dev-branch dynamic CP (each group's sequences packed "
+       "into one micro-batch, CP sizes tried from the smallest upward, the "
+       "placement of least projected rank load; rounds without barriers), "
+       "its per-rank cap tuned over these batches; megatron-hcp is "
+       "Megatron-LM's main-branch hybrid context-parallel scheduler (CP size per "
        "sub-sample = next power of two of length over a per-rank token cap, "
        "one micro-batch per sub-sample, rounds balanced by length^2/CP), its "
        "cap and its one recompute setting tuned over these batches; "
@@ -322,7 +311,7 @@ int RunSimulate(const ParsedFlags& flags, Command& command) {
                                 : SimulationOptions().strategies;
   if (!strategies.ok())
     return command.UsageError(strategies.status().message());
-  const std::vector<std::string> known = SimulationStrategyNames();
+  const std::vector<std::string> known = StrategyNames();
   for (const std::string& name : *strategies) {
     if (std::find(known.begin(), known.end(), name) == known.end()) {
       return command.UsageError(
@@ -371,21 +360,13 @@ int RunSimulate(const ParsedFlags& flags, Command& command) {
   return kExitOk;
 }
 
-// `dcp plan --strategy=dcp-phased`: PlanPhasedBatch's plan as
+// `dcp plan` of a strategy that re-groups within a step: its plan as
 // PhasedPlanToJson's JSON (`json`), else as `dcp price` prints it.
 int WritePhasedPlan(const CostModel& cost_model,
                     const std::vector<int64_t>& lengths_tokens,
-                    const StaticOptions& static_options,
-                    const PlannerOptions& planner_options, bool json,
-                    Command& command) {
-  PhasedPlannerOptions options;
-  options.planner_options = planner_options;
-  options.planner_options.strategy_name = kDcpPhasedStrategy;
-  options.planner_options.static_options = static_options;
-  absl::StatusOr<PhasedPlan> plan =
-      PlanPhasedBatch(cost_model, lengths_tokens, options);
-  if (!plan.ok()) return command.Failure(plan.status().message());
-  PredictPhasedPlan(cost_model, lengths_tokens, *plan);
+                    const PlannerOptions& planner_options, PhasedPlan phased,
+                    bool json, Command& command) {
+  PhasedPlan* plan = &phased;
   absl::StatusOr<std::vector<int>> sp_sizes =
       LegalSpSizes(cost_model, planner_options.sp_sizes);
   if (!sp_sizes.ok()) return command.Failure(sp_sizes.status().message());
@@ -417,16 +398,23 @@ int RunPlan(const ParsedFlags& flags, Command& command) {
     return command.UsageError(status.message());
   }
   absl::StatusOr<std::string> strategy =
-      flags.Choice("strategy", PlanStrategyNames());
+      flags.Choice("strategy", StrategyNames());
   if (!strategy.ok()) return command.UsageError(strategy.status().message());
   absl::StatusOr<std::string> format =
       flags.Choice("format", {"json", "table", "svg"});
   if (!format.ok()) return command.UsageError(format.status().message());
-  const bool phased = *strategy == kDcpPhasedStrategy;
+  StrategyOptions strategy_options;
+  strategy_options.planner_options = planner_options;
+  absl::StatusOr<std::unique_ptr<Strategy>> planner_strategy =
+      MakeStrategy(*strategy, *cost_model, strategy_options);
+  if (!planner_strategy.ok()) {
+    return command.UsageError(planner_strategy.status().message());
+  }
+  const bool phased = (*planner_strategy)->phased();
   if (phased && *format == "svg") {
-    return command.UsageError(
-        "--format=svg draws plans of one layout; --strategy=dcp-phased "
-        "writes json or table");
+    return command.UsageError(absl::StrCat(
+        "--format=svg draws plans of one layout; --strategy=", *strategy,
+        " re-groups the ranks within a step: write json or table"));
   }
   absl::StatusOr<int64_t> step = flags.IntWithSuffix("step", 0, 1'000'000);
   if (!step.ok()) return command.UsageError(step.status().message());
@@ -488,14 +476,19 @@ int RunPlan(const ParsedFlags& flags, Command& command) {
           absl::StrCat("--write-lengths=", path, ": cannot write the file"));
     }
   }
+  strategy_options.static_options = static_options;
+  strategy_options.planner_options = planner_options;  // with progress
+  absl::StatusOr<std::unique_ptr<Strategy>> made =
+      MakeStrategy(*strategy, *cost_model, strategy_options);
+  if (!made.ok()) return command.Failure(made.status().message());
+  absl::StatusOr<StrategyPlan> planned = (*made)->PlanBatch(lengths_tokens);
+  if (!planned.ok()) return command.Failure(planned.status().message());
   if (phased) {
-    return WritePhasedPlan(*cost_model, lengths_tokens, static_options,
-                           planner_options, *format == "json", command);
+    return WritePhasedPlan(*cost_model, lengths_tokens, planner_options,
+                           std::move(planned->phased), *format == "json",
+                           command);
   }
-  absl::StatusOr<Plan> plan = PlanWithStrategy(
-      *cost_model, *strategy, lengths_tokens, static_options, planner_options);
-  if (!plan.ok()) return command.Failure(plan.status().message());
-  PredictPlan(*cost_model, lengths_tokens, *plan);
+  Plan* plan = &planned->plan;
   absl::StatusOr<std::vector<int>> sp_sizes =
       LegalSpSizes(*cost_model, planner_options.sp_sizes);
   if (!sp_sizes.ok()) return command.Failure(sp_sizes.status().message());

@@ -147,7 +147,6 @@ TEST(CliTest, BadValuesNameTheFlag) {
        "exclusive"},
       {{"simulate", "--lengths=/no/such/file"}, "/no/such/file"},
       {{"plan", "--strategy=magic"}, "--strategy=magic"},
-      {{"plan", "--strategy=megatron-dyncp"}, "--strategy=megatron-dyncp"},
       {{"simulate", "--megatron-recompute=never"},
        "--megatron-recompute=never: must be one of run, micro-batch"},
       {{"plan", "--step=-1"}, "--step=-1"},
@@ -172,7 +171,7 @@ TEST(CliTest, SimulateJsonHasEveryStrategyAndField) {
   const Json json =
       Json::parse(result.out, nullptr, /*allow_exceptions=*/false);
   ASSERT_FALSE(json.is_discarded()) << result.out;
-  ASSERT_EQ(json["strategies"].size(), 8u);
+  ASSERT_EQ(json["strategies"].size(), 9u);
   std::vector<std::string> names;
   for (const Json& stats : json["strategies"]) {
     names.push_back(stats["name"].get<std::string>());
@@ -185,7 +184,8 @@ TEST(CliTest, SimulateJsonHasEveryStrategyAndField) {
               stats["mean_step_seconds"].get<double>() * (1 + 1e-12));
   }
   EXPECT_EQ(names, std::vector<std::string>({"bucket", "packed", "best-static",
-                                             "megatron-dyncp", "videosys-dcp",
+                                             "megatron-dyncp", "megatron-hcp",
+                                             "videosys-dcp",
                                              "dcp", "dcp-fixed-accum",
                                              "dcp-uniform-recompute"}));
   EXPECT_TRUE(json["plan_latency_ms"]["p50"].is_number());
@@ -208,7 +208,7 @@ TEST(CliTest, SimulatePeersPrintTheirSettingAndPhases) {
   for (const char* recompute : {"run", "micro-batch"}) {
     const CliResult result =
         RunCli(With({"simulate", "--format=json", "--steps=2",
-                     "--strategies=megatron-dyncp,videosys-dcp,dcp",
+                     "--strategies=megatron-hcp,videosys-dcp,dcp",
                      absl::StrCat("--megatron-recompute=", recompute)},
                     kSmallSetup));
     ASSERT_EQ(result.exit_code, 0) << result.err;
@@ -216,7 +216,7 @@ TEST(CliTest, SimulatePeersPrintTheirSettingAndPhases) {
         Json::parse(result.out, nullptr, /*allow_exceptions=*/false);
     ASSERT_EQ(json["strategies"].size(), 3u) << result.out;
     const Json& megatron = json["strategies"][0];
-    EXPECT_EQ(megatron["name"], "megatron-dyncp");
+    EXPECT_EQ(megatron["name"], "megatron-hcp");
     EXPECT_THAT(megatron["setting"].get<std::string>(),
                 HasSubstr(std::string(recompute) == "run"
                               ? "layers checkpointed"
@@ -784,6 +784,49 @@ TEST(CliTest, PlansPhasesThatValidateAndPriceRead) {
       RunCli(With({"plan", "--strategy=dcp-phased", "--format=svg"}, setup));
   EXPECT_EQ(svg.exit_code, 2);
   EXPECT_THAT(svg.err, HasSubstr("--format=svg"));
+}
+
+// Every strategy `dcp plan` writes, the peers' included, is read back by
+// `dcp validate` and `dcp price` without edits, at the price it was
+// planned at (megatron-dyncp's rounds without barriers too).
+TEST(CliTest, EveryStrategysPlanValidatesAndPricesAsPlanned) {
+  const std::string lengths_path = TempPath("every_strategy_lengths.txt");
+  std::string lengths = "65536\n32768\n";
+  for (int i = 0; i < 40; ++i) absl::StrAppend(&lengths, 1000 + 37 * i, "\n");
+  WriteFile(lengths_path, lengths);
+  const std::vector<std::string> setup = {
+      "--nodes=1", "--gpus-per-node=8",
+      absl::StrCat("--lengths=", lengths_path)};
+  for (const char* strategy :
+       {"bucket", "packed", "best-static", "megatron-dyncp", "megatron-hcp",
+        "videosys-dcp", "dcp", "dcp-fixed-accum", "dcp-uniform-recompute",
+        "dcp-phased"}) {
+    SCOPED_TRACE(strategy);
+    const CliResult plan = RunCli(With(
+        {"plan", absl::StrCat("--strategy=", strategy), "--format=json"},
+        setup));
+    ASSERT_EQ(plan.exit_code, 0) << plan.err;
+    const Json planned = Json::parse(plan.out);
+    EXPECT_EQ(planned["strategy"], strategy);
+    if (std::string(strategy) == "megatron-dyncp") {
+      EXPECT_EQ(planned["barriers"], false) << plan.out;
+    } else {
+      EXPECT_FALSE(planned.contains("barriers")) << plan.out;
+    }
+    const std::string plan_path =
+        TempPath(absl::StrCat("every_strategy_", strategy, ".json"));
+    WriteFile(plan_path, plan.out);
+    const std::vector<std::string> files = {
+        "--nodes=1", "--gpus-per-node=8", absl::StrCat("--plan=", plan_path),
+        absl::StrCat("--lengths=", lengths_path)};
+    const CliResult valid = RunCli(With({"validate"}, files));
+    EXPECT_EQ(valid.exit_code, 0) << valid.out << valid.err;
+    const CliResult priced = RunCli(With({"price", "--format=json"}, files));
+    ASSERT_EQ(priced.exit_code, 0) << priced.out << priced.err;
+    EXPECT_NEAR(Json::parse(priced.out)["step_seconds"].get<double>(),
+                planned["predicted_step_seconds"].get<double>(),
+                1e-9 * planned["predicted_step_seconds"].get<double>());
+  }
 }
 
 }  // namespace

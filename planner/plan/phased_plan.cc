@@ -14,6 +14,10 @@ namespace dcp {
 void PredictPhasedPlan(const CostModel& cost_model,
                        absl::Span<const int64_t> lengths_tokens,
                        PhasedPlan& plan) {
+  if (!plan.barriers) {
+    PredictUnbarrieredPhasedPlan(cost_model, lengths_tokens, plan);
+    return;
+  }
   plan.phases_seconds = 0;
   plan.exposed_allreduce_seconds = 0;
   for (Plan& phase : plan.phases) {
@@ -64,6 +68,32 @@ void SetCheckpointedLayers(PhasedPlan& plan, int layers) {
       }
     }
   }
+}
+
+void PredictUnbarrieredPhasedPlan(const CostModel& cost_model,
+                                  absl::Span<const int64_t> lengths_tokens,
+                                  PhasedPlan& plan) {
+  const int world = cost_model.cluster().NumGpus();
+  std::vector<double> free_at(world, 0);
+  double finish = 0;
+  plan.exposed_allreduce_seconds = cost_model.GradientAllReduceSeconds();
+  for (Plan& phase : plan.phases) {
+    PredictPlan(cost_model, lengths_tokens, phase);
+    for (const GroupPlan& group : phase.groups) {
+      if (group.micro_batches.empty()) continue;
+      double start = 0;
+      for (int rank : group.ranks) start = std::max(start, free_at[rank]);
+      const double end = start + group.predicted_seconds;
+      for (int rank : group.ranks) free_at[rank] = end;
+      if (end >= finish) {
+        finish = end;
+        plan.exposed_allreduce_seconds = phase.exposed_allreduce_seconds;
+      }
+    }
+  }
+  plan.phases_seconds = finish;
+  plan.predicted_step_seconds = finish + plan.exposed_allreduce_seconds +
+                                cost_model.OptimizerStepSeconds();
 }
 
 double MeanIdleFraction(const PhasedPlan& plan) {

@@ -30,6 +30,12 @@ struct PhasedPlan {
   /// own step and all-reduce fields are not the step's: read the fields
   /// below.
   std::vector<Plan> phases;
+  /// Whether every rank waits at a barrier at the end of each phase (dcp's
+  /// re-grouping, megatron-hcp, videosys-dcp). Without barriers (Megatron's
+  /// dev-branch dynamic CP) a group starts as soon as all its ranks are
+  /// done with the previous phase, and the step is the latest finish
+  /// (PredictPhasedPlan prices each kind).
+  bool barriers = true;
   /// Sum over phases of its slowest group (the barriers make every phase
   /// last as long as its slowest group), plus the exposed all-reduce.
   double predicted_step_seconds = 0;
@@ -50,13 +56,24 @@ struct PhasedPlan {
 };
 
 /// Fills every prediction of `plan` from the cost model: each phase with
-/// PredictPlan, then the step as the sum of the phases' slowest groups plus
-/// the all-reduce the last phase's slowest group cannot hide. A phased plan
-/// of one phase is priced exactly as that Plan. Sequence indices must be
-/// valid (ValidatePhasedPlan checks that).
+/// PredictPlan, then, with barriers, the step as the sum of the phases'
+/// slowest groups plus the all-reduce the last phase's slowest group cannot
+/// hide; without, as PredictUnbarrieredPhasedPlan. A phased plan of one
+/// phase is priced exactly as that Plan. Sequence indices must be valid
+/// (ValidatePhasedPlan checks that).
 void PredictPhasedPlan(const CostModel& cost_model,
                        absl::Span<const int64_t> lengths_tokens,
                        PhasedPlan& plan);
+
+/// Fills every prediction of `plan` for phases that follow each other
+/// without barriers (whatever `plan.barriers` says): each phase's groups are
+/// priced with PredictPlan; a group starts when the last of its ranks is
+/// free; the step is the latest finish, plus the all-reduce exposed behind
+/// the group that finishes last (as that group's phase prices it), plus the
+/// optimizer step. `phases_seconds` is the latest finish.
+void PredictUnbarrieredPhasedPlan(const CostModel& cost_model,
+                                  absl::Span<const int64_t> lengths_tokens,
+                                  PhasedPlan& plan);
 
 /// Mean over GPUs of the fraction of the phases' time each GPU waits (for
 /// its phase's slowest group, or idle in a phase), after PredictPhasedPlan.

@@ -322,8 +322,11 @@ std::string PhasedPlanToJson(const PhasedPlan& plan,
       {"exposed_allreduce_seconds", plan.exposed_allreduce_seconds},
       {"memory_budget_bytes", cost_model.MemoryBudgetBytes()},
       {"num_sequences", lengths_tokens.size()},
-      {"phases", std::move(phases)},
   };
+  // Written only for the rarer kind, so that plans with barriers read as
+  // they always have.
+  if (!plan.barriers) json["barriers"] = false;
+  json["phases"] = std::move(phases);
   return json.dump();
 }
 
@@ -352,6 +355,16 @@ absl::StatusOr<PhasedPlan> PhasedPlanFromJson(absl::string_view text) {
   absl::StatusOr<PlanSummaryFields> summary = ReadPlanSummaryFields(json);
   if (!summary.ok()) return summary.status();
   SetSummaryFields(*summary, plan);
+  if (json.contains("barriers")) {
+    if (!json["barriers"].is_boolean()) {
+      return FieldError("barriers",
+                        absl::StrCat("is ", TypeName(json["barriers"]),
+                                     "; write true (phases end at barriers) "
+                                     "or false (groups start when their "
+                                     "ranks are free)"));
+    }
+    plan.barriers = json["barriers"].get<bool>();
+  }
   absl::StatusOr<const Json*> phases = ReadArray(json, "", "phases");
   if (!phases.ok()) return phases.status();
   for (size_t p = 0; p < (*phases)->size(); ++p) {

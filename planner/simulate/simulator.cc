@@ -13,29 +13,21 @@
 #include "common/percentile.h"
 #include "nlohmann/json.hpp"
 #include "planner/plan/batch_check.h"
-#include "planner/strategies/best_static.h"
 #include "planner/search/lower_bound.h"
-#include "planner/strategies/megatron_dyncp.h"
 #include "planner/plan/phased_plan.h"
-#include "planner/search/phased_planner.h"
 #include "planner/plan/plan.h"
-#include "planner/strategies/videosys_dcp.h"
+#include "planner/simulate/strategy_registry.h"
 
 namespace dcp {
 namespace {
 
 constexpr char kBucket[] = "bucket";
-constexpr char kPacked[] = "packed";
 constexpr char kBestStatic[] = "best-static";
-constexpr char kMegatronDynCp[] = "megatron-dyncp";
-constexpr char kVideoSysDcp[] = "videosys-dcp";
 constexpr char kDcp[] = "dcp";
-constexpr char kDcpFixedAccum[] = "dcp-fixed-accum";
-constexpr char kDcpUniformRecompute[] = "dcp-uniform-recompute";
-constexpr char kDcpPhased[] = "dcp-phased";
 
 // One strategy being simulated and its running sums.
 struct StrategyRun {
+  std::unique_ptr<Strategy> strategy;
   std::string name;
   bool reported = true;
   double sum_step_seconds = 0;
@@ -66,60 +58,6 @@ std::string DescribeWorkload(const BatchStream& batches) {
 
 }  // namespace
 
-std::vector<std::string> SimulationStrategyNames() {
-  return {kBucket,        kPacked,        kBestStatic,
-          kMegatronDynCp, kVideoSysDcp,   kDcp,
-          kDcpFixedAccum, kDcpUniformRecompute, kDcpPhased};
-}
-
-bool IsPhasedStrategy(absl::string_view strategy) {
-  return strategy == kMegatronDynCp || strategy == kVideoSysDcp ||
-         strategy == kDcpPhased;
-}
-
-absl::StatusOr<Plan> PlanWithStrategy(const CostModel& cost_model,
-                                      absl::string_view strategy,
-                                      absl::Span<const int64_t> lengths_tokens,
-                                      const StaticOptions& static_options,
-                                      const PlannerOptions& planner_options) {
-  if (strategy == kBucket) {
-    return PlanBucket(cost_model, lengths_tokens, static_options);
-  }
-  if (strategy == kPacked) {
-    return PlanPacked(cost_model, lengths_tokens, static_options);
-  }
-  if (strategy == kBestStatic) {
-    absl::StatusOr<StaticSetting> setting = FindBestStaticSetting(
-        cost_model, planner_options.sp_sizes,
-        {std::vector<int64_t>(lengths_tokens.begin(), lengths_tokens.end())},
-        static_options);
-    if (!setting.ok()) return setting.status();
-    absl::StatusOr<Plan> plan =
-        PlanStaticSetting(cost_model, *setting, lengths_tokens);
-    if (plan.ok()) plan->strategy = kBestStatic;
-    return plan;
-  }
-  if (IsPhasedStrategy(strategy)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(strategy,
-                     " re-groups the ranks within a step: its schedule is a "
-                     "phased plan (see Simulate), not one layout"));
-  }
-  if (strategy != kDcp && strategy != kDcpFixedAccum &&
-      strategy != kDcpUniformRecompute) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("unknown strategy '", strategy, "'; valid strategies: ",
-                     absl::StrJoin(SimulationStrategyNames(), ", ")));
-  }
-  PlannerOptions options = planner_options;
-  options.strategy_name = std::string(strategy);
-  // dcp weighs the same static configurations it is compared against.
-  options.static_options = static_options;
-  if (strategy == kDcpFixedAccum) options.variable_accumulation = false;
-  if (strategy == kDcpUniformRecompute) options.pyramid_recompute = false;
-  return Planner(cost_model, std::move(options)).PlanBatch(lengths_tokens);
-}
-
 absl::StatusOr<SimulationReport> Simulate(
     const CostModel& cost_model, BatchStream& batches,
     const SimulationOptions& options, const Clock& clock,
@@ -131,7 +69,7 @@ absl::StatusOr<SimulationReport> Simulate(
   if (options.strategies.empty()) {
     return absl::InvalidArgumentError(
         absl::StrCat("no strategies to simulate; choose some of ",
-                     absl::StrJoin(SimulationStrategyNames(), ", ")));
+                     absl::StrJoin(StrategyNames(), ", ")));
   }
   absl::StatusOr<std::vector<int>> sp_sizes =
       LegalSpSizes(cost_model, options.planner_options.sp_sizes);
@@ -143,34 +81,42 @@ absl::StatusOr<SimulationReport> Simulate(
         batches.source().MaxLengthTokens();
   }
 
+  StrategyOptions strategy_options;
+  strategy_options.static_options = static_options;
+  strategy_options.planner_options = options.planner_options;
+  strategy_options.megatron_least_recompute_per_micro_batch =
+      options.megatron_least_recompute_per_micro_batch;
   // bucket is the speedup baseline: planned always, reported if asked.
   std::vector<StrategyRun> runs;
-  const std::vector<std::string> known = SimulationStrategyNames();
+  auto add_run = [&](const std::string& name,
+                     bool reported) -> absl::Status {
+    absl::StatusOr<std::unique_ptr<Strategy>> strategy =
+        MakeStrategy(name, cost_model, strategy_options);
+    if (!strategy.ok()) return strategy.status();
+    StrategyRun run;
+    run.strategy = *std::move(strategy);
+    run.name = name;
+    run.reported = reported;
+    runs.push_back(std::move(run));
+    return absl::OkStatus();
+  };
   for (const std::string& name : options.strategies) {
-    if (std::find(known.begin(), known.end(), name) == known.end()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("unknown strategy '", name,
-                       "'; valid strategies: ", absl::StrJoin(known, ", ")));
-    }
     for (const StrategyRun& run : runs) {
       if (run.name == name) {
         return absl::InvalidArgumentError(absl::StrCat(
             "strategy '", name, "' is listed twice; list each once"));
       }
     }
-    StrategyRun run;
-    run.name = name;
-    runs.push_back(std::move(run));
+    if (absl::Status added = add_run(name, true); !added.ok()) return added;
   }
   size_t bucket_run = 0;
   while (bucket_run < runs.size() && runs[bucket_run].name != kBucket) {
     ++bucket_run;
   }
   if (bucket_run == runs.size()) {
-    StrategyRun run;
-    run.name = kBucket;
-    run.reported = false;
-    runs.push_back(std::move(run));
+    if (absl::Status added = add_run(kBucket, false); !added.ok()) {
+      return added;
+    }
   }
 
   SimulationReport report;
@@ -179,16 +125,13 @@ absl::StatusOr<SimulationReport> Simulate(
   double sum_lower_bound_seconds = 0;
   std::vector<double> dcp_latencies_ms;
   const double budget_bytes = cost_model.MemoryBudgetBytes();
-  // best-static is one setting for the whole run, chosen over every batch:
-  // the batches are drawn first (memory grows with the steps).
-  // megatron-dyncp's cap is tuned over every batch the same way.
-  const bool best_static_run = std::any_of(
-      runs.begin(), runs.end(),
-      [](const StrategyRun& run) { return run.name == kBestStatic; });
-  const bool megatron_run = std::any_of(
-      runs.begin(), runs.end(),
-      [](const StrategyRun& run) { return run.name == kMegatronDynCp; });
-  const bool draw_first = best_static_run || megatron_run;
+  // Strategies with a setting for the whole run (best-static, Megatron's
+  // caps) are tuned over every batch: the batches are drawn first (memory
+  // grows with the steps).
+  const bool draw_first =
+      std::any_of(runs.begin(), runs.end(), [](const StrategyRun& run) {
+        return run.strategy->tuned_over_run();
+      });
   std::vector<std::vector<int64_t>> drawn;
   auto draw = [&batches]() {
     std::vector<int64_t> lengths;
@@ -197,27 +140,14 @@ absl::StatusOr<SimulationReport> Simulate(
     }
     return lengths;
   };
-  std::optional<StaticSetting> best_static;
-  std::optional<MegatronDynCpSetting> megatron;
   if (draw_first) {
     for (int step = 0; step < options.steps; ++step) drawn.push_back(draw());
   }
-  if (megatron_run) {
-    absl::StatusOr<MegatronDynCpSetting> setting =
-        TuneMegatronDynCp(cost_model, options.planner_options.sp_sizes, drawn,
-                          options.megatron_least_recompute_per_micro_batch);
-    if (!setting.ok()) return setting.status();
-    megatron = *setting;
-  }
-  if (best_static_run) {
-    absl::StatusOr<StaticSetting> setting = FindBestStaticSetting(
-        cost_model, options.planner_options.sp_sizes, drawn, static_options);
-    if (!setting.ok()) {
-      return absl::Status(
-          setting.status().code(),
-          absl::StrCat(kBestStatic, ": ", setting.status().message()));
+  for (StrategyRun& run : runs) {
+    if (!run.strategy->tuned_over_run()) continue;
+    if (absl::Status tuned = run.strategy->Tune(drawn); !tuned.ok()) {
+      return tuned;
     }
-    best_static = *setting;
   }
   std::vector<int64_t> lengths_tokens;
   for (int step = 0; step < options.steps; ++step) {
@@ -230,69 +160,46 @@ absl::StatusOr<SimulationReport> Simulate(
     if (options.keep_plans) report.batch_lengths.push_back(lengths_tokens);
 
     for (StrategyRun& run : runs) {
-      if (IsPhasedStrategy(run.name)) {
-        absl::StatusOr<PhasedPlan> phased;
-        if (run.name == kMegatronDynCp) {
-          phased = PlanMegatronDynCp(cost_model,
-                                     options.planner_options.sp_sizes,
-                                     lengths_tokens, *megatron);
-        } else if (run.name == kVideoSysDcp) {
-          phased = PlanVideoSysDcp(cost_model, options.planner_options.sp_sizes,
-                                   lengths_tokens);
-        } else {
-          // dcp's own re-grouping search, over the planner `dcp` runs.
-          PhasedPlannerOptions phased_options;
-          phased_options.planner_options = options.planner_options;
-          phased_options.planner_options.strategy_name = kDcpPhased;
-          phased_options.planner_options.static_options = static_options;
-          phased = PlanPhasedBatch(cost_model, lengths_tokens, phased_options);
-        }
-        if (!phased.ok()) {
-          return WithStep(
-              step, absl::Status(phased.status().code(),
-                                 absl::StrCat(run.name, ": ",
-                                              phased.status().message())));
-        }
-        PredictPhasedPlan(cost_model, lengths_tokens, *phased);
-        phased->lower_bound_seconds = *lower_bound;
-        run.sum_step_seconds += phased->predicted_step_seconds;
-        run.sum_idle_fraction += MeanIdleFraction(*phased);
-        run.max_memory_fraction = std::max(
-            run.max_memory_fraction, MaxPeakBytes(*phased) / budget_bytes);
-        run.sum_gap_to_lower_bound += phased->GapToLowerBound();
-        run.sum_phases += phased->phases.size();
-        run.step_seconds.push_back(phased->predicted_step_seconds);
-        if (options.keep_plans) run.phased_plans.push_back(*std::move(phased));
-        continue;
-      }
       const bool timed = run.name == kDcp;
       const absl::Time start = timed ? clock.Now() : absl::InfinitePast();
-      absl::StatusOr<Plan> plan =
-          run.name == kBestStatic
-              ? PlanStaticSetting(cost_model, *best_static, lengths_tokens)
-              : PlanWithStrategy(cost_model, run.name, lengths_tokens,
-                                 static_options, options.planner_options);
-      if (plan.ok() && run.name == kBestStatic) plan->strategy = kBestStatic;
+      absl::StatusOr<StrategyPlan> planned =
+          run.strategy->PlanBatch(lengths_tokens);
       if (timed) {
         dcp_latencies_ms.push_back(
             absl::ToDoubleMilliseconds(clock.Now() - start));
       }
-      if (!plan.ok()) {
+      if (!planned.ok()) {
         return WithStep(
-            step, absl::Status(
-                      plan.status().code(),
-                      absl::StrCat(run.name, ": ", plan.status().message())));
+            step, absl::Status(planned.status().code(),
+                               absl::StrCat(run.name, ": ",
+                                            planned.status().message())));
       }
-      PredictPlan(cost_model, lengths_tokens, *plan);
-      plan->lower_bound_seconds = *lower_bound;
-      run.sum_step_seconds += plan->predicted_step_seconds;
-      run.sum_idle_fraction += MeanIdleFraction(*plan);
-      run.max_memory_fraction =
-          std::max(run.max_memory_fraction, MaxPeakBytes(*plan) / budget_bytes);
-      run.sum_gap_to_lower_bound += plan->GapToLowerBound();
-      run.sum_phases += 1;
-      run.step_seconds.push_back(plan->predicted_step_seconds);
-      if (options.keep_plans) run.plans.push_back(*std::move(plan));
+      if (planned->IsPhased()) {
+        PhasedPlan& phased = planned->phased;
+        phased.lower_bound_seconds = *lower_bound;
+        run.sum_idle_fraction += MeanIdleFraction(phased);
+        run.max_memory_fraction = std::max(
+            run.max_memory_fraction, MaxPeakBytes(phased) / budget_bytes);
+        run.sum_gap_to_lower_bound += phased.GapToLowerBound();
+        run.sum_phases += phased.phases.size();
+      } else {
+        Plan& plan = planned->plan;
+        plan.lower_bound_seconds = *lower_bound;
+        run.sum_idle_fraction += MeanIdleFraction(plan);
+        run.max_memory_fraction = std::max(run.max_memory_fraction,
+                                           MaxPeakBytes(plan) / budget_bytes);
+        run.sum_gap_to_lower_bound += plan.GapToLowerBound();
+        run.sum_phases += 1;
+      }
+      run.sum_step_seconds += planned->predicted_step_seconds();
+      run.step_seconds.push_back(planned->predicted_step_seconds());
+      if (options.keep_plans) {
+        if (planned->IsPhased()) {
+          run.phased_plans.push_back(std::move(planned->phased));
+        } else {
+          run.plans.push_back(std::move(planned->plan));
+        }
+      }
     }
     if (progress) progress(step + 1, options.steps);
   }
@@ -322,8 +229,7 @@ absl::StatusOr<SimulationReport> Simulate(
         best_static_mean_seconds > 0 && stats.mean_step_seconds > 0
             ? best_static_mean_seconds / stats.mean_step_seconds
             : 0;
-    if (run.name == kBestStatic) stats.setting = best_static->Describe();
-    if (run.name == kMegatronDynCp) stats.setting = megatron->Describe();
+    stats.setting = run.strategy->setting();
     stats.mean_phases = run.sum_phases / steps;
     stats.step_seconds = std::move(run.step_seconds);
     stats.plans = std::move(run.plans);

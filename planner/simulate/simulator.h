@@ -14,6 +14,7 @@
 #include "planner/plan/phased_plan.h"
 #include "planner/plan/plan.h"
 #include "planner/search/planner.h"
+#include "planner/simulate/strategy_registry.h"
 #include "planner/workload/workload.h"
 
 namespace dcp {
@@ -28,12 +29,13 @@ struct SimulationOptions {
   /// How the `dcp` strategies plan (the ablations override one option each).
   /// Its `sp_sizes` also restrict the SP sizes of the lower bound.
   PlannerOptions planner_options;
-  /// Strategies to run, reported in this order; names from
-  /// SimulationStrategyNames(), each at most once.
+  /// Strategies to run, reported in this order; names from StrategyNames()
+  /// (planner/simulate/strategy_registry.h), each at most once.
   std::vector<std::string> strategies = {
-      "bucket",       "packed", "best-static",     "megatron-dyncp",
-      "videosys-dcp", "dcp",    "dcp-fixed-accum", "dcp-uniform-recompute"};
-  /// megatron-dyncp with each micro-batch recomputing only what it needs
+      "bucket",       "packed",       "best-static", "megatron-dyncp",
+      "megatron-hcp", "videosys-dcp", "dcp",         "dcp-fixed-accum",
+      "dcp-uniform-recompute"};
+  /// megatron-hcp with each micro-batch recomputing only what it needs
   /// (a more generous variant than Megatron's one `--recompute-num-layers`
   /// for the run; see MegatronDynCpSetting).
   bool megatron_least_recompute_per_micro_batch = false;
@@ -53,8 +55,8 @@ struct StrategyStats {
   /// best-static's mean step time / this strategy's; 0 when best-static was
   /// not simulated.
   double speedup_vs_best_static = 0;
-  /// best-static: the setting it chose, e.g. "packed SP 8"; megatron-dyncp:
-  /// its tuned cap and recompute; else empty.
+  /// Strategy::setting(): best-static's chosen setting, e.g. "packed SP 8";
+  /// the Megatron schedulers' tuned cap and recompute; else empty.
   std::string setting;
   /// Mean over steps of the phases a step runs in (1 for single-layout
   /// strategies; more for peers that re-group within a step).
@@ -71,7 +73,7 @@ struct StrategyStats {
   std::vector<double> step_seconds;
   /// Each step's plan (predictions and lower bound filled), with
   /// SimulationOptions::keep_plans; empty otherwise, and empty for the
-  /// phased strategies (IsPhasedStrategy), which fill `phased_plans`.
+  /// phased strategies (Strategy::phased()), which fill `phased_plans`.
   std::vector<Plan> plans;
   std::vector<PhasedPlan> phased_plans;
 };
@@ -93,39 +95,6 @@ struct SimulationReport {
   /// The length source and batch options.
   std::string workload_description;
 };
-
-/// Names Simulate() accepts: bucket, packed, best-static, megatron-dyncp,
-/// videosys-dcp, dcp, dcp-fixed-accum, dcp-uniform-recompute, dcp-phased
-/// (the last not in SimulationOptions' default list: dcp with re-grouping
-/// within a step, PlanPhasedBatch over `dcp`'s planner). `best-static`
-/// is the best static setting found by pricing bucket and packed at every
-/// legal SP size over all the simulated batches (FindBestStaticSetting: one
-/// setting for the whole run, as static training has; the batches are drawn
-/// up front). `megatron-dyncp` (megatron_dyncp.h) has its per-rank token
-/// cap and recompute tuned the same way over all the batches;
-/// `videosys-dcp` (videosys_dcp.h) profiles each batch's buckets.
-std::vector<std::string> SimulationStrategyNames();
-
-/// The strategies that re-group the ranks within a step (megatron-dyncp,
-/// videosys-dcp, dcp-phased): their plans are PhasedPlans, priced as phases at barriers
-/// (the sum of each phase's slowest group, then the exposed all-reduce).
-bool IsPhasedStrategy(absl::string_view strategy);
-
-/// Plans one batch with a strategy named as in SimulationStrategyNames():
-/// `bucket` and `packed` use `static_options`; `dcp` plans with
-/// `planner_options`, `dcp-fixed-accum` with variable accumulation off and
-/// `dcp-uniform-recompute` with pyramid recompute off (Plan::strategy is the
-/// name); `best-static` picks the best static setting for this one batch.
-/// The planners' predictions are returned as they fill them; the
-/// caller may PredictPlan() again. INVALID_ARGUMENT for an unknown name
-/// (listing the valid ones) or a phased strategy (Simulate plans those,
-/// megatron-dyncp with its cap tuned over all the batches); otherwise the
-/// planner's error.
-absl::StatusOr<Plan> PlanWithStrategy(const CostModel& cost_model,
-                                      absl::string_view strategy,
-                                      absl::Span<const int64_t> lengths_tokens,
-                                      const StaticOptions& static_options,
-                                      const PlannerOptions& planner_options);
 
 /// Plans `options.steps` global batches drawn from `batches` with every
 /// requested strategy, predicts each plan with the cost model and the lower

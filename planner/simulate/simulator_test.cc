@@ -49,7 +49,7 @@ TEST(SimulatorTest, ReportsEveryStrategyWithSaneNumbers) {
   FakeClock clock;
   std::vector<int> progress_steps;
   SimulationOptions options = SmallOptions();
-  options.strategies = SimulationStrategyNames();
+  options.strategies = StrategyNames();
   absl::StatusOr<SimulationReport> report = Simulate(
       cost_model, stream, options, clock, [&](int step, int steps) {
         EXPECT_EQ(steps, 4);
@@ -59,8 +59,8 @@ TEST(SimulatorTest, ReportsEveryStrategyWithSaneNumbers) {
   EXPECT_EQ(progress_steps, std::vector<int>({1, 2, 3, 4}));
   EXPECT_EQ(report->steps, 4);
   EXPECT_THAT(report->workload_description, HasSubstr("longtail"));
-  ASSERT_EQ(report->strategies.size(), 9u);
-  const std::vector<std::string> names = SimulationStrategyNames();
+  ASSERT_EQ(report->strategies.size(), 10u);
+  const std::vector<std::string> names = StrategyNames();
   EXPECT_GT(report->lower_bound_mean_step_seconds, 0);
   for (size_t i = 0; i < names.size(); ++i) {
     const StrategyStats& stats = report->strategies[i];
@@ -79,11 +79,11 @@ TEST(SimulatorTest, ReportsEveryStrategyWithSaneNumbers) {
   }
   EXPECT_EQ(report->strategies[0].speedup_vs_bucket, 1.0);
   // dcp-phased keeps dcp's one layout unless two phases are faster.
-  ASSERT_EQ(report->strategies[5].name, "dcp");
-  ASSERT_EQ(report->strategies[8].name, "dcp-phased");
+  ASSERT_EQ(report->strategies[6].name, "dcp");
+  ASSERT_EQ(report->strategies[9].name, "dcp-phased");
   for (int step = 0; step < 4; ++step) {
-    EXPECT_LE(report->strategies[8].step_seconds[step],
-              report->strategies[5].step_seconds[step]);
+    EXPECT_LE(report->strategies[9].step_seconds[step],
+              report->strategies[6].step_seconds[step]);
   }
   // The fake clock never moved.
   EXPECT_EQ(report->plan_latency_p50_ms, 0);
@@ -127,7 +127,7 @@ TEST(SimulatorTest, JsonHasTheDocumentedFields) {
   ASSERT_TRUE(report.ok()) << report.status();
   const nlohmann::json json =
       nlohmann::json::parse(SimulationReportToJson(*report));
-  ASSERT_EQ(json["strategies"].size(), 8u);
+  ASSERT_EQ(json["strategies"].size(), 9u);
   for (const nlohmann::json& stats : json["strategies"]) {
     for (const char* field :
          {"mean_step_seconds", "speedup_vs_bucket", "mean_idle_fraction",
@@ -182,8 +182,9 @@ TEST(SimulatorTest, RejectsBadOptions) {
   EXPECT_EQ(report.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(report.status().message()),
               HasSubstr("unknown strategy 'magic'; valid strategies: bucket, "
-                        "packed, best-static, megatron-dyncp, videosys-dcp, "
-                        "dcp, dcp-fixed-accum, dcp-uniform-recompute"));
+                        "packed, best-static, megatron-dyncp, megatron-hcp, "
+                        "videosys-dcp, dcp, dcp-fixed-accum, "
+                        "dcp-uniform-recompute, dcp-phased"));
 
   options.strategies = {"dcp", "dcp"};
   EXPECT_THAT(Simulate(cost_model, stream, options, clock).status().message(),
@@ -218,7 +219,7 @@ TEST(SimulatorTest, PeersThatRegroupKeepPhasedPlans) {
   BatchStream stream = MakeStream();
   FakeClock clock;
   SimulationOptions options = SmallOptions();
-  options.strategies = {"megatron-dyncp", "videosys-dcp", "dcp"};
+  options.strategies = {"megatron-hcp", "videosys-dcp", "dcp"};
   options.keep_plans = true;
   absl::StatusOr<SimulationReport> report =
       Simulate(cost_model, stream, options, clock);
@@ -227,7 +228,6 @@ TEST(SimulatorTest, PeersThatRegroupKeepPhasedPlans) {
   for (int s = 0; s < 2; ++s) {
     const StrategyStats& stats = report->strategies[s];
     SCOPED_TRACE(stats.name);
-    EXPECT_TRUE(IsPhasedStrategy(stats.name));
     EXPECT_TRUE(stats.plans.empty());
     ASSERT_EQ(stats.phased_plans.size(), 4u);
     double phases = 0;
@@ -242,15 +242,8 @@ TEST(SimulatorTest, PeersThatRegroupKeepPhasedPlans) {
     EXPECT_DOUBLE_EQ(stats.mean_phases, phases / 4);
   }
   EXPECT_THAT(report->strategies[0].setting, HasSubstr("tokens/rank"));
-  EXPECT_FALSE(IsPhasedStrategy("dcp"));
   EXPECT_EQ(report->strategies[2].plans.size(), 4u);
   EXPECT_EQ(report->strategies[2].mean_phases, 1);
-  // One layout per step is all PlanWithStrategy makes.
-  absl::StatusOr<Plan> plan = PlanWithStrategy(
-      cost_model, "videosys-dcp", {1024, 2048}, StaticOptions{}, {});
-  EXPECT_EQ(plan.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(plan.status().message()),
-              HasSubstr("re-groups the ranks within a step"));
 }
 
 TEST(SimulatorTest, PlanningErrorsNameTheStep) {

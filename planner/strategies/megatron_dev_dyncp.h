@@ -101,16 +101,6 @@ absl::StatusOr<MegatronDevDynCpSetting> TuneMegatronDevDynCp(
     const CostModel& cost_model, absl::Span<const int> sp_sizes,
     const std::vector<std::vector<int64_t>>& batches);
 
-/// Fills every prediction of `plan` for phases that follow each other
-/// without barriers: each phase's groups are priced with PredictPlan; a
-/// group starts when the last of its ranks is free; the step is the latest
-/// finish, plus the all-reduce exposed behind the group that finishes last
-/// (as that group's phase prices it), plus the optimizer step.
-/// `phases_seconds` is the latest finish.
-void PredictUnbarrieredPhasedPlan(const CostModel& cost_model,
-                                  absl::Span<const int64_t> lengths_tokens,
-                                  PhasedPlan& plan);
-
 }  // namespace dcp
 
 #endif  // DCP_PLANNER_MEGATRON_DEV_DYNCP_H_

@@ -252,11 +252,11 @@ absl::StatusOr<PhasedPlan> PlanMegatronDynCp(
   }
   if (setting.max_tokens_per_rank < 1) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "megatron-dyncp max tokens per rank = ", setting.max_tokens_per_rank,
+        "megatron-hcp max tokens per rank = ", setting.max_tokens_per_rank,
         "; give at least 1"));
   }
   absl::StatusOr<int> largest_cp =
-      LargestPowerOfTwoCpSize(cost_model, sp_sizes, "megatron-dyncp");
+      LargestPowerOfTwoCpSize(cost_model, sp_sizes, "megatron-hcp");
   if (!largest_cp.ok()) return largest_cp.status();
   const int world = cost_model.cluster().NumGpus();
   RoundScheduler scheduler(setting.max_tokens_per_rank, world, *largest_cp);
@@ -269,7 +269,7 @@ absl::StatusOr<PhasedPlan> PlanMegatronDynCp(
                      return a.length > b.length;
                    });
   PhasedPlan plan;
-  plan.strategy = "megatron-dyncp";
+  plan.strategy = "megatron-hcp";
   while (!remaining.empty()) {
     absl::StatusOr<Plan> phase =
         RoundToPhase(cost_model.cluster(), scheduler.NextRound(remaining),
@@ -293,7 +293,7 @@ absl::StatusOr<MegatronDynCpSetting> TuneMegatronDynCp(
     bool least_recompute_per_micro_batch) {
   if (batches.empty()) {
     return absl::InvalidArgumentError(
-        "no batches to tune megatron-dyncp's cap on");
+        "no batches to tune megatron-hcp's cap on");
   }
   // The most any rank holds: full recompute, one copy of the KV heads.
   const int64_t most_per_rank =
@@ -347,7 +347,7 @@ absl::StatusOr<MegatronDynCpSetting> TuneMegatronDynCp(
   }
   if (!best) {
     return absl::ResourceExhaustedError(absl::StrCat(
-        "megatron-dyncp: no per-rank token cap schedules every batch: ",
+        "megatron-hcp: no per-rank token cap schedules every batch: ",
         last_error));
   }
   return *best;

@@ -1,0 +1,280 @@
+#include "planner/simulate/strategy_registry.h"
+
+#include <algorithm>
+#include <optional>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "planner/search/phased_planner.h"
+#include "planner/strategies/best_static.h"
+#include "planner/strategies/megatron_dev_dyncp.h"
+#include "planner/strategies/megatron_dyncp.h"
+#include "planner/strategies/videosys_dcp.h"
+
+namespace dcp {
+namespace {
+
+constexpr char kBucket[] = "bucket";
+constexpr char kPacked[] = "packed";
+constexpr char kBestStatic[] = "best-static";
+constexpr char kMegatronDynCp[] = "megatron-dyncp";
+constexpr char kMegatronHcp[] = "megatron-hcp";
+constexpr char kVideoSysDcp[] = "videosys-dcp";
+constexpr char kDcp[] = "dcp";
+constexpr char kDcpFixedAccum[] = "dcp-fixed-accum";
+constexpr char kDcpUniformRecompute[] = "dcp-uniform-recompute";
+constexpr char kDcpPhased[] = "dcp-phased";
+
+// What every strategy holds: its name, the cost model and the options.
+class NamedStrategy : public Strategy {
+ public:
+  NamedStrategy(std::string name, const CostModel& cost_model,
+                StrategyOptions options)
+      : name_(std::move(name)),
+        cost_model_(cost_model),
+        options_(std::move(options)) {}
+  const std::string& name() const override { return name_; }
+
+ protected:
+  StaticOptions StaticOptionsFor(
+      absl::Span<const int64_t> lengths_tokens) const {
+    StaticOptions static_options = options_.static_options;
+    if (static_options.workload_max_length_tokens == 0) {
+      for (int64_t length : lengths_tokens) {
+        static_options.workload_max_length_tokens =
+            std::max(static_options.workload_max_length_tokens, length);
+      }
+    }
+    return static_options;
+  }
+  absl::StatusOr<StrategyPlan> OneLayout(absl::StatusOr<Plan> plan,
+                                         absl::Span<const int64_t> lengths) {
+    if (!plan.ok()) return plan.status();
+    plan->strategy = name_;
+    PredictPlan(cost_model_, lengths, *plan);
+    StrategyPlan result;
+    result.plan = *std::move(plan);
+    return result;
+  }
+  absl::StatusOr<StrategyPlan> Phases(absl::StatusOr<PhasedPlan> phased,
+                                      absl::Span<const int64_t> lengths) {
+    if (!phased.ok()) return phased.status();
+    phased->strategy = name_;
+    for (Plan& phase : phased->phases) phase.strategy = name_;
+    PredictPhasedPlan(cost_model_, lengths, *phased);
+    StrategyPlan result;
+    result.phased = *std::move(phased);
+    return result;
+  }
+
+  const std::string name_;
+  const CostModel& cost_model_;
+  const StrategyOptions options_;
+};
+
+// bucket or packed at the static SP size of the options.
+class StaticStrategy : public NamedStrategy {
+ public:
+  using NamedStrategy::NamedStrategy;
+  bool phased() const override { return false; }
+  absl::StatusOr<StrategyPlan> PlanBatch(
+      absl::Span<const int64_t> lengths) override {
+    const StaticOptions static_options = StaticOptionsFor(lengths);
+    return OneLayout(name_ == kBucket
+                         ? PlanBucket(cost_model_, lengths, static_options)
+                         : PlanPacked(cost_model_, lengths, static_options),
+                     lengths);
+  }
+};
+
+// The best static setting over the run's batches (FindBestStaticSetting).
+class BestStaticStrategy : public NamedStrategy {
+ public:
+  using NamedStrategy::NamedStrategy;
+  bool phased() const override { return false; }
+  bool tuned_over_run() const override { return true; }
+  absl::Status Tune(const std::vector<std::vector<int64_t>>& batches) override {
+    std::vector<int64_t> all;
+    for (const auto& batch : batches) all.insert(all.end(), batch.begin(), batch.end());
+    absl::StatusOr<StaticSetting> setting = FindBestStaticSetting(
+        cost_model_, options_.planner_options.sp_sizes, batches,
+        StaticOptionsFor(all));
+    if (!setting.ok()) {
+      return absl::Status(setting.status().code(),
+                          absl::StrCat(name_, ": ", setting.status().message()));
+    }
+    setting_ = *std::move(setting);
+    return absl::OkStatus();
+  }
+  std::string setting() const override {
+    return setting_ ? setting_->Describe() : "";
+  }
+  absl::StatusOr<StrategyPlan> PlanBatch(
+      absl::Span<const int64_t> lengths) override {
+    if (!setting_) {
+      absl::Status tuned = Tune({{lengths.begin(), lengths.end()}});
+      if (!tuned.ok()) return tuned;
+    }
+    return OneLayout(PlanStaticSetting(cost_model_, *setting_, lengths),
+                     lengths);
+  }
+
+ private:
+  std::optional<StaticSetting> setting_;
+};
+
+// Megatron-LM's main-branch hybrid CP, its cap tuned over the run.
+class MegatronHcpStrategy : public NamedStrategy {
+ public:
+  using NamedStrategy::NamedStrategy;
+  bool phased() const override { return true; }
+  bool tuned_over_run() const override { return true; }
+  absl::Status Tune(const std::vector<std::vector<int64_t>>& batches) override {
+    absl::StatusOr<MegatronDynCpSetting> setting = TuneMegatronDynCp(
+        cost_model_, options_.planner_options.sp_sizes, batches,
+        options_.megatron_least_recompute_per_micro_batch);
+    if (!setting.ok()) return setting.status();
+    setting_ = *std::move(setting);
+    return absl::OkStatus();
+  }
+  std::string setting() const override {
+    return setting_ ? setting_->Describe() : "";
+  }
+  absl::StatusOr<StrategyPlan> PlanBatch(
+      absl::Span<const int64_t> lengths) override {
+    if (!setting_) {
+      absl::Status tuned = Tune({{lengths.begin(), lengths.end()}});
+      if (!tuned.ok()) return tuned;
+    }
+    return Phases(PlanMegatronDynCp(cost_model_,
+                                    options_.planner_options.sp_sizes, lengths,
+                                    *setting_),
+                  lengths);
+  }
+
+ private:
+  std::optional<MegatronDynCpSetting> setting_;
+};
+
+// Megatron-LM's dev-branch dynamic CP (packing-aware), its cap tuned over
+// the run; its rounds follow each other without barriers (PhasedPlan::
+// barriers is false, which PredictPhasedPlan prices).
+class MegatronDynCpStrategy : public NamedStrategy {
+ public:
+  using NamedStrategy::NamedStrategy;
+  bool phased() const override { return true; }
+  bool tuned_over_run() const override { return true; }
+  absl::Status Tune(const std::vector<std::vector<int64_t>>& batches) override {
+    absl::StatusOr<MegatronDevDynCpSetting> setting = TuneMegatronDevDynCp(
+        cost_model_, options_.planner_options.sp_sizes, batches);
+    if (!setting.ok()) return setting.status();
+    setting_ = *std::move(setting);
+    return absl::OkStatus();
+  }
+  std::string setting() const override {
+    return setting_ ? setting_->Describe() : "";
+  }
+  absl::StatusOr<StrategyPlan> PlanBatch(
+      absl::Span<const int64_t> lengths) override {
+    if (!setting_) {
+      absl::Status tuned = Tune({{lengths.begin(), lengths.end()}});
+      if (!tuned.ok()) return tuned;
+    }
+    return Phases(PlanMegatronDevDynCp(cost_model_,
+                                       options_.planner_options.sp_sizes,
+                                       lengths, *setting_),
+                  lengths);
+  }
+
+ private:
+  std::optional<MegatronDevDynCpSetting> setting_;
+};
+
+// VideoSys's DCP: each batch's buckets profiled.
+class VideoSysStrategy : public NamedStrategy {
+ public:
+  using NamedStrategy::NamedStrategy;
+  bool phased() const override { return true; }
+  absl::StatusOr<StrategyPlan> PlanBatch(
+      absl::Span<const int64_t> lengths) override {
+    return Phases(PlanVideoSysDcp(cost_model_,
+                                  options_.planner_options.sp_sizes, lengths),
+                  lengths);
+  }
+};
+
+// dcp's search (Planner), or one of its ablations.
+class DcpStrategy : public NamedStrategy {
+ public:
+  using NamedStrategy::NamedStrategy;
+  bool phased() const override { return false; }
+  absl::StatusOr<StrategyPlan> PlanBatch(
+      absl::Span<const int64_t> lengths) override {
+    PlannerOptions options = options_.planner_options;
+    options.strategy_name = name_;
+    // dcp weighs the same static configurations it is compared against.
+    options.static_options = StaticOptionsFor(lengths);
+    if (name_ == kDcpFixedAccum) options.variable_accumulation = false;
+    if (name_ == kDcpUniformRecompute) options.pyramid_recompute = false;
+    return OneLayout(Planner(cost_model_, std::move(options)).PlanBatch(lengths),
+                     lengths);
+  }
+};
+
+// dcp with re-grouping within a step (PlanPhasedBatch over dcp's planner).
+class DcpPhasedStrategy : public NamedStrategy {
+ public:
+  using NamedStrategy::NamedStrategy;
+  bool phased() const override { return true; }
+  absl::StatusOr<StrategyPlan> PlanBatch(
+      absl::Span<const int64_t> lengths) override {
+    PhasedPlannerOptions phased_options;
+    phased_options.planner_options = options_.planner_options;
+    phased_options.planner_options.strategy_name = name_;
+    phased_options.planner_options.static_options = StaticOptionsFor(lengths);
+    return Phases(PlanPhasedBatch(cost_model_, lengths, phased_options),
+                  lengths);
+  }
+};
+
+}  // namespace
+
+std::vector<std::string> StrategyNames() {
+  return {kBucket,       kPacked, kBestStatic,     kMegatronDynCp,
+          kMegatronHcp,  kVideoSysDcp, kDcp,       kDcpFixedAccum,
+          kDcpUniformRecompute, kDcpPhased};
+}
+
+absl::StatusOr<std::unique_ptr<Strategy>> MakeStrategy(
+    absl::string_view name, const CostModel& cost_model,
+    const StrategyOptions& options) {
+  const std::string n(name);
+  if (n == kBucket || n == kPacked) {
+    return std::make_unique<StaticStrategy>(n, cost_model, options);
+  }
+  if (n == kBestStatic) {
+    return std::make_unique<BestStaticStrategy>(n, cost_model, options);
+  }
+  if (n == kMegatronDynCp) {
+    return std::make_unique<MegatronDynCpStrategy>(n, cost_model, options);
+  }
+  if (n == kMegatronHcp) {
+    return std::make_unique<MegatronHcpStrategy>(n, cost_model, options);
+  }
+  if (n == kVideoSysDcp) {
+    return std::make_unique<VideoSysStrategy>(n, cost_model, options);
+  }
+  if (n == kDcp || n == kDcpFixedAccum || n == kDcpUniformRecompute) {
+    return std::make_unique<DcpStrategy>(n, cost_model, options);
+  }
+  if (n == kDcpPhased) {
+    return std::make_unique<DcpPhasedStrategy>(n, cost_model, options);
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown strategy '", name, "'; valid strategies: ",
+                   absl::StrJoin(StrategyNames(), ", ")));
+}
+
+}  // namespace dcp
