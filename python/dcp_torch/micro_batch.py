@@ -1,7 +1,9 @@
 """MicroBatch: one forward and backward pass of a rank's SP group, its
 inputs packed and cut to this rank's share. Belongs to the training thread."""
 
+import collections.abc
 import dataclasses
+import numbers
 
 import torch
 
@@ -35,7 +37,8 @@ class MicroBatch:
         self.done = False
         self.stats = _MicroStats()
         device = step._runtime.device
-        fetched = [fetch(sample_id) for sample_id, _ in samples]
+        fetched = [_checked_sample(sample_id, fetch(sample_id))
+                   for sample_id, _ in samples]
         lengths = [length for _, length in samples]
         total = sum(lengths)
         chunk = -(-total // sp_size)
@@ -101,6 +104,38 @@ class MicroBatch:
         if exc_type is None:
             self.done = True
         return False
+
+
+def _describe(value):
+    """What a value is, for an error message: its type, and its length for
+    a sequence."""
+    kind = type(value).__name__
+    if isinstance(value, collections.abc.Sized):
+        return f"a {kind} of {len(value)} items"
+    return f"a {kind}"
+
+
+def _checked_sample(sample_id, sample):
+    """`sample` (fetch's result), unless it is not a mapping of names to
+    tensors (numbers allowed for per-sequence values): TypeError naming
+    the sample, the key, what it is, and what fetch must return."""
+    if not isinstance(sample, collections.abc.Mapping):
+        raise TypeError(
+            f"fetch({sample_id}) returned {_describe(sample)}; fetch must "
+            "return a dict of torch tensors, e.g. {'input_ids': "
+            "torch.tensor(ids)} (token tensors with one row per token, "
+            "per-sequence values as 0-dim tensors or numbers)")
+    for key, value in sample.items():
+        if isinstance(value, torch.Tensor) or (
+                isinstance(value, numbers.Number) and
+                not isinstance(value, complex)):
+            continue
+        raise TypeError(
+            f"fetch({sample_id})[{key!r}] is {_describe(value)}, not a "
+            "torch.Tensor; fetch must return torch tensors (token tensors "
+            "with one row per token, per-sequence values as 0-dim tensors "
+            f"or numbers): return torch.tensor(...) for {key!r}")
+    return sample
 
 
 def _split_keys(fetched, lengths, sequence_keys, ids):

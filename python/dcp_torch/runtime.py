@@ -224,7 +224,9 @@ class Runtime:
           first dimension is the sample's length are token tensors (packed,
           split over the SP group, padded); 0-dim tensors and keys in
           `sequence_keys` are per-sequence (stacked). An optional "loss_mask"
-          token tensor marks the tokens that count in the loss.
+          token tensor marks the tokens that count in the loss. Anything
+          else (a list, a list of values) is a TypeError naming the sample,
+          the key and what fetch returned.
         """
         batches = iter(sampler)
         step_number = first_step
