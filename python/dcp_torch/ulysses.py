@@ -73,6 +73,14 @@ def sdpa_core(q, k, v, causal):
 
 
 def _check_token_counts(q, k, v):
+    """q, k and v are [tokens, heads, head_dim] with one k and v row per
+    token of q; else ValueError naming the shapes and the fix."""
+    if q.dim() != 3 or k.dim() != 3 or v.dim() != 3:
+        raise ValueError(
+            f"dcp_torch.attention takes q, k and v as [tokens, heads, "
+            f"head_dim]; got q {list(q.shape)}, k {list(k.shape)}, v "
+            f"{list(v.shape)}: drop the batch dimension (a micro-batch's "
+            "sequences are packed into one token stream)")
     if k.shape[0] != q.shape[0] or v.shape[0] != q.shape[0]:
         raise ValueError(
             f"q has {q.shape[0]} tokens but k has {k.shape[0]} and v "
