@@ -50,7 +50,8 @@ def init(model, blocks, planner_address=None, *, spec=None, worker_id=None,
     blocks: its transformer blocks in order (e.g. model.layers); the plan's
       checkpointed layers apply to them.
     planner_address: HOST:PORT of dcp_planner; default $DCP_PLANNER_ADDRESS.
-    spec: the ModelSpec dict (dcp_torch.model_spec); default read from the
+    spec: the ModelSpec (dcp_torch.model_spec; a dict of its fields is
+      accepted and checked); default read from the
       module and its model.config (dcp_torch.model_spec_from_module, whose
       error names any field it cannot read). It must match the model the
       planner was started with (checked at registration).
@@ -84,8 +85,9 @@ def init(model, blocks, planner_address=None, *, spec=None, worker_id=None,
     blocks = list(blocks)
     if spec is None:
         spec = spec_from_module.model_spec_from_module(model, blocks)
-    if spec["num_layers"] != len(blocks):
-        raise ValueError(f"ModelSpec.num_layers is {spec['num_layers']} but "
+    spec = spec_lib.as_model_spec(spec)
+    if spec.num_layers != len(blocks):
+        raise ValueError(f"ModelSpec.num_layers is {spec.num_layers} but "
                          f"{len(blocks)} blocks were given; pass every "
                          "transformer block once")
     client = client or PlannerClient(planner_address)
@@ -363,7 +365,7 @@ def _check_plan(plan, num_samples, world_size, step, spec):
     group's SP size dividing the model's heads (raised here, alike on every
     rank, rather than in one group's attention while the others wait)."""
     seen_ranks, seen_samples = set(), []
-    heads, kv_heads = spec["num_attention_heads"], spec["num_kv_heads"]
+    heads, kv_heads = spec.num_attention_heads, spec.num_kv_heads
     for group in plan.groups:
         sp = len(group.ranks)
         if heads % sp or kv_heads % sp:

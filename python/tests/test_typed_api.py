@@ -1,0 +1,58 @@
+"""The typed public API: ModelSpec is a frozen dataclass with typed,
+documented fields."""
+
+import dataclasses
+import typing
+
+import pytest
+
+import dcp_torch
+from dcp_torch import spec as spec_lib
+
+SPEC = dict(name="m", num_layers=2, hidden_size=32, num_attention_heads=8,
+            num_kv_heads=4, ffn_hidden_size=64, vocab_size=64)
+
+
+def _frozen_dataclass_with_typed_fields(cls):
+    assert dataclasses.is_dataclass(cls) and cls.__dataclass_params__.frozen
+    hints = typing.get_type_hints(cls)
+    for field in dataclasses.fields(cls):
+        assert field.name in hints, f"{cls.__name__}.{field.name} untyped"
+    assert cls.__doc__ and len(cls.__doc__) > 80
+
+
+def test_model_spec_is_a_frozen_typed_dataclass():
+    _frozen_dataclass_with_typed_fields(dcp_torch.ModelSpec)
+    spec = dcp_torch.model_spec(**SPEC)
+    assert isinstance(spec, dcp_torch.ModelSpec)
+    assert {f.name for f in dataclasses.fields(spec)} == \
+        set(spec_lib.FIELDS + spec_lib.PYTHON_FIELDS)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        spec.hidden_size = 64
+    changed = dataclasses.replace(spec, dtype_bytes=4)
+    assert (changed.dtype_bytes, spec.dtype_bytes) == (4, 2)
+    with pytest.raises(ValueError, match="ModelSpec.num_kv_heads 3 must "
+                                         "divide num_attention_heads 8"):
+        dataclasses.replace(spec, num_kv_heads=3)  # checked when built
+    with pytest.raises(ValueError, match="ModelSpec.causal is 1; give True"):
+        dcp_torch.ModelSpec(**dict(SPEC, causal=1))
+    assert hash(spec) == hash(dcp_torch.model_spec(**SPEC))
+
+
+def test_model_spec_keeps_the_dict_interface_and_the_proto_round_trip():
+    spec = dcp_torch.model_spec(**SPEC)
+    legacy = {"name": "m", "num_layers": 2, "hidden_size": 32,
+              "num_attention_heads": 8, "num_kv_heads": 4,
+              "ffn_hidden_size": 64, "vocab_size": 64, "dtype_bytes": 2,
+              "causal": True, "gated_mlp": True, "adaln_modulation": False}
+    assert spec == legacy and legacy == spec and dict(spec) == legacy
+    assert spec["hidden_size"] == spec.hidden_size == 32
+    with pytest.raises(KeyError):
+        spec["head_dim"]  # hidden / heads: no head_dim of its own
+    proto = spec_lib.to_proto(spec)
+    assert spec_lib.from_proto(proto) == spec
+    assert isinstance(spec_lib.from_proto(proto), dcp_torch.ModelSpec)
+    assert spec_lib.to_proto(legacy) == proto  # dicts are still accepted
+    assert spec_lib.as_model_spec(legacy) == spec
+    with pytest.raises(TypeError, match="a ModelSpec is expected, not list"):
+        spec_lib.as_model_spec([1, 2])
