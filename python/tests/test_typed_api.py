@@ -1,5 +1,5 @@
-"""The typed public API: ModelSpec is a frozen dataclass with typed,
-documented fields."""
+"""The typed public API: ModelSpec and RetryPolicy are frozen dataclasses
+with typed, documented fields."""
 
 import dataclasses
 import typing
@@ -56,3 +56,22 @@ def test_model_spec_keeps_the_dict_interface_and_the_proto_round_trip():
     assert spec_lib.as_model_spec(legacy) == spec
     with pytest.raises(TypeError, match="a ModelSpec is expected, not list"):
         spec_lib.as_model_spec([1, 2])
+
+
+def test_retry_policy_is_a_frozen_typed_dataclass():
+    _frozen_dataclass_with_typed_fields(dcp_torch.RetryPolicy)
+    policy = dcp_torch.RetryPolicy(4, 0.5)  # positional as before
+    assert (policy.max_attempts, policy.initial_backoff_seconds,
+            policy.max_backoff_seconds) == (4, 0.5, 5.0)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        policy.max_attempts = 1
+    assert dataclasses.replace(policy, seed=3).seed == 3
+    assert policy == dcp_torch.RetryPolicy(max_attempts=4,
+                                           initial_backoff_seconds=0.5)
+    with pytest.raises(ValueError, match=r"RetryPolicy.jitter=1.5; give a "
+                                         r"fraction in \[0, 1\)"):
+        dcp_torch.RetryPolicy(jitter=1.5)
+    with pytest.raises(ValueError, match="RetryPolicy.multiplier=0.5"):
+        dcp_torch.RetryPolicy(multiplier=0.5)
+    with pytest.raises(ValueError, match="initial_backoff_seconds=-1"):
+        dcp_torch.RetryPolicy(initial_backoff_seconds=-1)
