@@ -1,9 +1,12 @@
 """MicroBatch: one forward and backward pass of a rank's SP group, its
 inputs packed and cut to this rank's share. Belongs to the training thread."""
 
+from __future__ import annotations
+
 import collections.abc
 import dataclasses
 import numbers
+from typing import Any, Callable, Mapping, Optional, Sequence, Tuple
 
 import torch
 
@@ -28,8 +31,11 @@ class MicroBatch:
       micro-batch's, for per-sequence conditioning). Padding has position 0
       and sequence 0; token_loss_sum masks it out."""
 
-    def __init__(self, step, index, proto, samples, fetch, sequence_keys,
-                 sp_size, position, group):
+    def __init__(self, step: Any, index: int, proto: Any,
+                 samples: Sequence[Tuple[int, int]],
+                 fetch: Callable[[int], Mapping[str, Any]],
+                 sequence_keys: frozenset, sp_size: int, position: int,
+                 group: Optional[Any]) -> None:
         self.step = step
         self.index = index
         self.checkpointed_layers = proto.checkpointed_layers
@@ -83,20 +89,20 @@ class MicroBatch:
             synchronize=step._runtime._synchronize)
         self._entered = None
 
-    def token_loss_sum(self, per_token_loss):
+    def token_loss_sum(self, per_token_loss: torch.Tensor) -> torch.Tensor:
         """The sum of `per_token_loss` ([T] for this rank's T tokens) over
         the tokens that count (not padding; loss_mask where given). Multiply
         by step.loss_scale for the global batch's mean per token."""
         return (per_token_loss * self.token_weight.to(per_token_loss.dtype)
                 ).sum()
 
-    def __enter__(self):
+    def __enter__(self) -> MicroBatch:
         self._entered = context.active(self.packing)
         self._entered.__enter__()
         self._timer = context.Timer(self.packing.synchronize).__enter__()
         return self
 
-    def __exit__(self, exc_type, exc, tb):
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
         self._timer.__exit__(exc_type, exc, tb)
         self._entered.__exit__(exc_type, exc, tb)
         self.stats.seconds = self._timer.seconds

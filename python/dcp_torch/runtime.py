@@ -15,9 +15,13 @@ Thread model: a Runtime and its Steps belong to the training thread; only
 the stats reporter runs on a thread of its own.
 """
 
+from __future__ import annotations
+
 import os
 import socket
 import time
+from typing import (Any, Callable, Iterable, Iterator, Mapping, Optional,
+                    Sequence, Tuple)
 
 import torch
 import torch.distributed as dist
@@ -38,12 +42,25 @@ from dcp_torch.ulysses import HeadsNotDivisibleError
 
 import grpc
 
+# fetch(sample_id): the sample's tensors by name (Runtime.steps).
+Fetch = Callable[[int], Mapping[str, Any]]
+# core(q, k, v, causal) over one sequence's [heads, L, D] tensors.
+AttentionCore = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, bool],
+                         torch.Tensor]
 
-def init(model, blocks, planner_address=None, *, spec=None, worker_id=None,
-         node_name=None, profile=True, profile_options=None,
-         attention_core=None, registration_timeout_seconds=300.0,
-         collective_timeout_seconds=300.0, max_cached_groups=None, log=None,
-         client=None):
+
+def init(model: torch.nn.Module, blocks: Iterable[torch.nn.Module],
+         planner_address: Optional[str] = None, *,
+         spec: Optional[spec_lib.SpecLike] = None,
+         worker_id: Optional[str] = None, node_name: Optional[str] = None,
+         profile: bool = True,
+         profile_options: Optional[profiler_lib.ProfileOptions] = None,
+         attention_core: Optional[AttentionCore] = None,
+         registration_timeout_seconds: float = 300.0,
+         collective_timeout_seconds: float = 300.0,
+         max_cached_groups: Optional[int] = None,
+         log: Optional[Callable[[str], None]] = None,
+         client: Optional[PlannerClient] = None) -> Runtime:
     """Connects this process to the planner and prepares `model`.
 
     model: the user's torch.nn.Module (the same on every rank).
@@ -114,8 +131,10 @@ def init(model, blocks, planner_address=None, *, spec=None, worker_id=None,
 class Runtime:
     """One process's connection to the planner; see init()."""
 
-    def __init__(self, client, spec, model, blocks, worker_id, device,
-                 sp_groups, log):
+    def __init__(self, client: PlannerClient, spec: spec_lib.ModelSpec,
+                 model: torch.nn.Module, blocks: Sequence[torch.nn.Module],
+                 worker_id: str, device: torch.device, sp_groups: SpGroups,
+                 log: Callable[[str], None]) -> None:
         self.client = client
         self.spec = spec
         self.model = model
@@ -214,7 +233,9 @@ class Runtime:
 
     # --- the training loop -------------------------------------------------
 
-    def steps(self, sampler, fetch, first_step=0, sequence_keys=()):
+    def steps(self, sampler: Iterable[Sequence[Tuple[int, int]]],
+              fetch: Fetch, first_step: int = 0,
+              sequence_keys: Iterable[str] = ()) -> Iterator[Step]:
         """Yields one Step per global batch of `sampler`.
 
         sampler: an iterable of global batches, each a list of
@@ -251,7 +272,7 @@ class Runtime:
             current, error = upcoming, upcoming_error
             step_number += 1
 
-    def close(self):
+    def close(self) -> None:
         """Sends the queued step reports, releases the SP groups and closes
         the planner channel."""
         self.reporter.flush()
@@ -259,10 +280,10 @@ class Runtime:
         self.sp_groups.close()
         self.client.close()
 
-    def __enter__(self):
+    def __enter__(self) -> Runtime:
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: Any) -> bool:
         self.close()
         return False
 

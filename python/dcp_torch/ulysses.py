@@ -11,7 +11,10 @@ FlashAttention's varlen kernel over the whole stream on CUDA, 4-D SDPA per
 sequence elsewhere, or the user's core.
 """
 
+from __future__ import annotations
+
 import math
+from typing import Callable, Optional
 
 import torch
 import torch.distributed as dist
@@ -150,7 +153,11 @@ def packed_attention(q, k, v, cu_seqlens, causal, padded=False, core=None,
     return torch.cat(outputs, dim=0) if outputs else q.new_zeros(q.shape)
 
 
-def attention(q, k, v, causal=True, core=None):
+def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+              causal: bool = True,
+              core: Optional[Callable[[torch.Tensor, torch.Tensor,
+                                       torch.Tensor, bool],
+                                      torch.Tensor]] = None) -> torch.Tensor:
     """The drop-in attention of a model run by dcp_torch.
 
     q: [T, H, D], k and v: [T, Hkv, D] for this rank's T tokens of the

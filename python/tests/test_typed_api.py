@@ -1,7 +1,11 @@
 """The typed public API: ModelSpec and RetryPolicy are frozen dataclasses
-with typed, documented fields."""
+with typed, documented fields; every public function and method of
+dcp_torch.__all__ carries type hints that resolve; py.typed ships."""
 
 import dataclasses
+import inspect
+import os
+import tomllib
 import typing
 
 import pytest
@@ -9,6 +13,7 @@ import pytest
 import dcp_torch
 from dcp_torch import spec as spec_lib
 
+PYTHON_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SPEC = dict(name="m", num_layers=2, hidden_size=32, num_attention_heads=8,
             num_kv_heads=4, ffn_hidden_size=64, vocab_size=64)
 
@@ -75,3 +80,43 @@ def test_retry_policy_is_a_frozen_typed_dataclass():
         dcp_torch.RetryPolicy(multiplier=0.5)
     with pytest.raises(ValueError, match="initial_backoff_seconds=-1"):
         dcp_torch.RetryPolicy(initial_backoff_seconds=-1)
+
+
+def _public_callables():
+    """(qualified name, function) for every function of __all__ and every
+    public method (and __init__) its classes define, exceptions aside."""
+    for name in dcp_torch.__all__:
+        value = getattr(dcp_torch, name)
+        if inspect.isfunction(value):
+            yield name, value
+        elif inspect.isclass(value) and not issubclass(value, BaseException):
+            for attribute, member in vars(value).items():
+                if inspect.isfunction(member) and (
+                        not attribute.startswith("_") or attribute in (
+                            "__init__", "__enter__", "__exit__", "__iter__",
+                            "__len__")):
+                    yield f"{name}.{attribute}", member
+
+
+def test_every_public_function_and_method_has_type_hints():
+    missing = []
+    checked = 0
+    for name, function in _public_callables():
+        hints = typing.get_type_hints(function)  # they resolve
+        parameters = [p for p in inspect.signature(function).parameters
+                      if p != "self"]
+        missing += [f"{name}({p})" for p in parameters if p not in hints]
+        if "return" not in hints:
+            missing.append(f"{name} -> ?")
+        checked += 1
+    assert not missing, missing
+    assert checked >= 25
+
+
+def test_py_typed_ships_with_the_package():
+    assert os.path.isfile(os.path.join(os.path.dirname(dcp_torch.__file__),
+                                       "py.typed"))
+    with open(os.path.join(PYTHON_DIR, "pyproject.toml"), "rb") as f:
+        pyproject = tomllib.load(f)
+    assert "py.typed" in pyproject["tool"]["setuptools"]["package-data"][
+        "dcp_torch"]
