@@ -24,15 +24,16 @@ from dcp_torch.planner_client import (PlannerClient, PlannerError,
                                       PlannerUnreachableError, RetryPolicy)
 from dcp_torch.profiler import ProfileOptions
 from dcp_torch.runtime import Runtime, init
-from dcp_torch.spec import model_spec, write_model_file
+from dcp_torch.spec import ModelSpec, model_spec, write_model_file
 from dcp_torch.spec_from_module import model_spec_from_module
 from dcp_torch.step import Step
 from dcp_torch.ulysses import HeadsNotDivisibleError, attention
 
 __all__ = [
-    "EmptyBatchError", "HeadsNotDivisibleError", "MicroBatch",
+    "EmptyBatchError", "HeadsNotDivisibleError", "MicroBatch", "ModelSpec",
     "PlannerClient", "PlannerError", "PlannerUnreachableError",
     "ProfileOptions", "RankDivergedError", "RetryPolicy", "Runtime", "Step",
     "apply_checkpointing", "attention", "batch_fingerprint", "init",
-    "local_device", "model_spec", "model_spec_from_module", "packed", "write_model_file",
+    "local_device", "model_spec", "model_spec_from_module", "packed",
+    "write_model_file",
 ]

@@ -3,7 +3,10 @@ micro-batch with MicroBatch.checkpointed_layers = k, the first k blocks run
 under torch.utils.checkpoint (their activations are recomputed in the
 backward pass, all-to-alls included); the others keep theirs."""
 
+from __future__ import annotations
+
 import functools
+from typing import Iterable
 
 import torch
 from torch.utils.checkpoint import checkpoint
@@ -11,7 +14,7 @@ from torch.utils.checkpoint import checkpoint
 from dcp_torch import context
 
 
-def apply_checkpointing(blocks):
+def apply_checkpointing(blocks: Iterable[torch.nn.Module]) -> None:
     """Wraps each block's forward (once; calling again is a no-op). Outside
     a micro-batch, or with gradients off, blocks run as before."""
     for index, block in enumerate(blocks):

@@ -2,10 +2,13 @@
 checkpointed blocks see it. One per thread (a contextvars.ContextVar), set by
 `with mb:` (runtime.MicroBatch) or by `packed(...)` for single-process use."""
 
+from __future__ import annotations
+
 import contextlib
 import contextvars
 import dataclasses
 import time
+from typing import ContextManager, Iterable
 
 import torch
 
@@ -50,7 +53,7 @@ def active(packing):
         _current.reset(token)
 
 
-def packed(lengths):
+def packed(lengths: Iterable[int]) -> ContextManager[Packing]:
     """Runs dcp_torch.attention over tokens packed from sequences of these
     lengths in one process (no SP, no padding): `with dcp_torch.packed([5,
     9]): model(tokens_of_both)`."""

@@ -3,6 +3,8 @@
 rank can fetch a step's plan by step and fingerprint without sending the
 batch. Pure; thread-safe."""
 
+from typing import Iterable, Tuple
+
 BATCH_FINGERPRINT_VERSION = 2
 
 _MASK = (1 << 64) - 1
@@ -24,7 +26,7 @@ def _absorb(h, word):
     return (rotated * 0x9E3779B97F4A7C15 + 0x632BE59BD9B4E019) & _MASK
 
 
-def batch_fingerprint(samples):
+def batch_fingerprint(samples: Iterable[Tuple[int, int]]) -> int:
     """The fingerprint of `samples`, a sequence of (id, length_tokens) pairs
     in batch order: a nonzero unsigned 64-bit int."""
     samples = list(samples)

@@ -67,17 +67,29 @@ class LocalPlanner:
             stdout=self._log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + self._timeout
         while not os.path.exists(port_path):
-            if self.process.poll() is not None or time.monotonic() > deadline:
+            exited = self.process.poll() is not None
+            if exited or time.monotonic() > deadline:
+                self._stop()
+                # Read before the folder holding the log goes.
+                self._log.close()
+                with open(self.log_path, encoding="utf-8",
+                          errors="replace") as f:
+                    output = f.read().strip() or "(no output)"
+                how = (f"exited with status {self.process.returncode}"
+                       if exited else
+                       f"did not listen within {self._timeout:g} s")
                 self.__exit__(None, None, None)
-                raise RuntimeError(f"dcp_planner did not start; its log:\n"
-                                   f"{open(self.log_path).read()}")
+                raise RuntimeError(
+                    f"dcp_planner ({self.binary}) {how}; its output:\n"
+                    f"{output}")
             time.sleep(0.02)  # polling a file another process writes
         ports = dict(line.split("=") for line in
                      open(port_path).read().split())
         self.address = f"127.0.0.1:{ports['grpc_port']}"
         return self
 
-    def __exit__(self, *exc):
+    def _stop(self):
+        """Terminates the planner (SIGTERM, then SIGKILL after 10 s)."""
         if self.process is not None and self.process.poll() is None:
             self.process.terminate()
             try:
@@ -85,6 +97,9 @@ class LocalPlanner:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
+
+    def __exit__(self, *exc) -> bool:
+        self._stop()
         if self._dir is not None:
             self._log.close()
             self._dir.cleanup()

@@ -1,7 +1,12 @@
 """MicroBatch: one forward and backward pass of a rank's SP group, its
 inputs packed and cut to this rank's share. Belongs to the training thread."""
 
+from __future__ import annotations
+
+import collections.abc
 import dataclasses
+import numbers
+from typing import Any, Callable, Mapping, Optional, Sequence, Tuple
 
 import torch
 
@@ -26,8 +31,11 @@ class MicroBatch:
       micro-batch's, for per-sequence conditioning). Padding has position 0
       and sequence 0; token_loss_sum masks it out."""
 
-    def __init__(self, step, index, proto, samples, fetch, sequence_keys,
-                 sp_size, position, group):
+    def __init__(self, step: Any, index: int, proto: Any,
+                 samples: Sequence[Tuple[int, int]],
+                 fetch: Callable[[int], Mapping[str, Any]],
+                 sequence_keys: frozenset, sp_size: int, position: int,
+                 group: Optional[Any]) -> None:
         self.step = step
         self.index = index
         self.checkpointed_layers = proto.checkpointed_layers
@@ -35,7 +43,8 @@ class MicroBatch:
         self.done = False
         self.stats = _MicroStats()
         device = step._runtime.device
-        fetched = [fetch(sample_id) for sample_id, _ in samples]
+        fetched = [_checked_sample(sample_id, fetch(sample_id))
+                   for sample_id, _ in samples]
         lengths = [length for _, length in samples]
         total = sum(lengths)
         chunk = -(-total // sp_size)
@@ -80,20 +89,20 @@ class MicroBatch:
             synchronize=step._runtime._synchronize)
         self._entered = None
 
-    def token_loss_sum(self, per_token_loss):
+    def token_loss_sum(self, per_token_loss: torch.Tensor) -> torch.Tensor:
         """The sum of `per_token_loss` ([T] for this rank's T tokens) over
         the tokens that count (not padding; loss_mask where given). Multiply
         by step.loss_scale for the global batch's mean per token."""
         return (per_token_loss * self.token_weight.to(per_token_loss.dtype)
                 ).sum()
 
-    def __enter__(self):
+    def __enter__(self) -> MicroBatch:
         self._entered = context.active(self.packing)
         self._entered.__enter__()
         self._timer = context.Timer(self.packing.synchronize).__enter__()
         return self
 
-    def __exit__(self, exc_type, exc, tb):
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
         self._timer.__exit__(exc_type, exc, tb)
         self._entered.__exit__(exc_type, exc, tb)
         self.stats.seconds = self._timer.seconds
@@ -101,6 +110,38 @@ class MicroBatch:
         if exc_type is None:
             self.done = True
         return False
+
+
+def _describe(value):
+    """What a value is, for an error message: its type, and its length for
+    a sequence."""
+    kind = type(value).__name__
+    if isinstance(value, collections.abc.Sized):
+        return f"a {kind} of {len(value)} items"
+    return f"a {kind}"
+
+
+def _checked_sample(sample_id, sample):
+    """`sample` (fetch's result), unless it is not a mapping of names to
+    tensors (numbers allowed for per-sequence values): TypeError naming
+    the sample, the key, what it is, and what fetch must return."""
+    if not isinstance(sample, collections.abc.Mapping):
+        raise TypeError(
+            f"fetch({sample_id}) returned {_describe(sample)}; fetch must "
+            "return a dict of torch tensors, e.g. {'input_ids': "
+            "torch.tensor(ids)} (token tensors with one row per token, "
+            "per-sequence values as 0-dim tensors or numbers)")
+    for key, value in sample.items():
+        if isinstance(value, torch.Tensor) or (
+                isinstance(value, numbers.Number) and
+                not isinstance(value, complex)):
+            continue
+        raise TypeError(
+            f"fetch({sample_id})[{key!r}] is {_describe(value)}, not a "
+            "torch.Tensor; fetch must return torch tensors (token tensors "
+            "with one row per token, per-sequence values as 0-dim tensors "
+            f"or numbers): return torch.tensor(...) for {key!r}")
+    return sample
 
 
 def _split_keys(fetched, lengths, sequence_keys, ids):

@@ -9,9 +9,13 @@ code and message. Mirrors GrpcPlannerClient (planner/client/planner_client.h).
 Thread-safe (gRPC channels and stubs are).
 """
 
+from __future__ import annotations
+
+import dataclasses
 import os
 import random
 import time
+from typing import Any, Callable, Optional
 
 import grpc
 
@@ -24,7 +28,8 @@ ADDRESS_ENVIRONMENT_VARIABLE = "DCP_PLANNER_ADDRESS"
 class PlannerError(RuntimeError):
     """The planner answered a call with an error (code and message kept)."""
 
-    def __init__(self, method, code, details):
+    def __init__(self, method: str, code: grpc.StatusCode,
+                 details: str) -> None:
         super().__init__(f"planner {method}: {code.name}: {details}")
         self.method = method
         self.code = code
@@ -35,25 +40,45 @@ class PlannerUnreachableError(PlannerError):
     """Every attempt of a call found the planner UNAVAILABLE."""
 
 
+@dataclasses.dataclass(frozen=True)
 class RetryPolicy:
-    """Attempts per call (the first included) and the waits between them:
-    initial_backoff_seconds, then each wait `multiplier` times longer, up to
-    max_backoff_seconds, each jittered uniformly by +-`jitter` of itself."""
+    """How a PlannerClient retries a call the planner answers UNAVAILABLE:
+    `max_attempts` per call (the first included), waiting
+    initial_backoff_seconds before the second, each wait `multiplier` times
+    the one before, up to max_backoff_seconds, each jittered uniformly by
+    +-`jitter` of itself (from a random.Random(`seed`)). Frozen: derive
+    another with dataclasses.replace(policy, max_attempts=...)."""
 
-    def __init__(self, max_attempts=6, initial_backoff_seconds=0.2,
-                 max_backoff_seconds=5.0, multiplier=2.0, jitter=0.2, seed=0):
-        if max_attempts < 1:
-            raise ValueError(f"RetryPolicy.max_attempts={max_attempts}; "
+    #: Attempts per call, the first included; at least 1.
+    max_attempts: int = 6
+    #: The wait before the second attempt, in seconds.
+    initial_backoff_seconds: float = 0.2
+    #: The longest wait, in seconds (before jitter).
+    max_backoff_seconds: float = 5.0
+    #: Each wait over the one before; at least 1.
+    multiplier: float = 2.0
+    #: The relative jitter of each wait, in [0, 1).
+    jitter: float = 0.2
+    #: The seed of the jitter's random.Random.
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.max_attempts < 1:
+            raise ValueError(f"RetryPolicy.max_attempts={self.max_attempts}; "
                              "it must be at least 1")
-        self.max_attempts = max_attempts
-        self.initial_backoff_seconds = initial_backoff_seconds
-        self.max_backoff_seconds = max_backoff_seconds
-        self.multiplier = multiplier
-        self.jitter = jitter
-        self.seed = seed
+        for field in ("initial_backoff_seconds", "max_backoff_seconds"):
+            if getattr(self, field) < 0:
+                raise ValueError(f"RetryPolicy.{field}={getattr(self, field)}"
+                                 "; give a wait of 0 seconds or more")
+        if self.multiplier < 1:
+            raise ValueError(f"RetryPolicy.multiplier={self.multiplier}; "
+                             "it must be at least 1 (waits never shrink)")
+        if not 0 <= self.jitter < 1:
+            raise ValueError(f"RetryPolicy.jitter={self.jitter}; give a "
+                             "fraction in [0, 1), e.g. 0.2 for +-20%")
 
 
-def planner_address(address=None):
+def planner_address(address: Optional[str] = None) -> str:
     """`address`, else $DCP_PLANNER_ADDRESS; ValueError when neither is set."""
     address = address or os.environ.get(
         ADDRESS_ENVIRONMENT_VARIABLE, "")
@@ -71,8 +96,11 @@ class PlannerClient:
     `sleep` (time.sleep by default) waits between attempts; tests inject one.
     """
 
-    def __init__(self, address=None, call_deadline_seconds=30.0,
-                 retry=None, sleep=time.sleep, channel=None):
+    def __init__(self, address: Optional[str] = None,
+                 call_deadline_seconds: float = 30.0,
+                 retry: Optional[RetryPolicy] = None,
+                 sleep: Callable[[float], Any] = time.sleep,
+                 channel: Optional[grpc.Channel] = None) -> None:
         self.address = planner_address(address)
         self.call_deadline_seconds = call_deadline_seconds
         self.retry = retry or RetryPolicy()
@@ -84,7 +112,7 @@ class PlannerClient:
         self._stub = pb_grpc.PlannerStub(self._channel)
         self.attempts = 0
 
-    def close(self):
+    def close(self) -> None:
         self._channel.close()
 
     def _backoff(self, next_attempt):
@@ -116,23 +144,27 @@ class PlannerClient:
                 self._sleep(self._backoff(attempt + 1))
         raise AssertionError("unreachable")
 
-    def register_worker(self, request):
+    def register_worker(self, request: pb.RegisterWorkerRequest
+                        ) -> pb.RegisterWorkerResponse:
         return self._call("RegisterWorker", request)
 
-    def submit_profile(self, request):
+    def submit_profile(self, request: pb.SubmitProfileRequest
+                       ) -> pb.SubmitProfileResponse:
         return self._call("SubmitProfile", request)
 
-    def submit_batches(self, request):
+    def submit_batches(self, request: pb.SubmitBatchesRequest
+                       ) -> pb.SubmitBatchesResponse:
         return self._call("SubmitBatches", request)
 
-    def get_plan(self, request):
+    def get_plan(self, request: pb.GetPlanRequest) -> pb.GetPlanResponse:
         return self._call("GetPlan", request)
 
-    def report_step_stats(self, request):
+    def report_step_stats(self, request: pb.ReportStepStatsRequest
+                          ) -> pb.ReportStepStatsResponse:
         return self._call("ReportStepStats", request)
 
-    def get_cluster_model(self):
+    def get_cluster_model(self) -> pb.GetClusterModelResponse:
         return self._call("GetClusterModel", pb.GetClusterModelRequest())
 
-    def list_workers(self):
+    def list_workers(self) -> pb.ListWorkersResponse:
         return self._call("ListWorkers", pb.ListWorkersRequest())

@@ -7,8 +7,10 @@ model to: no second launch. Mirrors worker/execution/profiler.h:
    of 2 * in * out * T over them.
  - ATTENTION_FORWARD / ATTENTION_BACKWARD, per attention_lengths L: the
    attention core (the one dcp_torch.attention uses) over one sequence of L
-   tokens with all the model's heads, forward, and backward (the forward
-   untimed); flops = 4 * hidden * L^2 (halved if causal).
+   tokens with all the model's heads at its head width
+   (ModelSpec.attention_head_dim), forward, and backward (the forward
+   untimed); flops = 4 * hidden * L^2 (halved if causal), the planner's
+   count, even where heads x head_dim differs from hidden.
  - ALL_TO_ALL, per SP size s (powers of two dividing the world) and
    all_to_all_bytes: all_to_all_single over blocks of s consecutive planner
    ranks (each block's SP group, created as the plan's would be).
@@ -25,6 +27,7 @@ import torch
 import torch.distributed as dist
 
 from dcp_torch import context
+from dcp_torch import spec as spec_lib
 from dcp_torch._proto import profile_pb2
 from dcp_torch.ulysses import sdpa_core
 
@@ -59,6 +62,7 @@ def profile(spec, blocks, sp_groups, torch_rank_of, gpus_per_node, device,
             options=None, core=None):
     """The samples this rank measured (a list of ProfileSample).
     `torch_rank_of[p]` is the torch rank of planner rank p."""
+    spec = spec_lib.as_model_spec(spec)
     options = options or ProfileOptions()
     synchronize = context.device_synchronizer(device)
     samples = []
@@ -81,8 +85,11 @@ def profile(spec, blocks, sp_groups, torch_rank_of, gpus_per_node, device,
             samples.append(Sample(op=Sample.GEMM, flops=flops, tokens=tokens,
                                   measured_seconds=seconds))
     core = core or sdpa_core
-    heads = spec["num_attention_heads"]
-    head_dim = spec["hidden_size"] // heads
+    heads = spec.num_attention_heads
+    # Timed at the model's own head width; the flops stay the planner's
+    # (4 * hidden per squared token), so that the rate fitted to them
+    # predicts this model's attention times.
+    head_dim = spec.attention_head_dim
     dtype = linears[0].weight.dtype
     for length in options.attention_lengths:
         flops = 4.0 * spec["hidden_size"] * (0.5 if spec["causal"] else 1.0) \

@@ -15,9 +15,13 @@ Thread model: a Runtime and its Steps belong to the training thread; only
 the stats reporter runs on a thread of its own.
 """
 
+from __future__ import annotations
+
 import os
 import socket
 import time
+from typing import (Any, Callable, Iterable, Iterator, Mapping, Optional,
+                    Sequence, Tuple)
 
 import torch
 import torch.distributed as dist
@@ -38,19 +42,33 @@ from dcp_torch.ulysses import HeadsNotDivisibleError
 
 import grpc
 
+# fetch(sample_id): the sample's tensors by name (Runtime.steps).
+Fetch = Callable[[int], Mapping[str, Any]]
+# core(q, k, v, causal) over one sequence's [heads, L, D] tensors.
+AttentionCore = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, bool],
+                         torch.Tensor]
 
-def init(model, blocks, planner_address=None, *, spec=None, worker_id=None,
-         node_name=None, profile=True, profile_options=None,
-         attention_core=None, registration_timeout_seconds=300.0,
-         collective_timeout_seconds=300.0, max_cached_groups=None, log=None,
-         client=None):
+
+def init(model: torch.nn.Module, blocks: Iterable[torch.nn.Module],
+         planner_address: Optional[str] = None, *,
+         spec: Optional[spec_lib.SpecLike] = None,
+         worker_id: Optional[str] = None, node_name: Optional[str] = None,
+         profile: bool = True,
+         profile_options: Optional[profiler_lib.ProfileOptions] = None,
+         attention_core: Optional[AttentionCore] = None,
+         registration_timeout_seconds: float = 300.0,
+         collective_timeout_seconds: float = 300.0,
+         max_cached_groups: Optional[int] = None,
+         log: Optional[Callable[[str], None]] = None,
+         client: Optional[PlannerClient] = None) -> Runtime:
     """Connects this process to the planner and prepares `model`.
 
     model: the user's torch.nn.Module (the same on every rank).
     blocks: its transformer blocks in order (e.g. model.layers); the plan's
       checkpointed layers apply to them.
     planner_address: HOST:PORT of dcp_planner; default $DCP_PLANNER_ADDRESS.
-    spec: the ModelSpec dict (dcp_torch.model_spec); default read from the
+    spec: the ModelSpec (dcp_torch.model_spec; a dict of its fields is
+      accepted and checked); default read from the
       module and its model.config (dcp_torch.model_spec_from_module, whose
       error names any field it cannot read). It must match the model the
       planner was started with (checked at registration).
@@ -84,8 +102,9 @@ def init(model, blocks, planner_address=None, *, spec=None, worker_id=None,
     blocks = list(blocks)
     if spec is None:
         spec = spec_from_module.model_spec_from_module(model, blocks)
-    if spec["num_layers"] != len(blocks):
-        raise ValueError(f"ModelSpec.num_layers is {spec['num_layers']} but "
+    spec = spec_lib.as_model_spec(spec)
+    if spec.num_layers != len(blocks):
+        raise ValueError(f"ModelSpec.num_layers is {spec.num_layers} but "
                          f"{len(blocks)} blocks were given; pass every "
                          "transformer block once")
     client = client or PlannerClient(planner_address)
@@ -112,8 +131,10 @@ def init(model, blocks, planner_address=None, *, spec=None, worker_id=None,
 class Runtime:
     """One process's connection to the planner; see init()."""
 
-    def __init__(self, client, spec, model, blocks, worker_id, device,
-                 sp_groups, log):
+    def __init__(self, client: PlannerClient, spec: spec_lib.ModelSpec,
+                 model: torch.nn.Module, blocks: Sequence[torch.nn.Module],
+                 worker_id: str, device: torch.device, sp_groups: SpGroups,
+                 log: Callable[[str], None]) -> None:
         self.client = client
         self.spec = spec
         self.model = model
@@ -212,7 +233,9 @@ class Runtime:
 
     # --- the training loop -------------------------------------------------
 
-    def steps(self, sampler, fetch, first_step=0, sequence_keys=()):
+    def steps(self, sampler: Iterable[Sequence[Tuple[int, int]]],
+              fetch: Fetch, first_step: int = 0,
+              sequence_keys: Iterable[str] = ()) -> Iterator[Step]:
         """Yields one Step per global batch of `sampler`.
 
         sampler: an iterable of global batches, each a list of
@@ -224,7 +247,9 @@ class Runtime:
           first dimension is the sample's length are token tensors (packed,
           split over the SP group, padded); 0-dim tensors and keys in
           `sequence_keys` are per-sequence (stacked). An optional "loss_mask"
-          token tensor marks the tokens that count in the loss.
+          token tensor marks the tokens that count in the loss. Anything
+          else (a list, a list of values) is a TypeError naming the sample,
+          the key and what fetch returned.
         """
         batches = iter(sampler)
         step_number = first_step
@@ -247,7 +272,7 @@ class Runtime:
             current, error = upcoming, upcoming_error
             step_number += 1
 
-    def close(self):
+    def close(self) -> None:
         """Sends the queued step reports, releases the SP groups and closes
         the planner channel."""
         self.reporter.flush()
@@ -255,10 +280,10 @@ class Runtime:
         self.sp_groups.close()
         self.client.close()
 
-    def __enter__(self):
+    def __enter__(self) -> Runtime:
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: Any) -> bool:
         self.close()
         return False
 
@@ -361,7 +386,7 @@ def _check_plan(plan, num_samples, world_size, step, spec):
     group's SP size dividing the model's heads (raised here, alike on every
     rank, rather than in one group's attention while the others wait)."""
     seen_ranks, seen_samples = set(), []
-    heads, kv_heads = spec["num_attention_heads"], spec["num_kv_heads"]
+    heads, kv_heads = spec.num_attention_heads, spec.num_kv_heads
     for group in plan.groups:
         sp = len(group.ranks)
         if heads % sp or kv_heads % sp:

@@ -11,15 +11,23 @@ From the module (each only where it can be read unambiguously):
    head_size, dim_head): the query, key, fused key-value or fused
    query-key-value projection, found by name (q_proj, wq, q, query, to_q,
    ...; see _PROJECTIONS).
+ - head_dim: the head_dim attribute, else the query projection's width
+   over the head count; kept (ModelSpec.head_dim) where it is not
+   hidden_size / num_attention_heads (e.g. a query projection wider than
+   the hidden size).
  - ffn_hidden_size: the widest in_features of a Linear back to hidden size
-   (the MLP's down projection); gated_mlp when two Linears (or one fused,
-   twice as wide) go from hidden size to it.
+   (the MLP's down projection) other than the attention output projection
+   (the query width, heads x head_dim, where that differs from the MLP's);
+   gated_mlp when two Linears (or one fused, twice as wide) go from hidden
+   size to it.
  - adaln_modulation: a Linear named *modulation* or *adaln*, or one from
    hidden size to 6 x hidden size.
  - vocab_size: the model's first nn.Embedding outside the blocks (0 without).
  - causal: a `causal` or `is_causal` attribute of the model, its blocks or
    their submodules; else True for a model with a vocabulary (a decoder).
- - dtype_bytes: the element size of the blocks' floating-point weights.
+ - dtype_bytes: the element size of the blocks' floating-point weights
+   (8 for an fp64 model: dcp_planner plans for 1, 2 or 4, so its model
+   file needs dtype_bytes=... given; see dcp_torch.write_model_file).
  - name: the model's class name.
 
 An HF-style `model.config` (dcp_torch.model_spec) overrides what the module
@@ -27,7 +35,10 @@ gives, and keyword overrides override both. A field none of them gives is a
 ValueError that names it, says what was looked for, and how to pass it.
 Pure (reads the module, runs nothing)."""
 
+from __future__ import annotations
+
 import collections
+from typing import Any, Iterable
 
 import torch
 
@@ -102,6 +113,8 @@ def _infer(model, blocks):
             kv_heads = (widths["qkv"] // head_dim - heads) // 2
     if heads:
         found["num_attention_heads"] = heads
+        if head_dim is not None:
+            found["head_dim"] = head_dim  # None in the spec if hidden/heads
     else:
         why["num_attention_heads"] = (
             f"no attribute {', '.join(_HEADS)} on the first block or its "
@@ -114,11 +127,19 @@ def _infer(model, blocks):
             "query-key-value projection named "
             f"{', '.join(_PROJECTIONS['k'] + _PROJECTIONS['kv'])}, ...")
 
+    attention = {name for name, _ in linears
+                 if name.rsplit(".", 1)[-1] in
+                 sum(_PROJECTIONS.values(), ())}
+    query_width = heads * head_dim if heads and head_dim else None
     down = [m.in_features for _, m in linears
             if m.out_features == hidden and m.in_features != hidden]
-    ffn = max(down) if down else hidden
+    # The attention output projection also goes back to hidden size, from
+    # the query width: not the MLP's unless it is the only width there is.
+    mlp_down = [n for n in down if n != query_width] or down
+    ffn = max(mlp_down) if mlp_down else hidden
     found["ffn_hidden_size"] = ffn
-    up = [m.out_features for _, m in linears if m.in_features == hidden]
+    up = [m.out_features for name, m in linears
+          if m.in_features == hidden and name not in attention]
     found["gated_mlp"] = up.count(ffn) >= 2 or 2 * ffn in up
     found["adaln_modulation"] = any(
         "modulation" in name or "adaln" in name or
@@ -150,8 +171,10 @@ def _infer(model, blocks):
     return found, why
 
 
-def model_spec_from_module(model, blocks, **overrides):
-    """The ModelSpec dict of `model` (an nn.Module) whose transformer blocks
+def model_spec_from_module(model: torch.nn.Module,
+                           blocks: Iterable[torch.nn.Module],
+                           **overrides: Any) -> spec_lib.ModelSpec:
+    """The ModelSpec of `model` (an nn.Module) whose transformer blocks
     are `blocks`: read from the module (see the module docstring), then
     `model.config` (HF-style) where it has a field, then `overrides` (any
     ModelSpec field). ValueError names each field none of them gave, what
@@ -160,10 +183,11 @@ def model_spec_from_module(model, blocks, **overrides):
     if not blocks:
         raise ValueError("no blocks given: pass the model's transformer "
                          "blocks (e.g. model.layers)")
-    unknown = set(overrides) - set(spec_lib.FIELDS)
+    known = spec_lib.FIELDS + spec_lib.PYTHON_FIELDS
+    unknown = set(overrides) - set(known)
     if unknown:
         raise ValueError(f"unknown ModelSpec fields {sorted(unknown)}; "
-                         f"known: {', '.join(spec_lib.FIELDS)}")
+                         f"known: {', '.join(known)}")
     found, why = _infer(model, blocks)
     config = getattr(model, "config", None)
     if config is not None:

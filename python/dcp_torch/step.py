@@ -2,8 +2,12 @@
 collectives, the gradient sync and the step report. Belongs to the training
 thread."""
 
+from __future__ import annotations
+
 import time
 import zlib
+from typing import Any, Callable, Iterable, Iterator, List, Mapping, Optional
+from typing import Sequence, Tuple
 
 import torch
 import torch.distributed as dist
@@ -20,8 +24,12 @@ class Step:
     and report(). `loss_scale` is 1 / the tokens that count in the loss over
     the whole global batch; `plan` is the dcp.v1.Plan."""
 
-    def __init__(self, runtime, number, batch, plan, fetch, sequence_keys,
-                 error=None):
+    def __init__(self, runtime: Any, number: int,
+                 batch: Optional[Sequence[Tuple[int, int]]],
+                 plan: Optional[Any],
+                 fetch: Callable[[int], Mapping[str, Any]],
+                 sequence_keys: frozenset,
+                 error: Optional[BaseException] = None) -> None:
         self._runtime = runtime
         self.number = number
         self.batch = batch
@@ -29,7 +37,7 @@ class Step:
         self._started = time.perf_counter()
         rt = runtime
         self.group = None
-        self.micro_batches = []
+        self.micro_batches: List[MicroBatch] = []
         # Two small collectives make every rank agree before it waits in any
         # other: first on the step and its plan (a rank that could not get
         # its batch or plan stops every rank here, instead of leaving the
@@ -97,13 +105,15 @@ class Step:
                 [self.batch[i] for i in micro.sequence_indices], fetch,
                 sequence_keys, len(members), position, process_group))
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[MicroBatch]:
         return iter(self.micro_batches)
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self.micro_batches)
 
-    def sync_gradients(self, parameters=None):
+    def sync_gradients(
+            self, parameters: Optional[Iterable[torch.nn.Parameter]] = None
+    ) -> None:
         """One all-reduce (sum) of every gradient over the world, on every
         rank, whether or not it ran a micro-batch (missing gradients count
         as zero). RankDivergedError when any rank has not run all of its
@@ -142,7 +152,7 @@ class Step:
                 p.grad.copy_(grad)
             offset += count
 
-    def report(self):
+    def report(self) -> None:
         """Queues this rank's measured times for the planner (sent from a
         background thread): per micro-batch compute and communication
         seconds, the wait at the gradient sync, and the step's seconds."""

@@ -11,7 +11,10 @@ FlashAttention's varlen kernel over the whole stream on CUDA, 4-D SDPA per
 sequence elsewhere, or the user's core.
 """
 
+from __future__ import annotations
+
 import math
+from typing import Callable, Optional
 
 import torch
 import torch.distributed as dist
@@ -73,6 +76,14 @@ def sdpa_core(q, k, v, causal):
 
 
 def _check_token_counts(q, k, v):
+    """q, k and v are [tokens, heads, head_dim] with one k and v row per
+    token of q; else ValueError naming the shapes and the fix."""
+    if q.dim() != 3 or k.dim() != 3 or v.dim() != 3:
+        raise ValueError(
+            f"dcp_torch.attention takes q, k and v as [tokens, heads, "
+            f"head_dim]; got q {list(q.shape)}, k {list(k.shape)}, v "
+            f"{list(v.shape)}: drop the batch dimension (a micro-batch's "
+            "sequences are packed into one token stream)")
     if k.shape[0] != q.shape[0] or v.shape[0] != q.shape[0]:
         raise ValueError(
             f"q has {q.shape[0]} tokens but k has {k.shape[0]} and v "
@@ -142,7 +153,11 @@ def packed_attention(q, k, v, cu_seqlens, causal, padded=False, core=None,
     return torch.cat(outputs, dim=0) if outputs else q.new_zeros(q.shape)
 
 
-def attention(q, k, v, causal=True, core=None):
+def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+              causal: bool = True,
+              core: Optional[Callable[[torch.Tensor, torch.Tensor,
+                                       torch.Tensor, bool],
+                                      torch.Tensor]] = None) -> torch.Tensor:
     """The drop-in attention of a model run by dcp_torch.
 
     q: [T, H, D], k and v: [T, Hkv, D] for this rank's T tokens of the

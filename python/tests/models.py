@@ -50,16 +50,17 @@ def rotary(x, positions, base=10000.0):
 
 
 class LlamaBlock(nn.Module):
-    def __init__(self, hidden, heads, kv_heads, ffn, attention):
+    def __init__(self, hidden, heads, kv_heads, ffn, attention,
+                 head_dim=None):
         super().__init__()
         self.heads, self.kv_heads = heads, kv_heads
-        self.head_dim = hidden // heads
+        self.head_dim = head_dim or hidden // heads
         self.attention = attention
         self.attention_norm = RMSNorm(hidden)
-        self.wq = nn.Linear(hidden, hidden, bias=False)
+        self.wq = nn.Linear(hidden, heads * self.head_dim, bias=False)
         self.wk = nn.Linear(hidden, kv_heads * self.head_dim, bias=False)
         self.wv = nn.Linear(hidden, kv_heads * self.head_dim, bias=False)
-        self.wo = nn.Linear(hidden, hidden, bias=False)
+        self.wo = nn.Linear(heads * self.head_dim, hidden, bias=False)
         self.mlp_norm = RMSNorm(hidden)
         self.w_gate = nn.Linear(hidden, ffn, bias=False)
         self.w_up = nn.Linear(hidden, ffn, bias=False)
@@ -81,11 +82,11 @@ class LlamaBlock(nn.Module):
 
 class Llama(nn.Module):
     def __init__(self, vocab=64, hidden=32, layers=2, heads=8, kv_heads=4,
-                 ffn=64, attention=None):
+                 ffn=64, attention=None, head_dim=None):
         super().__init__()
         self.embed = nn.Embedding(vocab, hidden)
         self.layers = nn.ModuleList(
-            LlamaBlock(hidden, heads, kv_heads, ffn, attention)
+            LlamaBlock(hidden, heads, kv_heads, ffn, attention, head_dim)
             for _ in range(layers))
         self.norm = RMSNorm(hidden)
         self.lm_head = nn.Linear(hidden, vocab, bias=False)

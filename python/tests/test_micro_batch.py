@@ -63,3 +63,27 @@ def test_a_token_tensor_of_the_wrong_length_names_the_sample_and_key():
                                          "rows but the sampler gave the "
                                          "sample 4 tokens"):
         micro_batch(0, fetch=short)
+
+
+def test_fetch_returning_lists_is_told_what_it_returned_and_what_is_expected():
+    def lists(sample_id):
+        return {key: value.tolist() for key, value in fetch(sample_id).items()}
+    with pytest.raises(TypeError) as error:
+        micro_batch(0, fetch=lists)
+    assert str(error.value).startswith(
+        "fetch(7)['input_ids'] is a list of 3 items, not a torch.Tensor; "
+        "fetch must return torch tensors")
+    assert "return torch.tensor(...) for 'input_ids'" in str(error.value)
+    with pytest.raises(TypeError, match=r"fetch\(7\) returned a list of 2 "
+                                        "items; fetch must return a dict of "
+                                        "torch tensors"):
+        micro_batch(0, fetch=lambda i: [fetch(i)["input_ids"],
+                                        fetch(i)["loss_mask"]])
+
+
+def test_per_sequence_numbers_are_still_accepted():
+    def numbers(sample_id):
+        sample = fetch(sample_id)
+        sample["t"] = float(sample_id)  # a plain number: per-sequence
+        return sample
+    assert micro_batch(0, fetch=numbers).inputs["t"].tolist() == [7.0, 8.0]

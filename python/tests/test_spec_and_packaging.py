@@ -70,6 +70,7 @@ def test_the_wheel_carries_stubs_generated_from_the_protos(tmp_path):
     names = set(zipfile.ZipFile(tmp_path / wheel).namelist())
     assert "dcp_torch/_proto/planner_service_pb2_grpc.py" in names
     assert "dcp_torch/runtime.py" in names
+    assert "dcp_torch/py.typed" in names  # PEP 561: typed
     protos = [n[:-6] for n in os.listdir(os.path.join(REPO, "proto", "dcp",
                                                       "v1"))
               if n.endswith(".proto")]

@@ -2,7 +2,9 @@
 DiT-style models, the example's (fused key-value and gate-up projections),
 and the errors for what a module does not show."""
 
+import dataclasses
 import importlib.util
+import json
 import os
 
 import pytest
@@ -10,6 +12,7 @@ import torch
 
 import dcp_torch
 import models
+from dcp_torch import spec as spec_lib
 from test_gradient_equivalence import DIT_SPEC, LLAMA_SPEC
 
 EXAMPLE = os.path.join(os.path.dirname(os.path.dirname(
@@ -99,3 +102,98 @@ def test_an_hf_style_config_overrides_what_the_module_shows():
     spec = dcp_torch.model_spec_from_module(model, model.layers)
     assert (spec["name"], spec["num_kv_heads"], spec["hidden_size"]) == \
         ("llama", 8, 32)
+
+
+def test_an_fp64_model_gives_dtype_bytes_8_which_the_planner_file_refuses(
+        tmp_path):
+    model = models.Llama().double()
+    spec = dcp_torch.model_spec_from_module(model, model.layers)
+    assert spec.dtype_bytes == 8 and isinstance(spec, dcp_torch.ModelSpec)
+    # dcp_planner plans for 1, 2 or 4 bytes: refused before it starts,
+    # naming the value and the fix.
+    with pytest.raises(ValueError) as error:
+        dcp_torch.write_model_file(spec, tmp_path / "model.json")
+    message = str(error.value)
+    assert "ModelSpec.dtype_bytes is 8 (fp64), which dcp_planner does not " \
+        "plan for (1, 2 or 4)" in message
+    assert "dataclasses.replace(spec, dtype_bytes=4)" in message
+    assert not (tmp_path / "model.json").exists()
+    dcp_torch.write_model_file(dataclasses.replace(spec, dtype_bytes=4),
+                               tmp_path / "model.json")
+    written = json.loads((tmp_path / "model.json").read_text())
+    assert written == dict(spec, dtype_bytes=4)
+    with pytest.raises(ValueError, match="ModelSpec.dtype_bytes is 3; give "
+                                         "the bytes of one element"):
+        dataclasses.replace(spec, dtype_bytes=3)
+
+
+class _WideQueryBlock(torch.nn.Module):
+    """Qwen3-style attention: 4 heads of 16 over a hidden size of 32 (the
+    query projection is twice as wide as the hidden size); no head_dim
+    attribute, so it comes from the query width over the head count."""
+
+    def __init__(self, hidden=32, heads=4, kv_heads=2, head_dim=16, ffn=48):
+        super().__init__()
+        self.num_heads = heads
+        self.q_proj = torch.nn.Linear(hidden, heads * head_dim)
+        self.k_proj = torch.nn.Linear(hidden, kv_heads * head_dim)
+        self.v_proj = torch.nn.Linear(hidden, kv_heads * head_dim)
+        self.o_proj = torch.nn.Linear(heads * head_dim, hidden)
+        self.gate_proj = torch.nn.Linear(hidden, ffn)
+        self.up_proj = torch.nn.Linear(hidden, ffn)
+        self.down_proj = torch.nn.Linear(ffn, hidden)
+
+
+def test_a_head_dim_other_than_hidden_over_heads_is_read_and_kept():
+    blocks = torch.nn.ModuleList([_WideQueryBlock(), _WideQueryBlock()])
+    spec = dcp_torch.model_spec_from_module(blocks, blocks, causal=True)
+    # ffn 48, not the output projection's 64; kv heads 32 / 16 = 2, not 4.
+    assert (spec.hidden_size, spec.num_attention_heads, spec.num_kv_heads,
+            spec.ffn_hidden_size, spec.gated_mlp) == (32, 4, 2, 48, True)
+    assert spec.head_dim == 16 and spec.attention_head_dim == 16
+    assert spec["head_dim"] == 16 and "head_dim" in dict(spec)
+    # The planner has no head_dim field: the proto and file leave it out.
+    assert spec_lib.to_proto(spec).hidden_size == 32
+    assert "head_dim" not in spec.planner_fields()
+    # A head_dim attribute (the tests' Llama) gives the same.
+    model = models.Llama(hidden=32, heads=4, kv_heads=2, ffn=48, head_dim=16)
+    from_attribute = dcp_torch.model_spec_from_module(model, model.layers)
+    assert (from_attribute.head_dim, from_attribute.num_kv_heads,
+            from_attribute.ffn_hidden_size) == (16, 2, 48)
+    # hidden / heads is no head_dim of its own: the spec of before.
+    plain = models.Llama()
+    assert dcp_torch.model_spec_from_module(plain, plain.layers).head_dim \
+        is None
+
+
+def test_an_hf_config_with_an_explicit_head_dim_gives_it():
+    config = {"num_hidden_layers": 2, "hidden_size": 32,
+              "num_attention_heads": 4, "num_key_value_heads": 2,
+              "intermediate_size": 48, "head_dim": 16, "model_type": "qwen3"}
+    spec = dcp_torch.model_spec(config)
+    assert (spec.name, spec.head_dim, spec.attention_head_dim) == \
+        ("qwen3", 16, 16)
+    assert dcp_torch.model_spec(config, head_dim=8).attention_head_dim == 8
+    assert dcp_torch.model_spec(dict(config, head_dim=None)).head_dim is None
+    with pytest.raises(ValueError, match="ModelSpec.head_dim is -1"):
+        dcp_torch.model_spec(config, head_dim=-1)
+
+
+def test_the_profile_times_attention_at_the_model_s_head_dim(monkeypatch):
+    from dcp_torch import profiler
+    monkeypatch.setattr(profiler, "_profile_collectives",
+                        lambda *args: [])  # no processes here
+    blocks = torch.nn.ModuleList([_WideQueryBlock()])
+    spec = dcp_torch.model_spec_from_module(blocks, blocks, causal=True)
+    shapes = []
+
+    def core(q, k, v, causal):
+        shapes.append(tuple(q.shape))
+        return q * 1.0
+    options = dcp_torch.ProfileOptions(repeats=1, warmup=0, gemm_tokens=(4,),
+                                       attention_lengths=(8,))
+    samples = profiler.profile(spec, blocks, None, [0], 1,
+                               torch.device("cpu"), options, core)
+    assert set(shapes) == {(4, 8, 16)}  # heads, length, head_dim
+    attention = [s for s in samples if s.op == s.ATTENTION_FORWARD]
+    assert attention[0].flops == 4.0 * 32 * 0.5 * 8 * 8  # the planner's

@@ -225,6 +225,25 @@ def test_k_and_v_with_another_token_count_than_q_are_refused():
     with context.packed([6]), pytest.raises(
             ValueError, match="q has 6 tokens but k has 5 and v 5"):
         ulysses.attention(q, q[:5], q[:5])
+    with context.packed([6]), pytest.raises(
+            ValueError, match="q has 6 tokens but k has 6 and v 4; "
+            "dcp_torch.attention is self-attention over the micro-batch's "
+            "tokens: give k and v one row per token of q"):
+        ulysses.attention(q, q, q[:4])
+    # At SP > 1 the check comes before any all-to-all (no group needed).
+    sp2 = context.Packing(cu_seqlens=[0, 6, 12], sp_size=2, group=None)
+    with context.active(sp2), pytest.raises(
+            ValueError, match="q has 6 tokens but k has 3 and v 3"):
+        ulysses.attention(q, q[:3], q[:3])
+
+
+def test_a_batch_dimension_is_refused_with_the_shapes():
+    q = torch.zeros(1, 6, 2, 4)
+    with context.packed([6]), pytest.raises(
+            ValueError, match=r"takes q, k and v as \[tokens, heads, "
+            r"head_dim\]; got q \[1, 6, 2, 4\], k \[1, 6, 2, 4\], v "
+            r"\[1, 6, 2, 4\]: drop the batch dimension"):
+        ulysses.attention(q, q, q)
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")

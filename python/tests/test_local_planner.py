@@ -1,0 +1,39 @@
+"""LocalPlanner's start-up errors carry the planner's own words (its log is
+read before the folder holding it is removed)."""
+
+import os
+
+import pytest
+
+from dcp_torch.local_planner import LocalPlanner
+from test_gradient_equivalence import LLAMA_SPEC
+
+
+def _failing_binary(tmp_path, message, status):
+    binary = tmp_path / "fake_planner.sh"
+    binary.write_text(f"#!/bin/sh\necho '{message}' >&2\nexit {status}\n")
+    binary.chmod(0o755)
+    return str(binary)
+
+
+def test_a_planner_that_exits_at_start_up_shows_its_message(tmp_path):
+    binary = _failing_binary(tmp_path, "dcp_planner: model.json: no such "
+                             "thing as this model", 3)
+    planner = LocalPlanner(LLAMA_SPEC, 1, 1, 1e9, binary=binary)
+    with pytest.raises(RuntimeError) as error:
+        planner.__enter__()
+    message = str(error.value)
+    assert f"dcp_planner ({binary}) exited with status 3" in message
+    assert "dcp_planner: model.json: no such thing as this model" in message
+    assert planner._dir is None  # the temporary folder is still removed
+
+
+def test_the_real_planner_given_a_bad_flag_names_it():
+    binary = os.environ.get("DCP_PLANNER_BINARY")
+    if not binary:
+        pytest.skip("needs $DCP_PLANNER_BINARY (python/run_tests.sh sets it)")
+    with pytest.raises(RuntimeError) as error:
+        with LocalPlanner(LLAMA_SPEC, 1, 1, 1e9,
+                          extra_flags=["--no-such-flag"]):
+            pass
+    assert "unknown flag --no-such-flag" in str(error.value)
