@@ -74,7 +74,7 @@ v1::CompactedStepsRecord StepHistory::ToRecord() const {
 struct PlanCache::PlanningTask {
   absl::Mutex mu;
   /// Set by the planning thread when it is done.
-  std::shared_ptr<const StepPlan> result ABSL_GUARDED_BY(mu);
+  std::shared_ptr<const PlannedStep> result ABSL_GUARDED_BY(mu);
   /// Set by Shutdown: the waiter stops waiting.
   bool abandoned ABSL_GUARDED_BY(mu) = false;
 
@@ -258,20 +258,20 @@ std::optional<StepPlanFuture> PlanCache::Find(int64_t step,
   return it->second.plan;
 }
 
-absl::StatusOr<std::shared_ptr<const StepPlan>> PlanCache::Await(
+absl::StatusOr<std::shared_ptr<const PlannedStep>> PlanCache::Await(
     const StepPlanFuture& future) {
-  const std::shared_ptr<const StepPlan>& result = future.get();
+  const std::shared_ptr<const PlannedStep>& result = future.get();
   if (!result->status.ok()) return result->status;
   return result;
 }
 
-absl::StatusOr<std::shared_ptr<const StepPlan>> PlanCache::Plan(
+absl::StatusOr<std::shared_ptr<const PlannedStep>> PlanCache::Plan(
     std::shared_ptr<const v1::GlobalBatch> batch, uint64_t fingerprint) {
   const int64_t step = batch->step();
   // Read before taking `mu_`: the version current when planning starts.
   const int64_t current_version = registry_.Snapshot()->current->version;
   const BatchCost cost = CostOf(*batch);
-  std::promise<std::shared_ptr<const StepPlan>> promise;
+  std::promise<std::shared_ptr<const PlannedStep>> promise;
   StepPlanFuture future;
   bool plan_here = false;
   bool record = false;
@@ -314,7 +314,7 @@ absl::StatusOr<std::shared_ptr<const StepPlan>> PlanCache::Plan(
     }
   }
   if (plan_here) {
-    std::shared_ptr<const StepPlan> result =
+    std::shared_ptr<const PlannedStep> result =
         ComputePlan(batch, fingerprint, params_version, record);
     Evictions evictions;
     bool delete_record = false;
@@ -371,7 +371,7 @@ absl::StatusOr<std::shared_ptr<const StepPlan>> PlanCache::Plan(
   return Await(future);
 }
 
-std::shared_ptr<const StepPlan> PlanCache::ComputePlan(
+std::shared_ptr<const PlannedStep> PlanCache::ComputePlan(
     std::shared_ptr<const v1::GlobalBatch> batch, uint64_t fingerprint,
     int64_t params_version, bool record) {
   const int64_t step = batch->step();
@@ -382,17 +382,17 @@ std::shared_ptr<const StepPlan> PlanCache::ComputePlan(
     step_record.set_params_version(params_version);
     step_record.set_num_samples(batch->samples_size());
     if (absl::Status status = store_->WriteStep(step_record); !status.ok()) {
-      auto result = std::make_shared<StepPlan>();
+      auto result = std::make_shared<PlannedStep>();
       result->params_version = params_version;
       result->status = PersistError(absl::StrCat("step ", step), status);
       result->retry = true;
       return result;
     }
   }
-  std::shared_ptr<const StepPlan> result =
+  std::shared_ptr<const PlannedStep> result =
       RunAbandonably(std::move(batch), registry_.Version(params_version));
   if (result == nullptr) {
-    auto abandoned = std::make_shared<StepPlan>();
+    auto abandoned = std::make_shared<PlannedStep>();
     abandoned->params_version = params_version;
     abandoned->status = absl::UnavailableError(absl::StrCat(
         "the planner is shutting down and abandoned planning step ", step,
@@ -414,7 +414,7 @@ std::shared_ptr<const StepPlan> PlanCache::ComputePlan(
   return result;
 }
 
-std::shared_ptr<const StepPlan> PlanCache::RunAbandonably(
+std::shared_ptr<const PlannedStep> PlanCache::RunAbandonably(
     std::shared_ptr<const v1::GlobalBatch> batch,
     std::shared_ptr<const ParamsVersion> params) {
   auto task = std::make_shared<PlanningTask>();
@@ -428,12 +428,12 @@ std::shared_ptr<const StepPlan> PlanCache::RunAbandonably(
                make_step_plan = options_.make_step_plan,
                planner_options = options_.planner_options,
                world_size = options_.world_size, clock = planning_clock_] {
-    std::shared_ptr<const StepPlan> result =
+    std::shared_ptr<const PlannedStep> result =
         make_step_plan(*batch, *params, planner_options, world_size, *clock);
     absl::MutexLock task_lock(&task->mu);
     task->result = std::move(result);
   }).detach();
-  std::shared_ptr<const StepPlan> result;
+  std::shared_ptr<const PlannedStep> result;
   {
     absl::MutexLock task_lock(&task->mu);
     task->mu.Await(absl::Condition(task.get(), &PlanningTask::DoneOrAbandoned));
@@ -447,7 +447,7 @@ std::shared_ptr<const StepPlan> PlanCache::RunAbandonably(
 }
 
 PlanCache::Evictions PlanCache::FinishPlanning(int64_t step,
-                                               const StepPlan& result) {
+                                               const PlannedStep& result) {
   Evictions evictions;
   auto it = steps_.find(step);
   if (it == steps_.end()) return evictions;
@@ -488,7 +488,7 @@ void PlanCache::Compact(const std::vector<int64_t>& left_window) {
   }
 }
 
-absl::StatusOr<std::shared_ptr<const StepPlan>> PlanCache::PlanByStep(
+absl::StatusOr<std::shared_ptr<const PlannedStep>> PlanCache::PlanByStep(
     int64_t step, uint64_t fingerprint) {
   std::shared_ptr<const v1::GlobalBatch> batch;
   uint64_t recorded_fingerprint = 0;
@@ -661,7 +661,7 @@ absl::Status PlanCache::CheckBudgetLocked(int count, BatchCost added) const {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::shared_ptr<const StepPlan>> PlanCache::ReadyPlan(
+absl::StatusOr<std::shared_ptr<const PlannedStep>> PlanCache::ReadyPlan(
     int64_t step) const {
   absl::MutexLock lock(&mu_);
   auto entry = steps_.find(step);

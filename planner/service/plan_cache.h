@@ -30,7 +30,7 @@
 
 namespace dcp {
 
-using StepPlanFuture = std::shared_future<std::shared_ptr<const StepPlan>>;
+using StepPlanFuture = std::shared_future<std::shared_ptr<const PlannedStep>>;
 
 /// The parameter version of every step that left the plan-cache window, as
 /// ranges of consecutive steps with one version (versions change rarely).
@@ -125,11 +125,11 @@ class PlanCache {
   absl::Status CheckFingerprint(int64_t step, uint64_t fingerprint) const
       ABSL_LOCKS_EXCLUDED(mu_);
   /// Plans `batch` (a validated batch with this fingerprint) once.
-  absl::StatusOr<std::shared_ptr<const StepPlan>> Plan(
+  absl::StatusOr<std::shared_ptr<const PlannedStep>> Plan(
       std::shared_ptr<const v1::GlobalBatch> batch, uint64_t fingerprint)
       ABSL_LOCKS_EXCLUDED(mu_);
   /// The plan of a step asked for by number (`fingerprint` 0: any batch).
-  absl::StatusOr<std::shared_ptr<const StepPlan>> PlanByStep(
+  absl::StatusOr<std::shared_ptr<const PlannedStep>> PlanByStep(
       int64_t step, uint64_t fingerprint) ABSL_LOCKS_EXCLUDED(mu_);
   /// Keeps validated batches to plan ahead; RESOURCE_EXHAUSTED beyond
   /// kMaxPendingBatches waiting, or beyond the bytes or predicted planning
@@ -137,11 +137,11 @@ class PlanCache {
   absl::Status Submit(const v1::SubmitBatchesRequest& request,
                       const SubmittedBatches& batches) ABSL_LOCKS_EXCLUDED(mu_);
   /// The finished, successful plan of `step` (for its reports).
-  absl::StatusOr<std::shared_ptr<const StepPlan>> ReadyPlan(int64_t step) const
+  absl::StatusOr<std::shared_ptr<const PlannedStep>> ReadyPlan(int64_t step) const
       ABSL_LOCKS_EXCLUDED(mu_);
 
   /// Waits for `future`; its status if it failed.
-  static absl::StatusOr<std::shared_ptr<const StepPlan>> Await(
+  static absl::StatusOr<std::shared_ptr<const PlannedStep>> Await(
       const StepPlanFuture& future);
 
  private:
@@ -202,15 +202,15 @@ class PlanCache {
   /// FAILED_PRECONDITION: `step`'s plan and batch are gone.
   absl::Status NotInMemory(int64_t step) const;
   /// Records (if `record`) and plans one step; reports metrics and logs.
-  std::shared_ptr<const StepPlan> ComputePlan(
+  std::shared_ptr<const PlannedStep> ComputePlan(
       std::shared_ptr<const v1::GlobalBatch> batch, uint64_t fingerprint,
       int64_t params_version, bool record) ABSL_LOCKS_EXCLUDED(mu_);
   /// Runs the planner on a detached thread and waits for it, or until
-  /// Shutdown abandons it (then an UNAVAILABLE StepPlan to retry).
-  std::shared_ptr<const StepPlan> RunAbandonably(
+  /// Shutdown abandons it (then an UNAVAILABLE PlannedStep to retry).
+  std::shared_ptr<const PlannedStep> RunAbandonably(
       std::shared_ptr<const v1::GlobalBatch> batch,
       std::shared_ptr<const ParamsVersion> params) ABSL_LOCKS_EXCLUDED(mu_);
-  Evictions FinishPlanning(int64_t step, const StepPlan& result)
+  Evictions FinishPlanning(int64_t step, const PlannedStep& result)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   /// Folds `left_window` into the history on disk and deletes their records.
   void Compact(const std::vector<int64_t>& left_window)

@@ -76,7 +76,7 @@ struct Planner {
 
   std::string PlanBytes(int64_t step) {
     std::shared_ptr<const v1::GlobalBatch> batch = Batch(step);
-    absl::StatusOr<std::shared_ptr<const StepPlan>> plan =
+    absl::StatusOr<std::shared_ptr<const PlannedStep>> plan =
         cache->Plan(batch, BatchFingerprint(*batch));
     EXPECT_TRUE(plan.ok()) << plan.status();
     return plan.ok() ? *(*plan)->serialized : "";
@@ -178,7 +178,7 @@ struct BlockedPlanner {
                const PlannerOptions& options, int world_size, const Clock&) {
       if (!entered->HasBeenNotified()) entered->Notify();
       release->WaitForNotification();
-      std::shared_ptr<const StepPlan> plan = MakeStepPlan(
+      std::shared_ptr<const PlannedStep> plan = MakeStepPlan(
           batch, params, options, world_size, RealClock::Get());
       if (!finished->HasBeenNotified()) finished->Notify();
       return plan;
@@ -229,7 +229,7 @@ TEST(PlanCacheTest, ShutdownAbandonsThePlanInFlight) {
   Planner planner("", /*window=*/4, blocked.Function(),
                   /*background_threads=*/0);
   ASSERT_TRUE(Submit(*planner.cache, *Batch(0)).ok());
-  absl::StatusOr<std::shared_ptr<const StepPlan>> waited;
+  absl::StatusOr<std::shared_ptr<const PlannedStep>> waited;
   std::thread waiter([&] { waited = planner.cache->PlanByStep(0, 0); });
   blocked.entered->WaitForNotification();
 
@@ -273,7 +273,7 @@ TEST(PlanCacheTest, AnAbandonedPlanDoesNotUseTheCachesClockOnceTheCacheIsGone) {
         entered->Notify();
         release->WaitForNotification();
         *read_time = clock.Now();
-        std::shared_ptr<const StepPlan> plan =
+        std::shared_ptr<const PlannedStep> plan =
             MakeStepPlan(batch, params, options, world_size, clock);
         finished->Notify();
         return plan;
@@ -306,7 +306,7 @@ TEST(PlanCacheTest, ByStepNeedsASubmittedBatch) {
   batches.fingerprints.push_back(BatchFingerprint(submit.batches(0)));
   batches.index_of_step[3] = 0;
   ASSERT_TRUE(planner.cache->Submit(submit, batches).ok());
-  absl::StatusOr<std::shared_ptr<const StepPlan>> plan =
+  absl::StatusOr<std::shared_ptr<const PlannedStep>> plan =
       planner.cache->PlanByStep(3, batches.fingerprints[0]);
   ASSERT_TRUE(plan.ok()) << plan.status();
   EXPECT_EQ(*(*plan)->serialized, planner.PlanBytes(3));

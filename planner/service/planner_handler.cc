@@ -15,7 +15,7 @@
 //
 // The one rule: no manager calls another while holding its own state
 // mutex; what crosses between managers is an immutable snapshot
-// (CostParamsSnapshot, ParamsVersion, StepPlan). The root holds no lock at
+// (CostParamsSnapshot, ParamsVersion, PlannedStep). The root holds no lock at
 // all. The only lock held across a call into another manager is the
 // profile fitter's fit turn (around CostParamsRegistry::ApplyFit, which
 // calls nothing back), so there is no lock cycle. Disk writes happen under
@@ -217,7 +217,7 @@ class PlannerHandlerRoot final : public PlannerHandler {
 
   absl::StatusOr<v1::GetPlanResponse> GetPlan(
       const v1::GetPlanRequest& request) override {
-    absl::StatusOr<std::shared_ptr<const StepPlan>> plan =
+    absl::StatusOr<std::shared_ptr<const PlannedStep>> plan =
         PlanForRequest(request);
     if (!plan.ok()) return plan.status();
     if (ByFingerprint(request)) {
@@ -230,7 +230,7 @@ class PlannerHandlerRoot final : public PlannerHandler {
 
   absl::StatusOr<std::shared_ptr<const std::string>> GetSerializedPlan(
       const v1::GetPlanRequest& request) override {
-    absl::StatusOr<std::shared_ptr<const StepPlan>> plan =
+    absl::StatusOr<std::shared_ptr<const PlannedStep>> plan =
         PlanForRequest(request);
     if (!plan.ok()) return plan.status();
     return ByFingerprint(request) ? (*plan)->serialized_without_sample_ids
@@ -249,7 +249,7 @@ class PlannerHandlerRoot final : public PlannerHandler {
         !status.ok()) {
       return status;
     }
-    absl::StatusOr<std::shared_ptr<const StepPlan>> plan =
+    absl::StatusOr<std::shared_ptr<const PlannedStep>> plan =
         plans_.ReadyPlan(request.step());
     if (!plan.ok()) return plan.status();
     std::shared_ptr<const CostParamsSnapshot> params = params_.Snapshot();
@@ -337,7 +337,7 @@ class PlannerHandlerRoot final : public PlannerHandler {
   }
 
   // GetPlan: with the batch's samples, or by step.
-  absl::StatusOr<std::shared_ptr<const StepPlan>> PlanForRequest(
+  absl::StatusOr<std::shared_ptr<const PlannedStep>> PlanForRequest(
       const v1::GetPlanRequest& request) {
     if (request.batch().samples().empty()) {
       if (absl::Status status = ValidateGetPlanByStep(request); !status.ok()) {

@@ -95,7 +95,7 @@ double PredictedPlanningSeconds(int64_t num_sequences) {
           kReferenceSequences);
 }
 
-std::shared_ptr<const StepPlan> MakeStepPlan(const v1::GlobalBatch& batch,
+std::shared_ptr<const PlannedStep> MakeStepPlan(const v1::GlobalBatch& batch,
                                              const ParamsVersion& params,
                                              const PlannerOptions& options,
                                              int world_size,
@@ -104,11 +104,11 @@ std::shared_ptr<const StepPlan> MakeStepPlan(const v1::GlobalBatch& batch,
                                   PhasedPlanningOptions());
 }
 
-std::shared_ptr<const StepPlan> MakeStepPlanTryingPhases(
+std::shared_ptr<const PlannedStep> MakeStepPlanTryingPhases(
     const v1::GlobalBatch& batch, const ParamsVersion& params,
     const PlannerOptions& options, int world_size, const Clock& clock,
     const PhasedPlanningOptions& phased) {
-  auto result = std::make_shared<StepPlan>();
+  auto result = std::make_shared<PlannedStep>();
   result->params_version = params.version;
   const CostModel& cost_model = *params.cost_model;
   const int64_t step = batch.step();
@@ -257,7 +257,7 @@ std::shared_ptr<const StepPlan> MakeStepPlanTryingPhases(
   return result;
 }
 
-std::string DescribeStepPlan(int64_t step, const StepPlan& plan) {
+std::string DescribeStepPlan(int64_t step, const PlannedStep& plan) {
   if (!plan.status.ok()) {
     // The status already names the step.
     const absl::string_view message = plan.status.message();
@@ -284,7 +284,7 @@ std::string DescribeStepPlan(int64_t step, const StepPlan& plan) {
 }
 
 v1::StepPlanRecord MakeStepPlanRecord(const v1::GlobalBatch& batch,
-                                      const StepPlan& plan,
+                                      const PlannedStep& plan,
                                       const ParamsVersion& params) {
   v1::StepPlanRecord record;
   record.set_step(batch.step());

@@ -51,7 +51,7 @@ struct PlanShapeStats {
 
 /// The outcome of planning one step. Immutable once made; shared by every
 /// request for the step.
-struct StepPlan {
+struct PlannedStep {
   absl::Status status;
   /// The status is transient (the step could not be recorded): not cached.
   bool retry = false;
@@ -92,8 +92,8 @@ struct PhasedPlanningOptions {
 /// Makes the plan of `batch` with `params` (planner call, lower bound,
 /// serialized variants, per-group predictions and plan-shape statistics).
 /// Pure but for reading `clock` to time the planner. An unplannable batch
-/// gives a StepPlan whose status says why (prefixed with the step).
-std::shared_ptr<const StepPlan> MakeStepPlan(const v1::GlobalBatch& batch,
+/// gives a PlannedStep whose status says why (prefixed with the step).
+std::shared_ptr<const PlannedStep> MakeStepPlan(const v1::GlobalBatch& batch,
                                              const ParamsVersion& params,
                                              const PlannerOptions& options,
                                              int world_size,
@@ -104,7 +104,7 @@ std::shared_ptr<const StepPlan> MakeStepPlan(const v1::GlobalBatch& batch,
 /// (planner/search/phased_planner.h) too: its plan is served when it has more than
 /// one phase (it keeps the single layout unless a phased plan is predicted
 /// strictly faster).
-std::shared_ptr<const StepPlan> MakeStepPlanTryingPhases(
+std::shared_ptr<const PlannedStep> MakeStepPlanTryingPhases(
     const v1::GlobalBatch& batch, const ParamsVersion& params,
     const PlannerOptions& options, int world_size, const Clock& clock,
     const PhasedPlanningOptions& phased);
@@ -121,11 +121,11 @@ double PredictedPlanningSeconds(int64_t num_sequences);
 /// (proto/dcp/v1/step_state.proto): the plan, the batch's lengths and the
 /// cost model that priced it.
 v1::StepPlanRecord MakeStepPlanRecord(const v1::GlobalBatch& batch,
-                                      const StepPlan& plan,
+                                      const PlannedStep& plan,
                                       const ParamsVersion& params);
 
 /// MakeStepPlan's signature; tests substitute a slow or blocking planner.
-using MakeStepPlanFunction = std::function<std::shared_ptr<const StepPlan>(
+using MakeStepPlanFunction = std::function<std::shared_ptr<const PlannedStep>(
     const v1::GlobalBatch& batch, const ParamsVersion& params,
     const PlannerOptions& options, int world_size, const Clock& clock)>;
 
@@ -135,7 +135,7 @@ MakeStepPlanFunction StepPlanMaker(PhasedPlanningOptions phased);
 /// One line describing a planned step for the log ("step 3: SP sizes 8x2
 /// 4x1, 12 micro-batches, predicted 7.28 s, lower bound ... planned in
 /// 12.0 ms").
-std::string DescribeStepPlan(int64_t step, const StepPlan& plan);
+std::string DescribeStepPlan(int64_t step, const PlannedStep& plan);
 
 }  // namespace dcp
 

@@ -40,7 +40,7 @@ class StepPlanTest : public ::testing::Test {
 
 TEST_F(StepPlanTest, PlansDeterministicallyWithEverythingReportsNeed) {
   const v1::GlobalBatch batch = Batch(5, 200);
-  std::shared_ptr<const StepPlan> plan =
+  std::shared_ptr<const PlannedStep> plan =
       MakeStepPlan(batch, params_, PlannerOptions(), /*world_size=*/4, clock_);
   ASSERT_TRUE(plan->status.ok()) << plan->status;
   EXPECT_EQ(
@@ -74,7 +74,7 @@ TEST_F(StepPlanTest, PlansDeterministicallyWithEverythingReportsNeed) {
 }
 
 TEST_F(StepPlanTest, UnplannableBatchSaysWhy) {
-  std::shared_ptr<const StepPlan> plan = MakeStepPlan(
+  std::shared_ptr<const PlannedStep> plan = MakeStepPlan(
       Batch(7, int64_t{1} << 34), params_, PlannerOptions(), 4, clock_);
   EXPECT_EQ(plan->status.code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(plan->status.message(), HasSubstr("step 7: "));
@@ -89,7 +89,7 @@ TEST_F(StepPlanTest, UnplannableBatchSaysWhy) {
 // min_gap_to_try of the lower bound is not searched.
 TEST_F(StepPlanTest, MicroBatchFitRowsAreAtTheProfileFitsRates) {
   const v1::GlobalBatch batch = Batch(5, 200);
-  std::shared_ptr<const StepPlan> plan =
+  std::shared_ptr<const PlannedStep> plan =
       MakeStepPlan(batch, params_, PlannerOptions(), 4, clock_);
   ASSERT_TRUE(plan->status.ok()) << plan->status;
   const int layers = params_.cost_model->model().num_layers;
@@ -115,7 +115,7 @@ TEST_F(StepPlanTest, MicroBatchFitRowsAreAtTheProfileFitsRates) {
                         params_.cost_model->cluster(),
                         ScaleComputeTime(params_.cost_model->params(), 2))
           .value());
-  std::shared_ptr<const StepPlan> again =
+  std::shared_ptr<const PlannedStep> again =
       MakeStepPlan(batch, doubled, PlannerOptions(), 4, clock_);
   ASSERT_TRUE(again->status.ok()) << again->status;
   for (size_t g = 0; g < plan->groups.size() && g < again->groups.size();
@@ -152,14 +152,14 @@ TEST(StepPlanPhasesTest, PhasedPlansOnlyWhenEnabledAndWorthSearching) {
   PhasedPlanningOptions on;
   on.enabled = true;
 
-  std::shared_ptr<const StepPlan> off =
+  std::shared_ptr<const PlannedStep> off =
       MakeStepPlan(batch, params, PlannerOptions(), 16, clock);
   ASSERT_TRUE(off->status.ok()) << off->status;
   EXPECT_EQ(off->num_phases, 1);
   EXPECT_EQ(off->response->plan().phases_size(), 0);
   ASSERT_GE(off->gap_to_lower_bound, on.min_gap_to_try);
 
-  std::shared_ptr<const StepPlan> phased =
+  std::shared_ptr<const PlannedStep> phased =
       StepPlanMaker(on)(batch, params, PlannerOptions(), 16, clock);
   ASSERT_TRUE(phased->status.ok()) << phased->status;
   const v1::Plan& proto = phased->response->plan();

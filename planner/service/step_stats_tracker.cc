@@ -9,7 +9,7 @@
 namespace dcp {
 
 absl::StatusOr<StepStatsTracker::Outcome> StepStatsTracker::Record(
-    const v1::ReportStepStatsRequest& request, const StepPlan& plan,
+    const v1::ReportStepStatsRequest& request, const PlannedStep& plan,
     double plan_correction, const CostParamsSnapshot& params,
     double plan_communication_correction, double plan_sp_compute_correction) {
   const int64_t step = request.step();

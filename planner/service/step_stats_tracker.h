@@ -26,7 +26,7 @@ namespace dcp {
 ///
 /// Thread model: `mu_` guards everything; no I/O and no other manager is
 /// called. What it needs of the plan cache and the parameter registry comes
-/// in as immutable snapshots (StepPlan, CostParamsSnapshot); a refit it
+/// in as immutable snapshots (PlannedStep, CostParamsSnapshot); a refit it
 /// asks for is applied by the caller.
 class StepStatsTracker {
  public:
@@ -93,7 +93,7 @@ class StepStatsTracker {
   /// the profile fit's (what it applied beyond `plan_correction` to the
   /// compute of micro-batches at SP >= 2).
   absl::StatusOr<Outcome> Record(const v1::ReportStepStatsRequest& request,
-                                 const StepPlan& plan, double plan_correction,
+                                 const PlannedStep& plan, double plan_correction,
                                  const CostParamsSnapshot& params,
                                  double plan_communication_correction = 1,
                                  double plan_sp_compute_correction = 1)

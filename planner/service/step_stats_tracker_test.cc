@@ -14,8 +14,8 @@ namespace {
 using ::testing::HasSubstr;
 
 // Two ranks in one group of two micro-batches predicted at 1 s each.
-StepPlan TwoRankPlan() {
-  StepPlan plan;
+PlannedStep TwoRankPlan() {
+  PlannedStep plan;
   plan.group_of_rank = {0, 0};
   GroupSummary group;
   group.predicted_seconds = 2;
@@ -40,7 +40,7 @@ v1::ReportStepStatsRequest Report(int64_t step, int rank, double seconds,
 
 TEST(StepStatsTrackerTest, AllToAllsOfTheStepAreFittedByKind) {
   StepStatsTracker tracker(/*world_size=*/2, /*online_refit=*/true);
-  StepPlan plan = TwoRankPlan();
+  PlannedStep plan = TwoRankPlan();
   GroupSummary& group = plan.groups[0];
   group.inter_node = true;
   group.micro_batch_communication_seconds = {0.5, 0.5};
@@ -67,7 +67,7 @@ TEST(StepStatsTrackerTest, AllToAllsOfTheStepAreFittedByKind) {
 
 TEST(StepStatsTrackerTest, ImbalanceOnceEveryRankReportedThenARefit) {
   StepStatsTracker tracker(/*world_size=*/2, /*online_refit=*/true);
-  const StepPlan plan = TwoRankPlan();
+  const PlannedStep plan = TwoRankPlan();
   const CostParamsSnapshot params;
   auto first = tracker.Record(Report(0, 0, 2, 2), plan, 1, params).value();
   EXPECT_DOUBLE_EQ(first.measured_over_predicted, 1);
@@ -86,7 +86,7 @@ TEST(StepStatsTrackerTest, ImbalanceOnceEveryRankReportedThenARefit) {
 
 TEST(StepStatsTrackerTest, AnAbsurdStepTimeDoesNotCountTowardsTheError) {
   StepStatsTracker tracker(/*world_size=*/2, /*online_refit=*/true);
-  const StepPlan plan = TwoRankPlan();
+  const PlannedStep plan = TwoRankPlan();
   const CostParamsSnapshot params;
   ASSERT_TRUE(tracker.Record(Report(0, 0, 2, 1), plan, 1, params).ok());
   // 1e-300 s against a 2 s prediction: an error of 2e300 if it counted.
@@ -111,7 +111,7 @@ TEST(StepStatsTrackerTest, WarmUpStepsDoNotCountTowardsTheRefit) {
   StepStatsTracker tracker(/*world_size=*/2, /*online_refit=*/true,
                            /*record_reports=*/false,
                            /*micro_batch_refit=*/false, /*warmup_steps=*/1);
-  const StepPlan plan = TwoRankPlan();
+  const PlannedStep plan = TwoRankPlan();
   const CostParamsSnapshot params;
   ASSERT_TRUE(tracker.Record(Report(3, 0, 6, 3), plan, 1, params).ok());
   auto warm_up = tracker.Record(Report(3, 1, 6, 3), plan, 1, params).value();
@@ -130,14 +130,14 @@ TEST(StepStatsTrackerTest, MicroBatchesAtSp1AndAboveAreRefittedApart) {
   // micro-batches predicted 1 s each at a version that already scaled the
   // compute at SP >= 2 by 1.25 (0.8 s at the fit), measured 1.2 s.
   StepStatsTracker tracker(/*world_size=*/2, /*online_refit=*/true);
-  StepPlan alone;
+  PlannedStep alone;
   alone.group_of_rank = {0, 1};
   GroupSummary single;
   single.predicted_seconds = 2;
   single.micro_batch_compute_seconds = {1, 1};
   single.micro_batch_sp_sizes = {1, 1};
   alone.groups = {single, single};
-  StepPlan together = TwoRankPlan();
+  PlannedStep together = TwoRankPlan();
   together.groups[0].micro_batch_sp_sizes = {2, 2};
   const CostParamsSnapshot params;
   ASSERT_TRUE(tracker.Record(Report(0, 0, 1.6, 0.8), alone, 1, params).ok());
@@ -165,7 +165,7 @@ TEST(StepStatsTrackerTest, MicroBatchesAtSp1AndAboveAreRefittedApart) {
 
 TEST(StepStatsTrackerTest, AllToAllTimeIsRefittedApartFromCompute) {
   StepStatsTracker tracker(/*world_size=*/2, /*online_refit=*/true);
-  StepPlan plan = TwoRankPlan();
+  PlannedStep plan = TwoRankPlan();
   plan.groups[0].micro_batch_communication_seconds = {0.5, 0.5};
   const CostParamsSnapshot params;
   auto with_communication = [](int rank) {
@@ -193,7 +193,7 @@ TEST(StepStatsTrackerTest, RecordsAStepsReportsOnceItsRanksReported) {
   // Three ranks, the third without a group (it never reports).
   StepStatsTracker tracker(/*world_size=*/3, /*online_refit=*/false,
                            /*record_reports=*/true);
-  StepPlan plan = TwoRankPlan();
+  PlannedStep plan = TwoRankPlan();
   plan.group_of_rank.push_back(-1);
   const CostParamsSnapshot params;
   // Step 0: only rank 0 reports. Step 1: both.
@@ -239,7 +239,7 @@ TEST(StepStatsTrackerTest, RecordsAStepsReportsOnceItsRanksReported) {
 
 TEST(StepStatsTrackerTest, ReportsOutsideThePlanAreRefused) {
   StepStatsTracker tracker(/*world_size=*/3, /*online_refit=*/false);
-  StepPlan plan = TwoRankPlan();
+  PlannedStep plan = TwoRankPlan();
   plan.group_of_rank.push_back(-1);
   const CostParamsSnapshot params;
   EXPECT_THAT(
@@ -253,8 +253,8 @@ TEST(StepStatsTrackerTest, ReportsOutsideThePlanAreRefused) {
 
 // A plan of one group of two ranks whose four micro-batches have the refit
 // rows `rows` (their compute predictions are the rows' work).
-StepPlan FitRowsPlan(const std::vector<MicroBatchRefit::Row>& rows) {
-  StepPlan plan;
+PlannedStep FitRowsPlan(const std::vector<MicroBatchRefit::Row>& rows) {
+  PlannedStep plan;
   plan.group_of_rank = {0, 0};
   GroupSummary group;
   for (const MicroBatchRefit::Row& row : rows) {
@@ -283,7 +283,7 @@ TEST(StepStatsTrackerTest, MicroBatchTermsAreRefittedIntoANewVersion) {
   // Without --micro-batch-refit the same reports offer only the factor.
   StepStatsTracker factor_only(/*world_size=*/2, /*online_refit=*/true);
   const double layers = model.num_layers;
-  std::vector<StepPlan> plans;
+  std::vector<PlannedStep> plans;
   for (int step = 0; step < 3; ++step) {
     std::vector<MicroBatchRefit::Row> rows;
     for (int i = 0; i < 4; ++i) {
