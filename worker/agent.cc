@@ -383,7 +383,7 @@ class AgentRun {
   absl::StatusOr<bool> RunStep(int64_t step, const std::vector<Sample>& samples,
                                const SequenceInputSource& data,
                                StepPlanSource& plans) {
-    DCP_ASSIGN_OR_RETURN(const StepPlan planned, plans.PlanOf(samples, step));
+    DCP_ASSIGN_OR_RETURN(const PlanOfStep planned, plans.PlanOf(samples, step));
     int64_t loss_tokens = 0;
     for (const Sample& sample : samples) {
       loss_tokens += model_->LossTokensOfSequence(sample.length_tokens);
@@ -464,7 +464,7 @@ class AgentRun {
   /// of its first phase) but no plan file: that file and the measured
   /// timeline built from it hold one layout.
   void WriteStepTimings(int64_t step, const std::vector<Sample>& samples,
-                        const StepPlan& planned, const StepResult& executed,
+                        const PlanOfStep& planned, const StepResult& executed,
                         double step_seconds) {
     if (options_.summary_file.empty()) return;
     const std::string dir = StepTimingDir(options_.summary_file);
@@ -490,7 +490,7 @@ class AgentRun {
 
   absl::Status WritePlanFile(const std::string& dir, int64_t step,
                              const std::vector<Sample>& samples,
-                             const StepPlan& planned) {
+                             const PlanOfStep& planned) {
     // The cost model the plan was priced with: the planner's version the
     // plan names (bucket plans: the current one, asked once, which
     // BucketPlanSource priced them with).

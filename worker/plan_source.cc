@@ -56,7 +56,7 @@ void PlannerPlanSource::BatchKnown(const std::vector<Sample>& samples,
   }
 }
 
-absl::StatusOr<StepPlan> PlannerPlanSource::PlanOf(
+absl::StatusOr<PlanOfStep> PlannerPlanSource::PlanOf(
     const std::vector<Sample>& samples, int64_t step) {
   v1::GetPlanRequest request;
   request.set_worker_id(options_.worker_id);
@@ -88,7 +88,7 @@ absl::StatusOr<StepPlan> PlannerPlanSource::PlanOf(
           "rank must use the same --workload, seed and batch size"));
     }
   }
-  StepPlan result;
+  PlanOfStep result;
   result.params_version = response->params_version();
   // Every rank checks the same plan, so all refuse a bad one together (an
   // index out of range would otherwise throw mid-step, and a sequence
@@ -159,7 +159,7 @@ absl::StatusOr<std::unique_ptr<BucketPlanSource>> BucketPlanSource::Create(
       new BucketPlanSource(*std::move(cost_model), options, rank));
 }
 
-absl::StatusOr<StepPlan> BucketPlanSource::PlanOf(
+absl::StatusOr<PlanOfStep> BucketPlanSource::PlanOf(
     const std::vector<Sample>& samples, int64_t step) {
   absl::StatusOr<Plan> bucket =
       PlanBucket(cost_model_, Lengths(samples), options_);
@@ -167,7 +167,7 @@ absl::StatusOr<StepPlan> BucketPlanSource::PlanOf(
     return WithContext(bucket.status(),
                        absl::StrCat("the bucket plan of step ", step));
   }
-  StepPlan result;
+  PlanOfStep result;
   result.plan = *std::move(bucket);
   const std::vector<int64_t> lengths = Lengths(samples);
   if (refitted_.has_value()) PredictPlan(*refitted_, lengths, result.plan);

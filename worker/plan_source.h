@@ -28,7 +28,7 @@ namespace dcp {
 
 /// A step's plan and the planner's cost-model parameter version it was made
 /// with (0 for plans made locally). Plain value.
-struct StepPlan {
+struct PlanOfStep {
   /// The plan of one layout; empty when `phased` has phases.
   Plan plan;
   /// A plan that re-groups the ranks within the step (two or more phases,
@@ -69,7 +69,7 @@ class StepPlanSource {
 
   /// The plan of step `step`, whose batch is `samples`; errors say which
   /// step's plan could not be had and why.
-  virtual absl::StatusOr<StepPlan> PlanOf(const std::vector<Sample>& samples,
+  virtual absl::StatusOr<PlanOfStep> PlanOf(const std::vector<Sample>& samples,
                                           int64_t step) = 0;
 
   /// This rank ran step `step` and measured `measured`.
@@ -105,7 +105,7 @@ class PlannerPlanSource final : public StepPlanSource {
   PlannerPlanSource(PlannerClient& planner, PlannerPlanSourceOptions options);
 
   void BatchKnown(const std::vector<Sample>& samples, int64_t step) override;
-  absl::StatusOr<StepPlan> PlanOf(const std::vector<Sample>& samples,
+  absl::StatusOr<PlanOfStep> PlanOf(const std::vector<Sample>& samples,
                                   int64_t step) override;
   void StepMeasured(int64_t step, const StepMeasurement& measured) override;
 
@@ -137,7 +137,7 @@ class BucketPlanSource final : public StepPlanSource {
       const std::function<void(const std::string&)>& log, int rank = 0);
 
   void BatchKnown(const std::vector<Sample>&, int64_t) override {}
-  absl::StatusOr<StepPlan> PlanOf(const std::vector<Sample>& samples,
+  absl::StatusOr<PlanOfStep> PlanOf(const std::vector<Sample>& samples,
                                   int64_t step) override;
   void StepMeasured(int64_t step, const StepMeasurement& measured) override;
 

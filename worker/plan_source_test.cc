@@ -61,7 +61,7 @@ TEST(PlannerPlanSourceTest, AsksByFingerprintThenWithTheBatch) {
     }
     return OneMicroBatch(request.batch());
   };
-  absl::StatusOr<StepPlan> plan = fixture.source->PlanOf(kBatch, /*step=*/4);
+  absl::StatusOr<PlanOfStep> plan = fixture.source->PlanOf(kBatch, /*step=*/4);
   ASSERT_TRUE(plan.ok()) << plan.status();
   EXPECT_EQ(plan->params_version, 3);
   ASSERT_THAT(plan->plan.groups, SizeIs(1));
@@ -108,7 +108,7 @@ TEST(PlannerPlanSourceTest, TakesAPlanOfPhasesAndChecksItOverAllPhases) {
       }
       return response;
     };
-    absl::StatusOr<StepPlan> plan = fixture.source->PlanOf(kBatch, 2);
+    absl::StatusOr<PlanOfStep> plan = fixture.source->PlanOf(kBatch, 2);
     if (repeat) {
       EXPECT_EQ(plan.status().code(), absl::StatusCode::kInvalidArgument);
       EXPECT_THAT(plan.status().message(),
@@ -214,7 +214,7 @@ TEST(BucketPlanSourceTest, PlansLocallyOnThePlannersCostModel) {
   ASSERT_TRUE(source.ok()) << source.status();
   EXPECT_THAT(logged, Contains(HasSubstr("cost model v2")));
   (*source)->BatchKnown(kBatch, 0);
-  absl::StatusOr<StepPlan> plan = (*source)->PlanOf(kBatch, 0);
+  absl::StatusOr<PlanOfStep> plan = (*source)->PlanOf(kBatch, 0);
   ASSERT_TRUE(plan.ok()) << plan.status();
   EXPECT_EQ(plan->params_version, 0);
   ASSERT_THAT(plan->plan.groups, SizeIs(1));
@@ -241,11 +241,11 @@ TEST(BucketPlanSourceTest, PredictionsFollowTheMeasuredComputeButNotThePlans) {
           planner, options, [](const std::string&) {},
           /*rank=*/0);
   ASSERT_TRUE(source.ok()) << source.status();
-  const absl::StatusOr<StepPlan> first = (*source)->PlanOf(kBatch, 0);
+  const absl::StatusOr<PlanOfStep> first = (*source)->PlanOf(kBatch, 0);
   ASSERT_TRUE(first.ok()) << first.status();
   // Every micro-batch's compute measured at twice its prediction (SP 1:
   // no all-to-alls).
-  auto measure = [](const StepPlan& plan) {
+  auto measure = [](const PlanOfStep& plan) {
     StepMeasurement measured;
     for (const MicroBatchPlan& micro_batch :
          plan.plan.groups[0].micro_batches) {
@@ -257,14 +257,14 @@ TEST(BucketPlanSourceTest, PredictionsFollowTheMeasuredComputeButNotThePlans) {
   };
   // Three micro-batches are too few to refit (RefitAccumulator needs 4).
   (*source)->StepMeasured(0, measure(*first));
-  const absl::StatusOr<StepPlan> second = (*source)->PlanOf(kBatch, 1);
+  const absl::StatusOr<PlanOfStep> second = (*source)->PlanOf(kBatch, 1);
   ASSERT_TRUE(second.ok());
   EXPECT_EQ(second->plan.predicted_step_seconds,
             first->plan.predicted_step_seconds);
   // A measurement of another step than the one planned last is ignored.
   (*source)->StepMeasured(0, measure(*first));
   (*source)->StepMeasured(1, measure(*first));
-  const absl::StatusOr<StepPlan> third = (*source)->PlanOf(kBatch, 2);
+  const absl::StatusOr<PlanOfStep> third = (*source)->PlanOf(kBatch, 2);
   ASSERT_TRUE(third.ok());
   const std::vector<MicroBatchPlan>& before =
       first->plan.groups[0].micro_batches;
