@@ -19,6 +19,11 @@ class _MicroStats:
     communication_seconds: float = 0.0
 
 
+class IgnoredLabelsError(ValueError):
+    """Integer labels of -100 (the ignore index) at tokens that count in the
+    loss: step.loss_scale would divide by tokens that have no target."""
+
+
 class MicroBatch:
     """One forward and backward pass of this rank's group: `with mb:` runs
     the model on `inputs` (this rank's share of the packed sequences) with
@@ -76,6 +81,7 @@ class MicroBatch:
         weight = real[mine].to(torch.float64)
         if "loss_mask" in self.inputs:
             weight = weight * self.inputs["loss_mask"].to(torch.float64).cpu()
+        _check_ignored_labels(self.inputs.get("labels"), weight)
         self.token_weight = weight.to(device)
         self.loss_tokens = int(weight.sum().item())
         cu = [0]
@@ -142,6 +148,20 @@ def _checked_sample(sample_id, sample):
             "with one row per token, per-sequence values as 0-dim tensors "
             f"or numbers): return torch.tensor(...) for {key!r}")
     return sample
+
+
+def _check_ignored_labels(labels, weight):
+    """IgnoredLabelsError when integer labels hold -100 at tokens of nonzero
+    weight (fetch gave no loss_mask that excludes them)."""
+    if labels is None or labels.is_floating_point() or labels.dim() != 1:
+        return
+    ignored = int(((labels.cpu() == -100) & (weight > 0)).sum())
+    if ignored:
+        raise IgnoredLabelsError(
+            f"{ignored} tokens have label -100 but count in the loss "
+            "(step.loss_scale divides by them): have fetch also return "
+            "\"loss_mask\": labels != -100 (dcp_torch.causal_lm_sample "
+            "does)")
 
 
 def _split_keys(fetched, lengths, sequence_keys, ids):

@@ -28,7 +28,7 @@ import torch.distributed as dist
 
 from dcp_torch import checkpointing, context, devices
 from dcp_torch import spec as spec_lib
-from dcp_torch import spec_from_module
+from dcp_torch import spec_from_module, transformers_support
 from dcp_torch import profiler as profiler_lib
 from dcp_torch._proto import batch_pb2
 from dcp_torch._proto import planner_service_pb2 as pb
@@ -93,6 +93,7 @@ def init(model: torch.nn.Module, blocks: Iterable[torch.nn.Module],
     address) when the planner cannot be reached, ValueError when its model
     or world size differs from this job's."""
     log = log or (lambda message: print(message, flush=True))
+    transformers_support.check_prepared(model)  # an HF model: prepared?
     # Before any collective: each rank's NCCL work on its own GPU.
     device = devices.bind_rank_device(next(model.parameters()).device)
     backend = devices.collective_backend(device)
