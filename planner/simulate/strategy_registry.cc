@@ -1,6 +1,7 @@
 #include "planner/simulate/strategy_registry.h"
 
 #include <algorithm>
+#include <functional>
 #include <optional>
 #include <utility>
 
@@ -125,16 +126,29 @@ class BestStaticStrategy : public NamedStrategy {
   std::optional<StaticSetting> setting_;
 };
 
-// Megatron-LM's main-branch hybrid CP, its cap tuned over the run.
-class MegatronHcpStrategy : public NamedStrategy {
+// A Megatron-LM scheduler of phases whose per-rank token cap (and
+// recompute) is tuned over the run: `Setting` has Describe(); `tune` and
+// `plan` are its tuner and planner. Without Tune, PlanBatch tunes on the
+// one batch.
+template <typename Setting>
+class TunedPhasedStrategy : public NamedStrategy {
  public:
-  using NamedStrategy::NamedStrategy;
+  using TuneFn = std::function<absl::StatusOr<Setting>(
+      const CostModel&, absl::Span<const int>,
+      const std::vector<std::vector<int64_t>>&, const StrategyOptions&)>;
+  using PlanFn = std::function<absl::StatusOr<PhasedPlan>(
+      const CostModel&, absl::Span<const int>, absl::Span<const int64_t>,
+      const Setting&)>;
+  TunedPhasedStrategy(std::string name, const CostModel& cost_model,
+                      StrategyOptions options, TuneFn tune, PlanFn plan)
+      : NamedStrategy(std::move(name), cost_model, std::move(options)),
+        tune_(std::move(tune)),
+        plan_(std::move(plan)) {}
   bool phased() const override { return true; }
   bool tuned_over_run() const override { return true; }
   absl::Status Tune(const std::vector<std::vector<int64_t>>& batches) override {
-    absl::StatusOr<MegatronDynCpSetting> setting = TuneMegatronDynCp(
-        cost_model_, options_.planner_options.sp_sizes, batches,
-        options_.megatron_least_recompute_per_micro_batch);
+    absl::StatusOr<Setting> setting = tune_(
+        cost_model_, options_.planner_options.sp_sizes, batches, options_);
     if (!setting.ok()) return setting.status();
     setting_ = *std::move(setting);
     return absl::OkStatus();
@@ -148,49 +162,47 @@ class MegatronHcpStrategy : public NamedStrategy {
       absl::Status tuned = Tune({{lengths.begin(), lengths.end()}});
       if (!tuned.ok()) return tuned;
     }
-    return Phases(PlanMegatronDynCp(cost_model_,
-                                    options_.planner_options.sp_sizes, lengths,
-                                    *setting_),
+    return Phases(plan_(cost_model_, options_.planner_options.sp_sizes,
+                        lengths, *setting_),
                   lengths);
   }
 
  private:
-  std::optional<MegatronDynCpSetting> setting_;
+  const TuneFn tune_;
+  const PlanFn plan_;
+  std::optional<Setting> setting_;
 };
 
-// Megatron-LM's dev-branch dynamic CP (packing-aware), its cap tuned over
-// the run; its rounds follow each other without barriers (PhasedPlan::
-// barriers is false, which PredictPhasedPlan prices).
-class MegatronDynCpStrategy : public NamedStrategy {
- public:
-  using NamedStrategy::NamedStrategy;
-  bool phased() const override { return true; }
-  bool tuned_over_run() const override { return true; }
-  absl::Status Tune(const std::vector<std::vector<int64_t>>& batches) override {
-    absl::StatusOr<MegatronDevDynCpSetting> setting = TuneMegatronDevDynCp(
-        cost_model_, options_.planner_options.sp_sizes, batches);
-    if (!setting.ok()) return setting.status();
-    setting_ = *std::move(setting);
-    return absl::OkStatus();
-  }
-  std::string setting() const override {
-    return setting_ ? setting_->Describe() : "";
-  }
-  absl::StatusOr<StrategyPlan> PlanBatch(
-      absl::Span<const int64_t> lengths) override {
-    if (!setting_) {
-      absl::Status tuned = Tune({{lengths.begin(), lengths.end()}});
-      if (!tuned.ok()) return tuned;
-    }
-    return Phases(PlanMegatronDevDynCp(cost_model_,
-                                       options_.planner_options.sp_sizes,
-                                       lengths, *setting_),
-                  lengths);
-  }
+// Megatron-LM's main-branch hybrid CP: rounds at barriers.
+std::unique_ptr<Strategy> MakeMegatronHcp(const std::string& name,
+                                          const CostModel& cost_model,
+                                          const StrategyOptions& options) {
+  return std::make_unique<TunedPhasedStrategy<MegatronDynCpSetting>>(
+      name, cost_model, options,
+      [](const CostModel& model, absl::Span<const int> sp_sizes,
+         const std::vector<std::vector<int64_t>>& batches,
+         const StrategyOptions& run) {
+        return TuneMegatronDynCp(model, sp_sizes, batches,
+                                 run.megatron_least_recompute_per_micro_batch);
+      },
+      PlanMegatronDynCp);
+}
 
- private:
-  std::optional<MegatronDevDynCpSetting> setting_;
-};
+// Megatron-LM's dev-branch dynamic CP (packing-aware): its rounds follow
+// each other without barriers (PhasedPlan::barriers is false, which
+// PredictPhasedPlan prices).
+std::unique_ptr<Strategy> MakeMegatronDynCp(const std::string& name,
+                                            const CostModel& cost_model,
+                                            const StrategyOptions& options) {
+  return std::make_unique<TunedPhasedStrategy<MegatronDevDynCpSetting>>(
+      name, cost_model, options,
+      [](const CostModel& model, absl::Span<const int> sp_sizes,
+         const std::vector<std::vector<int64_t>>& batches,
+         const StrategyOptions&) {
+        return TuneMegatronDevDynCp(model, sp_sizes, batches);
+      },
+      PlanMegatronDevDynCp);
+}
 
 // VideoSys's DCP: each batch's buckets profiled.
 class VideoSysStrategy : public NamedStrategy {
@@ -258,10 +270,10 @@ absl::StatusOr<std::unique_ptr<Strategy>> MakeStrategy(
     return std::make_unique<BestStaticStrategy>(n, cost_model, options);
   }
   if (n == kMegatronDynCp) {
-    return std::make_unique<MegatronDynCpStrategy>(n, cost_model, options);
+    return MakeMegatronDynCp(n, cost_model, options);
   }
   if (n == kMegatronHcp) {
-    return std::make_unique<MegatronHcpStrategy>(n, cost_model, options);
+    return MakeMegatronHcp(n, cost_model, options);
   }
   if (n == kVideoSysDcp) {
     return std::make_unique<VideoSysStrategy>(n, cost_model, options);
