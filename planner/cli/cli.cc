@@ -360,27 +360,20 @@ int RunSimulate(const ParsedFlags& flags, Command& command) {
   return kExitOk;
 }
 
-// `dcp plan` of a strategy that re-groups within a step: its plan as
-// PhasedPlanToJson's JSON (`json`), else as `dcp price` prints it.
+// `dcp plan` of a strategy that re-groups within a step: its plan (lower
+// bound filled) as PhasedPlanToJson's JSON (`json`), else as `dcp price`
+// prints it.
 int WritePhasedPlan(const CostModel& cost_model,
                     const std::vector<int64_t>& lengths_tokens,
-                    const PlannerOptions& planner_options, PhasedPlan phased,
+                    const std::vector<int>& sp_sizes, const PhasedPlan& plan,
                     bool json, Command& command) {
-  PhasedPlan* plan = &phased;
-  absl::StatusOr<std::vector<int>> sp_sizes =
-      LegalSpSizes(cost_model, planner_options.sp_sizes);
-  if (!sp_sizes.ok()) return command.Failure(sp_sizes.status().message());
-  absl::StatusOr<double> lower_bound =
-      StepTimeLowerBound(cost_model, *sp_sizes, lengths_tokens);
-  if (!lower_bound.ok()) return command.Failure(lower_bound.status().message());
-  plan->lower_bound_seconds = *lower_bound;
   if (json) {
-    command.out() << PhasedPlanToJson(*plan, lengths_tokens, cost_model)
+    command.out() << PhasedPlanToJson(plan, lengths_tokens, cost_model)
                   << "\n";
     return kExitOk;
   }
   absl::StatusOr<PhasedPlanPrice> price =
-      PricePhasedPlan(cost_model, lengths_tokens, *plan, *sp_sizes);
+      PricePhasedPlan(cost_model, lengths_tokens, plan, sp_sizes);
   if (!price.ok()) return command.Failure(price.status().message());
   command.out() << PhasedPlanPriceToTable(*price);
   return kExitOk;
@@ -403,19 +396,6 @@ int RunPlan(const ParsedFlags& flags, Command& command) {
   absl::StatusOr<std::string> format =
       flags.Choice("format", {"json", "table", "svg"});
   if (!format.ok()) return command.UsageError(format.status().message());
-  StrategyOptions strategy_options;
-  strategy_options.planner_options = planner_options;
-  absl::StatusOr<std::unique_ptr<Strategy>> planner_strategy =
-      MakeStrategy(*strategy, *cost_model, strategy_options);
-  if (!planner_strategy.ok()) {
-    return command.UsageError(planner_strategy.status().message());
-  }
-  const bool phased = (*planner_strategy)->phased();
-  if (phased && *format == "svg") {
-    return command.UsageError(absl::StrCat(
-        "--format=svg draws plans of one layout; --strategy=", *strategy,
-        " re-groups the ranks within a step: write json or table"));
-  }
   absl::StatusOr<int64_t> step = flags.IntWithSuffix("step", 0, 1'000'000);
   if (!step.ok()) return command.UsageError(step.status().message());
 
@@ -476,36 +456,43 @@ int RunPlan(const ParsedFlags& flags, Command& command) {
           absl::StrCat("--write-lengths=", path, ": cannot write the file"));
     }
   }
+  StrategyOptions strategy_options;
   strategy_options.static_options = static_options;
   strategy_options.planner_options = planner_options;  // with progress
   absl::StatusOr<std::unique_ptr<Strategy>> made =
       MakeStrategy(*strategy, *cost_model, strategy_options);
-  if (!made.ok()) return command.Failure(made.status().message());
-  absl::StatusOr<StrategyPlan> planned = (*made)->PlanBatch(lengths_tokens);
-  if (!planned.ok()) return command.Failure(planned.status().message());
-  if (phased) {
-    return WritePhasedPlan(*cost_model, lengths_tokens, planner_options,
-                           std::move(planned->phased), *format == "json",
-                           command);
+  if (!made.ok()) return command.UsageError(made.status().message());
+  const bool phased = (*made)->phased();
+  if (phased && *format == "svg") {
+    return command.UsageError(absl::StrCat(
+        "--format=svg draws plans of one layout; --strategy=", *strategy,
+        " re-groups the ranks within a step: write json or table"));
   }
-  Plan* plan = &planned->plan;
   absl::StatusOr<std::vector<int>> sp_sizes =
       LegalSpSizes(*cost_model, planner_options.sp_sizes);
   if (!sp_sizes.ok()) return command.Failure(sp_sizes.status().message());
   absl::StatusOr<double> lower_bound =
       StepTimeLowerBound(*cost_model, *sp_sizes, lengths_tokens);
   if (!lower_bound.ok()) return command.Failure(lower_bound.status().message());
-  plan->lower_bound_seconds = *lower_bound;
+  absl::StatusOr<StrategyPlan> planned = (*made)->PlanBatch(lengths_tokens);
+  if (!planned.ok()) return command.Failure(planned.status().message());
+  if (phased) {
+    planned->phased.lower_bound_seconds = *lower_bound;
+    return WritePhasedPlan(*cost_model, lengths_tokens, *sp_sizes,
+                           planned->phased, *format == "json", command);
+  }
+  Plan& plan = planned->plan;
+  plan.lower_bound_seconds = *lower_bound;
 
   if (*format == "json") {
-    command.out() << PlanToJson(*plan, lengths_tokens, *cost_model) << "\n";
+    command.out() << PlanToJson(plan, lengths_tokens, *cost_model) << "\n";
   } else if (*format == "svg") {
     absl::StatusOr<Timeline> timeline =
-        BuildTimeline(*cost_model, lengths_tokens, *plan);
+        BuildTimeline(*cost_model, lengths_tokens, plan);
     if (!timeline.ok()) return command.Failure(timeline.status().message());
     command.out() << RenderTimelineSvg(*timeline);
   } else {
-    command.out() << PlanToTable(*plan, lengths_tokens, *cost_model);
+    command.out() << PlanToTable(plan, lengths_tokens, *cost_model);
   }
   return kExitOk;
 }

@@ -174,22 +174,19 @@ absl::StatusOr<SimulationReport> Simulate(
                                absl::StrCat(run.name, ": ",
                                             planned.status().message())));
       }
-      if (planned->IsPhased()) {
-        PhasedPlan& phased = planned->phased;
-        phased.lower_bound_seconds = *lower_bound;
-        run.sum_idle_fraction += MeanIdleFraction(phased);
-        run.max_memory_fraction = std::max(
-            run.max_memory_fraction, MaxPeakBytes(phased) / budget_bytes);
-        run.sum_gap_to_lower_bound += phased.GapToLowerBound();
-        run.sum_phases += phased.phases.size();
-      } else {
-        Plan& plan = planned->plan;
+      // The same sums for a plan of one layout and one of phases.
+      auto add = [&](auto& plan, size_t phases) {
         plan.lower_bound_seconds = *lower_bound;
         run.sum_idle_fraction += MeanIdleFraction(plan);
         run.max_memory_fraction = std::max(run.max_memory_fraction,
                                            MaxPeakBytes(plan) / budget_bytes);
         run.sum_gap_to_lower_bound += plan.GapToLowerBound();
-        run.sum_phases += 1;
+        run.sum_phases += phases;
+      };
+      if (planned->IsPhased()) {
+        add(planned->phased, planned->phased.phases.size());
+      } else {
+        add(planned->plan, 1);
       }
       run.sum_step_seconds += planned->predicted_step_seconds();
       run.step_seconds.push_back(planned->predicted_step_seconds());

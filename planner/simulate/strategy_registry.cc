@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <functional>
 #include <optional>
+#include <type_traits>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -28,6 +29,19 @@ constexpr char kDcpFixedAccum[] = "dcp-fixed-accum";
 constexpr char kDcpUniformRecompute[] = "dcp-uniform-recompute";
 constexpr char kDcpPhased[] = "dcp-phased";
 
+// `base`, its workload maximum (where 0) the longest of `batches`.
+StaticOptions WithWorkloadMax(StaticOptions base,
+                              const std::vector<absl::Span<const int64_t>>& batches) {
+  if (base.workload_max_length_tokens != 0) return base;
+  for (absl::Span<const int64_t> batch : batches) {
+    for (int64_t length : batch) {
+      base.workload_max_length_tokens =
+          std::max(base.workload_max_length_tokens, length);
+    }
+  }
+  return base;
+}
+
 // What every strategy holds: its name, the cost model and the options.
 class NamedStrategy : public Strategy {
  public:
@@ -41,17 +55,11 @@ class NamedStrategy : public Strategy {
  protected:
   StaticOptions StaticOptionsFor(
       absl::Span<const int64_t> lengths_tokens) const {
-    StaticOptions static_options = options_.static_options;
-    if (static_options.workload_max_length_tokens == 0) {
-      for (int64_t length : lengths_tokens) {
-        static_options.workload_max_length_tokens =
-            std::max(static_options.workload_max_length_tokens, length);
-      }
-    }
-    return static_options;
+    return WithWorkloadMax(options_.static_options, {lengths_tokens});
   }
-  absl::StatusOr<StrategyPlan> OneLayout(absl::StatusOr<Plan> plan,
-                                         absl::Span<const int64_t> lengths) {
+  // The plan named after the strategy and priced.
+  absl::StatusOr<StrategyPlan> Priced(absl::StatusOr<Plan> plan,
+                                      absl::Span<const int64_t> lengths) {
     if (!plan.ok()) return plan.status();
     plan->strategy = name_;
     PredictPlan(cost_model_, lengths, *plan);
@@ -59,7 +67,7 @@ class NamedStrategy : public Strategy {
     result.plan = *std::move(plan);
     return result;
   }
-  absl::StatusOr<StrategyPlan> Phases(absl::StatusOr<PhasedPlan> phased,
+  absl::StatusOr<StrategyPlan> Priced(absl::StatusOr<PhasedPlan> phased,
                                       absl::Span<const int64_t> lengths) {
     if (!phased.ok()) return phased.status();
     phased->strategy = name_;
@@ -83,68 +91,35 @@ class StaticStrategy : public NamedStrategy {
   absl::StatusOr<StrategyPlan> PlanBatch(
       absl::Span<const int64_t> lengths) override {
     const StaticOptions static_options = StaticOptionsFor(lengths);
-    return OneLayout(name_ == kBucket
+    return Priced(name_ == kBucket
                          ? PlanBucket(cost_model_, lengths, static_options)
                          : PlanPacked(cost_model_, lengths, static_options),
                      lengths);
   }
 };
 
-// The best static setting over the run's batches (FindBestStaticSetting).
-class BestStaticStrategy : public NamedStrategy {
- public:
-  using NamedStrategy::NamedStrategy;
-  bool phased() const override { return false; }
-  bool tuned_over_run() const override { return true; }
-  absl::Status Tune(const std::vector<std::vector<int64_t>>& batches) override {
-    std::vector<int64_t> all;
-    for (const auto& batch : batches) all.insert(all.end(), batch.begin(), batch.end());
-    absl::StatusOr<StaticSetting> setting = FindBestStaticSetting(
-        cost_model_, options_.planner_options.sp_sizes, batches,
-        StaticOptionsFor(all));
-    if (!setting.ok()) {
-      return absl::Status(setting.status().code(),
-                          absl::StrCat(name_, ": ", setting.status().message()));
-    }
-    setting_ = *std::move(setting);
-    return absl::OkStatus();
-  }
-  std::string setting() const override {
-    return setting_ ? setting_->Describe() : "";
-  }
-  absl::StatusOr<StrategyPlan> PlanBatch(
-      absl::Span<const int64_t> lengths) override {
-    if (!setting_) {
-      absl::Status tuned = Tune({{lengths.begin(), lengths.end()}});
-      if (!tuned.ok()) return tuned;
-    }
-    return OneLayout(PlanStaticSetting(cost_model_, *setting_, lengths),
-                     lengths);
-  }
-
- private:
-  std::optional<StaticSetting> setting_;
-};
-
-// A Megatron-LM scheduler of phases whose per-rank token cap (and
-// recompute) is tuned over the run: `Setting` has Describe(); `tune` and
-// `plan` are its tuner and planner. Without Tune, PlanBatch tunes on the
-// one batch.
-template <typename Setting>
-class TunedPhasedStrategy : public NamedStrategy {
+// A strategy with one setting for the run (best-static's SP size and kind,
+// the Megatron schedulers' per-rank cap and recompute), tuned over the
+// run's batches: `Setting` has Describe(); `tune` and `plan` are its tuner
+// and planner; `PlanT` is Plan or PhasedPlan. Without Tune, PlanBatch tunes
+// on the one batch.
+template <typename Setting, typename PlanT>
+class TunedStrategy : public NamedStrategy {
  public:
   using TuneFn = std::function<absl::StatusOr<Setting>(
       const CostModel&, absl::Span<const int>,
       const std::vector<std::vector<int64_t>>&, const StrategyOptions&)>;
-  using PlanFn = std::function<absl::StatusOr<PhasedPlan>(
+  using PlanFn = std::function<absl::StatusOr<PlanT>(
       const CostModel&, absl::Span<const int>, absl::Span<const int64_t>,
       const Setting&)>;
-  TunedPhasedStrategy(std::string name, const CostModel& cost_model,
-                      StrategyOptions options, TuneFn tune, PlanFn plan)
+  TunedStrategy(std::string name, const CostModel& cost_model,
+                StrategyOptions options, TuneFn tune, PlanFn plan)
       : NamedStrategy(std::move(name), cost_model, std::move(options)),
         tune_(std::move(tune)),
         plan_(std::move(plan)) {}
-  bool phased() const override { return true; }
+  bool phased() const override {
+    return std::is_same<PlanT, PhasedPlan>::value;
+  }
   bool tuned_over_run() const override { return true; }
   absl::Status Tune(const std::vector<std::vector<int64_t>>& batches) override {
     absl::StatusOr<Setting> setting = tune_(
@@ -162,7 +137,7 @@ class TunedPhasedStrategy : public NamedStrategy {
       absl::Status tuned = Tune({{lengths.begin(), lengths.end()}});
       if (!tuned.ok()) return tuned;
     }
-    return Phases(plan_(cost_model_, options_.planner_options.sp_sizes,
+    return Priced(plan_(cost_model_, options_.planner_options.sp_sizes,
                         lengths, *setting_),
                   lengths);
   }
@@ -173,11 +148,38 @@ class TunedPhasedStrategy : public NamedStrategy {
   std::optional<Setting> setting_;
 };
 
+// The best static setting over the run's batches (FindBestStaticSetting).
+std::unique_ptr<Strategy> MakeBestStatic(const std::string& name,
+                                         const CostModel& cost_model,
+                                         const StrategyOptions& options) {
+  return std::make_unique<TunedStrategy<StaticSetting, Plan>>(
+      name, cost_model, options,
+      [name](const CostModel& model, absl::Span<const int> sp_sizes,
+             const std::vector<std::vector<int64_t>>& batches,
+             const StrategyOptions& run) -> absl::StatusOr<StaticSetting> {
+        absl::StatusOr<StaticSetting> setting = FindBestStaticSetting(
+            model, std::vector<int>(sp_sizes.begin(), sp_sizes.end()),
+            batches,
+            WithWorkloadMax(run.static_options,
+                            {batches.begin(), batches.end()}));
+        if (!setting.ok()) {
+          return absl::Status(
+              setting.status().code(),
+              absl::StrCat(name, ": ", setting.status().message()));
+        }
+        return setting;
+      },
+      [](const CostModel& model, absl::Span<const int>,
+         absl::Span<const int64_t> lengths, const StaticSetting& setting) {
+        return PlanStaticSetting(model, setting, lengths);
+      });
+}
+
 // Megatron-LM's main-branch hybrid CP: rounds at barriers.
 std::unique_ptr<Strategy> MakeMegatronHcp(const std::string& name,
                                           const CostModel& cost_model,
                                           const StrategyOptions& options) {
-  return std::make_unique<TunedPhasedStrategy<MegatronDynCpSetting>>(
+  return std::make_unique<TunedStrategy<MegatronDynCpSetting, PhasedPlan>>(
       name, cost_model, options,
       [](const CostModel& model, absl::Span<const int> sp_sizes,
          const std::vector<std::vector<int64_t>>& batches,
@@ -194,7 +196,7 @@ std::unique_ptr<Strategy> MakeMegatronHcp(const std::string& name,
 std::unique_ptr<Strategy> MakeMegatronDynCp(const std::string& name,
                                             const CostModel& cost_model,
                                             const StrategyOptions& options) {
-  return std::make_unique<TunedPhasedStrategy<MegatronDevDynCpSetting>>(
+  return std::make_unique<TunedStrategy<MegatronDevDynCpSetting, PhasedPlan>>(
       name, cost_model, options,
       [](const CostModel& model, absl::Span<const int> sp_sizes,
          const std::vector<std::vector<int64_t>>& batches,
@@ -211,7 +213,7 @@ class VideoSysStrategy : public NamedStrategy {
   bool phased() const override { return true; }
   absl::StatusOr<StrategyPlan> PlanBatch(
       absl::Span<const int64_t> lengths) override {
-    return Phases(PlanVideoSysDcp(cost_model_,
+    return Priced(PlanVideoSysDcp(cost_model_,
                                   options_.planner_options.sp_sizes, lengths),
                   lengths);
   }
@@ -230,7 +232,7 @@ class DcpStrategy : public NamedStrategy {
     options.static_options = StaticOptionsFor(lengths);
     if (name_ == kDcpFixedAccum) options.variable_accumulation = false;
     if (name_ == kDcpUniformRecompute) options.pyramid_recompute = false;
-    return OneLayout(Planner(cost_model_, std::move(options)).PlanBatch(lengths),
+    return Priced(Planner(cost_model_, std::move(options)).PlanBatch(lengths),
                      lengths);
   }
 };
@@ -246,7 +248,7 @@ class DcpPhasedStrategy : public NamedStrategy {
     phased_options.planner_options = options_.planner_options;
     phased_options.planner_options.strategy_name = name_;
     phased_options.planner_options.static_options = StaticOptionsFor(lengths);
-    return Phases(PlanPhasedBatch(cost_model_, lengths, phased_options),
+    return Priced(PlanPhasedBatch(cost_model_, lengths, phased_options),
                   lengths);
   }
 };
@@ -267,7 +269,7 @@ absl::StatusOr<std::unique_ptr<Strategy>> MakeStrategy(
     return std::make_unique<StaticStrategy>(n, cost_model, options);
   }
   if (n == kBestStatic) {
-    return std::make_unique<BestStaticStrategy>(n, cost_model, options);
+    return MakeBestStatic(n, cost_model, options);
   }
   if (n == kMegatronDynCp) {
     return MakeMegatronDynCp(n, cost_model, options);
