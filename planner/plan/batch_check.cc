@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/byte_format.h"
 #include "planner/plan/limits.h"
 
 namespace dcp {
@@ -100,13 +101,12 @@ absl::Status CheckModelStateFits(const CostModel& cost_model) {
   const double state_bytes = cost_model.memory().StaticBytes();
   if (state_bytes < cost_model.MemoryBudgetBytes()) return absl::OkStatus();
   const MemoryParams& memory = cost_model.params().memory;
-  constexpr double kGiB = 1024.0 * 1024 * 1024;
   return absl::ResourceExhaustedError(absl::StrFormat(
-      "the model state of %s alone needs %.1f GiB per GPU (%.3g parameters x "
+      "the model state of %s alone needs %s per GPU (%.3g parameters x "
       "%g B weights + %g B gradients + %g B optimizer states%s%s) but the "
-      "budget is %.1f GiB (%.0f%% of %.1f GiB); use more GPUs, a larger "
+      "budget is %s (%.0f%% of %s); use more GPUs, a larger "
       "usable memory fraction, or a smaller model",
-      cost_model.model().name, state_bytes / kGiB,
+      cost_model.model().name, FormatBytes(state_bytes),
       static_cast<double>(cost_model.model().ParameterCount()),
       memory.weight_bytes_per_parameter, memory.gradient_bytes_per_parameter,
       memory.optimizer_bytes_per_parameter,
@@ -119,9 +119,9 @@ absl::Status CheckModelStateFits(const CostModel& cost_model) {
                             memory.communicators_per_rank,
                             memory.communicator_bytes / 1e9)
           : std::string(),
-      cost_model.MemoryBudgetBytes() / kGiB,
+      FormatBytes(cost_model.MemoryBudgetBytes()),
       100 * cost_model.cluster().usable_memory_fraction,
-      cost_model.cluster().gpu_memory_bytes / kGiB));
+      FormatBytes(cost_model.cluster().gpu_memory_bytes)));
 }
 
 absl::StatusOr<int> MinFeasibleSpSize(const CostModel& cost_model,
@@ -144,20 +144,19 @@ absl::StatusOr<int> MinFeasibleSpSize(const CostModel& cost_model,
   MicroBatchShape shape;
   shape.sp_size = largest;
   shape.AddSequence(length_tokens);
-  constexpr double kGiB = 1024.0 * 1024 * 1024;
   const std::string which =
       sequence_index >= 0 ? absl::StrCat("sequence ", sequence_index)
                           : std::string("the workload's longest sequence");
   return absl::ResourceExhaustedError(absl::StrFormat(
-      "%s of %d tokens needs %.1f GiB per GPU even at SP=%d with "
-      "full recompute (%.1f GiB of it model state); the budget is %.1f GiB "
-      "(%.0f%% of %.1f GiB). Use more GPUs per SP group, a shorter maximum "
+      "%s of %d tokens needs %s per GPU even at SP=%d with "
+      "full recompute (%s of it model state); the budget is %s "
+      "(%.0f%% of %s). Use more GPUs per SP group, a shorter maximum "
       "length, or a larger usable memory fraction",
-      which, length_tokens, cost_model.PeakBytes(shape, full) / kGiB, largest,
-      cost_model.memory().StaticBytes() / kGiB,
-      cost_model.MemoryBudgetBytes() / kGiB,
+      which, length_tokens, FormatBytes(cost_model.PeakBytes(shape, full)),
+      largest, FormatBytes(cost_model.memory().StaticBytes()),
+      FormatBytes(cost_model.MemoryBudgetBytes()),
       100 * cost_model.cluster().usable_memory_fraction,
-      cost_model.cluster().gpu_memory_bytes / kGiB));
+      FormatBytes(cost_model.cluster().gpu_memory_bytes)));
 }
 
 }  // namespace dcp

@@ -4,14 +4,17 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/byte_format.h"
 #include "cost_model/cluster_spec.h"
 #include "cost_model/cost_model.h"
+#include "cost_model/memory_model.h"
 #include "cost_model/model_spec.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -22,12 +25,23 @@ namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
-constexpr double kGiB = 1024.0 * 1024 * 1024;
-
-// "105.1 GiB": how the messages print a byte count.
-std::string GiB(double bytes) {
-  return absl::StrFormat("%.1f GiB", bytes / kGiB);
+// `preset` on one H200-like GPU of `gpu_memory_bytes` whose workers talk
+// over Gloo, so that the model state is the model's alone (no NCCL
+// communicators).
+CostModel OnOneGpuOf(const std::string& preset, double gpu_memory_bytes) {
+  absl::StatusOr<ModelSpec> model = ModelPreset(preset);
+  EXPECT_TRUE(model.ok()) << model.status();
+  ClusterSpec cluster = H200Cluster(1, 1);
+  cluster.gpu_memory_bytes = gpu_memory_bytes;
+  CostParams params = DefaultCostParams(*model, cluster);
+  SetCommunicatorMemory(CommunicatorBackend::kGloo, /*max_cached_groups=*/4,
+                        params.memory);
+  absl::StatusOr<CostModel> cost_model =
+      CostModel::Create(*model, cluster, params);
+  EXPECT_TRUE(cost_model.ok()) << cost_model.status();
+  return *std::move(cost_model);
 }
 
 TEST(ValidateBatchTest, AcceptsPositiveLengths) {
@@ -202,10 +216,12 @@ TEST(MinFeasibleSpSizeTest, NothingFitsNamesSequenceTokensBytesAndBudget) {
   EXPECT_THAT(message, HasSubstr("sequence 17"));
   EXPECT_THAT(message, HasSubstr(absl::StrFormat("%d tokens", length)));
   EXPECT_THAT(message, HasSubstr("SP=8"));
+  EXPECT_THAT(
+      message,
+      HasSubstr(FormatBytes(cost_model.PeakBytes(ShapeOf({length}, 8), 32))));
   EXPECT_THAT(message,
-              HasSubstr(GiB(cost_model.PeakBytes(ShapeOf({length}, 8), 32))));
-  EXPECT_THAT(message, HasSubstr(absl::StrCat(
-                           "budget is ", GiB(cost_model.MemoryBudgetBytes()))));
+              HasSubstr(absl::StrCat(
+                  "budget is ", FormatBytes(cost_model.MemoryBudgetBytes()))));
 }
 
 TEST(MinFeasibleSpSizeTest, NegativeIndexMeansTheWorkloadsLongest) {
@@ -240,10 +256,10 @@ TEST(CheckModelStateFitsTest, Llama8bOnOneGpuNamesModelAndBudget) {
   EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(status.message(), HasSubstr("llama3-8b"));
   EXPECT_THAT(status.message(),
-              HasSubstr(GiB(cost_model.memory().StaticBytes())));
+              HasSubstr(FormatBytes(cost_model.memory().StaticBytes())));
   EXPECT_THAT(status.message(),
-              HasSubstr(absl::StrCat("budget is ",
-                                     GiB(cost_model.MemoryBudgetBytes()))));
+              HasSubstr(absl::StrCat(
+                  "budget is ", FormatBytes(cost_model.MemoryBudgetBytes()))));
 }
 
 TEST(CheckModelStateFitsTest, Llama70bOnFourNodesNamesModelAndBudget) {
@@ -253,8 +269,34 @@ TEST(CheckModelStateFitsTest, Llama70bOnFourNodesNamesModelAndBudget) {
   EXPECT_THAT(status.message(), HasSubstr("llama3-70b"));
   EXPECT_THAT(status.message(), HasSubstr("sharded over 32 GPUs"));
   EXPECT_THAT(status.message(),
-              HasSubstr(absl::StrCat("budget is ",
-                                     GiB(cost_model.MemoryBudgetBytes()))));
+              HasSubstr(absl::StrCat(
+                  "budget is ", FormatBytes(cost_model.MemoryBudgetBytes()))));
+}
+
+TEST(CheckModelStateFitsTest, TinyBudgetPrintsInTheUnitOfItsSize) {
+  // tiny's state is under 2 MiB; a 1 MiB budget used to read "0.0 GiB".
+  const CostModel cost_model = OnOneGpuOf("tiny", 1.25 * 1024 * 1024);
+  absl::Status status = CheckModelStateFits(cost_model);
+  EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(status.message(), HasSubstr("MiB"));
+  EXPECT_THAT(status.message(), Not(HasSubstr("0.0 GiB")));
+  EXPECT_THAT(status.message(),
+              HasSubstr(absl::StrCat(
+                  "budget is ", FormatBytes(cost_model.MemoryBudgetBytes()),
+                  " (80% of ")));
+}
+
+TEST(MinFeasibleSpSizeTest, TinyBudgetPrintsInTheUnitOfItsSize) {
+  // 64 MiB hold tiny's state but not a million tokens.
+  const CostModel cost_model = OnOneGpuOf("tiny", 80.0 * 1024 * 1024);
+  ASSERT_TRUE(CheckModelStateFits(cost_model).ok());
+  absl::StatusOr<int> sp =
+      MinFeasibleSpSize(cost_model, std::vector<int>{1},
+                        /*sequence_index=*/3, /*length_tokens=*/1'000'000);
+  EXPECT_EQ(sp.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(sp.status().message(), HasSubstr("MiB of it model state"));
+  EXPECT_THAT(sp.status().message(), HasSubstr("budget is 64.0 MiB"));
+  EXPECT_THAT(sp.status().message(), Not(HasSubstr("0.0 GiB")));
 }
 
 }  // namespace
