@@ -1,7 +1,10 @@
 #include "planner/plan/batch_check.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -99,29 +102,61 @@ absl::StatusOr<int> LargestPowerOfTwoCpSize(const CostModel& cost_model,
 
 absl::Status CheckModelStateFits(const CostModel& cost_model) {
   const double state_bytes = cost_model.memory().StaticBytes();
-  if (state_bytes < cost_model.MemoryBudgetBytes()) return absl::OkStatus();
+  const double budget_bytes = cost_model.MemoryBudgetBytes();
+  if (state_bytes < budget_bytes) return absl::OkStatus();
   const MemoryParams& memory = cost_model.params().memory;
-  return absl::ResourceExhaustedError(absl::StrFormat(
+  const int world = cost_model.cluster().NumGpus();
+  const double parameters =
+      static_cast<double>(cost_model.model().ParameterCount());
+  // MemoryModel::StaticBytes less the one part more GPUs shrink: ZeRO-1's
+  // shard of the optimizer states.
+  const double optimizer_bytes =
+      parameters * memory.optimizer_bytes_per_parameter;
+  const double replicated_bytes = memory.zero1_optimizer_sharding
+                                      ? state_bytes - optimizer_bytes / world
+                                      : state_bytes;
+  const std::string what = absl::StrFormat(
       "the model state of %s alone needs %s per GPU (%.3g parameters x "
       "%g B weights + %g B gradients + %g B optimizer states%s%s) but the "
-      "budget is %s (%.0f%% of %s); use more GPUs, a larger "
-      "usable memory fraction, or a smaller model",
-      cost_model.model().name, FormatBytes(state_bytes),
-      static_cast<double>(cost_model.model().ParameterCount()),
+      "budget is %s (%.0f%% of %s)",
+      cost_model.model().name, FormatBytes(state_bytes), parameters,
       memory.weight_bytes_per_parameter, memory.gradient_bytes_per_parameter,
       memory.optimizer_bytes_per_parameter,
       memory.zero1_optimizer_sharding
-          ? absl::StrCat(" sharded over ", cost_model.cluster().NumGpus(),
-                         " GPUs")
+          ? absl::StrCat(" sharded over ", world, " GPUs")
           : std::string(),
       memory.communicator_bytes > 0
           ? absl::StrFormat(" + %d communicators of %.2f GB",
                             memory.communicators_per_rank,
                             memory.communicator_bytes / 1e9)
           : std::string(),
-      FormatBytes(cost_model.MemoryBudgetBytes()),
+      FormatBytes(budget_bytes),
       100 * cost_model.cluster().usable_memory_fraction,
-      FormatBytes(cost_model.cluster().gpu_memory_bytes)));
+      FormatBytes(cost_model.cluster().gpu_memory_bytes));
+  if (replicated_bytes >= budget_bytes) {
+    std::vector<std::string> parts = {"weights", "gradients"};
+    if (!memory.zero1_optimizer_sharding) parts.push_back("optimizer states");
+    if (memory.communicator_bytes > 0 && memory.communicators_per_rank > 0) {
+      parts.push_back("communicators");
+    }
+    if (memory.fixed_bytes > 0) parts.push_back("fixed runtime bytes");
+    const std::string last = parts.back();
+    parts.pop_back();
+    return absl::ResourceExhaustedError(absl::StrCat(
+        what, "; its ", absl::StrJoin(parts, ", "), " and ", last,
+        " alone need ", FormatBytes(replicated_bytes),
+        " per GPU whatever the GPU count, so more GPUs cannot help: use a GPU "
+        "with more memory, a larger usable memory fraction, or a smaller "
+        "model"));
+  }
+  // The fewest GPUs over which the optimizer shard fits beside the
+  // replicated part: replicated + optimizer / n < budget.
+  const double min_gpus =
+      std::floor(optimizer_bytes / (budget_bytes - replicated_bytes)) + 1;
+  return absl::ResourceExhaustedError(absl::StrFormat(
+      "%s; use more GPUs (at least %.0f: ZeRO-1 shards the optimizer states "
+      "over them), a larger usable memory fraction, or a smaller model",
+      what, min_gpus));
 }
 
 absl::StatusOr<int> MinFeasibleSpSize(const CostModel& cost_model,

@@ -299,5 +299,68 @@ TEST(MinFeasibleSpSizeTest, TinyBudgetPrintsInTheUnitOfItsSize) {
   EXPECT_THAT(sp.status().message(), Not(HasSubstr("0.0 GiB")));
 }
 
+// The bytes of the model state that no GPU count shrinks: weights,
+// gradients and communicators (ZeRO-1 shards the optimizer states).
+double ReplicatedBytes(const CostModel& cost_model) {
+  const MemoryParams& memory = cost_model.params().memory;
+  return static_cast<double>(cost_model.model().ParameterCount()) *
+             (memory.weight_bytes_per_parameter +
+              memory.gradient_bytes_per_parameter) +
+         memory.communicator_bytes * memory.communicators_per_rank +
+         memory.fixed_bytes;
+}
+
+TEST(CheckModelStateFitsTest, MoreGpusHelpWhenTheOptimizerShardDoesNotFit) {
+  // llama3-8b: 48 GB of weights and gradients and 3 GB of communicators fit
+  // the 112.8 GB budget; the 96 GB of optimizer states do not, but half
+  // of them do.
+  const CostModel cost_model = MakeCostModel("llama3-8b", 1, 1);
+  ASSERT_LT(ReplicatedBytes(cost_model), cost_model.MemoryBudgetBytes());
+  absl::Status status = CheckModelStateFits(cost_model);
+  EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(status.message(), HasSubstr("use more GPUs (at least 2:"));
+  EXPECT_THAT(status.message(), Not(HasSubstr("cannot help")));
+  EXPECT_TRUE(CheckModelStateFits(MakeCostModel("llama3-8b", 1, 2)).ok());
+}
+
+TEST(CheckModelStateFitsTest, MoreGpusCannotHelpWhenWeightsAndGradientsDoNot) {
+  // llama3-70b: 423 GB of weights and gradients per GPU on any cluster.
+  for (int nodes : {1, 4}) {
+    SCOPED_TRACE(testing::Message() << nodes << " nodes");
+    const CostModel cost_model = MakeCostModel("llama3-70b", nodes, 8);
+    ASSERT_GE(ReplicatedBytes(cost_model), cost_model.MemoryBudgetBytes());
+    absl::Status status = CheckModelStateFits(cost_model);
+    EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted);
+    EXPECT_THAT(status.message(),
+                HasSubstr(absl::StrCat(
+                    "its weights, gradients and communicators alone need ",
+                    FormatBytes(ReplicatedBytes(cost_model)),
+                    " per GPU whatever the GPU count, so more GPUs cannot "
+                    "help: use a GPU with more memory")));
+    EXPECT_THAT(status.message(), Not(HasSubstr("use more GPUs")));
+  }
+}
+
+TEST(CheckModelStateFitsTest, WithoutZero1MoreGpusCannotHelp) {
+  // Without ZeRO-1 every GPU holds all 144 GB of llama3-8b's state.
+  absl::StatusOr<ModelSpec> model = ModelPreset("llama3-8b");
+  ASSERT_TRUE(model.ok()) << model.status();
+  const ClusterSpec cluster = H200Cluster(4, 8);
+  CostParams params = DefaultCostParams(*model, cluster);
+  params.memory.zero1_optimizer_sharding = false;
+  absl::StatusOr<CostModel> cost_model =
+      CostModel::Create(*model, cluster, params);
+  ASSERT_TRUE(cost_model.ok()) << cost_model.status();
+  absl::Status status = CheckModelStateFits(*cost_model);
+  EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(status.message(),
+              HasSubstr(absl::StrCat(
+                  "its weights, gradients, optimizer states and communicators "
+                  "alone need ",
+                  FormatBytes(cost_model->memory().StaticBytes()),
+                  " per GPU whatever the GPU count")));
+  EXPECT_THAT(status.message(), Not(HasSubstr("use more GPUs")));
+}
+
 }  // namespace
 }  // namespace dcp
