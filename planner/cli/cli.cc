@@ -45,6 +45,7 @@
 #include "planner/search/phased_planner.h"
 #include "planner/plan/plan.h"
 #include "planner/plan/plan_json.h"
+#include "planner/simulate/plan_export.h"
 #include "planner/simulate/plan_price.h"
 #include "planner/simulate/strategy_registry.h"
 #include "planner/plan/plan_table.h"
@@ -150,6 +151,13 @@ const std::vector<FlagSpec>& SimulateFlags() {
          "distribution, speedups against the best static strategy simulated "
          "and bucket, idle fraction, memory, and the timeline of each "
          "strategy's median batch (keeps every plan in memory)"},
+        {"write-plans", "DIR", "",
+         "also write every strategy's plan of every step as "
+         "DIR/STRATEGY/step_K.json (K from 0: the batch `dcp plan --step=K` "
+         "plans), in the JSON of `dcp plan --format=json` that `dcp "
+         "validate` and `dcp price` read, and each step's lengths as "
+         "DIR/lengths/step_K.txt for their --lengths (keeps every plan in "
+         "memory)"},
     };
     return StreamFlags(own);
   }();
@@ -330,7 +338,16 @@ int RunSimulate(const ParsedFlags& flags, Command& command) {
       flags.Choice("format", {"table", "json"});
   if (!format.ok()) return command.UsageError(format.status().message());
   const std::string report_directory = flags.String("report");
-  options.keep_plans = !report_directory.empty();
+  const std::string plans_directory = flags.String("write-plans");
+  options.keep_plans = !report_directory.empty() || !plans_directory.empty();
+  // Before the simulation, which may take long.
+  if (!plans_directory.empty()) {
+    if (absl::Status status = CreatePlanExportDirectory(plans_directory);
+        !status.ok()) {
+      return command.Failure(
+          absl::StrCat("--write-plans: ", status.message()));
+    }
+  }
 
   const bool err_is_tty = &command.err() == &std::cerr && isatty(STDERR_FILENO);
   auto progress = [&](int step, int total) {
@@ -356,6 +373,16 @@ int RunSimulate(const ParsedFlags& flags, Command& command) {
       return command.Failure(status.message());
     }
     command.err() << "wrote " << report_directory << "/index.html\n";
+  }
+  if (!plans_directory.empty()) {
+    absl::StatusOr<int> written =
+        WriteSimulatedPlans(plans_directory, *report, *cost_model);
+    if (!written.ok()) {
+      return command.Failure(
+          absl::StrCat("--write-plans: ", written.status().message()));
+    }
+    command.err() << "wrote " << *written << " plans to " << plans_directory
+                  << "\n";
   }
   return kExitOk;
 }

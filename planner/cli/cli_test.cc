@@ -10,6 +10,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
@@ -88,7 +89,8 @@ TEST(CliTest, SubcommandHelp) {
   }
   EXPECT_THAT(RunCli({"simulate", "--help"}).out,
               AllOf(HasSubstr("--steps=K"), HasSubstr("--strategies=a,b"),
-                    HasSubstr("--global-batch-tokens=T")));
+                    HasSubstr("--global-batch-tokens=T"),
+                    HasSubstr("--write-plans=DIR")));
   EXPECT_THAT(RunCli({"plan", "--help"}).out,
               AllOf(HasSubstr("--step=K"), HasSubstr("--strategy=NAME")));
   EXPECT_THAT(RunCli({"validate", "--help"}).out,
@@ -308,6 +310,70 @@ TEST(CliTest, SimulateWritesAReportOrSaysWhyNot) {
       kSmallSetup));
   EXPECT_EQ(failed.exit_code, 1);
   EXPECT_THAT(failed.err, HasSubstr("report_blocker"));
+}
+
+// `dcp simulate --write-plans` writes every strategy's plan of every step
+// in the JSON `dcp price` and `dcp validate` read, with the step's lengths.
+TEST(CliTest, SimulateWritesPlansThatPriceReads) {
+  const std::string directory = TempPath("write_plans");
+  const std::vector<std::string> strategies = {
+      "bucket", "packed", "best-static", "megatron-dyncp", "megatron-hcp",
+      "videosys-dcp", "dcp", "dcp-fixed-accum", "dcp-uniform-recompute",
+      "dcp-phased"};
+  const CliResult result = RunCli(
+      With({"simulate", "--steps=2",
+            absl::StrCat("--strategies=", absl::StrJoin(strategies, ",")),
+            absl::StrCat("--write-plans=", directory)},
+           kSmallSetup));
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_THAT(result.err,
+              HasSubstr(absl::StrCat("wrote 20 plans to ", directory)));
+  for (const std::string& strategy : strategies) {
+    for (int step = 0; step < 2; ++step) {
+      SCOPED_TRACE(absl::StrCat(strategy, " step ", step));
+      const std::string plan_path =
+          absl::StrCat(directory, "/", strategy, "/step_", step, ".json");
+      std::ifstream file(plan_path);
+      std::stringstream text;
+      text << file.rdbuf();
+      ASSERT_TRUE(file.good()) << plan_path;
+      const Json planned = Json::parse(text.str());
+      EXPECT_EQ(planned["strategy"], strategy);
+      const std::vector<std::string> files = {
+          "--nodes=1", "--gpus-per-node=8", absl::StrCat("--plan=", plan_path),
+          absl::StrCat("--lengths=", directory, "/lengths/step_", step,
+                       ".txt")};
+      const CliResult valid = RunCli(With({"validate"}, files));
+      EXPECT_EQ(valid.exit_code, 0) << valid.out << valid.err;
+      const CliResult priced = RunCli(With({"price", "--format=json"}, files));
+      ASSERT_EQ(priced.exit_code, 0) << priced.out << priced.err;
+      EXPECT_NEAR(Json::parse(priced.out)["step_seconds"].get<double>(),
+                  planned["predicted_step_seconds"].get<double>(),
+                  1e-9 * planned["predicted_step_seconds"].get<double>());
+    }
+  }
+  // The batch of step 1 is the one `dcp plan --step=1` plans.
+  const CliResult plan = RunCli(With(
+      {"plan", "--strategy=packed", "--step=1", "--format=json"}, kSmallSetup));
+  ASSERT_EQ(plan.exit_code, 0) << plan.err;
+  std::ifstream lengths(absl::StrCat(directory, "/lengths/step_1.txt"));
+  std::stringstream lengths_text;
+  lengths_text << lengths.rdbuf();
+  EXPECT_EQ(Json::parse(plan.out)["num_sequences"].get<int>(),
+            CountLines(lengths_text.str()));
+
+  // A file where the directory should be: a failure naming it, before
+  // anything is simulated.
+  const std::string blocker = TempPath("write_plans_blocker");
+  WriteFile(blocker, "x");
+  const CliResult failed =
+      RunCli(With({"simulate", "--steps=1",
+                   absl::StrCat("--write-plans=", blocker, "/sub")},
+                  kSmallSetup));
+  EXPECT_EQ(failed.exit_code, 1);
+  EXPECT_THAT(failed.err, AllOf(HasSubstr("--write-plans"),
+                                HasSubstr("write_plans_blocker/sub")));
+  EXPECT_EQ(failed.out, "");
 }
 
 // Writes `lengths` (one per line) and the `packed` plan of them on one

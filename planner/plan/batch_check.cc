@@ -1,11 +1,15 @@
 #include "planner/plan/batch_check.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/byte_format.h"
 #include "planner/plan/limits.h"
 
 namespace dcp {
@@ -98,30 +102,61 @@ absl::StatusOr<int> LargestPowerOfTwoCpSize(const CostModel& cost_model,
 
 absl::Status CheckModelStateFits(const CostModel& cost_model) {
   const double state_bytes = cost_model.memory().StaticBytes();
-  if (state_bytes < cost_model.MemoryBudgetBytes()) return absl::OkStatus();
+  const double budget_bytes = cost_model.MemoryBudgetBytes();
+  if (state_bytes < budget_bytes) return absl::OkStatus();
   const MemoryParams& memory = cost_model.params().memory;
-  constexpr double kGiB = 1024.0 * 1024 * 1024;
-  return absl::ResourceExhaustedError(absl::StrFormat(
-      "the model state of %s alone needs %.1f GiB per GPU (%.3g parameters x "
+  const int world = cost_model.cluster().NumGpus();
+  const double parameters =
+      static_cast<double>(cost_model.model().ParameterCount());
+  // MemoryModel::StaticBytes less the one part more GPUs shrink: ZeRO-1's
+  // shard of the optimizer states.
+  const double optimizer_bytes =
+      parameters * memory.optimizer_bytes_per_parameter;
+  const double replicated_bytes = memory.zero1_optimizer_sharding
+                                      ? state_bytes - optimizer_bytes / world
+                                      : state_bytes;
+  const std::string what = absl::StrFormat(
+      "the model state of %s alone needs %s per GPU (%.3g parameters x "
       "%g B weights + %g B gradients + %g B optimizer states%s%s) but the "
-      "budget is %.1f GiB (%.0f%% of %.1f GiB); use more GPUs, a larger "
-      "usable memory fraction, or a smaller model",
-      cost_model.model().name, state_bytes / kGiB,
-      static_cast<double>(cost_model.model().ParameterCount()),
+      "budget is %s (%.0f%% of %s)",
+      cost_model.model().name, FormatBytes(state_bytes), parameters,
       memory.weight_bytes_per_parameter, memory.gradient_bytes_per_parameter,
       memory.optimizer_bytes_per_parameter,
       memory.zero1_optimizer_sharding
-          ? absl::StrCat(" sharded over ", cost_model.cluster().NumGpus(),
-                         " GPUs")
+          ? absl::StrCat(" sharded over ", world, " GPUs")
           : std::string(),
       memory.communicator_bytes > 0
           ? absl::StrFormat(" + %d communicators of %.2f GB",
                             memory.communicators_per_rank,
                             memory.communicator_bytes / 1e9)
           : std::string(),
-      cost_model.MemoryBudgetBytes() / kGiB,
+      FormatBytes(budget_bytes),
       100 * cost_model.cluster().usable_memory_fraction,
-      cost_model.cluster().gpu_memory_bytes / kGiB));
+      FormatBytes(cost_model.cluster().gpu_memory_bytes));
+  if (replicated_bytes >= budget_bytes) {
+    std::vector<std::string> parts = {"weights", "gradients"};
+    if (!memory.zero1_optimizer_sharding) parts.push_back("optimizer states");
+    if (memory.communicator_bytes > 0 && memory.communicators_per_rank > 0) {
+      parts.push_back("communicators");
+    }
+    if (memory.fixed_bytes > 0) parts.push_back("fixed runtime bytes");
+    const std::string last = parts.back();
+    parts.pop_back();
+    return absl::ResourceExhaustedError(absl::StrCat(
+        what, "; its ", absl::StrJoin(parts, ", "), " and ", last,
+        " alone need ", FormatBytes(replicated_bytes),
+        " per GPU whatever the GPU count, so more GPUs cannot help: use a GPU "
+        "with more memory, a larger usable memory fraction, or a smaller "
+        "model"));
+  }
+  // The fewest GPUs over which the optimizer shard fits beside the
+  // replicated part: replicated + optimizer / n < budget.
+  const double min_gpus =
+      std::floor(optimizer_bytes / (budget_bytes - replicated_bytes)) + 1;
+  return absl::ResourceExhaustedError(absl::StrFormat(
+      "%s; use more GPUs (at least %.0f: ZeRO-1 shards the optimizer states "
+      "over them), a larger usable memory fraction, or a smaller model",
+      what, min_gpus));
 }
 
 absl::StatusOr<int> MinFeasibleSpSize(const CostModel& cost_model,
@@ -144,20 +179,19 @@ absl::StatusOr<int> MinFeasibleSpSize(const CostModel& cost_model,
   MicroBatchShape shape;
   shape.sp_size = largest;
   shape.AddSequence(length_tokens);
-  constexpr double kGiB = 1024.0 * 1024 * 1024;
   const std::string which =
       sequence_index >= 0 ? absl::StrCat("sequence ", sequence_index)
                           : std::string("the workload's longest sequence");
   return absl::ResourceExhaustedError(absl::StrFormat(
-      "%s of %d tokens needs %.1f GiB per GPU even at SP=%d with "
-      "full recompute (%.1f GiB of it model state); the budget is %.1f GiB "
-      "(%.0f%% of %.1f GiB). Use more GPUs per SP group, a shorter maximum "
+      "%s of %d tokens needs %s per GPU even at SP=%d with "
+      "full recompute (%s of it model state); the budget is %s "
+      "(%.0f%% of %s). Use more GPUs per SP group, a shorter maximum "
       "length, or a larger usable memory fraction",
-      which, length_tokens, cost_model.PeakBytes(shape, full) / kGiB, largest,
-      cost_model.memory().StaticBytes() / kGiB,
-      cost_model.MemoryBudgetBytes() / kGiB,
+      which, length_tokens, FormatBytes(cost_model.PeakBytes(shape, full)),
+      largest, FormatBytes(cost_model.memory().StaticBytes()),
+      FormatBytes(cost_model.MemoryBudgetBytes()),
       100 * cost_model.cluster().usable_memory_fraction,
-      cost_model.cluster().gpu_memory_bytes / kGiB));
+      FormatBytes(cost_model.cluster().gpu_memory_bytes)));
 }
 
 }  // namespace dcp

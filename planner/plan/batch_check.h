@@ -34,7 +34,11 @@ absl::StatusOr<int> LargestPowerOfTwoCpSize(const CostModel& cost_model,
                                             absl::string_view strategy);
 
 /// RESOURCE_EXHAUSTED when the weights, gradients and optimizer states alone
-/// exceed the per-GPU budget, saying how much they need.
+/// exceed the per-GPU budget, saying how much they need and what would help:
+/// more GPUs (and how many) when ZeRO-1's optimizer shard is what does not
+/// fit, a GPU with more memory or a smaller model when the replicated part
+/// (weights, gradients, communicators; the optimizer states too without
+/// ZeRO-1), which no GPU count shrinks, exceeds the budget by itself.
 absl::Status CheckModelStateFits(const CostModel& cost_model);
 
 /// The smallest of `sp_sizes` on which a micro-batch holding only this

@@ -4,14 +4,17 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/byte_format.h"
 #include "cost_model/cluster_spec.h"
 #include "cost_model/cost_model.h"
+#include "cost_model/memory_model.h"
 #include "cost_model/model_spec.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -22,12 +25,23 @@ namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
-constexpr double kGiB = 1024.0 * 1024 * 1024;
-
-// "105.1 GiB": how the messages print a byte count.
-std::string GiB(double bytes) {
-  return absl::StrFormat("%.1f GiB", bytes / kGiB);
+// `preset` on one H200-like GPU of `gpu_memory_bytes` whose workers talk
+// over Gloo, so that the model state is the model's alone (no NCCL
+// communicators).
+CostModel OnOneGpuOf(const std::string& preset, double gpu_memory_bytes) {
+  absl::StatusOr<ModelSpec> model = ModelPreset(preset);
+  EXPECT_TRUE(model.ok()) << model.status();
+  ClusterSpec cluster = H200Cluster(1, 1);
+  cluster.gpu_memory_bytes = gpu_memory_bytes;
+  CostParams params = DefaultCostParams(*model, cluster);
+  SetCommunicatorMemory(CommunicatorBackend::kGloo, /*max_cached_groups=*/4,
+                        params.memory);
+  absl::StatusOr<CostModel> cost_model =
+      CostModel::Create(*model, cluster, params);
+  EXPECT_TRUE(cost_model.ok()) << cost_model.status();
+  return *std::move(cost_model);
 }
 
 TEST(ValidateBatchTest, AcceptsPositiveLengths) {
@@ -202,10 +216,12 @@ TEST(MinFeasibleSpSizeTest, NothingFitsNamesSequenceTokensBytesAndBudget) {
   EXPECT_THAT(message, HasSubstr("sequence 17"));
   EXPECT_THAT(message, HasSubstr(absl::StrFormat("%d tokens", length)));
   EXPECT_THAT(message, HasSubstr("SP=8"));
+  EXPECT_THAT(
+      message,
+      HasSubstr(FormatBytes(cost_model.PeakBytes(ShapeOf({length}, 8), 32))));
   EXPECT_THAT(message,
-              HasSubstr(GiB(cost_model.PeakBytes(ShapeOf({length}, 8), 32))));
-  EXPECT_THAT(message, HasSubstr(absl::StrCat(
-                           "budget is ", GiB(cost_model.MemoryBudgetBytes()))));
+              HasSubstr(absl::StrCat(
+                  "budget is ", FormatBytes(cost_model.MemoryBudgetBytes()))));
 }
 
 TEST(MinFeasibleSpSizeTest, NegativeIndexMeansTheWorkloadsLongest) {
@@ -240,10 +256,10 @@ TEST(CheckModelStateFitsTest, Llama8bOnOneGpuNamesModelAndBudget) {
   EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(status.message(), HasSubstr("llama3-8b"));
   EXPECT_THAT(status.message(),
-              HasSubstr(GiB(cost_model.memory().StaticBytes())));
+              HasSubstr(FormatBytes(cost_model.memory().StaticBytes())));
   EXPECT_THAT(status.message(),
-              HasSubstr(absl::StrCat("budget is ",
-                                     GiB(cost_model.MemoryBudgetBytes()))));
+              HasSubstr(absl::StrCat(
+                  "budget is ", FormatBytes(cost_model.MemoryBudgetBytes()))));
 }
 
 TEST(CheckModelStateFitsTest, Llama70bOnFourNodesNamesModelAndBudget) {
@@ -253,8 +269,97 @@ TEST(CheckModelStateFitsTest, Llama70bOnFourNodesNamesModelAndBudget) {
   EXPECT_THAT(status.message(), HasSubstr("llama3-70b"));
   EXPECT_THAT(status.message(), HasSubstr("sharded over 32 GPUs"));
   EXPECT_THAT(status.message(),
-              HasSubstr(absl::StrCat("budget is ",
-                                     GiB(cost_model.MemoryBudgetBytes()))));
+              HasSubstr(absl::StrCat(
+                  "budget is ", FormatBytes(cost_model.MemoryBudgetBytes()))));
+}
+
+TEST(CheckModelStateFitsTest, TinyBudgetPrintsInTheUnitOfItsSize) {
+  // tiny's state is under 2 MiB; a 1 MiB budget used to read "0.0 GiB".
+  const CostModel cost_model = OnOneGpuOf("tiny", 1.25 * 1024 * 1024);
+  absl::Status status = CheckModelStateFits(cost_model);
+  EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(status.message(), HasSubstr("MiB"));
+  EXPECT_THAT(status.message(), Not(HasSubstr("0.0 GiB")));
+  EXPECT_THAT(status.message(),
+              HasSubstr(absl::StrCat(
+                  "budget is ", FormatBytes(cost_model.MemoryBudgetBytes()),
+                  " (80% of ")));
+}
+
+TEST(MinFeasibleSpSizeTest, TinyBudgetPrintsInTheUnitOfItsSize) {
+  // 64 MiB hold tiny's state but not a million tokens.
+  const CostModel cost_model = OnOneGpuOf("tiny", 80.0 * 1024 * 1024);
+  ASSERT_TRUE(CheckModelStateFits(cost_model).ok());
+  absl::StatusOr<int> sp =
+      MinFeasibleSpSize(cost_model, std::vector<int>{1},
+                        /*sequence_index=*/3, /*length_tokens=*/1'000'000);
+  EXPECT_EQ(sp.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(sp.status().message(), HasSubstr("MiB of it model state"));
+  EXPECT_THAT(sp.status().message(), HasSubstr("budget is 64.0 MiB"));
+  EXPECT_THAT(sp.status().message(), Not(HasSubstr("0.0 GiB")));
+}
+
+// The bytes of the model state that no GPU count shrinks: weights,
+// gradients and communicators (ZeRO-1 shards the optimizer states).
+double ReplicatedBytes(const CostModel& cost_model) {
+  const MemoryParams& memory = cost_model.params().memory;
+  return static_cast<double>(cost_model.model().ParameterCount()) *
+             (memory.weight_bytes_per_parameter +
+              memory.gradient_bytes_per_parameter) +
+         memory.communicator_bytes * memory.communicators_per_rank +
+         memory.fixed_bytes;
+}
+
+TEST(CheckModelStateFitsTest, MoreGpusHelpWhenTheOptimizerShardDoesNotFit) {
+  // llama3-8b: 48 GB of weights and gradients and 3 GB of communicators fit
+  // the 112.8 GB budget; the 96 GB of optimizer states do not, but half
+  // of them do.
+  const CostModel cost_model = MakeCostModel("llama3-8b", 1, 1);
+  ASSERT_LT(ReplicatedBytes(cost_model), cost_model.MemoryBudgetBytes());
+  absl::Status status = CheckModelStateFits(cost_model);
+  EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(status.message(), HasSubstr("use more GPUs (at least 2:"));
+  EXPECT_THAT(status.message(), Not(HasSubstr("cannot help")));
+  EXPECT_TRUE(CheckModelStateFits(MakeCostModel("llama3-8b", 1, 2)).ok());
+}
+
+TEST(CheckModelStateFitsTest, MoreGpusCannotHelpWhenWeightsAndGradientsDoNot) {
+  // llama3-70b: 423 GB of weights and gradients per GPU on any cluster.
+  for (int nodes : {1, 4}) {
+    SCOPED_TRACE(testing::Message() << nodes << " nodes");
+    const CostModel cost_model = MakeCostModel("llama3-70b", nodes, 8);
+    ASSERT_GE(ReplicatedBytes(cost_model), cost_model.MemoryBudgetBytes());
+    absl::Status status = CheckModelStateFits(cost_model);
+    EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted);
+    EXPECT_THAT(status.message(),
+                HasSubstr(absl::StrCat(
+                    "its weights, gradients and communicators alone need ",
+                    FormatBytes(ReplicatedBytes(cost_model)),
+                    " per GPU whatever the GPU count, so more GPUs cannot "
+                    "help: use a GPU with more memory")));
+    EXPECT_THAT(status.message(), Not(HasSubstr("use more GPUs")));
+  }
+}
+
+TEST(CheckModelStateFitsTest, WithoutZero1MoreGpusCannotHelp) {
+  // Without ZeRO-1 every GPU holds all 144 GB of llama3-8b's state.
+  absl::StatusOr<ModelSpec> model = ModelPreset("llama3-8b");
+  ASSERT_TRUE(model.ok()) << model.status();
+  const ClusterSpec cluster = H200Cluster(4, 8);
+  CostParams params = DefaultCostParams(*model, cluster);
+  params.memory.zero1_optimizer_sharding = false;
+  absl::StatusOr<CostModel> cost_model =
+      CostModel::Create(*model, cluster, params);
+  ASSERT_TRUE(cost_model.ok()) << cost_model.status();
+  absl::Status status = CheckModelStateFits(*cost_model);
+  EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(status.message(),
+              HasSubstr(absl::StrCat(
+                  "its weights, gradients, optimizer states and communicators "
+                  "alone need ",
+                  FormatBytes(cost_model->memory().StaticBytes()),
+                  " per GPU whatever the GPU count")));
+  EXPECT_THAT(status.message(), Not(HasSubstr("use more GPUs")));
 }
 
 }  // namespace
