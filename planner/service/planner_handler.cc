@@ -520,6 +520,10 @@ absl::StatusOr<std::unique_ptr<PlannerHandler>> PlannerHandler::Create(
         PlannerStateStore::Open(options.state_dir, job, &state);
     if (!opened.ok()) return opened.status();
     store = *std::move(opened);
+    // Records set aside rather than refusing to start: one line each.
+    if (log) {
+      for (const std::string& line : state.set_aside) log(line);
+    }
   }
   auto handler = std::make_unique<PlannerHandlerRoot>(
       std::move(options), clock, metrics, std::move(log), std::move(store),

@@ -16,6 +16,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/fake_clock.h"
 #include "cost_model/fitting.h"
 #include "dcp/v1/planner_state.pb.h"
@@ -377,6 +378,49 @@ TEST(PlannerHandlerTest, RestartServesIdenticalPlansAndKeepsState) {
   // Profiles survive too: the same profile from w0 is no change.
   EXPECT_EQ(handler->SubmitProfile(Profile(options, "w0", 1))->params_version(),
             1);
+}
+
+// A garbled record of a planned step used to stop the planner from
+// restarting; now the record is set aside with one log line naming it, and
+// the step is planned again.
+TEST(PlannerHandlerTest, RestartSetsAsideACorruptStepRecord) {
+  const std::string directory = FreshTestDirectory("planner_handler_");
+  FakeClock clock;
+  PlannerHandlerOptions options = GpuOptions();
+  options.state_dir = directory;
+  std::string step_1;
+  {
+    auto handler = MakeHandler(options, clock, nullptr);
+    RegisterWorld(*handler, 4, 8);
+    ASSERT_TRUE(handler->GetPlan(PlanRequest("w0", MakeBatch(0))).ok());
+    step_1 =
+        *handler->GetSerializedPlan(PlanRequest("w0", MakeBatch(1))).value();
+  }
+  const std::string garbled =
+      absl::StrCat(directory, "/", StepFileName(kStepRecordPrefix, 0));
+  { std::ofstream(garbled, std::ios::trunc) << "\x0a\xff"; }
+  RecordingMetrics metrics;
+  LogLines log;
+  auto handler = MakeHandler(options, clock, &metrics, &log);
+  ASSERT_NE(handler, nullptr);
+  std::vector<std::string> lines;
+  for (const std::string& line : log.lines()) {
+    if (absl::StrContains(line, garbled)) lines.push_back(line);
+  }
+  ASSERT_EQ(lines.size(), 1u) << absl::StrJoin(log.lines(), "\n");
+  EXPECT_THAT(lines[0], AllOf(HasSubstr("does not parse as a step record"),
+                              HasSubstr(".corrupt")));
+  // Step 0 no longer claims its batch: it is planned again, for any batch.
+  // Step 1's record was kept: it still guards its batch.
+  EXPECT_TRUE(
+      handler->GetPlan(PlanRequest("w1", MakeBatch(0, 48, /*salt=*/1))).ok());
+  EXPECT_EQ(handler->GetPlan(PlanRequest("w1", MakeBatch(1, 48, /*salt=*/1)))
+                .status()
+                .code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(
+      *handler->GetSerializedPlan(PlanRequest("w1", MakeBatch(1))).value(),
+      step_1);
 }
 
 TEST(PlannerHandlerTest, RestartWithAnotherJobIsRefused) {

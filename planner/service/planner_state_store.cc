@@ -5,6 +5,7 @@
 #include <set>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "google/protobuf/util/message_differencer.h"
@@ -22,6 +23,9 @@ constexpr char kParamsPrefix[] = "params_v";
 constexpr char kProfilePrefix[] = "profile_";
 constexpr const char* kStepPrefix = kStepRecordPrefix;
 constexpr char kCompactedStepsKey[] = "steps_compacted.pb";
+/// Appended to the name of a record set aside because it did not parse; the
+/// loader reads no such file.
+constexpr char kCorruptSuffix[] = ".corrupt";
 
 std::string WorkerKey(int first_rank) {
   return absl::StrFormat("%s%06d.pb", kWorkerPrefix, first_rank);
@@ -48,6 +52,7 @@ absl::StatusOr<std::vector<std::pair<std::string, std::string>>> ReadAll(
   if (!keys.ok()) return keys.status();
   std::vector<std::pair<std::string, std::string>> values;
   for (const std::string& key : *keys) {
+    if (absl::EndsWith(key, kCorruptSuffix)) continue;  // set aside
     absl::StatusOr<std::optional<std::string>> stored = store.Read(key);
     if (!stored.ok()) return stored.status();
     if (!stored->has_value()) continue;  // removed since listed
@@ -177,17 +182,50 @@ absl::Status PlannerStateStore::Load(PlannerState* state) const {
   for (v1::ProfileRecord& profile : profiles) {
     state->profiles.push_back(std::move(*profile.mutable_profile()));
   }
-  if (absl::Status status =
-          ReadRecords(*store_, kStepPrefix, "step", &state->steps);
-      !status.ok()) {
-    return status;
-  }
+  if (absl::Status status = LoadSteps(state); !status.ok()) return status;
   absl::StatusOr<std::optional<std::string>> compacted =
       store_->Read(kCompactedStepsKey);
   if (!compacted.ok()) return compacted.status();
   if (compacted->has_value() &&
       !state->compacted_steps.ParseFromString(**compacted)) {
     return StateError(kCompactedStepsKey, "is not a compacted step history");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status PlannerStateStore::LoadSteps(PlannerState* state) const {
+  absl::StatusOr<std::vector<std::pair<std::string, std::string>>> stored =
+      ReadAll(*store_, kStepPrefix);
+  if (!stored.ok()) return stored.status();
+  for (const auto& [key, bytes] : *stored) {
+    const std::optional<int64_t> step = StepOfFileName(key, kStepPrefix);
+    if (!step.has_value()) continue;  // not a step record's name
+    v1::StepRecord record;
+    std::string why;
+    if (!record.ParseFromString(bytes)) {
+      why = absl::StrCat("does not parse as a step record (", bytes.size(),
+                         " bytes: truncated or corrupt)");
+    } else if (record.step() != *step) {
+      // An empty or cut-short file can parse, with the step at its default.
+      why = absl::StrCat("records step ", record.step(),
+                         ", not the step its name says (truncated or corrupt)");
+    } else {
+      state->steps.push_back(std::move(record));
+      continue;
+    }
+    // A step record only claims its step's batch and parameter version:
+    // without it the step is planned again (for whatever batch comes), so
+    // one bad file must not stop the planner. Kept, renamed, for a person to
+    // look at; never read again.
+    const std::string aside = absl::StrCat(key, kCorruptSuffix);
+    if (absl::Status status = store_->Rename(key, aside); !status.ok()) {
+      return StateError(
+          key, absl::StrCat(why, ", and setting it aside as '", aside,
+                            "' failed (", status.message(), ")"));
+    }
+    state->set_aside.push_back(absl::StrCat(
+        "state file '", directory(), "/", key, "' ", why, "; set aside as '",
+        aside, "', step ", *step, " will be planned again"));
   }
   return absl::OkStatus();
 }

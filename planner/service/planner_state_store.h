@@ -27,6 +27,9 @@ struct PlannerState {
   std::vector<v1::StepRecord> steps;
   /// Steps that left the window (their parameter versions only).
   v1::CompactedStepsRecord compacted_steps;
+  /// One line per record that did not parse and was set aside (renamed to
+  /// "<name>.corrupt") instead of refusing the directory, for the log.
+  std::vector<std::string> set_aside;
 };
 
 /// The planner's durable state as typed protobuf records
@@ -50,7 +53,9 @@ class PlannerStateStore {
  public:
   /// Opens `directory` (creating it), checks that it belongs to `job`
   /// (writing `job` into a fresh directory) and reads it into `state`.
-  /// FAILED_PRECONDITION for a foreign, old-format or corrupt directory.
+  /// FAILED_PRECONDITION for a foreign, old-format or corrupt directory; a
+  /// step record that does not parse is set aside instead (see
+  /// PlannerState::set_aside): the step is planned again.
   static absl::StatusOr<std::unique_ptr<PlannerStateStore>> Open(
       absl::string_view directory, const v1::JobRecord& job,
       PlannerState* state);
@@ -84,6 +89,10 @@ class PlannerStateStore {
 
   absl::Status CheckJob(const v1::JobRecord& job);
   absl::Status Load(PlannerState* state) const;
+  /// The step records into `state->steps`; one that does not parse (or
+  /// records another step than its name) is renamed "<name>.corrupt" and
+  /// said in `state->set_aside`.
+  absl::Status LoadSteps(PlannerState* state) const;
 
   const std::unique_ptr<StateStore> store_;
 };

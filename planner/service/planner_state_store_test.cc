@@ -15,6 +15,7 @@
 namespace dcp {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 
 v1::JobRecord Job() {
@@ -146,17 +147,75 @@ TEST(PlannerStateStoreTest, ForeignAndOldDirectoriesAreRefused) {
 }
 
 TEST(PlannerStateStoreTest, CorruptRecordIsNamed) {
+  // A worker's record is not recoverable (its ranks would be handed out
+  // again): the directory is refused, naming the file.
   const std::string directory = FreshTestDirectory("planner_state_store_");
   {
     PlannerState state;
     ASSERT_TRUE(PlannerStateStore::Open(directory, Job(), &state).ok());
   }
-  { std::ofstream(directory + "/step_00000000000000000007.pb") << "\xff\xff"; }
+  { std::ofstream(directory + "/worker_000008.pb") << "\xff\xff"; }
   PlannerState state;
   absl::Status status =
       PlannerStateStore::Open(directory, Job(), &state).status();
   EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(status.message(), HasSubstr("step_00000000000000000007.pb"));
+  EXPECT_THAT(status.message(), HasSubstr("worker_000008.pb"));
+}
+
+// A garbled record of a step (a crash, a full disk, a hand edit) used to stop
+// the planner from starting: now it is set aside as "<name>.corrupt", said in
+// one line, and the step is planned again; the records that parse are kept.
+TEST(PlannerStateStoreTest, CorruptStepRecordIsSetAside) {
+  const std::string directory = FreshTestDirectory("planner_state_store_");
+  {
+    PlannerState state;
+    auto store = PlannerStateStore::Open(directory, Job(), &state);
+    ASSERT_TRUE(store.ok()) << store.status();
+    for (int64_t step = 5; step < 10; ++step) {
+      v1::StepRecord record;
+      record.set_step(step);
+      record.set_fingerprint(100 + step);
+      ASSERT_TRUE((*store)->WriteStep(record).ok());
+    }
+  }
+  const std::string garbled = "step_00000000000000000007.pb";
+  const std::string truncated = "step_00000000000000000009.pb";
+  { std::ofstream(directory + "/" + garbled) << "\xff\xff"; }
+  // Empty parses (every field at its default) but records step 0.
+  { std::ofstream(directory + "/" + truncated, std::ios::trunc); }
+  PlannerState state;
+  auto store = PlannerStateStore::Open(directory, Job(), &state);
+  ASSERT_TRUE(store.ok()) << store.status();
+  ASSERT_EQ(state.steps.size(), 3u);
+  EXPECT_EQ(state.steps[0].step(), 5);
+  EXPECT_EQ(state.steps[1].step(), 6);
+  EXPECT_EQ(state.steps[2].step(), 8);
+  EXPECT_EQ(state.steps[2].fingerprint(), 108u);
+  ASSERT_EQ(state.set_aside.size(), 2u);
+  EXPECT_THAT(state.set_aside[0],
+              AllOf(HasSubstr(directory + "/" + garbled),
+                    HasSubstr("does not parse as a step record"),
+                    HasSubstr(garbled + ".corrupt"),
+                    HasSubstr("step 7 will be planned again")));
+  EXPECT_THAT(state.set_aside[1],
+              AllOf(HasSubstr(truncated), HasSubstr("records step 0"),
+                    HasSubstr("step 9 will be planned again")));
+  EXPECT_FALSE(std::filesystem::exists(directory + "/" + garbled));
+  EXPECT_TRUE(std::filesystem::exists(directory + "/" + garbled + ".corrupt"));
+  EXPECT_TRUE(
+      std::filesystem::exists(directory + "/" + truncated + ".corrupt"));
+
+  // The step can be recorded again, and the files set aside are not read.
+  v1::StepRecord again;
+  again.set_step(7);
+  again.set_fingerprint(7007);
+  ASSERT_TRUE((*store)->WriteStep(again).ok());
+  store->reset();
+  PlannerState reopened;
+  ASSERT_TRUE(PlannerStateStore::Open(directory, Job(), &reopened).ok());
+  EXPECT_TRUE(reopened.set_aside.empty());
+  ASSERT_EQ(reopened.steps.size(), 4u);
+  EXPECT_EQ(reopened.steps[2].fingerprint(), 7007u);
 }
 
 TEST(PlannerStateStoreTest, PersistErrorKeepsActionableCodes) {

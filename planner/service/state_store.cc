@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <filesystem>
 #include <system_error>
 
@@ -189,6 +190,21 @@ absl::Status StateStore::Delete(absl::string_view name) {
   if (::unlink(path.c_str()) != 0) {
     if (errno == ENOENT) return absl::OkStatus();
     return FileSystemError("removing", path, errno);
+  }
+  return SyncDirectory(directory_);
+}
+
+absl::Status StateStore::Rename(absl::string_view from, absl::string_view to) {
+  if (absl::Status status = ValidateName(from); !status.ok()) return status;
+  if (absl::Status status = ValidateName(to); !status.ok()) return status;
+  absl::MutexLock lock(&write_mutex_);
+  const std::string from_path = PathOf(from);
+  if (::rename(from_path.c_str(), PathOf(to).c_str()) != 0) {
+    if (errno == ENOENT) {
+      return absl::NotFoundError(
+          absl::StrCat("state file '", from_path, "' does not exist"));
+    }
+    return FileSystemError("renaming", from_path, errno);
   }
   return SyncDirectory(directory_);
 }

@@ -51,6 +51,9 @@ class StateStore {
   absl::StatusOr<std::vector<std::string>> List(absl::string_view prefix) const;
   /// Removes `name` durably; removing a missing key is not an error.
   absl::Status Delete(absl::string_view name);
+  /// Renames `from` to `to` durably (replacing any `to`), e.g. to set a
+  /// record aside; NOT_FOUND naming `from` when there is no such key.
+  absl::Status Rename(absl::string_view from, absl::string_view to);
 
   /// INVALID_ARGUMENT naming `name` unless it is a valid key.
   static absl::Status ValidateName(absl::string_view name);
@@ -66,8 +69,8 @@ class StateStore {
   const std::string directory_;
   /// The open "~lock" file whose flock this store holds.
   const int lock_fd_;
-  /// Serializes Write() and Delete() (WriteFileAtomically names its own
-  /// temporary files).
+  /// Serializes Write(), Delete() and Rename() (WriteFileAtomically names
+  /// its own temporary files).
   absl::Mutex write_mutex_;
 };
 

@@ -139,6 +139,20 @@ TEST(StateStoreTest, OneLiveStorePerDirectory) {
   EXPECT_FALSE(std::filesystem::exists(directory + "/job.json~tmp.7.0"));
 }
 
+TEST(StateStoreTest, RenameMovesAValue) {
+  auto store = StateStore::Open(TestDirectory());
+  ASSERT_TRUE(store.ok());
+  ASSERT_TRUE((*store)->Write("step_1.pb", "garbled").ok());
+  ASSERT_TRUE((*store)->Rename("step_1.pb", "step_1.pb.corrupt").ok());
+  EXPECT_FALSE((*store)->Read("step_1.pb")->has_value());
+  EXPECT_EQ((*store)->Read("step_1.pb.corrupt")->value(), "garbled");
+  const absl::Status missing = (*store)->Rename("step_2.pb", "x");
+  EXPECT_EQ(missing.code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(missing.message(), HasSubstr("step_2.pb"));
+  EXPECT_EQ((*store)->Rename("step_1.pb.corrupt", "../out").code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 TEST(StateStoreTest, RejectsBadNames) {
   auto store = StateStore::Open(TestDirectory());
   ASSERT_TRUE(store.ok());
