@@ -81,17 +81,18 @@ absl::Status ReadRecords(const StateStore& store, absl::string_view prefix,
 }  // namespace
 
 absl::Status PersistError(absl::string_view what, const absl::Status& status) {
+  // The store's error names the file and says what to do about the
+  // directory (StateStore::Write), after its retries.
   const std::string message =
-      absl::StrCat("cannot record ", what, " durably (", status.message(), ")");
+      absl::StrCat("cannot record ", what, " durably: ", status.message());
   switch (status.code()) {
     case absl::StatusCode::kResourceExhausted:
-      return absl::ResourceExhaustedError(
-          absl::StrCat(message, "; free space in the state directory"));
+      return absl::ResourceExhaustedError(message);
     case absl::StatusCode::kPermissionDenied:
-      return absl::PermissionDeniedError(absl::StrCat(
-          message, "; make the state directory writable by the planner"));
+      return absl::PermissionDeniedError(message);
     default:
-      return absl::UnavailableError(absl::StrCat(message, "; retry later"));
+      return absl::UnavailableError(
+          absl::StrCat(message, "; the call may be retried"));
   }
 }
 

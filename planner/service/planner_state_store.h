@@ -97,10 +97,11 @@ class PlannerStateStore {
   const std::unique_ptr<StateStore> store_;
 };
 
-/// The status for a failure to write state: a full disk (RESOURCE_EXHAUSTED)
-/// or a read-only or foreign directory (PERMISSION_DENIED) keeps its code;
-/// other I/O errors become UNAVAILABLE, which clients retry. `what` names
-/// what was not recorded ("the registration").
+/// The status for a failure to write state (already retried by the store,
+/// whose message says what to do): a full disk (RESOURCE_EXHAUSTED) or a
+/// read-only or foreign directory (PERMISSION_DENIED) keeps its code; other
+/// I/O errors become UNAVAILABLE, which clients retry. `what` names what was
+/// not recorded ("the registration").
 absl::Status PersistError(absl::string_view what, const absl::Status& status);
 
 }  // namespace dcp

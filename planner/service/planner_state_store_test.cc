@@ -225,6 +225,19 @@ TEST(PlannerStateStoreTest, PersistErrorKeepsActionableCodes) {
             absl::StatusCode::kPermissionDenied);
   EXPECT_EQ(PersistError("x", absl::InternalError("eio")).code(),
             absl::StatusCode::kUnavailable);
+  // The store's error already says what to do (StateStore::Write); it is not
+  // followed by a second, vaguer fix.
+  const absl::Status full = PersistError(
+      "the registration",
+      absl::ResourceExhaustedError(
+          "writing '/state/worker_000000.pb' failed: No space left on device "
+          "(5 attempts over 3.75s); free space in '/state' or point "
+          "--state-dir elsewhere"));
+  EXPECT_EQ(std::string(full.message()),
+            "cannot record the registration durably: writing "
+            "'/state/worker_000000.pb' failed: No space left on device (5 "
+            "attempts over 3.75s); free space in '/state' or point "
+            "--state-dir elsewhere");
 }
 
 }  // namespace

@@ -12,9 +12,12 @@
 #include <filesystem>
 #include <system_error>
 
+#include "absl/functional/function_ref.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "common/atomic_file.h"
 
 namespace dcp {
@@ -60,6 +63,20 @@ absl::Status StateStore::ValidateName(absl::string_view name) {
 
 absl::StatusOr<std::unique_ptr<StateStore>> StateStore::Open(
     absl::string_view directory) {
+  return Open(directory, Options());
+}
+
+absl::StatusOr<std::unique_ptr<StateStore>> StateStore::Open(
+    absl::string_view directory, Options options) {
+  if (options.write_attempts < 1 ||
+      options.initial_backoff < absl::ZeroDuration() ||
+      options.max_backoff < options.initial_backoff) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "state store options: write_attempts = ", options.write_attempts,
+        ", initial_backoff = ", absl::FormatDuration(options.initial_backoff),
+        ", max_backoff = ", absl::FormatDuration(options.max_backoff),
+        "; use write_attempts >= 1 and 0 <= initial_backoff <= max_backoff"));
+  }
   if (directory.empty()) {
     return absl::InvalidArgumentError(
         "state directory is empty; give a directory path");
@@ -120,7 +137,8 @@ absl::StatusOr<std::unique_ptr<StateStore>> StateStore::Open(
     return absl::FailedPreconditionError(absl::StrCat(
         "cannot list state directory '", path, "': ", error.message()));
   }
-  return std::unique_ptr<StateStore>(new StateStore(path, lock_fd));
+  return std::unique_ptr<StateStore>(
+      new StateStore(path, lock_fd, std::move(options)));
 }
 
 StateStore::~StateStore() { ::close(lock_fd_); }  // releases the flock
@@ -129,11 +147,58 @@ std::string StateStore::PathOf(absl::string_view name) const {
   return absl::StrCat(directory_, "/", name);
 }
 
+absl::Status StateStore::Retrying(
+    absl::FunctionRef<absl::Status()> attempt) const {
+  absl::Duration backoff = options_.initial_backoff;
+  absl::Duration waited = absl::ZeroDuration();
+  int attempts = 1;
+  absl::Status status = attempt();
+  while (!status.ok() && attempts < options_.write_attempts) {
+    if (options_.sleep) {
+      options_.sleep(backoff);
+    } else {
+      absl::SleepFor(backoff);
+    }
+    waited += backoff;
+    backoff = std::min(backoff * 2, options_.max_backoff);
+    ++attempts;
+    status = attempt();
+  }
+  if (status.ok()) return status;
+  std::string fix;
+  switch (status.code()) {
+    case absl::StatusCode::kResourceExhausted:
+      fix = absl::StrCat("free space in '", directory_,
+                         "' or point --state-dir elsewhere");
+      break;
+    case absl::StatusCode::kPermissionDenied:
+      fix = absl::StrCat("make '", directory_,
+                         "' writable by the planner or point --state-dir "
+                         "elsewhere");
+      break;
+    default:
+      fix = absl::StrCat("check '", directory_,
+                         "' (free space, its disk, a file in the way) or "
+                         "point --state-dir elsewhere");
+      break;
+  }
+  return absl::Status(
+      status.code(),
+      absl::StrCat(status.message(), " (", attempts, " attempts over ",
+                   absl::FormatDuration(waited), "); ", fix));
+}
+
 absl::Status StateStore::Write(absl::string_view name,
                                absl::string_view bytes) {
   if (absl::Status status = ValidateName(name); !status.ok()) return status;
+  const std::string path = PathOf(name);
+  // Held through the retries: a later write of `name` must not land before
+  // this one's retry and be overwritten by the older value.
   absl::MutexLock lock(&write_mutex_);
-  return WriteFileAtomically(PathOf(name), bytes);
+  return Retrying([&] {
+    return options_.write_file ? options_.write_file(path, bytes)
+                               : WriteFileAtomically(path, bytes);
+  });
 }
 
 absl::StatusOr<std::optional<std::string>> StateStore::Read(
@@ -187,11 +252,13 @@ absl::Status StateStore::Delete(absl::string_view name) {
   if (absl::Status status = ValidateName(name); !status.ok()) return status;
   absl::MutexLock lock(&write_mutex_);
   const std::string path = PathOf(name);
-  if (::unlink(path.c_str()) != 0) {
-    if (errno == ENOENT) return absl::OkStatus();
-    return FileSystemError("removing", path, errno);
-  }
-  return SyncDirectory(directory_);
+  return Retrying([&] {
+    if (::unlink(path.c_str()) != 0) {
+      if (errno == ENOENT) return absl::OkStatus();
+      return FileSystemError("removing", path, errno);
+    }
+    return SyncDirectory(directory_);
+  });
 }
 
 absl::Status StateStore::Rename(absl::string_view from, absl::string_view to) {

@@ -3,21 +3,26 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "common/atomic_file.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace dcp {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
@@ -153,6 +158,100 @@ TEST(StateStoreTest, RenameMovesAValue) {
             absl::StatusCode::kInvalidArgument);
 }
 
+// Waits recorded instead of slept, and, at chosen waits, a fix of the
+// cause (the disk freed) run while waiting.
+struct RecordedSleeps {
+  std::vector<absl::Duration> waits;
+  std::function<void(int)> on_wait;
+  std::function<void(absl::Duration)> Sleep() {
+    return [this](absl::Duration wait) {
+      waits.push_back(wait);
+      if (on_wait) on_wait(static_cast<int>(waits.size()));
+    };
+  }
+};
+
+// A full state directory failed the write (and the worker's call, and the
+// job) at once: now it is retried with bounded backoff, then reported with
+// the directory, the errno text and what to do.
+TEST(StateStoreTest, FailedWriteIsRetriedThenSaysWhatToDo) {
+  const std::string directory = TestDirectory();
+  RecordedSleeps sleeps;
+  int writes = 0;
+  StateStore::Options options;
+  options.sleep = sleeps.Sleep();
+  options.write_file = [&writes](const std::string& path,
+                                 absl::string_view) {
+    ++writes;
+    return FileSystemError("writing", path, ENOSPC);
+  };
+  auto store = StateStore::Open(directory, options);
+  ASSERT_TRUE(store.ok()) << store.status();
+  const absl::Status full = (*store)->Write("step_1.pb", "bytes");
+  EXPECT_EQ(full.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(full.message()),
+              AllOf(HasSubstr(directory + "/step_1.pb"),
+                    HasSubstr("No space left on device"),
+                    HasSubstr("5 attempts over 3.75s"),
+                    HasSubstr(absl::StrCat("free space in '", directory,
+                                           "' or point --state-dir "
+                                           "elsewhere"))));
+  EXPECT_EQ(writes, StateStore::kWriteAttempts);
+  EXPECT_THAT(sleeps.waits,
+              ElementsAre(absl::Milliseconds(250), absl::Milliseconds(500),
+                          absl::Seconds(1), absl::Seconds(2)));
+}
+
+TEST(StateStoreTest, WriteThatSucceedsOnARetryIsOk) {
+  const std::string directory = TestDirectory();
+  RecordedSleeps sleeps;
+  int writes = 0;
+  StateStore::Options options;
+  options.sleep = sleeps.Sleep();
+  options.write_file = [&writes](const std::string& path,
+                                 absl::string_view bytes) {
+    if (++writes <= 2) return FileSystemError("writing", path, ENOSPC);
+    return WriteFileAtomically(path, bytes);
+  };
+  auto store = StateStore::Open(directory, options);
+  ASSERT_TRUE(store.ok()) << store.status();
+  ASSERT_TRUE((*store)->Write("step_1.pb", "bytes").ok());
+  EXPECT_EQ((*store)->Read("step_1.pb")->value(), "bytes");
+  EXPECT_EQ(sleeps.waits.size(), 2u);
+}
+
+// The real file system: a directory where the key's file belongs cannot be
+// replaced by a file (EISDIR), neither written nor removed.
+TEST(StateStoreTest, UnwritablePathIsRetriedThenNamed) {
+  const std::string directory = TestDirectory();
+  RecordedSleeps sleeps;
+  StateStore::Options options;
+  options.sleep = sleeps.Sleep();
+  auto store = StateStore::Open(directory, options);
+  ASSERT_TRUE(store.ok()) << store.status();
+  std::filesystem::create_directories(directory + "/job.pb/inside");
+  const absl::Status write = (*store)->Write("job.pb", "bytes");
+  EXPECT_FALSE(write.ok());
+  EXPECT_THAT(std::string(write.message()),
+              AllOf(HasSubstr(directory + "/job.pb"),
+                    HasSubstr("Is a directory"),
+                    HasSubstr("point --state-dir elsewhere")));
+  EXPECT_EQ(sleeps.waits.size(), StateStore::kWriteAttempts - 1u);
+  const absl::Status removal = (*store)->Delete("job.pb");
+  EXPECT_FALSE(removal.ok());
+  EXPECT_THAT(std::string(removal.message()), HasSubstr("point --state-dir elsewhere"));
+  EXPECT_EQ(sleeps.waits.size(), 2 * (StateStore::kWriteAttempts - 1u));
+
+  // The cause removed during the waits (space freed): the write gets through.
+  sleeps.waits.clear();
+  sleeps.on_wait = [&directory](int wait) {
+    if (wait == 2) std::filesystem::remove_all(directory + "/job.pb");
+  };
+  ASSERT_TRUE((*store)->Write("job.pb", "bytes").ok());
+  EXPECT_EQ((*store)->Read("job.pb")->value(), "bytes");
+  EXPECT_EQ(sleeps.waits.size(), 2u);
+}
+
 TEST(StateStoreTest, RejectsBadNames) {
   auto store = StateStore::Open(TestDirectory());
   ASSERT_TRUE(store.ok());
@@ -163,7 +262,7 @@ TEST(StateStoreTest, RejectsBadNames) {
         std::string(201, 'a')}) {
     const absl::Status write = (*store)->Write(name, "bytes");
     EXPECT_EQ(write.code(), absl::StatusCode::kInvalidArgument) << name;
-    EXPECT_THAT(write.message(), HasSubstr("state key")) << name;
+    EXPECT_THAT(std::string(write.message()), HasSubstr("state key")) << name;
     EXPECT_EQ((*store)->Read(name).status().code(),
               absl::StatusCode::kInvalidArgument)
         << name;
