@@ -137,6 +137,14 @@ class PlannerHandlerRoot final : public PlannerHandler {
   }
   void Start() { plans_.Start(); }
 
+  absl::Status RecordJob() override {
+    if (store_ == nullptr) return absl::OkStatus();
+    if (absl::Status status = store_->RecordJob(); !status.ok()) {
+      return PersistError("the job", status);
+    }
+    return absl::OkStatus();
+  }
+
   absl::StatusOr<v1::RegisterWorkerResponse> RegisterWorker(
       const v1::RegisterWorkerRequest& request) override {
     if (absl::Status status = ValidateRegisterWorkerRequest(

@@ -126,6 +126,12 @@ class PlannerHandler {
   virtual absl::StatusOr<v1::ListWorkersResponse> ListWorkers(
       const v1::ListWorkersRequest& request) = 0;
 
+  /// Claims `options.state_dir` for this job (writes its job record) if no
+  /// record has yet; call once the planner has started, so that a start
+  /// that fails leaves a fresh directory fresh. OK without a state
+  /// directory.
+  virtual absl::Status RecordJob() { return absl::OkStatus(); }
+
   /// Abandons the plans in flight (their callers get UNAVAILABLE at once,
   /// without waiting for the planner core) and stops background planning,
   /// then writes the step reports records still waiting; later calls still

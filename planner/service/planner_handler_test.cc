@@ -428,7 +428,12 @@ TEST(PlannerHandlerTest, RestartWithAnotherJobIsRefused) {
   FakeClock clock;
   PlannerHandlerOptions options = GpuOptions();
   options.state_dir = directory;
-  ASSERT_NE(MakeHandler(options, clock, nullptr), nullptr);
+  {
+    // Started: the planner claims the directory for its job.
+    auto started = MakeHandler(options, clock, nullptr);
+    ASSERT_NE(started, nullptr);
+    ASSERT_TRUE(started->RecordJob().ok());
+  }
   PlannerHandlerOptions other_cluster = options;
   other_cluster.cluster.num_nodes = 2;
   absl::StatusOr<std::unique_ptr<PlannerHandler>> another_job =
@@ -510,7 +515,12 @@ TEST(PlannerHandlerTest, StateWithOtherFingerprintVersionIsRefused) {
   FakeClock clock;
   PlannerHandlerOptions options = GpuOptions();
   options.state_dir = directory;
-  ASSERT_NE(MakeHandler(options, clock, nullptr), nullptr);
+  {
+    // Started: the planner claims the directory for its job.
+    auto started = MakeHandler(options, clock, nullptr);
+    ASSERT_NE(started, nullptr);
+    ASSERT_TRUE(started->RecordJob().ok());
+  }
   const std::string path = absl::StrCat(directory, "/job.pb");
   v1::JobRecord job;
   {

@@ -329,6 +329,15 @@ int RunPlannerMain(int argc, char** argv) {
       return kExitFailure;
     }
   }
+  // Only a planner that started claims its state directory: a failed start
+  // (say, the port file above) leaves a fresh one fresh, so the corrected
+  // command line is not refused as another job.
+  if (absl::Status status = (*server)->RecordJob(); !status.ok()) {
+    std::fprintf(stderr, "dcp_planner: --state-dir: %s\n",
+                 std::string(status.message()).c_str());
+    (*server)->Shutdown(absl::ZeroDuration());
+    return kExitFailure;
+  }
   std::printf("dcp_planner listening on %s, %s\n",
               WithPort(listen_address, (*server)->port()).c_str(),
               metrics_text.c_str());

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <optional>
@@ -257,6 +258,36 @@ TEST(PlannerMainTest, ServesThenDrainsOnSigterm) {
   ASSERT_EQ(kill(child.pid, SIGTERM), 0);
   EXPECT_EQ(WaitForExit(child, absl::Seconds(10)), 0);
   EXPECT_LT(absl::Now() - signalled, absl::Seconds(5));
+}
+
+// A start that failed after opening the state directory (here: the port
+// file cannot be written) used to leave its own job.pb, so the corrected
+// command line was refused as "a different job".
+TEST(PlannerMainTest, FailedStartLeavesNoJobRecord) {
+  const std::string tmp = std::getenv("TEST_TMPDIR");
+  const std::string state_dir = tmp + "/failed_start_state";
+  std::filesystem::remove_all(state_dir);
+  const std::string bad_port_file = tmp + "/no_such_dir/ports";
+  Child failed =
+      Spawn({"--listen=127.0.0.1:0", "--metrics-listen=", "--nodes=2",
+             "--state-dir=" + state_dir, "--port-file=" + bad_port_file});
+  EXPECT_EQ(WaitForExit(failed, absl::Seconds(20)), 1);
+  EXPECT_FALSE(std::filesystem::exists(state_dir + "/job.pb"));
+
+  // The corrected command line (another --nodes, a good port file) starts.
+  const std::string port_file = tmp + "/failed_start_ports";
+  Child fixed =
+      Spawn({"--listen=127.0.0.1:0", "--metrics-listen=", "--nodes=4",
+             "--state-dir=" + state_dir, "--port-file=" + port_file});
+  EXPECT_THAT(ReadLine(fixed, absl::Seconds(20)),
+              HasSubstr("dcp_planner listening on"));
+  kill(fixed.pid, SIGTERM);
+  EXPECT_EQ(WaitForExit(fixed, absl::Seconds(20)), 0);
+  // A planner that started claims the directory for its job.
+  EXPECT_TRUE(std::filesystem::exists(state_dir + "/job.pb"));
+  Child other = Spawn({"--listen=127.0.0.1:0", "--metrics-listen=",
+                       "--nodes=2", "--state-dir=" + state_dir});
+  EXPECT_EQ(WaitForExit(other, absl::Seconds(20)), 1);
 }
 
 TEST(PlannerMainTest, SigtermDoesNotWaitForALongPlan) {

@@ -94,6 +94,10 @@ class PlannerServer {
       std::function<void(const std::string&)> log,
       const HandlerFactory& make_handler);
 
+  /// The handler's RecordJob(): call once the planner has started (its
+  /// ports announced), so that a failed start leaves no job record.
+  absl::Status RecordJob() { return handler_->RecordJob(); }
+
   /// Shuts down with no drain time if Shutdown() was not called.
   ~PlannerServer();
 

@@ -124,7 +124,12 @@ absl::Status PlannerStateStore::CheckJob(const v1::JobRecord& job) {
   absl::StatusOr<std::optional<std::string>> stored = store_->Read(kJobKey);
   if (!stored.ok()) return stored.status();
   if (!stored->has_value()) {
-    return store_->Write(kJobKey, job.SerializeAsString());
+    // Written with the first record or once the planner has started: a
+    // start that fails before (a port in use, a bad flag found late) must
+    // not claim the directory for its configuration.
+    absl::MutexLock lock(&job_mutex_);
+    unrecorded_job_ = job;
+    return absl::OkStatus();
   }
   v1::JobRecord previous;
   if (!previous.ParseFromString(**stored)) {
@@ -231,25 +236,42 @@ absl::Status PlannerStateStore::LoadSteps(PlannerState* state) const {
   return absl::OkStatus();
 }
 
+absl::Status PlannerStateStore::RecordJob() {
+  // Held through the write: a record written meanwhile waits for job.pb.
+  absl::MutexLock lock(&job_mutex_);
+  if (!unrecorded_job_.has_value()) return absl::OkStatus();
+  if (absl::Status status =
+          store_->Write(kJobKey, unrecorded_job_->SerializeAsString());
+      !status.ok()) {
+    return status;
+  }
+  unrecorded_job_.reset();
+  return absl::OkStatus();
+}
+
 absl::Status PlannerStateStore::WriteWorker(const v1::WorkerRecord& record) {
+  if (absl::Status status = RecordJob(); !status.ok()) return status;
   return store_->Write(WorkerKey(record.first_rank()),
                        record.SerializeAsString());
 }
 
 absl::Status PlannerStateStore::WriteParamsVersion(
     const v1::ParamsVersionRecord& record) {
+  if (absl::Status status = RecordJob(); !status.ok()) return status;
   return store_->Write(ParamsKey(record.params_version()),
                        record.SerializeAsString());
 }
 
 absl::Status PlannerStateStore::WriteProfile(
     int slot, const v1::SubmitProfileRequest& profile) {
+  if (absl::Status status = RecordJob(); !status.ok()) return status;
   v1::ProfileRecord record;
   *record.mutable_profile() = profile;
   return store_->Write(ProfileKey(slot), record.SerializeAsString());
 }
 
 absl::Status PlannerStateStore::WriteStep(const v1::StepRecord& record) {
+  if (absl::Status status = RecordJob(); !status.ok()) return status;
   return store_->Write(StepKey(record.step()), record.SerializeAsString());
 }
 
@@ -268,12 +290,14 @@ absl::Status PlannerStateStore::DeleteStep(int64_t step) {
 
 absl::Status PlannerStateStore::WriteStepPlan(
     const v1::StepPlanRecord& record) {
+  if (absl::Status status = RecordJob(); !status.ok()) return status;
   return store_->Write(StepFileName(kStepPlanPrefix, record.step()),
                        record.SerializeAsString());
 }
 
 absl::Status PlannerStateStore::WriteStepReports(
     const v1::StepReportsRecord& record) {
+  if (absl::Status status = RecordJob(); !status.ok()) return status;
   return store_->Write(StepFileName(kStepReportsPrefix, record.step()),
                        record.SerializeAsString());
 }
@@ -281,6 +305,7 @@ absl::Status PlannerStateStore::WriteStepReports(
 absl::Status PlannerStateStore::CompactSteps(
     const v1::CompactedStepsRecord& compacted,
     const std::vector<int64_t>& left_window) {
+  if (absl::Status status = RecordJob(); !status.ok()) return status;
   // The history first: a crash between leaves a step both compacted and
   // recorded, which loading tolerates (the record wins).
   if (absl::Status status =

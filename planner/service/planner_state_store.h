@@ -4,12 +4,15 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
 #include "dcp/v1/planner_state.pb.h"
 #include "dcp/v1/step_state.pb.h"
 #include "planner/service/state_store.h"
@@ -51,14 +54,22 @@ struct PlannerState {
 /// mutex of theirs while calling it (it does disk I/O and fsyncs).
 class PlannerStateStore {
  public:
-  /// Opens `directory` (creating it), checks that it belongs to `job`
-  /// (writing `job` into a fresh directory) and reads it into `state`.
+  /// Opens `directory` (creating it), checks that it belongs to `job` and
+  /// reads it into `state`. A fresh directory gets `job` (job.pb) only with
+  /// its first record or RecordJob(), so that a start that fails before
+  /// either leaves none: a corrected configuration is then not refused.
   /// FAILED_PRECONDITION for a foreign, old-format or corrupt directory; a
   /// step record that does not parse is set aside instead (see
   /// PlannerState::set_aside): the step is planned again.
   static absl::StatusOr<std::unique_ptr<PlannerStateStore>> Open(
       absl::string_view directory, const v1::JobRecord& job,
       PlannerState* state);
+
+  /// Writes the job record (job.pb) into a fresh directory, claiming it for
+  /// this job; OK at once when it is there. The planner calls it once it
+  /// has started; every write of a record calls it first, so no record is
+  /// ever without its job's.
+  absl::Status RecordJob();
 
   absl::Status WriteWorker(const v1::WorkerRecord& record);
   /// Removes the record of the worker whose ranks start at `first_rank`
@@ -95,6 +106,9 @@ class PlannerStateStore {
   absl::Status LoadSteps(PlannerState* state) const;
 
   const std::unique_ptr<StateStore> store_;
+  absl::Mutex job_mutex_;
+  /// The job record a fresh directory has not been given yet (RecordJob()).
+  std::optional<v1::JobRecord> unrecorded_job_ ABSL_GUARDED_BY(job_mutex_);
 };
 
 /// The status for a failure to write state (already retried by the store,

@@ -124,7 +124,11 @@ TEST(PlannerStateStoreTest, StepPlansAndReportsLeaveWithTheirStep) {
 TEST(PlannerStateStoreTest, ForeignAndOldDirectoriesAreRefused) {
   const std::string directory = FreshTestDirectory("planner_state_store_");
   PlannerState state;
-  ASSERT_TRUE(PlannerStateStore::Open(directory, Job(), &state).ok());
+  {
+    auto store = PlannerStateStore::Open(directory, Job(), &state);
+    ASSERT_TRUE(store.ok()) << store.status();
+    ASSERT_TRUE((*store)->RecordJob().ok());
+  }
   v1::JobRecord other = Job();
   other.mutable_cluster()->set_num_nodes(3);
   absl::Status refused =
@@ -144,6 +148,35 @@ TEST(PlannerStateStoreTest, ForeignAndOldDirectoriesAreRefused) {
   absl::Status old = PlannerStateStore::Open(legacy, Job(), &state).status();
   EXPECT_EQ(old.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(old.message(), HasSubstr("start with a fresh state_dir"));
+}
+
+// A fresh directory is claimed for its job (job.pb) only with its first
+// record or RecordJob(): a planner whose start failed after opening it used
+// to leave job.pb behind, and the corrected configuration was refused.
+TEST(PlannerStateStoreTest, FreshDirectoryIsClaimedOnlyOnceUsed) {
+  const std::string directory = FreshTestDirectory("planner_state_store_");
+  v1::JobRecord wrong = Job();
+  wrong.mutable_cluster()->set_num_nodes(3);
+  {
+    PlannerState state;
+    ASSERT_TRUE(PlannerStateStore::Open(directory, wrong, &state).ok());
+  }
+  EXPECT_FALSE(std::filesystem::exists(directory + "/job.pb"));
+  {
+    PlannerState state;
+    auto store = PlannerStateStore::Open(directory, Job(), &state);
+    ASSERT_TRUE(store.ok()) << store.status();
+    EXPECT_FALSE(std::filesystem::exists(directory + "/job.pb"));
+    v1::WorkerRecord worker;
+    worker.set_first_rank(0);
+    ASSERT_TRUE((*store)->WriteWorker(worker).ok());
+    EXPECT_TRUE(std::filesystem::exists(directory + "/job.pb"));
+    ASSERT_TRUE((*store)->RecordJob().ok());  // already recorded
+  }
+  PlannerState state;
+  EXPECT_EQ(PlannerStateStore::Open(directory, wrong, &state).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(PlannerStateStore::Open(directory, Job(), &state).ok());
 }
 
 TEST(PlannerStateStoreTest, CorruptRecordIsNamed) {
