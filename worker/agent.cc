@@ -25,6 +25,7 @@
 #include "worker/execution/model_kind.h"
 #include "worker/execution/plan_executor.h"
 #include "worker/execution/trainable_model.h"
+#include "worker/execution/device_sync.h"
 #include "worker/placement.h"
 #include "worker/plan_source.h"
 #include "worker/profile_phase.h"
@@ -200,7 +201,15 @@ class AgentRun {
                        " ranks but its world has ", registration.world_size()));
     }
     DCP_ASSIGN_OR_RETURN(const StoreAddress store, rendezvous.AwaitStore());
+    // The rank's own GPU becomes current before any communicator exists:
+    // NCCL binds each communicator (and c10d its barriers) to the current
+    // device, GPU 0 unless set.
+    DCP_ASSIGN_OR_RETURN(
+        placement_.device,
+        DeviceOfRank(placement_.backend, rank_, cluster_.gpus_per_node));
+    DCP_RETURN_IF_ERROR(UseDevice(placement_.device));
     C10dOptions c10d;
+    c10d.device = placement_.device;
     c10d.rank = rank_;
     c10d.world_size = registration.world_size();
     c10d.backend = placement_.backend;
@@ -219,8 +228,6 @@ class AgentRun {
                        JoinHostPort(c10d.store_host, c10d.store_port), ")"));
     }
     communicator_ = *std::move(communicator);
-    placement_.device =
-        DeviceOfRank(placement_.backend, rank_, cluster_.gpus_per_node);
     consensus_ =
         std::make_unique<WorldConsensus>(*communicator_, placement_.device);
     Log(absl::StrCat("joined the world of ", communicator_->world_size(),
@@ -399,13 +406,15 @@ class AgentRun {
       }
       return *std::move(input);
     };
-    ResetPeakMemory(placement_.device);
-    const absl::Time start = clock_.Now();
+    const absl::Time start = clock_.MonotonicNow();
     absl::StatusOr<StepResult> executed =
         planned.IsPhased()
             ? executor_->RunStep(planned.phased, inputs_of, loss_tokens)
             : executor_->RunStep(planned.plan, inputs_of, loss_tokens);
-    const double step_seconds = absl::ToDoubleSeconds(clock_.Now() - start);
+    // The step's last kernels are done before the clock stops.
+    SynchronizeDevice(placement_.device);
+    const double step_seconds =
+        absl::ToDoubleSeconds(clock_.MonotonicNow() - start);
     DCP_RETURN_IF_ERROR(WithContext(
         token_error, absl::StrCat("reading the tokens of step ", step)));
     DCP_RETURN_IF_ERROR(WithContext(
@@ -415,7 +424,8 @@ class AgentRun {
                                          options_.collective_timeout));
 
     const StepMeasurement measured =
-        Measure(*executed, step_seconds, PeakMemoryBytes(placement_.device));
+        Measure(*executed, step_seconds,
+                std::max<int64_t>(0, executed->peak_allocated_bytes));
     metrics_.StepCompleted(rank_, measured.totals);
     plans.StepMeasured(step, measured);
 

@@ -1,9 +1,10 @@
 #include "worker/placement.h"
 
 #if DCP_LIBTORCH_HAS_CUDA
-#include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAFunctions.h>
 #endif
 
+#include <exception>
 #include <string>
 
 #include "absl/status/status.h"
@@ -41,45 +42,58 @@ absl::StatusOr<std::string> ChooseBackend(const std::string& requested) {
       "backend \"", requested, "\" is not supported; use gloo or nccl"));
 }
 
-torch::Device DeviceOfRank(const std::string& backend, int rank,
-                           int gpus_per_node) {
+absl::StatusOr<int> GpuIndexOfRank(int rank, int gpus_per_node,
+                                   int visible_gpus) {
+  if (rank < 0 || gpus_per_node < 1 || visible_gpus < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "placing rank ", rank, " on a node of ", gpus_per_node,
+        " GPUs with ", visible_gpus,
+        " visible: the rank must be >= 0 and both counts >= 1 (is a GPU "
+        "visible to this process? check CUDA_VISIBLE_DEVICES)"));
+  }
+  if (visible_gpus == 1) return 0;
+  if (visible_gpus < gpus_per_node) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "this process sees ", visible_gpus, " GPUs but its node runs ",
+        gpus_per_node,
+        " ranks, so ranks would share GPUs: give each rank one GPU "
+        "(CUDA_VISIBLE_DEVICES=<its GPU>) or let every rank see all ",
+        gpus_per_node, " of the node's GPUs"));
+  }
+  return rank % gpus_per_node;
+}
+
+absl::StatusOr<torch::Device> DeviceOfRank(const std::string& backend,
+                                           int rank, int gpus_per_node) {
 #if DCP_LIBTORCH_HAS_CUDA
   if (backend == "nccl") {
-    const int devices = static_cast<int>(torch::cuda::device_count());
-    return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(
-                                           (rank % gpus_per_node) % devices));
+    const absl::StatusOr<int> index = GpuIndexOfRank(
+        rank, gpus_per_node, static_cast<int>(torch::cuda::device_count()));
+    if (!index.ok()) return index.status();
+    return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(*index));
   }
 #else
   (void)backend;
   (void)rank;
   (void)gpus_per_node;
 #endif
-  return torch::kCPU;
+  return torch::Device(torch::kCPU);
 }
 
-void ResetPeakMemory(const torch::Device& device) {
+absl::Status UseDevice(const torch::Device& device) {
 #if DCP_LIBTORCH_HAS_CUDA
   if (device.is_cuda()) {
-    c10::cuda::CUDACachingAllocator::resetPeakStats(device.index());
+    try {
+      c10::cuda::set_device(device.index());
+    } catch (const std::exception& error) {
+      return absl::InternalError(absl::StrCat(
+          "making ", device.str(), " the current CUDA device: ", error.what()));
+    }
   }
 #else
   (void)device;
 #endif
-}
-
-int64_t PeakMemoryBytes(const torch::Device& device) {
-#if DCP_LIBTORCH_HAS_CUDA
-  if (device.is_cuda()) {
-    constexpr size_t kAggregate = static_cast<size_t>(
-        c10::CachingDeviceAllocator::StatType::AGGREGATE);
-    return c10::cuda::CUDACachingAllocator::getDeviceStats(device.index())
-        .allocated_bytes[kAggregate]
-        .peak;
-  }
-#else
-  (void)device;
-#endif
-  return 0;  // The CPU allocator reports no peak.
+  return absl::OkStatus();
 }
 
 }  // namespace dcp

@@ -1,5 +1,5 @@
 // Placement: where one rank's model and collectives run (the c10d backend
-// and the torch device), and the device's peak memory over a step.
+// and the torch device).
 
 #ifndef DCP_WORKER_PLACEMENT_H_
 #define DCP_WORKER_PLACEMENT_H_
@@ -24,19 +24,27 @@ struct Placement {
 /// be, else gloo. INVALID_ARGUMENT for any other name. Thread-safe.
 absl::StatusOr<std::string> ChooseBackend(const std::string& requested);
 
-/// The device rank `rank` uses with `backend`: for nccl, GPU
-/// (rank % gpus_per_node) % visible GPUs (the ranks of a node share its
-/// GPUs in order); for gloo, the CPU. Thread-safe.
-torch::Device DeviceOfRank(const std::string& backend, int rank,
-                           int gpus_per_node);
+/// The GPU index rank `rank` uses among the `visible_gpus` this process
+/// sees: its place on its node, rank % gpus_per_node (the planner numbers
+/// the ranks of a node consecutively), when the process sees the node's
+/// GPUs; 0 when it sees exactly one (CUDA_VISIBLE_DEVICES gives each rank
+/// its own). FAILED_PRECONDITION when it sees more than one but fewer than
+/// gpus_per_node (ranks would share a GPU), INVALID_ARGUMENT for a rank
+/// below 0 or counts below 1. Pure; thread-safe.
+absl::StatusOr<int> GpuIndexOfRank(int rank, int gpus_per_node,
+                                   int visible_gpus);
 
-/// Starts a new peak of the memory allocated on `device` (CUDA; nothing on
-/// the CPU, whose allocator keeps no peak). Not thread-safe with respect to
-/// other users of the device's allocator statistics.
-void ResetPeakMemory(const torch::Device& device);
+/// The device rank `rank` uses with `backend`: for nccl, the GPU of
+/// GpuIndexOfRank over the GPUs this process sees (its errors); for gloo,
+/// the CPU. Thread-safe.
+absl::StatusOr<torch::Device> DeviceOfRank(const std::string& backend,
+                                           int rank, int gpus_per_node);
 
-/// The peak bytes allocated on `device` since ResetPeakMemory; 0 on the CPU.
-int64_t PeakMemoryBytes(const torch::Device& device);
+/// Makes `device` this process's current CUDA device, so that every later
+/// allocation, kernel, barrier and NCCL communicator without an explicit
+/// device lands on it rather than on GPU 0; nothing for the CPU. Call once,
+/// before creating any communicator. INTERNAL when CUDA refuses.
+absl::Status UseDevice(const torch::Device& device);
 
 }  // namespace dcp
 

@@ -34,6 +34,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "worker/communication/collective_wait.h"
 #include "worker/communication/communicator.h"
 
 #ifndef DCP_LIBTORCH_HAS_CUDA
@@ -42,6 +43,9 @@
 
 namespace dcp {
 namespace {
+
+static_assert(kWaitWithoutTimeout == ::kNoTimeout,
+              "collective_wait.h must name c10d's no-timeout wait");
 
 // Longest wait passed to c10d; longer finite timeouts are clamped so that
 // `now + timeout` cannot overflow std::chrono's clocks.
@@ -295,7 +299,8 @@ class C10dGroup final : public CommGroup {
           auto work = start();
           // Throws c10::Error "Operation timed out!" when the timeout passes,
           // or rethrows the error the collective failed with.
-          if (!work->wait(*wait_timeout)) {
+          if (!work->wait(WorkWaitTimeout(backend_->getBackendName(),
+                                          *wait_timeout))) {
             return absl::AbortedError(
                 absl::StrCat(context, ": the collective was aborted"));
           }
@@ -481,6 +486,12 @@ class C10dCommunicator final : public Communicator {
             nccl_options->timeout = timeout;
             auto backend = c10::make_intrusive<c10d::ProcessGroupNCCL>(
                 store, group_rank, group_size, nccl_options);
+            // Bound to the rank's GPU and connected now, while the group is
+            // made (outside any timed work): NCCL otherwise creates the
+            // communicator inside the group's first collective, whose
+            // measured time would then include it.
+            backend->setBoundDeviceId(options_.device);
+            backend->eagerConnectSingleDevice(options_.device);
             group = std::make_unique<C10dGroup<c10d::ProcessGroupNCCL>>(
                 std::move(backend), ranks, group_rank, name, options_.timeout);
             return absl::OkStatus();
@@ -554,6 +565,11 @@ absl::Status ValidateOptions(const C10dOptions& options) {
     return absl::UnimplementedError(
         "this LibTorch has no CUDA/NCCL; use --backend=gloo");
 #endif
+    if (!options.device.is_cuda() || !options.device.has_index()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "backend nccl needs the rank's GPU as C10dOptions::device (got ",
+          options.device.str(), "); see DeviceOfRank"));
+    }
   } else if (options.backend != "gloo") {
     return absl::InvalidArgumentError(absl::StrCat(
         "unknown backend \"", options.backend, "\"; use \"gloo\" or \"nccl\""));

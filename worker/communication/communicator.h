@@ -104,6 +104,11 @@ struct C10dOptions {
   int world_size = 1;
   /// "gloo" (CPU) or "nccl" (GPU; needs a CUDA LibTorch and a GPU).
   std::string backend = "gloo";
+  /// This rank's device (placement.h): with nccl, its GPU, which must be
+  /// the current CUDA device (UseDevice) before the communicator is made;
+  /// every NCCL group is bound to it and connected when it is created, so
+  /// that no collective's timing includes making a communicator.
+  torch::Device device = torch::kCPU;
   /// Default timeout of store operations and collectives.
   absl::Duration timeout = absl::Seconds(60);
   /// Namespace of this job's keys in the store (distinct per job/attempt).

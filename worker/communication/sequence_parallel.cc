@@ -21,9 +21,11 @@ torch::Tensor RunAllToAll(const torch::Tensor& input,
                           const SequenceParallelContext& context) {
   torch::Tensor send = input.contiguous();
   torch::Tensor receive = torch::empty_like(send);
-  const absl::Time start = context.clock->Now();
+  if (context.wait_for_device) context.wait_for_device();
+  const absl::Time start = context.clock->MonotonicNow();
   absl::Status status = context.group->AllToAll(send, receive, context.timeout);
-  const absl::Time end = context.clock->Now();
+  if (context.wait_for_device) context.wait_for_device();
+  const absl::Time end = context.clock->MonotonicNow();
   if (context.stats != nullptr) {
     context.stats->all_to_all_time += end - start;
     context.stats->all_to_all_calls += 1;

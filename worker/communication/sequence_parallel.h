@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <stdexcept>
 
@@ -36,6 +37,12 @@ struct SequenceParallelContext {
   absl::Duration timeout = absl::Seconds(60);
   const Clock* clock = &RealClock::Get();
   std::shared_ptr<CommunicationStats> stats;
+  /// Waits until the device has run everything queued on it; called right
+  /// before each clock read around an all-to-all, so that the time counted
+  /// as communication holds the exchange alone, not the kernels queued
+  /// before it (on a GPU, work is asynchronous) nor less than the exchange.
+  /// Empty on the CPU, where work is done when a call returns.
+  std::function<void()> wait_for_device;
 
   int size() const { return group == nullptr ? 1 : group->size(); }
   int rank() const { return group == nullptr ? 0 : group->rank(); }

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "worker/execution/device_sync.h"
 #include "worker/execution/peak_allocated_bytes.h"
 
 namespace dcp {
@@ -30,7 +31,9 @@ PlanExecutor::PlanExecutor(std::shared_ptr<TrainableModel> model,
     : model_(std::move(model)),
       communicator_(communicator),
       options_(options),
-      clock_(options.clock != nullptr ? options.clock : &RealClock::Get()) {
+      clock_(options.clock != nullptr ? options.clock : &RealClock::Get()),
+      wait_for_device_(DeviceWaiter(model_->parameters().front().device(),
+                                    options.wait_for_device)) {
   const bool float32 =
       model_->parameters().front().scalar_type() == torch::kFloat32;
   if (float32 && !options_.zero1) {
@@ -41,6 +44,11 @@ PlanExecutor::PlanExecutor(std::shared_ptr<TrainableModel> model,
   FlattenParameters();
   optimizer_ = std::make_unique<torch::optim::AdamW>(
       std::vector<torch::Tensor>{master_}, AdamWOptionsFrom(options_));
+}
+
+absl::Time PlanExecutor::DeviceNow() const {
+  if (wait_for_device_) wait_for_device_();
+  return clock_->MonotonicNow();
 }
 
 void PlanExecutor::FlattenParameters() {
@@ -296,14 +304,14 @@ absl::StatusOr<StepResult> PlanExecutor::RunStep(
   for (size_t p = 0; p < plan.phases.size(); ++p) {
     if (p > 0) {
       // The next layout starts when every rank has finished this one.
-      const absl::Time barrier_start = clock_->Now();
+      const absl::Time barrier_start = DeviceNow();
       if (absl::Status status =
               communicator_.World().Barrier(options_.collective_timeout);
           !status.ok()) {
         return status;
       }
       result.phase_barrier_seconds +=
-          absl::ToDoubleSeconds(clock_->Now() - barrier_start);
+          absl::ToDoubleSeconds(DeviceNow() - barrier_start);
     }
     if (absl::Status status = RunPhase(plan.phases[p], static_cast<int>(p),
                                        inputs_of, inverse_total, result);
@@ -312,15 +320,18 @@ absl::StatusOr<StepResult> PlanExecutor::RunStep(
     }
   }
 
+  // Each micro-batch measured its own peak (restarting the device's peak
+  // statistic); the step's peak is the largest of those and of what follows.
+  const PeakAllocatedBytes after_micro_batches(device);
   if (master_.defined()) {
     if (absl::Status status = MasterWeightStep(result); !status.ok()) {
       return status;
     }
   } else {
-    const absl::Time allreduce_start = clock_->Now();
+    const absl::Time allreduce_start = DeviceNow();
     if (absl::Status status = AllReduceGradients(); !status.ok()) return status;
     result.gradient_allreduce_seconds =
-        absl::ToDoubleSeconds(clock_->Now() - allreduce_start);
+        absl::ToDoubleSeconds(DeviceNow() - allreduce_start);
     try {
       optimizer_->step();
     } catch (...) {
@@ -338,6 +349,13 @@ absl::StatusOr<StepResult> PlanExecutor::RunStep(
     return status;
   }
   result.global_loss = loss.cpu().item<double>();
+  if (after_micro_batches.measured()) {
+    result.peak_allocated_bytes = after_micro_batches.Peak();
+    for (const MicroBatchResult& micro : result.micro_batches) {
+      result.peak_allocated_bytes =
+          std::max(result.peak_allocated_bytes, micro.peak_allocated_bytes);
+    }
+  }
   return result;
 }
 
@@ -370,7 +388,7 @@ absl::Status PlanExecutor::RunPhase(
   const torch::Device device = model_->parameters().front().device();
   for (size_t m = 0; m < group_plan.micro_batches.size(); ++m) {
     const MicroBatchPlan& micro_batch = group_plan.micro_batches[m];
-    const absl::Time start = clock_->Now();
+    const absl::Time start = DeviceNow();
     std::vector<SequenceInput> sequences;
     sequences.reserve(micro_batch.sequence_indices.size());
     for (int index : micro_batch.sequence_indices) {
@@ -394,6 +412,7 @@ absl::Status PlanExecutor::RunPhase(
     sp.timeout = options_.collective_timeout;
     sp.clock = clock_;
     sp.stats = std::make_shared<CommunicationStats>();
+    sp.wait_for_device = wait_for_device_;
     const PeakAllocatedBytes peak(device);
     absl::StatusOr<ShardLoss> shard_loss =
         model_->ShardLossSum(sequences, sp, micro_batch.checkpointed_layers);
@@ -412,7 +431,7 @@ absl::Status PlanExecutor::RunPhase(
               .c_str());
     }
     micro_result.peak_allocated_bytes = peak.Peak();
-    const absl::Duration elapsed = clock_->Now() - start;
+    const absl::Duration elapsed = DeviceNow() - start;
     micro_result.communication_seconds =
         absl::ToDoubleSeconds(sp.stats->all_to_all_time);
     micro_result.compute_seconds =
@@ -428,7 +447,7 @@ absl::Status PlanExecutor::RunPhase(
 absl::Status PlanExecutor::MasterWeightStep(StepResult& result) {
   torch::NoGradGuard no_grad;
   const int64_t shards = flat_gradients_.numel() / shard_size_;
-  const absl::Time reduce_start = clock_->Now();
+  const absl::Time reduce_start = DeviceNow();
   torch::Tensor shard_gradient = reduced_gradient_shard();
   if (shards == 1) {
     // The whole flat buffer, all-reduced in bucket-sized slices.
@@ -457,7 +476,7 @@ absl::Status PlanExecutor::MasterWeightStep(StepResult& result) {
     shard_gradient.copy_(summed);
   }
   result.gradient_allreduce_seconds =
-      absl::ToDoubleSeconds(clock_->Now() - reduce_start);
+      absl::ToDoubleSeconds(DeviceNow() - reduce_start);
 
   master_.mutable_grad() = shard_gradient;
   try {
@@ -468,7 +487,7 @@ absl::Status PlanExecutor::MasterWeightStep(StepResult& result) {
   }
   master_.mutable_grad() = torch::Tensor();
 
-  const absl::Time gather_start = clock_->Now();
+  const absl::Time gather_start = DeviceNow();
   torch::Tensor updated = master_.to(flat_parameters_.scalar_type());
   if (shards == 1) {
     flat_parameters_.copy_(updated);
@@ -478,7 +497,7 @@ absl::Status PlanExecutor::MasterWeightStep(StepResult& result) {
     return status;
   }
   result.weight_allgather_seconds =
-      absl::ToDoubleSeconds(clock_->Now() - gather_start);
+      absl::ToDoubleSeconds(DeviceNow() - gather_start);
   return absl::OkStatus();
 }
 

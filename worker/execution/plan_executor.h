@@ -28,9 +28,15 @@ struct PlanExecutorOptions {
   double adam_beta2 = 0.95;
   double adam_epsilon = 1e-8;
   double weight_decay = 0.1;
-  /// Times micro-batches and collectives; null means RealClock. Must
-  /// outlive the executor.
+  /// Times micro-batches and collectives (its MonotonicNow); null means
+  /// RealClock. Must outlive the executor.
   const Clock* clock = nullptr;
+  /// Called before every clock read that times work (micro-batches, the
+  /// all-to-alls inside them, collectives): empty means synchronising the
+  /// model's device when it is a GPU (DeviceWaiter), so that each time
+  /// covers the work it names and not kernels still queued. Tests inject a
+  /// recorder.
+  std::function<void()> wait_for_device;
   /// Gradients are all-reduced in buckets of about this many bytes (a
   /// parameter larger than a bucket gets its own), so the flat copy they
   /// travel in never holds more than one bucket.
@@ -106,6 +112,11 @@ struct StepResult {
   double local_loss = 0;
   /// Mean token loss of the whole global batch (local losses all-reduced).
   double global_loss = 0;
+  /// Most bytes allocated on the device at once over the whole step: the
+  /// maximum over its micro-batches (each measured on its own) and the
+  /// gradient reduction and optimizer step after them; -1 where the device
+  /// is not measured (PeakAllocatedBytes).
+  int64_t peak_allocated_bytes = -1;
 };
 
 /// Executes one rank's part of a dcp::Plan per training step: runs its SP
@@ -233,6 +244,11 @@ class PlanExecutor {
   Communicator& communicator_;
   PlanExecutorOptions options_;
   const Clock* clock_;
+  /// DeviceWaiter of the model's device (or the injected one); empty on the
+  /// CPU.
+  std::function<void()> wait_for_device_;
+  /// Waits for the device, then reads clock_'s monotonic time.
+  absl::Time DeviceNow() const;
   // Master-weight state; all undefined for a float32 model without ZeRO-1.
   // The flat buffers have shards * shard_size_ elements.
   torch::Tensor flat_parameters_;  // model dtype; parameters are views

@@ -7,21 +7,7 @@
 #include "absl/time/time.h"
 #include "common/status_macros.h"
 
-#ifndef DCP_LIBTORCH_HAS_CUDA
-#error "DCP_LIBTORCH_HAS_CUDA is undefined: depend on @libtorch//:cuda"
-#endif
-
 namespace dcp {
-
-void SynchronizeDevice(const torch::Device& device) {
-#if DCP_LIBTORCH_HAS_CUDA
-  if (device.is_cuda()) {
-    torch::cuda::synchronize(device.has_index() ? device.index() : -1);
-  }
-#else
-  (void)device;
-#endif
-}
 
 double MedianOf(std::vector<double> values) {
   std::sort(values.begin(), values.end());
@@ -58,10 +44,10 @@ absl::StatusOr<std::vector<double>> ProfileTimer::TimedSeconds(
   for (int i = 0; i < repeats_; ++i) {
     DCP_RETURN_IF_ERROR(prepare());
     SynchronizeDevice(device_);
-    const absl::Time start = clock_.Now();
+    const absl::Time start = clock_.MonotonicNow();
     DCP_RETURN_IF_ERROR(run());
     SynchronizeDevice(device_);
-    const absl::Time end = clock_.Now();
+    const absl::Time end = clock_.MonotonicNow();
     seconds.push_back(absl::ToDoubleSeconds(end - start));
   }
   const double median = MedianOf(seconds);

@@ -11,12 +11,9 @@
 #include "absl/strings/string_view.h"
 #include "common/clock.h"
 #include "torch/torch.h"
+#include "worker/execution/device_sync.h"
 
 namespace dcp {
-
-/// Waits for the device's queued work, so that a clock sees it done (a
-/// no-op on the CPU).
-void SynchronizeDevice(const torch::Device& device);
 
 /// Times one measurement: `warmup` untimed runs, then `repeats` runs each
 /// timed by two reads of `clock` (after synchronising `device`); `prepare`
