@@ -1,15 +1,25 @@
 #include "worker/execution/model.h"
 
 #include <ATen/CPUGeneratorImpl.h>
+#if DCP_LIBTORCH_HAS_CUDA
+#include <ATen/cuda/CUDAContext.h>
+#endif
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <numeric>
+#include <optional>
 #include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "worker/execution/attention_kernel.h"
 #include "worker/execution/recompute.h"
+
+#ifndef DCP_LIBTORCH_HAS_CUDA
+#error "DCP_LIBTORCH_HAS_CUDA is undefined: depend on @libtorch//:cuda"
+#endif
 
 namespace dcp {
 
@@ -75,6 +85,10 @@ torch::Tensor PadRows(const torch::Tensor& out, int64_t padded_tokens) {
 struct FusedInputs {
   torch::Tensor q, k, v;
 };
+// On a GPU the fused kernels take grouped KV heads themselves (enable_gqa);
+// the CPU's do not, so there they are repeated.
+bool KernelGroupsKvHeads(const torch::Tensor& q) { return q.is_cuda(); }
+
 FusedInputs RealRows(const torch::Tensor& q, const torch::Tensor& k,
                      const torch::Tensor& v, int64_t real_tokens) {
   TORCH_CHECK(real_tokens >= 1 && real_tokens <= q.size(1),
@@ -83,6 +97,11 @@ FusedInputs RealRows(const torch::Tensor& q, const torch::Tensor& k,
   TORCH_CHECK(q.size(0) % k.size(0) == 0, "SequenceAttention: ", q.size(0),
               " query heads are not a multiple of ", k.size(0), " KV heads");
   const int64_t q_heads = q.size(0);
+  if (KernelGroupsKvHeads(q)) {
+    return {q.narrow(1, 0, real_tokens).unsqueeze(0),
+            k.narrow(1, 0, real_tokens).unsqueeze(0),
+            v.narrow(1, 0, real_tokens).unsqueeze(0)};
+  }
   return {q.narrow(1, 0, real_tokens).unsqueeze(0),
           ExpandKvHeads(k.narrow(1, 0, real_tokens), q_heads).unsqueeze(0),
           ExpandKvHeads(v.narrow(1, 0, real_tokens), q_heads).unsqueeze(0)};
@@ -96,7 +115,8 @@ torch::Tensor SequenceAttention(const torch::Tensor& q, const torch::Tensor& k,
   FusedInputs in = RealRows(q, k, v, real_tokens);
   torch::Tensor out = at::scaled_dot_product_attention(
       in.q, in.k, in.v, /*attn_mask=*/{}, /*dropout_p=*/0.0,
-      /*is_causal=*/causal);
+      /*is_causal=*/causal, /*scale=*/std::nullopt,
+      /*enable_gqa=*/KernelGroupsKvHeads(q));
   return PadRows(out.squeeze(0), q.size(1));
 }
 
@@ -105,7 +125,9 @@ int64_t SequenceAttentionBackend(const torch::Tensor& q, const torch::Tensor& k,
                                  bool causal) {
   FusedInputs in = RealRows(q, k, v, real_tokens);
   return at::_fused_sdp_choice(in.q, in.k, in.v, /*attn_mask=*/{},
-                               /*dropout_p=*/0.0, /*is_causal=*/causal);
+                               /*dropout_p=*/0.0, /*is_causal=*/causal,
+                               /*scale=*/std::nullopt,
+                               /*enable_gqa=*/KernelGroupsKvHeads(q));
 }
 
 torch::Tensor ReferenceSequenceAttention(const torch::Tensor& q,
@@ -188,6 +210,109 @@ torch::Tensor DecoderLayer::Register(const std::string& name,
   return p;
 }
 
+namespace {
+
+// Where attention runs, for ChooseAttentionKernel.
+AttentionDevice AttentionDeviceOf(const torch::Tensor& q) {
+  AttentionDevice device;
+#if DCP_LIBTORCH_HAS_CUDA
+  if (q.is_cuda()) {
+    device.cuda = true;
+    device.compute_capability_major =
+        at::cuda::getDeviceProperties(q.device().index())->major;
+  }
+#else
+  device.cuda = q.is_cuda();
+#endif
+  return device;
+}
+
+bool IsHalfPrecision(torch::ScalarType dtype) {
+  return dtype == torch::kBFloat16 || dtype == torch::kHalf;
+}
+
+// Sequence i of the gathered all-to-all result [s, T/s, width, d], as its
+// P_i = slice_tokens[i] * s positions in order: [P_i, width, d] (member
+// major then slice order is position order). `offset` is its first slice
+// token.
+torch::Tensor GatheredSequence(const torch::Tensor& gathered, int64_t offset,
+                               int64_t slice, int64_t s) {
+  return gathered.narrow(1, offset, slice)
+      .reshape({slice * s, gathered.size(2), gathered.size(3)});
+}
+
+// SequenceAttention over each gathered sequence in turn; each output is
+// [s, slice_i, q_heads, d], member j's tokens first.
+std::vector<torch::Tensor> PerSequenceAttention(
+    const torch::Tensor& gathered, int64_t s, int64_t q_heads,
+    int64_t kv_heads, const std::vector<int64_t>& slice_tokens,
+    const std::vector<int64_t>& sequence_tokens, bool causal) {
+  const int64_t head_dim = gathered.size(3);
+  std::vector<torch::Tensor> outputs;
+  outputs.reserve(slice_tokens.size());
+  int64_t offset = 0;
+  for (size_t i = 0; i < slice_tokens.size(); ++i) {
+    const int64_t slice = slice_tokens[i];
+    torch::Tensor sequence = GatheredSequence(gathered, offset, slice, s);
+    torch::Tensor qs = sequence.narrow(1, 0, q_heads).transpose(0, 1);
+    torch::Tensor ks = sequence.narrow(1, q_heads, kv_heads).transpose(0, 1);
+    torch::Tensor vs =
+        sequence.narrow(1, q_heads + kv_heads, kv_heads).transpose(0, 1);
+    torch::Tensor out = SequenceAttention(qs, ks, vs, sequence_tokens[i],
+                                          causal);  // [hq, P, d]
+    outputs.push_back(
+        out.transpose(0, 1).reshape({s, slice, q_heads, head_dim}));
+    offset += slice;
+  }
+  return outputs;
+}
+
+// One varlen flash-attention call over the real tokens of every gathered
+// sequence (padding dropped, cumulative lengths marking where each starts;
+// KV heads grouped by the kernel), then each sequence's output padded back
+// to [s, slice_i, q_heads, d] as PerSequenceAttention returns it. CUDA,
+// half precision only (ChooseAttentionKernel).
+std::vector<torch::Tensor> VarlenFlashAttention(
+    const torch::Tensor& gathered, int64_t s, int64_t q_heads,
+    int64_t kv_heads, const std::vector<int64_t>& slice_tokens,
+    const std::vector<int64_t>& sequence_tokens, bool causal) {
+  const int64_t head_dim = gathered.size(3);
+  std::vector<torch::Tensor> real_rows;
+  real_rows.reserve(slice_tokens.size());
+  std::vector<int32_t> starts = {0};
+  int64_t longest = 0;
+  int64_t offset = 0;
+  for (size_t i = 0; i < slice_tokens.size(); ++i) {
+    real_rows.push_back(GatheredSequence(gathered, offset, slice_tokens[i], s)
+                            .narrow(0, 0, sequence_tokens[i]));
+    starts.push_back(starts.back() + static_cast<int32_t>(sequence_tokens[i]));
+    longest = std::max(longest, sequence_tokens[i]);
+    offset += slice_tokens[i];
+  }
+  torch::Tensor packed = torch::cat(real_rows, /*dim=*/0);  // [sum L, w, d]
+  torch::Tensor cumulative =
+      torch::tensor(starts, torch::kInt32).to(gathered.device());
+  torch::Tensor out = std::get<0>(at::_flash_attention_forward(
+      packed.narrow(1, 0, q_heads).contiguous(),
+      packed.narrow(1, q_heads, kv_heads).contiguous(),
+      packed.narrow(1, q_heads + kv_heads, kv_heads).contiguous(), cumulative,
+      cumulative, longest, longest, /*dropout_p=*/0.0, /*is_causal=*/causal,
+      /*return_debug_mask=*/false));  // [sum L, q_heads, d]
+  std::vector<torch::Tensor> outputs;
+  outputs.reserve(slice_tokens.size());
+  for (size_t i = 0; i < slice_tokens.size(); ++i) {
+    const int64_t padding = slice_tokens[i] * s - sequence_tokens[i];
+    torch::Tensor rows = out.narrow(0, starts[i], sequence_tokens[i]);
+    if (padding > 0) {
+      rows = torch::constant_pad_nd(rows, {0, 0, 0, 0, 0, padding});
+    }
+    outputs.push_back(rows.reshape({s, slice_tokens[i], q_heads, head_dim}));
+  }
+  return outputs;
+}
+
+}  // namespace
+
 torch::Tensor UlyssesAttention(torch::Tensor q, torch::Tensor k,
                                torch::Tensor v, int64_t num_heads,
                                int64_t num_kv_heads, int64_t head_dim,
@@ -219,27 +344,14 @@ torch::Tensor UlyssesAttention(torch::Tensor q, torch::Tensor k,
   torch::Tensor gathered =
       DifferentiableAllToAll(packed.permute({1, 0, 2, 3}).contiguous(), sp);
 
-  std::vector<torch::Tensor> outputs;
-  outputs.reserve(slice_tokens.size());
-  int64_t offset = 0;
-  for (size_t i = 0; i < slice_tokens.size(); ++i) {
-    const int64_t slice = slice_tokens[i];
-    const int64_t padded = slice * s;
-    // Member-major then slice order is position order: [P, width, d].
-    torch::Tensor sequence =
-        gathered.narrow(1, offset, slice).reshape({padded, width, head_dim});
-    torch::Tensor qs = sequence.narrow(1, 0, local_q_heads).transpose(0, 1);
-    torch::Tensor ks =
-        sequence.narrow(1, local_q_heads, local_kv_heads).transpose(0, 1);
-    torch::Tensor vs =
-        sequence.narrow(1, local_q_heads + local_kv_heads, local_kv_heads)
-            .transpose(0, 1);
-    torch::Tensor out = SequenceAttention(qs, ks, vs, sequence_tokens[i],
-                                          causal);  // [hq, P, d]
-    outputs.push_back(
-        out.transpose(0, 1).reshape({s, slice, local_q_heads, head_dim}));
-    offset += slice;
-  }
+  const AttentionKernel kernel = ChooseAttentionKernel(
+      AttentionDeviceOf(q), IsHalfPrecision(q.scalar_type()), head_dim);
+  const std::vector<torch::Tensor> outputs =
+      kernel == AttentionKernel::kVarlenFlash
+          ? VarlenFlashAttention(gathered, s, local_q_heads, local_kv_heads,
+                                 slice_tokens, sequence_tokens, causal)
+          : PerSequenceAttention(gathered, s, local_q_heads, local_kv_heads,
+                                 slice_tokens, sequence_tokens, causal);
   // All tokens, local heads -> local tokens, all heads: chunk j of the
   // result is this member's tokens for member j's heads.
   torch::Tensor local =

@@ -81,8 +81,9 @@ struct ForwardContext;
 /// padding never reaches a real row. Returns [q_heads, P, head_dim].
 /// Differentiable.
 ///
-/// Runs PyTorch's fused scaled_dot_product_attention (flash attention on the
-/// CPU and on CUDA), so memory is linear in P: the P x P scores are never
+/// Runs PyTorch's fused scaled_dot_product_attention on 4-D inputs (flash
+/// attention on the CPU; on CUDA with enable_gqa, so grouped KV heads are
+/// not copied), so memory is linear in P: the P x P scores are never
 /// materialised. The profiler times this very function.
 torch::Tensor SequenceAttention(const torch::Tensor& q, const torch::Tensor& k,
                                 const torch::Tensor& v, int64_t real_tokens,
@@ -94,7 +95,10 @@ torch::Tensor SequenceAttention(const torch::Tensor& q, const torch::Tensor& k,
 /// slice_tokens[i] of them, its sequence_tokens[i] real tokens in all). KV
 /// heads are replicated to lcm(num_kv_heads, sp size) when the group size
 /// does not divide them; one all-to-all gathers every sequence's tokens for
-/// this rank's heads, SequenceAttention (causal or not) runs per sequence,
+/// this rank's heads, attention (causal or not) runs on the kernel
+/// ChooseAttentionKernel picks (attention_kernel.h: on the CPU and on GPU
+/// inputs flash cannot take, SequenceAttention per sequence; on a GPU in
+/// half precision, one varlen flash-attention call over all the sequences),
 /// and one all-to-all returns [T, num_heads * head_dim]. Differentiable.
 torch::Tensor UlyssesAttention(torch::Tensor q, torch::Tensor k,
                                torch::Tensor v, int64_t num_heads,
