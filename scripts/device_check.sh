@@ -17,7 +17,7 @@
 #       python3), checks glibc, the GPU and that every library resolves, then
 #       runs the check (CHECK_FLAGS go to dcp_device_check, e.g.
 #       --device=cpu, --sizes=tiny; see `run --help`) under a time limit
-#       (default 570 s; its phase budgets add up to about 7 minutes),
+#       (default 360 s; its phase budgets add up to about 5 minutes),
 #       writing the report, the rows and the progress log to $OUT (or
 #       --out=DIR) as well.
 #       With --binary it runs that binary as it is (no bundle, no Python):
@@ -204,7 +204,7 @@ PY
 }
 
 cmd_run() {
-  local bundle="" binary="" python="python3" time_limit=570 device="cuda"
+  local bundle="" binary="" python="python3" time_limit=360 device="cuda"
   local out="${OUT:-}"
   local check_args=()
   local arg

@@ -52,7 +52,8 @@ struct DeviceCheckOptions {
   ProfileOptions profile;
   /// Buffer bytes of the world-size-1 collectives (all-reduce,
   /// reduce-scatter, all-gather, all-to-all), each timed as the median of
-  /// profile.repeats runs.
+  /// profile.repeats runs; none (the phase is skipped) by default: a world
+  /// of one rank needs no backend (SingleRankCommunicator).
   std::vector<int64_t> collective_bytes;
   /// Timed runs of each micro-batch (the median is reported, the largest
   /// peak); one untimed step per model comes first.
@@ -68,6 +69,10 @@ struct DeviceCheckOptions {
   uint64_t seed = 0;
   /// Progress lines (required).
   std::function<void(const std::string&)> log;
+  /// Called as each micro-batch row is measured, with every row so far (in
+  /// the report's order), so that a run cut short (the device's time limit)
+  /// keeps what it measured; may be empty.
+  std::function<void(const std::vector<CheckRow>& rows)> on_row;
 };
 
 /// One world-size-1 collective timing. Plain value.

@@ -18,7 +18,8 @@
 #include "common/status_macros.h"
 #include "cost_model/model_spec.h"
 #include "torch/torch.h"
-#include "worker/communication/communicator.h"
+#include "worker/communication/single_rank_communicator.h"
+#include "worker/device_check/error_table.h"
 #include "worker/device_check/device_check.h"
 
 #ifndef DCP_LIBTORCH_HAS_CUDA
@@ -54,11 +55,9 @@ constexpr FlagSpec kFlags[] = {
      "timed runs per measurement (default 5 for the "
      "profile, 3 for micro-batches)"},
     {"profile-budget", "DURATION", "",
-     "time the profile of each model may take (default 120s for h200)"},
+     "time the profile of each model may take (default 90s for h200)"},
     {"micro-batch-budget", "DURATION", "",
-     "time the micro-batches of each model may take (default 75s for h200)"},
-    {"collectives-budget", "DURATION", "",
-     "time the world-size-1 collectives may take (default 20s)"},
+     "time the micro-batches of each model may take (default 60s for h200)"},
     {"out", "DIR", "",
      "also write the report to DIR/device_check.md and the rows to "
      "DIR/device_check.tsv"},
@@ -69,8 +68,8 @@ const ProgramSpec& Program() {
   static const auto* const program = new ProgramSpec{
       kProgram,
       "dcp_device_check: on one device, profiles the GEMMs, the fused "
-      "attention core, the collectives at world size 1 and activation "
-      "memory; fits the cost model to them; runs micro-batches of each model "
+      "attention core and activation memory (one rank: no collectives, no "
+      "NCCL); fits the cost model to them; runs micro-batches of each model "
       "at several lengths and recompute settings; prints predicted and "
       "measured seconds and peak bytes per micro-batch, and the median and "
       "worst relative error. scripts/device_check.sh packs and runs it.",
@@ -84,11 +83,9 @@ const ProgramSpec& Program() {
 struct Sizes {
   std::vector<std::string> models;
   ProfileOptions profile;
-  std::vector<int64_t> collective_bytes;
   int micro_batch_repeats = 3;
   absl::Duration profile_budget;
   absl::Duration micro_batch_budget;
-  absl::Duration collectives_budget;
 };
 
 Sizes H200Sizes() {
@@ -101,10 +98,11 @@ Sizes H200Sizes() {
   sizes.profile.memory_tokens = {4096, 8192, 16384};
   sizes.profile.memory_sequence_tokens = 4096;
   sizes.profile.collective_timeout = absl::Seconds(120);
-  sizes.collective_bytes = {1 << 20, 16 << 20, 256 << 20};
-  sizes.profile_budget = absl::Seconds(120);
-  sizes.micro_batch_budget = absl::Seconds(75);
-  sizes.collectives_budget = absl::Seconds(20);
+  // Both models' phases in about 5 minutes, so that the run fits its
+  // 6-minute limit (scripts/device_check.sh) and a second try fits a
+  // 15-minute device loan.
+  sizes.profile_budget = absl::Seconds(90);
+  sizes.micro_batch_budget = absl::Seconds(60);
   return sizes;
 }
 
@@ -117,11 +115,9 @@ Sizes TinySizes() {
   sizes.profile.attention_lengths = {16, 32, 64, 128};
   sizes.profile.memory_tokens = {128, 256};
   sizes.profile.memory_sequence_tokens = 64;
-  sizes.collective_bytes = {4 << 10, 64 << 10};
   sizes.micro_batch_repeats = 2;
   sizes.profile_budget = absl::Seconds(60);
   sizes.micro_batch_budget = absl::Seconds(60);
-  sizes.collectives_budget = absl::Seconds(20);
   return sizes;
 }
 
@@ -183,8 +179,6 @@ absl::StatusOr<DeviceCheckOptions> Configure(const ParsedFlags& flags,
       DurationOr(flags, "profile-budget", sizes.profile_budget, duration_error);
   options.micro_batch_budget = DurationOr(
       flags, "micro-batch-budget", sizes.micro_batch_budget, duration_error);
-  options.collectives_budget = DurationOr(
-      flags, "collectives-budget", sizes.collectives_budget, duration_error);
   DCP_RETURN_IF_ERROR(duration_error);
   DCP_ASSIGN_OR_RETURN(options.seed, flags.Uint64("seed"));
 
@@ -219,7 +213,6 @@ absl::StatusOr<DeviceCheckOptions> Configure(const ParsedFlags& flags,
     options.models.push_back(model_case);
   }
   options.profile = sizes.profile;
-  options.collective_bytes = sizes.collective_bytes;
   options.micro_batch_repeats = sizes.micro_batch_repeats;
   options.cluster = H200Cluster(/*num_nodes=*/1, /*gpus_per_node=*/1);
   DCP_RETURN_IF_ERROR(ValidateDeviceCheckOptions([&] {
@@ -285,22 +278,25 @@ int RunDeviceCheckMain(int argc, char** argv) {
               << std::flush;
   };
 
-  C10dOptions c10d;
-  c10d.backend = cuda ? "nccl" : "gloo";
-  c10d.world_size = 1;
-  c10d.rank = 0;
-  c10d.store_prefix = "dcp_device_check";
-  c10d.timeout = absl::Seconds(120);
-  absl::StatusOr<std::unique_ptr<Communicator>> communicator =
-      CreateC10dCommunicator(c10d);
-  if (!communicator.ok()) {
-    return PrintFailure(
-        std::cerr, kProgram,
-        absl::StrCat("creating the ", c10d.backend,
-                     " world of one rank: ", communicator.status().message()));
+  // Where --out is given, the rows measured so far are rewritten after
+  // each one, so that a run stopped by its time limit keeps them.
+  std::string write_error;
+  if (flags.Given("out")) {
+    const std::string tsv = absl::StrCat(flags.String("out"), "/device_check.tsv");
+    options->on_row = [tsv, &write_error](const std::vector<CheckRow>& rows) {
+      absl::Status written =
+          WriteFileAtomically(tsv, FormatErrorTableTsv(rows));
+      if (!written.ok() && write_error.empty()) {
+        write_error = std::string(written.message());
+        std::cerr << kProgram << ": writing " << tsv << ": " << write_error
+                  << "\n";
+      }
+    };
   }
+  // One rank: no collective needs a backend, so neither NCCL nor Gloo.
+  SingleRankCommunicator communicator;
   absl::StatusOr<DeviceCheckReport> report =
-      RunDeviceCheck(*options, **communicator);
+      RunDeviceCheck(*options, communicator);
   if (!report.ok()) {
     return PrintFailure(std::cerr, kProgram, report.status().ToString());
   }

@@ -82,6 +82,46 @@ TEST(DeviceCheckTest, RunsEveryMicroBatchOfEveryModel) {
                     HasSubstr("time error over 5 rows: median ")));
 }
 
+// Each row reaches on_row as it is measured, with every row before it, so a
+// run stopped by its time limit has written what it measured.
+TEST(DeviceCheckTest, EachRowIsHandedOutAsItIsMeasured) {
+  DeviceCheckOptions options = TinyOptions();
+  std::vector<size_t> sizes_seen;
+  std::vector<std::string> last_models;
+  options.on_row = [&](const std::vector<CheckRow>& rows) {
+    sizes_seen.push_back(rows.size());
+    last_models.clear();
+    for (const CheckRow& row : rows) last_models.push_back(row.model);
+  };
+  FakeCommunicator communicator;
+  const SteppingClock clock;
+  absl::StatusOr<DeviceCheckReport> report =
+      RunDeviceCheck(options, communicator, clock);
+  ASSERT_TRUE(report.ok()) << report.status();
+  ASSERT_THAT(report->rows, SizeIs(5));
+  EXPECT_EQ(sizes_seen, (std::vector<size_t>{1, 2, 3, 4, 5}));
+  EXPECT_EQ(last_models, (std::vector<std::string>{"tiny", "tiny", "tiny",
+                                                    "tiny", "tiny-dit"}));
+}
+
+// One rank needs no collective: without buffer sizes the phase is skipped.
+TEST(DeviceCheckTest, NoCollectivesWhenNoneAreAskedFor) {
+  DeviceCheckOptions options = TinyOptions();
+  options.models = {Case("tiny", {16}, {0})};
+  options.collective_bytes = {};
+  std::vector<std::string> logged;
+  options.log = [&logged](const std::string& line) { logged.push_back(line); };
+  FakeCommunicator communicator;
+  const SteppingClock clock;
+  absl::StatusOr<DeviceCheckReport> report =
+      RunDeviceCheck(options, communicator, clock);
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_THAT(report->collectives, IsEmpty());
+  EXPECT_THAT(logged,
+              Contains("no collectives at world size 1: one rank needs no "
+                       "backend"));
+}
+
 TEST(DeviceCheckTest, PhasesPastTheirBudgetSkipWhatIsLeft) {
   DeviceCheckOptions options = TinyOptions();
   options.models = {Case("tiny", {16}, {0})};
