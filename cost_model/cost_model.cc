@@ -197,6 +197,13 @@ MicroBatchCost CostModel::MicroBatch(const MicroBatchShape& shape,
                           cost.recompute_seconds + (head - head_forward) +
                           micro_batch_half;
   cost.communication_seconds = (2 * layers + checkpointed_layers) * all_to_all;
+  if (params_.memory.zero3_parameter_sharding) {
+    const double gather = ParameterAllGatherSeconds();
+    const double reduce = GradientReduceScatterSeconds();
+    cost.forward_seconds += gather;
+    cost.backward_seconds += gather + reduce;
+    cost.sharding_seconds = 2 * gather + reduce;
+  }
   cost.total_seconds = cost.forward_seconds + cost.backward_seconds;
   cost.peak_bytes = PeakBytes(shape, checkpointed_layers);
   return cost;
@@ -224,7 +231,37 @@ double CostModel::OptimizerStepSeconds() const {
   return params_.compute.optimizer_step_seconds;
 }
 
+double CostModel::ShardedUnitsSeconds(double bytes_per_parameter,
+                                      bool gather) const {
+  if (!params_.memory.zero3_parameter_sharding) return 0;
+  const int ranks = cluster_.NumGpus();
+  const bool inter_node = cluster_.num_nodes > 1;
+  auto unit_seconds = [&](double parameters) {
+    if (parameters <= 0) return 0.0;
+    const double bytes = parameters * bytes_per_parameter;
+    return gather ? comm_.AllGatherSeconds(bytes, ranks, inter_node)
+                  : comm_.ReduceScatterSeconds(bytes, ranks, inter_node);
+  };
+  const double table = static_cast<double>(model_.vocab_size) *
+                       static_cast<double>(model_.hidden_size);
+  const double head = table + static_cast<double>(model_.hidden_size);
+  return model_.num_layers *
+             unit_seconds(static_cast<double>(model_.ParametersPerLayer())) +
+         unit_seconds(table) + unit_seconds(head);
+}
+
+double CostModel::ParameterAllGatherSeconds() const {
+  return ShardedUnitsSeconds(params_.memory.weight_bytes_per_parameter,
+                             /*gather=*/true);
+}
+
+double CostModel::GradientReduceScatterSeconds() const {
+  return ShardedUnitsSeconds(params_.memory.gradient_bytes_per_parameter,
+                             /*gather=*/false);
+}
+
 double CostModel::GradientAllReduceSeconds() const {
+  if (params_.memory.zero3_parameter_sharding) return 0;
   const double parameters = static_cast<double>(model_.ParameterCount());
   const double gradient_bytes =
       parameters * params_.memory.gradient_bytes_per_parameter;

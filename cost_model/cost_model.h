@@ -38,6 +38,10 @@ struct MicroBatchCost {
   double recompute_seconds = 0;
   /// All Ulysses all-to-alls (forward, backward, recompute).
   double communication_seconds = 0;
+  /// ZeRO-3's collectives over the world, counted in the forward (one
+  /// all-gather of the weights) and backward (another all-gather and the
+  /// gradients' reduce-scatter); 0 without ZeRO-3.
+  double sharding_seconds = 0;
   double total_seconds = 0;
   double peak_bytes = 0;
 };
@@ -54,9 +58,29 @@ class CostModel {
                                                  const ClusterSpec& cluster);
 
   /// Time and peak memory of a micro-batch with the first
-  /// `checkpointed_layers` layers recomputed.
+  /// `checkpointed_layers` layers recomputed. With ZeRO-3
+  /// (memory.zero3_parameter_sharding) every micro-batch also pays
+  /// ParameterAllGatherSeconds() in its forward and again in its backward,
+  /// plus GradientReduceScatterSeconds(), as FSDP2 runs them by default
+  /// (reshard after forward): a recomputed layer's forward runs inside its
+  /// backward, on the weights gathered for it, so recompute adds none. The
+  /// collectives are counted in full (no overlap with compute assumed), so
+  /// fewer, larger micro-batches pay them less often.
   MicroBatchCost MicroBatch(const MicroBatchShape& shape,
                             int checkpointed_layers) const;
+  /// ZeRO-3: one pass of all-gathers of the weights over every rank, one
+  /// per FSDP unit (each layer, the embedding, the head with the final
+  /// norm), in the weights' bytes, on the NICs when the world spans nodes;
+  /// 0 without ZeRO-3.
+  double ParameterAllGatherSeconds() const;
+  /// ZeRO-3: the reduce-scatters of one micro-batch's gradients over every
+  /// rank, one per unit, in the gradients' bytes; 0 without ZeRO-3.
+  double GradientReduceScatterSeconds() const;
+  /// What ZeRO-3 adds to every micro-batch: two all-gathers and a
+  /// reduce-scatter (MicroBatchCost::sharding_seconds).
+  double ShardingMicroBatchSeconds() const {
+    return 2 * ParameterAllGatherSeconds() + GradientReduceScatterSeconds();
+  }
   /// The two Ulysses all-to-alls of one layer's forward on one rank (Q, K
   /// and V packed into one; the output).
   double UlyssesLayerSeconds(const MicroBatchShape& shape) const;
@@ -72,7 +96,9 @@ class CostModel {
   /// (memory.zero1_optimizer_sharding) the reduce-scatter of the gradients
   /// plus the all-gather of the updated weights (in the weights' bytes), as
   /// the worker runs them. The planner treats it as one block that the last
-  /// micro-batch's backward may hide.
+  /// micro-batch's backward may hide. 0 with ZeRO-3: every micro-batch's
+  /// reduce-scatters replace it, and the next step's forward gathers the
+  /// updated weight shards.
   double GradientAllReduceSeconds() const;
   /// The optimizer step after it, which nothing hides.
   double OptimizerStepSeconds() const;
@@ -91,6 +117,9 @@ class CostModel {
  private:
   CostModel(const ModelSpec& model, const ClusterSpec& cluster,
             const CostParams& params);
+  /// ZeRO-3: one collective per unit over every rank in
+  /// `bytes_per_parameter`, all-gathers if `gather`, else reduce-scatters.
+  double ShardedUnitsSeconds(double bytes_per_parameter, bool gather) const;
 
   ModelSpec model_;
   ClusterSpec cluster_;

@@ -22,14 +22,28 @@ MemoryParams DefaultMemoryParams(const ModelSpec& model) {
 
 void SetTrainingStateBytes(TrainingPrecision precision, bool zero1,
                            MemoryParams& params) {
-  params.zero1_optimizer_sharding = zero1;
+  SetTrainingStateBytes(precision,
+                        zero1 ? ParameterSharding::kZero1
+                              : ParameterSharding::kReplicated,
+                        params);
+}
+
+void SetTrainingStateBytes(TrainingPrecision precision,
+                           ParameterSharding sharding, MemoryParams& params) {
+  const bool zero3 = sharding == ParameterSharding::kZero3;
+  params.zero1_optimizer_sharding =
+      zero3 || sharding == ParameterSharding::kZero1;
+  params.zero3_parameter_sharding = zero3;
   params.gradient_bytes_per_parameter = 4;
   if (precision == TrainingPrecision::kBf16) {
     params.weight_bytes_per_parameter = 2;
     params.optimizer_bytes_per_parameter = 12;
   } else {
     params.weight_bytes_per_parameter = 4;
-    params.optimizer_bytes_per_parameter = zero1 ? 12 : 8;
+    // ZeRO-1 keeps a float32 master shard beside the full weights; without
+    // sharding, or with ZeRO-3's weight shard, the weights are the master.
+    params.optimizer_bytes_per_parameter =
+        sharding == ParameterSharding::kZero1 ? 12 : 8;
   }
 }
 
@@ -40,15 +54,39 @@ void SetCommunicatorMemory(CommunicatorBackend backend, int max_cached_groups,
       backend == CommunicatorBackend::kNccl ? kNcclCommunicatorBytesH200 : 0;
 }
 
+int64_t MemoryModel::LargestShardingUnit(const ModelSpec& model) {
+  const int64_t head =
+      SaturatingAdd(SaturatingMul(model.vocab_size, model.hidden_size),
+                    model.hidden_size);
+  return std::max(model.ParametersPerLayer(), head);
+}
+
+double MemoryModel::ShardingWorkingSetBytes() const {
+  if (!params_.zero3_parameter_sharding) return 0;
+  return 2 * largest_unit_parameters_ *
+         (params_.weight_bytes_per_parameter +
+          params_.gradient_bytes_per_parameter);
+}
+
 double MemoryModel::StaticBytes() const {
+  const double runtime_bytes =
+      params_.communicator_bytes * params_.communicators_per_rank +
+      params_.fixed_bytes;
+  if (params_.zero3_parameter_sharding) {
+    return parameters_ *
+               (params_.weight_bytes_per_parameter +
+                params_.gradient_bytes_per_parameter +
+                params_.optimizer_bytes_per_parameter) /
+               world_size_ +
+           ShardingWorkingSetBytes() + runtime_bytes;
+  }
   const double optimizer_shards =
       params_.zero1_optimizer_sharding ? world_size_ : 1;
   return parameters_ *
              (params_.weight_bytes_per_parameter +
               params_.gradient_bytes_per_parameter +
               params_.optimizer_bytes_per_parameter / optimizer_shards) +
-         params_.communicator_bytes * params_.communicators_per_rank +
-         params_.fixed_bytes;
+         runtime_bytes;
 }
 
 double MemoryModel::BytesPerTokenPerLayer(RecomputeLevel level) const {

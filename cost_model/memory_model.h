@@ -37,6 +37,15 @@ struct MemoryParams {
   /// ZeRO-1: optimizer states sharded over every rank (all ranks hold a full
   /// replica under Ulysses, so the data-parallel degree is the world size).
   bool zero1_optimizer_sharding = true;
+  /// ZeRO-3 (FSDP2-style): weights, gradients and optimizer states all
+  /// sharded over every rank (the optimizer states whatever
+  /// zero1_optimizer_sharding says); each FSDP unit (a layer, the
+  /// embedding, the head) is all-gathered for its forward and again for its
+  /// backward and its gradients reduce-scattered after it, every
+  /// micro-batch. A GPU then holds 1/world of the state plus the working
+  /// set of two units gathered at once (the running one and the prefetched
+  /// one), each with its weights and unsharded gradients.
+  bool zero3_parameter_sharding = false;
   /// Fixed runtime bytes (allocator, workspaces) on top of the model state.
   double fixed_bytes = 0;
   /// Memory of one communicator (process group) a rank holds:
@@ -65,6 +74,11 @@ struct MemoryParams {
 /// weights with the AdamW states.
 enum class TrainingPrecision { kFp32, kBf16 };
 
+/// What of the training state is sharded over the ranks: nothing, the
+/// optimizer states (ZeRO-1), or weights, gradients and optimizer states
+/// (ZeRO-3 / FSDP2).
+enum class ParameterSharding { kReplicated, kZero1, kZero3 };
+
 /// Sets the weight, gradient and optimizer bytes per parameter and
 /// zero1_optimizer_sharding to what the worker holds in `precision` with or
 /// without ZeRO-1: bf16 is 2 + 4 + 12 (master, m, v); fp32 is 4 + 4 + 8 (m,
@@ -72,6 +86,11 @@ enum class TrainingPrecision { kFp32, kBf16 };
 /// float32 master shard besides the full weights).
 void SetTrainingStateBytes(TrainingPrecision precision, bool zero1,
                            MemoryParams& params);
+/// The same for any sharding, also setting zero3_parameter_sharding: ZeRO-3
+/// holds what ZeRO-1 does in bf16 (2 + 4 + 12), and in fp32 4 + 4 + 8 (the
+/// float32 weight shard is its own master).
+void SetTrainingStateBytes(TrainingPrecision precision,
+                           ParameterSharding sharding, MemoryParams& params);
 
 /// Sets communicator_bytes and communicators_per_rank for workers on
 /// `backend` that keep at most `max_cached_groups` SP sub-groups cached
@@ -98,11 +117,23 @@ class MemoryModel {
         num_kv_heads_(model.num_kv_heads),
         kv_copy_bytes_per_token_per_layer_(model.KvCopyBytesPerTokenPerLayer()),
         parameters_(static_cast<double>(model.ParameterCount())),
+        largest_unit_parameters_(
+            static_cast<double>(LargestShardingUnit(model))),
         params_(params),
         world_size_(world_size) {}
 
+  /// Parameters of the largest unit ZeRO-3 gathers at once: a layer, or the
+  /// embedding or the head (vocab x hidden, the head with the final norm).
+  static int64_t LargestShardingUnit(const ModelSpec& model);
+
   /// Weights, gradients, optimizer states, communicators and fixed bytes.
+  /// With ZeRO-3 the state is (weights + gradients + optimizer states) /
+  /// world plus ShardingWorkingSetBytes().
   double StaticBytes() const;
+  /// ZeRO-3's gathered working set: two of the largest units' weights and
+  /// unsharded gradients (the running unit and the prefetched one); 0
+  /// without ZeRO-3.
+  double ShardingWorkingSetBytes() const;
   /// Bytes per token per layer at a recompute level (one copy of KV heads).
   double BytesPerTokenPerLayer(RecomputeLevel level) const;
   /// Bytes per token a layer that keeps all its activations stores on an SP
@@ -137,6 +168,7 @@ class MemoryModel {
   int num_kv_heads_;
   double kv_copy_bytes_per_token_per_layer_;
   double parameters_;
+  double largest_unit_parameters_;
   MemoryParams params_;
   int world_size_;
 };

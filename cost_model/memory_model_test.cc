@@ -42,6 +42,40 @@ TEST(MemoryModelTest, TrainingStateBytesPerPrecision) {
   EXPECT_EQ(defaults.zero1_optimizer_sharding, true);
 }
 
+// ZeRO-3 shards weights, gradients and optimizer states over the world and
+// adds the working set of two gathered units (weights and gradients).
+TEST(MemoryModelTest, ZeroThreeShardsTheWholeStatePlusTwoGatheredUnits) {
+  const ModelSpec spec = Spec();
+  const double n = static_cast<double>(spec.ParameterCount());
+  // A layer (36,992 parameters) outweighs the 100 x 64 embedding; with a
+  // larger vocabulary the head (with the final norm) is the largest unit.
+  const int64_t unit = MemoryModel::LargestShardingUnit(spec);
+  EXPECT_EQ(unit, spec.ParametersPerLayer());
+  ModelSpec wide_vocab = spec;
+  wide_vocab.vocab_size = 1000;
+  EXPECT_EQ(MemoryModel::LargestShardingUnit(wide_vocab),
+            1000 * 64 + 64);
+  MemoryParams params;
+  SetTrainingStateBytes(TrainingPrecision::kBf16, ParameterSharding::kZero3,
+                        params);
+  EXPECT_TRUE(params.zero3_parameter_sharding);
+  EXPECT_TRUE(params.zero1_optimizer_sharding);
+  const MemoryModel model(spec, params, 4);
+  const double working_set = 2.0 * static_cast<double>(unit) * (2 + 4);
+  EXPECT_DOUBLE_EQ(model.ShardingWorkingSetBytes(), working_set);
+  EXPECT_DOUBLE_EQ(model.StaticBytes(), n * 18 / 4 + working_set);
+  // fp32: the float32 weight shard is its own master (4 + 4 + 8).
+  SetTrainingStateBytes(TrainingPrecision::kFp32, ParameterSharding::kZero3,
+                        params);
+  EXPECT_DOUBLE_EQ(
+      MemoryModel(spec, params, 4).StaticBytes(),
+      n * 16 / 4 + 2.0 * static_cast<double>(unit) * (4 + 4));
+  // Without ZeRO-3 there is no working set, and the bool setter clears it.
+  SetTrainingStateBytes(TrainingPrecision::kBf16, /*zero1=*/true, params);
+  EXPECT_FALSE(params.zero3_parameter_sharding);
+  EXPECT_EQ(MemoryModel(spec, params, 4).ShardingWorkingSetBytes(), 0);
+}
+
 TEST(MemoryModelTest, CommunicatorsCountInStaticBytesAndShrinkTheTokenBudget) {
   const ModelSpec spec = Spec();
   MemoryParams params = DefaultMemoryParams(spec);

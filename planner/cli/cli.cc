@@ -132,7 +132,8 @@ const std::string& StrategyHelp() {
 // workload, model, cluster and strategy flags, then `own`.
 const std::vector<FlagSpec>* StreamFlags(absl::Span<const FlagSpec> own) {
   return new std::vector<FlagSpec>(ConcatFlagTables(
-      {kWorkloadFlags, ModelCluster().specs(), kStrategyFlags, own}));
+      {kWorkloadFlags, ModelCluster().specs(), cli::kShardingFlags,
+       kStrategyFlags, own}));
 }
 
 const std::vector<FlagSpec>& SimulateFlags() {
@@ -196,13 +197,15 @@ constexpr FlagSpec kPriceFlags[] = {
 
 const std::vector<FlagSpec>& PriceFlags() {
   static const auto* const flags = new std::vector<FlagSpec>(
-      ConcatFlagTables({kPriceFlags, ModelCluster().specs()}));
+      ConcatFlagTables(
+          {kPriceFlags, ModelCluster().specs(), cli::kShardingFlags}));
   return *flags;
 }
 
 const std::vector<FlagSpec>& ValidateFlags() {
   static const auto* const flags = new std::vector<FlagSpec>(
-      ConcatFlagTables({kValidateFlags, ModelCluster().specs()}));
+      ConcatFlagTables(
+          {kValidateFlags, ModelCluster().specs(), cli::kShardingFlags}));
   return *flags;
 }
 

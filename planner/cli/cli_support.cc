@@ -41,7 +41,14 @@ absl::StatusOr<std::vector<int>> SpSizes(const ParsedFlags& flags) {
 absl::StatusOr<CostModel> LoadCostModel(const ParsedFlags& flags) {
   DCP_ASSIGN_OR_RETURN(ModelSpec model, ModelCluster().Model(flags));
   DCP_ASSIGN_OR_RETURN(ClusterSpec cluster, ModelCluster().Cluster(flags));
-  return CostModel::CreateDefault(model, cluster);
+  DCP_ASSIGN_OR_RETURN(bool zero3, flags.Bool("zero3"));
+  CostParams params = DefaultCostParams(model, cluster);
+  // The defaults are bf16 with ZeRO-1; --zero3 shards the rest too.
+  if (zero3) {
+    SetTrainingStateBytes(TrainingPrecision::kBf16, ParameterSharding::kZero3,
+                          params.memory);
+  }
+  return CostModel::Create(model, cluster, params);
 }
 
 // The --workload or --lengths source.

@@ -34,10 +34,23 @@ inline constexpr int64_t kDefaultTokensPerGpu = 64 * 1024;
 /// The model and cluster flags of every subcommand.
 const ModelClusterFlags& ModelCluster();
 
+/// The training-state flags of every subcommand that loads a cost model
+/// (simulate, plan, validate, price), beside the model and cluster flags.
+inline constexpr FlagSpec kShardingFlags[] = {
+    {"zero3", nullptr, "false",
+     "plan with ZeRO-3 / FSDP2 sharding: weights, gradients and optimizer "
+     "states sharded over every GPU (instead of ZeRO-1's optimizer states "
+     "only), each micro-batch paying an all-gather of the weights in its "
+     "forward, another in its backward and a reduce-scatter of the "
+     "gradients over the whole world, and no step-end all-reduce; a "
+     "prediction of the cost model: dcp_worker does not run ZeRO-3"},
+};
+
 /// --sp-sizes: the SP sizes given, or none (every legal size).
 absl::StatusOr<std::vector<int>> SpSizes(const ParsedFlags& flags);
 
-/// The default cost model of the flags' model and cluster.
+/// The default cost model of the flags' model and cluster, with ZeRO-3 when
+/// --zero3 is given.
 absl::StatusOr<CostModel> LoadCostModel(const ParsedFlags& flags);
 
 /// The --workload or --lengths source.

@@ -108,13 +108,18 @@ absl::Status CheckModelStateFits(const CostModel& cost_model) {
   const int world = cost_model.cluster().NumGpus();
   const double parameters =
       static_cast<double>(cost_model.model().ParameterCount());
-  // MemoryModel::StaticBytes less the one part more GPUs shrink: ZeRO-1's
-  // shard of the optimizer states.
+  // MemoryModel::StaticBytes less the part more GPUs shrink: ZeRO-1's
+  // shard of the optimizer states, or ZeRO-3's of the whole state.
+  const bool zero3 = memory.zero3_parameter_sharding;
   const double optimizer_bytes =
       parameters * memory.optimizer_bytes_per_parameter;
-  const double replicated_bytes = memory.zero1_optimizer_sharding
-                                      ? state_bytes - optimizer_bytes / world
-                                      : state_bytes;
+  const double sharded_bytes =
+      zero3 ? parameters * (memory.weight_bytes_per_parameter +
+                            memory.gradient_bytes_per_parameter) +
+                  optimizer_bytes
+      : memory.zero1_optimizer_sharding ? optimizer_bytes
+                                        : 0;
+  const double replicated_bytes = state_bytes - sharded_bytes / world;
   const std::string what = absl::StrFormat(
       "the model state of %s alone needs %s per GPU (%.3g parameters x "
       "%g B weights + %g B gradients + %g B optimizer states%s%s) but the "
@@ -122,7 +127,11 @@ absl::Status CheckModelStateFits(const CostModel& cost_model) {
       cost_model.model().name, FormatBytes(state_bytes), parameters,
       memory.weight_bytes_per_parameter, memory.gradient_bytes_per_parameter,
       memory.optimizer_bytes_per_parameter,
-      memory.zero1_optimizer_sharding
+      zero3 ? absl::StrCat(" all sharded over ", world,
+                           " GPUs + two gathered units of ",
+                           FormatBytes(cost_model.memory()
+                                           .ShardingWorkingSetBytes()))
+      : memory.zero1_optimizer_sharding
           ? absl::StrCat(" sharded over ", world, " GPUs")
           : std::string(),
       memory.communicator_bytes > 0
@@ -134,8 +143,13 @@ absl::Status CheckModelStateFits(const CostModel& cost_model) {
       100 * cost_model.cluster().usable_memory_fraction,
       FormatBytes(cost_model.cluster().gpu_memory_bytes));
   if (replicated_bytes >= budget_bytes) {
-    std::vector<std::string> parts = {"weights", "gradients"};
-    if (!memory.zero1_optimizer_sharding) parts.push_back("optimizer states");
+    std::vector<std::string> parts;
+    if (zero3) {
+      parts.push_back("gathered units");
+    } else {
+      parts = {"weights", "gradients"};
+      if (!memory.zero1_optimizer_sharding) parts.push_back("optimizer states");
+    }
     if (memory.communicator_bytes > 0 && memory.communicators_per_rank > 0) {
       parts.push_back("communicators");
     }
@@ -143,20 +157,24 @@ absl::Status CheckModelStateFits(const CostModel& cost_model) {
     const std::string last = parts.back();
     parts.pop_back();
     return absl::ResourceExhaustedError(absl::StrCat(
-        what, "; its ", absl::StrJoin(parts, ", "), " and ", last,
-        " alone need ", FormatBytes(replicated_bytes),
-        " per GPU whatever the GPU count, so more GPUs cannot help: use a GPU "
-        "with more memory, a larger usable memory fraction, or a smaller "
-        "model"));
+        what, "; its ", absl::StrJoin(parts, ", "),
+        parts.empty() ? "" : " and ", last, " alone need ",
+        FormatBytes(replicated_bytes),
+        " per GPU whatever the GPU count, so more GPUs cannot help: use ",
+        zero3 ? "" : "ZeRO-3 (shard the weights and gradients too), ",
+        "a GPU with more memory, a larger usable memory fraction, or a "
+        "smaller model"));
   }
-  // The fewest GPUs over which the optimizer shard fits beside the
-  // replicated part: replicated + optimizer / n < budget.
+  // The fewest GPUs over which the shard fits beside the replicated part:
+  // replicated + sharded / n < budget.
   const double min_gpus =
-      std::floor(optimizer_bytes / (budget_bytes - replicated_bytes)) + 1;
+      std::floor(sharded_bytes / (budget_bytes - replicated_bytes)) + 1;
   return absl::ResourceExhaustedError(absl::StrFormat(
-      "%s; use more GPUs (at least %.0f: ZeRO-1 shards the optimizer states "
-      "over them), a larger usable memory fraction, or a smaller model",
-      what, min_gpus));
+      "%s; use more GPUs (at least %.0f: %s over them), a larger usable "
+      "memory fraction, or a smaller model",
+      what, min_gpus,
+      zero3 ? "ZeRO-3 shards the weights, gradients and optimizer states"
+            : "ZeRO-1 shards the optimizer states"));
 }
 
 absl::StatusOr<int> MinFeasibleSpSize(const CostModel& cost_model,

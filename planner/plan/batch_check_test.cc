@@ -336,9 +336,24 @@ TEST(CheckModelStateFitsTest, MoreGpusCannotHelpWhenWeightsAndGradientsDoNot) {
                     "its weights, gradients and communicators alone need ",
                     FormatBytes(ReplicatedBytes(cost_model)),
                     " per GPU whatever the GPU count, so more GPUs cannot "
-                    "help: use a GPU with more memory")));
+                    "help: use ZeRO-3 (shard the weights and gradients "
+                    "too), a GPU with more memory")));
     EXPECT_THAT(status.message(), Not(HasSubstr("use more GPUs")));
   }
+}
+
+TEST(CheckModelStateFitsTest, WithZero3MoreGpusHelpLlama70b) {
+  // ZeRO-3 shards llama3-70b's 1.27 TB of state: over 8 GPUs 159 GB do not
+  // fit; over 14 or more they do (besides two gathered units).
+  const CostModel one_node = MakeZero3CostModel("llama3-70b", 1, 8);
+  absl::Status status = CheckModelStateFits(one_node);
+  EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(status.message(),
+              HasSubstr("use more GPUs (at least 14: ZeRO-3 shards the "
+                        "weights, gradients and optimizer states"));
+  EXPECT_THAT(status.message(), HasSubstr("all sharded over 8 GPUs"));
+  EXPECT_TRUE(CheckModelStateFits(MakeZero3CostModel("llama3-70b", 2, 8)).ok());
+  EXPECT_TRUE(CheckModelStateFits(MakeZero3CostModel("llama3-70b", 4, 8)).ok());
 }
 
 TEST(CheckModelStateFitsTest, WithoutZero1MoreGpusCannotHelp) {

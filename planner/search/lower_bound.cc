@@ -76,7 +76,8 @@ BestCase BestCaseSeconds(const CostModel& cost_model, int64_t length_tokens,
 // (a GEMM over t tokens takes (1 + half / t) times its FLOPs' time: a fixed
 // `half` tokens' worth), in every layer and the head, and the micro-batch's
 // own fixed cost (embedding, loss: micro_batch_fixed_seconds). All-to-all
-// latencies and recompute are left out (they only add).
+// latencies and recompute are left out (they only add); ZeRO-3's
+// collectives are added per SP size (unscaled by sp_compute_scale).
 double MicroBatchFixedSeconds(const CostModel& cost_model) {
   const ModelSpec& model = cost_model.model();
   const ComputeParams& compute = cost_model.params().compute;
@@ -175,6 +176,9 @@ absl::StatusOr<double> StepTimeLowerBound(
           (cost_model.SpansNodes(sp) ? comm.all_to_all_inter_latency_seconds
                                      : comm.all_to_all_intra_latency_seconds);
     }
+    // ZeRO-3's gathers and reduce-scatter: every micro-batch pays them in
+    // full, whatever it holds.
+    limits.fixed_seconds += cost_model.ShardingMicroBatchSeconds();
     for (int k = 0; k <= layers; ++k) {
       limits.capacity.push_back(cost_model.MaxTokensPerRank(k, sp));
     }
