@@ -68,17 +68,24 @@ double MemoryModel::ShardingWorkingSetBytes() const {
           params_.gradient_bytes_per_parameter);
 }
 
+double MemoryModel::ShardedStateBytes() const {
+  if (params_.zero3_parameter_sharding) {
+    return parameters_ * (params_.weight_bytes_per_parameter +
+                          params_.gradient_bytes_per_parameter +
+                          params_.optimizer_bytes_per_parameter);
+  }
+  return params_.zero1_optimizer_sharding
+             ? parameters_ * params_.optimizer_bytes_per_parameter
+             : 0;
+}
+
 double MemoryModel::StaticBytes() const {
   const double runtime_bytes =
       params_.communicator_bytes * params_.communicators_per_rank +
       params_.fixed_bytes;
   if (params_.zero3_parameter_sharding) {
-    return parameters_ *
-               (params_.weight_bytes_per_parameter +
-                params_.gradient_bytes_per_parameter +
-                params_.optimizer_bytes_per_parameter) /
-               world_size_ +
-           ShardingWorkingSetBytes() + runtime_bytes;
+    return ShardedStateBytes() / world_size_ + ShardingWorkingSetBytes() +
+           runtime_bytes;
   }
   const double optimizer_shards =
       params_.zero1_optimizer_sharding ? world_size_ : 1;

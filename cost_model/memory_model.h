@@ -130,6 +130,11 @@ class MemoryModel {
   /// With ZeRO-3 the state is (weights + gradients + optimizer states) /
   /// world plus ShardingWorkingSetBytes().
   double StaticBytes() const;
+  /// The part of the model state sharded over the world, summed over every
+  /// GPU (one GPU holds this / world): ZeRO-3's weights, gradients and
+  /// optimizer states, ZeRO-1's optimizer states, or nothing. StaticBytes()
+  /// is the rest, which no GPU count shrinks, plus this / world.
+  double ShardedStateBytes() const;
   /// ZeRO-3's gathered working set: two of the largest units' weights and
   /// unsharded gradients (the running unit and the prefetched one); 0
   /// without ZeRO-3.

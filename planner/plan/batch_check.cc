@@ -108,17 +108,9 @@ absl::Status CheckModelStateFits(const CostModel& cost_model) {
   const int world = cost_model.cluster().NumGpus();
   const double parameters =
       static_cast<double>(cost_model.model().ParameterCount());
-  // MemoryModel::StaticBytes less the part more GPUs shrink: ZeRO-1's
-  // shard of the optimizer states, or ZeRO-3's of the whole state.
   const bool zero3 = memory.zero3_parameter_sharding;
-  const double optimizer_bytes =
-      parameters * memory.optimizer_bytes_per_parameter;
-  const double sharded_bytes =
-      zero3 ? parameters * (memory.weight_bytes_per_parameter +
-                            memory.gradient_bytes_per_parameter) +
-                  optimizer_bytes
-      : memory.zero1_optimizer_sharding ? optimizer_bytes
-                                        : 0;
+  // The static bytes less the part more GPUs shrink.
+  const double sharded_bytes = cost_model.memory().ShardedStateBytes();
   const double replicated_bytes = state_bytes - sharded_bytes / world;
   const std::string what = absl::StrFormat(
       "the model state of %s alone needs %s per GPU (%.3g parameters x "
