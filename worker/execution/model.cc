@@ -80,15 +80,41 @@ torch::Tensor PadRows(const torch::Tensor& out, int64_t padded_tokens) {
   return torch::constant_pad_nd(out, {0, 0, 0, missing});
 }
 
+// Where attention runs, for ChooseAttentionKernel.
+AttentionDevice AttentionDeviceOf(const torch::Tensor& q) {
+  AttentionDevice device;
+#if DCP_LIBTORCH_HAS_CUDA
+  if (q.is_cuda()) {
+    device.cuda = true;
+    device.compute_capability_major =
+        at::cuda::getDeviceProperties(q.device().index())->major;
+  }
+#else
+  device.cuda = q.is_cuda();
+#endif
+  return device;
+}
+
+bool IsHalfPrecision(torch::ScalarType dtype) {
+  return dtype == torch::kBFloat16 || dtype == torch::kHalf;
+}
+
+// Whether SequenceAttention's fused kernel takes grouped KV heads itself
+// (enable_gqa: any GPU kernel ChooseAttentionKernel picks); the CPU's does
+// not, so there they are repeated.
+bool KernelGroupsKvHeads(const torch::Tensor& q) {
+  return ChooseAttentionKernel(AttentionDeviceOf(q),
+                               IsHalfPrecision(q.scalar_type()),
+                               q.size(-1)) != AttentionKernel::kPerSequence;
+}
+
 // The real rows of q, k and v as the 4-D [1, heads, L, d] that the fused
-// kernels take (3-D inputs fall back to the math kernel).
+// kernels take (3-D inputs fall back to the math kernel), and whether the
+// kernel groups the KV heads itself (else they are repeated here).
 struct FusedInputs {
   torch::Tensor q, k, v;
+  bool grouped_kv_heads = false;
 };
-// On a GPU the fused kernels take grouped KV heads themselves (enable_gqa);
-// the CPU's do not, so there they are repeated.
-bool KernelGroupsKvHeads(const torch::Tensor& q) { return q.is_cuda(); }
-
 FusedInputs RealRows(const torch::Tensor& q, const torch::Tensor& k,
                      const torch::Tensor& v, int64_t real_tokens) {
   TORCH_CHECK(real_tokens >= 1 && real_tokens <= q.size(1),
@@ -97,14 +123,13 @@ FusedInputs RealRows(const torch::Tensor& q, const torch::Tensor& k,
   TORCH_CHECK(q.size(0) % k.size(0) == 0, "SequenceAttention: ", q.size(0),
               " query heads are not a multiple of ", k.size(0), " KV heads");
   const int64_t q_heads = q.size(0);
-  if (KernelGroupsKvHeads(q)) {
-    return {q.narrow(1, 0, real_tokens).unsqueeze(0),
-            k.narrow(1, 0, real_tokens).unsqueeze(0),
-            v.narrow(1, 0, real_tokens).unsqueeze(0)};
-  }
-  return {q.narrow(1, 0, real_tokens).unsqueeze(0),
-          ExpandKvHeads(k.narrow(1, 0, real_tokens), q_heads).unsqueeze(0),
-          ExpandKvHeads(v.narrow(1, 0, real_tokens), q_heads).unsqueeze(0)};
+  const bool grouped = KernelGroupsKvHeads(q);
+  auto kv_rows = [&](const torch::Tensor& kv) {
+    torch::Tensor rows = kv.narrow(1, 0, real_tokens);
+    return (grouped ? rows : ExpandKvHeads(rows, q_heads)).unsqueeze(0);
+  };
+  return {q.narrow(1, 0, real_tokens).unsqueeze(0), kv_rows(k), kv_rows(v),
+          grouped};
 }
 
 }  // namespace
@@ -116,7 +141,7 @@ torch::Tensor SequenceAttention(const torch::Tensor& q, const torch::Tensor& k,
   torch::Tensor out = at::scaled_dot_product_attention(
       in.q, in.k, in.v, /*attn_mask=*/{}, /*dropout_p=*/0.0,
       /*is_causal=*/causal, /*scale=*/std::nullopt,
-      /*enable_gqa=*/KernelGroupsKvHeads(q));
+      /*enable_gqa=*/in.grouped_kv_heads);
   return PadRows(out.squeeze(0), q.size(1));
 }
 
@@ -127,7 +152,7 @@ int64_t SequenceAttentionBackend(const torch::Tensor& q, const torch::Tensor& k,
   return at::_fused_sdp_choice(in.q, in.k, in.v, /*attn_mask=*/{},
                                /*dropout_p=*/0.0, /*is_causal=*/causal,
                                /*scale=*/std::nullopt,
-                               /*enable_gqa=*/KernelGroupsKvHeads(q));
+                               /*enable_gqa=*/in.grouped_kv_heads);
 }
 
 torch::Tensor ReferenceSequenceAttention(const torch::Tensor& q,
@@ -212,29 +237,10 @@ torch::Tensor DecoderLayer::Register(const std::string& name,
 
 namespace {
 
-// Where attention runs, for ChooseAttentionKernel.
-AttentionDevice AttentionDeviceOf(const torch::Tensor& q) {
-  AttentionDevice device;
-#if DCP_LIBTORCH_HAS_CUDA
-  if (q.is_cuda()) {
-    device.cuda = true;
-    device.compute_capability_major =
-        at::cuda::getDeviceProperties(q.device().index())->major;
-  }
-#else
-  device.cuda = q.is_cuda();
-#endif
-  return device;
-}
-
-bool IsHalfPrecision(torch::ScalarType dtype) {
-  return dtype == torch::kBFloat16 || dtype == torch::kHalf;
-}
-
-// Sequence i of the gathered all-to-all result [s, T/s, width, d], as its
-// P_i = slice_tokens[i] * s positions in order: [P_i, width, d] (member
-// major then slice order is position order). `offset` is its first slice
-// token.
+// Sequence i of the gathered all-to-all result [s, T/s, w, d] (w: q + 2 kv
+// heads), as its P_i = slice_tokens[i] * s positions in order: [P_i, w, d]
+// (member major then slice order is position order). `offset` is its first
+// slice token.
 torch::Tensor GatheredSequence(const torch::Tensor& gathered, int64_t offset,
                                int64_t slice, int64_t s) {
   return gathered.narrow(1, offset, slice)
@@ -331,9 +337,8 @@ torch::Tensor UlyssesAttention(torch::Tensor q, torch::Tensor k,
   }
   const int64_t local_q_heads = num_heads / s;
   const int64_t local_kv_heads = num_kv_heads * kv_repeat / s;
-  const int64_t width = local_q_heads + 2 * local_kv_heads;
 
-  // [T, s, width, d]: chunk j along dim 1 holds member j's heads.
+  // [T, s, q + 2 kv heads, d]: chunk j along dim 1 holds member j's heads.
   torch::Tensor packed =
       torch::cat({q.view({tokens, s, local_q_heads, head_dim}),
                   k.view({tokens, s, local_kv_heads, head_dim}),
