@@ -25,7 +25,6 @@
 #include "worker/execution/model_kind.h"
 #include "worker/execution/plan_executor.h"
 #include "worker/execution/trainable_model.h"
-#include "worker/execution/device_sync.h"
 #include "worker/placement.h"
 #include "worker/plan_source.h"
 #include "worker/profile_phase.h"
@@ -411,8 +410,8 @@ class AgentRun {
         planned.IsPhased()
             ? executor_->RunStep(planned.phased, inputs_of, loss_tokens)
             : executor_->RunStep(planned.plan, inputs_of, loss_tokens);
-    // The step's last kernels are done before the clock stops.
-    SynchronizeDevice(placement_.device);
+    // RunStep returns once the step's loss is on the host, so the device
+    // has run the whole step when the clock stops.
     const double step_seconds =
         absl::ToDoubleSeconds(clock_.MonotonicNow() - start);
     DCP_RETURN_IF_ERROR(WithContext(

@@ -18,13 +18,10 @@
 #include "planner/plan/plan.h"
 #include "worker/communication/sequence_parallel.h"
 #include "worker/execution/cpu_allocation_meter.h"
+#include "worker/execution/device_sync.h"
 #include "worker/execution/dit_model.h"
 #include "worker/execution/model_kind.h"
 #include "worker/execution/plan_executor.h"
-
-#ifndef DCP_LIBTORCH_HAS_CUDA
-#error "DCP_LIBTORCH_HAS_CUDA is undefined: depend on @libtorch//:cuda"
-#endif
 
 namespace dcp {
 namespace {
@@ -32,16 +29,6 @@ namespace {
 torch::Dtype DtypeOf(TrainingPrecision precision) {
   return precision == TrainingPrecision::kBf16 ? torch::kBFloat16
                                                : torch::kFloat32;
-}
-
-// Waits for the device's queued work, so that a clock read after it counts
-// that work.
-void Synchronize(const torch::Device& device) {
-#if DCP_LIBTORCH_HAS_CUDA
-  if (device.is_cuda()) torch::cuda::synchronize(device.index());
-#else
-  (void)device;
-#endif
 }
 
 // An error that is the device running out of memory (then the item is
@@ -344,10 +331,10 @@ class DeviceCheck {
     std::vector<double> seconds;
     const int runs = options_.profile.warmup + options_.profile.repeats;
     for (int i = 0; i < runs; ++i) {
-      Synchronize(options_.device);
+      SynchronizeDevice(options_.device);
       const absl::Time start = clock_.Now();
       DCP_RETURN_IF_ERROR(run());
-      Synchronize(options_.device);
+      SynchronizeDevice(options_.device);
       const absl::Time end = clock_.Now();
       if (i >= options_.profile.warmup) {
         seconds.push_back(absl::ToDoubleSeconds(end - start));
