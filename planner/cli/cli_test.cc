@@ -57,6 +57,24 @@ std::vector<std::string> With(std::vector<std::string> args,
   return args;
 }
 
+// `dcp validate` accepts the plan at `plan_path` for the batch of
+// `lengths_path` (one node of 8 GPUs), and `dcp price` prices it at the
+// step time `planned` (what wrote it) predicted.
+void ExpectValidatesAndPricesAsPlanned(const std::string& plan_path,
+                                       const std::string& lengths_path,
+                                       const Json& planned) {
+  const std::vector<std::string> files = {
+      "--nodes=1", "--gpus-per-node=8", absl::StrCat("--plan=", plan_path),
+      absl::StrCat("--lengths=", lengths_path)};
+  const CliResult valid = RunCli(With({"validate"}, files));
+  EXPECT_EQ(valid.exit_code, 0) << valid.out << valid.err;
+  const CliResult priced = RunCli(With({"price", "--format=json"}, files));
+  ASSERT_EQ(priced.exit_code, 0) << priced.out << priced.err;
+  EXPECT_NEAR(Json::parse(priced.out)["step_seconds"].get<double>(),
+              planned["predicted_step_seconds"].get<double>(),
+              1e-9 * planned["predicted_step_seconds"].get<double>());
+}
+
 TEST(CliTest, MainHelp) {
   for (const char* help : {"--help", "-h", "help"}) {
     const CliResult result = RunCli({help});
@@ -339,17 +357,9 @@ TEST(CliTest, SimulateWritesPlansThatPriceReads) {
       ASSERT_TRUE(file.good()) << plan_path;
       const Json planned = Json::parse(text.str());
       EXPECT_EQ(planned["strategy"], strategy);
-      const std::vector<std::string> files = {
-          "--nodes=1", "--gpus-per-node=8", absl::StrCat("--plan=", plan_path),
-          absl::StrCat("--lengths=", directory, "/lengths/step_", step,
-                       ".txt")};
-      const CliResult valid = RunCli(With({"validate"}, files));
-      EXPECT_EQ(valid.exit_code, 0) << valid.out << valid.err;
-      const CliResult priced = RunCli(With({"price", "--format=json"}, files));
-      ASSERT_EQ(priced.exit_code, 0) << priced.out << priced.err;
-      EXPECT_NEAR(Json::parse(priced.out)["step_seconds"].get<double>(),
-                  planned["predicted_step_seconds"].get<double>(),
-                  1e-9 * planned["predicted_step_seconds"].get<double>());
+      ExpectValidatesAndPricesAsPlanned(
+          plan_path,
+          absl::StrCat(directory, "/lengths/step_", step, ".txt"), planned);
     }
   }
   // The batch of step 1 is the one `dcp plan --step=1` plans.
@@ -882,16 +892,7 @@ TEST(CliTest, EveryStrategysPlanValidatesAndPricesAsPlanned) {
     const std::string plan_path =
         TempPath(absl::StrCat("every_strategy_", strategy, ".json"));
     WriteFile(plan_path, plan.out);
-    const std::vector<std::string> files = {
-        "--nodes=1", "--gpus-per-node=8", absl::StrCat("--plan=", plan_path),
-        absl::StrCat("--lengths=", lengths_path)};
-    const CliResult valid = RunCli(With({"validate"}, files));
-    EXPECT_EQ(valid.exit_code, 0) << valid.out << valid.err;
-    const CliResult priced = RunCli(With({"price", "--format=json"}, files));
-    ASSERT_EQ(priced.exit_code, 0) << priced.out << priced.err;
-    EXPECT_NEAR(Json::parse(priced.out)["step_seconds"].get<double>(),
-                planned["predicted_step_seconds"].get<double>(),
-                1e-9 * planned["predicted_step_seconds"].get<double>());
+    ExpectValidatesAndPricesAsPlanned(plan_path, lengths_path, planned);
   }
 }
 

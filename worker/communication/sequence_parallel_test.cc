@@ -63,14 +63,20 @@ class RecordingGroup final : public CommGroup {
   std::vector<int> ranks_ = {0, 1};
 };
 
-TEST(SequenceParallelTest, DeviceIsWaitedForBeforeEveryClockReadOfAnExchange) {
-  Events events;
-  RecordingClock clock(&events);
-  RecordingGroup group(&events);
+// A context over `group`, timed by `clock`, with statistics.
+SequenceParallelContext ContextOf(CommGroup& group, const Clock& clock) {
   SequenceParallelContext context;
   context.group = &group;
   context.clock = &clock;
   context.stats = std::make_shared<CommunicationStats>();
+  return context;
+}
+
+TEST(SequenceParallelTest, DeviceIsWaitedForBeforeEveryClockReadOfAnExchange) {
+  Events events;
+  RecordingClock clock(&events);
+  RecordingGroup group(&events);
+  SequenceParallelContext context = ContextOf(group, clock);
   context.wait_for_device = [&events] { events.push_back("wait"); };
 
   torch::Tensor input = torch::ones({2, 3}, torch::requires_grad());
@@ -90,10 +96,7 @@ TEST(SequenceParallelTest, WithoutAWaiterTheClockIsReadAroundTheExchange) {
   Events events;
   RecordingClock clock(&events);
   RecordingGroup group(&events);
-  SequenceParallelContext context;
-  context.group = &group;
-  context.clock = &clock;
-  DifferentiableAllToAll(torch::ones({2, 2}), context);
+  DifferentiableAllToAll(torch::ones({2, 2}), ContextOf(group, clock));
   EXPECT_THAT(events, ElementsAre("clock", "exchange", "clock"));
 }
 
