@@ -4,7 +4,10 @@
 # and collects it with its libraries into a temporary folder (pack itself
 # fails above 64 MiB or when a library does not resolve into the bundle);
 # this checks that the bundle's binary is the CUDA build (it links
-# libtorch_cuda.so and refers to ProcessGroupNCCL), carries none of torch's
+# libtorch_cuda.so and libc10_cuda.so and refers to the CUDA caching
+# allocator, which measures peak memory, and to at::cuda's device
+# properties, which choose the attention kernel; at world size 1 it makes no
+# NCCL communicator, so ProcessGroupNCCL is not expected), carries none of torch's
 # or CUDA's libraries, and, where the pinned torch venv imports torch, that
 # `run` on this machine without a GPU exits 2 with its message. Extra
 # arguments go to `bazel build`. Exits 0 with a note when there is no CUDA
@@ -26,9 +29,15 @@ binary="${bundle}/bin/dcp_device_check"
 # Read whole first: `grep -q` closing a pipe early fails it under pipefail.
 needed="$(readelf -d "${binary}")"
 symbols="$(nm -D --demangle "${binary}")"
-if ! grep -q 'Shared library: \[libtorch_cuda.so\]' <<<"${needed}" ||
-   ! grep -qF 'c10d::ProcessGroupNCCL::ProcessGroupNCCL' <<<"${symbols}"; then
-  echo "device_check_pack_check: ${binary} is not the CUDA build" >&2
+missing=""
+for library in libtorch_cuda.so libc10_cuda.so; do
+  grep -qF "Shared library: [${library}]" <<<"${needed}" || missing+=" ${library}"
+done
+for symbol in 'c10::cuda::CUDACachingAllocator' 'at::cuda::getDeviceProperties'; do
+  grep -qF "${symbol}" <<<"${symbols}" || missing+=" ${symbol}"
+done
+if [[ -n "${missing}" ]]; then
+  echo "device_check_pack_check: ${binary} is not the CUDA build: it lacks${missing}" >&2
   status=1
 fi
 libraries="$(find "${bundle}/lib" -type f)"
