@@ -13,6 +13,7 @@
 #include "common/process_support.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
+#include "grpcpp/resource_quota.h"
 #include "grpcpp/security/server_credentials.h"
 #include "planner/service/grpc_planner_service.h"
 #include "planner/service/prometheus_metrics.h"
@@ -75,6 +76,7 @@ absl::StatusOr<std::unique_ptr<PlannerServer>> PlannerServer::Start(
       ServerCredentials(options.tls);
   if (!credentials.ok()) return credentials.status();
 
+  const int64_t memory_budget_bytes = options.handler.memory_budget_bytes;
   auto server = absl::WrapUnique(new PlannerServer());
   server->log_ = log ? std::move(log) : [](const std::string&) {};
   server->metrics_ = std::make_unique<PrometheusPlannerMetrics>();
@@ -95,6 +97,14 @@ absl::StatusOr<std::unique_ptr<PlannerServer>> PlannerServer::Start(
   builder.AddListeningPort(options.listen_address, *std::move(credentials),
                            &server->port_);
   builder.RegisterService(server->service_.get());
+  if (memory_budget_bytes > 0) {
+    // gRPC's buffers of the calls in flight (a request is received whole
+    // before its handler runs) take at most a quarter of the budget; beyond
+    // it gRPC stops reading from the sockets until memory is freed.
+    grpc::ResourceQuota quota("dcp_planner");
+    quota.Resize(static_cast<size_t>(memory_budget_bytes / 4));
+    builder.SetResourceQuota(quota);
+  }
   builder.SetMaxReceiveMessageSize(kPlannerMaxMessageBytes);
   builder.SetMaxSendMessageSize(kPlannerMaxMessageBytes);
   // A second planner on the same port must fail, not share its traffic.
