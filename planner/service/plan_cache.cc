@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/malloc_control.h"
 #include "planner/service/planner_state_store.h"
 
 namespace dcp {
@@ -411,6 +412,9 @@ std::shared_ptr<const PlannedStep> PlanCache::ComputePlan(
   }
   metrics_.StepPlanned(step, result->planning_seconds, result->status.ok());
   Log(DescribeStepPlan(step, *result));
+  // Planning a large batch frees as much as it keeps; give it back to the
+  // kernel so that the planner's resident memory follows what it holds.
+  ReleaseFreedMemory();
   return result;
 }
 

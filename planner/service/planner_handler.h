@@ -57,8 +57,9 @@ struct PlannerHandlerOptions {
   /// The memory the planner may use (dcp_planner --memory-budget, set to
   /// about the pod's memory limit); a quarter of it may be held by the
   /// batches waiting to be planned, a quarter by the cached plans (the
-  /// oldest are evicted beyond it) and a quarter by gRPC's buffers of calls
-  /// in flight (PlannerServer); the rest is for planning. 0: no bound.
+  /// oldest are evicted beyond it), an eighth by gRPC's buffers of calls in
+  /// flight and an eighth by calls parsing their batches (PlannerServer);
+  /// the rest is for planning. 0: no bound.
   int64_t memory_budget_bytes = 0;
   /// The predicted planning time (PredictedPlanningSeconds) that submitted
   /// batches may queue (--max-queued-planning). Zero: no bound.

@@ -9,11 +9,11 @@
 #include "absl/memory/memory.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/synchronization/notification.h"
 #include "common/process_support.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
-#include "grpcpp/resource_quota.h"
 #include "grpcpp/security/server_credentials.h"
 #include "planner/service/grpc_planner_service.h"
 #include "planner/service/prometheus_metrics.h"
@@ -89,6 +89,10 @@ absl::StatusOr<std::unique_ptr<PlannerServer>> PlannerServer::Start(
   service_options.bearer_token = options.bearer_token;
   service_options.call_threads = options.call_threads;
   service_options.plan_call_threads = options.plan_call_threads;
+  service_options.call_memory_budget_bytes = memory_budget_bytes / 8;
+  service_options.call_memory_budget_source = absl::StrFormat(
+      "an eighth of dcp_planner --memory-budget=%.1f MiB",
+      static_cast<double>(memory_budget_bytes) / (1 << 20));
   server->service_ = std::make_unique<GrpcPlannerService>(
       *server->handler_, *server->metrics_, clock, std::move(service_options));
 
@@ -97,14 +101,6 @@ absl::StatusOr<std::unique_ptr<PlannerServer>> PlannerServer::Start(
   builder.AddListeningPort(options.listen_address, *std::move(credentials),
                            &server->port_);
   builder.RegisterService(server->service_.get());
-  if (memory_budget_bytes > 0) {
-    // gRPC's buffers of the calls in flight (a request is received whole
-    // before its handler runs) take at most a quarter of the budget; beyond
-    // it gRPC stops reading from the sockets until memory is freed.
-    grpc::ResourceQuota quota("dcp_planner");
-    quota.Resize(static_cast<size_t>(memory_budget_bytes / 4));
-    builder.SetResourceQuota(quota);
-  }
   builder.SetMaxReceiveMessageSize(kPlannerMaxMessageBytes);
   builder.SetMaxSendMessageSize(kPlannerMaxMessageBytes);
   // A second planner on the same port must fail, not share its traffic.
