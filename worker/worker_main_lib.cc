@@ -57,9 +57,10 @@ constexpr FlagSpec kFlags[] = {
      "attempts per planner call at least (retried only while UNAVAILABLE, "
      "with backoff)"},
     {"planner-outage-tolerance", "DURATION", "5m",
-     "past --rpc-attempts, how long a planner call keeps retrying while the "
+     "past --rpc-attempts, how long planner calls keep retrying while the "
      "planner is unreachable (e.g. its pod restarting on the same "
-     "--state-dir); the run fails after it; 0: --rpc-attempts only"},
+     "--state-dir), counted from the outage's start across calls; the run "
+     "fails after it; 0: --rpc-attempts only"},
     // Identity and rendezvous.
     {"worker-id", "ID", "",
      "stable id of this worker; else $DCP_WORKER_ID; else HOSTNAME-PID"},

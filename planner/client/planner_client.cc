@@ -198,8 +198,13 @@ absl::StatusOr<Response> GrpcPlannerClient::Call(
                           absl::StrCat("Bearer ", options_.bearer_token));
     }
     Response response;
+    const absl::Time attempt_start = clock_.Now();
     status = attempt(&context, &response);
     if (status.error_code() != grpc::StatusCode::UNAVAILABLE) {
+      {
+        absl::MutexLock lock(&mutex_);
+        outage_start_.reset();
+      }
       if (attempt_number > 1 && options_.log) {
         options_.log(absl::StrFormat(
             "%s: planner at %s answered again (%s) after %.1f s unavailable "
@@ -210,7 +215,12 @@ absl::StatusOr<Response> GrpcPlannerClient::Call(
       if (status.ok()) return response;
       break;
     }
-    const absl::Duration unavailable_for = clock_.Now() - start;
+    absl::Duration unavailable_for;
+    {
+      absl::MutexLock lock(&mutex_);
+      if (!outage_start_.has_value()) outage_start_ = attempt_start;
+      unavailable_for = clock_.Now() - *outage_start_;
+    }
     if (attempt_number >= options_.retry.max_attempts &&
         unavailable_for >= options_.retry.outage_tolerance) {
       break;

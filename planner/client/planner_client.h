@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 
@@ -76,8 +77,12 @@ class GrpcPlannerClient final : public PlannerClient {
     /// Attempts per call in all, the first included (at least 1).
     int max_attempts = 5;
     /// Past `max_attempts`, a call keeps retrying while UNAVAILABLE until
-    /// this long has passed since its first attempt: the planner outage a
-    /// call rides through. Zero: `max_attempts` alone bounds the retries.
+    /// the planner has been unavailable this long: the planner outage the
+    /// client rides through. The outage is the client's, across calls: it
+    /// starts at the first UNAVAILABLE attempt and ends when the planner
+    /// answers any call, so a call made during an outage that earlier calls
+    /// already waited through makes only its `max_attempts`. Zero:
+    /// `max_attempts` alone bounds the retries.
     absl::Duration outage_tolerance = absl::ZeroDuration();
     /// Wait before the second attempt; each later wait is `multiplier`
     /// times longer, up to `max_backoff`. Each wait is jittered uniformly by
@@ -166,6 +171,9 @@ class GrpcPlannerClient final : public PlannerClient {
   /// Draws the backoff jitter; seeded with `options.retry.seed`.
   std::mt19937_64 rng_ ABSL_GUARDED_BY(mutex_);
   int64_t attempts_ ABSL_GUARDED_BY(mutex_) = 0;
+  /// When the planner's current outage began (its first UNAVAILABLE
+  /// attempt since it last answered), if it is unavailable now.
+  std::optional<absl::Time> outage_start_ ABSL_GUARDED_BY(mutex_);
 };
 
 }  // namespace dcp
