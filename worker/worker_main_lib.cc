@@ -427,6 +427,8 @@ int RunWorkerMain(int argc, char** argv) {
   config->client.log = [worker_id](const std::string& line) {
     LogLine(absl::StrCat("dcp_worker ", worker_id, ": ", line));
   };
+  // SIGTERM also ends a wait for an unreachable planner, not only a run.
+  config->client.stop_requested = [] { return stop_signals.load() > 0; };
   absl::StatusOr<std::unique_ptr<GrpcPlannerClient>> client =
       GrpcPlannerClient::Create(config->client);
   if (!client.ok()) {
@@ -456,6 +458,12 @@ int RunWorkerMain(int argc, char** argv) {
   options.stop_requested = [] { return stop_signals.load() > 0; };
   WorkerAgent agent(**client, std::move(options), RealClock::Get(), &metrics);
   absl::StatusOr<AgentRunResult> result = agent.Run();
+  if (!result.ok() && result.status().code() == absl::StatusCode::kCancelled &&
+      stop_signals.load() > 0) {
+    LogLine(absl::StrCat("dcp_worker ", config->agent.worker_id,
+                         ": stopped on request: ", result.status().message()));
+    return kExitOk;
+  }
   if (!result.ok()) {
     LogLine(absl::StrCat("dcp_worker ", config->agent.worker_id,
                          ": error: ", result.status().ToString()));

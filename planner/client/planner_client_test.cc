@@ -184,6 +184,35 @@ TEST(GrpcPlannerClientOutageTest, TheToleranceSpansCallsInOneOutage) {
   EXPECT_GE(third_wait, absl::Seconds(40));
 }
 
+// A stop request (the worker's SIGTERM) ends the wait for an unavailable
+// planner within one poll of the real, sliced wait between attempts: the
+// 10 s backoff is cut short after 0.1 s, after one attempt.
+TEST(GrpcPlannerClientOutageTest, AStopRequestEndsTheWaitForThePlanner) {
+  const int port = *PickFreePort("127.0.0.1");  // Nothing ever listens.
+  GrpcPlannerClient::Options options = DownPlannerOptions(port, nullptr);
+  options.retry.max_attempts = 5;
+  options.retry.initial_backoff = absl::Seconds(10);
+  options.retry.max_backoff = absl::Seconds(10);
+  options.retry.jitter = 0;
+  options.retry.outage_tolerance = absl::Hours(1);
+  int polls = 0;
+  options.stop_requested = [&polls] { return ++polls >= 3; };
+  absl::StatusOr<std::unique_ptr<GrpcPlannerClient>> client =
+      GrpcPlannerClient::Create(options);
+  ASSERT_TRUE(client.ok()) << client.status();
+  const absl::Status status =
+      (*client)->ListWorkers(v1::ListWorkersRequest()).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kCancelled) << status;
+  EXPECT_THAT(status.message(),
+              AllOf(HasSubstr("ListWorkers: stopped on request while waiting "
+                              "for the planner at 127.0.0.1:"),
+                    HasSubstr("1 attempt)")));
+  // Polled once before the wait and once per slice: the third poll, in the
+  // wait's second slice, said stop before a second attempt (an unsliced
+  // wait would have polled next after its 10 s, and attempted again).
+  EXPECT_EQ((*client)->attempts(), 1);
+}
+
 TEST(GrpcPlannerClientOutageTest, ZeroToleranceIsMaxAttemptsAlone) {
   const int port = *PickFreePort("127.0.0.1");
   FakeClock clock;
