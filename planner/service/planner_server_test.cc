@@ -596,6 +596,9 @@ class PlannerServerTlsTest : public ::testing::Test {
         "extendedKeyUsage=serverAuth\\n' > server.ext\n",
         "openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key "
         "-CAcreateserial -out server.pem -days 2 -extfile server.ext\n",
+        // Expired a day before it was made (OpenSSL 3 takes -days -1).
+        "openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key "
+        "-CAcreateserial -out expired.pem -days -1 -extfile server.ext\n",
         "openssl req -new -key client.key -out client.csr -subj /CN=worker-0\n",
         "printf 'extendedKeyUsage=clientAuth\\n' > client.ext\n",
         "openssl x509 -req -in client.csr -CA ca.pem -CAkey ca.key "
@@ -714,13 +717,27 @@ TEST_F(PlannerServerTlsTest, TlsMisconfigurationsAreNotRetriedAsAnOutage) {
     return std::make_pair(status, client->attempts());
   };
 
+  PlannerServer::Options expired_options;
+  expired_options.handler = HandlerOptions("");
+  expired_options.metrics_address = "";
+  expired_options.tls.cert_file = File("expired.pem");
+  expired_options.tls.key_file = File("server.key");
+  expired_options.call_threads = 2;
+  absl::StatusOr<std::unique_ptr<PlannerServer>> expired_server =
+      PlannerServer::Start(std::move(expired_options), RealClock::Get(),
+                           /*log=*/nullptr);
+  ASSERT_TRUE(expired_server.ok()) << expired_server.status();
+  GrpcPlannerClient::Options expired =
+      TlsClientOptions((*expired_server)->port(), false);
+
   GrpcPlannerClient::Options wrong_ca = TlsClientOptions(port, false);
   wrong_ca.tls.root_ca_file = File("other-ca.pem");
   GrpcPlannerClient::Options wrong_name = TlsClientOptions(port, false);
   wrong_name.tls.server_name_override = "planner.wrong.example";
   for (const auto& [what, options] :
        {std::make_pair("wrong CA", wrong_ca),
-        std::make_pair("wrong name", wrong_name)}) {
+        std::make_pair("wrong name", wrong_name),
+        std::make_pair("expired", expired)}) {
     const auto [status, attempts] = call(options);
     EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition)
         << what << ": " << status;
