@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The device check (issue 9): profile, fit and predicted-vs-measured
+# The device check: profile, fit and predicted-vs-measured
 # micro-batches of reduced-depth llama3-8b and video-dit-1b on one H200.
 #
 #   scripts/device_check.sh pack [--bundle=DIR] [--binary=PATH] [BAZEL_ARGS...]

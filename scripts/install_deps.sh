@@ -15,6 +15,7 @@ PACKAGES=(
   libgrpc++-dev
   libgtest-dev
   libprotobuf-dev
+  libssl-dev
   libxml2-dev
   nlohmann-json3-dev
   openssl

@@ -57,9 +57,10 @@ constexpr FlagSpec kFlags[] = {
      "attempts per planner call at least (retried only while UNAVAILABLE, "
      "with backoff)"},
     {"planner-outage-tolerance", "DURATION", "5m",
-     "past --rpc-attempts, how long a planner call keeps retrying while the "
+     "past --rpc-attempts, how long planner calls keep retrying while the "
      "planner is unreachable (e.g. its pod restarting on the same "
-     "--state-dir); the run fails after it; 0: --rpc-attempts only"},
+     "--state-dir), counted from the outage's start across calls; the run "
+     "fails after it; 0: --rpc-attempts only"},
     // Identity and rendezvous.
     {"worker-id", "ID", "",
      "stable id of this worker; else $DCP_WORKER_ID; else HOSTNAME-PID"},
@@ -426,6 +427,8 @@ int RunWorkerMain(int argc, char** argv) {
   config->client.log = [worker_id](const std::string& line) {
     LogLine(absl::StrCat("dcp_worker ", worker_id, ": ", line));
   };
+  // SIGTERM also ends a wait for an unreachable planner, not only a run.
+  config->client.stop_requested = [] { return stop_signals.load() > 0; };
   absl::StatusOr<std::unique_ptr<GrpcPlannerClient>> client =
       GrpcPlannerClient::Create(config->client);
   if (!client.ok()) {
@@ -455,6 +458,12 @@ int RunWorkerMain(int argc, char** argv) {
   options.stop_requested = [] { return stop_signals.load() > 0; };
   WorkerAgent agent(**client, std::move(options), RealClock::Get(), &metrics);
   absl::StatusOr<AgentRunResult> result = agent.Run();
+  if (!result.ok() && result.status().code() == absl::StatusCode::kCancelled &&
+      stop_signals.load() > 0) {
+    LogLine(absl::StrCat("dcp_worker ", config->agent.worker_id,
+                         ": stopped on request: ", result.status().message()));
+    return kExitOk;
+  }
   if (!result.ok()) {
     LogLine(absl::StrCat("dcp_worker ", config->agent.worker_id,
                          ": error: ", result.status().ToString()));

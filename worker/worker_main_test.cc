@@ -1,6 +1,7 @@
 // `dcp_worker` as a child process: --help, usage errors, and a planner that
 // cannot be reached (the client's retries, then a clear error and exit 1).
 
+#include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -12,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/free_port.h"
 #include "gmock/gmock.h"
@@ -166,6 +168,46 @@ TEST(WorkerMainTest, WaitsForAnUnreachablePlannerUpToTheOutageTolerance) {
                     HasSubstr(" attempts over ")));
   // More attempts than --rpc-attempts: the 4 s of outage bound them.
   EXPECT_THAT(run.stderr_text, Not(HasSubstr("unavailable after 2 attempts")));
+}
+
+// SIGTERM while the worker waits for an unreachable planner (5 minutes of
+// tolerance): it stops waiting at once and exits 0 saying so, instead of
+// riding out the tolerance.
+TEST(WorkerMainTest, SigtermEndsTheWaitForAnUnreachablePlanner) {
+  const int port = *PickFreePort("127.0.0.1");
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string stderr_path =
+      absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/worker_sigterm.stderr");
+  std::filesystem::remove(stderr_path);
+  const char* root = std::getenv("TEST_SRCDIR");
+  absl::StatusOr<std::unique_ptr<ChildProcess>> worker = ChildProcess::Start(
+      {absl::StrCat(root != nullptr ? root : ".", "/dcp/worker/dcp_worker"),
+       absl::StrCat("--planner=127.0.0.1:", port), "--worker-id=worker-9",
+       "--rpc-attempts=2", "--planner-outage-tolerance=5m",
+       "--store-host=127.0.0.1"},
+      stderr_path, [](const std::string&) {}, {});
+  ASSERT_TRUE(worker.ok()) << worker.status();
+  const auto read_stderr = [&] {
+    std::ifstream file(stderr_path);
+    return std::string(std::istreambuf_iterator<char>(file),
+                       std::istreambuf_iterator<char>());
+  };
+  // Waits (for at most a minute) until the worker logs that it waits.
+  for (int i = 0; i < 600 && read_stderr().find("waiting for it") ==
+                                 std::string::npos;
+       ++i) {
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  ASSERT_THAT(read_stderr(), HasSubstr("waiting for it"));
+  (*worker)->Signal(SIGTERM);
+  std::optional<int> code = (*worker)->WaitFor(absl::Seconds(60));
+  const int exit_code = code.has_value() ? *code : (*worker)->Kill();
+  (*worker)->JoinOutput();
+  EXPECT_EQ(exit_code, 0) << read_stderr();
+  EXPECT_THAT(read_stderr(),
+              AllOf(HasSubstr("dcp_worker worker-9: stopped on request: "),
+                    HasSubstr("RegisterWorker: stopped on request while "
+                              "waiting for the planner at 127.0.0.1:")));
 }
 
 }  // namespace

@@ -6,9 +6,12 @@
 #include <utility>
 
 #include "absl/memory/memory.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/pem_check.h"
 #include "common/process_support.h"
+#include "common/status_macros.h"
 #include "grpcpp/impl/codegen/client_unary_call.h"
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/support/byte_buffer.h"
@@ -39,6 +42,8 @@ absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> ChannelCredentials(
   absl::StatusOr<std::string> root_ca =
       ReadPemFile("planner CA", tls.root_ca_file);
   if (!root_ca.ok()) return root_ca.status();
+  DCP_RETURN_IF_ERROR(
+      CheckPemCertificates("planner CA", tls.root_ca_file, *root_ca));
   ssl.pem_root_certs = *std::move(root_ca);
   if (!tls.cert_file.empty()) {
     absl::StatusOr<std::string> cert =
@@ -46,10 +51,26 @@ absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> ChannelCredentials(
     if (!cert.ok()) return cert.status();
     absl::StatusOr<std::string> key = ReadPemFile("client key", tls.key_file);
     if (!key.ok()) return key.status();
+    DCP_RETURN_IF_ERROR(
+        CheckPemKeyPair(tls.cert_file, *cert, tls.key_file, *key));
     ssl.pem_cert_chain = *std::move(cert);
     ssl.pem_private_key = *std::move(key);
   }
   return grpc::SslCredentials(ssl);
+}
+
+/// True for gRPC's messages of a failed TLS handshake (a certificate that
+/// does not verify, a wrong name, an expired certificate, TLS against a
+/// plaintext server): retrying cannot succeed.
+bool IsTlsHandshakeFailure(absl::string_view message) {
+  for (absl::string_view marker :
+       {"Ssl handshake failed", "SSL_ERROR_SSL", "Handshake failed",
+        "handshake failed", "is not in peer certificate",
+        "certificate verify failed", "CERTIFICATE_VERIFY_FAILED",
+        "WRONG_VERSION_NUMBER", "wrong version number"}) {
+    if (absl::StrContains(message, marker)) return true;
+  }
+  return false;
 }
 
 absl::Status ValidateRetryPolicy(const GrpcPlannerClient::RetryPolicy& retry) {
@@ -153,6 +174,10 @@ GrpcPlannerClient::GrpcPlannerClient(Options options,
                        grpc::internal::RpcMethod::NORMAL_RPC, channel_),
       rng_(options_.retry.seed) {}
 
+bool GrpcPlannerClient::StopRequested() const {
+  return options_.stop_requested && options_.stop_requested();
+}
+
 int64_t GrpcPlannerClient::attempts() const {
   absl::MutexLock lock(&mutex_);
   return attempts_;
@@ -198,8 +223,26 @@ absl::StatusOr<Response> GrpcPlannerClient::Call(
                           absl::StrCat("Bearer ", options_.bearer_token));
     }
     Response response;
+    const absl::Time attempt_start = clock_.Now();
     status = attempt(&context, &response);
+    if (status.error_code() == grpc::StatusCode::UNAVAILABLE &&
+        IsTlsHandshakeFailure(status.error_message())) {
+      // Not an outage: retrying cannot fix a certificate.
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "%s: the TLS handshake with the planner at %s failed, which is a "
+          "configuration error, not an outage: %s. Check that the planner "
+          "serves TLS, that the client's CA (root_ca_file, dcp_worker "
+          "--tls-ca) signed the planner's certificate, that the "
+          "certificate is for the name the client connects to "
+          "(server_name_override, --tls-server-name) and has not "
+          "expired",
+          method, options_.target, status.error_message()));
+    }
     if (status.error_code() != grpc::StatusCode::UNAVAILABLE) {
+      {
+        absl::MutexLock lock(&mutex_);
+        outage_start_.reset();
+      }
       if (attempt_number > 1 && options_.log) {
         options_.log(absl::StrFormat(
             "%s: planner at %s answered again (%s) after %.1f s unavailable "
@@ -210,7 +253,12 @@ absl::StatusOr<Response> GrpcPlannerClient::Call(
       if (status.ok()) return response;
       break;
     }
-    const absl::Duration unavailable_for = clock_.Now() - start;
+    absl::Duration unavailable_for;
+    {
+      absl::MutexLock lock(&mutex_);
+      if (!outage_start_.has_value()) outage_start_ = attempt_start;
+      unavailable_for = clock_.Now() - *outage_start_;
+    }
     if (attempt_number >= options_.retry.max_attempts &&
         unavailable_for >= options_.retry.outage_tolerance) {
       break;
@@ -227,17 +275,31 @@ absl::StatusOr<Response> GrpcPlannerClient::Call(
           absl::FormatDuration(options_.retry.outage_tolerance),
           status.error_message()));
     }
+    if (StopRequested()) break;
     if (options_.sleep) {
       options_.sleep(backoff);
     } else {
-      absl::SleepFor(backoff);
+      for (absl::Duration left = backoff;
+           left > absl::ZeroDuration() && !StopRequested();
+           left -= kStopPollInterval) {
+        absl::SleepFor(std::min(left, kStopPollInterval));
+      }
     }
+    if (StopRequested()) break;
     // The channel may be in its own reconnect backoff, in which the next
     // attempt would fail without trying to connect.
     grpc::experimental::ChannelResetConnectionBackoff(channel_.get());
   }
   switch (status.error_code()) {
     case grpc::StatusCode::UNAVAILABLE:
+      if (StopRequested()) {
+        return absl::CancelledError(absl::StrFormat(
+            "%s: stopped on request while waiting for the planner at %s "
+            "(unavailable for %.1f s, %d attempt%s): %s",
+            method, options_.target,
+            absl::ToDoubleSeconds(clock_.Now() - start), attempt_number,
+            attempt_number == 1 ? "" : "s", status.error_message()));
+      }
       return absl::UnavailableError(absl::StrFormat(
           "planner at %s unavailable after %d attempt%s over %.1f s: %s",
           options_.target, attempt_number, attempt_number == 1 ? "" : "s",

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 
@@ -58,6 +59,9 @@ absl::Status FromGrpcStatus(const grpc::Status& status);
 /// with the planner's code and message. Thread-safe.
 class GrpcPlannerClient final : public PlannerClient {
  public:
+  /// How often a wait between attempts polls Options::stop_requested.
+  static constexpr absl::Duration kStopPollInterval = absl::Milliseconds(100);
+
   /// Client-side TLS. All empty: plaintext.
   struct TlsOptions {
     /// PEM file of the CA that signed the planner's certificate. Set: TLS.
@@ -76,8 +80,12 @@ class GrpcPlannerClient final : public PlannerClient {
     /// Attempts per call in all, the first included (at least 1).
     int max_attempts = 5;
     /// Past `max_attempts`, a call keeps retrying while UNAVAILABLE until
-    /// this long has passed since its first attempt: the planner outage a
-    /// call rides through. Zero: `max_attempts` alone bounds the retries.
+    /// the planner has been unavailable this long: the planner outage the
+    /// client rides through. The outage is the client's, across calls: it
+    /// starts at the first UNAVAILABLE attempt and ends when the planner
+    /// answers any call, so a call made during an outage that earlier calls
+    /// already waited through makes only its `max_attempts`. Zero:
+    /// `max_attempts` alone bounds the retries.
     absl::Duration outage_tolerance = absl::ZeroDuration();
     /// Wait before the second attempt; each later wait is `multiplier`
     /// times longer, up to `max_backoff`. Each wait is jittered uniformly by
@@ -99,9 +107,15 @@ class GrpcPlannerClient final : public PlannerClient {
     /// Deadline of each attempt.
     absl::Duration call_deadline = absl::Seconds(10);
     RetryPolicy retry;
-    /// Waits between attempts; absl::SleepFor when empty. Tests inject a
+    /// Waits between attempts; absl::SleepFor when empty (in slices of at
+    /// most kStopPollInterval, polling `stop_requested`). Tests inject a
     /// no-op.
     std::function<void(absl::Duration)> sleep;
+    /// Polled while a call waits for an unavailable planner: when it says
+    /// true the call stops waiting and returns CANCELLED ("stopped on
+    /// request while waiting for the planner ..."), so that a worker told to
+    /// stop (SIGTERM) is not held for the outage tolerance. Empty: never.
+    std::function<bool()> stop_requested;
     /// Measures the time spent retrying (for `outage_tolerance` and the
     /// messages); the real clock when null. Must outlive the client.
     const Clock* clock = nullptr;
@@ -162,10 +176,15 @@ class GrpcPlannerClient final : public PlannerClient {
   const std::string get_plan_path_;
   const grpc::internal::RpcMethod get_plan_method_;
 
+  /// Options::stop_requested says stop.
+  bool StopRequested() const;
   mutable absl::Mutex mutex_;
   /// Draws the backoff jitter; seeded with `options.retry.seed`.
   std::mt19937_64 rng_ ABSL_GUARDED_BY(mutex_);
   int64_t attempts_ ABSL_GUARDED_BY(mutex_) = 0;
+  /// When the planner's current outage began (its first UNAVAILABLE
+  /// attempt since it last answered), if it is unavailable now.
+  std::optional<absl::Time> outage_start_ ABSL_GUARDED_BY(mutex_);
 };
 
 }  // namespace dcp

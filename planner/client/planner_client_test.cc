@@ -7,6 +7,7 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -125,6 +126,91 @@ TEST(GrpcPlannerClientOutageTest, GivesUpOnceTheOutageOutlastsItsTolerance) {
   // The first wait, then one line per 10 s of the outage at most.
   EXPECT_GE(logged.size(), 4u);
   EXPECT_LE(logged.size(), 6u);
+}
+
+// The tolerance bounds the client's outage, not each call's: once one call
+// has waited it out, the next call in the same outage makes only its
+// max_attempts (rank 0 used to wait 100 s on a 30 s tolerance, a call at a
+// time). The planner answering ends the outage, and the next one gets the
+// whole tolerance again.
+TEST(GrpcPlannerClientOutageTest, TheToleranceSpansCallsInOneOutage) {
+  const int port = *PickFreePort("127.0.0.1");
+  FakeClock clock;
+  GrpcPlannerClient::Options options = DownPlannerOptions(port, &clock);
+  options.retry.max_attempts = 2;
+  options.retry.initial_backoff = absl::Milliseconds(1);
+  options.retry.max_backoff = absl::Seconds(5);
+  options.retry.outage_tolerance = absl::Seconds(40);
+  options.sleep = [&](absl::Duration wait) { clock.Advance(wait); };
+  absl::StatusOr<std::unique_ptr<GrpcPlannerClient>> client =
+      GrpcPlannerClient::Create(options);
+  ASSERT_TRUE(client.ok()) << client.status();
+  const auto waited_by_one_call = [&] {
+    const absl::Time start = clock.Now();
+    const absl::Status status =
+        (*client)->ListWorkers(v1::ListWorkersRequest()).status();
+    return std::make_pair(status.code(), clock.Now() - start);
+  };
+
+  auto [first_code, first_wait] = waited_by_one_call();
+  EXPECT_EQ(first_code, absl::StatusCode::kUnavailable);
+  EXPECT_GE(first_wait, absl::Seconds(40));
+  const int64_t attempts_before = (*client)->attempts();
+  auto [second_code, second_wait] = waited_by_one_call();
+  EXPECT_EQ(second_code, absl::StatusCode::kUnavailable);
+  EXPECT_LT(second_wait, absl::Seconds(6));
+  EXPECT_EQ((*client)->attempts() - attempts_before, 2);
+
+  // The planner answers once: the outage is over.
+  ListWorkersOnly service;
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(absl::StrCat("127.0.0.1:", port),
+                           grpc::InsecureServerCredentials());
+  builder.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  ASSERT_NE(server, nullptr);
+  // Past the tolerance each call makes its 2 attempts only, which may come
+  // before gRPC has reconnected: ask until one gets through.
+  bool answered = false;
+  for (int i = 0; i < 200 && !answered; ++i) {
+    answered = (*client)->ListWorkers(v1::ListWorkersRequest()).ok();
+    if (!answered) absl::SleepFor(absl::Milliseconds(10));
+  }
+  ASSERT_TRUE(answered);
+  server->Shutdown();
+  server.reset();
+  auto [third_code, third_wait] = waited_by_one_call();
+  EXPECT_EQ(third_code, absl::StatusCode::kUnavailable);
+  EXPECT_GE(third_wait, absl::Seconds(40));
+}
+
+// A stop request (the worker's SIGTERM) ends the wait for an unavailable
+// planner within one poll of the real, sliced wait between attempts: the
+// 10 s backoff is cut short after 0.1 s, after one attempt.
+TEST(GrpcPlannerClientOutageTest, AStopRequestEndsTheWaitForThePlanner) {
+  const int port = *PickFreePort("127.0.0.1");  // Nothing ever listens.
+  GrpcPlannerClient::Options options = DownPlannerOptions(port, nullptr);
+  options.retry.max_attempts = 5;
+  options.retry.initial_backoff = absl::Seconds(10);
+  options.retry.max_backoff = absl::Seconds(10);
+  options.retry.jitter = 0;
+  options.retry.outage_tolerance = absl::Hours(1);
+  int polls = 0;
+  options.stop_requested = [&polls] { return ++polls >= 3; };
+  absl::StatusOr<std::unique_ptr<GrpcPlannerClient>> client =
+      GrpcPlannerClient::Create(options);
+  ASSERT_TRUE(client.ok()) << client.status();
+  const absl::Status status =
+      (*client)->ListWorkers(v1::ListWorkersRequest()).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kCancelled) << status;
+  EXPECT_THAT(status.message(),
+              AllOf(HasSubstr("ListWorkers: stopped on request while waiting "
+                              "for the planner at 127.0.0.1:"),
+                    HasSubstr("1 attempt)")));
+  // Polled once before the wait and once per slice: the third poll, in the
+  // wait's second slice, said stop before a second attempt (an unsliced
+  // wait would have polled next after its 10 s, and attempted again).
+  EXPECT_EQ((*client)->attempts(), 1);
 }
 
 TEST(GrpcPlannerClientOutageTest, ZeroToleranceIsMaxAttemptsAlone) {

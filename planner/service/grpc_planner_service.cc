@@ -17,14 +17,49 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "planner/service/wire_sample_count.h"
+#include "common/malloc_control.h"
 #include "grpcpp/security/auth_context.h"
 #include "grpcpp/support/byte_buffer.h"
+#include "grpcpp/support/proto_buffer_reader.h"
 #include "grpcpp/support/slice.h"
 
 namespace dcp {
 namespace {
 
 constexpr char kAuthorizationKey[] = "authorization";
+
+/// The longest a call carrying batches waits for the memory to parse them
+/// while other calls hold theirs.
+constexpr absl::Duration kCallMemoryWait = absl::Seconds(30);
+
+/// A call that reserved at least this much returns what it freed to the
+/// kernel when it is done (common/malloc_control.h).
+constexpr int64_t kReleaseAfterBytes = int64_t{16} << 20;
+
+/// Declared after a call's reservation and before its parsed request, so
+/// that it runs once the request is freed and before the bytes are given
+/// back.
+class ReleaseAfterLargeCall {
+ public:
+  explicit ReleaseAfterLargeCall(const CallMemoryBudget::Reservation& held)
+      : held_(held) {}
+  ~ReleaseAfterLargeCall() {
+    if (held_.bytes() >= kReleaseAfterBytes) ReleaseFreedMemory();
+  }
+
+ private:
+  const CallMemoryBudget::Reservation& held_;
+};
+
+/// Until when a call waits for its memory: its own deadline, and at most
+/// kCallMemoryWait from now.
+absl::Time CallMemoryDeadline(const grpc::CallbackServerContext& context) {
+  return std::min(absl::FromChrono(context.deadline()),
+                  absl::Now() + kCallMemoryWait);
+}
 
 /// True when `given` equals `expected`, in time that depends only on
 /// `expected`'s length (no early exit on the first differing byte).
@@ -198,7 +233,9 @@ GrpcPlannerService::GrpcPlannerService(PlannerHandler& handler,
       bearer_token_(std::move(options.bearer_token)),
       call_threads_(std::make_unique<CallThreads>(options.call_threads)),
       plan_call_threads_(
-          std::make_unique<CallThreads>(options.plan_call_threads)) {}
+          std::make_unique<CallThreads>(options.plan_call_threads)),
+      call_memory_(options.call_memory_budget_bytes,
+                   std::move(options.call_memory_budget_source)) {}
 
 GrpcPlannerService::~GrpcPlannerService() { Shutdown(); }
 
@@ -266,14 +303,51 @@ grpc::ServerUnaryReactor* GrpcPlannerService::Serve(
   return reactor;
 }
 
+grpc::Status GrpcPlannerService::ReserveCallMemory(
+    const char* method, const grpc::ByteBuffer& request, int batch_field,
+    absl::Time deadline, CallMemoryBudget::Reservation* reservation) {
+  if (call_memory_.budget_bytes() <= 0) return grpc::Status::OK;
+  grpc::ByteBuffer copy(request);  // shares the request's slices
+  std::optional<int64_t> samples;
+  {
+    grpc::ProtoBufferReader reader(&copy);
+    samples = CountWireSamples(reader, batch_field);
+  }
+  if (!samples.has_value()) {
+    return grpc::Status(
+        grpc::StatusCode::INVALID_ARGUMENT,
+        absl::StrCat(method, ": the request (", request.Length(),
+                     " bytes) is not a well-formed protobuf message; send the "
+                     "message of proto/dcp/v1/planner_service.proto"));
+  }
+  if (*samples == 0) return grpc::Status::OK;
+  absl::StatusOr<CallMemoryBudget::Reservation> reserved = call_memory_.Reserve(
+      static_cast<int64_t>(request.Length()) + *samples * kParsedBytesPerSample,
+      absl::StrCat(method, " of ", *samples, " samples"), deadline);
+  if (!reserved.ok()) return ToGrpcStatus(reserved.status());
+  *reservation = *std::move(reserved);
+  return grpc::Status::OK;
+}
+
 template <typename Request, typename Response>
 grpc::ServerUnaryReactor* GrpcPlannerService::ServeTyped(
     const char* method, grpc::CallbackServerContext* context,
     const grpc::ByteBuffer* request, grpc::ByteBuffer* response,
-    absl::StatusOr<Response> (PlannerHandler::*call)(const Request&)) {
+    absl::StatusOr<Response> (PlannerHandler::*call)(const Request&),
+    int batch_field) {
   return Serve(method, *call_threads_, context,
-               [this, method, context, request, response,
-                call]() -> grpc::Status {
+               [this, method, context, request, response, call,
+                batch_field]() -> grpc::Status {
+                 CallMemoryBudget::Reservation reservation;
+                 if (batch_field != 0) {
+                   if (grpc::Status status = ReserveCallMemory(
+                           method, *request, batch_field,
+                           CallMemoryDeadline(*context), &reservation);
+                       !status.ok()) {
+                     return status;
+                   }
+                 }
+                 const ReleaseAfterLargeCall release(reservation);
                  Request parsed;
                  if (grpc::Status status =
                          ParseRequest(method, *request, &parsed);
@@ -307,7 +381,7 @@ grpc::ServerUnaryReactor* GrpcPlannerService::SubmitBatches(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
     grpc::ByteBuffer* response) {
   return ServeTyped("SubmitBatches", context, request, response,
-                    &PlannerHandler::SubmitBatches);
+                    &PlannerHandler::SubmitBatches, kSubmitBatchesBatchField);
 }
 
 grpc::ServerUnaryReactor* GrpcPlannerService::GetPlan(
@@ -315,7 +389,18 @@ grpc::ServerUnaryReactor* GrpcPlannerService::GetPlan(
     grpc::ByteBuffer* response) {
   static constexpr char kMethod[] = "GetPlan";
   return Serve(kMethod, *plan_call_threads_, context,
-               [this, request, response]() -> grpc::Status {
+               [this, context, request, response]() -> grpc::Status {
+                 // A GetPlan carrying its batch waits its turn to parse it
+                 // (every rank may send one at once).
+                 CallMemoryBudget::Reservation reservation;
+                 if (grpc::Status status = ReserveCallMemory(
+                         kMethod, *request, kGetPlanBatchField,
+                         CallMemoryDeadline(*context),
+                         &reservation);
+                     !status.ok()) {
+                   return status;
+                 }
+                 const ReleaseAfterLargeCall release(reservation);
                  v1::GetPlanRequest parsed;
                  if (grpc::Status status =
                          ParseRequest(kMethod, *request, &parsed);

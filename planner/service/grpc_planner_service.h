@@ -9,6 +9,7 @@
 #include "common/clock.h"
 #include "dcp/v1/planner_service.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
+#include "planner/service/call_memory_budget.h"
 #include "planner/service/planner_handler.h"
 #include "planner/service/prometheus_metrics.h"
 
@@ -30,6 +31,12 @@ struct GrpcPlannerServiceOptions {
   /// for step 0 at once) must not hold the threads RegisterWorker and the
   /// other calls need.
   int plan_call_threads = 16;
+  /// The memory calls carrying samples (SubmitBatches, GetPlan with its
+  /// batch) may hold at once while they parse and run, reserved from their
+  /// wire bytes before parsing (CallMemoryBudget); 0: no bound.
+  int64_t call_memory_budget_bytes = 0;
+  /// Where that budget comes from, for messages.
+  std::string call_memory_budget_source;
 };
 
 /// dcp.v1.Planner over gRPC: a thin wrapper around a PlannerHandler that
@@ -110,11 +117,23 @@ class GrpcPlannerService final : public RawPlannerService {
                                   std::function<grpc::Status()> run);
   /// A method that parses its request (INVALID_ARGUMENT naming `method` if
   /// the bytes do not parse), calls the handler and serializes its answer.
+  /// `batch_field` (0: none) is where the request carries batches: their
+  /// memory is reserved first (ReserveCallMemory).
   template <typename Request, typename Response>
   grpc::ServerUnaryReactor* ServeTyped(
       const char* method, grpc::CallbackServerContext* context,
       const grpc::ByteBuffer* request, grpc::ByteBuffer* response,
-      absl::StatusOr<Response> (PlannerHandler::*call)(const Request&));
+      absl::StatusOr<Response> (PlannerHandler::*call)(const Request&),
+      int batch_field = 0);
+  /// Reserves what parsing and handling `request` will take when its
+  /// GlobalBatch messages at `batch_field` carry samples (wire bytes plus
+  /// kParsedBytesPerSample each), waiting until `deadline`; INVALID_ARGUMENT
+  /// for bytes that are not a message, RESOURCE_EXHAUSTED when it does not
+  /// fit.
+  grpc::Status ReserveCallMemory(const char* method,
+                                 const grpc::ByteBuffer& request,
+                                 int batch_field, absl::Time deadline,
+                                 CallMemoryBudget::Reservation* reservation);
 
   PlannerHandler& handler_;
   PrometheusPlannerMetrics& metrics_;
@@ -124,6 +143,7 @@ class GrpcPlannerService final : public RawPlannerService {
   const std::unique_ptr<CallThreads> call_threads_;
   /// GetPlan's own threads (see GrpcPlannerServiceOptions).
   const std::unique_ptr<CallThreads> plan_call_threads_;
+  CallMemoryBudget call_memory_;
 };
 
 }  // namespace dcp

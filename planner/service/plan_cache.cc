@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/malloc_control.h"
 #include "planner/service/planner_state_store.h"
 
 namespace dcp {
@@ -411,6 +412,9 @@ std::shared_ptr<const PlannedStep> PlanCache::ComputePlan(
   }
   metrics_.StepPlanned(step, result->planning_seconds, result->status.ok());
   Log(DescribeStepPlan(step, *result));
+  // Planning a large batch frees as much as it keeps; give it back to the
+  // kernel so that the planner's resident memory follows what it holds.
+  ReleaseFreedMemory();
   return result;
 }
 
@@ -459,15 +463,23 @@ PlanCache::Evictions PlanCache::FinishPlanning(int64_t step,
   entry.failed = !result.status.ok();
   entry.persisted = !entry.failed;
   ReleaseBatchLocked(step, entry);
-  cached_steps_.insert(step);
-  // Evicts the oldest other steps beyond the cache size.
-  while (static_cast<int>(cached_steps_.size()) > options_.plan_cache_steps) {
+  if (cached_steps_.insert(step).second) {
+    entry.plan_bytes = PlannedStepBytes(result);
+    cached_bytes_ += entry.plan_bytes;
+  }
+  // Evicts the oldest other steps beyond the cache's size or bytes.
+  const auto over = [this] {
+    return static_cast<int>(cached_steps_.size()) > options_.plan_cache_steps ||
+           (options_.cached_bytes_budget > 0 &&
+            cached_bytes_ > options_.cached_bytes_budget);
+  };
+  while (over()) {
     auto oldest = cached_steps_.begin();
     if (*oldest == step) ++oldest;
     if (oldest == cached_steps_.end()) break;
-    steps_[*oldest].plan = StepPlanFuture();
-    evictions.evicted.push_back(*oldest);
-    cached_steps_.erase(oldest);
+    const int64_t evicted = *oldest;
+    UncacheLocked(evicted, steps_[evicted]);
+    evictions.evicted.push_back(evicted);
   }
   return evictions;
 }
@@ -585,8 +597,13 @@ void PlanCache::ReplaceFailedLocked(int64_t step, StepEntry& entry,
                                     uint64_t fingerprint) {
   entry.failed = false;
   entry.fingerprint = fingerprint;
+  UncacheLocked(step, entry);
+}
+
+void PlanCache::UncacheLocked(int64_t step, StepEntry& entry) {
   entry.plan = StepPlanFuture();
-  cached_steps_.erase(step);
+  if (cached_steps_.erase(step) > 0) cached_bytes_ -= entry.plan_bytes;
+  entry.plan_bytes = 0;
 }
 
 PlanCache::BatchCost PlanCache::CostOf(const v1::GlobalBatch& batch) {

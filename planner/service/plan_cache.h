@@ -66,6 +66,11 @@ struct PlanCacheOptions {
   int64_t pending_bytes_budget = 0;
   /// Where that budget comes from, for messages ("a quarter of ...").
   std::string pending_bytes_budget_source;
+  /// Bytes that the cached plans (PlannedStepBytes) may hold; beyond it the
+  /// oldest are evicted, as beyond `plan_cache_steps` (a step evicted is
+  /// re-planned identically when asked for with its batch). The newest plan
+  /// is always kept. 0: no bound.
+  int64_t cached_bytes_budget = 0;
   /// Predicted planner-core seconds (PredictedPlanningSeconds) of those
   /// batches; 0: no bound.
   double pending_planning_seconds_budget = 0;
@@ -161,6 +166,8 @@ class PlanCache {
     StepPlanFuture plan;
     /// `batch`'s share of the pending totals while it is held.
     int64_t batch_bytes = 0;
+    /// The cached plan's share of `cached_bytes_` while it is cached.
+    int64_t plan_bytes = 0;
     double batch_planning_seconds = 0;
   };
   /// What holding one more batch costs.
@@ -194,6 +201,9 @@ class PlanCache {
                        std::shared_ptr<const v1::GlobalBatch> batch,
                        BatchCost cost) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ReleaseBatchLocked(int64_t step, StepEntry& entry)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// Drops `step`'s cached plan (if any) and its bytes.
+  void UncacheLocked(int64_t step, StepEntry& entry)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   /// Forgets a failed `step` for a new batch with `fingerprint`.
   void ReplaceFailedLocked(int64_t step, StepEntry& entry,
@@ -238,6 +248,8 @@ class PlanCache {
   std::map<int64_t, StepEntry> steps_ ABSL_GUARDED_BY(mu_);
   /// Steps whose finished plan is cached (evicted smallest first).
   std::set<int64_t> cached_steps_ ABSL_GUARDED_BY(mu_);
+  /// The sum of their StepEntry::plan_bytes.
+  int64_t cached_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   /// Steps whose StepEntry holds a batch that is not planned yet.
   std::set<int64_t> pending_steps_ ABSL_GUARDED_BY(mu_);
   /// The sums of their StepEntry::batch_bytes and batch_planning_seconds.

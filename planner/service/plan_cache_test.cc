@@ -1,8 +1,10 @@
 #include "planner/service/plan_cache.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <functional>
+#include <limits>
 #include <map>
 #include <memory>
 #include <string>
@@ -45,7 +47,8 @@ struct Planner {
   Planner(const std::string& directory, int window,
           MakeStepPlanFunction make_step_plan = MakeStepPlan,
           int background_threads = 0,
-          std::function<void(v1::StepPlanRecord)> record_plan = nullptr) {
+          std::function<void(v1::StepPlanRecord)> record_plan = nullptr,
+          int64_t cached_bytes_budget = 0) {
     model = ModelPreset("tiny").value();
     cluster = H200Cluster(/*num_nodes=*/4, /*gpus_per_node=*/1);
     if (!directory.empty()) {
@@ -62,6 +65,7 @@ struct Planner {
     PlanCacheOptions options;
     options.world_size = cluster.NumGpus();
     options.plan_cache_steps = window;
+    options.cached_bytes_budget = cached_bytes_budget;
     options.background_planning_threads = background_threads;
     options.make_step_plan = std::move(make_step_plan);
     options.record_plan = std::move(record_plan);
@@ -151,6 +155,46 @@ TEST(PlanCacheTest, StepRecordsStayWithinTheWindow) {
               HasSubstr("different batch"));
 }
 
+
+// Cached plans count against their bytes, not only their number: with room
+// for about two and a half plans, the oldest leave memory as new ones come
+// (the newest is always kept), and an evicted step asked for with its batch
+// is planned again byte for byte.
+TEST(PlanCacheTest, CachedPlansStayWithinTheirBytes) {
+  int64_t largest = 0;
+  int64_t smallest = std::numeric_limits<int64_t>::max();
+  std::map<int64_t, std::string> unbounded_bytes;
+  {
+    Planner unbounded("", /*window=*/64);
+    for (int64_t step = 0; step < 10; ++step) {
+      std::shared_ptr<const v1::GlobalBatch> batch = Batch(step);
+      std::shared_ptr<const PlannedStep> plan =
+          unbounded.cache->Plan(batch, BatchFingerprint(*batch)).value();
+      largest = std::max(largest, PlannedStepBytes(*plan));
+      smallest = std::min(smallest, PlannedStepBytes(*plan));
+      unbounded_bytes[step] = *plan->serialized;
+    }
+    EXPECT_TRUE(unbounded.evicted.empty());
+  }
+  ASSERT_GT(largest, 1000);
+  const int64_t budget = 5 * largest / 2;
+  Planner bounded("", /*window=*/64, MakeStepPlan, /*background_threads=*/0,
+                  nullptr, budget);
+  for (int64_t step = 0; step < 10; ++step) {
+    EXPECT_EQ(bounded.PlanBytes(step), unbounded_bytes[step]) << step;
+  }
+  // Besides the newest, at most budget / smallest plans stay; the others
+  // left memory, oldest first.
+  const size_t kept = 1 + static_cast<size_t>(budget / smallest);
+  ASSERT_LT(kept, 10u);
+  ASSERT_GE(bounded.evicted.size(), 10u - kept);
+  for (size_t i = 0; i < bounded.evicted.size(); ++i) {
+    EXPECT_EQ(bounded.evicted[i], static_cast<int64_t>(i));
+  }
+  EXPECT_TRUE(bounded.cache->Find(9, BatchFingerprint(*Batch(9))).has_value());
+  EXPECT_FALSE(bounded.cache->Find(0, BatchFingerprint(*Batch(0))).has_value());
+  EXPECT_EQ(bounded.PlanBytes(0), unbounded_bytes[0]);
+}
 
 /// SubmitBatches of `batch` as the handler passes it to the cache.
 absl::Status Submit(PlanCache& cache, const v1::GlobalBatch& batch) {

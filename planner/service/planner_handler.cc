@@ -80,6 +80,7 @@ PlanCacheOptions MakePlanCacheOptions(const PlannerHandlerOptions& options,
   cache.plan_cache_steps = options.plan_cache_steps;
   cache.background_planning_threads = options.background_planning_threads;
   cache.pending_bytes_budget = options.memory_budget_bytes / 4;
+  cache.cached_bytes_budget = options.memory_budget_bytes / 4;
   cache.pending_bytes_budget_source = absl::StrFormat(
       "a quarter of dcp_planner --memory-budget=%.1f MiB",
       static_cast<double>(options.memory_budget_bytes) / (1 << 20));

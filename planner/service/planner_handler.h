@@ -56,8 +56,10 @@ struct PlannerHandlerOptions {
   int plan_cache_steps = 64;
   /// The memory the planner may use (dcp_planner --memory-budget, set to
   /// about the pod's memory limit); a quarter of it may be held by the
-  /// batches waiting to be planned (the rest is for planning them, the plan
-  /// cache and calls in flight). 0: no bound.
+  /// batches waiting to be planned, a quarter by the cached plans (the
+  /// oldest are evicted beyond it), an eighth by gRPC's buffers of calls in
+  /// flight and an eighth by calls parsing their batches (PlannerServer);
+  /// the rest is for planning. 0: no bound.
   int64_t memory_budget_bytes = 0;
   /// The predicted planning time (PredictedPlanningSeconds) that submitted
   /// batches may queue (--max-queued-planning). Zero: no bound.

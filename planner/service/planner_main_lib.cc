@@ -25,6 +25,7 @@
 #include "common/command_line.h"
 #include "common/host_port.h"
 #include "common/main_prologue.h"
+#include "common/malloc_control.h"
 #include "common/process_support.h"
 #include "cost_model/cluster_spec.h"
 #include "cost_model/model_cluster_flags.h"
@@ -43,6 +44,10 @@ constexpr char kTokenEnvironmentVariable[] = "DCP_PLANNER_TOKEN";
 /// The smallest --memory-budget other than 0 (no bound): the planner's own
 /// resident set before any client calls is tens of MiB.
 constexpr int64_t kMinMemoryBudgetBytes = int64_t{64} << 20;
+
+/// malloc arenas the planner's threads share (glibc's default is 8 per
+/// core, each keeping what its threads freed).
+constexpr int kPlannerMallocArenas = 2;
 
 // --model, --nodes, --gpus-per-node, --memory-fraction and --cluster.
 const ModelClusterFlags& ModelCluster() {
@@ -276,6 +281,10 @@ std::string WithPort(const std::string& address, int port) {
 }  // namespace
 
 int RunPlannerMain(int argc, char** argv) {
+  // Before any thread starts: the call and planning threads share two
+  // arenas rather than one each, which holds the planner's resident memory
+  // to its --memory-budget under a flood (common/malloc_control.h).
+  LimitMallocArenas(kPlannerMallocArenas);
   const MainStart start = StartMain(Program(), argc, argv);
   if (!start.flags.has_value()) return start.exit_code;
   const ParsedFlags& flags = *start.flags;

@@ -9,8 +9,11 @@
 #include "absl/memory/memory.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/synchronization/notification.h"
+#include "common/pem_check.h"
 #include "common/process_support.h"
+#include "common/status_macros.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/security/server_credentials.h"
@@ -46,6 +49,11 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentials(
   if (!cert.ok()) return cert.status();
   absl::StatusOr<std::string> key = ReadPemFile("server key", tls.key_file);
   if (!key.ok()) return key.status();
+  // gRPC takes a garbage certificate or a mismatched key silently and then
+  // fails to start, which would read as a port in use.
+  DCP_RETURN_IF_ERROR(
+      CheckPemCertificates("server certificate", tls.cert_file, *cert));
+  DCP_RETURN_IF_ERROR(CheckPemKeyPair(tls.cert_file, *cert, tls.key_file, *key));
   pair.cert_chain = *std::move(cert);
   pair.private_key = *std::move(key);
   ssl.pem_key_cert_pairs.push_back(std::move(pair));
@@ -53,6 +61,8 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentials(
     absl::StatusOr<std::string> client_ca =
         ReadPemFile("client CA", tls.client_ca_file);
     if (!client_ca.ok()) return client_ca.status();
+    DCP_RETURN_IF_ERROR(
+        CheckPemCertificates("client CA", tls.client_ca_file, *client_ca));
     ssl.pem_root_certs = *std::move(client_ca);
   }
   return grpc::SslServerCredentials(ssl);
@@ -75,6 +85,7 @@ absl::StatusOr<std::unique_ptr<PlannerServer>> PlannerServer::Start(
       ServerCredentials(options.tls);
   if (!credentials.ok()) return credentials.status();
 
+  const int64_t memory_budget_bytes = options.handler.memory_budget_bytes;
   auto server = absl::WrapUnique(new PlannerServer());
   server->log_ = log ? std::move(log) : [](const std::string&) {};
   server->metrics_ = std::make_unique<PrometheusPlannerMetrics>();
@@ -87,6 +98,10 @@ absl::StatusOr<std::unique_ptr<PlannerServer>> PlannerServer::Start(
   service_options.bearer_token = options.bearer_token;
   service_options.call_threads = options.call_threads;
   service_options.plan_call_threads = options.plan_call_threads;
+  service_options.call_memory_budget_bytes = memory_budget_bytes / 8;
+  service_options.call_memory_budget_source = absl::StrFormat(
+      "an eighth of dcp_planner --memory-budget=%.1f MiB",
+      static_cast<double>(memory_budget_bytes) / (1 << 20));
   server->service_ = std::make_unique<GrpcPlannerService>(
       *server->handler_, *server->metrics_, clock, std::move(service_options));
 

@@ -12,6 +12,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <optional>
@@ -54,7 +55,9 @@ namespace dcp {
 namespace {
 
 using ::google::protobuf::util::MessageDifferencer;
+using ::testing::AllOf;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 constexpr int kNumNodes = 4;
 constexpr int kGpusPerNode = 8;
@@ -584,12 +587,18 @@ class PlannerServerTlsTest : public ::testing::Test {
         "key ca.key; key server.key; key client.key\n",
         "openssl req -x509 -new -key ca.key -out ca.pem -days 2 "
         "-subj /CN=dcp-test-ca\n",
+        "key other-ca.key\n",
+        "openssl req -x509 -new -key other-ca.key -out other-ca.pem -days 2 "
+        "-subj /CN=another-ca\n",
         "openssl req -new -key server.key -out server.csr -subj "
         "/CN=localhost\n",
         "printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\\n"
         "extendedKeyUsage=serverAuth\\n' > server.ext\n",
         "openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key "
         "-CAcreateserial -out server.pem -days 2 -extfile server.ext\n",
+        // Expired a day before it was made (OpenSSL 3 takes -days -1).
+        "openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key "
+        "-CAcreateserial -out expired.pem -days -1 -extfile server.ext\n",
         "openssl req -new -key client.key -out client.csr -subj /CN=worker-0\n",
         "printf 'extendedKeyUsage=clientAuth\\n' > client.ext\n",
         "openssl x509 -req -in client.csr -CA ca.pem -CAkey ca.key "
@@ -689,6 +698,99 @@ TEST_F(PlannerServerTlsTest, MutualTls) {
       MakeClient(TlsClientOptions((*server)->port(), /*client_cert=*/true))
           ->ListWorkers(v1::ListWorkersRequest());
   EXPECT_TRUE(listed.ok()) << listed.status();
+}
+
+// TLS misconfigurations are configuration errors, not outages: the client
+// says so after one attempt (FAILED_PRECONDITION naming TLS and the fix)
+// instead of retrying them as an unavailable planner for its tolerance.
+TEST_F(PlannerServerTlsTest, TlsMisconfigurationsAreNotRetriedAsAnOutage) {
+  absl::StatusOr<std::unique_ptr<PlannerServer>> server =
+      StartTlsServer(/*mutual=*/false);
+  ASSERT_TRUE(server.ok()) << server.status();
+  const int port = (*server)->port();
+  const auto call = [](GrpcPlannerClient::Options options) {
+    options.retry.max_attempts = 3;
+    options.retry.outage_tolerance = absl::Hours(1);
+    std::unique_ptr<GrpcPlannerClient> client = MakeClient(std::move(options));
+    const absl::Status status =
+        client->ListWorkers(v1::ListWorkersRequest()).status();
+    return std::make_pair(status, client->attempts());
+  };
+
+  PlannerServer::Options expired_options;
+  expired_options.handler = HandlerOptions("");
+  expired_options.metrics_address = "";
+  expired_options.tls.cert_file = File("expired.pem");
+  expired_options.tls.key_file = File("server.key");
+  expired_options.call_threads = 2;
+  absl::StatusOr<std::unique_ptr<PlannerServer>> expired_server =
+      PlannerServer::Start(std::move(expired_options), RealClock::Get(),
+                           /*log=*/nullptr);
+  ASSERT_TRUE(expired_server.ok()) << expired_server.status();
+  GrpcPlannerClient::Options expired =
+      TlsClientOptions((*expired_server)->port(), false);
+
+  GrpcPlannerClient::Options wrong_ca = TlsClientOptions(port, false);
+  wrong_ca.tls.root_ca_file = File("other-ca.pem");
+  GrpcPlannerClient::Options wrong_name = TlsClientOptions(port, false);
+  wrong_name.tls.server_name_override = "planner.wrong.example";
+  for (const auto& [what, options] :
+       {std::make_pair("wrong CA", wrong_ca),
+        std::make_pair("wrong name", wrong_name),
+        std::make_pair("expired", expired)}) {
+    const auto [status, attempts] = call(options);
+    EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition)
+        << what << ": " << status;
+    EXPECT_THAT(status.message(),
+                HasSubstr("TLS handshake with the planner at 127.0.0.1:"))
+        << what;
+    EXPECT_EQ(attempts, 1) << what;
+  }
+}
+
+TEST_F(PlannerServerTlsTest, ATlsClientOfAPlaintextPlannerIsToldSo) {
+  PlannerServer::Options options;
+  options.handler = HandlerOptions("");
+  options.metrics_address = "";
+  options.call_threads = 2;
+  absl::StatusOr<std::unique_ptr<PlannerServer>> server = PlannerServer::Start(
+      std::move(options), RealClock::Get(), /*log=*/nullptr);
+  ASSERT_TRUE(server.ok()) << server.status();
+  GrpcPlannerClient::Options tls = TlsClientOptions((*server)->port(), false);
+  tls.retry.max_attempts = 3;
+  tls.retry.outage_tolerance = absl::Hours(1);
+  std::unique_ptr<GrpcPlannerClient> client = MakeClient(tls);
+  const absl::Status status =
+      client->ListWorkers(v1::ListWorkersRequest()).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition) << status;
+  EXPECT_EQ(client->attempts(), 1);
+}
+
+TEST_F(PlannerServerTlsTest, AGarbageCertificateIsNamedNotAPortInUse) {
+  const std::string garbage = File("garbage.pem");
+  {
+    std::ofstream file(garbage);
+    file << "this is not a certificate\n";
+  }
+  PlannerServer::Options options;
+  options.handler = HandlerOptions("");
+  options.tls.cert_file = garbage;
+  options.tls.key_file = File("server.key");
+  absl::StatusOr<std::unique_ptr<PlannerServer>> server = PlannerServer::Start(
+      std::move(options), RealClock::Get(), /*log=*/nullptr);
+  EXPECT_EQ(server.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(server.status().message(),
+              AllOf(HasSubstr("garbage.pem' holds no PEM certificate"),
+                    Not(HasSubstr("port is in use"))));
+  // Another certificate's key.
+  PlannerServer::Options mismatched;
+  mismatched.handler = HandlerOptions("");
+  mismatched.tls.cert_file = File("server.pem");
+  mismatched.tls.key_file = File("client.key");
+  server = PlannerServer::Start(std::move(mismatched), RealClock::Get(),
+                                /*log=*/nullptr);
+  EXPECT_THAT(server.status().message(),
+              HasSubstr("client.key' does not belong to the certificate"));
 }
 
 TEST_F(PlannerServerTlsTest, MissingCertificateFileIsNamed) {

@@ -87,6 +87,22 @@ MakeStepPlanFunction StepPlanMaker(PhasedPlanningOptions phased) {
   };
 }
 
+int64_t PlannedStepBytes(const PlannedStep& plan) {
+  int64_t bytes = sizeof(PlannedStep);
+  if (plan.response != nullptr) {
+    bytes += static_cast<int64_t>(plan.response->SpaceUsedLong());
+  }
+  for (const std::shared_ptr<const std::string>& serialized :
+       {plan.serialized, plan.serialized_without_sample_ids}) {
+    if (serialized != nullptr) {
+      bytes += static_cast<int64_t>(sizeof(std::string) + serialized->capacity());
+    }
+  }
+  bytes += static_cast<int64_t>(plan.group_of_rank.capacity() * sizeof(int) +
+                                plan.groups.capacity() * sizeof(GroupSummary));
+  return bytes;
+}
+
 double PredictedPlanningSeconds(int64_t num_sequences) {
   constexpr double kSecondsAtReference = 6;
   constexpr double kReferenceSequences = 1 << 20;

@@ -117,6 +117,11 @@ std::shared_ptr<const PlannedStep> MakeStepPlanTryingPhases(
 /// refit it when the core changes (planner/search/planner_benchmark).
 double PredictedPlanningSeconds(int64_t num_sequences);
 
+/// The bytes `plan` holds in memory: its response as protobuf measures it,
+/// both serialized forms and its per-rank summaries (what a cached plan
+/// costs the planner's memory budget).
+int64_t PlannedStepBytes(const PlannedStep& plan);
+
 /// The durable record of a successful `plan` of `batch` made with `params`
 /// (proto/dcp/v1/step_state.proto): the plan, the batch's lengths and the
 /// cost model that priced it.

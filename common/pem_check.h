@@ -1,0 +1,33 @@
+#ifndef DCP_COMMON_PEM_CHECK_H_
+#define DCP_COMMON_PEM_CHECK_H_
+
+// What a TLS certificate or key file holds, checked with OpenSSL before gRPC
+// is given it: gRPC reports a garbage certificate only as a server that does
+// not start (which reads as "port in use") or, on a client, as a planner
+// that never answers (which reads as an outage).
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+
+namespace dcp {
+
+/// OK when `pem` holds at least one certificate, and every PEM block in it
+/// reads as one; INVALID_ARGUMENT naming `what` and `path` otherwise
+/// (e.g. "the server certificate '/etc/tls/tls.crt' holds no PEM
+/// certificate ...").
+absl::Status CheckPemCertificates(absl::string_view what,
+                                  const std::string& path,
+                                  const std::string& pem);
+
+/// OK when `key_pem` holds a private key that belongs to the first
+/// certificate in `cert_pem`; INVALID_ARGUMENT naming both files otherwise.
+absl::Status CheckPemKeyPair(const std::string& cert_path,
+                             const std::string& cert_pem,
+                             const std::string& key_path,
+                             const std::string& key_pem);
+
+}  // namespace dcp
+
+#endif  // DCP_COMMON_PEM_CHECK_H_

@@ -1,0 +1,87 @@
+#include "common/pem_check.h"
+
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace dcp {
+namespace {
+
+using ::testing::HasSubstr;
+
+/// Two self-signed EC certificates and their keys, made by the openssl
+/// command line in the test's temporary directory.
+class PemCheckTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (std::system("command -v openssl > /dev/null 2>&1") != 0) {
+      GTEST_SKIP() << "no openssl command line to make test certificates";
+    }
+    const char* tmp = std::getenv("TEST_TMPDIR");
+    dir_ = tmp != nullptr ? tmp : "/tmp";
+    const std::string script = absl::StrCat(
+        "set -e; cd '", dir_, "'; for n in a b; do ",
+        "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 ",
+        "-nodes -keyout $n.key -out $n.pem -days 1 -subj /CN=$n; done ",
+        "> openssl.log 2>&1");
+    ASSERT_EQ(std::system(script.c_str()), 0) << "see " << dir_;
+  }
+
+  std::string Read(const std::string& name) const {
+    std::ifstream file(dir_ + "/" + name);
+    return std::string(std::istreambuf_iterator<char>(file),
+                       std::istreambuf_iterator<char>());
+  }
+
+  std::string dir_;
+};
+
+TEST_F(PemCheckTest, AMatchingPairPasses) {
+  EXPECT_TRUE(CheckPemCertificates("CA", "a.pem", Read("a.pem")).ok());
+  EXPECT_TRUE(
+      CheckPemCertificates("CA", "ab.pem", Read("a.pem") + Read("b.pem"))
+          .ok());
+  EXPECT_TRUE(
+      CheckPemKeyPair("a.pem", Read("a.pem"), "a.key", Read("a.key")).ok());
+}
+
+TEST_F(PemCheckTest, GarbageIsNamedNotPassedOn) {
+  const absl::Status garbage =
+      CheckPemCertificates("server certificate", "tls.crt", "not a cert\n");
+  EXPECT_EQ(garbage.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(garbage.message(),
+              HasSubstr("the server certificate 'tls.crt' holds no PEM "
+                        "certificate that OpenSSL can read"));
+  // A certificate followed by a broken block.
+  const absl::Status broken = CheckPemCertificates(
+      "CA", "ca.crt",
+      Read("a.pem") + "-----BEGIN CERTIFICATE-----\nAAAA\n"
+                      "-----END CERTIFICATE-----\n");
+  EXPECT_THAT(broken.message(),
+              HasSubstr("has 2 PEM blocks of which only 1 read as "
+                        "certificates"));
+  // A key where the certificate should be.
+  EXPECT_FALSE(CheckPemCertificates("CA", "a.key", Read("a.key")).ok());
+  const absl::Status key =
+      CheckPemKeyPair("a.pem", Read("a.pem"), "a.key", "garbage");
+  EXPECT_THAT(key.message(),
+              HasSubstr("the key 'a.key' holds no unencrypted PEM private key"));
+}
+
+TEST_F(PemCheckTest, AnotherCertificatesKeyIsRefused) {
+  const absl::Status status =
+      CheckPemKeyPair("a.pem", Read("a.pem"), "b.key", Read("b.key"));
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(),
+              HasSubstr("the key 'b.key' does not belong to the certificate "
+                        "'a.pem'"));
+}
+
+}  // namespace
+}  // namespace dcp
