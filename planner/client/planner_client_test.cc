@@ -45,14 +45,21 @@ GrpcPlannerClient::Options DownPlannerOptions(int port, const Clock* clock) {
   return options;
 }
 
+/// Two attempts, the first wait 1 ms, later ones up to `max_backoff`, and
+/// retries for `tolerance` of outage.
+void QuickRetries(GrpcPlannerClient::Options& options,
+                  absl::Duration max_backoff, absl::Duration tolerance) {
+  options.retry.max_attempts = 2;
+  options.retry.initial_backoff = absl::Milliseconds(1);
+  options.retry.max_backoff = max_backoff;
+  options.retry.outage_tolerance = tolerance;
+}
+
 TEST(GrpcPlannerClientOutageTest, RidesThroughAnOutageLongerThanItsAttempts) {
   const int port = *PickFreePort("127.0.0.1");
   FakeClock clock;
   GrpcPlannerClient::Options options = DownPlannerOptions(port, &clock);
-  options.retry.max_attempts = 2;
-  options.retry.initial_backoff = absl::Milliseconds(1);
-  options.retry.max_backoff = absl::Milliseconds(20);
-  options.retry.outage_tolerance = absl::Hours(1);
+  QuickRetries(options, absl::Milliseconds(20), absl::Hours(1));
   std::vector<std::string> logged;
   options.log = [&](const std::string& line) { logged.push_back(line); };
   // The planner comes back (on the same address) after the 5th wait. The
@@ -137,10 +144,7 @@ TEST(GrpcPlannerClientOutageTest, TheToleranceSpansCallsInOneOutage) {
   const int port = *PickFreePort("127.0.0.1");
   FakeClock clock;
   GrpcPlannerClient::Options options = DownPlannerOptions(port, &clock);
-  options.retry.max_attempts = 2;
-  options.retry.initial_backoff = absl::Milliseconds(1);
-  options.retry.max_backoff = absl::Seconds(5);
-  options.retry.outage_tolerance = absl::Seconds(40);
+  QuickRetries(options, absl::Seconds(5), absl::Seconds(40));
   options.sleep = [&](absl::Duration wait) { clock.Advance(wait); };
   absl::StatusOr<std::unique_ptr<GrpcPlannerClient>> client =
       GrpcPlannerClient::Create(options);
