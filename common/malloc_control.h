@@ -10,6 +10,8 @@
 // MiB instead of 592 MiB resident after planning when freed memory is
 // returned after each plan. Both are no-ops where malloc is not glibc's.
 
+#include <cstdint>
+
 namespace dcp {
 
 /// Caps the malloc arenas that threads share (mallopt M_ARENA_MAX); call
@@ -17,8 +19,10 @@ namespace dcp {
 void LimitMallocArenas(int arenas);
 
 /// Returns freed heap memory to the kernel (malloc_trim); takes about a
-/// millisecond per 100 MiB of heap, so call it after large work only.
+/// millisecond per 100 MiB of heap, so call it after large work only: work
+/// that freed at least kReleaseFreedMemoryAfterBytes.
 void ReleaseFreedMemory();
+inline constexpr int64_t kReleaseFreedMemoryAfterBytes = int64_t{16} << 20;
 
 }  // namespace dcp
 

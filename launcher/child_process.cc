@@ -168,6 +168,14 @@ int ChildProcess::Kill() {
   return *exit_code_;
 }
 
+int ChildProcess::Stop(absl::Duration grace) {
+  Signal(SIGTERM);
+  std::optional<int> code = WaitFor(grace);
+  const int exit_code = code.has_value() ? *code : Kill();
+  JoinOutput();
+  return exit_code;
+}
+
 void ChildProcess::JoinOutput() {
   static absl::Mutex join_mutex(absl::kConstInit);
   absl::MutexLock lock(&join_mutex);

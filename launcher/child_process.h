@@ -60,6 +60,9 @@ class ChildProcess {
   void Signal(int signal_number);
   /// SIGKILLs the child if still running and waits for it; its exit code.
   int Kill();
+  /// SIGTERM, then SIGKILL if the child has not exited within `grace`;
+  /// waits for it and for its output; its exit code.
+  int Stop(absl::Duration grace);
 
   /// Waits until the stdout reader has seen end of file (the child and
   /// anything it started closed the pipe). Call after the child exited.

@@ -37,8 +37,8 @@
 #include "cost_model/model_spec.h"
 #include "launcher/child_process.h"
 #include "launcher/local_job_config.h"
+#include "launcher/planner_port.h"
 #include "nlohmann/json.hpp"
-#include "planner/service/port_file.h"
 #include "launcher/timeline_output.h"
 #include "worker/run_summary.h"
 #include "worker/step_timing_files.h"
@@ -193,34 +193,23 @@ absl::StatusOr<Planner> StartPlanner(const Config& config,
       ChildProcess::Start(argv, planner.log_path, [](const std::string&) {});
   if (!process.ok()) return process.status();
   planner.process = *std::move(process);
-  while (true) {
-    absl::StatusOr<std::optional<PlannerPorts>> ports = ReadPortFile(port_file);
-    if (!ports.ok()) return ports.status();
-    if (ports->has_value()) {
-      planner.port = (*ports)->grpc_port;
-      return planner;
-    }
-    if (std::optional<int> code = planner.process->Poll(); code.has_value()) {
-      return absl::InternalError(absl::StrCat(
-          "dcp_planner exited with code ", *code, " before serving; its log (",
-          planner.log_path, "):\n", Tail(planner.log_path, 20)));
-    }
-    if (absl::Now() >= deadline || interrupt_signal.load() != 0) {
-      return absl::DeadlineExceededError(absl::StrCat(
-          "dcp_planner did not write its ports to ", port_file, " in time"));
-    }
-    absl::SleepFor(absl::Milliseconds(50));
+  absl::StatusOr<int> served = WaitForPlannerPort(
+      *planner.process, port_file, deadline,
+      [] { return interrupt_signal.load() != 0; });
+  if (served.status().code() == absl::StatusCode::kFailedPrecondition) {
+    return absl::InternalError(
+        absl::StrCat(served.status().message(), "; its log (",
+                     planner.log_path, "):\n", Tail(planner.log_path, 20)));
   }
+  if (!served.ok()) return served.status();
+  planner.port = *served;
+  return planner;
 }
 
 /// Stops the planner: SIGTERM, then SIGKILL after a grace period.
 void StopPlanner(Planner& planner) {
   if (planner.process == nullptr) return;
-  planner.process->Signal(SIGTERM);
-  if (!planner.process->WaitFor(absl::Seconds(10)).has_value()) {
-    planner.process->Kill();
-  }
-  planner.process->JoinOutput();
+  planner.process->Stop(/*grace=*/absl::Seconds(10));
 }
 
 /// The planner drill of one run of the workers: once rank 0 reports the

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/memory/memory.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -63,12 +64,12 @@ absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> ChannelCredentials(
 /// does not verify, a wrong name, an expired certificate, TLS against a
 /// plaintext server): retrying cannot succeed.
 bool IsTlsHandshakeFailure(absl::string_view message) {
+  const std::string lower = absl::AsciiStrToLower(message);
   for (absl::string_view marker :
-       {"Ssl handshake failed", "SSL_ERROR_SSL", "Handshake failed",
-        "handshake failed", "is not in peer certificate",
-        "certificate verify failed", "CERTIFICATE_VERIFY_FAILED",
-        "WRONG_VERSION_NUMBER", "wrong version number"}) {
-    if (absl::StrContains(message, marker)) return true;
+       {"handshake failed", "ssl_error_ssl", "is not in peer certificate",
+        "certificate verify failed", "certificate_verify_failed",
+        "wrong version number", "wrong_version_number"}) {
+    if (absl::StrContains(lower, marker)) return true;
   }
   return false;
 }

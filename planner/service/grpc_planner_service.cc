@@ -19,8 +19,8 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "planner/service/wire_sample_count.h"
 #include "common/malloc_control.h"
+#include "planner/service/wire_sample_count.h"
 #include "grpcpp/security/auth_context.h"
 #include "grpcpp/support/byte_buffer.h"
 #include "grpcpp/support/proto_buffer_reader.h"
@@ -34,25 +34,6 @@ constexpr char kAuthorizationKey[] = "authorization";
 /// The longest a call carrying batches waits for the memory to parse them
 /// while other calls hold theirs.
 constexpr absl::Duration kCallMemoryWait = absl::Seconds(30);
-
-/// A call that reserved at least this much returns what it freed to the
-/// kernel when it is done (common/malloc_control.h).
-constexpr int64_t kReleaseAfterBytes = int64_t{16} << 20;
-
-/// Declared after a call's reservation and before its parsed request, so
-/// that it runs once the request is freed and before the bytes are given
-/// back.
-class ReleaseAfterLargeCall {
- public:
-  explicit ReleaseAfterLargeCall(const CallMemoryBudget::Reservation& held)
-      : held_(held) {}
-  ~ReleaseAfterLargeCall() {
-    if (held_.bytes() >= kReleaseAfterBytes) ReleaseFreedMemory();
-  }
-
- private:
-  const CallMemoryBudget::Reservation& held_;
-};
 
 /// Until when a call waits for its memory: its own deadline, and at most
 /// kCallMemoryWait from now.
@@ -87,6 +68,16 @@ grpc::ByteBuffer SharedByteBuffer(std::shared_ptr<const std::string> bytes) {
   return grpc::ByteBuffer(&slice, /*nslices=*/1);
 }
 
+/// INVALID_ARGUMENT: `size` bytes sent to `method` are not a `type`.
+grpc::Status NotARequest(const char* method, size_t size,
+                         const std::string& type) {
+  return grpc::Status(
+      grpc::StatusCode::INVALID_ARGUMENT,
+      absl::StrCat(method, ": the request (", size,
+                   " bytes) is not a serialized ", type,
+                   "; send the message of proto/dcp/v1/planner_service.proto"));
+}
+
 /// `bytes` parsed as a `Request`, or INVALID_ARGUMENT naming `method`.
 template <typename Request>
 grpc::Status ParseRequest(const char* method, const grpc::ByteBuffer& bytes,
@@ -95,12 +86,7 @@ grpc::Status ParseRequest(const char* method, const grpc::ByteBuffer& bytes,
   grpc::ByteBuffer copy(bytes);
   const size_t size = copy.Length();
   if (!grpc::SerializationTraits<Request>::Deserialize(&copy, parsed).ok()) {
-    return grpc::Status(
-        grpc::StatusCode::INVALID_ARGUMENT,
-        absl::StrCat(method, ": the request (", size,
-                     " bytes) is not a serialized ",
-                     Request::descriptor()->full_name(),
-                     "; send the message of proto/dcp/v1/planner_service.proto"));
+    return NotARequest(method, size, Request::descriptor()->full_name());
   }
   return grpc::Status::OK;
 }
@@ -304,8 +290,9 @@ grpc::ServerUnaryReactor* GrpcPlannerService::Serve(
 }
 
 grpc::Status GrpcPlannerService::ReserveCallMemory(
-    const char* method, const grpc::ByteBuffer& request, int batch_field,
-    absl::Time deadline, CallMemoryBudget::Reservation* reservation) {
+    const char* method, const std::string& request_type,
+    const grpc::ByteBuffer& request, int batch_field, absl::Time deadline,
+    CallMemoryBudget::Reservation* reservation) {
   if (call_memory_.budget_bytes() <= 0) return grpc::Status::OK;
   grpc::ByteBuffer copy(request);  // shares the request's slices
   std::optional<int64_t> samples;
@@ -314,11 +301,7 @@ grpc::Status GrpcPlannerService::ReserveCallMemory(
     samples = CountWireSamples(reader, batch_field);
   }
   if (!samples.has_value()) {
-    return grpc::Status(
-        grpc::StatusCode::INVALID_ARGUMENT,
-        absl::StrCat(method, ": the request (", request.Length(),
-                     " bytes) is not a well-formed protobuf message; send the "
-                     "message of proto/dcp/v1/planner_service.proto"));
+    return NotARequest(method, request.Length(), request_type);
   }
   if (*samples == 0) return grpc::Status::OK;
   absl::StatusOr<CallMemoryBudget::Reservation> reserved = call_memory_.Reserve(
@@ -327,6 +310,34 @@ grpc::Status GrpcPlannerService::ReserveCallMemory(
   if (!reserved.ok()) return ToGrpcStatus(reserved.status());
   *reservation = *std::move(reserved);
   return grpc::Status::OK;
+}
+
+template <typename Request>
+grpc::Status GrpcPlannerService::WithParsedRequest(
+    const char* method, const grpc::CallbackServerContext& context,
+    const grpc::ByteBuffer& request, int batch_field,
+    const std::function<grpc::Status(Request&)>& run) {
+  CallMemoryBudget::Reservation reservation;
+  if (batch_field != 0) {
+    if (grpc::Status status = ReserveCallMemory(
+            method, Request::descriptor()->full_name(), request, batch_field,
+            CallMemoryDeadline(context), &reservation);
+        !status.ok()) {
+      return status;
+    }
+  }
+  grpc::Status status;
+  {
+    Request parsed;
+    status = ParseRequest(method, request, &parsed);
+    if (status.ok()) status = run(parsed);
+  }
+  // The parsed request is freed: give a large one's pages back before its
+  // bytes go back to the budget.
+  if (reservation.bytes() >= kReleaseFreedMemoryAfterBytes) {
+    ReleaseFreedMemory();
+  }
+  return status;
 }
 
 template <typename Request, typename Response>
@@ -338,28 +349,17 @@ grpc::ServerUnaryReactor* GrpcPlannerService::ServeTyped(
   return Serve(method, *call_threads_, context,
                [this, method, context, request, response, call,
                 batch_field]() -> grpc::Status {
-                 CallMemoryBudget::Reservation reservation;
-                 if (batch_field != 0) {
-                   if (grpc::Status status = ReserveCallMemory(
-                           method, *request, batch_field,
-                           CallMemoryDeadline(*context), &reservation);
-                       !status.ok()) {
-                     return status;
-                   }
-                 }
-                 const ReleaseAfterLargeCall release(reservation);
-                 Request parsed;
-                 if (grpc::Status status =
-                         ParseRequest(method, *request, &parsed);
-                     !status.ok()) {
-                   return status;
-                 }
-                 StampCaller(*context, &parsed);
-                 absl::StatusOr<Response> result = (handler_.*call)(parsed);
-                 if (!result.ok()) return ToGrpcStatus(result.status());
-                 bool own_buffer = false;
-                 return grpc::SerializationTraits<Response>::Serialize(
-                     *result, response, &own_buffer);
+                 return WithParsedRequest<Request>(
+                     method, *context, *request, batch_field,
+                     [&](Request& parsed) -> grpc::Status {
+                       StampCaller(*context, &parsed);
+                       absl::StatusOr<Response> result =
+                           (handler_.*call)(parsed);
+                       if (!result.ok()) return ToGrpcStatus(result.status());
+                       bool own_buffer = false;
+                       return grpc::SerializationTraits<Response>::Serialize(
+                           *result, response, &own_buffer);
+                     });
                });
 }
 
@@ -392,28 +392,17 @@ grpc::ServerUnaryReactor* GrpcPlannerService::GetPlan(
                [this, context, request, response]() -> grpc::Status {
                  // A GetPlan carrying its batch waits its turn to parse it
                  // (every rank may send one at once).
-                 CallMemoryBudget::Reservation reservation;
-                 if (grpc::Status status = ReserveCallMemory(
-                         kMethod, *request, kGetPlanBatchField,
-                         CallMemoryDeadline(*context),
-                         &reservation);
-                     !status.ok()) {
-                   return status;
-                 }
-                 const ReleaseAfterLargeCall release(reservation);
-                 v1::GetPlanRequest parsed;
-                 if (grpc::Status status =
-                         ParseRequest(kMethod, *request, &parsed);
-                     !status.ok()) {
-                   return status;
-                 }
-                 absl::StatusOr<std::shared_ptr<const std::string>>
-                     serialized = handler_.GetSerializedPlan(parsed);
-                 if (!serialized.ok()) {
-                   return ToGrpcStatus(serialized.status());
-                 }
-                 *response = SharedByteBuffer(*std::move(serialized));
-                 return grpc::Status::OK;
+                 return WithParsedRequest<v1::GetPlanRequest>(
+                     kMethod, *context, *request, kGetPlanBatchField,
+                     [&](v1::GetPlanRequest& parsed) -> grpc::Status {
+                       absl::StatusOr<std::shared_ptr<const std::string>>
+                           serialized = handler_.GetSerializedPlan(parsed);
+                       if (!serialized.ok()) {
+                         return ToGrpcStatus(serialized.status());
+                       }
+                       *response = SharedByteBuffer(*std::move(serialized));
+                       return grpc::Status::OK;
+                     });
                });
 }
 

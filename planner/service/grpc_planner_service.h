@@ -117,8 +117,8 @@ class GrpcPlannerService final : public RawPlannerService {
                                   std::function<grpc::Status()> run);
   /// A method that parses its request (INVALID_ARGUMENT naming `method` if
   /// the bytes do not parse), calls the handler and serializes its answer.
-  /// `batch_field` (0: none) is where the request carries batches: their
-  /// memory is reserved first (ReserveCallMemory).
+  /// `batch_field` (0: none) is where the request carries batches
+  /// (WithParsedRequest).
   template <typename Request, typename Response>
   grpc::ServerUnaryReactor* ServeTyped(
       const char* method, grpc::CallbackServerContext* context,
@@ -128,12 +128,23 @@ class GrpcPlannerService final : public RawPlannerService {
   /// Reserves what parsing and handling `request` will take when its
   /// GlobalBatch messages at `batch_field` carry samples (wire bytes plus
   /// kParsedBytesPerSample each), waiting until `deadline`; INVALID_ARGUMENT
-  /// for bytes that are not a message, RESOURCE_EXHAUSTED when it does not
-  /// fit.
+  /// for bytes that are not a message (naming `request_type`),
+  /// RESOURCE_EXHAUSTED when it does not fit.
   grpc::Status ReserveCallMemory(const char* method,
+                                 const std::string& request_type,
                                  const grpc::ByteBuffer& request,
                                  int batch_field, absl::Time deadline,
                                  CallMemoryBudget::Reservation* reservation);
+  /// Parses `request` as a `Request` (INVALID_ARGUMENT naming `method` when
+  /// it does not parse) and runs `run` on it. When `batch_field` (0: none)
+  /// carries samples, first reserves the memory that takes
+  /// (ReserveCallMemory), and once the parsed request is freed returns a
+  /// large call's freed memory to the kernel before giving the bytes back.
+  template <typename Request>
+  grpc::Status WithParsedRequest(
+      const char* method, const grpc::CallbackServerContext& context,
+      const grpc::ByteBuffer& request, int batch_field,
+      const std::function<grpc::Status(Request&)>& run);
 
   PlannerHandler& handler_;
   PrometheusPlannerMetrics& metrics_;

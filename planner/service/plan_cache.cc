@@ -376,12 +376,13 @@ std::shared_ptr<const PlannedStep> PlanCache::ComputePlan(
     std::shared_ptr<const v1::GlobalBatch> batch, uint64_t fingerprint,
     int64_t params_version, bool record) {
   const int64_t step = batch->step();
+  const int64_t batch_samples = batch->samples_size();
   if (record && store_ != nullptr) {
     v1::StepRecord step_record;
     step_record.set_step(step);
     step_record.set_fingerprint(fingerprint);
     step_record.set_params_version(params_version);
-    step_record.set_num_samples(batch->samples_size());
+    step_record.set_num_samples(batch_samples);
     if (absl::Status status = store_->WriteStep(step_record); !status.ok()) {
       auto result = std::make_shared<PlannedStep>();
       result->params_version = params_version;
@@ -413,8 +414,12 @@ std::shared_ptr<const PlannedStep> PlanCache::ComputePlan(
   metrics_.StepPlanned(step, result->planning_seconds, result->status.ok());
   Log(DescribeStepPlan(step, *result));
   // Planning a large batch frees as much as it keeps; give it back to the
-  // kernel so that the planner's resident memory follows what it holds.
-  ReleaseFreedMemory();
+  // kernel so that the planner's resident memory follows what it holds
+  // (not after small batches, whose plans must stay fast).
+  if (batch_samples * static_cast<int64_t>(sizeof(v1::Sample)) >=
+      kReleaseFreedMemoryAfterBytes) {
+    ReleaseFreedMemory();
+  }
   return result;
 }
 

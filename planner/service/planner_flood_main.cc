@@ -7,9 +7,7 @@
 // Exits 1 when the peak is over the budget, when a call fails with anything
 // but RESOURCE_EXHAUSTED (a refusal is the planner holding its budget), or
 // when the planner dies; 2 on a usage error.
-#include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -18,6 +16,8 @@
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -39,12 +39,11 @@
 #include "common/main_prologue.h"
 #include "dcp/v1/planner_service.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
+#include "launcher/child_process.h"
+#include "launcher/planner_port.h"
 #include "planner/service/byte_quantity.h"
 #include "planner/service/planner_server.h"
-#include "planner/service/port_file.h"
 #include "common/process_memory.h"
-
-extern char** environ;
 
 namespace dcp {
 namespace {
@@ -166,73 +165,58 @@ v1::SubmitBatchesRequest MakeRequest(int64_t step, int64_t samples,
   return request;
 }
 
-/// The planner child: started on 127.0.0.1:0 with a port file and a state
-/// directory of its own; SIGTERM and reaped on destruction.
+/// The planner child: started on 127.0.0.1:0 with a port file, a log and a
+/// state directory in a temporary directory of its own; stopped (SIGTERM)
+/// and the directory removed on destruction.
 class PlannerProcess {
  public:
   static absl::StatusOr<std::unique_ptr<PlannerProcess>> Start(
       const Config& config) {
-    auto process = std::unique_ptr<PlannerProcess>(new PlannerProcess());
+    auto planner = std::unique_ptr<PlannerProcess>(new PlannerProcess());
     char pattern[] = "/tmp/dcp_planner_flood.XXXXXX";
     if (mkdtemp(pattern) == nullptr) {
       return absl::InternalError("cannot make a temporary directory in /tmp");
     }
-    process->directory_ = pattern;
-    const std::string port_file = process->directory_ + "/ports";
-    std::vector<std::string> args = {config.planner_binary,
-                                     "--listen=127.0.0.1:0",
-                                     "--metrics-listen=",
-                                     "--port-file=" + port_file,
-                                     "--state-dir=" + process->directory_ +
-                                         "/state"};
-    args.insert(args.end(), config.planner_flags.begin(),
+    planner->directory_ = pattern;
+    const std::string port_file = planner->directory_ + "/ports";
+    const std::string log = planner->directory_ + "/planner.log";
+    std::vector<std::string> argv = {
+        config.planner_binary, "--listen=127.0.0.1:0", "--metrics-listen=",
+        "--port-file=" + port_file,
+        "--state-dir=" + planner->directory_ + "/state"};
+    argv.insert(argv.end(), config.planner_flags.begin(),
                 config.planner_flags.end());
-    std::vector<char*> argv;
-    for (std::string& arg : args) argv.push_back(arg.data());
-    argv.push_back(nullptr);
-    if (posix_spawn(&process->pid_, argv[0], nullptr, nullptr, argv.data(),
-                    environ) != 0) {
-      return absl::InternalError(
-          absl::StrCat("cannot start ", config.planner_binary));
+    absl::StatusOr<std::unique_ptr<ChildProcess>> process =
+        ChildProcess::Start(argv, log, [](const std::string&) {});
+    if (!process.ok()) return process.status();
+    planner->process_ = *std::move(process);
+    absl::StatusOr<int> port = WaitForPlannerPort(
+        *planner->process_, port_file, absl::Now() + absl::Minutes(1), {});
+    if (!port.ok()) {
+      std::ifstream file(log);
+      return absl::Status(
+          port.status().code(),
+          absl::StrCat(port.status().message(), "; its log:\n",
+                       std::string(std::istreambuf_iterator<char>(file),
+                                   std::istreambuf_iterator<char>())));
     }
-    // Waits for the port file (written once the planner serves), or for
-    // the planner's exit.
-    for (;;) {
-      absl::StatusOr<std::optional<PlannerPorts>> ports =
-          ReadPortFile(port_file);
-      if (!ports.ok()) return ports.status();
-      if (ports->has_value()) {
-        process->address_ = absl::StrCat("127.0.0.1:", (*ports)->grpc_port);
-        return process;
-      }
-      int status = 0;
-      if (waitpid(process->pid_, &status, WNOHANG) == process->pid_) {
-        process->pid_ = 0;
-        return absl::FailedPreconditionError(absl::StrCat(
-            "dcp_planner exited (status ", status,
-            ") before serving; its error is above"));
-      }
-      absl::SleepFor(absl::Milliseconds(20));
-    }
+    planner->address_ = absl::StrCat("127.0.0.1:", *port);
+    return planner;
   }
 
   ~PlannerProcess() {
-    if (pid_ > 0) {
-      kill(pid_, SIGTERM);
-      int status = 0;
-      waitpid(pid_, &status, 0);
-    }
+    if (process_ != nullptr) process_->Stop(/*grace=*/absl::Seconds(10));
     std::error_code ignored;
     std::filesystem::remove_all(directory_, ignored);
   }
 
-  int pid() const { return pid_; }
+  int pid() const { return process_->pid(); }
   const std::string& address() const { return address_; }
 
  private:
   PlannerProcess() = default;
-  pid_t pid_ = 0;
   std::string directory_;
+  std::unique_ptr<ChildProcess> process_;
   std::string address_;
 };
 

@@ -33,6 +33,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/byte_format.h"
 #include "cost_model/cost_model.h"
 #include "planner/plan/batch_check.h"
 #include "planner/client/batch_fingerprint.h"
@@ -65,6 +66,16 @@ v1::PlannerOptionsRecord PlannerOptionsToRecord(const PlannerOptions& options) {
   return record;
 }
 
+}  // namespace
+
+std::string MemoryBudgetShareSource(absl::string_view share,
+                                    int64_t budget_bytes) {
+  return absl::StrCat(share, " of dcp_planner --memory-budget=",
+                      FormatBytes(static_cast<double>(budget_bytes)));
+}
+
+namespace {
+
 /// `writer` (null: none) writes the plan records off the planning caller's
 /// thread.
 PlanCacheOptions MakePlanCacheOptions(const PlannerHandlerOptions& options,
@@ -81,9 +92,8 @@ PlanCacheOptions MakePlanCacheOptions(const PlannerHandlerOptions& options,
   cache.background_planning_threads = options.background_planning_threads;
   cache.pending_bytes_budget = options.memory_budget_bytes / 4;
   cache.cached_bytes_budget = options.memory_budget_bytes / 4;
-  cache.pending_bytes_budget_source = absl::StrFormat(
-      "a quarter of dcp_planner --memory-budget=%.1f MiB",
-      static_cast<double>(options.memory_budget_bytes) / (1 << 20));
+  cache.pending_bytes_budget_source =
+      MemoryBudgetShareSource("a quarter", options.memory_budget_bytes);
   cache.pending_planning_seconds_budget =
       absl::ToDoubleSeconds(options.max_queued_planning);
   cache.make_step_plan = options.make_step_plan;

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
 #include "cost_model/cluster_spec.h"
@@ -67,6 +68,11 @@ struct PlannerHandlerOptions {
   /// Makes one step's plan (step_plan.h); tests substitute a slow one.
   MakeStepPlanFunction make_step_plan = MakeStepPlan;
 };
+
+/// A share of dcp_planner --memory-budget named for messages, e.g. "a
+/// quarter of dcp_planner --memory-budget=768.0 MiB".
+std::string MemoryBudgetShareSource(absl::string_view share,
+                                    int64_t budget_bytes);
 
 /// The planner service's logic, free of gRPC: tests call it directly and the
 /// gRPC service (grpc_planner_service.h) is a thin wrapper around it.

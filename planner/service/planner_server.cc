@@ -9,7 +9,6 @@
 #include "absl/memory/memory.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "absl/synchronization/notification.h"
 #include "common/pem_check.h"
 #include "common/process_support.h"
@@ -99,9 +98,8 @@ absl::StatusOr<std::unique_ptr<PlannerServer>> PlannerServer::Start(
   service_options.call_threads = options.call_threads;
   service_options.plan_call_threads = options.plan_call_threads;
   service_options.call_memory_budget_bytes = memory_budget_bytes / 8;
-  service_options.call_memory_budget_source = absl::StrFormat(
-      "an eighth of dcp_planner --memory-budget=%.1f MiB",
-      static_cast<double>(memory_budget_bytes) / (1 << 20));
+  service_options.call_memory_budget_source =
+      MemoryBudgetShareSource("an eighth", memory_budget_bytes);
   server->service_ = std::make_unique<GrpcPlannerService>(
       *server->handler_, *server->metrics_, clock, std::move(service_options));
 
