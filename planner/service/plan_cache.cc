@@ -14,6 +14,13 @@
 #include "planner/service/planner_state_store.h"
 
 namespace dcp {
+namespace {
+
+/// Batches from this many samples on return the memory their planning
+/// freed to the kernel (common/malloc_control.h).
+constexpr int64_t kReleaseAfterSamples = int64_t{1} << 16;
+
+}  // namespace
 
 // ---------------------------------------------------------------------------
 // StepHistory.
@@ -414,12 +421,11 @@ std::shared_ptr<const PlannedStep> PlanCache::ComputePlan(
   metrics_.StepPlanned(step, result->planning_seconds, result->status.ok());
   Log(DescribeStepPlan(step, *result));
   // Planning a large batch frees as much as it keeps; give it back to the
-  // kernel so that the planner's resident memory follows what it holds
-  // (not after small batches, whose plans must stay fast).
-  if (batch_samples * static_cast<int64_t>(sizeof(v1::Sample)) >=
-      kReleaseFreedMemoryAfterBytes) {
-    ReleaseFreedMemory();
-  }
+  // kernel so that the planner's resident memory follows what it holds.
+  // Not after small batches, whose plans must stay fast: from
+  // kReleaseAfterSamples on, planning takes tenths of a second and the
+  // release a few milliseconds.
+  if (batch_samples >= kReleaseAfterSamples) ReleaseFreedMemory();
   return result;
 }
 
