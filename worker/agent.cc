@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/host_port.h"
+#include "common/incarnation.h"
 #include "common/status_macros.h"
 #include "cost_model/cluster_spec.h"
 #include "cost_model/model_spec.h"
@@ -65,7 +66,9 @@ class AgentRun {
       : planner_(planner),
         options_(options),
         clock_(clock),
-        metrics_(metrics) {}
+        metrics_(metrics),
+        incarnation_(options.incarnation.empty() ? NewIncarnation()
+                                                 : options.incarnation) {}
 
   absl::StatusOr<AgentRunResult> Run() {
     DCP_RETURN_IF_ERROR(CheckOptions());
@@ -177,6 +180,8 @@ class AgentRun {
     rendezvous.worker_id = options_.worker_id;
     rendezvous.node_name = options_.node_name;
     rendezvous.job_id = options_.job_id;
+    rendezvous.incarnation = incarnation_;
+    rendezvous.join_timeout = options_.join_timeout;
     rendezvous.store_host = options_.store_host;
     rendezvous.store_port = options_.store_port;
     rendezvous.backend = placement_.backend;
@@ -307,6 +312,7 @@ class AgentRun {
   absl::Status Profile() {
     ProfilePhaseOptions profile;
     profile.worker_id = options_.worker_id;
+    profile.incarnation = incarnation_;
     profile.wanted = options_.profile;
     profile.profile = options_.profile_options;
     profile.profile.device = placement_.device;
@@ -329,6 +335,7 @@ class AgentRun {
     if (options_.plan_source == PlanSource::kPlanner) {
       PlannerPlanSourceOptions planner_options;
       planner_options.worker_id = options_.worker_id;
+      planner_options.incarnation = incarnation_;
       planner_options.rank = rank_;
       planner_options.submits_ahead = rank_ == 0;
       planner_options.model = model_spec_;
@@ -554,6 +561,8 @@ class AgentRun {
   const WorkerAgentOptions& options_;
   const Clock& clock_;
   WorkerMetrics& metrics_;
+  /// This process's incarnation, sent with every planner call.
+  const std::string incarnation_;
 
   Placement placement_;
   /// The group cache bound in use (options_.max_cached_groups resolved for

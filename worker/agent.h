@@ -47,6 +47,10 @@ struct WorkerAgentOptions {
   // --- Identity and rendezvous ---------------------------------------------
   /// Stable id (the pod name); re-registering with it keeps the ranks.
   std::string worker_id;
+  /// This process's incarnation, sent with every planner call (a restart
+  /// takes over worker_id, and the planner refuses the earlier process);
+  /// empty: Run makes a new one (NewIncarnation).
+  std::string incarnation;
   /// The node this process runs on; the ranks of a node are separate
   /// processes sharing this name.
   std::string node_name;
@@ -64,6 +68,9 @@ struct WorkerAgentOptions {
   std::string backend;
   /// How long to wait for every rank to register before giving up.
   absl::Duration world_timeout = absl::Minutes(10);
+  /// Once the world is complete, how long the other workers may take to say
+  /// they are joining (RendezvousOptions::join_timeout).
+  absl::Duration join_timeout = absl::Seconds(30);
   /// Backoff of the registration polls while the world is incomplete.
   absl::Duration poll_initial_backoff = absl::Milliseconds(100);
   absl::Duration poll_max_backoff = absl::Seconds(2);

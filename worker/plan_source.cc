@@ -46,6 +46,8 @@ void PlannerPlanSource::BatchKnown(const std::vector<Sample>& samples,
                                    int64_t step) {
   if (!options_.submits_ahead) return;
   v1::SubmitBatchesRequest request;
+  request.set_worker_id(options_.worker_id);
+  request.set_incarnation(options_.incarnation);
   *request.add_batches() = GlobalBatchProto(samples, step);
   absl::StatusOr<v1::SubmitBatchesResponse> response =
       planner_.SubmitBatches(request);
@@ -60,6 +62,7 @@ absl::StatusOr<PlanOfStep> PlannerPlanSource::PlanOf(
     const std::vector<Sample>& samples, int64_t step) {
   v1::GetPlanRequest request;
   request.set_worker_id(options_.worker_id);
+  request.set_incarnation(options_.incarnation);
   request.set_step(step);
   request.set_batch_fingerprint(BatchFingerprint(samples));
   absl::StatusOr<v1::GetPlanResponse> response = planner_.GetPlan(request);
@@ -114,6 +117,7 @@ void PlannerPlanSource::StepMeasured(int64_t step,
   const WorkerStepMetrics& totals = measured.totals;
   v1::ReportStepStatsRequest request;
   request.set_worker_id(options_.worker_id);
+  request.set_incarnation(options_.incarnation);
   request.set_step(step);
   request.set_rank(options_.rank);
   request.set_step_seconds(std::max(totals.step_seconds, 1e-9));

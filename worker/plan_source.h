@@ -78,6 +78,9 @@ class StepPlanSource {
 
 struct PlannerPlanSourceOptions {
   std::string worker_id;
+  /// This process's incarnation (RendezvousOptions::incarnation), sent with
+  /// every call.
+  std::string incarnation;
   int rank = 0;
   /// Submit each batch as soon as it is known (SubmitBatches), so the
   /// planner plans it ahead; one rank (rank 0) does.

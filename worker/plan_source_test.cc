@@ -40,6 +40,7 @@ struct Fixture {
   explicit Fixture(bool submits_ahead) {
     PlannerPlanSourceOptions options;
     options.worker_id = "worker-a";
+    options.incarnation = "00000000deadbeef";
     options.rank = 0;
     options.submits_ahead = submits_ahead;
     options.model = *ModelPreset("tiny");
@@ -75,6 +76,10 @@ TEST(PlannerPlanSourceTest, AsksByFingerprintThenWithTheBatch) {
   EXPECT_EQ(requests[0].batch_fingerprint(), BatchFingerprint(kBatch));
   EXPECT_EQ(requests[1].batch().step(), 4);
   EXPECT_EQ(requests[1].batch().samples_size(), 3);
+  for (const v1::GetPlanRequest& request : requests) {
+    EXPECT_EQ(request.worker_id(), "worker-a");
+    EXPECT_EQ(request.incarnation(), "00000000deadbeef");
+  }
 }
 
 TEST(PlannerPlanSourceTest, RefusesAPlanMadeForOtherSamples) {
@@ -146,6 +151,7 @@ TEST(PlannerPlanSourceTest, ReportsTheMicroBatchesPhaseAfterPhase) {
   const std::vector<v1::ReportStepStatsRequest> reports =
       fixture.planner.report_step_stats_requests();
   ASSERT_THAT(reports, SizeIs(1));
+  EXPECT_EQ(reports[0].incarnation(), "00000000deadbeef");
   ASSERT_EQ(reports[0].micro_batches_size(), 2);
   EXPECT_EQ(reports[0].micro_batches(0).micro_batch_index(), 0);
   EXPECT_EQ(reports[0].micro_batches(0).phase(), 0);
@@ -168,6 +174,11 @@ TEST(PlannerPlanSourceTest, SubmitsAheadOnlyWhenAskedAndOnlyWarns) {
   ahead.source->BatchKnown(kBatch, 1);
   ASSERT_THAT(ahead.planner.submit_batches_requests(), SizeIs(1));
   EXPECT_EQ(ahead.planner.submit_batches_requests()[0].batches(0).step(), 1);
+  // The planner takes only a registered worker's batches.
+  EXPECT_EQ(ahead.planner.submit_batches_requests()[0].worker_id(),
+            "worker-a");
+  EXPECT_EQ(ahead.planner.submit_batches_requests()[0].incarnation(),
+            "00000000deadbeef");
   EXPECT_THAT(ahead.logged,
               Contains(HasSubstr("warning: SubmitBatches of step 1 failed")));
 }

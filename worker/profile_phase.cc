@@ -109,6 +109,7 @@ absl::Status RunProfilePhase(PlannerClient& planner, const ModelSpec& model,
                               absl::ToDoubleSeconds(clock.Now() - start)));
   v1::SubmitProfileRequest request;
   request.set_worker_id(options.worker_id);
+  request.set_incarnation(options.incarnation);
   for (const ProfileSample& sample : *samples) {
     *request.add_samples() = ProfileSampleToProto(sample);
   }

@@ -20,6 +20,8 @@ namespace dcp {
 
 struct ProfilePhaseOptions {
   std::string worker_id;
+  /// This process's incarnation (RendezvousOptions::incarnation).
+  std::string incarnation;
   /// This rank wants a profile (unless the planner already has fitted
   /// parameters, e.g. a restarted job).
   bool wanted = true;

@@ -606,15 +606,12 @@ absl::StatusOr<LoadTestResult> RunLoadTest(
   auto submit = [&](int64_t step) {
     call_once(kSubmitBatches, [&]() -> absl::Status {
       v1::SubmitBatchesRequest request;
+      request.set_worker_id(workers[0].worker_id);
       *request.add_batches() = batches[step];
       return workers[0].client->SubmitBatches(request).status();
     });
   };
 
-  // Rank 0 hands in the first batch as soon as it starts, so that the
-  // planner plans it while the world assembles (SubmitBatches needs no
-  // complete world); each later batch goes in when the step before starts.
-  if (options.ahead) submit(0);
 
   // What a worker sends to register (again: RegisterWorker is idempotent).
   auto registration = [&options](const SimulatedWorker& worker) {
@@ -649,6 +646,11 @@ absl::StatusOr<LoadTestResult> RunLoadTest(
     for (const CallRecord& call : phase.merged.calls) row.Add(call.ms);
     absorb(phase, row);
   }
+  // Rank 0 hands in the first batch once it is registered (SubmitBatches
+  // takes only a registered worker's batches, and needs no complete world),
+  // so that the planner plans it while the workers profile; each later
+  // batch goes in when the step before starts.
+  if (options.ahead) submit(0);
   result.tcp_connections = CountTcpConnectionsTo(port);
   bool world_complete = false;
   call_once(kListWorkers, [&]() -> absl::Status {

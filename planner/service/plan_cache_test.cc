@@ -196,9 +196,13 @@ TEST(PlanCacheTest, CachedPlansStayWithinTheirBytes) {
   EXPECT_EQ(bounded.PlanBytes(0), unbounded_bytes[0]);
 }
 
+/// Who submits (the cache does not check it; the handler does).
+constexpr char kSubmitter[] = "w0";
+
 /// SubmitBatches of `batch` as the handler passes it to the cache.
 absl::Status Submit(PlanCache& cache, const v1::GlobalBatch& batch) {
   v1::SubmitBatchesRequest submit;
+  submit.set_worker_id(kSubmitter);
   *submit.add_batches() = batch;
   SubmittedBatches batches;
   batches.fingerprints.push_back(BatchFingerprint(batch));
@@ -345,6 +349,7 @@ TEST(PlanCacheTest, ByStepNeedsASubmittedBatch) {
   EXPECT_THAT(planner.cache->PlanByStep(3, 0).status().message(),
               HasSubstr("is unknown"));
   v1::SubmitBatchesRequest submit;
+  submit.set_worker_id(kSubmitter);
   *submit.add_batches() = *Batch(3);
   SubmittedBatches batches;
   batches.fingerprints.push_back(BatchFingerprint(submit.batches(0)));

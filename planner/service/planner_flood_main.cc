@@ -153,6 +153,7 @@ v1::SubmitBatchesRequest MakeRequest(int64_t step, int64_t samples,
   std::uniform_int_distribution<int64_t> long_length(4096, 131072);
   std::bernoulli_distribution is_long(0.02);
   v1::SubmitBatchesRequest request;
+  request.set_worker_id("flood-w0");  // registered before the flood
   v1::GlobalBatch* batch = request.add_batches();
   batch->set_step(step);
   batch->mutable_samples()->Reserve(static_cast<int>(samples));

@@ -204,7 +204,8 @@ class PlannerHandlerRoot final : public PlannerHandler {
       return status;
     }
     if (absl::Status status =
-            workers_.Touch(request.worker_id(), /*activity=*/false,
+            workers_.Touch({request.worker_id(), request.incarnation()},
+                           /*activity=*/false,
                            /*step=*/-1);
         !status.ok()) {
       return status;
@@ -226,6 +227,12 @@ class PlannerHandlerRoot final : public PlannerHandler {
     absl::StatusOr<SubmittedBatches> batches =
         ValidateSubmitBatchesRequest(request);
     if (!batches.ok()) return batches.status();
+    if (absl::Status status =
+            workers_.Touch({request.worker_id(), request.incarnation()},
+                           /*activity=*/false, /*step=*/-1);
+        !status.ok()) {
+      return status;
+    }
     if (absl::Status status = plans_.Submit(request, *batches); !status.ok()) {
       return status;
     }
@@ -264,7 +271,8 @@ class PlannerHandlerRoot final : public PlannerHandler {
       return status;
     }
     if (absl::Status status = workers_.CheckReport(
-            request.worker_id(), request.step(), request.rank());
+            {request.worker_id(), request.incarnation()}, request.step(),
+            request.rank());
         !status.ok()) {
       return status;
     }
@@ -355,6 +363,10 @@ class PlannerHandlerRoot final : public PlannerHandler {
            request.batch_fingerprint() != 0;
   }
 
+  static WorkerCaller Caller(const v1::GetPlanRequest& request) {
+    return {request.worker_id(), request.incarnation()};
+  }
+
   // GetPlan: with the batch's samples, or by step.
   absl::StatusOr<std::shared_ptr<const PlannedStep>> PlanForRequest(
       const v1::GetPlanRequest& request) {
@@ -363,7 +375,7 @@ class PlannerHandlerRoot final : public PlannerHandler {
         return status;
       }
       if (absl::Status status =
-              workers_.CheckCanServe(request.worker_id(), request.step());
+              workers_.CheckCanServe(Caller(request), request.step());
           !status.ok()) {
         return status;
       }
@@ -382,7 +394,7 @@ class PlannerHandlerRoot final : public PlannerHandler {
     if (std::optional<StepPlanFuture> planning =
             plans_.Find(batch.step(), fingerprint)) {
       if (absl::Status status =
-              workers_.CheckCanServe(request.worker_id(), batch.step());
+              workers_.CheckCanServe(Caller(request), batch.step());
           !status.ok()) {
         return status;
       }
@@ -393,7 +405,7 @@ class PlannerHandlerRoot final : public PlannerHandler {
       return status;
     }
     if (absl::Status status =
-            workers_.CheckCanServe(request.worker_id(), batch.step());
+            workers_.CheckCanServe(Caller(request), batch.step());
         !status.ok()) {
       return status;
     }

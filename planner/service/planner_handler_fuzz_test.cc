@@ -362,6 +362,7 @@ void Fuzz(PlannerHandler& handler, const PlannerHandlerOptions& options,
           case 2: {
             method = "SubmitBatches";
             v1::SubmitBatchesRequest request;
+            request.set_worker_id(fuzzer.WorkerId());
             const int n = fuzzer.Uniform(0, 4);
             for (int b = 0; b < n; ++b) {
               *request.add_batches() = fuzzer.StableBatch();

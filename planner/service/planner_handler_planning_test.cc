@@ -142,6 +142,7 @@ TEST(PlannerHandlerTest, GetPlansWaitingForAStepDoNotBlockOtherCalls) {
   EXPECT_EQ(handler->ListWorkers({})->workers_size(), 4);
   EXPECT_EQ(handler->GetClusterModel({})->params_version(), 0);
   v1::SubmitBatchesRequest submit;
+  submit.set_worker_id(kSubmitter);
   *submit.add_batches() = MakeBatch(1);
   EXPECT_TRUE(handler->SubmitBatches(submit).ok());
   v1::ReportStepStatsRequest report;
@@ -174,9 +175,37 @@ TEST(PlannerHandlerTest, StepWithADifferentBatchIsRejected) {
                               "different batch (fingerprint "),
                     HasSubstr("a step's batch must not change")));
   v1::SubmitBatchesRequest submit;
+  submit.set_worker_id(kSubmitter);
   *submit.add_batches() = changed;
   EXPECT_EQ(handler->SubmitBatches(submit).status().code(),
             absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(PlannerHandlerTest, OnlyARegisteredWorkersBatchClaimsItsStep) {
+  FakeClock clock;
+  auto handler = MakeHandler(GpuOptions(), clock, nullptr);
+  RegisterWorld(*handler, 4, 8);
+  v1::GlobalBatch foreign = MakeBatch(5);
+  foreign.mutable_samples(0)->set_length_tokens(77);
+  // Anonymous, or from a worker id that never registered: refused, and the
+  // step stays free.
+  v1::SubmitBatchesRequest anonymous;
+  *anonymous.add_batches() = foreign;
+  EXPECT_EQ(handler->SubmitBatches(anonymous).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  v1::SubmitBatchesRequest stranger = anonymous;
+  stranger.set_worker_id("stranger");
+  EXPECT_EQ(handler->SubmitBatches(stranger).status().code(),
+            absl::StatusCode::kNotFound);
+  v1::GetPlanRequest anonymous_plan = PlanRequest("", foreign);
+  EXPECT_THAT(handler->GetPlan(anonymous_plan).status().message(),
+              HasSubstr("worker_id is empty; GetPlan with a batch decides"));
+  // The job's own batch for step 5 is planned; asking by step may be
+  // anonymous (it only reads).
+  ASSERT_TRUE(handler->GetPlan(PlanRequest("w1", MakeBatch(5))).ok());
+  v1::GetPlanRequest by_step;
+  by_step.set_step(5);
+  EXPECT_TRUE(handler->GetPlan(by_step).ok());
 }
 
 TEST(PlannerHandlerTest, SubmittedBatchesArePlannedAhead) {
@@ -187,6 +216,7 @@ TEST(PlannerHandlerTest, SubmittedBatchesArePlannedAhead) {
   auto handler = MakeHandler(options, clock, &metrics);
   RegisterWorld(*handler, 4, 8);
   v1::SubmitBatchesRequest submit;
+  submit.set_worker_id(kSubmitter);
   for (int64_t step = 10; step < 13; ++step)
     *submit.add_batches() = MakeBatch(step);
   *submit.add_batches() = MakeBatch(10);  // repeats are harmless
@@ -208,6 +238,7 @@ TEST(PlannerHandlerTest, SubmittedBatchesArePlannedAhead) {
   EXPECT_EQ(metrics.plans_computed(), 3);
   // Invalid batches name their index.
   v1::SubmitBatchesRequest bad;
+  bad.set_worker_id(kSubmitter);
   *bad.add_batches() = MakeBatch(20);
   *bad.add_batches() = MakeBatch(21);
   bad.mutable_batches(1)->mutable_samples(0)->set_length_tokens(-5);
@@ -219,6 +250,7 @@ TEST(PlannerHandlerTest, SubmittedBatchesArePlannedAhead) {
   handler->Shutdown();
   // After shutdown, submitted batches are planned on demand.
   v1::SubmitBatchesRequest later;
+  later.set_worker_id(kSubmitter);
   *later.add_batches() = MakeBatch(30);
   EXPECT_EQ(handler->SubmitBatches(later)->accepted(), 1);
   EXPECT_EQ(metrics.plans_computed(), 3);
@@ -234,12 +266,14 @@ TEST(PlannerHandlerTest, AtMost256SubmittedBatchesWaitToBePlanned) {
   auto handler = MakeHandler(options, clock, &metrics);
   RegisterWorld(*handler, 4, 8);
   v1::SubmitBatchesRequest many;
+  many.set_worker_id(kSubmitter);
   for (int64_t step = 0; step < 256; ++step) {
     *many.add_batches() = MakeBatch(step, 4);
   }
   ASSERT_TRUE(handler->SubmitBatches(many).ok());
   ASSERT_TRUE(handler->SubmitBatches(many).ok());  // nothing new
   v1::SubmitBatchesRequest one_more;
+  one_more.set_worker_id(kSubmitter);
   *one_more.add_batches() = MakeBatch(256, 4);
   absl::StatusOr<v1::SubmitBatchesResponse> refused =
       handler->SubmitBatches(one_more);
@@ -269,10 +303,12 @@ TEST(PlannerHandlerTest, WaitingBatchesAreBoundedByTheMemoryBudget) {
   auto handler = MakeHandler(options, clock, &metrics);
   RegisterWorld(*handler, 4, 8);
   v1::SubmitBatchesRequest two;
+  two.set_worker_id(kSubmitter);
   *two.add_batches() = MakeBatch(0, 20000);
   *two.add_batches() = MakeBatch(1, 20000);
   ASSERT_TRUE(handler->SubmitBatches(two).ok());
   v1::SubmitBatchesRequest third;
+  third.set_worker_id(kSubmitter);
   *third.add_batches() = MakeBatch(2, 20000);
   absl::StatusOr<v1::SubmitBatchesResponse> refused =
       handler->SubmitBatches(third);
@@ -294,6 +330,7 @@ TEST(PlannerHandlerTest, WaitingBatchesAreBoundedByTheMemoryBudget) {
   auto fresh = MakeHandler(options, clock, &metrics);
   RegisterWorld(*fresh, 4, 8);
   v1::SubmitBatchesRequest huge;
+  huge.set_worker_id(kSubmitter);
   *huge.add_batches() = MakeBatch(0, 60000);
   EXPECT_EQ(fresh->SubmitBatches(huge).status().code(),
             absl::StatusCode::kResourceExhausted);
@@ -312,10 +349,12 @@ TEST(PlannerHandlerTest, WaitingBatchesAreBoundedByPredictedPlanningTime) {
   auto handler = MakeHandler(options, clock, &metrics);
   RegisterWorld(*handler, 4, 8);
   v1::SubmitBatchesRequest two;
+  two.set_worker_id(kSubmitter);
   *two.add_batches() = MakeBatch(0, 100000);
   *two.add_batches() = MakeBatch(1, 100000);
   ASSERT_TRUE(handler->SubmitBatches(two).ok());
   v1::SubmitBatchesRequest third;
+  third.set_worker_id(kSubmitter);
   *third.add_batches() = MakeBatch(2, 100000);
   absl::StatusOr<v1::SubmitBatchesResponse> refused =
       handler->SubmitBatches(third);
@@ -323,6 +362,7 @@ TEST(PlannerHandlerTest, WaitingBatchesAreBoundedByPredictedPlanningTime) {
   EXPECT_THAT(refused.status().message(), HasSubstr("--max-queued-planning"));
   // Small batches still fit beside them.
   v1::SubmitBatchesRequest small;
+  small.set_worker_id(kSubmitter);
   *small.add_batches() = MakeBatch(3, 48);
   EXPECT_TRUE(handler->SubmitBatches(small).ok());
 }
@@ -333,6 +373,7 @@ TEST(PlannerHandlerTest, LazyPlanningWithoutBackgroundThreads) {
   auto handler = MakeHandler(GpuOptions(), clock, &metrics);
   RegisterWorld(*handler, 4, 8);
   v1::SubmitBatchesRequest submit;
+  submit.set_worker_id(kSubmitter);
   *submit.add_batches() = MakeBatch(0);
   *submit.add_batches() = MakeBatch(1);
   EXPECT_EQ(handler->SubmitBatches(submit)->accepted(), 2);
@@ -381,6 +422,7 @@ TEST(PlannerHandlerTest, SubmittedStepsAreServedByStep) {
   auto handler = MakeHandler(GpuOptions(), clock, &metrics);
   RegisterWorld(*handler, 4, 8);
   v1::SubmitBatchesRequest submit;
+  submit.set_worker_id(kSubmitter);
   *submit.add_batches() = MakeBatch(0);
   *submit.add_batches() = MakeBatch(1);
   ASSERT_TRUE(handler->SubmitBatches(submit).ok());
@@ -442,6 +484,7 @@ TEST(PlannerHandlerTest, ConcurrentRequestsByStepPlanOnce) {
   RegisterWorld(*handler, 4, 8);
   for (int64_t step = 0; step < 3; ++step) {
     v1::SubmitBatchesRequest submit;
+    submit.set_worker_id(kSubmitter);
     *submit.add_batches() = MakeBatch(step);
     ASSERT_TRUE(handler->SubmitBatches(submit).ok());
     const uint64_t fingerprint = BatchFingerprint(MakeBatch(step));
@@ -483,6 +526,7 @@ TEST(PlannerHandlerTest, ByStepWithAnotherFingerprintNamesBoth) {
               "step 4 was recorded with batch fingerprint %016x", recorded))));
   // Before planning too: a submitted step's fingerprint is recorded.
   v1::SubmitBatchesRequest submit;
+  submit.set_worker_id(kSubmitter);
   *submit.add_batches() = MakeBatch(5);
   ASSERT_TRUE(handler->SubmitBatches(submit).ok());
   EXPECT_EQ(handler->GetPlan(StepRequest("w1", 5, other)).status().code(),
@@ -541,6 +585,7 @@ TEST_F(EvictionTest, EvictedStepsNeedTheirBatchAgain) {
             first[0]);
   EXPECT_EQ(metrics.plans_computed(), 4);
   v1::SubmitBatchesRequest submit;
+  submit.set_worker_id(kSubmitter);
   *submit.add_batches() = MakeBatch(1);  // evicted by step 0's return
   ASSERT_TRUE(handler->SubmitBatches(submit).ok());
   EXPECT_EQ(*handler->GetSerializedPlan(StepRequest("w1", 1)).value(),
@@ -585,6 +630,7 @@ TEST(PlannerHandlerTest, AFailedBatchDoesNotClaimItsStep) {
               absl::StatusCode::kResourceExhausted);
     // The step's real batch replaces it, also when submitted ahead.
     v1::SubmitBatchesRequest submit;
+    submit.set_worker_id(kSubmitter);
     *submit.add_batches() = good;
     ASSERT_TRUE(handler->SubmitBatches(submit).ok());
     absl::StatusOr<v1::GetPlanResponse> plan =

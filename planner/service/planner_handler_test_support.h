@@ -109,6 +109,10 @@ inline v1::RegisterWorkerRequest Worker(const std::string& id,
   return request;
 }
 
+// The worker that submits batches in these tests (RegisterWorld's first):
+// SubmitBatches takes only a registered worker's batches.
+inline constexpr char kSubmitter[] = "w0";
+
 // Registers `nodes` nodes of one worker each holding every GPU of its node.
 inline void RegisterWorld(PlannerHandler& handler, int nodes,
                           int ranks_per_node) {

@@ -310,7 +310,14 @@ TEST(PlannerMainTest, SigtermDoesNotWaitForALongPlan) {
   absl::StatusOr<std::unique_ptr<GrpcPlannerClient>> client =
       GrpcPlannerClient::Create(options);
   ASSERT_TRUE(client.ok()) << client.status();
+  // Only a registered worker's batches are taken.
+  v1::RegisterWorkerRequest worker;
+  worker.set_worker_id("w0");
+  worker.set_node_name("n0");
+  worker.set_num_ranks(1);
+  ASSERT_TRUE((*client)->RegisterWorker(worker).ok());
   v1::SubmitBatchesRequest request;
+  request.set_worker_id("w0");
   v1::GlobalBatch* batch = request.add_batches();
   batch->set_step(0);
   for (int64_t i = 0; i < (int64_t{1} << 20); ++i) {

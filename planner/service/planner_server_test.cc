@@ -197,6 +197,9 @@ v1::GlobalBatch Batch(int64_t step) {
   return batch;
 }
 
+// Node 0's worker, which submits the batches.
+constexpr char kSubmitter[] = "worker-0";
+
 v1::GetPlanRequest PlanRequest(int node, int64_t step) {
   v1::GetPlanRequest request;
   request.set_worker_id(absl::StrCat("worker-", node));
@@ -490,6 +493,7 @@ TEST(PlannerServerTest, ShutdownDoesNotWaitForTheBackgroundPlanInFlight) {
     ASSERT_TRUE(client->RegisterWorker(RegisterRequest(node)).ok());
   }
   v1::SubmitBatchesRequest submit;
+  submit.set_worker_id(kSubmitter);
   *submit.add_batches() = Batch(0);
   ASSERT_TRUE(client->SubmitBatches(submit).ok());
   entered->WaitForNotification();

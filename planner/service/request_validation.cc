@@ -60,8 +60,24 @@ absl::Status ValidateIdentifier(absl::string_view field,
   return absl::OkStatus();
 }
 
-// Descriptive fields (gpu_kind, libtorch_version, address): printable ASCII,
 namespace {
+
+absl::Status ValidateIncarnation(absl::string_view value) {
+  if (value.empty()) return absl::OkStatus();
+  return ValidateIdentifier("incarnation", value, "a random hex string");
+}
+
+// A batch decides its step's plan: only a registered worker may send one.
+absl::Status ValidateBatchSender(absl::string_view worker_id,
+                                 absl::string_view call) {
+  if (worker_id.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "worker_id is empty; ", call,
+        " decides a step's batch and needs the id of a registered worker of "
+        "the job (the one whose batches these are)"));
+  }
+  return ValidateIdentifier("worker_id", worker_id, "the pod name");
+}
 
 // Descriptive fields (gpu_kind, libtorch_version, address): printable ASCII,
 // so that they log, persist and compare plainly.
@@ -229,6 +245,10 @@ absl::Status ValidateRegisterWorkerRequest(
                      " for worker ", Quote(request.worker_id()),
                      "; give the GPU's total memory, or 0 if unknown"));
   }
+  if (absl::Status status = ValidateIncarnation(request.incarnation());
+      !status.ok()) {
+    return status;
+  }
   return ValidateRegistrationText(request);
 }
 
@@ -236,6 +256,10 @@ absl::Status ValidateSubmitProfileRequest(
     const v1::SubmitProfileRequest& request) {
   if (absl::Status status =
           ValidateIdentifier("worker_id", request.worker_id(), "the pod name");
+      !status.ok()) {
+    return status;
+  }
+  if (absl::Status status = ValidateIncarnation(request.incarnation());
       !status.ok()) {
     return status;
   }
@@ -254,6 +278,15 @@ absl::Status ValidateSubmitProfileRequest(
 
 absl::StatusOr<SubmittedBatches> ValidateSubmitBatchesRequest(
     const v1::SubmitBatchesRequest& request) {
+  if (absl::Status status =
+          ValidateBatchSender(request.worker_id(), "SubmitBatches");
+      !status.ok()) {
+    return status;
+  }
+  if (absl::Status status = ValidateIncarnation(request.incarnation());
+      !status.ok()) {
+    return status;
+  }
   SubmittedBatches result;
   for (int i = 0; i < request.batches_size(); ++i) {
     const v1::GlobalBatch& batch = request.batches(i);
@@ -276,12 +309,14 @@ absl::StatusOr<SubmittedBatches> ValidateSubmitBatchesRequest(
 
 absl::Status ValidateGetPlanWithBatch(const v1::GetPlanRequest& request,
                                       uint64_t fingerprint) {
-  if (!request.worker_id().empty()) {
-    if (absl::Status status = ValidateIdentifier(
-            "worker_id", request.worker_id(), "the pod name");
-        !status.ok()) {
-      return status;
-    }
+  if (absl::Status status =
+          ValidateBatchSender(request.worker_id(), "GetPlan with a batch");
+      !status.ok()) {
+    return status;
+  }
+  if (absl::Status status = ValidateIncarnation(request.incarnation());
+      !status.ok()) {
+    return status;
   }
   const int64_t step = request.batch().step();
   if (request.step() != 0 && request.step() != step) {
@@ -309,6 +344,10 @@ absl::Status ValidateGetPlanByStep(const v1::GetPlanRequest& request) {
       return status;
     }
   }
+  if (absl::Status status = ValidateIncarnation(request.incarnation());
+      !status.ok()) {
+    return status;
+  }
   const int64_t step = request.step();
   if (request.has_batch() && request.batch().step() != step) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -328,6 +367,10 @@ absl::Status ValidateReportStepStatsRequest(
     const v1::ReportStepStatsRequest& request, int world_size) {
   if (absl::Status status =
           ValidateIdentifier("worker_id", request.worker_id(), "the pod name");
+      !status.ok()) {
+    return status;
+  }
+  if (absl::Status status = ValidateIncarnation(request.incarnation());
       !status.ok()) {
     return status;
   }

@@ -82,6 +82,15 @@ TEST(RequestValidationTest, BatchesAndSubmissions) {
   *submit.add_batches() = Batch(0);
   *submit.add_batches() = Batch(1);
   *submit.add_batches() = Batch(0);
+  // A batch decides its step: anonymous submissions are refused.
+  EXPECT_THAT(ValidateSubmitBatchesRequest(submit).status().message(),
+              HasSubstr("worker_id is empty; SubmitBatches decides a step's "
+                        "batch and needs the id of a registered worker"));
+  submit.set_worker_id("w0");
+  submit.set_incarnation("bad incarnation");
+  EXPECT_THAT(ValidateSubmitBatchesRequest(submit).status().message(),
+              HasSubstr("incarnation 'bad incarnation' contains ' '"));
+  submit.set_incarnation("1a2b");
   absl::StatusOr<SubmittedBatches> batches =
       ValidateSubmitBatchesRequest(submit);
   ASSERT_TRUE(batches.ok()) << batches.status();
@@ -96,6 +105,9 @@ TEST(RequestValidationTest, BatchesAndSubmissions) {
 TEST(RequestValidationTest, GetPlanByBatchAndByStep) {
   v1::GetPlanRequest request;
   *request.mutable_batch() = Batch(3);
+  EXPECT_THAT(ValidateGetPlanWithBatch(request, 42).message(),
+              HasSubstr("worker_id is empty; GetPlan with a batch decides"));
+  request.set_worker_id("w0");
   EXPECT_TRUE(ValidateGetPlanWithBatch(request, 42).ok());
   request.set_step(4);
   EXPECT_THAT(ValidateGetPlanWithBatch(request, 42).message(),
@@ -105,6 +117,9 @@ TEST(RequestValidationTest, GetPlanByBatchAndByStep) {
   EXPECT_THAT(ValidateGetPlanWithBatch(request, 42).message(),
               HasSubstr("batch_fingerprint = 0000000000000029"));
   v1::GetPlanRequest by_step;
+  // Asking by step only reads: it may be anonymous.
+  by_step.set_step(2);
+  EXPECT_TRUE(ValidateGetPlanByStep(by_step).ok());
   by_step.set_step(-1);
   EXPECT_THAT(ValidateGetPlanByStep(by_step).message(),
               HasSubstr("steps are numbered from 0"));

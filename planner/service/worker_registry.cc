@@ -52,6 +52,8 @@ absl::Status WorkerRegistry::Load(
     worker.registration = record.registration();
     worker.node_index = record.node_index();
     worker.first_rank = record.first_rank();
+    worker.superseded.assign(record.superseded_incarnations().begin(),
+                             record.superseded_incarnations().end());
     MarkSeen(worker);
     const v1::RegisterWorkerRequest& registration = worker.registration;
     const int offset = worker.first_rank - worker.node_index * per_node;
@@ -138,6 +140,76 @@ std::string WorkerRegistry::WaitingFor() const {
   return text;
 }
 
+bool WorkerRegistry::WorldJoined() const {
+  if (!WorldComplete()) return false;
+  for (const auto& [id, worker] : workers_) {
+    if (!worker.joining) return false;
+  }
+  return true;
+}
+
+std::string WorkerRegistry::NotJoining() const {
+  const absl::Time now = clock_.MonotonicNow();
+  std::vector<const Worker*> missing;
+  for (const auto& [id, worker] : workers_) {
+    if (!worker.joining) missing.push_back(&worker);
+  }
+  std::sort(missing.begin(), missing.end(),
+            [](const Worker* a, const Worker* b) {
+              return a->first_rank < b->first_rank;
+            });
+  std::vector<std::string> shown;
+  for (const Worker* worker : missing) {
+    if (shown.size() == 8) break;
+    shown.push_back(absl::StrCat(
+        Quote(worker->registration.worker_id()), " (rank ", worker->first_rank,
+        ", silent for ",
+        absl::FormatDuration(
+            absl::Trunc(now - worker->last_seen_monotonic, absl::Seconds(1))),
+        ")"));
+  }
+  return absl::StrCat(
+      missing.size(), " of ", workers_.size(),
+      " workers have not joined yet: ", absl::StrJoin(shown, ", "),
+      missing.size() > shown.size() ? ", ..." : "");
+}
+
+absl::Status WorkerRegistry::CheckIncarnation(const Worker& worker,
+                                              absl::string_view incarnation,
+                                              absl::string_view call) const {
+  const v1::RegisterWorkerRequest& registered = worker.registration;
+  if (incarnation.empty() || registered.incarnation().empty() ||
+      incarnation == registered.incarnation()) {
+    return absl::OkStatus();
+  }
+  const bool replaced =
+      std::find(worker.superseded.begin(), worker.superseded.end(),
+                incarnation) != worker.superseded.end();
+  return absl::FailedPreconditionError(absl::StrCat(
+      call, " of worker ", Quote(registered.worker_id()), ": this process ",
+      "(incarnation ", Quote(incarnation), ") ",
+      replaced ? "was replaced by another process"
+               : "is not the process registered",
+      " with this worker id (incarnation ", Quote(registered.incarnation()),
+      ", c10d store at ", registered.address(), ", registered by ",
+      registered.registered_by().empty() ? std::string("(unknown)")
+                                         : registered.registered_by(),
+      "); two processes with one worker id cannot both run (a second copy of "
+      "the job?): stop this one, or give each copy its own worker ids and "
+      "planner"));
+}
+
+v1::WorkerRecord WorkerRegistry::RecordOf(const Worker& worker) {
+  v1::WorkerRecord record;
+  *record.mutable_registration() = worker.registration;
+  record.set_node_index(worker.node_index);
+  record.set_first_rank(worker.first_rank);
+  for (const std::string& incarnation : worker.superseded) {
+    record.add_superseded_incarnations(incarnation);
+  }
+  return record;
+}
+
 std::string WorkerRegistry::RendezvousAddress() const {
   for (const auto& [id, worker] : workers_) {
     if (worker.first_rank == 0) return worker.registration.address();
@@ -184,7 +256,10 @@ v1::RegisterWorkerResponse WorkerRegistry::Response(
   response.set_rendezvous_address(RendezvousAddress());
   *response.mutable_model() = ModelSpecToProto(model_);
   *response.mutable_cluster() = ClusterSpecToProto(cluster_);
+  const bool joined = WorldJoined();
+  response.set_world_joined(joined);
   response.set_waiting_for(WaitingFor());
+  if (WorldComplete() && !joined) response.set_not_joined(NotJoining());
   return response;
 }
 
@@ -300,7 +375,10 @@ absl::StatusOr<WorkerRegistry::Placement> WorkerRegistry::Place(
 }
 
 absl::StatusOr<v1::RegisterWorkerResponse> WorkerRegistry::Register(
-    const v1::RegisterWorkerRequest& request) {
+    const v1::RegisterWorkerRequest& call) {
+  // `joining` is a state of the call, not of the registration.
+  v1::RegisterWorkerRequest request = call;
+  request.clear_joining();
   if (absl::Status status = CheckJob(request); !status.ok()) {
     Log(absl::StrCat("refused registration of worker ", request.worker_id(),
                      " from ", request.registered_by(), ": ",
@@ -342,12 +420,38 @@ absl::StatusOr<v1::RegisterWorkerResponse> WorkerRegistry::Register(
             "; a worker id keeps its node and ranks for the whole job (use a "
             "new worker id, or restart the job with a fresh state_dir)"));
       }
+      if (absl::Status status =
+              CheckIncarnation(worker, request.incarnation(), "RegisterWorker");
+          !status.ok() &&
+          std::find(worker.superseded.begin(), worker.superseded.end(),
+                    request.incarnation()) != worker.superseded.end()) {
+        Log(absl::StrCat("refused registration of worker ",
+                         request.worker_id(), " from ",
+                         request.registered_by(), ": ", status.message()));
+        return status;
+      }
       MarkSeen(worker);
       if (registered.SerializeAsString() == request.SerializeAsString()) {
+        worker.joining = call.joining();
         return Response(worker);
       }
       placed = worker;
       placed.registration = request;  // new address, versions...
+      if (!request.incarnation().empty() &&
+          !registered.incarnation().empty() &&
+          request.incarnation() != registered.incarnation()) {
+        placed.superseded.push_back(registered.incarnation());
+        if (placed.superseded.size() > kMaxSupersededIncarnations) {
+          placed.superseded.erase(placed.superseded.begin());
+        }
+        Log(absl::StrCat(
+            "worker ", request.worker_id(), " registered by a new process ",
+            "(incarnation ", request.incarnation(), ", c10d store at ",
+            request.address(), "); it replaces incarnation ",
+            registered.incarnation(), " (c10d store at ", registered.address(),
+            "), whose calls are refused from now on: if that process still "
+            "runs, a second copy of the job uses the same worker ids"));
+      }
     } else {
       absl::StatusOr<Placement> placement = Place(request);
       if (!placement.ok()) return placement.status();
@@ -369,11 +473,8 @@ absl::StatusOr<v1::RegisterWorkerResponse> WorkerRegistry::Register(
         return PersistError("the replaced worker's record", status);
       }
     }
-    v1::WorkerRecord record;
-    *record.mutable_registration() = placed.registration;
-    record.set_node_index(placed.node_index);
-    record.set_first_rank(placed.first_rank);
-    if (absl::Status status = store_->WriteWorker(record); !status.ok()) {
+    if (absl::Status status = store_->WriteWorker(RecordOf(placed));
+        !status.ok()) {
       return PersistError("the registration", status);
     }
   }
@@ -381,9 +482,12 @@ absl::StatusOr<v1::RegisterWorkerResponse> WorkerRegistry::Register(
   if (!is_new) {
     Worker& worker = workers_.at(request.worker_id());
     worker.registration = request;
+    worker.superseded = placed.superseded;
+    worker.joining = call.joining();
     MarkSeen(worker);
     return Response(worker);
   }
+  placed.joining = call.joining();
   MarkSeen(placed);
   for (const std::string& id : replaced) workers_.erase(id);
   if (!replaced.empty()) {
@@ -419,14 +523,19 @@ absl::StatusOr<v1::RegisterWorkerResponse> WorkerRegistry::Register(
   return Response(worker);
 }
 
-absl::Status WorkerRegistry::TouchLocked(absl::string_view worker_id,
+absl::Status WorkerRegistry::TouchLocked(const WorkerCaller& caller,
                                          bool activity, int64_t step) {
-  if (worker_id.empty()) return absl::OkStatus();
-  auto it = workers_.find(std::string(worker_id));
+  if (caller.worker_id.empty()) return absl::OkStatus();
+  auto it = workers_.find(std::string(caller.worker_id));
   if (it == workers_.end()) {
     return absl::NotFoundError(
-        absl::StrCat("worker_id ", Quote(worker_id),
+        absl::StrCat("worker_id ", Quote(caller.worker_id),
                      " is not registered; call RegisterWorker first"));
+  }
+  if (absl::Status status =
+          CheckIncarnation(it->second, caller.incarnation, "a call");
+      !status.ok()) {
+    return status;
   }
   MarkSeen(it->second);
   if (activity) {
@@ -436,16 +545,16 @@ absl::Status WorkerRegistry::TouchLocked(absl::string_view worker_id,
   return absl::OkStatus();
 }
 
-absl::Status WorkerRegistry::Touch(absl::string_view worker_id, bool activity,
+absl::Status WorkerRegistry::Touch(const WorkerCaller& caller, bool activity,
                                    int64_t step) {
   absl::MutexLock lock(&mu_);
-  return TouchLocked(worker_id, activity, step);
+  return TouchLocked(caller, activity, step);
 }
 
-absl::Status WorkerRegistry::CheckCanServe(absl::string_view worker_id,
+absl::Status WorkerRegistry::CheckCanServe(const WorkerCaller& caller,
                                            int64_t step) {
   absl::MutexLock lock(&mu_);
-  if (absl::Status status = TouchLocked(worker_id, /*activity=*/true, step);
+  if (absl::Status status = TouchLocked(caller, /*activity=*/true, step);
       !status.ok()) {
     return status;
   }
@@ -457,13 +566,14 @@ absl::Status WorkerRegistry::CheckCanServe(absl::string_view worker_id,
   return absl::OkStatus();
 }
 
-absl::Status WorkerRegistry::CheckReport(absl::string_view worker_id,
+absl::Status WorkerRegistry::CheckReport(const WorkerCaller& caller,
                                          int64_t step, int rank) {
   absl::MutexLock lock(&mu_);
-  if (absl::Status status = TouchLocked(worker_id, /*activity=*/true, step);
+  if (absl::Status status = TouchLocked(caller, /*activity=*/true, step);
       !status.ok()) {
     return status;
   }
+  const absl::string_view worker_id = caller.worker_id;
   const Worker& worker = workers_.at(std::string(worker_id));
   const int first = worker.first_rank;
   const int last = first + worker.registration.num_ranks() - 1;
@@ -499,6 +609,7 @@ v1::ListWorkersResponse WorkerRegistry::List() const {
     info->set_backend(registration.backend());
     info->set_registered_by(registration.registered_by());
     info->set_job_id(registration.job_id());
+    info->set_incarnation(registration.incarnation());
     if (now - worker->last_seen_monotonic > liveness_timeout_) {
       info->set_state(v1::WorkerInfo::LOST);
     } else if (worker->active) {

@@ -24,6 +24,13 @@
 
 namespace dcp {
 
+/// Who makes a call: a worker id (empty: anonymous) and the incarnation of
+/// its process (RegisterWorkerRequest.incarnation; empty: not checked).
+struct WorkerCaller {
+  absl::string_view worker_id;
+  absl::string_view incarnation;
+};
+
 /// The workers of a job: their node slots and ranks (nodes in order of
 /// first registration; a node's ranks are contiguous from its first rank),
 /// and their liveness (last call, last step).
@@ -36,6 +43,10 @@ namespace dcp {
 /// other workers' records. Calls no other manager.
 class WorkerRegistry {
  public:
+  /// How many earlier incarnations of one worker id are remembered (and
+  /// refused by name).
+  static constexpr int kMaxSupersededIncarnations = 8;
+
   /// `store` (may be null: memory only), `clock`, `metrics` and `log` must
   /// outlive the registry. `job_id` (dcp_planner --job-id; empty: any job)
   /// is the only job whose workers may register.
@@ -52,7 +63,10 @@ class WorkerRegistry {
   /// ValidateRegisterWorkerRequest. A new worker that finds no free slot
   /// takes over the slot (node index and ranks) of a node whose workers
   /// have all been silent for longer than the liveness timeout: they are
-  /// forgotten, also on disk. Registrations are attributed by their job
+  /// forgotten, also on disk. A registration with a new incarnation of a
+  /// known worker id is its process restarted: it takes over the id (the
+  /// earlier incarnation is refused from then on, FAILED_PRECONDITION, and
+  /// the takeover is logged). Registrations are attributed by their job
   /// id: PERMISSION_DENIED for another job than the registry's (when it has
   /// one); FAILED_PRECONDITION when a worker id comes back for another job,
   /// or when the only slot a newcomer could take over holds another job's
@@ -61,17 +75,20 @@ class WorkerRegistry {
       const v1::RegisterWorkerRequest& request)
       ABSL_LOCKS_EXCLUDED(registration_mu_, mu_);
 
-  /// Marks a call from `worker_id` (empty: anonymous, always OK); with
-  /// `activity` also the worker as active at `step`. NOT_FOUND if unknown.
-  absl::Status Touch(absl::string_view worker_id, bool activity, int64_t step)
+  /// Marks a call from `caller` (an empty worker id: anonymous, always OK);
+  /// with `activity` also the worker as active at `step`. NOT_FOUND if
+  /// unknown; FAILED_PRECONDITION when the caller names an incarnation
+  /// other than the worker's registered one (a replaced process, or a
+  /// second copy of the job).
+  absl::Status Touch(const WorkerCaller& caller, bool activity, int64_t step)
       ABSL_LOCKS_EXCLUDED(mu_);
   /// Touch, then FAILED_PRECONDITION (saying what is missing) unless the
   /// world is complete: plans are served only then.
-  absl::Status CheckCanServe(absl::string_view worker_id, int64_t step)
+  absl::Status CheckCanServe(const WorkerCaller& caller, int64_t step)
       ABSL_LOCKS_EXCLUDED(mu_);
   /// Touch (active at `step`), then INVALID_ARGUMENT unless `rank` is one
   /// of the worker's ranks.
-  absl::Status CheckReport(absl::string_view worker_id, int64_t step, int rank)
+  absl::Status CheckReport(const WorkerCaller& caller, int64_t step, int rank)
       ABSL_LOCKS_EXCLUDED(mu_);
 
   v1::ListWorkersResponse List() const ABSL_LOCKS_EXCLUDED(mu_);
@@ -89,6 +106,11 @@ class WorkerRegistry {
     absl::Time last_seen_monotonic = absl::InfinitePast();
     /// Has fetched a plan or reported statistics.
     bool active = false;
+    /// Its latest registration had `joining` set (in memory only).
+    bool joining = false;
+    /// Incarnations before the registered one, oldest first (at most
+    /// kMaxSupersededIncarnations).
+    std::vector<std::string> superseded;
     int64_t last_step = -1;
   };
   struct Node {
@@ -105,6 +127,18 @@ class WorkerRegistry {
     worker.last_seen_monotonic = clock_.MonotonicNow();
   }
   bool WorldComplete() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// Complete, and every worker is joining.
+  bool WorldJoined() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// The workers not joining yet, with how long each has been silent.
+  std::string NotJoining() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// FAILED_PRECONDITION unless `incarnation` (non-empty) is the worker's
+  /// registered one (or the worker has none); `call` names the call.
+  absl::Status CheckIncarnation(const Worker& worker,
+                                absl::string_view incarnation,
+                                absl::string_view call) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// The record of `worker` in the state directory.
+  static v1::WorkerRecord RecordOf(const Worker& worker);
   std::string WaitingFor() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::string RendezvousAddress() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status CheckBackend(const v1::RegisterWorkerRequest& request) const
@@ -130,7 +164,7 @@ class WorkerRegistry {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   /// PERMISSION_DENIED unless the request is of the registry's job.
   absl::Status CheckJob(const v1::RegisterWorkerRequest& request) const;
-  absl::Status TouchLocked(absl::string_view worker_id, bool activity,
+  absl::Status TouchLocked(const WorkerCaller& caller, bool activity,
                            int64_t step) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const ModelSpec model_;

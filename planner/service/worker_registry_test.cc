@@ -128,17 +128,17 @@ TEST_F(WorkerRegistryTest, PlacesWorkersInContiguousNodeBlocks) {
             absl::StatusCode::kResourceExhausted);
   EXPECT_EQ(registry->Register(TestWorker("a", "n1", 2)).status().code(),
             absl::StatusCode::kFailedPrecondition);
-  EXPECT_TRUE(registry->CheckCanServe("a", 0).ok());
-  EXPECT_THAT(registry->CheckReport("a", 0, 3).message(),
+  EXPECT_TRUE(registry->CheckCanServe({"a"}, 0).ok());
+  EXPECT_THAT(registry->CheckReport({"a"}, 0, 3).message(),
               HasSubstr("is not one of worker 'a''s ranks 0..1"));
-  EXPECT_EQ(registry->Touch("nobody", false, -1).code(),
+  EXPECT_EQ(registry->Touch({"nobody"}, false, -1).code(),
             absl::StatusCode::kNotFound);
 }
 
 TEST_F(WorkerRegistryTest, IncompleteWorldIsNotServed) {
   auto registry = MakeRegistry(nullptr);
   ASSERT_TRUE(registry->Register(TestWorker("a", "n0", 4)).ok());
-  EXPECT_THAT(registry->CheckCanServe("a", 0).message(),
+  EXPECT_THAT(registry->CheckCanServe({"a"}, 0).message(),
               HasSubstr("missing node slot 1"));
   EXPECT_FALSE(registry->List().world_complete());
 }
@@ -199,11 +199,120 @@ TEST_F(WorkerRegistryTest, InconsistentRecordsAreRefused) {
             absl::StatusCode::kFailedPrecondition);
 }
 
+v1::RegisterWorkerRequest Incarnation(v1::RegisterWorkerRequest request,
+                                      const std::string& incarnation,
+                                      const std::string& address) {
+  request.set_incarnation(incarnation);
+  request.set_address(address);
+  return request;
+}
+
+TEST_F(WorkerRegistryTest, ASecondCopyWithTheSameWorkerIdIsRefusedByName) {
+  const std::string directory = FreshTestDirectory("second_copy_");
+  v1::JobRecord job;
+  {
+    PlannerState state;
+    auto store = PlannerStateStore::Open(directory, job, &state).value();
+    auto registry = MakeRegistry(store.get());
+    const v1::RegisterWorkerRequest first =
+        Incarnation(TestWorker("a", "n0", 4), "first", "n0:29500");
+    ASSERT_TRUE(registry->Register(first).ok());
+    ASSERT_TRUE(registry->Register(TestWorker("b", "n1", 4)).ok());
+    ASSERT_TRUE(registry->Touch({"a", "first"}, true, 0).ok());
+    // A second copy of the job starts with the same worker ids: it takes
+    // the id over (as a restarted worker would), and says so.
+    const v1::RegisterWorkerRequest second =
+        Incarnation(TestWorker("a", "n0", 4), "second", "n0:29611");
+    absl::StatusOr<v1::RegisterWorkerResponse> taken =
+        registry->Register(second);
+    ASSERT_TRUE(taken.ok()) << taken.status();
+    EXPECT_EQ(taken->rendezvous_address(), "n0:29611");
+    EXPECT_THAT(log_.back(), AllOf(HasSubstr("replaces incarnation first"),
+                                   HasSubstr("second copy of the job")));
+    // From then on the first copy is told why, on every call, and cannot
+    // take the id (or its rendezvous address) back.
+    for (const absl::Status& status :
+         {registry->Touch({"a", "first"}, true, 1),
+          registry->CheckCanServe({"a", "first"}, 1),
+          registry->CheckReport({"a", "first"}, 1, 0),
+          registry->Register(first).status()}) {
+      EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
+      EXPECT_THAT(status.message(),
+                  AllOf(HasSubstr("incarnation 'first'"),
+                        HasSubstr("was replaced by another process"),
+                        HasSubstr("c10d store at n0:29611"),
+                        HasSubstr("second copy of the job")));
+    }
+    EXPECT_EQ(registry->Register(second)->rendezvous_address(), "n0:29611");
+    EXPECT_TRUE(registry->Touch({"a", "second"}, true, 1).ok());
+    // A process that never registered under this id is refused too.
+    EXPECT_THAT(registry->Touch({"a", "stranger"}, true, 1).message(),
+                HasSubstr("is not the process registered"));
+    // Calls without an incarnation (older clients) are not checked.
+    EXPECT_TRUE(registry->Touch({"a"}, true, 1).ok());
+  }
+  // The refusal survives a planner restart.
+  PlannerState state;
+  auto store = PlannerStateStore::Open(directory, job, &state).value();
+  auto registry = MakeRegistry(store.get());
+  ASSERT_TRUE(registry->Load(state.workers).ok());
+  EXPECT_EQ(registry->Register(Incarnation(TestWorker("a", "n0", 4), "first",
+                                           "n0:29500"))
+                .status()
+                .code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(registry->List().workers(0).incarnation(), "second");
+}
+
+TEST_F(WorkerRegistryTest, OnlyTheLatestIncarnationsAreRemembered) {
+  auto registry = MakeRegistry(nullptr);
+  const int restarts = WorkerRegistry::kMaxSupersededIncarnations + 2;
+  for (int i = 0; i <= restarts; ++i) {
+    ASSERT_TRUE(registry
+                    ->Register(Incarnation(TestWorker("a", "n0", 4),
+                                           absl::StrCat("i", i), "n0:1"))
+                    .ok());
+  }
+  // Every earlier incarnation is refused; the oldest are no longer named.
+  EXPECT_THAT(registry->Touch({"a", "i0"}, true, 0).message(),
+              HasSubstr("is not the process registered"));
+  EXPECT_THAT(
+      registry->Touch({"a", absl::StrCat("i", restarts - 1)}, true, 0)
+          .message(),
+      HasSubstr("was replaced"));
+}
+
+TEST_F(WorkerRegistryTest, TheWorldIsJoinedOnceEveryWorkerIsJoining) {
+  auto registry = MakeRegistry(nullptr);
+  v1::RegisterWorkerRequest a = TestWorker("a", "n0", 4);
+  v1::RegisterWorkerRequest b = TestWorker("b", "n1", 4);
+  ASSERT_TRUE(registry->Register(a).ok());
+  // b completes the world; neither is joining yet.
+  v1::RegisterWorkerResponse complete = registry->Register(b).value();
+  EXPECT_TRUE(complete.world_complete());
+  EXPECT_FALSE(complete.world_joined());
+  b.set_joining(true);
+  clock_.Advance(absl::Seconds(12));
+  // a registered and went silent: b's answer names it and its silence.
+  v1::RegisterWorkerResponse waiting = registry->Register(b).value();
+  EXPECT_FALSE(waiting.world_joined());
+  EXPECT_THAT(waiting.not_joined(),
+              AllOf(HasSubstr("1 of 2 workers have not joined"),
+                    HasSubstr("'a' (rank 0, silent for 12s)")));
+  a.set_joining(true);
+  EXPECT_TRUE(registry->Register(a)->world_joined());
+  EXPECT_TRUE(registry->Register(b)->world_joined());
+  // A restarted worker registers without joining first: the world waits
+  // for it again.
+  a.set_joining(false);
+  EXPECT_FALSE(registry->Register(a)->world_joined());
+}
+
 TEST_F(WorkerRegistryTest, LivenessFollowsTheClock) {
   auto registry = MakeRegistry(nullptr);
   ASSERT_TRUE(registry->Register(TestWorker("a", "n0", 4)).ok());
   EXPECT_EQ(registry->List().workers(0).state(), v1::WorkerInfo::REGISTERED);
-  ASSERT_TRUE(registry->Touch("a", /*activity=*/true, /*step=*/5).ok());
+  ASSERT_TRUE(registry->Touch({"a"}, /*activity=*/true, /*step=*/5).ok());
   EXPECT_EQ(registry->List().workers(0).state(), v1::WorkerInfo::ACTIVE);
   EXPECT_EQ(registry->List().workers(0).last_step(), 5);
   clock_.Advance(absl::Seconds(61));
@@ -226,8 +335,8 @@ TEST_F(WorkerRegistryTest, AWallClockJumpLosesNoWorkerAndTakesNoSlot) {
   // A newcomer finds no stale slot; the live workers' records stay.
   EXPECT_EQ(registry->Register(TestWorker("new", "n2", 4)).status().code(),
             absl::StatusCode::kResourceExhausted);
-  EXPECT_TRUE(registry->Touch("a", /*activity=*/false, /*step=*/-1).ok());
-  EXPECT_TRUE(registry->Touch("b", /*activity=*/false, /*step=*/-1).ok());
+  EXPECT_TRUE(registry->Touch({"a"}, /*activity=*/false, /*step=*/-1).ok());
+  EXPECT_TRUE(registry->Touch({"b"}, /*activity=*/false, /*step=*/-1).ok());
   // A jump back does not keep a silent worker alive either.
   clock_.JumpWallClock(absl::Seconds(-600));
   clock_.Advance(absl::Seconds(61));
@@ -251,7 +360,7 @@ TEST_F(WorkerRegistryTest, AStaleWorkersSlotGoesToANewWorker) {
     EXPECT_EQ(early.status().code(), absl::StatusCode::kResourceExhausted);
     EXPECT_THAT(early.status().message(), HasSubstr("silent for 1m"));
     clock_.Advance(absl::Seconds(61));
-    ASSERT_TRUE(registry->Touch("live", /*activity=*/true, /*step=*/0).ok());
+    ASSERT_TRUE(registry->Touch({"live"}, /*activity=*/true, /*step=*/0).ok());
     // n0's workers are silent beyond the liveness timeout: a new worker on
     // another node takes their slot and ranks; the live one keeps its own.
     absl::StatusOr<v1::RegisterWorkerResponse> real =
@@ -260,7 +369,7 @@ TEST_F(WorkerRegistryTest, AStaleWorkersSlotGoesToANewWorker) {
     EXPECT_EQ(real->first_rank(), 0);
     EXPECT_EQ(real->node_index(), 0);
     EXPECT_TRUE(real->world_complete());
-    EXPECT_EQ(registry->Touch("fake-a", false, -1).code(),
+    EXPECT_EQ(registry->Touch({"fake-a"}, false, -1).code(),
               absl::StatusCode::kNotFound);
     // A live worker's slot is never taken.
     clock_.Advance(absl::Seconds(30));
@@ -322,7 +431,7 @@ TEST_F(WorkerRegistryTest, AStaleSlotGoesOnlyToAWorkerOfTheSameJob) {
     ASSERT_TRUE(registry->Register(JobWorker("old", "n0", 4, "train-7")).ok());
     ASSERT_TRUE(registry->Register(JobWorker("live", "n1", 4, "train-7")).ok());
     clock_.Advance(absl::Seconds(61));
-    ASSERT_TRUE(registry->Touch("live", /*activity=*/true, /*step=*/0).ok());
+    ASSERT_TRUE(registry->Touch({"live"}, /*activity=*/true, /*step=*/0).ok());
     // Slot 0 is stale, but a worker of another job may not take it.
     absl::StatusOr<v1::RegisterWorkerResponse> intruder =
         registry->Register(JobWorker("intruder", "n2", 4, "train-8"));

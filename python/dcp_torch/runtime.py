@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import socket
 import time
+import uuid
 from typing import (Any, Callable, Iterable, Iterator, Mapping, Optional,
                     Sequence, Tuple)
 
@@ -141,6 +142,9 @@ class Runtime:
         self.model = model
         self.blocks = blocks
         self.worker_id = worker_id
+        # New at every start: the planner refuses an earlier process (or a
+        # second copy of the job) that uses the same worker_id.
+        self.incarnation = uuid.uuid4().hex[:16]
         self.device = device
         self.rank = dist.get_rank()
         self.world_size = dist.get_world_size()
@@ -158,6 +162,7 @@ class Runtime:
     def _register(self, node_name, timeout_seconds):
         request = pb.RegisterWorkerRequest(
             worker_id=self.worker_id, node_name=node_name, num_ranks=1,
+            incarnation=self.incarnation,
             # The launcher's job id: a planner with --job-id accepts only it.
             job_id=os.environ.get("DCP_JOB_ID", ""),
             backend=self.sp_groups.backend,
@@ -215,7 +220,8 @@ class Runtime:
             self.spec, self.blocks, self.sp_groups, self.torch_rank_of,
             self.cluster.gpus_per_node, self.device, options, core)
         response = self.client.submit_profile(pb.SubmitProfileRequest(
-            worker_id=self.worker_id, samples=samples))
+            worker_id=self.worker_id, incarnation=self.incarnation,
+            samples=samples))
         dist.barrier()  # every rank's samples are in before anyone plans
         if self.rank == 0:
             fitted = self.client.get_cluster_model()
@@ -322,6 +328,7 @@ class Runtime:
     def _submit(self, batch, step):
         try:
             self.client.submit_batches(pb.SubmitBatchesRequest(
+                worker_id=self.worker_id, incarnation=self.incarnation,
                 batches=[self._batch_proto(batch, step)]))
         except PlannerError as error:
             self.log(f"dcp_torch: warning: SubmitBatches of step {step} "
@@ -335,6 +342,7 @@ class Runtime:
         or planned from this rank's batch (rank 0, or after the wait)."""
         fingerprint = batch_fingerprint(batch)
         request = pb.GetPlanRequest(worker_id=self.worker_id, step=step,
+                                    incarnation=self.incarnation,
                                     batch_fingerprint=fingerprint)
         deadline = time.monotonic() + wait_for_rank0_seconds
         wait = 0.01

@@ -167,6 +167,7 @@ class Step:
         if micro:
             micro[-1].idle_seconds = self._sync_seconds
         rt.reporter.report(pb.ReportStepStatsRequest(
-            worker_id=rt.worker_id, step=self.number, rank=rt.planner_rank,
+            worker_id=rt.worker_id, incarnation=rt.incarnation,
+            step=self.number, rank=rt.planner_rank,
             step_seconds=max(time.perf_counter() - self._started, 1e-9),
             micro_batches=micro))

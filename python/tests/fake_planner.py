@@ -1,6 +1,8 @@
 """A PlannerClient fake for tests that script the plans: it registers every
 rank at once (planner rank = the rank in the worker id "...-rank<R>"), plans
-for `spec`, serves plans[step] for GetPlan and records what it is sent."""
+for `spec`, serves plans[step] for GetPlan and records what it is sent. Like the real planner it refuses
+a batch without a worker id, and it checks that every call of a process
+names the incarnation it registered with."""
 
 from dcp_torch import spec as spec_lib
 from dcp_torch._proto import cluster_pb2, plan_pb2
@@ -27,8 +29,17 @@ class FakePlannerClient:
         self._gpus_per_node = gpus_per_node
         self.submitted_steps = []
         self.reports = []
+        self._incarnation = None
+
+    def _check_caller(self, request):
+        assert request.worker_id, "a call without a worker_id"
+        assert request.incarnation == self._incarnation, (
+            f"incarnation {request.incarnation!r} is not the registered "
+            f"{self._incarnation!r}")
 
     def register_worker(self, request):
+        assert len(request.incarnation) == 16, request.incarnation
+        self._incarnation = request.incarnation
         rank = int(request.worker_id.rsplit("-rank", 1)[1])
         return pb.RegisterWorkerResponse(
             first_rank=rank, num_ranks=1, world_size=self._world_size,
@@ -38,10 +49,12 @@ class FakePlannerClient:
                 gpus_per_node=self._gpus_per_node))
 
     def submit_batches(self, request):
+        self._check_caller(request)
         self.submitted_steps += [b.step for b in request.batches]
         return pb.SubmitBatchesResponse(accepted=len(request.batches))
 
     def get_plan(self, request):
+        self._check_caller(request)
         return pb.GetPlanResponse(plan=self._plans[request.step])
 
     def report_step_stats(self, request):

@@ -206,8 +206,12 @@ def test_get_plan_by_fingerprint_agrees_with_the_cpp_planner():
         client.register_worker(pb.RegisterWorkerRequest(
             worker_id="w", node_name="n", num_ranks=1, backend="gloo"))
         from dcp_torch.runtime import Runtime
+        # Only a registered worker's batch is taken.
+        with pytest.raises(dcp_torch.PlannerError, match="worker_id is empty"):
+            client.submit_batches(pb.SubmitBatchesRequest(
+                batches=[Runtime._batch_proto(batch, 3)]))
         client.submit_batches(pb.SubmitBatchesRequest(
-            batches=[Runtime._batch_proto(batch, 3)]))
+            worker_id="w", batches=[Runtime._batch_proto(batch, 3)]))
         good = client.get_plan(pb.GetPlanRequest(
             worker_id="w", step=3,
             batch_fingerprint=dcp_torch.batch_fingerprint(batch)))
