@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -87,10 +88,14 @@ absl::StatusOr<Rendezvous::Outcome> Rendezvous::Register() {
   request_.set_libtorch_version(options_.libtorch_version);
   request_.set_backend(options_.backend);
   request_.set_max_cached_groups(options_.max_cached_groups);
+  request_.set_incarnation(options_.incarnation);
 
   deadline_ = clock_.Now() + options_.world_timeout;
   absl::Duration backoff = options_.poll_initial_backoff;
   std::string last_waiting_for;
+  std::string last_not_joined;
+  // Until when the other workers may take to join (set while complete).
+  std::optional<absl::Time> join_deadline;
   while (true) {
     absl::StatusOr<v1::RegisterWorkerResponse> response =
         planner_.RegisterWorker(request_);
@@ -106,10 +111,41 @@ absl::StatusOr<Rendezvous::Outcome> Rendezvous::Register() {
                        response->num_ranks(), " ranks"));
     }
     if (response->world_complete()) {
-      registration_ = *std::move(response);
-      return Outcome::kWorldComplete;
+      // A planner that predates `joining` leaves not_joined empty (one that
+      // knows it names this worker until it says it is joining).
+      if (response->world_joined() || response->not_joined().empty()) {
+        registration_ = *std::move(response);
+        return Outcome::kWorldComplete;
+      }
+      if (!join_deadline.has_value()) {
+        join_deadline = clock_.Now() + options_.join_timeout;
+      }
+      if (!request_.joining()) {
+        // Say so at once: the world waits for this worker now.
+        request_.set_joining(true);
+        continue;
+      }
+      if (response->not_joined() != last_not_joined) {
+        last_not_joined = response->not_joined();
+        options_.log(absl::StrCat("the world is complete; waiting for every "
+                                  "worker to join: ",
+                                  last_not_joined));
+      }
+      if (clock_.Now() >= *join_deadline) {
+        return absl::DeadlineExceededError(absl::StrCat(
+            "the world completed but not every worker joined within ",
+            absl::FormatDuration(options_.join_timeout), " (",
+            last_not_joined,
+            "); a worker that registered and went silent holds its ranks: "
+            "restart it with the same worker id, or stop it and start a "
+            "replacement once the planner counts it lost (its "
+            "--liveness-timeout)"));
+      }
+    } else {
+      join_deadline.reset();
     }
-    if (response->waiting_for() != last_waiting_for) {
+    if (!response->world_complete() &&
+        response->waiting_for() != last_waiting_for) {
       last_waiting_for = response->waiting_for();
       options_.log(absl::StrCat("registered as rank ", response->first_rank(),
                                 " of ", response->world_size(),

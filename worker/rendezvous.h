@@ -34,6 +34,14 @@ struct RendezvousOptions {
   std::string libtorch_version;
   /// The most SP sub-groups each rank keeps cached (0: unbounded).
   int max_cached_groups = 0;
+  /// This process's incarnation (NewIncarnation), sent with every
+  /// registration; empty: none.
+  std::string incarnation;
+  /// Once the world is complete, how long every worker has to say it is
+  /// joining (RegisterWorkerRequest.joining) before this one gives up,
+  /// naming the workers that did not: a worker that registered and went
+  /// silent fails its peers here, not in the c10d store.
+  absl::Duration join_timeout = absl::Seconds(30);
   /// How long registration plus finding rank 0's store may take.
   absl::Duration world_timeout = absl::Minutes(10);
   /// Backoff of the polls while the world is incomplete (and while rank 0's
@@ -56,14 +64,17 @@ struct StoreAddress {
 };
 
 /// One worker's way into the world: Register() polls RegisterWorker with
-/// backoff until the planner says the world is complete (or the deadline
-/// passes, or a stop is requested); then AwaitStore() gives the address of
+/// backoff until the planner says the world is complete, then (with
+/// `joining` set) until every worker has said it is joining (or the
+/// deadline passes, or a stop is requested); then AwaitStore() gives the
+/// address of
 /// rank 0's store (rank 0's own; other ranks wait until rank 0's announced
 /// store accepts connections). Both share one deadline, world_timeout after
 /// Register() started.
 ///
 /// Errors: the planner's status after its client's retries, with what was
-/// being done in front; DEADLINE_EXCEEDED naming what is still missing;
+/// being done in front; DEADLINE_EXCEEDED naming what is still missing (the
+/// workers that did not join within join_timeout included);
 /// FAILED_PRECONDITION when the planner moves this worker to another rank
 /// while it joins.
 ///

@@ -185,6 +185,71 @@ TEST(RendezvousTest, AWorkerMovedToAnotherRankWhileJoiningIsRefused) {
   EXPECT_THAT(status.message(), HasSubstr("from rank 1 to rank 2"));
 }
 
+// The world is complete; the planner names 'worker-a' as not joined until
+// `joined_on_call` (0: never).
+void AnswerCompleteUntilJoined(FakePlannerClient& planner, int joined_on_call) {
+  auto calls = std::make_shared<int>(0);
+  planner.on_register_worker = [calls, joined_on_call](
+                                   const v1::RegisterWorkerRequest& request)
+      -> absl::StatusOr<v1::RegisterWorkerResponse> {
+    v1::RegisterWorkerResponse response = Complete(/*rank=*/0,
+                                                   request.address());
+    ++*calls;
+    if (joined_on_call > 0 && *calls >= joined_on_call && request.joining()) {
+      response.set_world_joined(true);
+    } else {
+      response.set_not_joined(
+          "1 of 2 workers have not joined yet: 'worker-a' (rank 1, silent for "
+          "5s)");
+    }
+    return response;
+  };
+}
+
+TEST(RendezvousTest, TheWorldIsJoinedOnceEveryWorkerSaysItIsJoining) {
+  Fixture fixture;
+  fixture.options.incarnation = "0123456789abcdef";
+  AnswerCompleteUntilJoined(fixture.planner, /*joined_on_call=*/4);
+  Rendezvous rendezvous(fixture.planner, fixture.options, fixture.clock);
+  ASSERT_EQ(*rendezvous.Register(), Rendezvous::Outcome::kWorldComplete);
+  const std::vector<v1::RegisterWorkerRequest> requests =
+      fixture.planner.register_worker_requests();
+  ASSERT_THAT(requests, SizeIs(4));
+  // Joining is said at once after the world is seen complete.
+  EXPECT_FALSE(requests[0].joining());
+  EXPECT_TRUE(requests[1].joining());
+  for (const v1::RegisterWorkerRequest& request : requests) {
+    EXPECT_EQ(request.incarnation(), "0123456789abcdef");
+  }
+  EXPECT_THAT(fixture.logged,
+              Contains(HasSubstr("waiting for every worker to join: 1 of 2 "
+                                 "workers have not joined yet: 'worker-a'")));
+}
+
+TEST(RendezvousTest, AWorkerThatRegisteredAndWentSilentIsNamedAfterTheJoinTimeout) {
+  Fixture fixture;
+  fixture.options.join_timeout = absl::Seconds(20);
+  AnswerCompleteUntilJoined(fixture.planner, /*joined_on_call=*/0);
+  Rendezvous rendezvous(fixture.planner, fixture.options, fixture.clock);
+  const absl::Time start = fixture.clock.Now();
+  const absl::Status status = rendezvous.Register().status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(status.message(),
+              AllOf(HasSubstr("not every worker joined within 20s"),
+                    HasSubstr("'worker-a' (rank 1, silent for 5s)"),
+                    HasSubstr("restart it with the same worker id")));
+  // Within the join timeout and one poll, not the world timeout.
+  EXPECT_LE(fixture.clock.Now() - start, absl::Seconds(22));
+}
+
+TEST(RendezvousTest, StoppingWhileWaitingForPeersToJoinStops) {
+  Fixture fixture;
+  fixture.options.stop_requested = [] { return true; };
+  AnswerCompleteUntilJoined(fixture.planner, /*joined_on_call=*/0);
+  Rendezvous rendezvous(fixture.planner, fixture.options, fixture.clock);
+  EXPECT_EQ(*rendezvous.Register(), Rendezvous::Outcome::kStopRequested);
+}
+
 TEST(RendezvousTest, StoppingWhileTheWorldIsIncompleteRegistersOnce) {
   Fixture fixture;
   fixture.options.stop_requested = [] { return true; };

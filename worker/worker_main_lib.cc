@@ -81,6 +81,10 @@ constexpr FlagSpec kFlags[] = {
      "else Gloo"},
     {"world-timeout", "DURATION", "10m",
      "how long to wait for every rank to register"},
+    {"join-timeout", "DURATION", "30s",
+     "once the world is complete, how long every worker has to join it "
+     "(a worker that registered and went silent fails its peers after this, "
+     "naming it)"},
     {"collective-timeout", "DURATION", "60s",
      "timeout of the store and of every collective (a hung peer fails the "
      "job after it)"},
@@ -275,6 +279,8 @@ absl::StatusOr<MainConfig> Configure(const ParsedFlags& flags) {
   agent.backend = backend == "auto" ? "" : backend;
   DCP_ASSIGN_OR_RETURN(auto world_timeout, flags.Duration("world-timeout"));
   agent.world_timeout = world_timeout;
+  DCP_ASSIGN_OR_RETURN(auto join_timeout, flags.Duration("join-timeout"));
+  agent.join_timeout = join_timeout;
   DCP_ASSIGN_OR_RETURN(auto collective_timeout,
                        flags.Duration("collective-timeout"));
   agent.collective_timeout = collective_timeout;

@@ -1,5 +1,6 @@
-// `dcp_worker` as a child process: --help, usage errors, and a planner that
-// cannot be reached (the client's retries, then a clear error and exit 1).
+// `dcp_worker` as a child process: --help, usage errors, a planner that
+// cannot be reached (the client's retries, then a clear error and exit 1),
+// and a peer that registered and went silent (named after --join-timeout).
 
 #include <csignal>
 #include <cstdlib>
@@ -19,6 +20,8 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "launcher/child_process.h"
+#include "launcher/planner_port.h"
+#include "planner/client/planner_client.h"
 
 namespace dcp {
 namespace {
@@ -208,6 +211,57 @@ TEST(WorkerMainTest, SigtermEndsTheWaitForAnUnreachablePlanner) {
               AllOf(HasSubstr("dcp_worker worker-9: stopped on request: "),
                     HasSubstr("RegisterWorker: stopped on request while "
                               "waiting for the planner at 127.0.0.1:")));
+}
+
+TEST(WorkerMainTest, APeerThatRegisteredAndWentSilentIsNamedAfterTheJoinTimeout) {
+  const char* root = std::getenv("TEST_SRCDIR");
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string directory =
+      absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/silent_peer");
+  std::filesystem::remove_all(directory);
+  std::filesystem::create_directories(directory);
+  const std::string port_file = directory + "/ports";
+  absl::StatusOr<std::unique_ptr<ChildProcess>> planner = ChildProcess::Start(
+      {absl::StrCat(root != nullptr ? root : ".",
+                    "/dcp/planner/service/dcp_planner"),
+       "--listen=127.0.0.1:0", "--metrics-listen=", "--port-file=" + port_file,
+       "--state-dir=" + directory + "/state", "--model=tiny", "--nodes=2",
+       "--gpus-per-node=1"},
+      directory + "/planner.log", [](const std::string&) {}, {});
+  ASSERT_TRUE(planner.ok()) << planner.status();
+  absl::StatusOr<int> port = WaitForPlannerPort(
+      **planner, port_file, absl::Now() + absl::Minutes(1), {});
+  ASSERT_TRUE(port.ok()) << port.status();
+  // A registration that never calls again (a crashed worker, or not a
+  // worker at all) takes rank 0.
+  GrpcPlannerClient::Options options;
+  options.target = absl::StrCat("127.0.0.1:", *port);
+  absl::StatusOr<std::unique_ptr<GrpcPlannerClient>> client =
+      GrpcPlannerClient::Create(options);
+  ASSERT_TRUE(client.ok()) << client.status();
+  v1::RegisterWorkerRequest ghost;
+  ghost.set_worker_id("ghost");
+  ghost.set_node_name("ghost-node");
+  ghost.set_num_ranks(1);
+  ghost.set_address("127.0.0.1:1");
+  ghost.set_backend("gloo");
+  ASSERT_TRUE((*client)->RegisterWorker(ghost).ok());
+
+  const absl::Time start = absl::Now();
+  const WorkerRun run = RunWorker(
+      {absl::StrCat("--planner=127.0.0.1:", *port), "--worker-id=worker-1",
+       "--node-name=node-1", "--backend=gloo", "--store-host=127.0.0.1",
+       "--join-timeout=2s"});
+  const absl::Duration took = absl::Now() - start;
+  (*planner)->Stop(absl::Seconds(10));
+  (*planner)->JoinOutput();
+  EXPECT_EQ(run.exit_code, 1) << run.stderr_text;
+  EXPECT_THAT(run.stderr_text,
+              AllOf(HasSubstr("not every worker joined within 2s"),
+                    HasSubstr("'ghost' (rank 0, silent for"),
+                    HasSubstr("restart it with the same worker id")));
+  // Named after the join timeout, not after a c10d store timeout (60 s).
+  EXPECT_LT(took, absl::Seconds(30)) << run.stderr_text;
 }
 
 }  // namespace
