@@ -3,8 +3,7 @@
 // greedy assignment to each, packing each group into micro-batches and
 // pricing them, refinement of the best (refinement.h), group-size changes
 // on small batches, and all-reduce hiding. Planner::PlanBatch at the end is
-// the only public entry. 636 lines: one class whose phases share the mode
-// settings and the pricing of groups.
+// the only public entry.
 
 #include "planner/search/planner.h"
 

@@ -1,8 +1,7 @@
-// RunLoadTest, the one sequential scenario (register, profile, then per step
-// submit, fetch, train, report), and its command line (common/main_prologue;
-// its world flags name simulated workers, --workers and --ranks-per-worker,
-// not the cluster flags of the real binaries). Over ~600 lines: the scenario
-// is one function whose phases share its state.
+// RunLoadTest: the one sequential scenario (register, profile, then per step
+// submit, fetch, train, report) as LoadTestRun's phases, with the simulated
+// workers, client threads and planner counters it needs. Its command line
+// is load_test_command_line.cc.
 
 #include "planner/service/load_test.h"
 
@@ -44,6 +43,7 @@
 #include "common/command_line.h"
 #include "common/main_prologue.h"
 #include "common/percentile.h"
+#include "common/status_macros.h"
 #include "cost_model/cluster_spec.h"
 #include "cost_model/cost_model.h"
 #include "cost_model/fitting.h"
@@ -473,165 +473,237 @@ absl::Status ValidateOptions(const LoadTestOptions& options) {
 // ---------------------------------------------------------------------------
 // The load test.
 
-absl::StatusOr<LoadTestResult> RunLoadTest(
-    const LoadTestOptions& options,
-    const std::function<void(const std::string&)>& log) {
-  if (absl::Status valid = ValidateOptions(options); !valid.ok()) return valid;
-  const absl::Time test_start = absl::Now();
-  const double cpu_start = ProcessCpuSeconds();
-  LoadTestResult result;
-  result.options = options;
-  result.host_cpus = static_cast<int>(std::thread::hardware_concurrency());
-  result.load_average_at_start = LoadAverage();
-  result.num_nodes = options.workers;
-  result.gpus_per_node = options.ranks_per_worker;
-  result.world_size = options.workers * options.ranks_per_worker;
+namespace {
 
-  // The job and its batches (all workers use the same deterministic stream).
-  absl::StatusOr<ModelSpec> model = LoadModelSpec(options.model);
-  if (!model.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--model=", options.model, ": ", model.status().message()));
-  }
-  const ClusterSpec cluster =
-      H200Cluster(result.num_nodes, result.gpus_per_node);
-  if (absl::Status valid = ValidateClusterSpec(cluster); !valid.ok()) {
-    return valid;
-  }
-  absl::StatusOr<std::unique_ptr<LengthSource>> source =
-      ParseWorkloadSpec(options.workload);
-  if (!source.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--workload=", options.workload, ": ", source.status().message()));
-  }
-  BatchOptions batch_options;
-  batch_options.global_batch_tokens = options.global_batch_tokens;
-  batch_options.global_batch_samples = options.global_batch_samples;
-  if (batch_options.global_batch_tokens == 0 &&
-      batch_options.global_batch_samples == 0) {
-    batch_options.global_batch_samples =
-        kDefaultSamplesPerGpu * result.world_size;
-  }
-  result.global_batch_samples = batch_options.global_batch_samples;
-  result.global_batch_tokens = batch_options.global_batch_tokens;
-  absl::StatusOr<BatchStream> stream =
-      BatchStream::Create(*std::move(source), batch_options, options.seed);
-  if (!stream.ok()) return stream.status();
-  std::vector<v1::GlobalBatch> batches(options.steps);
-  for (int k = 0; k < options.steps; ++k) {
-    batches[k].set_step(k);
-    for (const Sample& sample : stream->Next()) {
-      v1::Sample* added = batches[k].add_samples();
-      added->set_id(sample.id);
-      added->set_length_tokens(sample.length_tokens);
+/// One run of the scenario: the planner and its connections, the simulated
+/// workers and the latency rows, shared by the phases Run goes through in
+/// order. Single use; the phases run their calls on RunPhase's client
+/// threads.
+class LoadTestRun {
+ public:
+  LoadTestRun(const LoadTestOptions& options,
+              const std::function<void(const std::string&)>& log)
+      : options_(options), log_(log) {}
+
+  absl::StatusOr<LoadTestResult> Run() {
+    test_start_ = absl::Now();
+    cpu_start_ = ProcessCpuSeconds();
+    DCP_RETURN_IF_ERROR(MakeBatches());
+    DCP_RETURN_IF_ERROR(StartPlanner());
+    DCP_RETURN_IF_ERROR(Connect());
+    RegisterWorkers();
+    // Rank 0 hands in the first batch once it is registered (SubmitBatches
+    // takes only a registered worker's batches, and needs no complete
+    // world), so that the planner plans it while the workers profile; each
+    // later batch goes in when the step before starts.
+    if (options_.ahead) Submit(0);
+    result_.tcp_connections = CountTcpConnectionsTo(server_->port());
+    CheckWorld();
+    if (world_complete_ && options_.profile_samples > 0) {
+      DCP_RETURN_IF_ERROR(SubmitProfiles());
     }
+    for (int k = 0; world_complete_ && k < options_.steps; ++k) RunStep(k);
+    if (get_plan_calls_ > 0) {
+      result_.cpu_ms_per_get_plan =
+          1e3 * get_plan_process_cpu_ / get_plan_calls_;
+      result_.client_cpu_ms_per_get_plan =
+          1e3 * get_plan_client_cpu_ / get_plan_calls_;
+    }
+    ReadPlannerCounts();
+    for (const char* name :
+         {kRegisterWorker, kRegisterWhilePlanning, kListWorkers,
+          kSubmitProfile, kSubmitBatches, kGetPlan, kGetPlanHit,
+          kGetPlanWaited, kReportStepStats, kReportPerWorker}) {
+      auto it = rows_.find(name);
+      if (it != rows_.end()) result_.rpcs.push_back(it->second.Summarize(name));
+    }
+    // Idle clients first: the server's graceful shutdown then has no
+    // connections to wait for.
+    for (SimulatedWorker& worker : workers_) worker.client = nullptr;
+    clients_.clear();
+    server_->Shutdown(absl::Seconds(2));
+    result_.wall_seconds = absl::ToDoubleSeconds(absl::Now() - test_start_);
+    if (result_.wall_seconds > 0) {
+      result_.cpus_used =
+          (ProcessCpuSeconds() - cpu_start_) / result_.wall_seconds;
+    }
+    return result_;
   }
 
-  // The planner, in this process. Declared before the server: it outlives it.
-  std::unique_ptr<CountingPlannerMetrics> counting_metrics;
-  PlannerServer::Options server_options;
-  server_options.listen_address = "127.0.0.1:0";
-  server_options.metrics_address = "127.0.0.1:0";
-  server_options.handler.model = *model;
-  server_options.handler.cluster = cluster;
-  server_options.handler.background_planning_threads = options.planning_threads;
-  server_options.call_threads = options.server_call_threads;
-  absl::StatusOr<std::unique_ptr<PlannerServer>> server = PlannerServer::Start(
-      std::move(server_options), RealClock::Get(), log,
-      [&counting_metrics](PlannerHandlerOptions handler_options,
-                          const Clock& clock, PlannerMetrics* metrics,
-                          std::function<void(const std::string&)> handler_log)
-          -> absl::StatusOr<std::unique_ptr<PlannerHandler>> {
-        counting_metrics = std::make_unique<CountingPlannerMetrics>(metrics);
-        return PlannerHandler::Create(std::move(handler_options), clock,
-                                      counting_metrics.get(),
-                                      std::move(handler_log));
-      });
-  if (!server.ok()) return server.status();
-  const int port = (*server)->port();
+ private:
+  // --- Setup ---------------------------------------------------------------
 
-  // The shared connections. gRPC shares one TCP connection among channels
-  // with equal arguments; a distinct (irrelevant: no retries) reconnect
-  // backoff per channel gives each its own.
-  std::vector<std::unique_ptr<GrpcPlannerClient>> clients;
-  for (int c = 0; c < options.connections; ++c) {
-    GrpcPlannerClient::Options client_options;
-    client_options.target = absl::StrCat("127.0.0.1:", port);
-    client_options.call_deadline = absl::Seconds(60);
-    // A load test reports failures instead of retrying them.
-    client_options.retry.max_attempts = 1;
-    client_options.retry.initial_backoff = absl::Milliseconds(100 + c);
-    client_options.retry.max_backoff = absl::Seconds(10);
-    absl::StatusOr<std::unique_ptr<GrpcPlannerClient>> client =
-        GrpcPlannerClient::Create(std::move(client_options));
-    if (!client.ok()) return client.status();
-    clients.push_back(*std::move(client));
-  }
-  std::vector<SimulatedWorker> workers(options.workers);
-  for (int w = 0; w < options.workers; ++w) {
-    workers[w].worker_id = absl::StrFormat("worker-%05d", w);
-    workers[w].node_name = absl::StrFormat("node-%05d", w);
-    workers[w].client = clients[w % options.connections].get();
+  /// The job and its batches (all workers use the same deterministic
+  /// stream).
+  absl::Status MakeBatches() {
+    result_.options = options_;
+    result_.host_cpus = static_cast<int>(std::thread::hardware_concurrency());
+    result_.load_average_at_start = LoadAverage();
+    result_.num_nodes = options_.workers;
+    result_.gpus_per_node = options_.ranks_per_worker;
+    result_.world_size = options_.workers * options_.ranks_per_worker;
+    absl::StatusOr<ModelSpec> model = LoadModelSpec(options_.model);
+    if (!model.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--model=", options_.model, ": ", model.status().message()));
+    }
+    model_ = *std::move(model);
+    cluster_ = H200Cluster(result_.num_nodes, result_.gpus_per_node);
+    DCP_RETURN_IF_ERROR(ValidateClusterSpec(cluster_));
+    absl::StatusOr<std::unique_ptr<LengthSource>> source =
+        ParseWorkloadSpec(options_.workload);
+    if (!source.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--workload=", options_.workload, ": ", source.status().message()));
+    }
+    BatchOptions batch_options;
+    batch_options.global_batch_tokens = options_.global_batch_tokens;
+    batch_options.global_batch_samples = options_.global_batch_samples;
+    if (batch_options.global_batch_tokens == 0 &&
+        batch_options.global_batch_samples == 0) {
+      batch_options.global_batch_samples =
+          kDefaultSamplesPerGpu * result_.world_size;
+    }
+    result_.global_batch_samples = batch_options.global_batch_samples;
+    result_.global_batch_tokens = batch_options.global_batch_tokens;
+    absl::StatusOr<BatchStream> stream =
+        BatchStream::Create(*std::move(source), batch_options, options_.seed);
+    if (!stream.ok()) return stream.status();
+    batches_.resize(options_.steps);
+    for (int k = 0; k < options_.steps; ++k) {
+      batches_[k].set_step(k);
+      for (const Sample& sample : stream->Next()) {
+        v1::Sample* added = batches_[k].add_samples();
+        added->set_id(sample.id);
+        added->set_length_tokens(sample.length_tokens);
+      }
+    }
+    return absl::OkStatus();
   }
 
-  std::map<std::string, LatencyRow> rows;
-  auto absorb = [&](const Phase& phase, LatencyRow& row) {
+  /// The planner, in this process.
+  absl::Status StartPlanner() {
+    PlannerServer::Options server_options;
+    server_options.listen_address = "127.0.0.1:0";
+    server_options.metrics_address = "127.0.0.1:0";
+    server_options.handler.model = model_;
+    server_options.handler.cluster = cluster_;
+    server_options.handler.background_planning_threads =
+        options_.planning_threads;
+    server_options.call_threads = options_.server_call_threads;
+    absl::StatusOr<std::unique_ptr<PlannerServer>> server =
+        PlannerServer::Start(
+            std::move(server_options), RealClock::Get(), log_,
+            [this](PlannerHandlerOptions handler_options, const Clock& clock,
+                   PlannerMetrics* metrics,
+                   std::function<void(const std::string&)> handler_log)
+                -> absl::StatusOr<std::unique_ptr<PlannerHandler>> {
+              counting_metrics_ =
+                  std::make_unique<CountingPlannerMetrics>(metrics);
+              return PlannerHandler::Create(std::move(handler_options), clock,
+                                            counting_metrics_.get(),
+                                            std::move(handler_log));
+            });
+    if (!server.ok()) return server.status();
+    server_ = *std::move(server);
+    return absl::OkStatus();
+  }
+
+  /// The shared connections and the workers using them. gRPC shares one
+  /// TCP connection among channels with equal arguments; a distinct
+  /// (irrelevant: no retries) reconnect backoff per channel gives each its
+  /// own.
+  absl::Status Connect() {
+    for (int c = 0; c < options_.connections; ++c) {
+      GrpcPlannerClient::Options client_options;
+      client_options.target = absl::StrCat("127.0.0.1:", server_->port());
+      client_options.call_deadline = absl::Seconds(60);
+      // A load test reports failures instead of retrying them.
+      client_options.retry.max_attempts = 1;
+      client_options.retry.initial_backoff = absl::Milliseconds(100 + c);
+      client_options.retry.max_backoff = absl::Seconds(10);
+      absl::StatusOr<std::unique_ptr<GrpcPlannerClient>> client =
+          GrpcPlannerClient::Create(std::move(client_options));
+      if (!client.ok()) return client.status();
+      clients_.push_back(*std::move(client));
+    }
+    workers_.resize(options_.workers);
+    for (int w = 0; w < options_.workers; ++w) {
+      workers_[w].worker_id = absl::StrFormat("worker-%05d", w);
+      workers_[w].node_name = absl::StrFormat("node-%05d", w);
+      workers_[w].client = clients_[w % options_.connections].get();
+    }
+    return absl::OkStatus();
+  }
+
+  // --- Rows ----------------------------------------------------------------
+
+  void Absorb(const Phase& phase, LatencyRow& row) {
     row.wall_seconds += phase.wall_seconds;
     row.failures += phase.merged.failures;
-    result.failed_calls += phase.merged.failures;
+    result_.failed_calls += phase.merged.failures;
     for (const std::string& error : phase.merged.errors) {
-      if (result.errors.size() < kMaxErrorsKept) result.errors.push_back(error);
+      if (result_.errors.size() < kMaxErrorsKept) {
+        result_.errors.push_back(error);
+      }
     }
     for (const std::string& problem : phase.merged.problems) {
-      result.problems.push_back(problem);
+      result_.problems.push_back(problem);
     }
-  };
-  // One call on this thread, as a one-task phase.
-  auto call_once = [&](const std::string& name,
-                       const std::function<absl::Status()>& call) {
+  }
+
+  /// Every call of `phase` into the row `name`.
+  void AddPhase(const std::string& name, const Phase& phase) {
+    LatencyRow& row = rows_[name];
+    for (const CallRecord& call : phase.merged.calls) row.Add(call.ms);
+    Absorb(phase, row);
+  }
+
+  /// One call on this thread, as a one-task phase.
+  void CallOnce(const std::string& name,
+                const std::function<absl::Status()>& call) {
     Phase phase = RunPhase(1, 1, [&](int, ThreadLog& thread_log) {
       if (absl::Status status = TimedCall(thread_log, call); !status.ok()) {
         thread_log.Fail(name, status);
       }
     });
-    LatencyRow& row = rows[name];
-    row.throughput = false;  // single calls, not a load
-    for (const CallRecord& call_record : phase.merged.calls) {
-      row.Add(call_record.ms);
-    }
-    absorb(phase, row);
-  };
-  // Worker 0 (rank 0) submits a step's batch, as the worker agent does; the
-  // other workers then ask for the plan by step.
-  auto submit = [&](int64_t step) {
-    call_once(kSubmitBatches, [&]() -> absl::Status {
+    rows_[name].throughput = false;  // single calls, not a load
+    AddPhase(name, phase);
+  }
+
+  // --- Registration and profiles ------------------------------------------
+
+  /// Worker 0 (rank 0) submits a step's batch, as the worker agent does;
+  /// the other workers then ask for the plan by step.
+  void Submit(int64_t step) {
+    CallOnce(kSubmitBatches, [&]() -> absl::Status {
       v1::SubmitBatchesRequest request;
-      request.set_worker_id(workers[0].worker_id);
-      *request.add_batches() = batches[step];
-      return workers[0].client->SubmitBatches(request).status();
+      request.set_worker_id(workers_[0].worker_id);
+      *request.add_batches() = batches_[step];
+      return workers_[0].client->SubmitBatches(request).status();
     });
-  };
+  }
 
-
-  // What a worker sends to register (again: RegisterWorker is idempotent).
-  auto registration = [&options](const SimulatedWorker& worker) {
+  /// What a worker sends to register (again: RegisterWorker is
+  /// idempotent).
+  v1::RegisterWorkerRequest Registration(const SimulatedWorker& worker) const {
     v1::RegisterWorkerRequest request;
     request.set_worker_id(worker.worker_id);
     request.set_node_name(worker.node_name);
-    request.set_num_ranks(options.ranks_per_worker);
+    request.set_num_ranks(options_.ranks_per_worker);
     request.set_gpu_kind("H200");
     request.set_address(absl::StrCat(worker.node_name, ":29500"));
     request.set_backend("nccl");
     request.set_max_cached_groups(kDefaultNcclMaxCachedGroups);
     return request;
-  };
+  }
 
-  // Registration: every worker registers its node and ranks.
-  {
+  /// Every worker registers its node and ranks.
+  void RegisterWorkers() {
     Phase phase = RunPhase(
-        options.workers, options.threads, [&](int w, ThreadLog& thread_log) {
-          SimulatedWorker& worker = workers[w];
-          const v1::RegisterWorkerRequest request = registration(worker);
+        options_.workers, options_.threads, [&](int w, ThreadLog& thread_log) {
+          SimulatedWorker& worker = workers_[w];
+          const v1::RegisterWorkerRequest request = Registration(worker);
           absl::StatusOr<v1::RegisterWorkerResponse> response =
               TimedCall(thread_log,
                         [&] { return worker.client->RegisterWorker(request); });
@@ -642,46 +714,40 @@ absl::StatusOr<LoadTestResult> RunLoadTest(
           }
           worker.first_rank = response->first_rank();
         });
-    LatencyRow& row = rows[kRegisterWorker];
-    for (const CallRecord& call : phase.merged.calls) row.Add(call.ms);
-    absorb(phase, row);
-  }
-  // Rank 0 hands in the first batch once it is registered (SubmitBatches
-  // takes only a registered worker's batches, and needs no complete world),
-  // so that the planner plans it while the workers profile; each later
-  // batch goes in when the step before starts.
-  if (options.ahead) submit(0);
-  result.tcp_connections = CountTcpConnectionsTo(port);
-  bool world_complete = false;
-  call_once(kListWorkers, [&]() -> absl::Status {
-    absl::StatusOr<v1::ListWorkersResponse> listed =
-        workers[0].client->ListWorkers(v1::ListWorkersRequest());
-    if (!listed.ok()) return listed.status();
-    world_complete = listed->world_complete();
-    return absl::OkStatus();
-  });
-  if (!world_complete) {
-    result.problems.push_back(
-        absl::StrCat("the world is not complete after ", options.workers,
-                     " workers registered; no steps were run"));
+    AddPhase(kRegisterWorker, phase);
   }
 
-  // Profiles: every worker submits its micro-benchmark samples at once, as
-  // every rank does at startup (a different slice of one synthetic profile
-  // each).
-  if (world_complete && options.profile_samples > 0) {
-    absl::StatusOr<CostModel> truth = CostModel::CreateDefault(*model, cluster);
+  void CheckWorld() {
+    CallOnce(kListWorkers, [&]() -> absl::Status {
+      absl::StatusOr<v1::ListWorkersResponse> listed =
+          workers_[0].client->ListWorkers(v1::ListWorkersRequest());
+      if (!listed.ok()) return listed.status();
+      world_complete_ = listed->world_complete();
+      return absl::OkStatus();
+    });
+    if (!world_complete_) {
+      result_.problems.push_back(
+          absl::StrCat("the world is not complete after ", options_.workers,
+                       " workers registered; no steps were run"));
+    }
+  }
+
+  /// Every worker submits its micro-benchmark samples at once, as every
+  /// rank does at startup (a different slice of one synthetic profile
+  /// each).
+  absl::Status SubmitProfiles() {
+    absl::StatusOr<CostModel> truth = CostModel::CreateDefault(model_, cluster_);
     if (!truth.ok()) return truth.status();
     const std::vector<ProfileSample> pool =
-        SyntheticProfile(*truth, options.seed, /*relative_noise=*/0.05);
+        SyntheticProfile(*truth, options_.seed, /*relative_noise=*/0.05);
     const size_t stride =
-        std::max<size_t>(1, pool.size() / options.profile_samples);
+        std::max<size_t>(1, pool.size() / options_.profile_samples);
     Phase phase = RunPhase(
-        options.workers, options.threads, [&](int w, ThreadLog& thread_log) {
-          SimulatedWorker& worker = workers[w];
+        options_.workers, options_.threads, [&](int w, ThreadLog& thread_log) {
+          SimulatedWorker& worker = workers_[w];
           v1::SubmitProfileRequest request;
           request.set_worker_id(worker.worker_id);
-          for (int i = 0; i < options.profile_samples; ++i) {
+          for (int i = 0; i < options_.profile_samples; ++i) {
             *request.add_samples() = ProfileSampleToProto(
                 pool[(i * stride + static_cast<size_t>(w) % stride) %
                      pool.size()]);
@@ -694,221 +760,237 @@ absl::StatusOr<LoadTestResult> RunLoadTest(
                             response.status());
           }
         });
-    LatencyRow& row = rows[kSubmitProfile];
-    for (const CallRecord& call : phase.merged.calls) row.Add(call.ms);
-    absorb(phase, row);
-    result.profile_fits = counting_metrics->profile_fits();
+    AddPhase(kSubmitProfile, phase);
+    result_.profile_fits = counting_metrics_->profile_fits();
+    return absl::OkStatus();
   }
 
-  // The steps.
-  double get_plan_process_cpu = 0;
-  double get_plan_client_cpu = 0;
-  int64_t get_plan_calls = 0;
-  for (int k = 0; world_complete && k < options.steps; ++k) {
-    if (options.ahead && k + 1 < options.steps) submit(k + 1);
+  // --- Steps ---------------------------------------------------------------
+
+  void RunStep(int k) {
+    if (options_.ahead && k + 1 < options_.steps) Submit(k + 1);
     LoadTestStep step;
     step.step = k;
-    step.samples = batches[k].samples_size();
-    for (const v1::Sample& sample : batches[k].samples()) {
+    step.samples = batches_[k].samples_size();
+    for (const v1::Sample& sample : batches_[k].samples()) {
       step.tokens += sample.length_tokens();
     }
-    step.planned_before_fetch = counting_metrics->Find(k).has_value();
+    step.planned_before_fetch = counting_metrics_->Find(k).has_value();
+    FetchPlans(k, step);
+    CheckSamePlans(k);
+    if (options_.train_seconds > 0) {
+      absl::SleepFor(absl::Seconds(options_.train_seconds));
+    }
+    Report(k, step);
+    result_.steps.push_back(step);
+  }
 
-    // Every worker fetches the step's plan: by step and fingerprint (the
-    // batch is known from SubmitBatches or worker 0's GetPlan), or with the
-    // whole batch.
-    const uint64_t fingerprint = BatchFingerprint(batches[k]);
-    auto fetch_plan = [&](int w, bool with_batch, ThreadLog& thread_log) {
-      SimulatedWorker& worker = workers[w];
-      worker.reports.clear();
-      worker.plan_digest.reset();
-      if (!thread_log.get_plan_request.has_value()) {
-        thread_log.get_plan_request.emplace();
-        if (with_batch) {
-          *thread_log.get_plan_request->mutable_batch() = batches[k];
-        } else {
-          thread_log.get_plan_request->set_step(k);
-          thread_log.get_plan_request->set_batch_fingerprint(fingerprint);
-        }
-      }
-      v1::GetPlanRequest& request = *thread_log.get_plan_request;
-      request.set_worker_id(worker.worker_id);
-      const auto fail = [&](const absl::Status& status) {
-        thread_log.Fail(absl::StrCat("GetPlan ", worker.worker_id, " step ", k),
-                        status);
-      };
-      // This worker's decoded response: its own (dropped after use, as a
-      // worker would) or the thread's.
-      std::optional<v1::GetPlanResponse> own_response;
-      const v1::GetPlanResponse* response = &thread_log.response;
-      size_t digest = thread_log.plan_digest;
-      if (options.decode_every_plan) {
-        // What dcp_worker does: the client library decodes the response.
-        absl::StatusOr<v1::GetPlanResponse> fetched = TimedCall(
-            thread_log, [&] { return worker.client->GetPlan(request); });
-        if (!fetched.ok()) {
-          fail(fetched.status());
-          return;
-        }
-        own_response = *std::move(fetched);
-        response = &*own_response;
-        digest = PlanDigest(response->plan());
+  /// Worker `w` fetches step `k`'s plan: by step and fingerprint (the batch
+  /// is known from SubmitBatches or worker 0's GetPlan), or with the whole
+  /// batch; then makes its reports from it.
+  void FetchPlan(int k, int w, bool with_batch, ThreadLog& thread_log,
+                 LoadTestStep& step) {
+    SimulatedWorker& worker = workers_[w];
+    worker.reports.clear();
+    worker.plan_digest.reset();
+    if (!thread_log.get_plan_request.has_value()) {
+      thread_log.get_plan_request.emplace();
+      if (with_batch) {
+        *thread_log.get_plan_request->mutable_batch() = batches_[k];
       } else {
-        // Every byte still reaches every worker, but a thread decodes a
-        // response only when it differs from the last one it decoded.
-        absl::StatusOr<std::string> bytes = TimedCall(thread_log, [&] {
-          return worker.client->GetSerializedPlan(request);
-        });
-        if (!bytes.ok()) {
-          fail(bytes.status());
+        thread_log.get_plan_request->set_step(k);
+        thread_log.get_plan_request->set_batch_fingerprint(
+            BatchFingerprint(batches_[k]));
+      }
+    }
+    v1::GetPlanRequest& request = *thread_log.get_plan_request;
+    request.set_worker_id(worker.worker_id);
+    const auto fail = [&](const absl::Status& status) {
+      thread_log.Fail(absl::StrCat("GetPlan ", worker.worker_id, " step ", k),
+                      status);
+    };
+    // This worker's decoded response: its own (dropped after use, as a
+    // worker would) or the thread's.
+    std::optional<v1::GetPlanResponse> own_response;
+    const v1::GetPlanResponse* response = &thread_log.response;
+    size_t digest = thread_log.plan_digest;
+    if (options_.decode_every_plan) {
+      // What dcp_worker does: the client library decodes the response.
+      absl::StatusOr<v1::GetPlanResponse> fetched = TimedCall(
+          thread_log, [&] { return worker.client->GetPlan(request); });
+      if (!fetched.ok()) {
+        fail(fetched.status());
+        return;
+      }
+      own_response = *std::move(fetched);
+      response = &*own_response;
+      digest = PlanDigest(response->plan());
+    } else {
+      // Every byte still reaches every worker, but a thread decodes a
+      // response only when it differs from the last one it decoded.
+      absl::StatusOr<std::string> bytes = TimedCall(thread_log, [&] {
+        return worker.client->GetSerializedPlan(request);
+      });
+      if (!bytes.ok()) {
+        fail(bytes.status());
+        return;
+      }
+      if (thread_log.response_bytes.empty() ||
+          *bytes != thread_log.response_bytes) {
+        thread_log.response_bytes.clear();
+        if (!thread_log.response.ParseFromString(*bytes)) {
+          fail(absl::DataLossError("the response is not a GetPlanResponse"));
           return;
         }
-        if (thread_log.response_bytes.empty() ||
-            *bytes != thread_log.response_bytes) {
-          thread_log.response_bytes.clear();
-          if (!thread_log.response.ParseFromString(*bytes)) {
-            fail(absl::DataLossError("the response is not a GetPlanResponse"));
-            return;
+        thread_log.plan_digest = PlanDigest(thread_log.response.plan());
+        thread_log.response_bytes = *std::move(bytes);
+      }
+      digest = thread_log.plan_digest;
+    }
+    worker.plan_digest = digest;
+    MakeReports(*response, k, options_.ranks_per_worker, options_, worker,
+                thread_log);
+    // The last worker's request is the mode's (worker 0's may carry the
+    // batch without --ahead).
+    if (w == options_.workers - 1) {
+      step.get_plan_request_bytes =
+          static_cast<int64_t>(request.ByteSizeLong());
+      step.get_plan_response_bytes =
+          static_cast<int64_t>(response->ByteSizeLong());
+      step.predicted_step_seconds = response->plan().predicted_step_seconds();
+    }
+  }
+
+  /// Step 0 with --register-while-planning: re-registrations on a client
+  /// thread of their own while the GetPlans run, as a phase of their own.
+  Phase Reregister() {
+    return RunPhase(
+        options_.register_while_planning, /*threads=*/1,
+        [&](int i, ThreadLog& thread_log) {
+          SimulatedWorker& worker = workers_[i % options_.workers];
+          const v1::RegisterWorkerRequest request = Registration(worker);
+          absl::StatusOr<v1::RegisterWorkerResponse> response = TimedCall(
+              thread_log,
+              [&] { return worker.client->RegisterWorker(request); });
+          if (!response.ok()) {
+            thread_log.Fail(
+                absl::StrCat("RegisterWorker (again) ", worker.worker_id),
+                response.status());
           }
-          thread_log.plan_digest = PlanDigest(thread_log.response.plan());
-          thread_log.response_bytes = *std::move(bytes);
-        }
-        digest = thread_log.plan_digest;
+        });
+  }
+
+  /// Only the re-registrations sent while step 0 was still being planned
+  /// count.
+  void AddReregistrations(const Phase& reregistrations) {
+    const std::optional<CountingPlannerMetrics::Planned> planned_0 =
+        counting_metrics_->Find(0);
+    LatencyRow& row = rows_[kRegisterWhilePlanning];
+    row.throughput = false;
+    Absorb(reregistrations, row);
+    for (const CallRecord& call : reregistrations.merged.calls) {
+      if (planned_0.has_value() && call.start < planned_0->at) {
+        row.Add(call.ms);
       }
-      worker.plan_digest = digest;
-      MakeReports(*response, k, options.ranks_per_worker, options, worker,
-                  thread_log);
-      // The last worker's request is the mode's (worker 0's may carry the
-      // batch without --ahead).
-      if (w == options.workers - 1) {
-        step.get_plan_request_bytes =
-            static_cast<int64_t>(request.ByteSizeLong());
-        step.get_plan_response_bytes =
-            static_cast<int64_t>(response->ByteSizeLong());
-        step.predicted_step_seconds = response->plan().predicted_step_seconds();
-      }
-    };
-    // Step 0: re-registrations on a thread of their own while the GetPlans
-    // run (--register-while-planning).
+    }
+    if (row.ms.empty()) {
+      result_.problems.push_back(
+          "no re-registration was sent while step 0 was being planned; use "
+          "--ahead=false --get-plan-with-batch (and a larger world or "
+          "batch)");
+    }
+  }
+
+  /// Every worker fetches step `k`'s plan; the calls go into the GetPlan
+  /// rows and `step`.
+  void FetchPlans(int k, LoadTestStep& step) {
     Phase reregistrations;
     std::thread reregister;
-    if (k == 0 && options.register_while_planning > 0) {
-      // One more client thread, as a phase of its own beside the fetches.
-      reregister = std::thread([&] {
-        reregistrations = RunPhase(
-            options.register_while_planning, /*threads=*/1,
-            [&](int i, ThreadLog& thread_log) {
-              SimulatedWorker& worker = workers[i % options.workers];
-              const v1::RegisterWorkerRequest request = registration(worker);
-              absl::StatusOr<v1::RegisterWorkerResponse> response = TimedCall(
-                  thread_log,
-                  [&] { return worker.client->RegisterWorker(request); });
-              if (!response.ok()) {
-                thread_log.Fail(
-                    absl::StrCat("RegisterWorker (again) ", worker.worker_id),
-                    response.status());
-              }
-            });
-      });
+    if (k == 0 && options_.register_while_planning > 0) {
+      reregister = std::thread([&] { reregistrations = Reregister(); });
     }
     const double process_cpu_start = ProcessCpuSeconds();
     Phase fetch;
-    if (options.get_plan_with_batch) {
-      fetch = RunPhase(options.workers, options.threads,
+    if (options_.get_plan_with_batch) {
+      fetch = RunPhase(options_.workers, options_.threads,
                        [&](int w, ThreadLog& thread_log) {
-                         fetch_plan(w, /*with_batch=*/true, thread_log);
+                         FetchPlan(k, w, /*with_batch=*/true, thread_log, step);
                        });
     } else {
       int first_by_step = 0;
-      if (!options.ahead) {
+      if (!options_.ahead) {
         // Nothing submitted ahead: worker 0's GetPlan carries the batch and
         // plans the step, then the others fetch it by step.
         fetch = RunPhase(1, 1, [&](int, ThreadLog& thread_log) {
-          fetch_plan(0, /*with_batch=*/true, thread_log);
+          FetchPlan(k, 0, /*with_batch=*/true, thread_log, step);
         });
         first_by_step = 1;
       }
       MergePhase(fetch,
-                 RunPhase(options.workers - first_by_step, options.threads,
+                 RunPhase(options_.workers - first_by_step, options_.threads,
                           [&](int i, ThreadLog& thread_log) {
-                            fetch_plan(first_by_step + i, /*with_batch=*/false,
-                                       thread_log);
+                            FetchPlan(k, first_by_step + i,
+                                      /*with_batch=*/false, thread_log, step);
                           }));
     }
     if (reregister.joinable()) {
       reregister.join();
-      // Only the calls sent while step 0 was still being planned count.
-      const std::optional<CountingPlannerMetrics::Planned> planned_0 =
-          counting_metrics->Find(0);
-      LatencyRow& row = rows[kRegisterWhilePlanning];
-      row.throughput = false;
-      absorb(reregistrations, row);
-      for (const CallRecord& call : reregistrations.merged.calls) {
-        if (planned_0.has_value() && call.start < planned_0->at) {
-          row.Add(call.ms);
-        }
-      }
-      if (row.ms.empty()) {
-        result.problems.push_back(
-            "no re-registration was sent while step 0 was being planned; use "
-            "--ahead=false --get-plan-with-batch (and a larger world or "
-            "batch)");
-      }
+      AddReregistrations(reregistrations);
     }
-    get_plan_process_cpu += ProcessCpuSeconds() - process_cpu_start;
-    get_plan_client_cpu += fetch.merged.cpu_seconds;
-    get_plan_calls +=
+    get_plan_process_cpu_ += ProcessCpuSeconds() - process_cpu_start;
+    get_plan_client_cpu_ += fetch.merged.cpu_seconds;
+    get_plan_calls_ +=
         static_cast<int64_t>(fetch.merged.calls.size()) + fetch.merged.failures;
-    absorb(fetch, rows[kGetPlan]);
-    rows[kGetPlanHit].throughput = false;
-    rows[kGetPlanWaited].throughput = false;
+    Absorb(fetch, rows_[kGetPlan]);
+    rows_[kGetPlanHit].throughput = false;
+    rows_[kGetPlanWaited].throughput = false;
     const std::optional<CountingPlannerMetrics::Planned> planned =
-        counting_metrics->Find(k);
+        counting_metrics_->Find(k);
     if (planned.has_value() && planned->times == 1) {
       step.plan_ms = planned->plan_ms;
     }
-    if (!fetch.merged.calls.empty()) {
-      absl::Time first = absl::InfiniteFuture();
-      absl::Time last = absl::InfinitePast();
-      for (const CallRecord& call : fetch.merged.calls) {
-        rows[kGetPlan].Add(call.ms);
-        if (call.start < first) {
-          first = call.start;
-          step.first_get_plan_ms = call.ms;
-        }
-        last = std::max(last, call.start + absl::Milliseconds(call.ms));
-        // A call sent before the plan was logged waited for planning.
-        if (planned.has_value() && call.start >= planned->at) {
-          ++step.cache_hits;
-          rows[kGetPlanHit].Add(call.ms);
-        } else {
-          ++step.waited_for_planning;
-          rows[kGetPlanWaited].Add(call.ms);
-        }
+    if (fetch.merged.calls.empty()) return;
+    absl::Time first = absl::InfiniteFuture();
+    absl::Time last = absl::InfinitePast();
+    for (const CallRecord& call : fetch.merged.calls) {
+      rows_[kGetPlan].Add(call.ms);
+      if (call.start < first) {
+        first = call.start;
+        step.first_get_plan_ms = call.ms;
       }
-      step.fetch_all_ms = absl::ToDoubleMilliseconds(last - first);
+      last = std::max(last, call.start + absl::Milliseconds(call.ms));
+      // A call sent before the plan was logged waited for planning.
+      if (planned.has_value() && call.start >= planned->at) {
+        ++step.cache_hits;
+        rows_[kGetPlanHit].Add(call.ms);
+      } else {
+        ++step.waited_for_planning;
+        rows_[kGetPlanWaited].Add(call.ms);
+      }
     }
-    // Every worker must have got the same plan.
+    step.fetch_all_ms = absl::ToDoubleMilliseconds(last - first);
+  }
+
+  /// Every worker must have got the same plan.
+  void CheckSamePlans(int k) {
     std::optional<size_t> reference;
-    for (const SimulatedWorker& worker : workers) {
+    for (const SimulatedWorker& worker : workers_) {
       if (!worker.plan_digest.has_value()) continue;
       if (!reference.has_value()) reference = worker.plan_digest;
       if (*worker.plan_digest != *reference) {
-        result.problems.push_back(
-            absl::StrCat(worker.worker_id, " got a different plan for step ", k,
-                         " than other workers"));
+        result_.problems.push_back(
+            absl::StrCat(worker.worker_id, " got a different plan for step ",
+                         k, " than other workers"));
         break;
       }
     }
+  }
 
-    if (options.train_seconds > 0) {
-      absl::SleepFor(absl::Seconds(options.train_seconds));
-    }
-
-    // Every rank reports what it "measured".
+  /// Every rank reports what it "measured".
+  void Report(int k, LoadTestStep& step) {
     Phase report = RunPhase(
-        options.workers, options.threads, [&](int w, ThreadLog& thread_log) {
-          SimulatedWorker& worker = workers[w];
+        options_.workers, options_.threads, [&](int w, ThreadLog& thread_log) {
+          SimulatedWorker& worker = workers_[w];
           if (worker.reports.empty()) return;
           const absl::Time worker_start = absl::Now();
           for (const v1::ReportStepStatsRequest& request : worker.reports) {
@@ -926,281 +1008,82 @@ absl::StatusOr<LoadTestResult> RunLoadTest(
               absl::ToDoubleMilliseconds(absl::Now() - worker_start));
         });
     step.report_all_ms = 1e3 * report.wall_seconds;
-    LatencyRow& per_rank = rows[kReportStepStats];
-    for (const CallRecord& call : report.merged.calls) per_rank.Add(call.ms);
-    absorb(report, per_rank);
-    LatencyRow& per_worker = rows[kReportPerWorker];
+    AddPhase(kReportStepStats, report);
+    LatencyRow& per_worker = rows_[kReportPerWorker];
     per_worker.wall_seconds += report.wall_seconds;
     for (double ms : report.merged.per_worker_ms) per_worker.Add(ms);
-    result.steps.push_back(step);
-  }
-  if (get_plan_calls > 0) {
-    result.cpu_ms_per_get_plan = 1e3 * get_plan_process_cpu / get_plan_calls;
-    result.client_cpu_ms_per_get_plan =
-        1e3 * get_plan_client_cpu / get_plan_calls;
   }
 
-  // What the planner says it did.
-  result.plans_computed = counting_metrics->plans_computed();
-  if ((*server)->metrics_port() > 0) {
-    const std::string exposition =
-        HttpGet((*server)->metrics_port(), "/metrics");
-    if (std::optional<double> plans =
-            MetricValue(exposition, metric_names::kPlansTotal);
-        plans.has_value()) {
-      result.plans_total_metric = static_cast<int64_t>(*plans);
+  // --- What the planner says it did ---------------------------------------
+
+  void ReadPlannerCounts() {
+    result_.plans_computed = counting_metrics_->plans_computed();
+    if (server_->metrics_port() > 0) {
+      const std::string exposition = HttpGet(server_->metrics_port(), "/metrics");
+      if (std::optional<double> plans =
+              MetricValue(exposition, metric_names::kPlansTotal);
+          plans.has_value()) {
+        result_.plans_total_metric = static_cast<int64_t>(*plans);
+      }
+      const std::map<std::string, std::string> method_label = {
+          {metric_names::kMethodLabel, "GetPlan"}};
+      std::optional<double> sum = MetricValue(
+          exposition, absl::StrCat(metric_names::kRpcLatencySeconds, "_sum"),
+          method_label);
+      std::optional<double> count = MetricValue(
+          exposition, absl::StrCat(metric_names::kRpcLatencySeconds, "_count"),
+          method_label);
+      if (sum.has_value() && count.has_value() && *count > 0) {
+        result_.server_get_plan_mean_ms = 1e3 * *sum / *count;
+      }
     }
-    const std::map<std::string, std::string> method_label = {
-        {metric_names::kMethodLabel, "GetPlan"}};
-    std::optional<double> sum = MetricValue(
-        exposition, absl::StrCat(metric_names::kRpcLatencySeconds, "_sum"),
-        method_label);
-    std::optional<double> count = MetricValue(
-        exposition, absl::StrCat(metric_names::kRpcLatencySeconds, "_count"),
-        method_label);
-    if (sum.has_value() && count.has_value() && *count > 0) {
-      result.server_get_plan_mean_ms = 1e3 * *sum / *count;
+    for (const std::string& failure : counting_metrics_->failures()) {
+      result_.problems.push_back(failure);
     }
-  }
-  for (const std::string& failure : counting_metrics->failures()) {
-    result.problems.push_back(failure);
-  }
-  if (world_complete && result.plans_computed != options.steps) {
-    result.problems.push_back(absl::StrCat(
-        "the planner computed ", result.plans_computed, " plans for ",
-        options.steps, " steps; each step must be planned exactly once"));
-  }
-  for (const LoadTestStep& step : result.steps) {
-    const std::optional<CountingPlannerMetrics::Planned> planned =
-        counting_metrics->Find(step.step);
-    if (world_complete && (!planned.has_value() || planned->times != 1)) {
-      result.problems.push_back(
-          absl::StrCat("step ", step.step, " was planned ",
-                       planned.has_value() ? planned->times : 0, " times"));
+    if (world_complete_ && result_.plans_computed != options_.steps) {
+      result_.problems.push_back(absl::StrCat(
+          "the planner computed ", result_.plans_computed, " plans for ",
+          options_.steps, " steps; each step must be planned exactly once"));
+    }
+    for (const LoadTestStep& step : result_.steps) {
+      const std::optional<CountingPlannerMetrics::Planned> planned =
+          counting_metrics_->Find(step.step);
+      if (world_complete_ && (!planned.has_value() || planned->times != 1)) {
+        result_.problems.push_back(
+            absl::StrCat("step ", step.step, " was planned ",
+                         planned.has_value() ? planned->times : 0, " times"));
+      }
     }
   }
 
-  for (const char* name :
-       {kRegisterWorker, kRegisterWhilePlanning, kListWorkers, kSubmitProfile,
-        kSubmitBatches, kGetPlan, kGetPlanHit, kGetPlanWaited, kReportStepStats,
-        kReportPerWorker}) {
-    auto it = rows.find(name);
-    if (it != rows.end()) result.rpcs.push_back(it->second.Summarize(name));
-  }
-
-  // Idle clients first: the server's graceful shutdown then has no
-  // connections to wait for.
-  for (SimulatedWorker& worker : workers) worker.client = nullptr;
-  clients.clear();
-  (*server)->Shutdown(absl::Seconds(2));
-  result.wall_seconds = absl::ToDoubleSeconds(absl::Now() - test_start);
-  if (result.wall_seconds > 0) {
-    result.cpus_used = (ProcessCpuSeconds() - cpu_start) / result.wall_seconds;
-  }
-  return result;
-}
-
-// ---------------------------------------------------------------------------
-// Command line.
-
-namespace {
-
-constexpr FlagSpec kFlags[] = {
-    {"workers", "N", /*default_value=*/"",
-     "simulated workers, one per node (default 512)"},
-    {"ranks-per-worker", "N", /*default_value=*/"",
-     "ranks of each worker = GPUs per node (default 8; 512 x 8 = 4,096 "
-     "GPUs)"},
-    {"steps", "N", /*default_value=*/"", "training steps (default 20)"},
-    {"model", "NAME|FILE", /*default_value=*/"",
-     "model preset (llama3-8b, llama3-70b, video-dit-1b, tiny) or ModelSpec "
-     "JSON file (default llama3-8b)"},
-    {"workload", "SPEC", /*default_value=*/"",
-     "sequence-length workload, e.g. longtail, uniform:min=1024,max=8192 "
-     "(default longtail)"},
-    {"global-batch-samples", "B", /*default_value=*/"",
-     "sequences per global batch (default 4 per GPU: 16,384 at 4,096 GPUs)"},
-    {"global-batch-tokens", "T", /*default_value=*/"",
-     "token budget per global batch, instead of --global-batch-samples"},
-    {"seed", "S", /*default_value=*/"",
-     "seed of the batch stream and the measurement noise "
-     "(default 1)"},
-    {"connections", "N", /*default_value=*/"",
-     "gRPC connections the simulated workers share (default 16; real "
-     "workers each have one)"},
-    {"threads", "N", /*default_value=*/"",
-     "client threads = calls in flight at most (default 64)"},
-    {"ahead", nullptr, /*default_value=*/"",
-     "submit step 0's batch with SubmitBatches before the workers register "
-     "and step k+1's when step k starts, so that each is planned before it "
-     "is fetched (default true; "
-     "--ahead=false plans on the first GetPlan: worker 0's, carrying the "
-     "batch, before the others ask by step)"},
-    {"get-plan-with-batch", nullptr, /*default_value=*/"",
-     "every GetPlan carries the step's whole batch (the old protocol) "
-     "instead of only its step and fingerprint (default false)"},
-    {"decode-every-plan", nullptr, /*default_value=*/"",
-     "decode every GetPlan response; by default a client thread decodes a "
-     "response only when it differs byte for byte from the last one it "
-     "decoded (decoding is each worker's own CPU work in a real job; here "
-     "512 workers' would share the planner's cores) (default false)"},
-    {"profile-samples", "N", /*default_value=*/"",
-     "after registering, every worker submits a profile of N synthetic "
-     "micro-benchmark samples at once, as ranks do at startup (default 0: "
-     "no profiles)"},
-    {"noise", "F", /*default_value=*/"",
-     "reported step time = predicted x (1 + F x uniform[-1, 1)) (default "
-     "0.05)"},
-    {"train-seconds", "S", /*default_value=*/"",
-     "seconds each step trains between GetPlan and ReportStepStats "
-     "(default 0)"},
-    {"server-threads", "N", /*default_value=*/"",
-     "the planner's handler call threads (default 16)"},
-    {"planning-threads", "N", /*default_value=*/"",
-     "the planner's background planning threads (default 1)"},
-    {"register-while-planning", "N", /*default_value=*/"",
-     "while step 0's GetPlans run, one more client thread re-registers "
-     "workers N times; the calls sent before step 0 was planned are the row "
-     "'RegisterWorker (while GetPlans wait)' (use with --ahead=false "
-     "--get-plan-with-batch, so that every step-0 GetPlan waits) (default 0)"},
-    {"format", "text|json", /*default_value=*/"",
-     "output format (default text)"},
-    {"verbose", nullptr, /*default_value=*/"",
-     "print the planner's log lines to stderr"},
+  const LoadTestOptions& options_;
+  const std::function<void(const std::string&)>& log_;
+  absl::Time test_start_;
+  double cpu_start_ = 0;
+  LoadTestResult result_;
+  ModelSpec model_;
+  ClusterSpec cluster_;
+  std::vector<v1::GlobalBatch> batches_;
+  // Declared before the server: it outlives it.
+  std::unique_ptr<CountingPlannerMetrics> counting_metrics_;
+  std::unique_ptr<PlannerServer> server_;
+  std::vector<std::unique_ptr<GrpcPlannerClient>> clients_;
+  std::vector<SimulatedWorker> workers_;
+  std::map<std::string, LatencyRow> rows_;
+  bool world_complete_ = false;
+  double get_plan_process_cpu_ = 0;
+  double get_plan_client_cpu_ = 0;
+  int64_t get_plan_calls_ = 0;
 };
-
-const ProgramSpec& LoadTestProgram() {
-  static const auto* const program = new ProgramSpec{
-      "planner_load_test",
-      "planner_load_test: load-tests the DCP planner service.\n\n"
-      "Starts a planner in this process on 127.0.0.1 (a free port) and\n"
-      "simulated workers that register, then per step fetch the plan\n"
-      "(GetPlan by step and batch fingerprint, the batch submitted ahead by\n"
-      "worker 0 with SubmitBatches; or with the whole batch), check that\n"
-      "every worker got the same plan, and report each rank's step time\n"
-      "(ReportStepStats, one call per rank; measured = predicted x (1 +\n"
-      "seeded noise)). Each client thread decodes a plan response only when\n"
-      "it differs from the last one it decoded (--decode-every-plan: every\n"
-      "one). Prints the world, the plans computed (exactly one per step is\n"
-      "required), each step's planning and fetch times, and per RPC the\n"
-      "calls, throughput and client-side p50/p99/max latency; GetPlan also\n"
-      "split into calls that found the plan ready and calls that waited\n"
-      "for planning.",
-      kFlags,
-      "Exit status: 0 when every call succeeded and every step was planned "
-      "exactly once, 1 otherwise, 2 for a usage error.\n"};
-  return *program;
-}
-
-struct LoadTestCommandLine {
-  LoadTestOptions options;
-  bool json = false;
-  bool verbose = false;
-};
-
-/// Sets `*field` from the flag when it is given (else leaves the default).
-template <typename Field, typename Getter>
-absl::Status SetIfGiven(const ParsedFlags& flags, const char* name, Getter get,
-                        Field* field) {
-  if (!flags.Given(name)) return absl::OkStatus();
-  auto value = get(name);
-  if (!value.ok()) return value.status();
-  *field = static_cast<Field>(*value);
-  return absl::OkStatus();
-}
-
-absl::StatusOr<LoadTestCommandLine> LoadTestCommandLineOf(
-    const ParsedFlags& parsed) {
-  const ParsedFlags* flags = &parsed;
-  LoadTestCommandLine command_line;
-  LoadTestOptions& options = command_line.options;
-  const auto int32 = [&](const char* name) { return flags->Int32(name); };
-  const auto positive = [&](const char* name) {
-    return flags->Int(name, /*min=*/1);
-  };
-  const auto uint64 = [&](const char* name) { return flags->Uint64(name); };
-  const auto number = [&](const char* name) { return flags->Double(name); };
-  const auto boolean = [&](const char* name) { return flags->Bool(name); };
-  for (absl::Status status : {
-           SetIfGiven(*flags, "workers", int32, &options.workers),
-           SetIfGiven(*flags, "ranks-per-worker", int32,
-                      &options.ranks_per_worker),
-           SetIfGiven(*flags, "steps", int32, &options.steps),
-           SetIfGiven(*flags, "global-batch-samples", positive,
-                      &options.global_batch_samples),
-           SetIfGiven(*flags, "global-batch-tokens", positive,
-                      &options.global_batch_tokens),
-           SetIfGiven(*flags, "seed", uint64, &options.seed),
-           SetIfGiven(*flags, "connections", int32, &options.connections),
-           SetIfGiven(*flags, "threads", int32, &options.threads),
-           SetIfGiven(*flags, "ahead", boolean, &options.ahead),
-           SetIfGiven(*flags, "get-plan-with-batch", boolean,
-                      &options.get_plan_with_batch),
-           SetIfGiven(*flags, "decode-every-plan", boolean,
-                      &options.decode_every_plan),
-           SetIfGiven(*flags, "profile-samples", int32,
-                      &options.profile_samples),
-           SetIfGiven(*flags, "noise", number, &options.noise),
-           SetIfGiven(*flags, "train-seconds", number, &options.train_seconds),
-           SetIfGiven(*flags, "server-threads", int32,
-                      &options.server_call_threads),
-           SetIfGiven(*flags, "planning-threads", int32,
-                      &options.planning_threads),
-           SetIfGiven(*flags, "register-while-planning", int32,
-                      &options.register_while_planning),
-           SetIfGiven(*flags, "verbose", boolean, &command_line.verbose),
-       }) {
-    if (!status.ok()) return status;
-  }
-  if (flags->Given("model")) options.model = flags->String("model");
-  if (flags->Given("workload")) options.workload = flags->String("workload");
-  const std::string format = flags->String("format");
-  if (flags->Given("format") && format != "text" && format != "json") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--format=", format, ": expected text or json"));
-  }
-  command_line.json = format == "json";
-  if (options.global_batch_samples > 0 && options.global_batch_tokens > 0) {
-    return absl::InvalidArgumentError(
-        "--global-batch-samples and --global-batch-tokens are exclusive; "
-        "give one");
-  }
-  return command_line;
-}
-
-/// One stderr line. Thread-safe (one stdio call).
-void LogToStderr(const std::string& line) {
-  const std::string with_newline = absl::StrCat("planner: ", line, "\n");
-  std::fwrite(with_newline.data(), 1, with_newline.size(), stderr);
-}
 
 }  // namespace
 
-int RunLoadTestMain(int argc, char** argv) {
-  const MainStart start = StartMain(LoadTestProgram(), argc, argv);
-  if (!start.flags.has_value()) return start.exit_code;
-  absl::StatusOr<LoadTestCommandLine> command_line =
-      LoadTestCommandLineOf(*start.flags);
-  if (!command_line.ok()) {
-    return PrintUsageError(std::cerr, LoadTestProgram().name,
-                           command_line.status().message());
-  }
-  absl::StatusOr<LoadTestResult> result =
-      RunLoadTest(command_line->options,
-                  command_line->verbose
-                      ? std::function<void(const std::string&)>(&LogToStderr)
-                      : nullptr);
-  if (!result.ok()) {
-    std::fprintf(stderr, "planner_load_test: %s\n",
-                 std::string(result.status().message()).c_str());
-    return result.status().code() == absl::StatusCode::kInvalidArgument
-               ? kExitUsageError
-               : kExitFailure;
-  }
-  const std::string output = command_line->json ? FormatLoadTestJson(*result)
-                                                : FormatLoadTestText(*result);
-  std::fputs(output.c_str(), stdout);
-  return result->ok() ? kExitOk : kExitFailure;
+absl::StatusOr<LoadTestResult> RunLoadTest(
+    const LoadTestOptions& options,
+    const std::function<void(const std::string&)>& log) {
+  if (absl::Status valid = ValidateOptions(options); !valid.ok()) return valid;
+  LoadTestRun run(options, log);
+  return run.Run();
 }
 
 }  // namespace dcp
