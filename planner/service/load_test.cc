@@ -1,48 +1,28 @@
 // RunLoadTest: the one sequential scenario (register, profile, then per step
-// submit, fetch, train, report) as LoadTestRun's phases, with the simulated
-// workers, client threads and planner counters it needs. Its command line
-// is load_test_command_line.cc.
+// submit, fetch, train, report) as LoadTestRun's phases. Its client threads
+// are load_test_threads.h, its simulated workers load_test_worker.h, what
+// it counts of the planner counting_planner_metrics.h, and its command line
+// load_test_command_line.cc.
 
 #include "planner/service/load_test.h"
 
-#include <sys/resource.h>
-#include <time.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <atomic>
-#include <cmath>
 #include <cstdio>
-#include <fstream>
-#include <iostream>
-#include <limits>
 #include <map>
 #include <memory>
 #include <optional>
-#include <random>
 #include <string>
 #include <thread>
-#include <tuple>
 #include <utility>
 #include <vector>
 
-#include "absl/base/thread_annotations.h"
-#include "absl/container/flat_hash_map.h"
-#include "absl/hash/hash.h"
 #include "absl/status/status.h"
-#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "absl/types/span.h"
 #include "common/clock.h"
-#include "common/command_line.h"
-#include "common/main_prologue.h"
-#include "common/percentile.h"
 #include "common/status_macros.h"
 #include "cost_model/cluster_spec.h"
 #include "cost_model/cost_model.h"
@@ -51,6 +31,9 @@
 #include "dcp/v1/planner_service.pb.h"
 #include "planner/client/planner_client.h"
 #include "planner/client/proto_convert.h"
+#include "planner/service/counting_planner_metrics.h"
+#include "planner/service/load_test_threads.h"
+#include "planner/service/load_test_worker.h"
 #include "planner/service/metrics_scrape.h"
 #include "planner/service/planner_handler.h"
 #include "planner/service/planner_metrics.h"
@@ -60,371 +43,6 @@
 
 namespace dcp {
 namespace {
-
-/// Errors kept verbatim in the result (the rest are only counted).
-constexpr size_t kMaxErrorsKept = 10;
-
-// ---------------------------------------------------------------------------
-// Measurement helpers.
-
-double ThreadCpuSeconds() {
-  timespec now{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
-  return now.tv_sec + 1e-9 * now.tv_nsec;
-}
-
-double ProcessCpuSeconds() {
-  rusage usage{};
-  getrusage(RUSAGE_SELF, &usage);
-  return usage.ru_utime.tv_sec + 1e-6 * usage.ru_utime.tv_usec +
-         usage.ru_stime.tv_sec + 1e-6 * usage.ru_stime.tv_usec;
-}
-
-/// The 1-minute load average from /proc/loadavg; -1 if unreadable.
-double LoadAverage() {
-  std::ifstream file("/proc/loadavg");
-  double load = -1;
-  if (!(file >> load)) return -1;
-  return load;
-}
-
-/// ESTABLISHED TCP connections in this network namespace whose remote port
-/// is `port` (the client ends of connections to the planner); -1 if
-/// unreadable.
-int CountTcpConnectionsTo(int port) {
-  int count = 0;
-  bool readable = false;
-  for (const char* path : {"/proc/self/net/tcp", "/proc/self/net/tcp6"}) {
-    std::ifstream file(path);
-    if (!file) continue;
-    readable = true;
-    std::string line;
-    std::getline(file, line);  // header
-    while (std::getline(file, line)) {
-      std::vector<absl::string_view> fields =
-          absl::StrSplit(line, ' ', absl::SkipEmpty());
-      // sl local_address rem_address st ...
-      if (fields.size() < 4 || fields[3] != "01") continue;
-      const size_t colon = fields[2].rfind(':');
-      uint32_t remote_port = 0;
-      if (colon != absl::string_view::npos &&
-          absl::SimpleHexAtoi(fields[2].substr(colon + 1), &remote_port) &&
-          static_cast<int>(remote_port) == port) {
-        ++count;
-      }
-    }
-  }
-  return readable ? count : -1;
-}
-
-/// SplitMix64: a well-mixed seed for each (seed, step, rank).
-uint64_t Mix(uint64_t value) {
-  value += 0x9e3779b97f4a7c15ull;
-  value = (value ^ (value >> 30)) * 0xbf58476d1ce4e5b9ull;
-  value = (value ^ (value >> 27)) * 0x94d049bb133111ebull;
-  return value ^ (value >> 31);
-}
-
-/// 1 + noise x u, u uniform in [-1, 1) from the raw output of `rng` (the
-/// same on every platform).
-double NoiseFactor(std::mt19937_64& rng, double noise) {
-  const double unit = static_cast<double>(rng() >> 11) * 0x1.0p-53;
-  return 1 + noise * (2 * unit - 1);
-}
-
-// ---------------------------------------------------------------------------
-// What the server tells us about planning.
-
-/// The handler's PlannerMetrics: forwards to the server's, counts the plans
-/// computed and profile fits, and records each planned step from the
-/// handler's typed StepPlanned events. Thread-safe.
-class CountingPlannerMetrics final : public PlannerMetrics {
- public:
-  struct Planned {
-    /// When the plan was computed (it is served right after).
-    absl::Time at;
-    double plan_ms = 0;
-    int times = 0;
-  };
-
-  explicit CountingPlannerMetrics(PlannerMetrics* forward)
-      : forward_(forward != nullptr ? forward : &noop_) {}
-
-  void PlanComputed(double latency_seconds,
-                    double predicted_step_seconds) override {
-    plans_computed_.fetch_add(1);
-    forward_->PlanComputed(latency_seconds, predicted_step_seconds);
-  }
-  void PlanShape(const std::map<int, int>& groups_by_sp_size, int micro_batches,
-                 double mean_checkpointed_layers,
-                 int max_checkpointed_layers) override {
-    forward_->PlanShape(groups_by_sp_size, micro_batches,
-                        mean_checkpointed_layers, max_checkpointed_layers);
-  }
-  void StepMeasured(int rank, double measured_step_seconds) override {
-    forward_->StepMeasured(rank, measured_step_seconds);
-  }
-  void StepImbalance(double imbalance) override {
-    forward_->StepImbalance(imbalance);
-  }
-  void CostModelError(double relative_error) override {
-    forward_->CostModelError(relative_error);
-  }
-  void RegisteredWorkers(int workers) override {
-    forward_->RegisteredWorkers(workers);
-  }
-  void StepPlanned(int64_t step, double planning_seconds,
-                   bool plannable) override {
-    const absl::Time now = absl::Now();
-    forward_->StepPlanned(step, planning_seconds, plannable);
-    absl::MutexLock lock(&mutex_);
-    if (!plannable) {
-      failures_.push_back(absl::StrCat(
-          "step ", step, ": not plannable (the planner's log says why)"));
-      return;
-    }
-    Planned& planned = planned_[step];
-    ++planned.times;
-    planned.at = now;
-    planned.plan_ms = 1e3 * planning_seconds;
-  }
-  void ProfilesFitted(int workers, int64_t samples) override {
-    profile_fits_.fetch_add(1);
-    forward_->ProfilesFitted(workers, samples);
-  }
-
-  int64_t plans_computed() const { return plans_computed_.load(); }
-  int64_t profile_fits() const { return profile_fits_.load(); }
-  std::optional<Planned> Find(int64_t step) const {
-    absl::MutexLock lock(&mutex_);
-    auto it = planned_.find(step);
-    if (it == planned_.end()) return std::nullopt;
-    return it->second;
-  }
-  std::vector<std::string> failures() const {
-    absl::MutexLock lock(&mutex_);
-    return failures_;
-  }
-
- private:
-  NoopPlannerMetrics noop_;
-  PlannerMetrics* const forward_;
-  std::atomic<int64_t> plans_computed_{0};
-  std::atomic<int64_t> profile_fits_{0};
-  mutable absl::Mutex mutex_;
-  std::map<int64_t, Planned> planned_ ABSL_GUARDED_BY(mutex_);
-  std::vector<std::string> failures_ ABSL_GUARDED_BY(mutex_);
-};
-
-// ---------------------------------------------------------------------------
-// Simulated workers and the phases they run in.
-
-/// One simulated worker (one node). Touched by one client thread at a time.
-struct SimulatedWorker {
-  std::string worker_id;
-  std::string node_name;
-  /// One of the shared connections.
-  GrpcPlannerClient* client = nullptr;
-  int first_rank = -1;
-  /// This step's reports, made from the plan it fetched.
-  std::vector<v1::ReportStepStatsRequest> reports;
-  /// PlanDigest of the plan it got (compared across workers).
-  std::optional<size_t> plan_digest;
-};
-
-struct CallRecord {
-  absl::Time start;
-  double ms = 0;
-};
-
-/// What one client thread saw in a phase; merged after the phase.
-struct ThreadLog {
-  std::vector<CallRecord> calls;
-  /// Report phase: wall time of each worker's ReportStepStats calls.
-  std::vector<double> per_worker_ms;
-  int64_t failures = 0;
-  std::vector<std::string> errors;
-  std::vector<std::string> problems;
-  double cpu_seconds = 0;
-  /// Scratch for the GetPlan phase: this thread's request, made (its batch
-  /// copied, if it carries one) once per phase: only worker_id changes
-  /// between its calls, so that the simulated workers spend as little of
-  /// the shared CPUs as they can.
-  std::optional<v1::GetPlanRequest> get_plan_request;
-  /// Without --decode-every-plan: the GetPlan response this thread decoded
-  /// last, its PlanDigest and its bytes as received (a response equal to
-  /// them is not decoded again).
-  v1::GetPlanResponse response;
-  size_t plan_digest = 0;
-  std::string response_bytes;
-
-  void Fail(absl::string_view what, const absl::Status& status) {
-    ++failures;
-    if (errors.size() < kMaxErrorsKept) {
-      errors.push_back(absl::StrCat(what, ": ", status.ToString()));
-    }
-  }
-};
-
-struct Phase {
-  ThreadLog merged;
-  double wall_seconds = 0;
-};
-
-/// Runs `call` (returning absl::Status or absl::StatusOr) and records its
-/// latency in `log` if it succeeds; returns what it returned.
-template <typename Call>
-auto TimedCall(ThreadLog& log, const Call& call) -> decltype(call()) {
-  const absl::Time start = absl::Now();
-  auto result = call();
-  const double ms = absl::ToDoubleMilliseconds(absl::Now() - start);
-  if (result.ok()) log.calls.push_back({start, ms});
-  return result;
-}
-
-/// Adds what `log` saw to `all`.
-void MergeLog(ThreadLog& all, ThreadLog log) {
-  all.calls.insert(all.calls.end(), log.calls.begin(), log.calls.end());
-  all.per_worker_ms.insert(all.per_worker_ms.end(), log.per_worker_ms.begin(),
-                           log.per_worker_ms.end());
-  all.failures += log.failures;
-  for (std::string& error : log.errors) {
-    if (all.errors.size() < kMaxErrorsKept) {
-      all.errors.push_back(std::move(error));
-    }
-  }
-  for (std::string& problem : log.problems) {
-    all.problems.push_back(std::move(problem));
-  }
-  all.cpu_seconds += log.cpu_seconds;
-}
-
-/// Runs `task(i, log)` for i in [0, tasks) on up to `threads` threads, each
-/// taking the next task when done with one.
-Phase RunPhase(int tasks, int threads,
-               const std::function<void(int, ThreadLog&)>& task) {
-  if (tasks <= 0) return Phase();
-  const int num_threads = std::max(1, std::min(threads, tasks));
-  std::vector<ThreadLog> logs(num_threads);
-  std::atomic<int> next{0};
-  const absl::Time start = absl::Now();
-  std::vector<std::thread> pool;
-  pool.reserve(num_threads);
-  for (int t = 0; t < num_threads; ++t) {
-    pool.emplace_back([&, t] {
-      ThreadLog& log = logs[t];
-      const double cpu_start = ThreadCpuSeconds();
-      for (int i = next.fetch_add(1); i < tasks; i = next.fetch_add(1)) {
-        task(i, log);
-      }
-      log.cpu_seconds = ThreadCpuSeconds() - cpu_start;
-    });
-  }
-  for (std::thread& thread : pool) thread.join();
-  Phase phase;
-  phase.wall_seconds = absl::ToDoubleSeconds(absl::Now() - start);
-  for (ThreadLog& log : logs) MergeLog(phase.merged, std::move(log));
-  return phase;
-}
-
-/// Adds phase `later`, run after `phase`, to it.
-void MergePhase(Phase& phase, Phase later) {
-  phase.wall_seconds += later.wall_seconds;
-  MergeLog(phase.merged, std::move(later.merged));
-}
-
-/// Latencies of one row accumulated over phases.
-struct LatencyRow {
-  std::vector<double> ms;
-  int64_t failures = 0;
-  double wall_seconds = 0;
-  /// Throughput is meaningful (not a subset of another row's calls).
-  bool throughput = true;
-
-  void Add(double call_ms) { ms.push_back(call_ms); }
-
-  RpcLatency Summarize(std::string name) {
-    RpcLatency summary;
-    summary.name = std::move(name);
-    std::sort(ms.begin(), ms.end());
-    summary.calls = static_cast<int64_t>(ms.size()) + failures;
-    summary.failures = failures;
-    if (throughput && wall_seconds > 0) {
-      summary.calls_per_second = summary.calls / wall_seconds;
-    }
-    double sum = 0;
-    for (double value : ms) sum += value;
-    summary.mean_ms = ms.empty() ? 0 : sum / ms.size();
-    summary.p50_ms = Percentile(ms, 0.50);
-    summary.p99_ms = Percentile(ms, 0.99);
-    summary.max_ms = ms.empty() ? 0 : ms.back();
-    return summary;
-  }
-};
-
-/// A hash of what the workers act on in `plan`: its predicted step time and
-/// every group's ranks, and every micro-batch's sequences and recompute.
-size_t PlanDigest(const v1::Plan& plan) {
-  size_t digest = absl::HashOf(plan.step(), plan.predicted_step_seconds(),
-                               plan.groups_size());
-  for (const v1::Group& group : plan.groups()) {
-    digest = absl::HashOf(
-        digest, absl::MakeConstSpan(group.ranks().data(), group.ranks_size()),
-        group.micro_batches_size());
-    for (const v1::MicroBatch& micro_batch : group.micro_batches()) {
-      digest = absl::HashOf(
-          digest,
-          absl::MakeConstSpan(micro_batch.sequence_indices().data(),
-                              micro_batch.sequence_indices_size()),
-          micro_batch.checkpointed_layers());
-    }
-  }
-  return digest;
-}
-
-/// The reports of `worker`'s ranks for the plan in `response`; problems
-/// (a rank without a group) go to `log`.
-void MakeReports(const v1::GetPlanResponse& response, int64_t step,
-                 int num_ranks, const LoadTestOptions& options,
-                 SimulatedWorker& worker, ThreadLog& log) {
-  const v1::Plan& plan = response.plan();
-  std::vector<int> group_of_local_rank(num_ranks, -1);
-  for (int g = 0; g < plan.groups_size(); ++g) {
-    for (int rank : plan.groups(g).ranks()) {
-      const int local = rank - worker.first_rank;
-      if (local >= 0 && local < num_ranks) group_of_local_rank[local] = g;
-    }
-  }
-  worker.reports.clear();
-  for (int local = 0; local < num_ranks; ++local) {
-    const int rank = worker.first_rank + local;
-    if (group_of_local_rank[local] < 0) {
-      log.problems.push_back(
-          absl::StrCat("rank ", rank, " of ", worker.worker_id,
-                       " has no group in step ", step, "'s plan"));
-      continue;
-    }
-    const v1::Group& group = plan.groups(group_of_local_rank[local]);
-    std::mt19937_64 rng(
-        Mix(Mix(Mix(options.seed) ^ static_cast<uint64_t>(step)) ^
-            static_cast<uint64_t>(rank)));
-    v1::ReportStepStatsRequest report;
-    report.set_worker_id(worker.worker_id);
-    report.set_step(step);
-    report.set_rank(rank);
-    report.set_step_seconds(std::max(
-        1e-6, group.predicted_seconds() * NoiseFactor(rng, options.noise)));
-    for (int i = 0; i < group.micro_batches_size(); ++i) {
-      const v1::MicroBatch& micro_batch = group.micro_batches(i);
-      v1::MicroBatchStats* stats = report.add_micro_batches();
-      stats->set_micro_batch_index(i);
-      stats->set_compute_seconds(micro_batch.predicted_seconds() *
-                                 NoiseFactor(rng, options.noise));
-      stats->set_peak_memory_bytes(micro_batch.predicted_peak_bytes());
-    }
-    worker.reports.push_back(std::move(report));
-  }
-}
 
 absl::Status ValidateOptions(const LoadTestOptions& options) {
   auto range = [](const char* flag, int64_t value, int64_t min,
