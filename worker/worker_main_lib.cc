@@ -226,8 +226,8 @@ absl::Status CheckWorkloadFlags(const WorkerAgentOptions& agent) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<MainConfig> Configure(const ParsedFlags& flags) {
-  MainConfig config;
+/// The planner connection: address, token, TLS, deadlines and retries.
+absl::Status ConfigureClient(const ParsedFlags& flags, MainConfig& config) {
   config.client.target =
       FlagOrEnvironment(flags, "planner", "DCP_PLANNER_ADDRESS");
   if (config.client.target.empty()) {
@@ -258,8 +258,12 @@ absl::StatusOr<MainConfig> Configure(const ParsedFlags& flags) {
   DCP_ASSIGN_OR_RETURN(config.client.retry.outage_tolerance,
                        NonNegativeDuration(flags, "planner-outage-tolerance"));
   config.client.retry.seed = static_cast<uint64_t>(::getpid());
+  return absl::OkStatus();
+}
 
-  WorkerAgentOptions& agent = config.agent;
+/// Identity, rendezvous and the timeouts of joining and running the world.
+absl::Status ConfigureWorld(const ParsedFlags& flags,
+                            WorkerAgentOptions& agent) {
   agent.worker_id = FlagOrEnvironment(flags, "worker-id", "DCP_WORKER_ID");
   if (agent.worker_id.empty()) {
     agent.worker_id = absl::StrCat(HostName(), "-", ::getpid());
@@ -287,7 +291,12 @@ absl::StatusOr<MainConfig> Configure(const ParsedFlags& flags) {
   DCP_ASSIGN_OR_RETURN(auto checkpoint_timeout,
                        flags.Duration("checkpoint-timeout"));
   agent.checkpoint_timeout = checkpoint_timeout;
+  return absl::OkStatus();
+}
 
+/// Whether and what to profile.
+absl::Status ConfigureProfile(const ParsedFlags& flags,
+                              WorkerAgentOptions& agent) {
   DCP_ASSIGN_OR_RETURN(auto profile, flags.Bool("profile"));
   agent.profile = profile;
   // Whole micro-batches and the optimizer step, for the fixed costs
@@ -309,6 +318,12 @@ absl::StatusOr<MainConfig> Configure(const ParsedFlags& flags) {
     DCP_ASSIGN_OR_RETURN(auto repeats, flags.Int("profile-repeats", 1, 1000));
     agent.profile_options.repeats = static_cast<int>(repeats);
   }
+  return absl::OkStatus();
+}
+
+/// Steps, the workload and its batches, and where plans come from.
+absl::Status ConfigureWorkload(const ParsedFlags& flags,
+                               WorkerAgentOptions& agent) {
   DCP_ASSIGN_OR_RETURN(auto steps, flags.Int("steps", 0, int64_t{1} << 40));
   agent.steps = steps;
   agent.workload = flags.String("workload");
@@ -348,6 +363,12 @@ absl::StatusOr<MainConfig> Configure(const ParsedFlags& flags) {
   // world would fail this rank mid-run and leave its peers with a
   // misleading peer error.
   DCP_RETURN_IF_ERROR(CheckWorkloadFlags(agent));
+  return absl::OkStatus();
+}
+
+/// The model, precision, optimizer, threads, checkpoints and outputs.
+absl::Status ConfigureTraining(const ParsedFlags& flags, MainConfig& config) {
+  WorkerAgentOptions& agent = config.agent;
   DCP_ASSIGN_OR_RETURN(auto model_seed, flags.Uint64("model-seed"));
   agent.model_seed = model_seed;
   DCP_ASSIGN_OR_RETURN(auto learning_rate,
@@ -389,6 +410,16 @@ absl::StatusOr<MainConfig> Configure(const ParsedFlags& flags) {
   }
   agent.summary_file = flags.String("summary-file");
   config.metrics_listen = flags.String("metrics-listen");
+  return absl::OkStatus();
+}
+
+absl::StatusOr<MainConfig> Configure(const ParsedFlags& flags) {
+  MainConfig config;
+  DCP_RETURN_IF_ERROR(ConfigureClient(flags, config));
+  DCP_RETURN_IF_ERROR(ConfigureWorld(flags, config.agent));
+  DCP_RETURN_IF_ERROR(ConfigureProfile(flags, config.agent));
+  DCP_RETURN_IF_ERROR(ConfigureWorkload(flags, config.agent));
+  DCP_RETURN_IF_ERROR(ConfigureTraining(flags, config));
   return config;
 }
 

@@ -7,11 +7,13 @@
 #include <chrono>
 #include <cstdint>
 #include <iostream>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_format.h"
 #include "common/command_line.h"
+#include "common/status_macros.h"
 #include "cost_model/cost_model.h"
 #include "planner/plan/batch_check.h"
 #include "planner/exact/exact_reference.h"
@@ -72,6 +74,166 @@ struct Bracket {
   bool pinned = false;
 };
 
+// The flags, checked.
+struct GapConfig {
+  int64_t instances = 0;
+  int64_t milp_instances = 0;
+  int64_t only_gpus = 0;
+  bool milp_closes = false;
+  int64_t seed = 0;
+  double layout_seconds = 0;
+  double batch_seconds = 0;
+  std::string families;
+};
+
+absl::StatusOr<GapConfig> ConfigOf(const ParsedFlags& flags) {
+  GapConfig config;
+  DCP_ASSIGN_OR_RETURN(config.only_gpus, flags.Int("gpus", 0, 1 << 20));
+  DCP_ASSIGN_OR_RETURN(config.milp_closes, flags.Bool("milp_closes"));
+  DCP_ASSIGN_OR_RETURN(config.milp_instances,
+                       flags.Int("milp_instances", 1, 10000));
+  DCP_ASSIGN_OR_RETURN(config.instances, flags.Int("instances", 1, 10000));
+  DCP_ASSIGN_OR_RETURN(config.seed, flags.Int("seed", 0, 1'000'000'000));
+  DCP_ASSIGN_OR_RETURN(
+      config.layout_seconds,
+      flags.Double("layout_seconds", 0, 3600, /*min_exclusive=*/true));
+  DCP_ASSIGN_OR_RETURN(
+      config.batch_seconds,
+      flags.Double("batch_seconds", 0, 86400, /*min_exclusive=*/true));
+  config.families = flags.String("families");
+  if (config.families != "all" && config.families != "exhaustive" &&
+      config.families != "milp") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--families=", config.families, ": must be all, exhaustive or milp"));
+  }
+  return config;
+}
+
+// Seconds since the run started.
+class Elapsed {
+ public:
+  double operator()() const {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                         start_)
+        .count();
+  }
+
+ private:
+  std::chrono::steady_clock::time_point start_ =
+      std::chrono::steady_clock::now();
+};
+
+// The optimum's bracket of one batch whose dcp plan takes `dcp` seconds:
+// one MILP per layout (MILP families), or the exhaustive search, closed by
+// the MILP where its ends do not meet (--milp_closes).
+absl::StatusOr<Bracket> BracketOf(const Family& family,
+                                  const CostModel& cost_model,
+                                  const std::vector<int64_t>& lengths,
+                                  double dcp, const GapConfig& config,
+                                  int batch, const Elapsed& elapsed) {
+  MilpReferenceOptions milp_options;
+  milp_options.layout_time_limit_seconds = config.layout_seconds;
+  milp_options.time_limit_seconds = config.batch_seconds;
+  if (family.milp) {
+    milp_options.upper_bound_seconds = dcp;
+    DCP_ASSIGN_OR_RETURN(
+        const MilpReference milp,
+        ComputeMilpReference(cost_model, {}, lengths, milp_options));
+    const Bracket bracket = {milp.upper_seconds, milp.lower_seconds,
+                             milp.proven};
+    std::cerr << absl::StrFormat(
+        "exact_gap: %s %s %d GPUs batch %d: dcp %.4f s, optimum in "
+        "[%.4f, %.4f] s (%d/%d layouts closed, largest MILP %d "
+        "columns), %.0f s elapsed\n",
+        family.model, family.workload, family.nodes * family.gpus_per_node,
+        batch + 1, dcp, bracket.lower, bracket.upper, milp.layouts_proven,
+        milp.layouts, milp.max_columns, elapsed());
+    return bracket;
+  }
+  DCP_ASSIGN_OR_RETURN(const ExactReference exact,
+                       ComputeExactReference(cost_model, {}, lengths));
+  Bracket bracket = {exact.upper_seconds, exact.lower_seconds,
+                     exact.upper_seconds <= exact.lower_seconds * (1 + 1e-9)};
+  if (!bracket.pinned && config.milp_closes) {
+    // Where the search's ends do not meet, the MILP may close them.
+    milp_options.upper_bound_seconds = std::min(dcp, bracket.upper);
+    DCP_ASSIGN_OR_RETURN(
+        const MilpReference milp,
+        ComputeMilpReference(cost_model, {}, lengths, milp_options));
+    bracket.upper = std::min(bracket.upper, milp.upper_seconds);
+    bracket.lower = std::max(bracket.lower, milp.lower_seconds);
+    bracket.pinned = milp.proven;
+  }
+  return bracket;
+}
+
+// One family's row: dcp's gaps to the optimum and to the lower bound over
+// its batches.
+absl::Status RunFamily(const Family& family, const GapConfig& config,
+                       const Elapsed& elapsed) {
+  DCP_ASSIGN_OR_RETURN(
+      const CostModel cost_model,
+      CostModel::CreateDefault(*ModelPreset(family.model),
+                               H200Cluster(family.nodes, family.gpus_per_node)));
+  DCP_ASSIGN_OR_RETURN(std::unique_ptr<LengthSource> source,
+                       ParseWorkloadSpec(family.workload));
+  PlannerOptions options;
+  options.static_options.workload_max_length_tokens =
+      source->MaxLengthTokens();
+  BatchOptions batch_options;
+  batch_options.global_batch_samples = family.sequences;
+  DCP_ASSIGN_OR_RETURN(
+      BatchStream stream,
+      BatchStream::Create(std::move(source), batch_options,
+                          static_cast<uint64_t>(config.seed)));
+  const std::vector<int> sizes = *LegalSpSizes(cost_model, {});
+  double sum_gap = 0, max_gap = 0, sum_lb_gap = 0, max_lb_gap = 0;
+  double sum_optimum_vs_lb = 0;
+  double max_gap_upper_end = 0;
+  int exact_count = 0;
+  const int batches =
+      static_cast<int>(family.milp ? config.milp_instances : config.instances);
+  for (int i = 0; i < batches; ++i) {
+    std::vector<int64_t> lengths;
+    for (const Sample& sample : stream.Next()) {
+      lengths.push_back(sample.length_tokens);
+    }
+    DCP_ASSIGN_OR_RETURN(const Plan plan,
+                         Planner(cost_model, options).PlanBatch(lengths));
+    DCP_ASSIGN_OR_RETURN(const double bound,
+                         StepTimeLowerBound(cost_model, sizes, lengths));
+    const double dcp = plan.predicted_step_seconds;
+    DCP_ASSIGN_OR_RETURN(
+        const Bracket bracket,
+        BracketOf(family, cost_model, lengths, dcp, config, i, elapsed));
+    // The optimum lies in [max(lower, bound), min(upper, dcp)]; dcp's gap
+    // to it is at least dcp / min(upper, dcp) - 1 and at most
+    // dcp / max(lower, bound) - 1.
+    const double optimum = std::min(bracket.upper, dcp);
+    const double gap = dcp / optimum - 1;
+    const double gap_upper_end = dcp / std::max(bracket.lower, bound) - 1;
+    if (bracket.pinned) ++exact_count;
+    sum_gap += gap;
+    max_gap = std::max(max_gap, gap);
+    max_gap_upper_end = std::max(max_gap_upper_end, gap_upper_end);
+    sum_lb_gap += dcp / bound - 1;
+    max_lb_gap = std::max(max_lb_gap, dcp / bound - 1);
+    sum_optimum_vs_lb += optimum / bound - 1;
+  }
+  const double n = static_cast<double>(batches);
+  std::cout << absl::StrFormat(
+      "%-13s %-21s %5d %4d %2d/%-2d | %+6.2f%% / %+6.2f%%%s | %6.2f%% / "
+      "%6.2f%%     | %6.2f%%\n",
+      family.model, family.workload, family.nodes * family.gpus_per_node,
+      family.sequences, exact_count, batches, 100 * sum_gap / n,
+      100 * max_gap,
+      exact_count == batches
+          ? std::string(4, ' ')
+          : absl::StrFormat(" (<=%.1f%%)", 100 * max_gap_upper_end),
+      100 * sum_lb_gap / n, 100 * max_lb_gap, 100 * sum_optimum_vs_lb / n);
+  return absl::OkStatus();
+}
+
 int Run(int argc, char** argv) {
   absl::StatusOr<ParsedFlags> flags = ParseFlags(argc, argv, kFlags);
   if (!flags.ok()) {
@@ -89,51 +251,12 @@ int Run(int argc, char** argv) {
                        kFlags, "");
     return 0;
   }
-  absl::StatusOr<int64_t> instances = flags->Int("instances", 1, 10000);
-  absl::StatusOr<int64_t> milp_instances =
-      flags->Int("milp_instances", 1, 10000);
-  absl::StatusOr<int64_t> only_gpus = flags->Int("gpus", 0, 1 << 20);
-  if (!only_gpus.ok()) {
-    std::cerr << "exact_gap: " << only_gpus.status().message() << "\n";
+  absl::StatusOr<GapConfig> config = ConfigOf(*flags);
+  if (!config.ok()) {
+    std::cerr << "exact_gap: " << config.status().message() << "\n";
     return 2;
   }
-  absl::StatusOr<bool> milp_closes = flags->Bool("milp_closes");
-  if (!milp_closes.ok()) {
-    std::cerr << "exact_gap: " << milp_closes.status().message() << "\n";
-    return 2;
-  }
-  absl::StatusOr<int64_t> seed = flags->Int("seed", 0, 1'000'000'000);
-  absl::StatusOr<double> layout_seconds =
-      flags->Double("layout_seconds", 0, 3600, /*min_exclusive=*/true);
-  absl::StatusOr<double> batch_seconds =
-      flags->Double("batch_seconds", 0, 86400, /*min_exclusive=*/true);
-  const std::string which = flags->String("families");
-  if (!milp_instances.ok()) {
-    std::cerr << "exact_gap: " << milp_instances.status().message() << "\n";
-    return 2;
-  }
-  if (!instances.ok() || !seed.ok() || !layout_seconds.ok() ||
-      !batch_seconds.ok()) {
-    std::cerr << "exact_gap: "
-              << (!instances.ok()        ? instances.status()
-                  : !seed.ok()           ? seed.status()
-                  : !layout_seconds.ok() ? layout_seconds.status()
-                                         : batch_seconds.status())
-                     .message()
-              << "\n";
-    return 2;
-  }
-  if (which != "all" && which != "exhaustive" && which != "milp") {
-    std::cerr << "exact_gap: --families=" << which
-              << ": must be all, exhaustive or milp\n";
-    return 2;
-  }
-  const auto start = std::chrono::steady_clock::now();
-  auto elapsed = [&] {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() -
-                                         start)
-        .count();
-  };
+  const Elapsed elapsed;
   std::cout << absl::StrFormat(
       "%-13s %-21s %5s %4s %5s | %-22s | %-22s | %-13s\n", "model", "workload",
       "GPUs", "seqs", "exact", "dcp gap to optimum", "dcp gap to lower bound",
@@ -141,123 +264,17 @@ int Run(int argc, char** argv) {
   std::cout << absl::StrFormat("%-52s | %-22s | %-22s | %-13s\n", "",
                                "mean / max", "mean / max", "mean");
   for (const Family& family : kFamilies) {
-    if ((which == "exhaustive" && family.milp) ||
-        (which == "milp" && !family.milp) ||
-        (*only_gpus != 0 &&
-         *only_gpus != family.nodes * family.gpus_per_node)) {
+    if ((config->families == "exhaustive" && family.milp) ||
+        (config->families == "milp" && !family.milp) ||
+        (config->only_gpus != 0 &&
+         config->only_gpus != family.nodes * family.gpus_per_node)) {
       continue;
     }
-    absl::StatusOr<CostModel> cost_model = CostModel::CreateDefault(
-        *ModelPreset(family.model),
-        H200Cluster(family.nodes, family.gpus_per_node));
-    absl::StatusOr<std::unique_ptr<LengthSource>> source =
-        ParseWorkloadSpec(family.workload);
-    if (!cost_model.ok() || !source.ok()) {
-      std::cerr << "exact_gap: "
-                << (!cost_model.ok() ? cost_model.status() : source.status())
-                << "\n";
+    if (absl::Status status = RunFamily(family, *config, elapsed);
+        !status.ok()) {
+      std::cerr << "exact_gap: " << status << "\n";
       return 1;
     }
-    PlannerOptions options;
-    options.static_options.workload_max_length_tokens =
-        (*source)->MaxLengthTokens();
-    BatchOptions batch_options;
-    batch_options.global_batch_samples = family.sequences;
-    absl::StatusOr<BatchStream> stream = BatchStream::Create(
-        *std::move(source), batch_options, static_cast<uint64_t>(*seed));
-    const std::vector<int> sizes = *LegalSpSizes(*cost_model, {});
-    double sum_gap = 0, max_gap = 0, sum_lb_gap = 0, max_lb_gap = 0;
-    double sum_optimum_vs_lb = 0;
-    double max_gap_upper_end = 0;
-    int exact_count = 0;
-    const int batches =
-        static_cast<int>(family.milp ? *milp_instances : *instances);
-    for (int i = 0; i < batches; ++i) {
-      std::vector<int64_t> lengths;
-      for (const Sample& sample : stream->Next()) {
-        lengths.push_back(sample.length_tokens);
-      }
-      absl::StatusOr<Plan> plan =
-          Planner(*cost_model, options).PlanBatch(lengths);
-      absl::StatusOr<double> bound =
-          StepTimeLowerBound(*cost_model, sizes, lengths);
-      if (!plan.ok() || !bound.ok()) {
-        std::cerr << "exact_gap: "
-                  << (!plan.ok() ? plan.status() : bound.status()) << "\n";
-        return 1;
-      }
-      const double dcp = plan->predicted_step_seconds;
-      Bracket bracket;
-      if (family.milp) {
-        MilpReferenceOptions milp_options;
-        milp_options.layout_time_limit_seconds = *layout_seconds;
-        milp_options.time_limit_seconds = *batch_seconds;
-        milp_options.upper_bound_seconds = dcp;
-        absl::StatusOr<MilpReference> milp =
-            ComputeMilpReference(*cost_model, {}, lengths, milp_options);
-        if (!milp.ok()) {
-          std::cerr << "exact_gap: " << milp.status() << "\n";
-          return 1;
-        }
-        bracket = {milp->upper_seconds, milp->lower_seconds, milp->proven};
-        std::cerr << absl::StrFormat(
-            "exact_gap: %s %s %d GPUs batch %d: dcp %.4f s, optimum in "
-            "[%.4f, %.4f] s (%d/%d layouts closed, largest MILP %d "
-            "columns), %.0f s elapsed\n",
-            family.model, family.workload, family.nodes * family.gpus_per_node,
-            i + 1, dcp, bracket.lower, bracket.upper, milp->layouts_proven,
-            milp->layouts, milp->max_columns, elapsed());
-      } else {
-        absl::StatusOr<ExactReference> exact =
-            ComputeExactReference(*cost_model, {}, lengths);
-        if (!exact.ok()) {
-          std::cerr << "exact_gap: " << exact.status() << "\n";
-          return 1;
-        }
-        bracket = {exact->upper_seconds, exact->lower_seconds,
-                   exact->upper_seconds <= exact->lower_seconds * (1 + 1e-9)};
-        if (!bracket.pinned && *milp_closes) {
-          // Where the search's ends do not meet, the MILP may close them.
-          MilpReferenceOptions milp_options;
-          milp_options.layout_time_limit_seconds = *layout_seconds;
-          milp_options.time_limit_seconds = *batch_seconds;
-          milp_options.upper_bound_seconds = std::min(dcp, bracket.upper);
-          absl::StatusOr<MilpReference> milp =
-              ComputeMilpReference(*cost_model, {}, lengths, milp_options);
-          if (!milp.ok()) {
-            std::cerr << "exact_gap: " << milp.status() << "\n";
-            return 1;
-          }
-          bracket.upper = std::min(bracket.upper, milp->upper_seconds);
-          bracket.lower = std::max(bracket.lower, milp->lower_seconds);
-          bracket.pinned = milp->proven;
-        }
-      }
-      // The optimum lies in [max(lower, bound), min(upper, dcp)]; dcp's gap
-      // to it is at least dcp / min(upper, dcp) - 1 and at most
-      // dcp / max(lower, bound) - 1.
-      const double optimum = std::min(bracket.upper, dcp);
-      const double gap = dcp / optimum - 1;
-      const double gap_upper_end = dcp / std::max(bracket.lower, *bound) - 1;
-      if (bracket.pinned) ++exact_count;
-      sum_gap += gap;
-      max_gap = std::max(max_gap, gap);
-      max_gap_upper_end = std::max(max_gap_upper_end, gap_upper_end);
-      sum_lb_gap += dcp / *bound - 1;
-      max_lb_gap = std::max(max_lb_gap, dcp / *bound - 1);
-      sum_optimum_vs_lb += optimum / *bound - 1;
-    }
-    const double n = static_cast<double>(batches);
-    std::cout << absl::StrFormat(
-        "%-13s %-21s %5d %4d %2d/%-2d | %+6.2f%% / %+6.2f%%%s | %6.2f%% / "
-        "%6.2f%%     | %6.2f%%\n",
-        family.model, family.workload, family.nodes * family.gpus_per_node,
-        family.sequences, exact_count, batches, 100 * sum_gap / n,
-        100 * max_gap,
-        exact_count == batches
-            ? std::string(4, ' ')
-            : absl::StrFormat(" (<=%.1f%%)", 100 * max_gap_upper_end),
-        100 * sum_lb_gap / n, 100 * max_lb_gap, 100 * sum_optimum_vs_lb / n);
   }
   std::cout << absl::StrFormat(
       "exact: batches whose optimum the reference pins (the exhaustive "
