@@ -181,6 +181,9 @@ class AgentRun {
     rendezvous.node_name = options_.node_name;
     rendezvous.job_id = options_.job_id;
     rendezvous.incarnation = incarnation_;
+    rendezvous.precision =
+        options_.precision == TrainingPrecision::kBf16 ? "bf16" : "fp32";
+    rendezvous.optimizer_sharding = options_.zero1 ? "zero1" : "none";
     rendezvous.join_timeout = options_.join_timeout;
     rendezvous.store_host = options_.store_host;
     rendezvous.store_port = options_.store_port;

@@ -89,6 +89,8 @@ absl::StatusOr<Rendezvous::Outcome> Rendezvous::Register() {
   request_.set_backend(options_.backend);
   request_.set_max_cached_groups(options_.max_cached_groups);
   request_.set_incarnation(options_.incarnation);
+  request_.set_precision(options_.precision);
+  request_.set_optimizer_sharding(options_.optimizer_sharding);
 
   deadline_ = clock_.Now() + options_.world_timeout;
   absl::Duration backoff = options_.poll_initial_backoff;

@@ -34,6 +34,10 @@ struct RendezvousOptions {
   std::string libtorch_version;
   /// The most SP sub-groups each rank keeps cached (0: unbounded).
   int max_cached_groups = 0;
+  /// How it trains ("bf16" or "fp32"; "zero1" or "none"), so that the
+  /// planner's memory model counts its training state; empty: not declared.
+  std::string precision;
+  std::string optimizer_sharding;
   /// This process's incarnation (NewIncarnation), sent with every
   /// registration; empty: none.
   std::string incarnation;

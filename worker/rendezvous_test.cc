@@ -73,6 +73,8 @@ struct Fixture {
     options.backend = "gloo";
     options.libtorch_version = "1.13.0";
     options.max_cached_groups = 3;
+    options.precision = "fp32";
+    options.optimizer_sharding = "none";
     options.world_timeout = absl::Minutes(1);
     options.sleep = [this](absl::Duration duration) {
       waits.push_back(duration);
@@ -106,6 +108,9 @@ TEST(RendezvousTest, RankZeroAnnouncesItsStoreAndServesItItself) {
   EXPECT_EQ(requests[0].job_id(), "train-7");
   // The planner's memory model counts 1 + this many communicators.
   EXPECT_EQ(requests[0].max_cached_groups(), 3);
+  // ... and one training state.
+  EXPECT_EQ(requests[0].precision(), "fp32");
+  EXPECT_EQ(requests[0].optimizer_sharding(), "none");
   absl::StatusOr<std::pair<std::string, int>> announced =
       ParseHostPort(requests[0].address());
   ASSERT_TRUE(announced.ok()) << announced.status();

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -15,9 +16,29 @@ std::string SerializeParams(const CostParams& params) {
   return CostParamsToProto(params).SerializeAsString();
 }
 
-void CopyCommunicators(const MemoryParams& from, MemoryParams& to) {
+// What the workers' registrations decide of the memory model (no profile
+// measures it): the communicators they hold and their training state.
+void CopyDeclaredByWorkers(const MemoryParams& from, MemoryParams& to) {
   to.communicator_bytes = from.communicator_bytes;
   to.communicators_per_rank = from.communicators_per_rank;
+  to.weight_bytes_per_parameter = from.weight_bytes_per_parameter;
+  to.gradient_bytes_per_parameter = from.gradient_bytes_per_parameter;
+  to.optimizer_bytes_per_parameter = from.optimizer_bytes_per_parameter;
+  to.zero1_optimizer_sharding = from.zero1_optimizer_sharding;
+  to.zero3_parameter_sharding = from.zero3_parameter_sharding;
+}
+
+bool SameDeclaredByWorkers(const MemoryParams& a, const MemoryParams& b) {
+  MemoryParams copy = b;
+  CopyDeclaredByWorkers(a, copy);
+  return copy.communicator_bytes == b.communicator_bytes &&
+         copy.communicators_per_rank == b.communicators_per_rank &&
+         copy.weight_bytes_per_parameter == b.weight_bytes_per_parameter &&
+         copy.gradient_bytes_per_parameter == b.gradient_bytes_per_parameter &&
+         copy.optimizer_bytes_per_parameter ==
+             b.optimizer_bytes_per_parameter &&
+         copy.zero1_optimizer_sharding == b.zero1_optimizer_sharding &&
+         copy.zero3_parameter_sharding == b.zero3_parameter_sharding;
 }
 
 }  // namespace
@@ -125,9 +146,10 @@ absl::Status CostParamsRegistry::ApplyFit(const CostModelFit& fitted) {
   absl::MutexLock write_lock(&write_mu_);
   // Only writers (serialized here) replace the snapshot.
   std::shared_ptr<const CostParamsSnapshot> previous = Snapshot();
-  // A profile does not measure the communicators: keep the workers'.
+  // A profile does not measure the communicators or the training state:
+  // keep the workers'.
   CostModelFit fit = fitted;
-  CopyCommunicators(previous->fitted_params.memory, fit.params.memory);
+  CopyDeclaredByWorkers(previous->fitted_params.memory, fit.params.memory);
   CostParamsSnapshot next = *previous;
   next.reports = fit.reports;
   next.fitted_params = fit.params;
@@ -146,23 +168,35 @@ absl::Status CostParamsRegistry::ApplyFit(const CostModelFit& fitted) {
 
 absl::StatusOr<std::optional<int64_t>> CostParamsRegistry::SetCommunicators(
     double communicator_bytes, int communicators_per_rank) {
+  return SetDeclared([&](MemoryParams& memory) {
+    memory.communicator_bytes = communicator_bytes;
+    memory.communicators_per_rank = communicators_per_rank;
+  });
+}
+
+absl::StatusOr<std::optional<int64_t>> CostParamsRegistry::SetTrainingState(
+    TrainingPrecision precision, ParameterSharding sharding) {
+  return SetDeclared([&](MemoryParams& memory) {
+    SetTrainingStateBytes(precision, sharding, memory);
+  });
+}
+
+absl::StatusOr<std::optional<int64_t>> CostParamsRegistry::SetDeclared(
+    const std::function<void(MemoryParams&)>& declare) {
   absl::MutexLock write_lock(&write_mu_);
   std::shared_ptr<const CostParamsSnapshot> previous = Snapshot();
-  MemoryParams wanted;
-  wanted.communicator_bytes = communicator_bytes;
-  wanted.communicators_per_rank = communicators_per_rank;
   CostParams params = previous->current->cost_model->params();
-  const MemoryParams& current = params.memory;
-  const MemoryParams& fitted = previous->fitted_params.memory;
-  if (current.communicator_bytes == communicator_bytes &&
-      current.communicators_per_rank == communicators_per_rank &&
-      fitted.communicator_bytes == communicator_bytes &&
-      fitted.communicators_per_rank == communicators_per_rank) {
+  MemoryParams current = params.memory;
+  declare(current);
+  MemoryParams fitted = previous->fitted_params.memory;
+  declare(fitted);
+  if (SameDeclaredByWorkers(current, params.memory) &&
+      SameDeclaredByWorkers(fitted, previous->fitted_params.memory)) {
     return std::nullopt;
   }
-  CopyCommunicators(wanted, params.memory);
+  CopyDeclaredByWorkers(current, params.memory);
   CostParamsSnapshot next = *previous;
-  CopyCommunicators(wanted, next.fitted_params.memory);
+  CopyDeclaredByWorkers(fitted, next.fitted_params.memory);
   absl::StatusOr<int64_t> version = AddVersion(
       params, previous->current->compute_correction,
       previous->current->communication_correction, std::move(next),

@@ -2,6 +2,7 @@
 #define DCP_PLANNER_SERVICE_COST_PARAMS_REGISTRY_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -14,6 +15,7 @@
 #include "cost_model/cluster_spec.h"
 #include "cost_model/cost_model.h"
 #include "cost_model/fitting.h"
+#include "cost_model/memory_model.h"
 #include "cost_model/micro_batch_refit.h"
 #include "cost_model/model_spec.h"
 #include "cost_model/online_refit.h"
@@ -91,6 +93,13 @@ class CostParamsRegistry {
       double communicator_bytes, int communicators_per_rank)
       ABSL_LOCKS_EXCLUDED(write_mu_, mu_);
 
+  /// The training state the job's workers declared (their precision and
+  /// optimizer sharding; SetTrainingStateBytes): a new version counting its
+  /// bytes per parameter, as SetCommunicators. Later fits keep it.
+  absl::StatusOr<std::optional<int64_t>> SetTrainingState(
+      TrainingPrecision precision, ParameterSharding sharding)
+      ABSL_LOCKS_EXCLUDED(write_mu_, mu_);
+
   /// Online refit: a new version whose compute time is the fit's scaled by
   /// `factor`, unless the refit epoch is no longer `epoch` or `factor` is
   /// within `change_threshold` (relative) of the current correction.
@@ -123,6 +132,12 @@ class CostParamsRegistry {
       ABSL_LOCKS_EXCLUDED(write_mu_, mu_);
 
  private:
+  /// SetCommunicators and SetTrainingState: `declare` applied to the
+  /// current and the fitted memory parameters, a new version if it changes
+  /// what the workers declare.
+  absl::StatusOr<std::optional<int64_t>> SetDeclared(
+      const std::function<void(MemoryParams&)>& declare)
+      ABSL_LOCKS_EXCLUDED(write_mu_, mu_);
   /// Writes and installs a version made from `snapshot`'s fit.
   /// `defaults`: ParamsVersion::defaults of the new version.
   absl::StatusOr<int64_t> AddVersion(const CostParams& params,

@@ -150,6 +150,43 @@ TEST(CostParamsRegistryTest, AFitWithNewParametersIsANewEpoch) {
   EXPECT_EQ(snapshot->current->compute_correction, 1);
 }
 
+TEST(CostParamsRegistryTest, TheWorkersTrainingStateIsCountedAndKeptByFits) {
+  auto registry = MakeRegistry();
+  // The defaults: bf16 with ZeRO-1.
+  EXPECT_EQ(registry->Snapshot()->current->cost_model->params()
+                .memory.weight_bytes_per_parameter,
+            2);
+  // fp32 AdamW, not sharded: weights 4, gradients 4, m and v 8.
+  absl::StatusOr<std::optional<int64_t>> version = registry->SetTrainingState(
+      TrainingPrecision::kFp32, ParameterSharding::kReplicated);
+  ASSERT_TRUE(version.ok()) << version.status();
+  EXPECT_EQ(*version, std::optional<int64_t>(1));
+  auto memory = [&] {
+    return registry->Snapshot()->current->cost_model->params().memory;
+  };
+  EXPECT_EQ(memory().weight_bytes_per_parameter, 4);
+  EXPECT_EQ(memory().optimizer_bytes_per_parameter, 8);
+  EXPECT_FALSE(memory().zero1_optimizer_sharding);
+  // Declared again: nothing new.
+  EXPECT_EQ(*registry->SetTrainingState(TrainingPrecision::kFp32,
+                                        ParameterSharding::kReplicated),
+            std::nullopt);
+  // A profile does not measure it: a fit keeps the workers' state, and
+  // their communicators.
+  ASSERT_TRUE(registry->SetCommunicators(1e9, 3).ok());
+  CostModelFit fit;
+  fit.params = registry->default_params();
+  fit.params.compute.gemm_flops_per_second *= 1.5;
+  ASSERT_TRUE(registry->ApplyFit(fit).ok());
+  EXPECT_EQ(memory().weight_bytes_per_parameter, 4);
+  EXPECT_FALSE(memory().zero1_optimizer_sharding);
+  EXPECT_EQ(memory().communicators_per_rank, 3);
+  // The model's static memory follows: fp32 unsharded holds 16 bytes per
+  // parameter on every GPU, more than bf16 with ZeRO-1 (2 + 4 + 12 / 2).
+  EXPECT_GT(registry->Snapshot()->current->cost_model->memory().StaticBytes(),
+            registry->Version(0)->cost_model->memory().StaticBytes());
+}
+
 TEST(CostParamsRegistryTest, MicroBatchRefitSetsRateAndFixedTermsDurably) {
   auto registry = MakeRegistry();
   const CostParams fitted = registry->Snapshot()->fitted_params;

@@ -188,6 +188,30 @@ class PlannerHandlerRoot final : public PlannerHandler {
             request.max_cached_groups()));
       }
     }
+    if (!request.precision().empty()) {
+      const TrainingPrecision precision = request.precision() == "bf16"
+                                              ? TrainingPrecision::kBf16
+                                              : TrainingPrecision::kFp32;
+      const ParameterSharding sharding =
+          request.optimizer_sharding() == "zero1"
+              ? ParameterSharding::kZero1
+              : ParameterSharding::kReplicated;
+      absl::StatusOr<std::optional<int64_t>> version =
+          params_.SetTrainingState(precision, sharding);
+      if (!version.ok()) return version.status();
+      if (version->has_value()) {
+        MemoryParams state;
+        SetTrainingStateBytes(precision, sharding, state);
+        Log(absl::StrFormat(
+            "params v%d: training state %s with optimizer sharding %s "
+            "(%.0f + %.0f + %.0f bytes per parameter: weights, gradients, "
+            "optimizer)",
+            **version, request.precision(), request.optimizer_sharding(),
+            state.weight_bytes_per_parameter,
+            state.gradient_bytes_per_parameter,
+            state.optimizer_bytes_per_parameter));
+      }
+    }
     return response;
   }
 

@@ -152,6 +152,36 @@ TEST(PlannerHandlerTest, PlanRequestErrorsNameTheField) {
   EXPECT_THAT(unknown.status().message(), HasSubstr("'stranger'"));
 }
 
+TEST(PlannerHandlerTest, TheWorkersDeclaredTrainingStateIsWhatPlansCount) {
+  FakeClock clock;
+  auto handler = MakeHandler(GpuOptions(), clock, nullptr);
+  const v1::GetClusterModelResponse before =
+      handler->GetClusterModel({}).value();
+  EXPECT_TRUE(before.params().memory().zero1_optimizer_sharding());
+  // fp32 workers with a replicated optimizer (what dcp_worker runs by
+  // default): the memory model counts 4 + 4 + 8 bytes on every GPU.
+  for (int n = 0; n < 4; ++n) {
+    v1::RegisterWorkerRequest worker =
+        Worker(absl::StrCat("w", n), absl::StrCat("node", n), 8);
+    worker.set_precision("fp32");
+    worker.set_optimizer_sharding("none");
+    ASSERT_TRUE(handler->RegisterWorker(worker).ok());
+  }
+  const v1::GetClusterModelResponse after =
+      handler->GetClusterModel({}).value();
+  EXPECT_GT(after.params_version(), before.params_version());
+  EXPECT_EQ(after.params().memory().weight_bytes_per_parameter(), 4);
+  EXPECT_EQ(after.params().memory().optimizer_bytes_per_parameter(), 8);
+  EXPECT_FALSE(after.params().memory().zero1_optimizer_sharding());
+  // Plans are priced with it: llama3-8b's fp32 state, replicated, does not
+  // fit an H200 (bf16 with ZeRO-1 did), and the refusal counts its bytes.
+  absl::StatusOr<v1::GetPlanResponse> plan =
+      handler->GetPlan(PlanRequest("w0", MakeBatch(0)));
+  EXPECT_EQ(plan.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(plan.status().message(),
+              HasSubstr("4 B weights + 4 B gradients + 8 B optimizer states"));
+}
+
 TEST(PlannerHandlerTest, SubmitProfileFitsAndVersionsParameters) {
   FakeClock clock;
   const PlannerHandlerOptions options = GpuOptions();

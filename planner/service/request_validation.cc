@@ -249,6 +249,28 @@ absl::Status ValidateRegisterWorkerRequest(
       !status.ok()) {
     return status;
   }
+  if (request.precision().empty() != request.optimizer_sharding().empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "worker ", Quote(request.worker_id()), " gives precision ",
+        Quote(request.precision()), " and optimizer_sharding ",
+        Quote(request.optimizer_sharding()),
+        "; declare both (the training state they make) or neither"));
+  }
+  if (!request.precision().empty() && request.precision() != "bf16" &&
+      request.precision() != "fp32") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("precision ", Quote(request.precision()), " for worker ",
+                     Quote(request.worker_id()),
+                     " is not supported; use \"bf16\" or \"fp32\""));
+  }
+  if (!request.optimizer_sharding().empty() &&
+      request.optimizer_sharding() != "zero1" &&
+      request.optimizer_sharding() != "none") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "optimizer_sharding ", Quote(request.optimizer_sharding()),
+        " for worker ", Quote(request.worker_id()),
+        " is not supported; use \"zero1\" or \"none\""));
+  }
   return ValidateRegistrationText(request);
 }
 

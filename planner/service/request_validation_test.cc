@@ -125,6 +125,26 @@ TEST(RequestValidationTest, GetPlanByBatchAndByStep) {
               HasSubstr("steps are numbered from 0"));
 }
 
+TEST(RequestValidationTest, ATrainingStateIsDeclaredWholeAndKnown) {
+  v1::RegisterWorkerRequest request;
+  request.set_worker_id("w0");
+  request.set_node_name("n0");
+  request.set_num_ranks(1);
+  EXPECT_TRUE(ValidateRegisterWorkerRequest(request, 8).ok());
+  request.set_precision("bf16");
+  EXPECT_THAT(ValidateRegisterWorkerRequest(request, 8).message(),
+              HasSubstr("declare both (the training state they make)"));
+  request.set_optimizer_sharding("zero1");
+  EXPECT_TRUE(ValidateRegisterWorkerRequest(request, 8).ok());
+  request.set_precision("fp16");
+  EXPECT_THAT(ValidateRegisterWorkerRequest(request, 8).message(),
+              HasSubstr("precision 'fp16' for worker 'w0' is not supported"));
+  request.set_precision("fp32");
+  request.set_optimizer_sharding("zero3");
+  EXPECT_THAT(ValidateRegisterWorkerRequest(request, 8).message(),
+              HasSubstr("optimizer_sharding 'zero3' for worker 'w0'"));
+}
+
 TEST(RequestValidationTest, StepReports) {
   v1::ReportStepStatsRequest request;
   request.set_worker_id("w0");

@@ -229,6 +229,21 @@ absl::Status WorkerRegistry::CheckBackend(
           Quote(request.backend()), " but worker ", Quote(id), " uses ",
           Quote(other), "; every worker of a job must use the same backend"));
     }
+    // The memory model counts one training state for every rank.
+    const v1::RegisterWorkerRequest& theirs = worker.registration;
+    if (id != request.worker_id() && !theirs.precision().empty() &&
+        !request.precision().empty() &&
+        (theirs.precision() != request.precision() ||
+         theirs.optimizer_sharding() != request.optimizer_sharding())) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "worker ", Quote(request.worker_id()), " trains in ",
+          request.precision(), " with optimizer sharding ",
+          request.optimizer_sharding(), " but worker ", Quote(id),
+          " trains in ", theirs.precision(), " with ",
+          theirs.optimizer_sharding(),
+          "; the planner's memory model counts one training state for every "
+          "rank: start every worker with the same --precision and --zero1"));
+    }
     // The memory model counts one bound for every rank.
     const int bound = worker.registration.max_cached_groups();
     if (id != request.worker_id() && !other.empty() &&

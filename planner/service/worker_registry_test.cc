@@ -308,6 +308,26 @@ TEST_F(WorkerRegistryTest, TheWorldIsJoinedOnceEveryWorkerIsJoining) {
   EXPECT_FALSE(registry->Register(a)->world_joined());
 }
 
+TEST_F(WorkerRegistryTest, EveryWorkerDeclaresTheSameTrainingState) {
+  auto registry = MakeRegistry(nullptr);
+  v1::RegisterWorkerRequest a = TestWorker("a", "n0", 4);
+  a.set_backend("gloo");
+  a.set_precision("fp32");
+  a.set_optimizer_sharding("none");
+  ASSERT_TRUE(registry->Register(a).ok());
+  v1::RegisterWorkerRequest b = a;
+  b.set_worker_id("b");
+  b.set_node_name("n1");
+  b.set_optimizer_sharding("zero1");
+  const absl::Status status = registry->Register(b).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(status.message(),
+              HasSubstr("start every worker with the same --precision and "
+                        "--zero1"));
+  b.set_optimizer_sharding("none");
+  EXPECT_TRUE(registry->Register(b).ok());
+}
+
 TEST_F(WorkerRegistryTest, LivenessFollowsTheClock) {
   auto registry = MakeRegistry(nullptr);
   ASSERT_TRUE(registry->Register(TestWorker("a", "n0", 4)).ok());

@@ -163,6 +163,10 @@ class Runtime:
         request = pb.RegisterWorkerRequest(
             worker_id=self.worker_id, node_name=node_name, num_ranks=1,
             incarnation=self.incarnation,
+            # What the planner's memory model counts: the model's dtype, and
+            # an optimizer that dcp_torch does not shard.
+            precision="bf16" if self.spec.dtype_bytes == 2 else "fp32",
+            optimizer_sharding="none",
             # The launcher's job id: a planner with --job-id accepts only it.
             job_id=os.environ.get("DCP_JOB_ID", ""),
             backend=self.sp_groups.backend,
