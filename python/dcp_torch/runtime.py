@@ -159,14 +159,22 @@ class Runtime:
 
     # --- init's phases -----------------------------------------------------
 
+    def _training_state(self) -> dict:
+        """What the planner's memory model counts of this rank: its
+        module's dtype (2 bytes: bf16 with float32 master weights and AdamW
+        states; 4: fp32) and an optimizer dcp_torch does not shard. Other
+        dtypes (an fp64 test model) are not declared: the planner keeps its
+        defaults and budgets for its own ModelSpec."""
+        precision = {2: "bf16", 4: "fp32"}.get(self.spec.dtype_bytes)
+        if precision is None:
+            return {}
+        return {"precision": precision, "optimizer_sharding": "none"}
+
     def _register(self, node_name, timeout_seconds):
         request = pb.RegisterWorkerRequest(
             worker_id=self.worker_id, node_name=node_name, num_ranks=1,
             incarnation=self.incarnation,
-            # What the planner's memory model counts: the model's dtype, and
-            # an optimizer that dcp_torch does not shard.
-            precision="bf16" if self.spec.dtype_bytes == 2 else "fp32",
-            optimizer_sharding="none",
+            **self._training_state(),
             # The launcher's job id: a planner with --job-id accepts only it.
             job_id=os.environ.get("DCP_JOB_ID", ""),
             backend=self.sp_groups.backend,
