@@ -108,6 +108,23 @@ class WorkerRegistryTest : public ::testing::Test {
         [this](const std::string& line) { log_.push_back(line); }, job_id);
   }
 
+  // A registry over the state directory `directory`: a fresh one, or the
+  // workers it holds loaded, as a restarted planner does.
+  struct OnDisk {
+    PlannerState state;  // what the directory held
+    std::unique_ptr<PlannerStateStore> store;
+    std::unique_ptr<WorkerRegistry> registry;
+  };
+  std::unique_ptr<OnDisk> OpenOnDisk(const std::string& directory) {
+    auto on_disk = std::make_unique<OnDisk>();
+    on_disk->store =
+        PlannerStateStore::Open(directory, v1::JobRecord(), &on_disk->state)
+            .value();
+    on_disk->registry = MakeRegistry(on_disk->store.get());
+    EXPECT_TRUE(on_disk->registry->Load(on_disk->state.workers).ok());
+    return on_disk;
+  }
+
   FakeClock clock_;
   NoopPlannerMetrics metrics_;
   std::vector<std::string> log_;
@@ -145,11 +162,9 @@ TEST_F(WorkerRegistryTest, IncompleteWorldIsNotServed) {
 
 TEST_F(WorkerRegistryTest, EachRegistrationWritesOnlyItsWorkersRecord) {
   const std::string directory = FreshTestDirectory("worker_registry_");
-  v1::JobRecord job;
   {
-    PlannerState state;
-    auto store = PlannerStateStore::Open(directory, job, &state).value();
-    auto registry = MakeRegistry(store.get());
+    std::unique_ptr<OnDisk> on_disk = OpenOnDisk(directory);
+    WorkerRegistry* registry = on_disk->registry.get();
     ASSERT_TRUE(registry->Register(TestWorker("a", "n0", 4)).ok());
     ASSERT_TRUE(registry->Register(TestWorker("b", "n1", 4)).ok());
     // Deleting a's record shows that registering b again (a new address)
@@ -162,17 +177,16 @@ TEST_F(WorkerRegistryTest, EachRegistrationWritesOnlyItsWorkersRecord) {
     {
       PlannerState gapped;
       // (A second store cannot open the directory while this one holds it.)
-      EXPECT_FALSE(PlannerStateStore::Open(directory, job, &gapped).ok());
+      EXPECT_FALSE(
+          PlannerStateStore::Open(directory, v1::JobRecord(), &gapped).ok());
     }
     v1::RegisterWorkerRequest a = TestWorker("a", "n0", 4);
     a.set_address("10.0.0.8:29500");
     ASSERT_TRUE(registry->Register(a).ok());
   }
-  PlannerState state;
-  auto store = PlannerStateStore::Open(directory, job, &state).value();
-  ASSERT_EQ(state.workers.size(), 2u);
-  auto registry = MakeRegistry(store.get());
-  ASSERT_TRUE(registry->Load(state.workers).ok());
+  std::unique_ptr<OnDisk> on_disk = OpenOnDisk(directory);
+  ASSERT_EQ(on_disk->state.workers.size(), 2u);
+  WorkerRegistry* registry = on_disk->registry.get();
   v1::ListWorkersResponse workers = registry->List();
   ASSERT_EQ(workers.workers_size(), 2);
   EXPECT_EQ(workers.workers(0).address(), "10.0.0.8:29500");
@@ -209,11 +223,9 @@ v1::RegisterWorkerRequest Incarnation(v1::RegisterWorkerRequest request,
 
 TEST_F(WorkerRegistryTest, ASecondCopyWithTheSameWorkerIdIsRefusedByName) {
   const std::string directory = FreshTestDirectory("second_copy_");
-  v1::JobRecord job;
   {
-    PlannerState state;
-    auto store = PlannerStateStore::Open(directory, job, &state).value();
-    auto registry = MakeRegistry(store.get());
+    std::unique_ptr<OnDisk> on_disk = OpenOnDisk(directory);
+    WorkerRegistry* registry = on_disk->registry.get();
     const v1::RegisterWorkerRequest first =
         Incarnation(TestWorker("a", "n0", 4), "first", "n0:29500");
     ASSERT_TRUE(registry->Register(first).ok());
@@ -252,10 +264,8 @@ TEST_F(WorkerRegistryTest, ASecondCopyWithTheSameWorkerIdIsRefusedByName) {
     EXPECT_TRUE(registry->Touch({"a"}, true, 1).ok());
   }
   // The refusal survives a planner restart.
-  PlannerState state;
-  auto store = PlannerStateStore::Open(directory, job, &state).value();
-  auto registry = MakeRegistry(store.get());
-  ASSERT_TRUE(registry->Load(state.workers).ok());
+  std::unique_ptr<OnDisk> on_disk = OpenOnDisk(directory);
+  WorkerRegistry* registry = on_disk->registry.get();
   EXPECT_EQ(registry->Register(Incarnation(TestWorker("a", "n0", 4), "first",
                                            "n0:29500"))
                 .status()
@@ -365,11 +375,9 @@ TEST_F(WorkerRegistryTest, AWallClockJumpLosesNoWorkerAndTakesNoSlot) {
 
 TEST_F(WorkerRegistryTest, AStaleWorkersSlotGoesToANewWorker) {
   const std::string directory = FreshTestDirectory("stale_workers_");
-  v1::JobRecord job;
   {
-    PlannerState state;
-    auto store = PlannerStateStore::Open(directory, job, &state).value();
-    auto registry = MakeRegistry(store.get());
+    std::unique_ptr<OnDisk> on_disk = OpenOnDisk(directory);
+    WorkerRegistry* registry = on_disk->registry.get();
     // Fake (or crashed) workers take every slot: node n0 in two halves.
     ASSERT_TRUE(registry->Register(TestWorker("fake-a", "n0", 2)).ok());
     ASSERT_TRUE(registry->Register(TestWorker("fake-b", "n0", 2)).ok());
@@ -397,11 +405,9 @@ TEST_F(WorkerRegistryTest, AStaleWorkersSlotGoesToANewWorker) {
               absl::StatusCode::kResourceExhausted);
   }
   // The replacement survives a restart; the stale workers do not.
-  PlannerState state;
-  auto store = PlannerStateStore::Open(directory, job, &state).value();
-  ASSERT_EQ(state.workers.size(), 2u);
-  auto registry = MakeRegistry(store.get());
-  ASSERT_TRUE(registry->Load(state.workers).ok());
+  std::unique_ptr<OnDisk> on_disk = OpenOnDisk(directory);
+  ASSERT_EQ(on_disk->state.workers.size(), 2u);
+  WorkerRegistry* registry = on_disk->registry.get();
   v1::ListWorkersResponse workers = registry->List();
   ASSERT_EQ(workers.workers_size(), 2);
   EXPECT_TRUE(workers.world_complete());
@@ -443,11 +449,9 @@ TEST_F(WorkerRegistryTest, AWorkerIdKeepsItsJob) {
 
 TEST_F(WorkerRegistryTest, AStaleSlotGoesOnlyToAWorkerOfTheSameJob) {
   const std::string directory = FreshTestDirectory("stale_job_");
-  v1::JobRecord job;
   {
-    PlannerState state;
-    auto store = PlannerStateStore::Open(directory, job, &state).value();
-    auto registry = MakeRegistry(store.get());
+    std::unique_ptr<OnDisk> on_disk = OpenOnDisk(directory);
+    WorkerRegistry* registry = on_disk->registry.get();
     ASSERT_TRUE(registry->Register(JobWorker("old", "n0", 4, "train-7")).ok());
     ASSERT_TRUE(registry->Register(JobWorker("live", "n1", 4, "train-7")).ok());
     clock_.Advance(absl::Seconds(61));
@@ -470,10 +474,8 @@ TEST_F(WorkerRegistryTest, AStaleSlotGoesOnlyToAWorkerOfTheSameJob) {
     EXPECT_EQ(replacement->first_rank(), 0);
   }
   // The job id is part of the durable record.
-  PlannerState state;
-  auto store = PlannerStateStore::Open(directory, job, &state).value();
-  auto registry = MakeRegistry(store.get());
-  ASSERT_TRUE(registry->Load(state.workers).ok());
+  std::unique_ptr<OnDisk> on_disk = OpenOnDisk(directory);
+  WorkerRegistry* registry = on_disk->registry.get();
   v1::ListWorkersResponse workers = registry->List();
   ASSERT_EQ(workers.workers_size(), 2);
   EXPECT_EQ(workers.workers(0).worker_id(), "new");
