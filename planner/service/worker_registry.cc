@@ -229,7 +229,27 @@ absl::Status WorkerRegistry::CheckBackend(
           Quote(request.backend()), " but worker ", Quote(id), " uses ",
           Quote(other), "; every worker of a job must use the same backend"));
     }
-    // The memory model counts one training state for every rank.
+    // The memory model counts one bound for every rank.
+    const int bound = worker.registration.max_cached_groups();
+    if (id != request.worker_id() && !other.empty() &&
+        bound != request.max_cached_groups()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "worker ", Quote(request.worker_id()), " keeps up to ",
+          request.max_cached_groups(), " SP groups cached but worker ",
+          Quote(id), " keeps ", bound,
+          " (0: unbounded); the planner's memory model counts one bound "
+          "for every rank: start every worker with the same "
+          "--max-cached-groups"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status WorkerRegistry::CheckTrainingState(
+    const v1::RegisterWorkerRequest& request) const {
+  if (request.precision().empty()) return absl::OkStatus();
+  // The memory model counts one training state for every rank.
+  for (const auto& [id, worker] : workers_) {
     const v1::RegisterWorkerRequest& theirs = worker.registration;
     if (id != request.worker_id() && !theirs.precision().empty() &&
         !request.precision().empty() &&
@@ -243,18 +263,6 @@ absl::Status WorkerRegistry::CheckBackend(
           theirs.optimizer_sharding(),
           "; the planner's memory model counts one training state for every "
           "rank: start every worker with the same --precision and --zero1"));
-    }
-    // The memory model counts one bound for every rank.
-    const int bound = worker.registration.max_cached_groups();
-    if (id != request.worker_id() && !other.empty() &&
-        bound != request.max_cached_groups()) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "worker ", Quote(request.worker_id()), " keeps up to ",
-          request.max_cached_groups(), " SP groups cached but worker ",
-          Quote(id), " keeps ", bound,
-          " (0: unbounded); the planner's memory model counts one bound "
-          "for every rank: start every worker with the same "
-          "--max-cached-groups"));
     }
   }
   return absl::OkStatus();
@@ -410,6 +418,9 @@ absl::StatusOr<v1::RegisterWorkerResponse> WorkerRegistry::Register(
   {
     absl::MutexLock lock(&mu_);
     if (absl::Status status = CheckBackend(request); !status.ok()) {
+      return status;
+    }
+    if (absl::Status status = CheckTrainingState(request); !status.ok()) {
       return status;
     }
     auto existing = workers_.find(request.worker_id());

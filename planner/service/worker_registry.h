@@ -143,6 +143,10 @@ class WorkerRegistry {
   std::string RendezvousAddress() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status CheckBackend(const v1::RegisterWorkerRequest& request) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// FAILED_PRECONDITION when another worker declared another training
+  /// state (precision, optimizer sharding) than `request`.
+  absl::Status CheckTrainingState(const v1::RegisterWorkerRequest& request)
+      const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   v1::RegisterWorkerResponse Response(const Worker& worker) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   /// Where a new worker goes, and the stale workers it replaces there.

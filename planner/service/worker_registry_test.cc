@@ -320,8 +320,8 @@ TEST_F(WorkerRegistryTest, TheWorldIsJoinedOnceEveryWorkerIsJoining) {
 
 TEST_F(WorkerRegistryTest, EveryWorkerDeclaresTheSameTrainingState) {
   auto registry = MakeRegistry(nullptr);
+  // Checked whether or not the workers name their backend.
   v1::RegisterWorkerRequest a = TestWorker("a", "n0", 4);
-  a.set_backend("gloo");
   a.set_precision("fp32");
   a.set_optimizer_sharding("none");
   ASSERT_TRUE(registry->Register(a).ok());
