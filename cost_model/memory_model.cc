@@ -20,6 +20,39 @@ MemoryParams DefaultMemoryParams(const ModelSpec& model) {
   return params;
 }
 
+std::string_view TrainingPrecisionName(TrainingPrecision precision) {
+  return precision == TrainingPrecision::kBf16 ? "bf16" : "fp32";
+}
+
+std::optional<TrainingPrecision> TrainingPrecisionFromName(
+    std::string_view name) {
+  if (name == "fp32") return TrainingPrecision::kFp32;
+  if (name == "bf16") return TrainingPrecision::kBf16;
+  return std::nullopt;
+}
+
+std::string_view ParameterShardingName(ParameterSharding sharding) {
+  switch (sharding) {
+    case ParameterSharding::kReplicated:
+      return "none";
+    case ParameterSharding::kZero1:
+      return "zero1";
+    case ParameterSharding::kZero3:
+      return "zero3";
+  }
+  return "none";
+}
+
+std::optional<ParameterSharding> ParameterShardingFromName(
+    std::string_view name) {
+  for (ParameterSharding sharding :
+       {ParameterSharding::kReplicated, ParameterSharding::kZero1,
+        ParameterSharding::kZero3}) {
+    if (name == ParameterShardingName(sharding)) return sharding;
+  }
+  return std::nullopt;
+}
+
 void SetTrainingStateBytes(TrainingPrecision precision, bool zero1,
                            MemoryParams& params) {
   SetTrainingStateBytes(precision,

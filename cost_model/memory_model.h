@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string_view>
 
 #include "cost_model/model_spec.h"
 
@@ -78,6 +79,16 @@ enum class TrainingPrecision { kFp32, kBf16 };
 /// optimizer states (ZeRO-1), or weights, gradients and optimizer states
 /// (ZeRO-3 / FSDP2).
 enum class ParameterSharding { kReplicated, kZero1, kZero3 };
+
+/// The names the command lines and the planner protocol give them: "fp32"
+/// and "bf16"; "none", "zero1" and "zero3". FromName gives nullopt for
+/// any other name.
+std::string_view TrainingPrecisionName(TrainingPrecision precision);
+std::optional<TrainingPrecision> TrainingPrecisionFromName(
+    std::string_view name);
+std::string_view ParameterShardingName(ParameterSharding sharding);
+std::optional<ParameterSharding> ParameterShardingFromName(
+    std::string_view name);
 
 /// Sets the weight, gradient and optimizer bytes per parameter and
 /// zero1_optimizer_sharding to what the worker holds in `precision` with or

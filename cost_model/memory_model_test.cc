@@ -44,6 +44,24 @@ TEST(MemoryModelTest, TrainingStateBytesPerPrecision) {
 
 // ZeRO-3 shards weights, gradients and optimizer states over the world and
 // adds the working set of two gathered units (weights and gradients).
+TEST(MemoryModelTest, TrainingStateNamesRoundTrip) {
+  for (TrainingPrecision precision :
+       {TrainingPrecision::kFp32, TrainingPrecision::kBf16}) {
+    EXPECT_EQ(TrainingPrecisionFromName(TrainingPrecisionName(precision)),
+              precision);
+  }
+  for (ParameterSharding sharding :
+       {ParameterSharding::kReplicated, ParameterSharding::kZero1,
+        ParameterSharding::kZero3}) {
+    EXPECT_EQ(ParameterShardingFromName(ParameterShardingName(sharding)),
+              sharding);
+  }
+  EXPECT_EQ(TrainingPrecisionName(TrainingPrecision::kBf16), "bf16");
+  EXPECT_EQ(ParameterShardingName(ParameterSharding::kReplicated), "none");
+  EXPECT_EQ(TrainingPrecisionFromName("fp16"), std::nullopt);
+  EXPECT_EQ(ParameterShardingFromName("zero2"), std::nullopt);
+}
+
 TEST(MemoryModelTest, ZeroThreeShardsTheWholeStatePlusTwoGatheredUnits) {
   const ModelSpec spec = Spec();
   const double n = static_cast<double>(spec.ParameterCount());

@@ -15,6 +15,7 @@
 #include "common/incarnation.h"
 #include "common/status_macros.h"
 #include "cost_model/cluster_spec.h"
+#include "cost_model/memory_model.h"
 #include "cost_model/model_spec.h"
 #include "planner/strategies/baselines.h"
 #include "planner/client/proto_convert.h"
@@ -181,9 +182,10 @@ class AgentRun {
     rendezvous.node_name = options_.node_name;
     rendezvous.job_id = options_.job_id;
     rendezvous.incarnation = incarnation_;
-    rendezvous.precision =
-        options_.precision == TrainingPrecision::kBf16 ? "bf16" : "fp32";
-    rendezvous.optimizer_sharding = options_.zero1 ? "zero1" : "none";
+    rendezvous.precision = std::string(TrainingPrecisionName(options_.precision));
+    rendezvous.optimizer_sharding = std::string(ParameterShardingName(
+        options_.zero1 ? ParameterSharding::kZero1
+                       : ParameterSharding::kReplicated));
     rendezvous.join_timeout = options_.join_timeout;
     rendezvous.store_host = options_.store_host;
     rendezvous.store_port = options_.store_port;
@@ -278,7 +280,7 @@ class AgentRun {
     checkpoint_options.timeout = options_.checkpoint_timeout;
     checkpoint_options.model_name = model_spec_.name;
     checkpoint_options.settings.precision =
-        options_.precision == TrainingPrecision::kBf16 ? "bf16" : "fp32";
+        std::string(TrainingPrecisionName(options_.precision));
     checkpoint_options.settings.zero1 = options_.zero1;
     checkpoint_options.gather_master = [this](bool keep) {
       return executor_->GatherMasterWeightState(keep);

@@ -10,6 +10,7 @@
 #include <iostream>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -26,6 +27,7 @@
 #include "common/main_prologue.h"
 #include "common/process_support.h"
 #include "common/status_macros.h"
+#include "cost_model/memory_model.h"
 #include "planner/client/planner_client.h"
 #include "prometheus/exposer.h"
 #include "torch/torch.h"
@@ -377,14 +379,13 @@ absl::Status ConfigureTraining(const ParsedFlags& flags, MainConfig& config) {
                                     /*min_exclusive=*/true));
   agent.learning_rate = learning_rate;
   const std::string precision = flags.String("precision");
-  if (precision == "fp32") {
-    agent.precision = TrainingPrecision::kFp32;
-  } else if (precision == "bf16") {
-    agent.precision = TrainingPrecision::kBf16;
-  } else {
+  const std::optional<TrainingPrecision> parsed =
+      TrainingPrecisionFromName(precision);
+  if (!parsed.has_value()) {
     return absl::InvalidArgumentError(
         absl::StrCat("--precision=", precision, ": expected fp32 or bf16"));
   }
+  agent.precision = *parsed;
   DCP_ASSIGN_OR_RETURN(auto zero1, flags.Bool("zero1"));
   agent.zero1 = zero1;
   if (flags.String("max-cached-groups") == "auto") {

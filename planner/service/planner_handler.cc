@@ -189,19 +189,14 @@ class PlannerHandlerRoot final : public PlannerHandler {
       }
     }
     if (!request.precision().empty()) {
-      const TrainingPrecision precision = request.precision() == "bf16"
-                                              ? TrainingPrecision::kBf16
-                                              : TrainingPrecision::kFp32;
-      const ParameterSharding sharding =
-          request.optimizer_sharding() == "zero1"
-              ? ParameterSharding::kZero1
-              : ParameterSharding::kReplicated;
-      absl::StatusOr<std::optional<int64_t>> version =
-          params_.SetTrainingState(precision, sharding);
+      // Both names were validated (ValidateRegisterWorkerRequest).
+      absl::StatusOr<std::optional<int64_t>> version = params_.SetTrainingState(
+          *TrainingPrecisionFromName(request.precision()),
+          *ParameterShardingFromName(request.optimizer_sharding()));
       if (!version.ok()) return version.status();
       if (version->has_value()) {
-        MemoryParams state;
-        SetTrainingStateBytes(precision, sharding, state);
+        const MemoryParams& state =
+            params_.Snapshot()->current->cost_model->params().memory;
         Log(absl::StrFormat(
             "params v%d: training state %s with optimizer sharding %s "
             "(%.0f + %.0f + %.0f bytes per parameter: weights, gradients, "

@@ -1,6 +1,7 @@
 #include "planner/service/request_validation.h"
 
 #include <cmath>
+#include <optional>
 #include <set>
 
 #include "absl/container/flat_hash_map.h"
@@ -256,16 +257,18 @@ absl::Status ValidateRegisterWorkerRequest(
         Quote(request.optimizer_sharding()),
         "; declare both (the training state they make) or neither"));
   }
-  if (!request.precision().empty() && request.precision() != "bf16" &&
-      request.precision() != "fp32") {
+  if (!request.precision().empty() &&
+      !TrainingPrecisionFromName(request.precision()).has_value()) {
     return absl::InvalidArgumentError(
         absl::StrCat("precision ", Quote(request.precision()), " for worker ",
                      Quote(request.worker_id()),
                      " is not supported; use \"bf16\" or \"fp32\""));
   }
+  // The planner service plans ZeRO-1 or replicated optimizers only.
+  const std::optional<ParameterSharding> sharding =
+      ParameterShardingFromName(request.optimizer_sharding());
   if (!request.optimizer_sharding().empty() &&
-      request.optimizer_sharding() != "zero1" &&
-      request.optimizer_sharding() != "none") {
+      (!sharding.has_value() || *sharding == ParameterSharding::kZero3)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "optimizer_sharding ", Quote(request.optimizer_sharding()),
         " for worker ", Quote(request.worker_id()),
