@@ -29,16 +29,13 @@ void CopyDeclaredByWorkers(const MemoryParams& from, MemoryParams& to) {
 }
 
 bool SameDeclaredByWorkers(const MemoryParams& a, const MemoryParams& b) {
-  MemoryParams copy = b;
-  CopyDeclaredByWorkers(a, copy);
-  return copy.communicator_bytes == b.communicator_bytes &&
-         copy.communicators_per_rank == b.communicators_per_rank &&
-         copy.weight_bytes_per_parameter == b.weight_bytes_per_parameter &&
-         copy.gradient_bytes_per_parameter == b.gradient_bytes_per_parameter &&
-         copy.optimizer_bytes_per_parameter ==
-             b.optimizer_bytes_per_parameter &&
-         copy.zero1_optimizer_sharding == b.zero1_optimizer_sharding &&
-         copy.zero3_parameter_sharding == b.zero3_parameter_sharding;
+  return a.communicator_bytes == b.communicator_bytes &&
+         a.communicators_per_rank == b.communicators_per_rank &&
+         a.weight_bytes_per_parameter == b.weight_bytes_per_parameter &&
+         a.gradient_bytes_per_parameter == b.gradient_bytes_per_parameter &&
+         a.optimizer_bytes_per_parameter == b.optimizer_bytes_per_parameter &&
+         a.zero1_optimizer_sharding == b.zero1_optimizer_sharding &&
+         a.zero3_parameter_sharding == b.zero3_parameter_sharding;
 }
 
 }  // namespace
@@ -186,17 +183,15 @@ absl::StatusOr<std::optional<int64_t>> CostParamsRegistry::SetDeclared(
   absl::MutexLock write_lock(&write_mu_);
   std::shared_ptr<const CostParamsSnapshot> previous = Snapshot();
   CostParams params = previous->current->cost_model->params();
-  MemoryParams current = params.memory;
-  declare(current);
-  MemoryParams fitted = previous->fitted_params.memory;
-  declare(fitted);
-  if (SameDeclaredByWorkers(current, params.memory) &&
-      SameDeclaredByWorkers(fitted, previous->fitted_params.memory)) {
+  declare(params.memory);
+  CostParamsSnapshot next = *previous;
+  declare(next.fitted_params.memory);
+  if (SameDeclaredByWorkers(params.memory,
+                            previous->current->cost_model->params().memory) &&
+      SameDeclaredByWorkers(next.fitted_params.memory,
+                            previous->fitted_params.memory)) {
     return std::nullopt;
   }
-  CopyDeclaredByWorkers(current, params.memory);
-  CostParamsSnapshot next = *previous;
-  CopyDeclaredByWorkers(fitted, next.fitted_params.memory);
   absl::StatusOr<int64_t> version = AddVersion(
       params, previous->current->compute_correction,
       previous->current->communication_correction, std::move(next),
