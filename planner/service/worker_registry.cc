@@ -140,8 +140,7 @@ std::string WorkerRegistry::WaitingFor() const {
   return text;
 }
 
-bool WorkerRegistry::WorldJoined() const {
-  if (!WorldComplete()) return false;
+bool WorkerRegistry::AllJoining() const {
   for (const auto& [id, worker] : workers_) {
     if (!worker.joining) return false;
   }
@@ -182,9 +181,7 @@ absl::Status WorkerRegistry::CheckIncarnation(const Worker& worker,
       incarnation == registered.incarnation()) {
     return absl::OkStatus();
   }
-  const bool replaced =
-      std::find(worker.superseded.begin(), worker.superseded.end(),
-                incarnation) != worker.superseded.end();
+  const bool replaced = Superseded(worker, incarnation);
   return absl::FailedPreconditionError(absl::StrCat(
       call, " of worker ", Quote(registered.worker_id()), ": this process ",
       "(incarnation ", Quote(incarnation), ") ",
@@ -252,7 +249,6 @@ absl::Status WorkerRegistry::CheckTrainingState(
   for (const auto& [id, worker] : workers_) {
     const v1::RegisterWorkerRequest& theirs = worker.registration;
     if (id != request.worker_id() && !theirs.precision().empty() &&
-        !request.precision().empty() &&
         (theirs.precision() != request.precision() ||
          theirs.optimizer_sharding() != request.optimizer_sharding())) {
       return absl::FailedPreconditionError(absl::StrCat(
@@ -279,10 +275,11 @@ v1::RegisterWorkerResponse WorkerRegistry::Response(
   response.set_rendezvous_address(RendezvousAddress());
   *response.mutable_model() = ModelSpecToProto(model_);
   *response.mutable_cluster() = ClusterSpecToProto(cluster_);
-  const bool joined = WorldJoined();
+  const bool complete = WorldComplete();
+  const bool joined = complete && AllJoining();
   response.set_world_joined(joined);
   response.set_waiting_for(WaitingFor());
-  if (WorldComplete() && !joined) response.set_not_joined(NotJoining());
+  if (complete && !joined) response.set_not_joined(NotJoining());
   return response;
 }
 
@@ -446,11 +443,11 @@ absl::StatusOr<v1::RegisterWorkerResponse> WorkerRegistry::Register(
             "; a worker id keeps its node and ranks for the whole job (use a "
             "new worker id, or restart the job with a fresh state_dir)"));
       }
-      if (absl::Status status =
-              CheckIncarnation(worker, request.incarnation(), "RegisterWorker");
-          !status.ok() &&
-          std::find(worker.superseded.begin(), worker.superseded.end(),
-                    request.incarnation()) != worker.superseded.end()) {
+      // A new incarnation takes the id over (below); a replaced one may
+      // not take it back.
+      if (absl::Status status = CheckIncarnation(
+              worker, request.incarnation(), "RegisterWorker");
+          !status.ok() && Superseded(worker, request.incarnation())) {
         Log(absl::StrCat("refused registration of worker ",
                          request.worker_id(), " from ",
                          request.registered_by(), ": ", status.message()));

@@ -1,6 +1,7 @@
 #ifndef DCP_PLANNER_SERVICE_WORKER_REGISTRY_H_
 #define DCP_PLANNER_SERVICE_WORKER_REGISTRY_H_
 
+#include <algorithm>
 #include <functional>
 #include <map>
 #include <optional>
@@ -127,8 +128,8 @@ class WorkerRegistry {
     worker.last_seen_monotonic = clock_.MonotonicNow();
   }
   bool WorldComplete() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  /// Complete, and every worker is joining.
-  bool WorldJoined() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// Every worker's latest registration had `joining` set.
+  bool AllJoining() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   /// The workers not joining yet, with how long each has been silent.
   std::string NotJoining() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   /// FAILED_PRECONDITION unless `incarnation` (non-empty) is the worker's
@@ -137,6 +138,11 @@ class WorkerRegistry {
                                 absl::string_view incarnation,
                                 absl::string_view call) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// Whether `incarnation` is one `worker`'s id had before its current one.
+  static bool Superseded(const Worker& worker, absl::string_view incarnation) {
+    return std::find(worker.superseded.begin(), worker.superseded.end(),
+                     incarnation) != worker.superseded.end();
+  }
   /// The record of `worker` in the state directory.
   static v1::WorkerRecord RecordOf(const Worker& worker);
   std::string WaitingFor() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
