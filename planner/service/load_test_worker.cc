@@ -4,20 +4,13 @@
 #include <random>
 #include <utility>
 
+#include "common/split_mix64.h"
 #include "absl/hash/hash.h"
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
 
 namespace dcp {
 namespace {
-
-/// SplitMix64: a well-mixed seed for each (seed, step, rank).
-uint64_t Mix(uint64_t value) {
-  value += 0x9e3779b97f4a7c15ull;
-  value = (value ^ (value >> 30)) * 0xbf58476d1ce4e5b9ull;
-  value = (value ^ (value >> 27)) * 0x94d049bb133111ebull;
-  return value ^ (value >> 31);
-}
 
 /// 1 + noise x u, u uniform in [-1, 1) from the raw output of `rng` (the
 /// same on every platform).
@@ -71,9 +64,10 @@ void MakeReports(const v1::GetPlanResponse& response, int64_t step,
       continue;
     }
     const v1::Group& group = plan.groups(group_of_local_rank[local]);
-    std::mt19937_64 rng(
-        Mix(Mix(Mix(options.seed) ^ static_cast<uint64_t>(step)) ^
-            static_cast<uint64_t>(rank)));
+    // A stream of its own for each (seed, step, rank).
+    std::mt19937_64 rng(SplitMix64(
+        SplitMix64(SplitMix64(options.seed) ^ static_cast<uint64_t>(step)) ^
+        static_cast<uint64_t>(rank)));
     v1::ReportStepStatsRequest report;
     report.set_worker_id(worker.worker_id);
     report.set_step(step);

@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/split_mix64.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/match.h"
@@ -28,19 +29,10 @@ namespace {
 // ---------------------------------------------------------------------------
 // Synthetic tokens.
 
-// The splitmix64 output function (Steele, Lea, Flood 2014): a bijective,
-// well-mixed map of 64-bit integers, identical on every platform.
-uint64_t Mix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
-// The hash of one token position; each argument goes through its own Mix64
-// round so that (seed, id, position) triples do not collide by cancellation.
+// The hash of one token position; each argument goes through its own
+// SplitMix64 round so that (seed, id, position) triples do not collide by cancellation.
 uint64_t SyntheticHash(uint64_t seed, uint64_t sample_id, uint64_t position) {
-  return Mix64(Mix64(Mix64(seed) ^ sample_id) ^ position);
+  return SplitMix64(SplitMix64(SplitMix64(seed) ^ sample_id) ^ position);
 }
 
 // Maps the high 32 bits of `hash` onto [0, vocab_size) (multiply-shift; exact

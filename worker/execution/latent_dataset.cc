@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "common/split_mix64.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -18,17 +19,10 @@ constexpr uint64_t kAmplitudeSalt = 0x616d706c69747564ULL;
 constexpr uint64_t kPhaseSalt = 0x7068617365706861ULL;
 constexpr uint64_t kNoiseSalt = 0x6e6f6973656e6f69ULL;
 
-// splitmix64's finaliser: a bijective mix of 64 bits.
-uint64_t Mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
 uint64_t Hash(uint64_t seed, uint64_t sample_id, uint64_t salt,
               uint64_t index) {
-  return Mix(Mix(Mix(Mix(seed) ^ sample_id) ^ salt) ^ index);
+  return SplitMix64(
+      SplitMix64(SplitMix64(SplitMix64(seed) ^ sample_id) ^ salt) ^ index);
 }
 
 // In [0, 1), from the top 53 bits.
