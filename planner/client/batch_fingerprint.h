@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "absl/types/span.h"
+#include "common/split_mix64.h"
 #include "planner/workload/workload.h"
 
 namespace dcp {
@@ -54,13 +55,7 @@ class BatchFingerprinter {
  private:
   static constexpr uint64_t kSeed = 0x6463702d62617463ull;  // "dcp-batc"
 
-  static uint64_t Mix(uint64_t x) {
-    x ^= x >> 30;
-    x *= 0xbf58476d1ce4e5b9ull;
-    x ^= x >> 27;
-    x *= 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
-  }
+  static uint64_t Mix(uint64_t x) { return SplitMix64Finalize(x); }
 
   void Absorb(uint64_t word) {
     const uint64_t x = hash_ ^ Mix(word);

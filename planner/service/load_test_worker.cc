@@ -4,10 +4,10 @@
 #include <random>
 #include <utility>
 
-#include "common/split_mix64.h"
 #include "absl/hash/hash.h"
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
+#include "common/split_mix64.h"
 
 namespace dcp {
 namespace {
@@ -65,9 +65,9 @@ void MakeReports(const v1::GetPlanResponse& response, int64_t step,
     }
     const v1::Group& group = plan.groups(group_of_local_rank[local]);
     // A stream of its own for each (seed, step, rank).
-    std::mt19937_64 rng(SplitMix64(
-        SplitMix64(SplitMix64(options.seed) ^ static_cast<uint64_t>(step)) ^
-        static_cast<uint64_t>(rank)));
+    std::mt19937_64 rng(SplitMix64Chain(
+        options.seed,
+        {static_cast<uint64_t>(step), static_cast<uint64_t>(rank)}));
     v1::ReportStepStatsRequest report;
     report.set_worker_id(worker.worker_id);
     report.set_step(step);

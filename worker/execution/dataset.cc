@@ -14,7 +14,6 @@
 #include <utility>
 #include <vector>
 
-#include "common/split_mix64.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/match.h"
@@ -22,6 +21,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "common/split_mix64.h"
 
 namespace dcp {
 namespace {
@@ -29,10 +29,9 @@ namespace {
 // ---------------------------------------------------------------------------
 // Synthetic tokens.
 
-// The hash of one token position; each argument goes through its own
-// SplitMix64 round so that (seed, id, position) triples do not collide by cancellation.
+// The hash of one token position.
 uint64_t SyntheticHash(uint64_t seed, uint64_t sample_id, uint64_t position) {
-  return SplitMix64(SplitMix64(SplitMix64(seed) ^ sample_id) ^ position);
+  return SplitMix64Chain(seed, {sample_id, position});
 }
 
 // Maps the high 32 bits of `hash` onto [0, vocab_size) (multiply-shift; exact

@@ -2,11 +2,11 @@
 
 #include <cmath>
 
-#include "common/split_mix64.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "common/split_mix64.h"
 
 namespace dcp {
 namespace {
@@ -21,8 +21,7 @@ constexpr uint64_t kNoiseSalt = 0x6e6f6973656e6f69ULL;
 
 uint64_t Hash(uint64_t seed, uint64_t sample_id, uint64_t salt,
               uint64_t index) {
-  return SplitMix64(
-      SplitMix64(SplitMix64(SplitMix64(seed) ^ sample_id) ^ salt) ^ index);
+  return SplitMix64Chain(seed, {sample_id, salt, index});
 }
 
 // In [0, 1), from the top 53 bits.
