@@ -514,10 +514,15 @@ absl::StatusOr<Plan> PlanSearch::Run() {
       }
     }
   }
-  if (best->exposed_allreduce_seconds <= 0) return best;
-  // With part of the all-reduce exposed, fewer and larger micro-batches (a
-  // common accumulation count, one recompute setting) can hide more of it
-  // than they cost; those plans are legal here too, so search them as well.
+  // Fewer and larger micro-batches (a common accumulation count, one
+  // recompute setting) can win when they hide more of an exposed all-reduce
+  // than they cost, or when every micro-batch pays parameter-sharding
+  // collectives (ZeRO-3); those plans are legal here too, so search them as
+  // well.
+  const bool per_micro_batch_cost = cost_model_.ShardingMicroBatchSeconds() > 0;
+  if (best->exposed_allreduce_seconds <= 0 && !per_micro_batch_cost) {
+    return best;
+  }
   for (const auto& [variable, pyramid] :
        {std::pair{false, true}, std::pair{true, false},
         std::pair{false, false}}) {
@@ -533,7 +538,9 @@ absl::StatusOr<Plan> PlanSearch::Run() {
     ReportProgress(absl::StrCat(
         "searching again with ",
         variable ? "variable" : "one common", " accumulation and ",
-        pyramid ? "pyramid" : "uniform", " recompute, to hide the all-reduce"));
+        pyramid ? "pyramid" : "uniform", " recompute, ",
+        per_micro_batch_cost ? "to pay the sharding collectives fewer times"
+                             : "to hide the all-reduce"));
     absl::StatusOr<Plan> plan = Search();
     if (plan.ok() &&
         plan->predicted_step_seconds < best->predicted_step_seconds) {

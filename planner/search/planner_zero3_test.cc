@@ -3,6 +3,7 @@
 // gradients alone exceed an H200, plans on 4 and 8 nodes of 8 H200s, and the
 // search weighs the collectives every micro-batch pays.
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -95,6 +96,34 @@ TEST(PlannerZero3Test, CostlyCollectivesMeanFewerMicroBatches) {
   ASSERT_TRUE(without.ok()) << without.status();
   EXPECT_LE(MicroBatches(*with), MicroBatches(*without));
   EXPECT_GT(with->predicted_step_seconds, without->predicted_step_seconds);
+}
+
+// Under ZeRO-3 every micro-batch pays the sharding collectives, so the plans
+// with one common accumulation count (or one recompute setting) are searched
+// too: the default search is never slower than those restrictions of it.
+TEST(PlannerZero3Test, NeverSlowerThanItsRestrictions) {
+  for (int nodes : {4, 8}) {
+    SCOPED_TRACE(testing::Message() << nodes << " nodes");
+    const CostModel cost_model = MakeZero3CostModel("llama3-70b", nodes, 8);
+    const std::vector<int64_t> lengths = LongTailBatch(nodes * 8);
+    absl::StatusOr<Plan> plan =
+        Planner(cost_model, PlannerOptions{}).PlanBatch(lengths);
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    for (const auto& [variable, pyramid] :
+         {std::pair{false, true}, std::pair{true, false},
+          std::pair{false, false}}) {
+      SCOPED_TRACE(testing::Message() << "variable accumulation " << variable
+                                      << ", pyramid recompute " << pyramid);
+      PlannerOptions restricted;
+      restricted.variable_accumulation = variable;
+      restricted.pyramid_recompute = pyramid;
+      absl::StatusOr<Plan> other =
+          Planner(cost_model, restricted).PlanBatch(lengths);
+      ASSERT_TRUE(other.ok()) << other.status();
+      EXPECT_LE(plan->predicted_step_seconds,
+                other->predicted_step_seconds * (1 + 1e-9));
+    }
+  }
 }
 
 }  // namespace
