@@ -147,6 +147,7 @@ v1::MemoryParams MemoryParamsToProto(const MemoryParams& params) {
   proto.set_gradient_bytes_per_parameter(params.gradient_bytes_per_parameter);
   proto.set_optimizer_bytes_per_parameter(params.optimizer_bytes_per_parameter);
   proto.set_zero1_optimizer_sharding(params.zero1_optimizer_sharding);
+  proto.set_zero3_parameter_sharding(params.zero3_parameter_sharding);
   proto.set_fixed_bytes(params.fixed_bytes);
   proto.set_activation_bytes_per_token_per_layer(
       params.activation_bytes_per_token_per_layer);
@@ -168,6 +169,7 @@ MemoryParams MemoryParamsFromProto(const v1::MemoryParams& proto) {
   params.gradient_bytes_per_parameter = proto.gradient_bytes_per_parameter();
   params.optimizer_bytes_per_parameter = proto.optimizer_bytes_per_parameter();
   params.zero1_optimizer_sharding = proto.zero1_optimizer_sharding();
+  params.zero3_parameter_sharding = proto.zero3_parameter_sharding();
   params.fixed_bytes = proto.fixed_bytes();
   params.activation_bytes_per_token_per_layer =
       proto.activation_bytes_per_token_per_layer();

@@ -51,6 +51,7 @@ TEST(ProtoConvertTest, CostParamsRoundTripExactly) {
   params.compute.gemm_half_efficiency_tokens = 123.456;
   params.memory.fixed_bytes = 4e9 + 1;
   params.memory.zero1_optimizer_sharding = false;
+  params.memory.zero3_parameter_sharding = true;
   params.comm.all_reduce_inter_latency_seconds = 1.0 / 3;
   params.compute.sp_compute_scale = 0.75;
   const v1::CostParams proto = CostParamsToProto(params);
@@ -59,6 +60,7 @@ TEST(ProtoConvertTest, CostParamsRoundTripExactly) {
   EXPECT_EQ(back.compute.gemm_flops_per_second,
             params.compute.gemm_flops_per_second);
   EXPECT_EQ(back.memory.zero1_optimizer_sharding, false);
+  EXPECT_TRUE(back.memory.zero3_parameter_sharding);
   EXPECT_EQ(back.comm.all_reduce_inter_latency_seconds, 1.0 / 3);
   EXPECT_EQ(back.compute.sp_compute_scale, 0.75);
   // A message from before sp_compute_scale (unset) is the identity.

@@ -4,6 +4,36 @@
 
 namespace dcp {
 
+double LockstepSeconds(const CostModel& cost_model,
+                       absl::Span<const int64_t> lengths_tokens,
+                       const Plan& plan) {
+  size_t most = 0;
+  for (const GroupPlan& group : plan.groups) {
+    most = std::max(most, group.micro_batches.size());
+  }
+  if (most == 0 || lengths_tokens.empty()) return 0;
+  const int64_t shortest =
+      *std::min_element(lengths_tokens.begin(), lengths_tokens.end());
+  double seconds = 0;
+  for (size_t k = 0; k < most; ++k) {
+    double slowest = 0;
+    for (const GroupPlan& group : plan.groups) {
+      const size_t padding = most - group.micro_batches.size();
+      if (k >= padding) {
+        slowest = std::max(
+            slowest, group.micro_batches[k - padding].predicted_seconds);
+        continue;
+      }
+      MicroBatchShape shape;
+      shape.sp_size = group.sp_size();
+      shape.AddSequence(shortest);
+      slowest = std::max(slowest, cost_model.MicroBatch(shape, 0).total_seconds);
+    }
+    seconds += slowest;
+  }
+  return seconds;
+}
+
 void PredictPlan(const CostModel& cost_model,
                  absl::Span<const int64_t> lengths_tokens, Plan& plan) {
   plan.slowest_group_seconds = 0;
@@ -28,6 +58,11 @@ void PredictPlan(const CostModel& cost_model,
       plan.slowest_group_seconds = group.predicted_seconds;
       last_backward_of_slowest = last_backward;
     }
+  }
+  if (cost_model.params().memory.zero3_parameter_sharding) {
+    plan.slowest_group_seconds = std::max(
+        plan.slowest_group_seconds,
+        LockstepSeconds(cost_model, lengths_tokens, plan));
   }
   // Gradients stream into the all-reduce while the slowest group runs its
   // last backward; only the rest is exposed.

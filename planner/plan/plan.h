@@ -58,9 +58,22 @@ struct Plan {
 /// Fills every prediction of `plan` (micro-batch seconds and bytes, group
 /// seconds, slowest group, exposed all-reduce, step) from the cost model,
 /// keeping its structure. Sequence indices must be valid for
-/// `lengths_tokens` (ValidatePlan checks that).
+/// `lengths_tokens` (ValidatePlan checks that). With ZeRO-3 the step's
+/// groups run in lockstep (LockstepSeconds), which slowest_group_seconds
+/// counts when it is longer than every group's own time.
 void PredictPlan(const CostModel& cost_model,
                  absl::Span<const int64_t> lengths_tokens, Plan& plan);
+
+/// Under ZeRO-3 every micro-batch all-gathers and reduce-scatters over
+/// every rank, so all ranks run as many micro-batches as the busiest group
+/// (a group with fewer first runs padding ones: the batch's shortest
+/// sequence, a loss that counts nothing) and the k-th micro-batches of all
+/// groups end together: the sum over k of the slowest k-th micro-batch
+/// (from the micro-batches' predicted_seconds). 0 for a plan without
+/// micro-batches.
+double LockstepSeconds(const CostModel& cost_model,
+                       absl::Span<const int64_t> lengths_tokens,
+                       const Plan& plan);
 
 /// The largest predicted peak bytes of any micro-batch in the plan.
 double MaxPeakBytes(const Plan& plan);

@@ -280,8 +280,11 @@ absl::StatusOr<Plan> PlanSearch::ToPlan(const Assignment& assignment,
 std::optional<double> PlanSearch::PredictedStepSeconds(
     const Assignment& assignment) {
   // With inexact sums a plan's costs (PredictPlan, from sequences in index
-  // order) may differ in the last bit from TimeGroup's (packing order).
-  if (!table_->squares_exact()) {
+  // order) may differ in the last bit from TimeGroup's (packing order);
+  // under ZeRO-3 the groups' micro-batches run in lockstep (LockstepSeconds),
+  // which only the plan prices.
+  if (!table_->squares_exact() ||
+      cost_model_.params().memory.zero3_parameter_sharding) {
     absl::StatusOr<Plan> plan = ToPlan(assignment);
     if (!plan.ok()) return std::nullopt;
     return plan->predicted_step_seconds;

@@ -2,6 +2,7 @@
 // zero3_parameter_sharding): llama3-70b, whose replicated weights and
 // gradients alone exceed an H200, plans on 4 and 8 nodes of 8 H200s, and the
 // search weighs the collectives every micro-batch pays.
+#include <algorithm>
 #include <cstdint>
 #include <utility>
 #include <vector>
@@ -72,6 +73,49 @@ TEST(PlannerZero3Test, PlansLlama70bOnFourAndEightNodes) {
     EXPECT_LE(*bound, plan->predicted_step_seconds * (1 + 1e-9));
     EXPECT_GE(*bound, sharding);
   }
+}
+
+// Under ZeRO-3 the groups run in lockstep: a group with fewer micro-batches
+// pads first, and the k-th micro-batches of all groups end together.
+TEST(PlannerZero3Test, GroupsRunInLockstep) {
+  const CostModel cost_model = MakeZero3CostModel("llama3-70b", 4, 8);
+  const std::vector<int64_t> lengths = {1024, 4096, 8192, 65536, 2048};
+  auto micro_batch = [](std::vector<int> indices) {
+    MicroBatchPlan micro;
+    micro.sequence_indices = std::move(indices);
+    micro.checkpointed_layers = 80;
+    return micro;
+  };
+  Plan plan;
+  GroupPlan three;  // three micro-batches, short ones
+  for (int r = 0; r < 8; ++r) three.ranks.push_back(r);
+  three.micro_batches = {micro_batch({0}), micro_batch({1}), micro_batch({2})};
+  GroupPlan one;  // one long micro-batch
+  for (int r = 8; r < 16; ++r) one.ranks.push_back(r);
+  one.micro_batches = {micro_batch({3, 4})};
+  plan.groups = {three, one};
+  PredictPlan(cost_model, lengths, plan);
+  const std::vector<MicroBatchPlan>& a = plan.groups[0].micro_batches;
+  const double b = plan.groups[1].micro_batches[0].predicted_seconds;
+  MicroBatchShape padding;
+  padding.sp_size = 8;
+  padding.AddSequence(1024);
+  const double pad = cost_model.MicroBatch(padding, 0).total_seconds;
+  const double lockstep = std::max(a[0].predicted_seconds, pad) +
+                          std::max(a[1].predicted_seconds, pad) +
+                          std::max(a[2].predicted_seconds, b);
+  EXPECT_DOUBLE_EQ(LockstepSeconds(cost_model, lengths, plan), lockstep);
+  EXPECT_DOUBLE_EQ(plan.slowest_group_seconds, lockstep);
+  EXPECT_GT(lockstep, std::max(plan.groups[0].predicted_seconds,
+                               plan.groups[1].predicted_seconds));
+  EXPECT_DOUBLE_EQ(plan.predicted_step_seconds,
+                   lockstep + cost_model.OptimizerStepSeconds());
+  // Without ZeRO-3 every group runs on its own.
+  const CostModel replicated = MakeCostModel("llama3-8b", 4, 8);
+  PredictPlan(replicated, lengths, plan);
+  EXPECT_DOUBLE_EQ(plan.slowest_group_seconds,
+                   std::max(plan.groups[0].predicted_seconds,
+                            plan.groups[1].predicted_seconds));
 }
 
 // The more a micro-batch's collectives cost, the fewer micro-batches the

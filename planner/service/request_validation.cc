@@ -264,15 +264,12 @@ absl::Status ValidateRegisterWorkerRequest(
                      Quote(request.worker_id()),
                      " is not supported; use \"bf16\" or \"fp32\""));
   }
-  // The planner service plans ZeRO-1 or replicated optimizers only.
-  const std::optional<ParameterSharding> sharding =
-      ParameterShardingFromName(request.optimizer_sharding());
   if (!request.optimizer_sharding().empty() &&
-      (!sharding.has_value() || *sharding == ParameterSharding::kZero3)) {
+      !ParameterShardingFromName(request.optimizer_sharding()).has_value()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "optimizer_sharding ", Quote(request.optimizer_sharding()),
         " for worker ", Quote(request.worker_id()),
-        " is not supported; use \"zero1\" or \"none\""));
+        " is not supported; use \"none\", \"zero1\" or \"zero3\""));
   }
   return ValidateRegistrationText(request);
 }

@@ -141,8 +141,11 @@ TEST(RequestValidationTest, ATrainingStateIsDeclaredWholeAndKnown) {
               HasSubstr("precision 'fp16' for worker 'w0' is not supported"));
   request.set_precision("fp32");
   request.set_optimizer_sharding("zero3");
+  EXPECT_TRUE(ValidateRegisterWorkerRequest(request, 8).ok());
+  request.set_optimizer_sharding("zero2");
   EXPECT_THAT(ValidateRegisterWorkerRequest(request, 8).message(),
-              HasSubstr("optimizer_sharding 'zero3' for worker 'w0'"));
+              HasSubstr("optimizer_sharding 'zero2' for worker 'w0' is not "
+                        "supported; use \"none\", \"zero1\" or \"zero3\""));
 }
 
 TEST(RequestValidationTest, StepReports) {
