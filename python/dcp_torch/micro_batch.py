@@ -34,15 +34,21 @@ class MicroBatch:
       per-sequence ones stacked, plus "position_ids" (each token's position
       in its sequence) and "sequence_index" (its sequence's index among the
       micro-batch's, for per-sequence conditioning). Padding has position 0
-      and sequence 0; token_loss_sum masks it out."""
+      and sequence 0; token_loss_sum masks it out.
+    counts: False for a padding micro-batch (a rank of a model under
+      fully_shard that has run its plan's micro-batches runs these until
+      every rank has run as many): its loss counts nothing, so its gradient
+      is zero, but its forward and backward join the all-gathers and
+      reduce-scatters of the other ranks."""
 
     def __init__(self, step: Any, index: int, proto: Any,
                  samples: Sequence[Tuple[int, int]],
                  fetch: Callable[[int], Mapping[str, Any]],
                  sequence_keys: frozenset, sp_size: int, position: int,
-                 group: Optional[Any]) -> None:
+                 group: Optional[Any], counts: bool = True) -> None:
         self.step = step
         self.index = index
+        self.counts = counts
         self.checkpointed_layers = proto.checkpointed_layers
         self.samples = samples
         self.done = False
@@ -81,6 +87,8 @@ class MicroBatch:
         weight = real[mine].to(torch.float64)
         if "loss_mask" in self.inputs:
             weight = weight * self.inputs["loss_mask"].to(torch.float64).cpu()
+        if not counts:
+            weight = torch.zeros_like(weight)
         _check_ignored_labels(self.inputs.get("labels"), weight)
         self.token_weight = weight.to(device)
         self.loss_tokens = int(weight.sum().item())

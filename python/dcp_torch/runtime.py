@@ -27,7 +27,7 @@ from typing import (Any, Callable, Iterable, Iterator, Mapping, Optional,
 import torch
 import torch.distributed as dist
 
-from dcp_torch import checkpointing, context, devices
+from dcp_torch import checkpointing, context, devices, sharding
 from dcp_torch import spec as spec_lib
 from dcp_torch import spec_from_module, transformers_support
 from dcp_torch import profiler as profiler_lib
@@ -148,6 +148,10 @@ class Runtime:
         self.device = device
         self.rank = dist.get_rank()
         self.world_size = dist.get_world_size()
+        # Wrapped in fully_shard: ZeRO-3 (dcp_torch.sharding).
+        self.fully_sharded = sharding.is_fully_sharded(model)
+        if self.fully_sharded:
+            sharding.prepare(model)
         self.log = log
         self.sp_groups = sp_groups
         self.reporter = StatsReporter(client, log)
@@ -162,13 +166,17 @@ class Runtime:
     def _training_state(self) -> dict:
         """What the planner's memory model counts of this rank: its
         module's dtype (2 bytes: bf16 with float32 master weights and AdamW
-        states; 4: fp32) and an optimizer dcp_torch does not shard. Other
-        dtypes (an fp64 test model) are not declared: the planner keeps its
-        defaults and budgets for its own ModelSpec."""
+        states; 4: fp32) and its sharding: weights, gradients and optimizer
+        state sharded over the world under fully_shard ("zero3"), else an
+        optimizer dcp_torch does not shard ("none"). Other dtypes (an fp64
+        test model) are not declared: the planner keeps its defaults and
+        budgets for its own ModelSpec."""
         precision = {2: "bf16", 4: "fp32"}.get(self.spec.dtype_bytes)
         if precision is None:
             return {}
-        return {"precision": precision, "optimizer_sharding": "none"}
+        return {"precision": precision,
+                "optimizer_sharding": "zero3" if self.fully_sharded
+                else "none"}
 
     def _register(self, node_name, timeout_seconds):
         request = pb.RegisterWorkerRequest(
@@ -228,9 +236,10 @@ class Runtime:
             return
         options = options or profiler_lib.ProfileOptions()
         start = time.perf_counter()
-        samples = profiler_lib.profile(
-            self.spec, self.blocks, self.sp_groups, self.torch_rank_of,
-            self.cluster.gpus_per_node, self.device, options, core)
+        with sharding.unsharded(self.model, self.blocks[0]):
+            samples = profiler_lib.profile(
+                self.spec, self.blocks, self.sp_groups, self.torch_rank_of,
+                self.cluster.gpus_per_node, self.device, options, core)
         response = self.client.submit_profile(pb.SubmitProfileRequest(
             worker_id=self.worker_id, incarnation=self.incarnation,
             samples=samples))

@@ -12,7 +12,8 @@ from typing import Sequence, Tuple
 import torch
 import torch.distributed as dist
 
-from dcp_torch import context
+from dcp_torch import context, sharding
+from dcp_torch._proto import plan_pb2
 from dcp_torch._proto import planner_service_pb2 as pb
 from dcp_torch.errors import RankDivergedError
 from dcp_torch.micro_batch import MicroBatch
@@ -20,8 +21,9 @@ from dcp_torch.micro_batch import MicroBatch
 
 class Step:
     """One optimizer step: iterate it for this rank's micro-batches (none
-    when the plan gives this rank's group nothing), then sync_gradients()
-    and report(). `loss_scale` is 1 / the tokens that count in the loss over
+    when the plan gives this rank's group nothing; under fully_shard,
+    padding ones first up to the busiest group's count), then
+    sync_gradients() and report(). `loss_scale` is 1 / the tokens that count in the loss over
     the whole global batch; `plan` is the dcp.v1.Plan."""
 
     def __init__(self, runtime: Any, number: int,
@@ -94,16 +96,33 @@ class Step:
         self.group = next((g for g in plan.groups if me in g.ranks), None)
         rt.sp_groups.use([[rt.torch_rank_of[p] for p in g.ranks]
                           for g in plan.groups])
-        if self.group is None:
+        members, process_group = [rt.rank], None
+        if self.group is not None:
+            members = sorted(rt.torch_rank_of[p] for p in self.group.ranks)
+            process_group = rt.sp_groups.get(members)
+            for index, micro in enumerate(self.group.micro_batches):
+                self.micro_batches.append(MicroBatch(
+                    self, index, micro,
+                    [self.batch[i] for i in micro.sequence_indices], fetch,
+                    sequence_keys, len(members), members.index(rt.rank),
+                    process_group))
+        if not rt.fully_sharded:
             return
-        members = sorted(rt.torch_rank_of[p] for p in self.group.ranks)
-        process_group = rt.sp_groups.get(members)
-        position = members.index(rt.rank)
-        for index, micro in enumerate(self.group.micro_batches):
-            self.micro_batches.append(MicroBatch(
-                self, index, micro,
-                [self.batch[i] for i in micro.sequence_indices], fetch,
-                sequence_keys, len(members), position, process_group))
+        # Under fully_shard every rank runs as many forward and backward
+        # passes as the busiest group: the others run padding passes first
+        # (the batch's shortest sample with a loss that counts nothing, by
+        # the whole group alike, or alone by a rank without one), so that
+        # the groups' slowest micro-batches, which the plan orders last,
+        # run side by side (the planner's LockstepSeconds).
+        shortest = min(self.batch, key=lambda sample: sample[1])
+        planned = len(self.micro_batches)
+        padding = [
+            MicroBatch(self, planned + i,
+                       plan_pb2.MicroBatch(checkpointed_layers=0), [shortest],
+                       fetch, sequence_keys, len(members),
+                       members.index(rt.rank), process_group, counts=False)
+            for i in range(sharding.micro_batches_per_rank(plan) - planned)]
+        self.micro_batches = padding + self.micro_batches
 
     def __iter__(self) -> Iterator[MicroBatch]:
         return iter(self.micro_batches)
@@ -116,12 +135,13 @@ class Step:
     ) -> None:
         """One all-reduce (sum) of every gradient over the world, on every
         rank, whether or not it ran a micro-batch (missing gradients count
-        as zero). RankDivergedError when any rank has not run all of its
-        micro-batches."""
+        as zero); under fully_shard only the check, as every backward has
+        reduce-scattered its gradients already. RankDivergedError when any
+        rank has not run all of its micro-batches."""
         rt = self._runtime
-        parameters = [p for p in (parameters if parameters is not None
-                                  else rt.model.parameters())
-                      if p.requires_grad]
+        parameters = [] if rt.fully_sharded else [
+            p for p in (parameters if parameters is not None
+                        else rt.model.parameters()) if p.requires_grad]
         not_run = [m.index for m in self.micro_batches if not m.done]
         pieces = [(p.grad if p.grad is not None else torch.zeros_like(p))
                   .reshape(-1) for p in parameters]
@@ -159,6 +179,8 @@ class Step:
         rt = self._runtime
         micro = []
         for m in self.micro_batches:
+            if not m.counts:
+                continue  # padding: not in the plan; in the step's seconds
             micro.append(pb.MicroBatchStats(
                 micro_batch_index=m.index,
                 compute_seconds=max(0.0, m.stats.seconds -

@@ -39,8 +39,9 @@ class FakePlannerClient:
 
     def register_worker(self, request):
         assert len(request.incarnation) == 16, request.incarnation
-        assert (request.precision, request.optimizer_sharding) in (
-            ("bf16", "none"), ("fp32", "none"), ("", "")), request
+        assert (request.precision in ("bf16", "fp32") and
+                request.optimizer_sharding in ("none", "zero3")) or (
+            request.precision, request.optimizer_sharding) == ("", ""), request
         self._incarnation = request.incarnation
         rank = int(request.worker_id.rsplit("-rank", 1)[1])
         return pb.RegisterWorkerResponse(
