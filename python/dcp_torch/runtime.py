@@ -38,7 +38,7 @@ from dcp_torch.planner_client import PlannerClient, PlannerError
 from dcp_torch.errors import EmptyBatchError, RankDivergedError
 from dcp_torch.sp_groups import SpGroups
 from dcp_torch.stats_reporter import StatsReporter
-from dcp_torch.step import Step
+from dcp_torch.step import Step, plan_layouts
 from dcp_torch.ulysses import HeadsNotDivisibleError
 
 import grpc
@@ -411,13 +411,30 @@ class Runtime:
 
 
 def _check_plan(plan, num_samples, world_size, step, spec):
-    """Every rank in at most one group, every sample in exactly one
-    micro-batch (else the loss scale and gradients would be wrong), every
-    group's SP size dividing the model's heads (raised here, alike on every
-    rank, rather than in one group's attention while the others wait)."""
+    """Every rank in at most one group of each layout (the plan's phases,
+    or its one layout), every sample in exactly one micro-batch of the
+    step (else the loss scale and gradients would be wrong), every group's
+    SP size dividing the model's heads (raised here, alike on every rank,
+    rather than in one group's attention while the others wait)."""
+    if plan.phases and plan.groups:
+        raise RankDivergedError(
+            f"the plan of step {step} has both phases and groups; a plan of "
+            "phases keeps its groups in them")
+    seen_samples = []
+    for layout in plan_layouts(plan):
+        seen_samples += _check_layout(layout, world_size, step, spec)
+    if sorted(seen_samples) != list(range(num_samples)):
+        raise RankDivergedError(
+            f"the plan of step {step} does not run each of the batch's "
+            f"{num_samples} samples exactly once")
+
+
+def _check_layout(groups, world_size, step, spec):
+    """The samples of one layout's groups, after checking that they
+    partition ranks of the world and divide the heads."""
     seen_ranks, seen_samples = set(), []
     heads, kv_heads = spec.num_attention_heads, spec.num_kv_heads
-    for group in plan.groups:
+    for group in groups:
         sp = len(group.ranks)
         if heads % sp or kv_heads % sp:
             raise HeadsNotDivisibleError(
@@ -435,7 +452,4 @@ def _check_plan(plan, num_samples, world_size, step, spec):
             seen_ranks.add(r)
         for micro in group.micro_batches:
             seen_samples += list(micro.sequence_indices)
-    if sorted(seen_samples) != list(range(num_samples)):
-        raise RankDivergedError(
-            f"the plan of step {step} does not run each of the batch's "
-            f"{num_samples} samples exactly once")
+    return seen_samples

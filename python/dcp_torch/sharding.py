@@ -6,8 +6,9 @@ data-parallel world; three things make a plan's math and collectives right
 under it:
 
  - every rank runs the same number of forward and backward passes in a step
-   (the most micro-batches of any group in the plan): ranks with fewer run
-   padding micro-batches whose loss counts nothing (MicroBatch.counts);
+   (in each layout, the most micro-batches of any of its groups): ranks
+   with fewer run padding micro-batches whose loss counts nothing
+   (MicroBatch.counts);
  - the reduce-scatters sum (a divide factor of 1): step.loss_scale already
    makes the sum over ranks the global batch's mean;
  - Step.sync_gradients all-reduces nothing (the reduce-scatters did it).
@@ -18,7 +19,7 @@ and reduce-scatters per micro-batch."""
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Iterator
+from typing import Any, Iterable, Iterator
 
 import torch
 from torch.distributed.fsdp import FSDPModule
@@ -40,10 +41,10 @@ def prepare(model: torch.nn.Module) -> None:
             module.set_force_sum_reduction_for_comms(True)
 
 
-def micro_batches_per_rank(plan: Any) -> int:
-    """How many micro-batches every rank runs in a step of `plan` (a
-    dcp.v1.Plan) under fully_shard: the most of any group."""
-    return max((len(g.micro_batches) for g in plan.groups), default=0)
+def micro_batches_per_rank(groups: Iterable[Any]) -> int:
+    """How many micro-batches every rank runs in a layout of these groups
+    (dcp.v1.Group) under fully_shard: the most of any group."""
+    return max((len(g.micro_batches) for g in groups), default=0)
 
 
 @contextlib.contextmanager

@@ -19,6 +19,15 @@ from dcp_torch.errors import RankDivergedError
 from dcp_torch.micro_batch import MicroBatch
 
 
+def plan_layouts(plan: Any) -> List[List[Any]]:
+    """The groups of each layout of `plan` (a dcp.v1.Plan), in the order
+    they run: its phases' when it re-groups the ranks within the step,
+    else its one layout."""
+    if plan.phases:
+        return [list(phase.groups) for phase in plan.phases]
+    return [list(plan.groups)]
+
+
 class Step:
     """One optimizer step: iterate it for this rank's micro-batches (none
     when the plan gives this rank's group nothing; under fully_shard,
@@ -89,40 +98,56 @@ class Step:
                 "(their own error says why); every rank stops at this step")
 
     def _prepare(self, fetch, sequence_keys):
-        """This rank's group and its micro-batches' inputs."""
+        """This rank's micro-batches' inputs: those of its group in each
+        layout of the plan (a plan that re-groups the ranks within a step
+        has several, its phases, run in order; gradients accumulate over
+        all of them), numbered phase after phase as the planner counts
+        them."""
         rt = self._runtime
-        plan = self.plan
         me = rt.planner_rank
-        self.group = next((g for g in plan.groups if me in g.ranks), None)
-        rt.sp_groups.use([[rt.torch_rank_of[p] for p in g.ranks]
-                          for g in plan.groups])
-        members, process_group = [rt.rank], None
-        if self.group is not None:
-            members = sorted(rt.torch_rank_of[p] for p in self.group.ranks)
-            process_group = rt.sp_groups.get(members)
-            for index, micro in enumerate(self.group.micro_batches):
-                self.micro_batches.append(MicroBatch(
-                    self, index, micro,
-                    [self.batch[i] for i in micro.sequence_indices], fetch,
-                    sequence_keys, len(members), members.index(rt.rank),
-                    process_group))
-        if not rt.fully_sharded:
-            return
-        # Under fully_shard every rank runs as many forward and backward
-        # passes as the busiest group: the others run padding passes first
-        # (the batch's shortest sample with a loss that counts nothing, by
-        # the whole group alike, or alone by a rank without one), so that
-        # the groups' slowest micro-batches, which the plan orders last,
-        # run side by side (the planner's LockstepSeconds).
-        shortest = min(self.batch, key=lambda sample: sample[1])
-        planned = len(self.micro_batches)
-        padding = [
-            MicroBatch(self, planned + i,
-                       plan_pb2.MicroBatch(checkpointed_layers=0), [shortest],
-                       fetch, sequence_keys, len(members),
-                       members.index(rt.rank), process_group, counts=False)
-            for i in range(sharding.micro_batches_per_rank(plan) - planned)]
-        self.micro_batches = padding + self.micro_batches
+        layouts = plan_layouts(self.plan)
+        announced = {}
+        for layout in layouts:
+            for g in layout:
+                members = [rt.torch_rank_of[p] for p in g.ranks]
+                announced.setdefault(tuple(sorted(members)), members)
+        rt.sp_groups.use(list(announced.values()))
+        self.group = next((g for g in layouts[0] if me in g.ranks), None)
+        phases = []
+        index = 0
+        for layout in layouts:
+            group = next((g for g in layout if me in g.ranks), None)
+            members, process_group, planned = [rt.rank], None, []
+            if group is not None:
+                members = sorted(rt.torch_rank_of[p] for p in group.ranks)
+                process_group = rt.sp_groups.get(members)
+                for micro in group.micro_batches:
+                    planned.append(MicroBatch(
+                        self, index, micro,
+                        [self.batch[i] for i in micro.sequence_indices],
+                        fetch, sequence_keys, len(members),
+                        members.index(rt.rank), process_group))
+                    index += 1
+            phases.append((layout, members, process_group, planned))
+        for layout, members, process_group, planned in phases:
+            if rt.fully_sharded:
+                # Every rank runs as many forward and backward passes in a
+                # layout as its busiest group: the others run padding
+                # passes first (the batch's shortest sample with a loss
+                # that counts nothing, by the whole group alike, or alone by
+                # a rank without one), so that the groups' slowest
+                # micro-batches, which the plan orders last, run side by
+                # side (the planner's LockstepSeconds).
+                shortest = min(self.batch, key=lambda sample: sample[1])
+                for _ in range(sharding.micro_batches_per_rank(layout) -
+                               len(planned)):
+                    self.micro_batches.append(MicroBatch(
+                        self, index,
+                        plan_pb2.MicroBatch(checkpointed_layers=0),
+                        [shortest], fetch, sequence_keys, len(members),
+                        members.index(rt.rank), process_group, counts=False))
+                    index += 1
+            self.micro_batches += planned
 
     def __iter__(self) -> Iterator[MicroBatch]:
         return iter(self.micro_batches)

@@ -20,6 +20,13 @@ def plan(step, *groups):
         for ranks, micro in groups])
 
 
+def phased_plan(step, *phases):
+    """A dcp.v1.Plan that re-groups the ranks within the step; phases: the
+    groups of each, as for plan()."""
+    return plan_pb2.Plan(step=step, strategy="scripted", phases=[
+        plan_pb2.Phase(groups=plan(step, *groups).groups) for groups in phases])
+
+
 class FakePlannerClient:
     def __init__(self, spec, world_size, plans, gpus_per_node=2):
         self.address = "fake-planner:0"

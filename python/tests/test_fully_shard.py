@@ -1,7 +1,7 @@
 """Training a model wrapped in torch.distributed.fsdp.fully_shard (ZeRO-3)
 under dcp_torch on 4 Gloo processes: SP groups inside the sharded
 data-parallel world, groups with different micro-batch counts, ranks with
-none, recompute. Every step's gradient (gathered from its shards) equals the
+none, recompute, a plan that re-groups the ranks within the step. Every step's gradient (gathered from its shards) equals the
 single-process reference's in fp64, and the real planner accepts a
 fully-sharded model's declaration ("zero3"), profiles it and plans for it
 with ZeRO-3's memory and collectives."""
@@ -12,7 +12,7 @@ from torch.distributed.fsdp import fully_shard
 import dcp_torch
 from dcp_torch import sharding
 from dcp_torch.local_planner import LocalPlanner
-from fake_planner import FakePlannerClient, plan
+from fake_planner import FakePlannerClient, phased_plan, plan
 from test_gradient_equivalence import (LLAMA_SPEC, SHORT, build, fetch_of,
                                        reference_grads, train_step)
 
@@ -27,6 +27,10 @@ PLANS = [
          ([2, 3], [([5, 6, 7], 1)])),
     plan(2, ([0, 1, 2, 3], [(ALL, 2)])),
     plan(3, ([0, 1], [(ALL, 0)]), ([2], []), ([3], [])),
+    # Re-grouping within the step: SP 4 for the longest, then 2+1+1.
+    phased_plan(4, [([0, 1, 2, 3], [([4], 1)])],
+                [([0, 1], [([0, 1], 0), ([2], 0)]), ([2], [([3, 5], 2)]),
+                 ([3], [([6, 7], 0)])]),
 ]
 
 
@@ -67,12 +71,14 @@ def test_fully_sharded_training_keeps_the_reference_gradients(ranks4):
                 torch.testing.assert_close(
                     step_grads[name], grad, rtol=1e-9, atol=1e-12,
                     msg=f"rank {rank} step {step} {name}")
-    # Every rank ran as many passes as the busiest group (2, 3, 1, 1); the
-    # rest of its passes were padding.
-    counted = [[passes[s][1] for _, passes, _ in results] for s in range(4)]
-    assert [[passes[s][0] for _, passes, _ in results]
-            for s in range(4)] == [[2] * 4, [3] * 4, [1] * 4, [1] * 4]
-    assert counted == [[2, 2, 1, 2], [3, 1, 1, 1], [1] * 4, [1, 1, 0, 0]]
+    # Every rank ran as many passes as the busiest group of each layout
+    # (2, 3, 1, 1, then 1 + 2); the rest of its passes were padding.
+    steps = range(len(PLANS))
+    counted = [[passes[s][1] for _, passes, _ in results] for s in steps]
+    assert [[passes[s][0] for _, passes, _ in results] for s in steps] == \
+        [[2] * 4, [3] * 4, [1] * 4, [1] * 4, [3] * 4]
+    assert counted == [[2, 2, 1, 2], [3, 1, 1, 1], [1] * 4, [1, 1, 0, 0],
+                       [3, 3, 2, 2]]
 
 
 def declare_and_train(rank, world_size, address):
@@ -111,5 +117,5 @@ def test_the_planner_plans_for_a_fully_sharded_model(ranks4):
 def test_a_plain_model_is_not_fully_sharded():
     model = build("llama", dcp_torch.attention)
     assert not sharding.is_fully_sharded(model)
-    assert sharding.micro_batches_per_rank(PLANS[1]) == 3
-    assert sharding.micro_batches_per_rank(plan(5)) == 0
+    assert sharding.micro_batches_per_rank(PLANS[1].groups) == 3
+    assert sharding.micro_batches_per_rank(plan(5).groups) == 0

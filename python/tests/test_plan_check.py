@@ -46,3 +46,29 @@ def test_a_plan_that_breaks_the_partition_is_a_divergence(groups, samples,
     with pytest.raises(dcp_torch.RankDivergedError, match=what):
         _check_plan(_plan(*groups), num_samples=samples, world_size=4,
                     step=3, spec=SPEC)
+
+
+def _phases(*phases):
+    """phases: the groups of each, as for _plan."""
+    return plan_pb2.Plan(step=3, phases=[
+        plan_pb2.Phase(groups=_plan(*groups).groups) for groups in phases])
+
+
+def test_a_plan_of_phases_partitions_each_phase_and_the_samples_overall():
+    _check_plan(_phases([([0, 1], [[0]]), ([2], [[1]])],
+                        [([0], [[2]]), ([1, 2], [[3]]), ([3], [])]),
+                num_samples=4, world_size=4, step=3, spec=SPEC)
+
+
+@pytest.mark.parametrize("plan, what", [
+    (_phases([([0, 1], [[0]])], [([1], [[1]]), ([1, 2], [])]),
+     "puts rank 1 in two groups"),
+    (_phases([([0], [[0]])], [([1], [[0, 1]])]), "exactly once"),
+    (plan_pb2.Plan(step=3, groups=_plan(([0], [[0]])).groups,
+                   phases=_phases([([1], [[1]])]).phases),
+     "both phases and groups"),
+])
+def test_a_plan_of_phases_that_breaks_the_partition_is_a_divergence(plan,
+                                                                    what):
+    with pytest.raises(dcp_torch.RankDivergedError, match=what):
+        _check_plan(plan, num_samples=2, world_size=4, step=3, spec=SPEC)

@@ -1,12 +1,13 @@
 """Training under scripted plans whose SP groups change every step (a fake
 planner serves them), with at most one SP group cached per rank: every step
 still gives the single-process reference's gradients on every rank, and each
-rank creates only its own groups, again after the bound released them."""
+rank creates only its own groups, again after the bound released them; the
+same for plans that re-group the ranks within the step (phases)."""
 
 import torch
 
 import dcp_torch
-from fake_planner import FakePlannerClient, plan
+from fake_planner import FakePlannerClient, phased_plan, plan
 from test_gradient_equivalence import (LLAMA_SPEC, SHORT, build, fetch_of,
                                        reference_grads, train_step)
 
@@ -64,3 +65,48 @@ def test_changing_groups_under_a_bound_keep_the_reference_gradients(ranks4):
             (rank, creations)
         assert reports == [0, 1, 2, 3, 4]
         assert submitted == ([0, 1, 2, 3, 4] if rank == 0 else [])
+
+
+PHASED = [
+    # SP 4 for the longest sequence, then 2+1+1 for the rest.
+    phased_plan(0, [([0, 1, 2, 3], [([4], 1)])],
+                [([0, 1], [([0, 1], 0), ([2], 0)]), ([2], [([3, 5], 2)]),
+                 ([3], [([6, 7], 0)])]),
+    # Three phases; ranks 2 and 3 idle in the second.
+    phased_plan(1, [([0, 1], [([7], 0)]), ([2, 3], [([6], 0)])],
+                [([0, 1], [([0, 1, 2], 1)]), ([2], []), ([3], [])],
+                [([0], [([3], 0)]), ([1], [([4], 0)]), ([2, 3], [([5], 2)])]),
+]
+
+
+def train_phased(rank, world_size):
+    model = build("llama", dcp_torch.attention)
+    client = FakePlannerClient(LLAMA_SPEC, world_size, PHASED)
+    runtime = dcp_torch.init(model, model.layers, spec=LLAMA_SPEC,
+                             worker_id=f"phased-rank{rank}", profile=False,
+                             client=client, log=lambda message: None)
+    grads, ran = [], []
+    batch = list(enumerate(SHORT))
+    for step in runtime.steps([batch] * len(PHASED), fetch_of("llama", SHORT)):
+        train_step(model, step)
+        grads.append({n: p.grad.clone() for n, p in model.named_parameters()})
+        ran.append([m.index for m in step])
+        model.zero_grad(set_to_none=True)
+    runtime.close()
+    return grads, ran
+
+
+def test_plans_that_regroup_within_the_step_keep_the_reference_gradients(
+        ranks4):
+    results = ranks4.run(train_phased)
+    expected = reference_grads("llama", SHORT)
+    for rank, (grads, _) in enumerate(results):
+        for step, step_grads in enumerate(grads):
+            for name, grad in expected.items():
+                torch.testing.assert_close(
+                    step_grads[name], grad, rtol=1e-9, atol=1e-12,
+                    msg=f"rank {rank} step {step} {name}")
+    # Each rank's micro-batches, numbered phase after phase.
+    assert [ran for _, ran in results] == [
+        [[0, 1, 2], [0, 1, 2]], [[0, 1, 2], [0, 1, 2]],
+        [[0, 1], [0, 1]], [[0, 1], [0, 1]]]
