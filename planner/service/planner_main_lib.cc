@@ -93,7 +93,9 @@ constexpr FlagSpec kServiceFlags[] = {
      "(up to ~270 planner calls, ~2 s on a 2M-token batch against dcp's "
      "7-23 ms) runs only for batches whose gap is at least --phased-min-gap; "
      "it "
-     "pays on a few very long sequences among many short ones"},
+     "pays on a few very long sequences among many short ones. Under "
+     "ZeRO-3 (workers declaring optimizer_sharding zero3) phases are "
+     "tried without this flag"},
     {"phased-min-gap", "FRACTION", "0.03",
      "with --phased-plans: the one-layout plan's least gap to the lower "
      "bound (0.03: at least 3% above it) for which phases are tried; 0 "

@@ -151,9 +151,13 @@ std::shared_ptr<const PlannedStep> MakeStepPlanTryingPhases(
       if (bound.ok()) plan->lower_bound_seconds = *bound;
     }
   }
-  // A plan of phases, where the single layout's gap leaves room for one.
+  // A plan of phases, where the single layout's gap leaves room for one:
+  // when enabled, and always under ZeRO-3, whose per-micro-batch
+  // collectives over every rank already make the groups run in lockstep.
   std::optional<PhasedPlan> phased_plan;
-  if (phased.enabled && plan->GapToLowerBound() >= phased.min_gap_to_try) {
+  const bool try_phases =
+      phased.enabled || cost_model.params().memory.zero3_parameter_sharding;
+  if (try_phases && plan->GapToLowerBound() >= phased.min_gap_to_try) {
     PhasedPlannerOptions phased_options;
     phased_options.planner_options = options;
     absl::StatusOr<PhasedPlan> tried =

@@ -99,8 +99,9 @@ std::shared_ptr<const PlannedStep> MakeStepPlan(const v1::GlobalBatch& batch,
                                              int world_size,
                                              const Clock& clock);
 
-/// MakeStepPlan, and with `phased` enabled and the plan's gap to the lower
-/// bound at least its min_gap_to_try, PlanPhasedBatch
+/// MakeStepPlan, and with `phased` enabled (or under ZeRO-3, whose groups
+/// run in lockstep anyway) and the plan's gap to the lower bound at least
+/// its min_gap_to_try, PlanPhasedBatch
 /// (planner/search/phased_planner.h) too: its plan is served when it has more than
 /// one phase (it keeps the single layout unless a phased plan is predicted
 /// strictly faster).

@@ -1,9 +1,13 @@
 #include "planner/service/step_plan.h"
 
+#include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "common/fake_clock.h"
 #include "cost_model/cost_model.h"
+#include "planner/plan/test_cost_model.h"
+#include "planner/search/planner.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -205,6 +209,37 @@ TEST(StepPlanPhasesTest, PhasedPlansOnlyWhenEnabledAndWorthSearching) {
                 ->response->plan()
                 .SerializeAsString(),
             off->response->plan().SerializeAsString());
+}
+
+// Under ZeRO-3 the groups already run in lockstep (every micro-batch's
+// collectives span every rank), so phases are tried without the flag.
+TEST(StepPlanPhasesTest, ZeroThreeTriesPhasesByDefault) {
+  ParamsVersion params;
+  params.cost_model = std::make_shared<const CostModel>(
+      MakeZero3CostModel("llama3-70b", /*num_nodes=*/4, /*gpus_per_node=*/8));
+  params.version = 1;
+  v1::GlobalBatch batch;
+  batch.set_step(3);
+  std::vector<int64_t> lengths;
+  for (int i = 0; lengths.size() < 400; ++i) {
+    lengths.push_back(i % 50 == 0 ? 16384 << (i / 50 % 3)
+                                  : 1024 + (i * 389) % 3072);
+  }
+  for (int64_t length : lengths) {
+    v1::Sample* sample = batch.add_samples();
+    sample->set_id(batch.samples_size());
+    sample->set_length_tokens(length);
+  }
+  FakeClock clock;
+  std::shared_ptr<const PlannedStep> planned =
+      MakeStepPlan(batch, params, PlannerOptions(), 32, clock);
+  ASSERT_TRUE(planned->status.ok()) << planned->status;
+  absl::StatusOr<Plan> one_layout =
+      Planner(*params.cost_model, PlannerOptions()).PlanBatch(lengths);
+  ASSERT_TRUE(one_layout.ok()) << one_layout.status();
+  EXPECT_GT(planned->num_phases, 1);
+  EXPECT_LT(planned->predicted_step_seconds,
+            one_layout->predicted_step_seconds);
 }
 
 }  // namespace
