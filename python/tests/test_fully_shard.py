@@ -12,9 +12,10 @@ from torch.distributed.fsdp import fully_shard
 import dcp_torch
 from dcp_torch import sharding
 from dcp_torch.local_planner import LocalPlanner
-from fake_planner import FakePlannerClient, phased_plan, plan
+from fake_planner import phased_plan, plan
 from test_gradient_equivalence import (LLAMA_SPEC, SHORT, build, fetch_of,
                                        reference_grads, train_step)
+from test_scripted_plans import scripted_steps
 
 ALL = list(range(len(SHORT)))
 # (ranks, [(sequence indices, checkpointed layers) per micro-batch]) per
@@ -43,21 +44,14 @@ def sharded_llama(dtype=torch.float64):
 
 
 def train_fully_sharded(rank, world_size):
-    model = sharded_llama()
-    client = FakePlannerClient(LLAMA_SPEC, world_size, PLANS)
-    runtime = dcp_torch.init(model, model.layers, spec=LLAMA_SPEC,
-                             worker_id=f"sharded-rank{rank}", profile=False,
-                             client=client, log=lambda message: None)
     grads, passes = [], []
-    batch = list(enumerate(SHORT))
-    for step in runtime.steps([batch] * len(PLANS), fetch_of("llama", SHORT)):
-        train_step(model, step)
+    model = sharded_llama()
+    for runtime, _, step in scripted_steps(model, rank, world_size, PLANS,
+                                           "sharded"):
         passes.append((len(step), sum(m.counts for m in step)))
         # full_tensor gathers the shards: every rank, in the same order.
         grads.append({n: p.grad.full_tensor().clone()
                       for n, p in model.named_parameters()})
-        model.zero_grad(set_to_none=True)
-    runtime.close()
     return grads, passes, runtime.fully_sharded
 
 

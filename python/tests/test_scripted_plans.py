@@ -23,23 +23,33 @@ PLANS = [
 ]
 
 
-def train_scripted(rank, world_size):
-    model = build("llama", dcp_torch.attention)
-    client = FakePlannerClient(LLAMA_SPEC, world_size, PLANS)
+def scripted_steps(model, rank, world_size, plans, name, **init_options):
+    """Trains `model` on this rank one step of SHORT per plan, the plans
+    served by a fake planner: yields (runtime, client, step) after each
+    step's backward and gradient sync, zeroes the gradients after it, and
+    closes the runtime at the end."""
+    client = FakePlannerClient(LLAMA_SPEC, world_size, plans)
     runtime = dcp_torch.init(model, model.layers, spec=LLAMA_SPEC,
-                             worker_id=f"scripted-rank{rank}", profile=False,
-                             max_cached_groups=1, client=client,
-                             log=lambda message: None)
-    grads, held = [], []
+                             worker_id=f"{name}-rank{rank}", profile=False,
+                             client=client, log=lambda message: None,
+                             **init_options)
     batch = list(enumerate(SHORT))
-    for step in runtime.steps([batch] * len(PLANS), fetch_of("llama", SHORT)):
+    for step in runtime.steps([batch] * len(plans), fetch_of("llama", SHORT)):
         train_step(model, step)
+        yield runtime, client, step
+        model.zero_grad(set_to_none=True)
+    runtime.close()
+
+
+def train_scripted(rank, world_size):
+    grads, held = [], []
+    model = build("llama", dcp_torch.attention)
+    for runtime, client, _ in scripted_steps(model, rank, world_size, PLANS,
+                                             "scripted", max_cached_groups=1):
         grads.append({n: p.grad.clone() for n, p in model.named_parameters()})
         held.append(runtime.sp_groups.held)
-        model.zero_grad(set_to_none=True)
     creations = [name.rsplit("/", 1)[1]
                  for name in runtime.sp_groups.creations]
-    runtime.close()
     return grads, held, creations, client.reports, client.submitted_steps
 
 
@@ -80,19 +90,12 @@ PHASED = [
 
 
 def train_phased(rank, world_size):
-    model = build("llama", dcp_torch.attention)
-    client = FakePlannerClient(LLAMA_SPEC, world_size, PHASED)
-    runtime = dcp_torch.init(model, model.layers, spec=LLAMA_SPEC,
-                             worker_id=f"phased-rank{rank}", profile=False,
-                             client=client, log=lambda message: None)
     grads, ran = [], []
-    batch = list(enumerate(SHORT))
-    for step in runtime.steps([batch] * len(PHASED), fetch_of("llama", SHORT)):
-        train_step(model, step)
+    model = build("llama", dcp_torch.attention)
+    for _, _, step in scripted_steps(model, rank, world_size, PHASED,
+                                     "phased"):
         grads.append({n: p.grad.clone() for n, p in model.named_parameters()})
         ran.append([m.index for m in step])
-        model.zero_grad(set_to_none=True)
-    runtime.close()
     return grads, ran
 
 
