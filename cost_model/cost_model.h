@@ -76,6 +76,11 @@ class CostModel {
   /// ZeRO-3: the reduce-scatters of one micro-batch's gradients over every
   /// rank, one per unit, in the gradients' bytes; 0 without ZeRO-3.
   double GradientReduceScatterSeconds() const;
+  /// ZeRO-3 (memory.zero3_parameter_sharding): weights, gradients and
+  /// optimizer states sharded over every rank.
+  bool ShardsParameters() const {
+    return params_.memory.zero3_parameter_sharding;
+  }
   /// What ZeRO-3 adds to every micro-batch: two all-gathers and a
   /// reduce-scatter (MicroBatchCost::sharding_seconds).
   double ShardingMicroBatchSeconds() const {

@@ -1,6 +1,7 @@
 #include "planner/plan/plan.h"
 
 #include <algorithm>
+#include <vector>
 
 namespace dcp {
 
@@ -14,23 +15,26 @@ double LockstepSeconds(const CostModel& cost_model,
   if (most == 0 || lengths_tokens.empty()) return 0;
   const int64_t shortest =
       *std::min_element(lengths_tokens.begin(), lengths_tokens.end());
-  double seconds = 0;
-  for (size_t k = 0; k < most; ++k) {
-    double slowest = 0;
-    for (const GroupPlan& group : plan.groups) {
-      const size_t padding = most - group.micro_batches.size();
-      if (k >= padding) {
-        slowest = std::max(
-            slowest, group.micro_batches[k - padding].predicted_seconds);
-        continue;
-      }
+  // The slowest k-th micro-batch over the groups, for every k.
+  std::vector<double> slowest(most, 0.0);
+  for (const GroupPlan& group : plan.groups) {
+    const size_t padding = most - group.micro_batches.size();
+    if (padding > 0) {
       MicroBatchShape shape;
       shape.sp_size = group.sp_size();
       shape.AddSequence(shortest);
-      slowest = std::max(slowest, cost_model.MicroBatch(shape, 0).total_seconds);
+      const double padding_seconds = cost_model.MicroBatch(shape, 0).total_seconds;
+      for (size_t k = 0; k < padding; ++k) {
+        slowest[k] = std::max(slowest[k], padding_seconds);
+      }
     }
-    seconds += slowest;
+    for (size_t m = 0; m < group.micro_batches.size(); ++m) {
+      slowest[padding + m] = std::max(
+          slowest[padding + m], group.micro_batches[m].predicted_seconds);
+    }
   }
+  double seconds = 0;
+  for (double k_seconds : slowest) seconds += k_seconds;
   return seconds;
 }
 
@@ -59,7 +63,7 @@ void PredictPlan(const CostModel& cost_model,
       last_backward_of_slowest = last_backward;
     }
   }
-  if (cost_model.params().memory.zero3_parameter_sharding) {
+  if (cost_model.ShardsParameters()) {
     plan.slowest_group_seconds = std::max(
         plan.slowest_group_seconds,
         LockstepSeconds(cost_model, lengths_tokens, plan));

@@ -283,8 +283,7 @@ std::optional<double> PlanSearch::PredictedStepSeconds(
   // order) may differ in the last bit from TimeGroup's (packing order);
   // under ZeRO-3 the groups' micro-batches run in lockstep (LockstepSeconds),
   // which only the plan prices.
-  if (!table_->squares_exact() ||
-      cost_model_.params().memory.zero3_parameter_sharding) {
+  if (!table_->squares_exact() || cost_model_.ShardsParameters()) {
     absl::StatusOr<Plan> plan = ToPlan(assignment);
     if (!plan.ok()) return std::nullopt;
     return plan->predicted_step_seconds;

@@ -155,8 +155,7 @@ std::shared_ptr<const PlannedStep> MakeStepPlanTryingPhases(
   // when enabled, and always under ZeRO-3, whose per-micro-batch
   // collectives over every rank already make the groups run in lockstep.
   std::optional<PhasedPlan> phased_plan;
-  const bool try_phases =
-      phased.enabled || cost_model.params().memory.zero3_parameter_sharding;
+  const bool try_phases = phased.enabled || cost_model.ShardsParameters();
   if (try_phases && plan->GapToLowerBound() >= phased.min_gap_to_try) {
     PhasedPlannerOptions phased_options;
     phased_options.planner_options = options;

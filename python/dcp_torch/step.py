@@ -4,6 +4,7 @@ thread."""
 
 from __future__ import annotations
 
+import itertools
 import time
 import zlib
 from typing import Any, Callable, Iterable, Iterator, List, Mapping, Optional
@@ -32,8 +33,9 @@ class Step:
     """One optimizer step: iterate it for this rank's micro-batches (none
     when the plan gives this rank's group nothing; under fully_shard,
     padding ones first up to the busiest group's count), then
-    sync_gradients() and report(). `loss_scale` is 1 / the tokens that count in the loss over
-    the whole global batch; `plan` is the dcp.v1.Plan."""
+    sync_gradients() and report(). `loss_scale` is 1 / the tokens that
+    count in the loss over the whole global batch; `plan` is the
+    dcp.v1.Plan."""
 
     def __init__(self, runtime: Any, number: int,
                  batch: Optional[Sequence[Tuple[int, int]]],
@@ -106,30 +108,28 @@ class Step:
         rt = self._runtime
         me = rt.planner_rank
         layouts = plan_layouts(self.plan)
-        announced = {}
-        for layout in layouts:
-            for g in layout:
-                members = [rt.torch_rank_of[p] for p in g.ranks]
-                announced.setdefault(tuple(sorted(members)), members)
-        rt.sp_groups.use(list(announced.values()))
-        self.group = next((g for g in layouts[0] if me in g.ranks), None)
-        phases = []
-        index = 0
-        for layout in layouts:
-            group = next((g for g in layout if me in g.ranks), None)
-            members, process_group, planned = [rt.rank], None, []
-            if group is not None:
-                members = sorted(rt.torch_rank_of[p] for p in group.ranks)
-                process_group = rt.sp_groups.get(members)
-                for micro in group.micro_batches:
-                    planned.append(MicroBatch(
-                        self, index, micro,
-                        [self.batch[i] for i in micro.sequence_indices],
-                        fetch, sequence_keys, len(members),
-                        members.index(rt.rank), process_group))
-                    index += 1
-            phases.append((layout, members, process_group, planned))
-        for layout, members, process_group, planned in phases:
+        rt.sp_groups.use([[rt.torch_rank_of[p] for p in g.ranks]
+                          for layout in layouts for g in layout])
+        mine = [next((g for g in layout if me in g.ranks), None)
+                for layout in layouts]
+        self.group = mine[0]
+        # Padding passes (fully_shard) are numbered after the planned ones.
+        planned_index = itertools.count()
+        padding_index = itertools.count(
+            sum(len(g.micro_batches) for g in mine if g is not None))
+        shortest = min(self.batch, key=lambda sample: sample[1]) \
+            if rt.fully_sharded else None
+        for layout, group in zip(layouts, mine):
+            members = [rt.rank] if group is None else sorted(
+                rt.torch_rank_of[p] for p in group.ranks)
+            process_group = rt.sp_groups.get(members)  # None for one rank
+
+            def micro_batch(index, proto, samples, counts=True):
+                return MicroBatch(self, index, proto, samples, fetch,
+                                  sequence_keys, len(members),
+                                  members.index(rt.rank), process_group,
+                                  counts)
+            planned = [] if group is None else group.micro_batches
             if rt.fully_sharded:
                 # Every rank runs as many forward and backward passes in a
                 # layout as its busiest group: the others run padding
@@ -138,16 +138,16 @@ class Step:
                 # a rank without one), so that the groups' slowest
                 # micro-batches, which the plan orders last, run side by
                 # side (the planner's LockstepSeconds).
-                shortest = min(self.batch, key=lambda sample: sample[1])
                 for _ in range(sharding.micro_batches_per_rank(layout) -
                                len(planned)):
-                    self.micro_batches.append(MicroBatch(
-                        self, index,
+                    self.micro_batches.append(micro_batch(
+                        next(padding_index),
                         plan_pb2.MicroBatch(checkpointed_layers=0),
-                        [shortest], fetch, sequence_keys, len(members),
-                        members.index(rt.rank), process_group, counts=False))
-                    index += 1
-            self.micro_batches += planned
+                        [shortest], counts=False))
+            for micro in planned:
+                self.micro_batches.append(micro_batch(
+                    next(planned_index), micro,
+                    [self.batch[i] for i in micro.sequence_indices]))
 
     def __iter__(self) -> Iterator[MicroBatch]:
         return iter(self.micro_batches)
