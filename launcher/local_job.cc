@@ -185,10 +185,9 @@ absl::StatusOr<Planner> StartPlanner(const Config& config,
       !state_dir.empty()) {
     argv.push_back(absl::StrCat("--state-dir=", state_dir));
   }
-  if (config.phased_plans) {
-    argv.push_back("--phased-plans");
-    argv.push_back(absl::StrCat("--phased-min-gap=", config.phased_min_gap));
-  }
+  argv.push_back(
+      absl::StrCat("--phased-plans=", config.phased_plans ? "true" : "false"));
+  argv.push_back(absl::StrCat("--phased-min-gap=", config.phased_min_gap));
   absl::StatusOr<std::unique_ptr<ChildProcess>> process =
       ChildProcess::Start(argv, planner.log_path, [](const std::string&) {});
   if (!process.ok()) return process.status();

@@ -60,7 +60,7 @@ constexpr FlagSpec kFlags[] = {
     {"online-refit", nullptr, "true",
      "the planner rescales its compute model from the measured micro-batch "
      "times as steps are reported (its --online-refit)"},
-    {"phased-plans", nullptr, "false",
+    {"phased-plans", nullptr, "true",
      "the planner also tries plans that re-group the ranks within a step "
      "(phases with a world barrier between them; its --phased-plans) and "
      "serves one where predicted faster"},

@@ -34,7 +34,7 @@ struct LocalJobConfig {
   int64_t profile_repeats = 3;
   bool online_refit = true;
   /// The planner's --phased-plans and --phased-min-gap.
-  bool phased_plans = false;
+  bool phased_plans = true;
   double phased_min_gap = 0.03;
   bool compare_bucket = true;
   /// The step whose predicted-vs-measured timeline is drawn (-1: none), and

@@ -120,9 +120,11 @@ const std::string& StrategiesHelp() {
 const std::string& StrategyHelp() {
   static const auto* const help = new std::string(absl::StrCat(
       "one of ", absl::StrJoin(StrategyNames(), ", "),
-      "; the strategies that re-group the ranks within a step (dcp-phased, "
-      "megatron-dyncp, megatron-hcp, videosys-dcp) write plans of phases "
-      "(JSON with \"phases\", for `dcp validate` and `dcp price`; no svg); "
+      "; dcp re-groups the ranks within a step where two phases are "
+      "predicted faster than one layout (dcp-one-layout never does), and "
+      "dcp-phased, megatron-dyncp, megatron-hcp and videosys-dcp always "
+      "may: such plans are written with \"phases\" (JSON for `dcp "
+      "validate` and `dcp price`; no svg); "
       "a strategy tuned over a run (best-static, the Megatron caps) is "
       "tuned on this one batch"));
   return *help;
@@ -244,11 +246,15 @@ const std::vector<SubcommandSpec>& Subcommands() {
        "barriers, so it lasts the sum of each phase's slowest group, plus "
        "the part of the one gradient all-reduce that the last phase's "
        "slowest group's last backward does not hide. Their SP sizes are "
-       "this cost model's legal Ulysses sizes. dcp-phased (not run unless "
-       "named in --strategies) is dcp with re-grouping within a step: the "
-       "longest sequences with some fillers in a first phase, the rest on a "
-       "fresh layout after a barrier, priced the same way; it keeps dcp's "
-       "one-layout plan unless two phases are predicted faster.",
+       "this cost model's legal Ulysses sizes. dcp is what the planner "
+       "service serves: for a batch whose one-layout plan is at least 3% "
+       "above the lower bound it also searches plans that re-group the "
+       "ranks within the step (the longest sequences with some fillers in "
+       "a first phase, the rest on a fresh layout after a barrier, priced "
+       "the same way) and keeps the one-layout plan unless two phases are "
+       "predicted faster. dcp-one-layout never re-groups, dcp-phased "
+       "searches phases for every batch (neither run unless named in "
+       "--strategies).",
        SimulateFlags()},
       {"plan", "plan one global batch and print the plan",
        "Plans one global batch (the --step-th batch of the workload stream, "
@@ -492,12 +498,6 @@ int RunPlan(const ParsedFlags& flags, Command& command) {
   absl::StatusOr<std::unique_ptr<Strategy>> made =
       MakeStrategy(*strategy, *cost_model, strategy_options);
   if (!made.ok()) return command.UsageError(made.status().message());
-  const bool phased = (*made)->phased();
-  if (phased && *format == "svg") {
-    return command.UsageError(absl::StrCat(
-        "--format=svg draws plans of one layout; --strategy=", *strategy,
-        " re-groups the ranks within a step: write json or table"));
-  }
   absl::StatusOr<std::vector<int>> sp_sizes =
       LegalSpSizes(*cost_model, planner_options.sp_sizes);
   if (!sp_sizes.ok()) return command.Failure(sp_sizes.status().message());
@@ -506,7 +506,14 @@ int RunPlan(const ParsedFlags& flags, Command& command) {
   if (!lower_bound.ok()) return command.Failure(lower_bound.status().message());
   absl::StatusOr<StrategyPlan> planned = (*made)->PlanBatch(lengths_tokens);
   if (!planned.ok()) return command.Failure(planned.status().message());
-  if (phased) {
+  if (planned->IsPhased() && *format == "svg") {
+    return command.UsageError(absl::StrCat(
+        "--format=svg draws plans of one layout; this batch's --strategy=",
+        *strategy,
+        " plan re-groups the ranks within the step: write json or table, or "
+        "plan with --strategy=dcp-one-layout"));
+  }
+  if (planned->IsPhased()) {
     planned->phased.lower_bound_seconds = *lower_bound;
     return WritePhasedPlan(*cost_model, lengths_tokens, *sp_sizes,
                            planned->phased, *format == "json", command);

@@ -336,8 +336,8 @@ TEST(CliTest, SimulateWritesPlansThatPriceReads) {
   const std::string directory = TempPath("write_plans");
   const std::vector<std::string> strategies = {
       "bucket", "packed", "best-static", "megatron-dyncp", "megatron-hcp",
-      "videosys-dcp", "dcp", "dcp-fixed-accum", "dcp-uniform-recompute",
-      "dcp-phased"};
+      "videosys-dcp", "dcp", "dcp-one-layout", "dcp-fixed-accum",
+      "dcp-uniform-recompute", "dcp-phased"};
   const CliResult result = RunCli(
       With({"simulate", "--steps=2",
             absl::StrCat("--strategies=", absl::StrJoin(strategies, ",")),
@@ -345,7 +345,7 @@ TEST(CliTest, SimulateWritesPlansThatPriceReads) {
            kSmallSetup));
   ASSERT_EQ(result.exit_code, 0) << result.err;
   EXPECT_THAT(result.err,
-              HasSubstr(absl::StrCat("wrote 20 plans to ", directory)));
+              HasSubstr(absl::StrCat("wrote 22 plans to ", directory)));
   for (const std::string& strategy : strategies) {
     for (int step = 0; step < 2; ++step) {
       SCOPED_TRACE(absl::StrCat(strategy, " step ", step));
@@ -875,8 +875,8 @@ TEST(CliTest, EveryStrategysPlanValidatesAndPricesAsPlanned) {
       absl::StrCat("--lengths=", lengths_path)};
   for (const char* strategy :
        {"bucket", "packed", "best-static", "megatron-dyncp", "megatron-hcp",
-        "videosys-dcp", "dcp", "dcp-fixed-accum", "dcp-uniform-recompute",
-        "dcp-phased"}) {
+        "videosys-dcp", "dcp", "dcp-one-layout", "dcp-fixed-accum",
+        "dcp-uniform-recompute", "dcp-phased"}) {
     SCOPED_TRACE(strategy);
     const CliResult plan = RunCli(With(
         {"plan", absl::StrCat("--strategy=", strategy), "--format=json"},

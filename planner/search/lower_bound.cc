@@ -145,16 +145,20 @@ double MinForwardShare(const CostModel& cost_model) {
 
 }  // namespace
 
-absl::StatusOr<double> StepTimeLowerBound(
+absl::StatusOr<SequenceBounds> SequenceBounds::Create(
     const CostModel& cost_model, absl::Span<const int> sp_sizes,
     absl::Span<const int64_t> lengths_tokens) {
   if (absl::Status status = ValidateBatch(lengths_tokens); !status.ok()) {
     return status;
   }
-  double total_gpu_seconds = 0;
-  double longest_sequence_seconds = 0;
-  // Sequences of one length are priced once (batches repeat lengths); the
-  // sum still runs in index order.
+  SequenceBounds bounds;
+  bounds.num_gpus_ = cost_model.cluster().NumGpus();
+  bounds.forward_share_ = MinForwardShare(cost_model);
+  bounds.allreduce_seconds_ = cost_model.GradientAllReduceSeconds();
+  bounds.optimizer_seconds_ = cost_model.OptimizerStepSeconds();
+  bounds.gpu_seconds_.reserve(lengths_tokens.size());
+  bounds.alone_seconds_.reserve(lengths_tokens.size());
+  // Sequences of one length are priced once (batches repeat lengths).
   struct Best {
     double gpu_seconds;
     double seconds;
@@ -208,20 +212,50 @@ absl::StatusOr<double> StepTimeLowerBound(
       }
       it->second = Best{best_gpu_seconds, best_seconds};
     }
-    total_gpu_seconds += it->second.gpu_seconds;
-    longest_sequence_seconds =
-        std::max(longest_sequence_seconds, it->second.seconds);
+    bounds.gpu_seconds_.push_back(it->second.gpu_seconds);
+    bounds.alone_seconds_.push_back(it->second.seconds);
   }
-  const double slowest_group =
-      std::max(total_gpu_seconds / cost_model.cluster().NumGpus(),
-               longest_sequence_seconds);
+  return bounds;
+}
+
+double SequenceBounds::SlowestGroupSeconds() const {
+  double total_gpu_seconds = 0;
+  double longest = 0;
+  for (size_t i = 0; i < gpu_seconds_.size(); ++i) {
+    total_gpu_seconds += gpu_seconds_[i];
+    longest = std::max(longest, alone_seconds_[i]);
+  }
+  return std::max(total_gpu_seconds / num_gpus_, longest);
+}
+
+double SequenceBounds::SlowestGroupSeconds(
+    absl::Span<const int> members) const {
+  double total_gpu_seconds = 0;
+  double longest = 0;
+  for (int index : members) {
+    total_gpu_seconds += gpu_seconds_[index];
+    longest = std::max(longest, alone_seconds_[index]);
+  }
+  return std::max(total_gpu_seconds / num_gpus_, longest);
+}
+
+double SequenceBounds::StepSeconds(double slowest_group_seconds) const {
   // The step also waits for whatever of the gradient all-reduce the slowest
   // group's last backward does not hide, and that backward is at most
   // (1 - forward share) of the group's time.
   // Then every plan runs the optimizer step once.
-  return std::max(slowest_group, MinForwardShare(cost_model) * slowest_group +
-                                     cost_model.GradientAllReduceSeconds()) +
-         cost_model.OptimizerStepSeconds();
+  return std::max(slowest_group_seconds,
+                  forward_share_ * slowest_group_seconds + allreduce_seconds_) +
+         optimizer_seconds_;
+}
+
+absl::StatusOr<double> StepTimeLowerBound(
+    const CostModel& cost_model, absl::Span<const int> sp_sizes,
+    absl::Span<const int64_t> lengths_tokens) {
+  absl::StatusOr<SequenceBounds> bounds =
+      SequenceBounds::Create(cost_model, sp_sizes, lengths_tokens);
+  if (!bounds.ok()) return bounds.status();
+  return bounds->StepSeconds(bounds->SlowestGroupSeconds());
 }
 
 }  // namespace dcp

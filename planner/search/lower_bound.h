@@ -2,6 +2,7 @@
 #define DCP_PLANNER_LOWER_BOUND_H_
 
 #include <cstdint>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
@@ -26,6 +27,39 @@ absl::StatusOr<double> StepTimeLowerBound(const CostModel& cost_model,
                                           absl::Span<const int> sp_sizes,
                                           absl::Span<const int64_t>
                                               lengths_tokens);
+
+/// The terms of StepTimeLowerBound per sequence, priced once, so that the
+/// bound of any subset of the batch costs a pass over the subset (the phased
+/// search bounds each phase with it). Immutable; thread-safe.
+class SequenceBounds {
+ public:
+  /// Errors: StepTimeLowerBound's.
+  static absl::StatusOr<SequenceBounds> Create(
+      const CostModel& cost_model, absl::Span<const int> sp_sizes,
+      absl::Span<const int64_t> lengths_tokens);
+
+  /// A lower bound on the slowest group's seconds of any plan of the whole
+  /// batch over every GPU: the larger of the summed least GPU-seconds over
+  /// the GPU count and the longest sequence's least time alone.
+  double SlowestGroupSeconds() const;
+  /// The same for a plan of only the sequences `members` (indices into the
+  /// batch, each valid), such as one phase of a phased plan.
+  double SlowestGroupSeconds(absl::Span<const int> members) const;
+  /// A lower bound on the step time of a plan (or on the last phase plus
+  /// the step's end) whose slowest group takes at least
+  /// `slowest_group_seconds`: the all-reduce its last backward cannot hide
+  /// and the optimizer step added. Increasing in its argument.
+  double StepSeconds(double slowest_group_seconds) const;
+
+ private:
+  SequenceBounds() = default;
+  std::vector<double> gpu_seconds_;    // [sequence] least GPU-seconds
+  std::vector<double> alone_seconds_;  // [sequence] least time alone
+  int num_gpus_ = 1;
+  double forward_share_ = 0;
+  double allreduce_seconds_ = 0;
+  double optimizer_seconds_ = 0;
+};
 
 }  // namespace dcp
 

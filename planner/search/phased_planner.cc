@@ -44,6 +44,45 @@ absl::StatusOr<Plan> PlanPhase(const Planner& planner,
   return plan;
 }
 
+// One two-phase split of the batch: the first phase holds the `k`
+// longest sequences and, as fillers, the longest (or the shortest) of the
+// rest while their tokens stay within `filler_tokens`; the second phase
+// the others. Each phase's member list is in index order.
+struct Split {
+  int k = 0;
+  bool longest_fillers = true;
+  double filler_tokens = 0;
+};
+
+struct SplitMembers {
+  std::vector<int> first;
+  std::vector<int> second;
+};
+
+// `order`: the batch's indices, longest first.
+SplitMembers MembersOf(const Split& split, absl::Span<const int64_t> lengths,
+                       const std::vector<int>& order) {
+  const int n = static_cast<int>(order.size());
+  SplitMembers members;
+  members.first.assign(order.begin(), order.begin() + split.k);
+  std::vector<bool> in_first(n, false);
+  for (int index : members.first) in_first[index] = true;
+  double taken = 0;
+  for (int i = 0; i < n - split.k; ++i) {
+    const int index =
+        order[split.longest_fillers ? split.k + i : n - 1 - i];
+    if (taken + lengths[index] > split.filler_tokens) break;
+    taken += lengths[index];
+    members.first.push_back(index);
+    in_first[index] = true;
+  }
+  for (int index = 0; index < n; ++index) {
+    if (!in_first[index]) members.second.push_back(index);
+  }
+  std::sort(members.first.begin(), members.first.end());
+  return members;
+}
+
 }  // namespace
 
 absl::StatusOr<PhasedPlan> PlanPhasedBatch(
@@ -55,15 +94,23 @@ absl::StatusOr<PhasedPlan> PlanPhasedBatch(
   absl::StatusOr<std::vector<int>> sp_sizes =
       LegalSpSizes(cost_model, options.planner_options.sp_sizes);
   if (!sp_sizes.ok()) return sp_sizes.status();
-  absl::StatusOr<double> lower_bound =
-      StepTimeLowerBound(cost_model, *sp_sizes, lengths_tokens);
-  if (!lower_bound.ok()) return lower_bound.status();
+  absl::StatusOr<SequenceBounds> bounds =
+      SequenceBounds::Create(cost_model, *sp_sizes, lengths_tokens);
+  if (!bounds.ok()) return bounds.status();
 
   PhasedPlan best;
   best.strategy = options.planner_options.strategy_name;
   best.phases.push_back(*std::move(single));
   PredictPhasedPlan(cost_model, lengths_tokens, best);
+  best.lower_bound_seconds =
+      bounds->StepSeconds(bounds->SlowestGroupSeconds());
+  if (best.GapToLowerBound() < options.min_gap_to_try) return best;
 
+  // Whether a candidate at least `bound` seconds cannot beat the best plan
+  // (the margin covers the bound's rounding).
+  const auto cannot_win = [&](double bound) {
+    return bound * (1 - 1e-9) >= best.predicted_step_seconds;
+  };
   const int n = static_cast<int>(lengths_tokens.size());
   // Longest first; ties by index, so the search is deterministic.
   std::vector<int> order(n);
@@ -71,6 +118,16 @@ absl::StatusOr<PhasedPlan> PlanPhasedBatch(
   std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
     return lengths_tokens[a] > lengths_tokens[b];
   });
+
+  // The candidate splits with their phases' lower bounds: the phases run
+  // one after the other, so their bounds add; the step's end follows the
+  // second.
+  struct Candidate {
+    Split split;
+    double bound = 0;         // on the candidate's step time
+    double second_bound = 0;  // on its second phase and the step's end
+  };
+  std::vector<Candidate> candidates;
   const int max_long = std::min(
       n - 1, std::max(1, static_cast<int>(options.max_long_share * n)));
   const int steps = std::max(1, options.short_share_steps);
@@ -85,42 +142,60 @@ absl::StatusOr<PhasedPlan> PlanPhasedBatch(
     for (const bool longest_fillers : {true, false}) {
       for (int step = 0; step < steps; ++step) {
         if (step == 0 && !longest_fillers) continue;  // the same as above
-        const double filler_tokens = rest_tokens * step / steps;
-        std::vector<int> first(order.begin(), order.begin() + k);
-        std::vector<bool> in_first(n, false);
-        for (int index : first) in_first[index] = true;
-        double taken = 0;
-        for (int i = 0; i < n - k; ++i) {
-          const int index = order[longest_fillers ? k + i : n - 1 - i];
-          if (taken + lengths_tokens[index] > filler_tokens) break;
-          taken += lengths_tokens[index];
-          first.push_back(index);
-          in_first[index] = true;
-        }
-        std::vector<int> second;
-        for (int index : order) {
-          if (!in_first[index]) second.push_back(index);
-        }
-        if (second.empty()) continue;
-        std::sort(first.begin(), first.end());
-        std::sort(second.begin(), second.end());
-        absl::StatusOr<Plan> phase1 = PlanPhase(planner, lengths_tokens, first);
-        if (!phase1.ok()) return phase1.status();
-        absl::StatusOr<Plan> phase2 =
-            PlanPhase(planner, lengths_tokens, second);
-        if (!phase2.ok()) return phase2.status();
-        PhasedPlan candidate;
-        candidate.strategy = best.strategy;
-        candidate.phases.push_back(*std::move(phase1));
-        candidate.phases.push_back(*std::move(phase2));
-        PredictPhasedPlan(cost_model, lengths_tokens, candidate);
-        if (candidate.predicted_step_seconds < best.predicted_step_seconds) {
-          best = std::move(candidate);
-        }
+        Candidate candidate;
+        candidate.split = {k, longest_fillers, rest_tokens * step / steps};
+        const SplitMembers members =
+            MembersOf(candidate.split, lengths_tokens, order);
+        if (members.second.empty()) continue;
+        candidate.second_bound =
+            bounds->StepSeconds(bounds->SlowestGroupSeconds(members.second));
+        candidate.bound = bounds->SlowestGroupSeconds(members.first) +
+                          candidate.second_bound;
+        candidates.push_back(candidate);
       }
     }
   }
-  best.lower_bound_seconds = *lower_bound;
+  // Best-first: the most promising bounds first, so that a fast plan is
+  // found early and the bounds of the rest rule them out. The stable sort
+  // keeps the enumeration order among equal bounds.
+  if (options.skip_bounded_candidates) {
+    std::stable_sort(candidates.begin(), candidates.end(),
+                     [](const Candidate& a, const Candidate& b) {
+                       return a.bound < b.bound;
+                     });
+  }
+  int64_t sequences_planned = 0;
+  for (const Candidate& candidate : candidates) {
+    if (options.skip_bounded_candidates) {
+      // Sorted by bound: none of the rest can win either.
+      if (cannot_win(candidate.bound)) break;
+      if (sequences_planned >= options.max_sequences_planned) break;
+    }
+    const SplitMembers members =
+        MembersOf(candidate.split, lengths_tokens, order);
+    sequences_planned += static_cast<int64_t>(members.first.size());
+    absl::StatusOr<Plan> phase1 =
+        PlanPhase(planner, lengths_tokens, members.first);
+    if (!phase1.ok()) return phase1.status();
+    PredictPlan(cost_model, lengths_tokens, *phase1);
+    if (options.skip_bounded_candidates &&
+        cannot_win(phase1->slowest_group_seconds + candidate.second_bound)) {
+      continue;
+    }
+    sequences_planned += static_cast<int64_t>(members.second.size());
+    absl::StatusOr<Plan> phase2 =
+        PlanPhase(planner, lengths_tokens, members.second);
+    if (!phase2.ok()) return phase2.status();
+    PhasedPlan planned;
+    planned.strategy = best.strategy;
+    planned.phases.push_back(*std::move(phase1));
+    planned.phases.push_back(*std::move(phase2));
+    PredictPhasedPlan(cost_model, lengths_tokens, planned);
+    if (planned.predicted_step_seconds < best.predicted_step_seconds) {
+      planned.lower_bound_seconds = best.lower_bound_seconds;
+      best = std::move(planned);
+    }
+  }
   for (Plan& phase : best.phases) phase.strategy = best.strategy;
   return best;
 }

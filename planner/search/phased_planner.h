@@ -22,6 +22,21 @@ struct PhasedPlannerOptions {
   /// Shares of the other sequences' tokens that join the long ones in the
   /// first phase: 0, 1/n, ..., (n-1)/n for n = this.
   int short_share_steps = 8;
+  /// Phases are searched only where the single-layout plan's gap to the
+  /// lower bound is at least this: the bound also bounds phased plans, so a
+  /// smaller gap leaves at most that much to gain. 0: always searched.
+  double min_gap_to_try = 0.03;
+  /// Plans the two-phase candidates best-first by their phases' lower
+  /// bounds and skips each whose bounds (after its first phase is planned,
+  /// that phase's time and the second's bound) already reach the fastest
+  /// plan found so far: such a candidate cannot be strictly faster, so
+  /// within the budget below the result is the exhaustive search's (up to
+  /// exact ties). Off (exhaustive, no budget) only to test that.
+  bool skip_bounded_candidates = true;
+  /// The search stops once its phases have planned this many sequences in
+  /// all (a deterministic budget: about a second of planning on a large
+  /// batch), keeping the best plan found.
+  int64_t max_sequences_planned = int64_t{1} << 20;
 };
 
 /// dcp with re-grouping within a step: a two-phase search over the
@@ -34,7 +49,9 @@ struct PhasedPlannerOptions {
 /// model (PredictPhasedPlan: the sum of the phases' slowest groups plus
 /// the exposed all-reduce). The single-layout plan, as one phase, is kept
 /// unless a two-phase plan is predicted strictly faster, so the result is
-/// never predicted slower than Planner's. Deterministic. The lower bound
+/// never predicted slower than Planner's. Candidates that their phases'
+/// lower bounds (SequenceBounds) show cannot win are not planned, which
+/// keeps the search within a few single-layout plans' time. Deterministic. The lower bound
 /// (StepTimeLowerBound) is filled: it also bounds phased plans (see
 /// phased_planner.cc). Errors: the planner's.
 absl::StatusOr<PhasedPlan> PlanPhasedBatch(

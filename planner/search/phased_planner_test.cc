@@ -11,6 +11,7 @@
 #include "planner/plan/phased_plan.h"
 #include "planner/search/planner.h"
 #include "planner/plan/test_cost_model.h"
+#include "planner/workload/workload.h"
 
 namespace dcp {
 namespace {
@@ -152,6 +153,100 @@ TEST(PhasedPlannerTest, LowerBoundBoundsEveryTwoPhaseSplit) {
       EXPECT_LE(*bound, phased->predicted_step_seconds * (1 + kTolerance));
     }
   }
+}
+
+// Lengths of the `step`-th batch of `spec`'s stream, of `tokens` tokens.
+std::vector<int64_t> WorkloadBatch(const std::string& spec, int64_t tokens,
+                                   int step) {
+  BatchOptions options;
+  options.global_batch_tokens = tokens;
+  BatchStream stream =
+      *BatchStream::Create(*ParseWorkloadSpec(spec), options, /*seed=*/3);
+  std::vector<int64_t> lengths;
+  for (int i = 0; i <= step; ++i) {
+    lengths.clear();
+    for (const Sample& sample : stream.Next()) {
+      lengths.push_back(sample.length_tokens);
+    }
+  }
+  return lengths;
+}
+
+// Skipping the candidates whose bounds cannot win finds the very plan the
+// exhaustive search finds, on the workloads the product plans.
+TEST(PhasedPlannerTest, SkippingBoundedCandidatesKeepsTheResult) {
+  const CostModel cost_model =
+      MakeCostModel("llama3-8b", /*num_nodes=*/2, /*gpus_per_node=*/8);
+  int phased_results = 0;
+  for (const std::string spec : {"longtail", "bimodal", "uniform"}) {
+    for (int step = 0; step < 3; ++step) {
+      const std::vector<int64_t> lengths =
+          WorkloadBatch(spec, /*tokens=*/16 * 65536, step);
+      SCOPED_TRACE(spec + " step " + std::to_string(step));
+      PhasedPlannerOptions options = DefaultOptions();
+      options.min_gap_to_try = 0;
+      absl::StatusOr<PhasedPlan> skipping =
+          PlanPhasedBatch(cost_model, lengths, options);
+      options.skip_bounded_candidates = false;
+      absl::StatusOr<PhasedPlan> exhaustive =
+          PlanPhasedBatch(cost_model, lengths, options);
+      ASSERT_TRUE(skipping.ok()) << skipping.status();
+      ASSERT_TRUE(exhaustive.ok()) << exhaustive.status();
+      EXPECT_EQ(skipping->predicted_step_seconds,
+                exhaustive->predicted_step_seconds);
+      ASSERT_EQ(skipping->phases.size(), exhaustive->phases.size());
+      for (size_t p = 0; p < skipping->phases.size(); ++p) {
+        ASSERT_EQ(skipping->phases[p].groups.size(),
+                  exhaustive->phases[p].groups.size());
+        for (size_t g = 0; g < skipping->phases[p].groups.size(); ++g) {
+          const GroupPlan& a = skipping->phases[p].groups[g];
+          const GroupPlan& b = exhaustive->phases[p].groups[g];
+          EXPECT_EQ(a.ranks, b.ranks);
+          ASSERT_EQ(a.micro_batches.size(), b.micro_batches.size());
+          for (size_t m = 0; m < a.micro_batches.size(); ++m) {
+            EXPECT_EQ(a.micro_batches[m].sequence_indices,
+                      b.micro_batches[m].sequence_indices);
+          }
+        }
+      }
+      phased_results += skipping->phases.size() > 1 ? 1 : 0;
+    }
+  }
+  // The comparison covers two-phase results, not only single layouts.
+  EXPECT_GT(phased_results, 0);
+}
+
+// Below the least gap worth a search the single-layout plan is returned as
+// it is; at a gap of 0 the same batch is searched and may split.
+TEST(PhasedPlannerTest, SmallGapsKeepTheSingleLayout) {
+  const CostModel cost_model =
+      MakeCostModel("llama3-8b", /*num_nodes=*/2, /*gpus_per_node=*/8);
+  PhasedPlannerOptions options = DefaultOptions();
+  options.min_gap_to_try = 0;
+  // The first long-tail batch the search splits.
+  std::vector<int64_t> lengths;
+  absl::StatusOr<PhasedPlan> searched;
+  for (int step = 0; step < 3; ++step) {
+    lengths = WorkloadBatch("longtail", /*tokens=*/16 * 65536, step);
+    searched = PlanPhasedBatch(cost_model, lengths, options);
+    ASSERT_TRUE(searched.ok()) << searched.status();
+    if (searched->phases.size() == 2) break;
+  }
+  ASSERT_EQ(searched->phases.size(), 2u);
+  absl::StatusOr<Plan> single =
+      Planner(cost_model, options.planner_options).PlanBatch(lengths);
+  ASSERT_TRUE(single.ok());
+  PredictPlan(cost_model, lengths, *single);
+  // A least gap just above the single layout's own.
+  options.min_gap_to_try =
+      single->predicted_step_seconds / searched->lower_bound_seconds - 1 +
+      1e-6;
+  absl::StatusOr<PhasedPlan> kept =
+      PlanPhasedBatch(cost_model, lengths, options);
+  ASSERT_TRUE(kept.ok()) << kept.status();
+  ASSERT_EQ(kept->phases.size(), 1u);
+  EXPECT_EQ(kept->predicted_step_seconds, single->predicted_step_seconds);
+  EXPECT_EQ(kept->lower_bound_seconds, searched->lower_bound_seconds);
 }
 
 TEST(PhasedPlannerTest, PlannerErrorsPassThrough) {

@@ -2,8 +2,11 @@
 //   32 GPUs x 256 sequences, 256 GPUs x 4,096, 4,096 GPUs x 65,536 and
 //   4,096 GPUs x 1,048,576 (the most a batch may hold, planner/plan/limits.h)
 // on llama3-8b over H200 nodes of 8 with the long-tail workload. Targets:
-// p99 under 10 ms, 100 ms, 1 s and 2 s. Each iteration plans one batch of a
-// pre-generated stream; p50/p99 over iterations are reported as counters.
+// p99 under 10 ms, 100 ms, 1 s and 2 s. Then with re-grouping within the
+// step on (PlanPhasedBatch, what the service and `dcp plan` run): 32 GPUs x
+// 2M tokens (target p99 under 100 ms), 256 GPUs x 16M tokens, and 4,096
+// GPUs x 1,048,576 sequences (under 2 s). Each iteration plans one batch of
+// a pre-generated stream; p50/p99 over iterations are reported as counters.
 //
 //   bazel run -c opt //planner/search:planner_benchmark
 #include <chrono>
@@ -13,15 +16,15 @@
 
 #include "benchmark/benchmark.h"
 #include "common/percentile.h"
+#include "planner/search/phased_planner.h"
 #include "planner/search/planner.h"
 #include "planner/workload/workload.h"
 
 namespace dcp {
 namespace {
 
-std::vector<std::vector<int64_t>> MakeBatches(int num_sequences, int count) {
-  BatchOptions options;
-  options.global_batch_samples = num_sequences;
+std::vector<std::vector<int64_t>> MakeBatches(const BatchOptions& options,
+                                              int count) {
   BatchStream stream = *BatchStream::Create(*ParseWorkloadSpec("longtail"),
                                             options, /*seed=*/42);
   std::vector<std::vector<int64_t>> batches;
@@ -41,8 +44,10 @@ void BM_PlanBatch(benchmark::State& state) {
   const CostModel cost_model = *CostModel::CreateDefault(
       *ModelPreset("llama3-8b"), H200Cluster(num_nodes, /*gpus_per_node=*/8));
   const Planner planner(cost_model, PlannerOptions{});
+  BatchOptions batch_options;
+  batch_options.global_batch_samples = num_sequences;
   const std::vector<std::vector<int64_t>> batches =
-      MakeBatches(num_sequences, /*count=*/8);
+      MakeBatches(batch_options, /*count=*/8);
   std::vector<double> latencies_ms;
   double gap = 0;
   size_t next = 0;
@@ -65,6 +70,58 @@ void BM_PlanBatch(benchmark::State& state) {
   state.counters["mean_gap_to_lower_bound"] = gap / latencies_ms.size();
 }
 
+// The same with re-grouping within the step on (PlanPhasedBatch, as the
+// planner service and `dcp plan` run it), on batches of `batch_options`.
+void PlanPhased(benchmark::State& state, int num_gpus,
+                const BatchOptions& batch_options) {
+  const CostModel cost_model = *CostModel::CreateDefault(
+      *ModelPreset("llama3-8b"), H200Cluster(num_gpus / 8, /*gpus_per_node=*/8));
+  const PhasedPlannerOptions options;
+  const std::vector<std::vector<int64_t>> batches =
+      MakeBatches(batch_options, /*count=*/8);
+  std::vector<double> latencies_ms;
+  double gap = 0;
+  int phased = 0;
+  size_t next = 0;
+  for (auto _ : state) {
+    const std::vector<int64_t>& batch = batches[next++ % batches.size()];
+    const auto start = std::chrono::steady_clock::now();
+    absl::StatusOr<PhasedPlan> plan =
+        PlanPhasedBatch(cost_model, batch, options);
+    const auto end = std::chrono::steady_clock::now();
+    if (!plan.ok()) {
+      state.SkipWithError(std::string(plan.status().message()).c_str());
+      return;
+    }
+    latencies_ms.push_back(
+        std::chrono::duration<double, std::milli>(end - start).count());
+    gap += plan->GapToLowerBound();
+    phased += plan->phases.size() > 1 ? 1 : 0;
+  }
+  state.counters["p50_ms"] = Percentile(latencies_ms, 0.50);
+  state.counters["p99_ms"] = Percentile(latencies_ms, 0.99);
+  state.counters["mean_gap_to_lower_bound"] = gap / latencies_ms.size();
+  // The share of batches planned in two phases.
+  state.counters["phased_share"] =
+      static_cast<double>(phased) / latencies_ms.size();
+}
+
+// Batches of 64K tokens per GPU (`dcp plan`'s default size): 2M tokens on
+// 32 GPUs, target p99 under 100 ms.
+void BM_PlanPhasedTokens(benchmark::State& state) {
+  const int num_gpus = static_cast<int>(state.range(0));
+  BatchOptions batch_options;
+  batch_options.global_batch_tokens = int64_t{65536} * num_gpus;
+  PlanPhased(state, num_gpus, batch_options);
+}
+
+// Batches of a sequence count: 1,048,576 on 4,096 GPUs, target p99 under 2 s.
+void BM_PlanPhasedSequences(benchmark::State& state) {
+  BatchOptions batch_options;
+  batch_options.global_batch_samples = static_cast<int>(state.range(1));
+  PlanPhased(state, static_cast<int>(state.range(0)), batch_options);
+}
+
 BENCHMARK(BM_PlanBatch)
     ->ArgNames({"gpus", "sequences"})
     ->Args({32, 256})
@@ -84,6 +141,22 @@ BENCHMARK(BM_PlanBatch)
     ->ArgNames({"gpus", "sequences"})
     ->Args({4096, 1 << 20})
     ->Iterations(8)
+    ->Unit(benchmark::kMillisecond);
+
+BENCHMARK(BM_PlanPhasedTokens)
+    ->ArgNames({"gpus"})
+    ->Args({32})
+    ->Iterations(100)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_PlanPhasedTokens)
+    ->ArgNames({"gpus"})
+    ->Args({256})
+    ->Iterations(16)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_PlanPhasedSequences)
+    ->ArgNames({"gpus", "sequences"})
+    ->Args({4096, 1 << 20})
+    ->Iterations(4)
     ->Unit(benchmark::kMillisecond);
 
 }  // namespace

@@ -655,11 +655,11 @@ TEST(PlannerHandlerTest, AFailedBatchDoesNotClaimItsStep) {
   EXPECT_TRUE(step_1.ok()) << step_1.status();
 }
 
-// With phased plans on (dcp_planner --phased-plans), a batch of one very
-// long sequence among many short ones is served as phases, and the
-// workers' reports (micro-batches counted phase after phase) are taken;
-// off, the same batch gets one layout.
-TEST(PlannerHandlerTest, ServesPhasedPlansOnlyWhenAskedAndTakesTheirReports) {
+// With phased plans on (dcp_planner's default), a batch of one very long
+// sequence among many short ones is served as phases, and the workers'
+// reports (micro-batches counted phase after phase) are taken; off
+// (--phased-plans=false), the same batch gets one layout.
+TEST(PlannerHandlerTest, ServesPhasedPlansByDefaultAndTakesTheirReports) {
   v1::GlobalBatch batch;
   batch.set_step(0);
   auto add = [&batch](int64_t length) {
@@ -670,15 +670,15 @@ TEST(PlannerHandlerTest, ServesPhasedPlansOnlyWhenAskedAndTakesTheirReports) {
   add(200000);
   for (int i = 0; i < 500; ++i) add(1200 + 29 * (i % 23));
   for (const bool phased : {false, true}) {
-    SCOPED_TRACE(phased ? "phased plans" : "default");
+    SCOPED_TRACE(phased ? "default" : "phased plans off");
     FakeClock clock;
     RecordingMetrics metrics;
     PlannerHandlerOptions options = GpuOptions();
     options.cluster = H200Cluster(/*num_nodes=*/2, /*gpus_per_node=*/8);
-    if (phased) {
-      PhasedPlanningOptions on;
-      on.enabled = true;
-      options.make_step_plan = StepPlanMaker(on);
+    if (!phased) {
+      PhasedPlanningOptions off;
+      off.enabled = false;
+      options.make_step_plan = StepPlanMaker(off);
     }
     auto handler = MakeHandler(options, clock, &metrics);
     RegisterWorld(*handler, 2, 8);

@@ -53,7 +53,12 @@ std::vector<v1::ReportStepStatsRequest> ReportsFor(
 TEST(PlannerHandlerTest, StepStatsFeedMetricsAndImbalance) {
   FakeClock clock;
   RecordingMetrics metrics;
-  auto handler = MakeHandler(CpuOptions(), clock, &metrics);
+  // One layout (ReportsFor reads the plan's groups).
+  PlannerHandlerOptions options = CpuOptions();
+  PhasedPlanningOptions one_layout;
+  one_layout.enabled = false;
+  options.make_step_plan = StepPlanMaker(one_layout);
+  auto handler = MakeHandler(options, clock, &metrics);
   RegisterWorld(*handler, 4, 1);
   const v1::GetPlanResponse plan =
       handler->GetPlan(PlanRequest("w0", MakeBatch(0, 12))).value();

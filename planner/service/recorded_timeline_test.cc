@@ -142,6 +142,10 @@ std::unique_ptr<PlannerHandler> StatefulPlanner(
 PlannerHandlerOptions StatefulOptions(const std::string& directory) {
   PlannerHandlerOptions options = CpuOptions();
   options.state_dir = directory;
+  // The recorded timeline draws plans of one layout: phases off.
+  PhasedPlanningOptions one_layout;
+  one_layout.enabled = false;
+  options.make_step_plan = StepPlanMaker(one_layout);
   return options;
 }
 

@@ -1,6 +1,7 @@
 #include "planner/service/step_plan.h"
 
 #include <algorithm>
+#include <limits>
 #include <optional>
 #include <utility>
 
@@ -134,44 +135,37 @@ std::shared_ptr<const PlannedStep> MakeStepPlanTryingPhases(
   for (const v1::Sample& sample : batch.samples()) {
     lengths.push_back(sample.length_tokens());
   }
-  absl::StatusOr<Plan> plan = Planner(cost_model, options).PlanBatch(lengths);
-  if (!plan.ok()) {
+  // Plans of phases are tried where the single layout's gap to the lower
+  // bound leaves room for one: when enabled, and always under ZeRO-3, whose
+  // per-micro-batch collectives over every rank already make the groups run
+  // in lockstep.
+  PhasedPlannerOptions phased_options;
+  phased_options.planner_options = options;
+  phased_options.min_gap_to_try =
+      phased.enabled || cost_model.ShardsParameters()
+          ? phased.min_gap_to_try
+          : std::numeric_limits<double>::infinity();
+  absl::StatusOr<PhasedPlan> planned =
+      PlanPhasedBatch(cost_model, lengths, phased_options);
+  if (!planned.ok()) {
     result->status = absl::Status(
-        plan.status().code(),
-        absl::StrCat("step ", step, ": ", plan.status().message()));
+        planned.status().code(),
+        absl::StrCat("step ", step, ": ", planned.status().message()));
     result->planning_seconds = absl::ToDoubleSeconds(clock.MonotonicNow() - start);
     return result;
   }
-  if (plan->lower_bound_seconds <= 0) {
-    absl::StatusOr<std::vector<int>> sizes =
-        LegalSpSizes(cost_model, options.sp_sizes);
-    if (sizes.ok()) {
-      absl::StatusOr<double> bound =
-          StepTimeLowerBound(cost_model, *sizes, lengths);
-      if (bound.ok()) plan->lower_bound_seconds = *bound;
-    }
-  }
-  // A plan of phases, where the single layout's gap leaves room for one:
-  // when enabled, and always under ZeRO-3, whose per-micro-batch
-  // collectives over every rank already make the groups run in lockstep.
   std::optional<PhasedPlan> phased_plan;
-  const bool try_phases = phased.enabled || cost_model.ShardsParameters();
-  if (try_phases && plan->GapToLowerBound() >= phased.min_gap_to_try) {
-    PhasedPlannerOptions phased_options;
-    phased_options.planner_options = options;
-    absl::StatusOr<PhasedPlan> tried =
-        PlanPhasedBatch(cost_model, lengths, phased_options);
-    // Its errors are the planner's, which just planned this batch: keep
-    // the single layout if it fails anyway.
-    if (tried.ok() && tried->phases.size() > 1) phased_plan = *std::move(tried);
+  std::optional<Plan> plan;
+  if (planned->phases.size() > 1) {
+    phased_plan = *std::move(planned);
+  } else {
+    plan = std::move(planned->phases.front());
+    plan->lower_bound_seconds = planned->lower_bound_seconds;
   }
   result->planning_seconds = absl::ToDoubleSeconds(clock.MonotonicNow() - start);
   if (phased_plan.has_value()) {
     result->num_phases = static_cast<int>(phased_plan->phases.size());
     result->predicted_step_seconds = phased_plan->predicted_step_seconds;
-    if (phased_plan->lower_bound_seconds <= 0) {
-      phased_plan->lower_bound_seconds = plan->lower_bound_seconds;
-    }
     result->lower_bound_seconds = phased_plan->lower_bound_seconds;
     result->gap_to_lower_bound = phased_plan->GapToLowerBound();
   } else {

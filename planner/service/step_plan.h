@@ -80,9 +80,9 @@ struct PlannedStep {
 };
 
 /// When MakeStepPlan also tries plans that re-group the ranks within the
-/// step (dcp_planner --phased-plans). Plain value.
+/// step (dcp_planner --phased-plans, on by default). Plain value.
 struct PhasedPlanningOptions {
-  bool enabled = false;
+  bool enabled = true;
   /// The lower bound bounds phased plans too, so a phased plan can gain at
   /// most the single-layout plan's gap to it: the phased search (several
   /// planner calls) runs only for a gap of at least this.
@@ -99,12 +99,12 @@ std::shared_ptr<const PlannedStep> MakeStepPlan(const v1::GlobalBatch& batch,
                                              int world_size,
                                              const Clock& clock);
 
-/// MakeStepPlan, and with `phased` enabled (or under ZeRO-3, whose groups
-/// run in lockstep anyway) and the plan's gap to the lower bound at least
-/// its min_gap_to_try, PlanPhasedBatch
-/// (planner/search/phased_planner.h) too: its plan is served when it has more than
-/// one phase (it keeps the single layout unless a phased plan is predicted
-/// strictly faster).
+/// MakeStepPlan with `phased`: the plan is PlanPhasedBatch's
+/// (planner/search/phased_planner.h), which tries phases only where `phased`
+/// is enabled (or under ZeRO-3, whose groups run in lockstep anyway) and
+/// the single layout's gap to the lower bound is at least min_gap_to_try,
+/// and keeps the single layout unless a phased plan is predicted strictly
+/// faster. MakeStepPlan is this with the default PhasedPlanningOptions.
 std::shared_ptr<const PlannedStep> MakeStepPlanTryingPhases(
     const v1::GlobalBatch& batch, const ParamsVersion& params,
     const PlannerOptions& options, int world_size, const Clock& clock,

@@ -135,7 +135,7 @@ TEST_F(StepPlanTest, MicroBatchFitRowsAreAtTheProfileFitsRates) {
   }
 }
 
-TEST(StepPlanPhasesTest, PhasedPlansOnlyWhenEnabledAndWorthSearching) {
+TEST(StepPlanPhasesTest, PhasedPlansByDefaultWhereWorthSearching) {
   ParamsVersion params;
   params.cost_model = std::make_shared<const CostModel>(
       CostModel::CreateDefault(ModelPreset("llama3-8b").value(),
@@ -153,18 +153,20 @@ TEST(StepPlanPhasesTest, PhasedPlansOnlyWhenEnabledAndWorthSearching) {
   add(200000);
   for (int i = 0; i < 500; ++i) add(1200 + 29 * (i % 23));
   FakeClock clock;
-  PhasedPlanningOptions on;
-  on.enabled = true;
+  const PhasedPlanningOptions on;
+  PhasedPlanningOptions disabled;
+  disabled.enabled = false;
 
   std::shared_ptr<const PlannedStep> off =
-      MakeStepPlan(batch, params, PlannerOptions(), 16, clock);
+      StepPlanMaker(disabled)(batch, params, PlannerOptions(), 16, clock);
   ASSERT_TRUE(off->status.ok()) << off->status;
   EXPECT_EQ(off->num_phases, 1);
   EXPECT_EQ(off->response->plan().phases_size(), 0);
   ASSERT_GE(off->gap_to_lower_bound, on.min_gap_to_try);
 
+  // On by default: MakeStepPlan is StepPlanMaker(PhasedPlanningOptions()).
   std::shared_ptr<const PlannedStep> phased =
-      StepPlanMaker(on)(batch, params, PlannerOptions(), 16, clock);
+      MakeStepPlan(batch, params, PlannerOptions(), 16, clock);
   ASSERT_TRUE(phased->status.ok()) << phased->status;
   const v1::Plan& proto = phased->response->plan();
   ASSERT_EQ(phased->num_phases, 2);

@@ -28,6 +28,7 @@ constexpr char kDcp[] = "dcp";
 constexpr char kDcpFixedAccum[] = "dcp-fixed-accum";
 constexpr char kDcpUniformRecompute[] = "dcp-uniform-recompute";
 constexpr char kDcpPhased[] = "dcp-phased";
+constexpr char kDcpOneLayout[] = "dcp-one-layout";
 
 // `base`, its workload maximum (where 0) the longest of `batches`.
 StaticOptions WithWorkloadMax(StaticOptions base,
@@ -219,8 +220,8 @@ class VideoSysStrategy : public NamedStrategy {
   }
 };
 
-// dcp's search (Planner), or one of its ablations.
-class DcpStrategy : public NamedStrategy {
+// dcp's single-layout search (Planner), or one of its ablations.
+class DcpOneLayoutStrategy : public NamedStrategy {
  public:
   using NamedStrategy::NamedStrategy;
   bool phased() const override { return false; }
@@ -233,12 +234,16 @@ class DcpStrategy : public NamedStrategy {
     if (name_ == kDcpFixedAccum) options.variable_accumulation = false;
     if (name_ == kDcpUniformRecompute) options.pyramid_recompute = false;
     return Priced(Planner(cost_model_, std::move(options)).PlanBatch(lengths),
-                     lengths);
+                  lengths);
   }
 };
 
-// dcp with re-grouping within a step (PlanPhasedBatch over dcp's planner).
-class DcpPhasedStrategy : public NamedStrategy {
+// dcp with re-grouping within a step (PlanPhasedBatch over dcp's planner):
+// `dcp` as the planner service serves it (phases tried where the single
+// layout's gap to the lower bound is at least 3%; a one-layout result is
+// returned as a Plan), or `dcp-phased`, which searches phases for every
+// batch and always returns a PhasedPlan.
+class DcpStrategy : public NamedStrategy {
  public:
   using NamedStrategy::NamedStrategy;
   bool phased() const override { return true; }
@@ -248,16 +253,22 @@ class DcpPhasedStrategy : public NamedStrategy {
     phased_options.planner_options = options_.planner_options;
     phased_options.planner_options.strategy_name = name_;
     phased_options.planner_options.static_options = StaticOptionsFor(lengths);
-    return Priced(PlanPhasedBatch(cost_model_, lengths, phased_options),
-                  lengths);
+    if (name_ == kDcpPhased) phased_options.min_gap_to_try = 0;
+    absl::StatusOr<PhasedPlan> planned =
+        PlanPhasedBatch(cost_model_, lengths, phased_options);
+    if (!planned.ok() || name_ == kDcpPhased || planned->phases.size() > 1) {
+      return Priced(std::move(planned), lengths);
+    }
+    return Priced(std::move(planned->phases.front()), lengths);
   }
 };
 
 }  // namespace
 
 std::vector<std::string> StrategyNames() {
-  return {kBucket,       kPacked, kBestStatic,     kMegatronDynCp,
-          kMegatronHcp,  kVideoSysDcp, kDcp,       kDcpFixedAccum,
+  return {kBucket,        kPacked,        kBestStatic,
+          kMegatronDynCp, kMegatronHcp,   kVideoSysDcp,
+          kDcp,           kDcpOneLayout,  kDcpFixedAccum,
           kDcpUniformRecompute, kDcpPhased};
 }
 
@@ -280,11 +291,12 @@ absl::StatusOr<std::unique_ptr<Strategy>> MakeStrategy(
   if (n == kVideoSysDcp) {
     return std::make_unique<VideoSysStrategy>(n, cost_model, options);
   }
-  if (n == kDcp || n == kDcpFixedAccum || n == kDcpUniformRecompute) {
-    return std::make_unique<DcpStrategy>(n, cost_model, options);
+  if (n == kDcpOneLayout || n == kDcpFixedAccum ||
+      n == kDcpUniformRecompute) {
+    return std::make_unique<DcpOneLayoutStrategy>(n, cost_model, options);
   }
-  if (n == kDcpPhased) {
-    return std::make_unique<DcpPhasedStrategy>(n, cost_model, options);
+  if (n == kDcp || n == kDcpPhased) {
+    return std::make_unique<DcpStrategy>(n, cost_model, options);
   }
   return absl::InvalidArgumentError(
       absl::StrCat("unknown strategy '", name, "'; valid strategies: ",
