@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <optional>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -159,11 +160,7 @@ absl::StatusOr<SequenceBounds> SequenceBounds::Create(
   bounds.gpu_seconds_.reserve(lengths_tokens.size());
   bounds.alone_seconds_.reserve(lengths_tokens.size());
   // Sequences of one length are priced once (batches repeat lengths).
-  struct Best {
-    double gpu_seconds;
-    double seconds;
-  };
-  absl::flat_hash_map<int64_t, Best> by_length;
+  absl::flat_hash_map<int64_t, int> distinct_of_length;
   const int layers = cost_model.model().num_layers;
   const double fixed_seconds = MicroBatchFixedSeconds(cost_model);
   absl::flat_hash_map<int, SizeLimits> limits_by_size;
@@ -188,37 +185,49 @@ absl::StatusOr<SequenceBounds> SequenceBounds::Create(
     }
   }
   for (size_t i = 0; i < lengths_tokens.size(); ++i) {
-    auto [it, inserted] = by_length.try_emplace(lengths_tokens[i], Best{});
+    auto [it, inserted] = distinct_of_length.try_emplace(
+        lengths_tokens[i], static_cast<int>(bounds.lengths_.size()));
     if (inserted) {
       absl::StatusOr<int> min_sp = MinFeasibleSpSize(
           cost_model, sp_sizes, static_cast<int>(i), lengths_tokens[i]);
       if (!min_sp.ok()) return min_sp.status();
-      double best_gpu_seconds = std::numeric_limits<double>::infinity();
-      double best_seconds = std::numeric_limits<double>::infinity();
+      LengthBounds of_length;
+      of_length.gpu_seconds = std::numeric_limits<double>::infinity();
+      of_length.alone_seconds = std::numeric_limits<double>::infinity();
       for (int sp : sp_sizes) {
         if (sp < *min_sp) continue;
-        best_gpu_seconds = std::min(
-            best_gpu_seconds, LeastGpuSeconds(cost_model, limits_by_size[sp],
-                                              lengths_tokens[i], sp));
+        SizeBounds at;
+        at.sp_size = sp;
+        at.gpu_seconds = LeastGpuSeconds(cost_model, limits_by_size[sp],
+                                         lengths_tokens[i], sp);
         // The group running it takes at least its micro-batch with only it
         // (costs only grow as sequences join a micro-batch).
         MicroBatchShape alone;
         alone.sp_size = sp;
         alone.AddSequence(lengths_tokens[i]);
-        const int layers = cost_model.MinCheckpointedLayers(alone).value_or(
+        const int fewest = cost_model.MinCheckpointedLayers(alone).value_or(
             cost_model.model().num_layers);
-        best_seconds = std::min(
-            best_seconds, cost_model.MicroBatch(alone, layers).total_seconds);
+        at.alone_seconds = cost_model.MicroBatch(alone, fewest).total_seconds;
+        at.added_seconds =
+            BestCaseSeconds(cost_model, lengths_tokens[i], sp).base;
+        of_length.gpu_seconds = std::min(of_length.gpu_seconds, at.gpu_seconds);
+        of_length.alone_seconds =
+            std::min(of_length.alone_seconds, at.alone_seconds);
+        of_length.sizes.push_back(at);
       }
-      it->second = Best{best_gpu_seconds, best_seconds};
+      bounds.lengths_.push_back(std::move(of_length));
     }
-    bounds.gpu_seconds_.push_back(it->second.gpu_seconds);
-    bounds.alone_seconds_.push_back(it->second.seconds);
+    LengthBounds& of_length = bounds.lengths_[it->second];
+    ++of_length.count;
+    bounds.gpu_seconds_.push_back(of_length.gpu_seconds);
+    bounds.alone_seconds_.push_back(of_length.alone_seconds);
   }
+  bounds.slowest_group_seconds_ =
+      std::max(bounds.SlowestGroupSecondsOfAll(), bounds.PackingBound());
   return bounds;
 }
 
-double SequenceBounds::SlowestGroupSeconds() const {
+double SequenceBounds::SlowestGroupSecondsOfAll() const {
   double total_gpu_seconds = 0;
   double longest = 0;
   for (size_t i = 0; i < gpu_seconds_.size(); ++i) {
@@ -226,6 +235,75 @@ double SequenceBounds::SlowestGroupSeconds() const {
     longest = std::max(longest, alone_seconds_[i]);
   }
   return std::max(total_gpu_seconds / num_gpus_, longest);
+}
+
+// The least T for which a schedule of the whole batch within T is not
+// ruled out by three facts of any schedule, each of which holds for plans
+// of one layout and of phases alike:
+//  - every sequence runs at an SP size whose alone time is at most T;
+//  - at those sizes, the least GPU-seconds of all sequences fit in T on
+//    every GPU (the bound's first term, restricted to those sizes);
+//  - a sequence that adds more than T/2 to its ranks' busy time at every
+//    such size ("big") shares no GPU with another big one, since a GPU
+//    running both would be busy more than T: the big sequences' smallest
+//    such sizes sum to at most the GPU count.
+// Each fact only gets easier as T grows, so the least such T is found by
+// bisection over the points where one changes (each size's alone time and
+// twice its added time). It reaches what the first two terms cannot where
+// a few long sequences must each take a large group: ten sequences that
+// take 3.3 s on 8 GPUs or 1.8 s on 16 cannot all run on 16 when 128 GPUs
+// hold only eight such groups, so the step is at least 3.3 s, however
+// little the GPU-seconds average.
+double SequenceBounds::PackingBound() const {
+  std::vector<double> points;
+  for (const LengthBounds& of_length : lengths_) {
+    for (const SizeBounds& at : of_length.sizes) {
+      points.push_back(at.alone_seconds);
+      points.push_back(2 * at.added_seconds);
+    }
+  }
+  if (points.empty()) return 0;
+  std::sort(points.begin(), points.end());
+  points.erase(std::unique(points.begin(), points.end()), points.end());
+  // Within [points[j], points[j + 1]) every fact's inputs are constant: the
+  // least T there that none rules out, or nullopt.
+  const auto least_in = [&](size_t j) -> std::optional<double> {
+    const double t = points[j];
+    double gpu_seconds = 0;
+    int64_t big_gpus = 0;
+    for (const LengthBounds& of_length : lengths_) {
+      double least_gpu_seconds = std::numeric_limits<double>::infinity();
+      double least_added = std::numeric_limits<double>::infinity();
+      int smallest_size = 0;
+      for (const SizeBounds& at : of_length.sizes) {
+        if (at.alone_seconds > t) continue;
+        least_gpu_seconds = std::min(least_gpu_seconds, at.gpu_seconds);
+        least_added = std::min(least_added, at.added_seconds);
+        if (smallest_size == 0 || at.sp_size < smallest_size) {
+          smallest_size = at.sp_size;
+        }
+      }
+      if (smallest_size == 0) return std::nullopt;
+      gpu_seconds += of_length.count * least_gpu_seconds;
+      if (least_added > t / 2) big_gpus += of_length.count * smallest_size;
+    }
+    if (big_gpus > num_gpus_) return std::nullopt;
+    const double least = std::max(t, gpu_seconds / num_gpus_);
+    if (j + 1 < points.size() && least >= points[j + 1]) return std::nullopt;
+    return least;
+  };
+  // The last interval always holds one (no sequence is big there).
+  size_t lo = 0;
+  size_t hi = points.size() - 1;
+  while (lo < hi) {
+    const size_t mid = lo + (hi - lo) / 2;
+    if (least_in(mid).has_value()) {
+      hi = mid;
+    } else {
+      lo = mid + 1;
+    }
+  }
+  return least_in(lo).value_or(points.back());
 }
 
 double SequenceBounds::SlowestGroupSeconds(
@@ -247,6 +325,10 @@ double SequenceBounds::StepSeconds(double slowest_group_seconds) const {
   return std::max(slowest_group_seconds,
                   forward_share_ * slowest_group_seconds + allreduce_seconds_) +
          optimizer_seconds_;
+}
+
+double SequenceBounds::SlowestGroupSeconds() const {
+  return slowest_group_seconds_;
 }
 
 absl::StatusOr<double> StepTimeLowerBound(

@@ -11,9 +11,11 @@
 namespace dcp {
 
 /// A lower bound on the predicted step time of any legal plan of this batch,
-/// computed independently of the planner: the larger of (a) the batch's
-/// total best-case GPU-seconds over the GPU count and (b) the longest
-/// single sequence's best time alone in a micro-batch, where a sequence's
+/// computed independently of the planner: the largest of (a) the batch's
+/// total best-case GPU-seconds over the GPU count, (b) the longest
+/// single sequence's best time alone in a micro-batch and (c) the packing
+/// bound, the least time for which the sequences that cannot share a GPU
+/// fit on GPUs of their own (SequenceBounds::SlowestGroupSeconds), where a sequence's
 /// GPU-seconds at SP s count the work proportional to its tokens (no
 /// padding or latencies) and its tokens' share of the fixed cost of a
 /// micro-batch (layer and GEMM fixed costs, a micro-batch holding at most
@@ -40,10 +42,13 @@ class SequenceBounds {
 
   /// A lower bound on the slowest group's seconds of any plan of the whole
   /// batch over every GPU: the larger of the summed least GPU-seconds over
-  /// the GPU count and the longest sequence's least time alone.
+  /// the GPU count, the longest sequence's least time alone, and the
+  /// packing bound (lower_bound.cc: sequences too long to share a GPU
+  /// within the step must find GPUs of their own).
   double SlowestGroupSeconds() const;
-  /// The same for a plan of only the sequences `members` (indices into the
-  /// batch, each valid), such as one phase of a phased plan.
+  /// For a plan of only the sequences `members` (indices into the batch,
+  /// each valid), such as one phase of a phased plan: the first two terms
+  /// only, in one pass over the members.
   double SlowestGroupSeconds(absl::Span<const int> members) const;
   /// A lower bound on the step time of a plan (or on the last phase plus
   /// the step's end) whose slowest group takes at least
@@ -52,9 +57,30 @@ class SequenceBounds {
   double StepSeconds(double slowest_group_seconds) const;
 
  private:
+  // One SP size a sequence length fits at.
+  struct SizeBounds {
+    int sp_size = 0;
+    double gpu_seconds = 0;    // least GPU-seconds at this size
+    double alone_seconds = 0;  // least time alone in a micro-batch
+    double added_seconds = 0;  // least busy time it adds to each rank
+  };
+  // One distinct length of the batch: how many sequences have it, its
+  // sizes, and its least GPU-seconds and time alone over them.
+  struct LengthBounds {
+    int64_t count = 0;
+    std::vector<SizeBounds> sizes;
+    double gpu_seconds = 0;
+    double alone_seconds = 0;
+  };
+
   SequenceBounds() = default;
+  double SlowestGroupSecondsOfAll() const;
+  double PackingBound() const;
+
+  std::vector<LengthBounds> lengths_;  // in order of first appearance
   std::vector<double> gpu_seconds_;    // [sequence] least GPU-seconds
   std::vector<double> alone_seconds_;  // [sequence] least time alone
+  double slowest_group_seconds_ = 0;
   int num_gpus_ = 1;
   double forward_share_ = 0;
   double allreduce_seconds_ = 0;

@@ -325,6 +325,45 @@ TEST(StepTimeLowerBoundTest, TightWhenOneSequenceDominates) {
   EXPECT_NEAR(*bound, step, step * 1e-9);
 }
 
+// Ten video sequences of 183,600 tokens on 128 GPUs: each takes about
+// 1.8 s on 16 GPUs or 3.3 s on 8, but 128 GPUs hold only eight groups of
+// 16, and no GPU can run two within less than 3.6 s. So no plan is faster
+// than one group of 8 per sequence, however little the GPU-seconds
+// average: the packing bound proves that plan optimal, where the first two
+// terms stay well below it.
+TEST(StepTimeLowerBoundTest, PackingBoundProvesTenLongVideosNeedGroupsOfEight) {
+  const CostModel cost_model = MakeCostModel("video-dit-1b", 16, 8);
+  const std::vector<int64_t> lengths(10, 183600);
+  Plan plan = EmptyHomogeneousPlan(cost_model, /*sp_size=*/8);
+  for (int i = 0; i < 10; ++i) {
+    AddMicroBatch(cost_model, lengths, {i}, plan.groups[i]);
+  }
+  const double predicted = PredictedStepSeconds(cost_model, lengths, plan);
+  const double bound = Bound(cost_model, lengths);
+  EXPECT_LE(bound, predicted * (1 + kRelativeTolerance));
+  EXPECT_GE(bound, predicted * (1 - kRelativeTolerance));
+
+  absl::StatusOr<SequenceBounds> bounds = SequenceBounds::Create(
+      cost_model, LegalSpSizes(cost_model, {}).value(), lengths);
+  ASSERT_TRUE(bounds.ok()) << bounds.status();
+  const std::vector<int> all = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9};
+  // The first two terms alone: well below.
+  EXPECT_LT(bounds->SlowestGroupSeconds(all),
+            0.8 * bounds->SlowestGroupSeconds());
+  // Eight of them fit on groups of 16 side by side: the bound drops to
+  // one such group's time.
+  const std::vector<int64_t> eight(8, 183600);
+  Plan of_eight = EmptyHomogeneousPlan(cost_model, /*sp_size=*/16);
+  for (int i = 0; i < 8; ++i) {
+    AddMicroBatch(cost_model, eight, {i}, of_eight.groups[i]);
+  }
+  const double eight_predicted =
+      PredictedStepSeconds(cost_model, eight, of_eight);
+  EXPECT_LT(eight_predicted, 0.6 * predicted);
+  EXPECT_LE(Bound(cost_model, eight),
+            eight_predicted * (1 + kRelativeTolerance));
+}
+
 TEST(StepTimeLowerBoundTest, RejectsAnEmptyBatch) {
   const CostModel cost_model = MakeCostModel("llama3-8b", 4, 8);
   absl::StatusOr<double> bound = StepTimeLowerBound(
