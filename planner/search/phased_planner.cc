@@ -169,7 +169,7 @@ absl::StatusOr<PhasedPlan> PlanPhasedBatch(
     if (options.skip_bounded_candidates) {
       // Sorted by bound: none of the rest can win either.
       if (cannot_win(candidate.bound)) break;
-      if (sequences_planned >= options.max_sequences_planned) break;
+      if (sequences_planned + n > options.max_sequences_planned) break;
     }
     const SplitMembers members =
         MembersOf(candidate.split, lengths_tokens, order);

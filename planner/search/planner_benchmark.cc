@@ -4,8 +4,8 @@
 // on llama3-8b over H200 nodes of 8 with the long-tail workload. Targets:
 // p99 under 10 ms, 100 ms, 1 s and 2 s. Then with re-grouping within the
 // step on (PlanPhasedBatch, what the service and `dcp plan` run): 32 GPUs x
-// 2M tokens (target p99 under 100 ms), 256 GPUs x 16M tokens, and 4,096
-// GPUs x 1,048,576 sequences (under 2 s). Each iteration plans one batch of
+// 2M tokens (target p99 under 100 ms), 256 GPUs x 16M tokens, 4,096 GPUs x
+// 65,536 sequences, and 4,096 GPUs x 1,048,576 sequences (under 2 s). Each iteration plans one batch of
 // a pre-generated stream; p50/p99 over iterations are reported as counters.
 //
 //   bazel run -c opt //planner/search:planner_benchmark
@@ -152,6 +152,11 @@ BENCHMARK(BM_PlanPhasedTokens)
     ->ArgNames({"gpus"})
     ->Args({256})
     ->Iterations(16)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_PlanPhasedSequences)
+    ->ArgNames({"gpus", "sequences"})
+    ->Args({4096, 65536})
+    ->Iterations(8)
     ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_PlanPhasedSequences)
     ->ArgNames({"gpus", "sequences"})
