@@ -58,13 +58,14 @@ std::vector<std::string> With(std::vector<std::string> args,
 }
 
 // `dcp validate` accepts the plan at `plan_path` for the batch of
-// `lengths_path` (one node of 8 GPUs), and `dcp price` prices it at the
-// step time `planned` (what wrote it) predicted.
+// `lengths_path` (on `nodes` nodes of 8 GPUs), and `dcp price` prices it at
+// the step time `planned` (what wrote it) predicted.
 void ExpectValidatesAndPricesAsPlanned(const std::string& plan_path,
                                        const std::string& lengths_path,
-                                       const Json& planned) {
+                                       const Json& planned, int nodes = 1) {
   const std::vector<std::string> files = {
-      "--nodes=1", "--gpus-per-node=8", absl::StrCat("--plan=", plan_path),
+      absl::StrCat("--nodes=", nodes), "--gpus-per-node=8",
+      absl::StrCat("--plan=", plan_path),
       absl::StrCat("--lengths=", lengths_path)};
   const CliResult valid = RunCli(With({"validate"}, files));
   EXPECT_EQ(valid.exit_code, 0) << valid.out << valid.err;
@@ -384,6 +385,42 @@ TEST(CliTest, SimulateWritesPlansThatPriceReads) {
   EXPECT_THAT(failed.err, AllOf(HasSubstr("--write-plans"),
                                 HasSubstr("write_plans_blocker/sub")));
   EXPECT_EQ(failed.out, "");
+}
+
+// dcp re-groups only some batches: its plans of a run are written, priced
+// and validated whichever kind each step's is (steps of one layout as
+// plans of one layout).
+TEST(CliTest, SimulateWritesDcpPlansOfOneLayoutAndOfPhases) {
+  const std::string directory = TempPath("write_mixed_plans");
+  const CliResult result = RunCli(
+      {"simulate", "--strategies=dcp", "--steps=6", "--nodes=4",
+       "--gpus-per-node=8",
+       "--workload=longtail:median=640,sigma=1.1,tail_fraction=0.01,"
+       "tail_min=8192,alpha=1.5,max=32768",
+       absl::StrCat("--write-plans=", directory)});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_THAT(result.err,
+              HasSubstr(absl::StrCat("wrote 6 plans to ", directory)));
+  int phased = 0;
+  for (int step = 0; step < 6; ++step) {
+    SCOPED_TRACE(absl::StrCat("step ", step));
+    const std::string plan_path =
+        absl::StrCat(directory, "/dcp/step_", step, ".json");
+    std::ifstream file(plan_path);
+    std::stringstream text;
+    text << file.rdbuf();
+    ASSERT_TRUE(file.good()) << plan_path;
+    const Json planned = Json::parse(text.str());
+    EXPECT_EQ(planned["strategy"], "dcp");
+    EXPECT_NE(planned.contains("phases"), planned.contains("groups"));
+    phased += planned.contains("phases") ? 1 : 0;
+    ExpectValidatesAndPricesAsPlanned(
+        plan_path, absl::StrCat(directory, "/lengths/step_", step, ".txt"),
+        planned, /*nodes=*/4);
+  }
+  // Both kinds were written.
+  EXPECT_GT(phased, 0);
+  EXPECT_LT(phased, 6);
 }
 
 // Writes `lengths` (one per line) and the `packed` plan of them on one

@@ -164,12 +164,16 @@ absl::StatusOr<PhasedPlan> PlanPhasedBatch(
                        return a.bound < b.bound;
                      });
   }
+  const int64_t budget = std::min(
+      options.max_sequences_planned,
+      std::max(options.min_sequences_planned,
+               static_cast<int64_t>(options.batches_planned * n)));
   int64_t sequences_planned = 0;
   for (const Candidate& candidate : candidates) {
     if (options.skip_bounded_candidates) {
       // Sorted by bound: none of the rest can win either.
       if (cannot_win(candidate.bound)) break;
-      if (sequences_planned + n > options.max_sequences_planned) break;
+      if (sequences_planned + n > budget) break;
     }
     const SplitMembers members =
         MembersOf(candidate.split, lengths_tokens, order);

@@ -185,6 +185,9 @@ TEST(PhasedPlannerTest, SkippingBoundedCandidatesKeepsTheResult) {
       SCOPED_TRACE(spec + " step " + std::to_string(step));
       PhasedPlannerOptions options = DefaultOptions();
       options.min_gap_to_try = 0;
+      // No budget: the claim is the same plan within the budget.
+      options.batches_planned = 1e9;
+      options.max_sequences_planned = int64_t{1} << 40;
       absl::StatusOr<PhasedPlan> skipping =
           PlanPhasedBatch(cost_model, lengths, options);
       options.skip_bounded_candidates = false;
@@ -214,6 +217,32 @@ TEST(PhasedPlannerTest, SkippingBoundedCandidatesKeepsTheResult) {
   }
   // The comparison covers two-phase results, not only single layouts.
   EXPECT_GT(phased_results, 0);
+}
+
+// The budget bounds the search: none at all keeps the single layout, and
+// the default one finds no slower a plan than that.
+TEST(PhasedPlannerTest, TheBudgetBoundsTheSearch) {
+  const CostModel cost_model =
+      MakeCostModel("llama3-8b", /*num_nodes=*/2, /*gpus_per_node=*/8);
+  const std::vector<int64_t> lengths =
+      WorkloadBatch("longtail", /*tokens=*/16 * 65536, /*step=*/0);
+  PhasedPlannerOptions options = DefaultOptions();
+  options.min_gap_to_try = 0;
+  options.batches_planned = 0;
+  options.min_sequences_planned = 0;
+  absl::StatusOr<PhasedPlan> none =
+      PlanPhasedBatch(cost_model, lengths, options);
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_EQ(none->phases.size(), 1u);
+  const PhasedPlannerOptions defaults = [] {
+    PhasedPlannerOptions o = DefaultOptions();
+    o.min_gap_to_try = 0;
+    return o;
+  }();
+  absl::StatusOr<PhasedPlan> searched =
+      PlanPhasedBatch(cost_model, lengths, defaults);
+  ASSERT_TRUE(searched.ok()) << searched.status();
+  EXPECT_LE(searched->predicted_step_seconds, none->predicted_step_seconds);
 }
 
 // Below the least gap worth a search the single-layout plan is returned as

@@ -66,10 +66,18 @@ absl::StatusOr<int> WriteSimulatedPlans(const std::string& directory,
     DCP_RETURN_IF_ERROR(CreatePlanExportDirectory(strategy_directory.string()));
     for (size_t step = 0; step < steps; ++step) {
       const std::vector<int64_t>& lengths = report.batch_lengths[step];
-      const std::string json =
-          phased
-              ? PhasedPlanToJson(stats.phased_plans[step], lengths, cost_model)
-              : PlanToJson(stats.plans[step], lengths, cost_model);
+      // A plan of one phase is written as the plan of one layout it is.
+      std::string json;
+      if (!phased) {
+        json = PlanToJson(stats.plans[step], lengths, cost_model);
+      } else if (stats.phased_plans[step].phases.size() == 1) {
+        Plan one_layout = stats.phased_plans[step].phases.front();
+        one_layout.lower_bound_seconds =
+            stats.phased_plans[step].lower_bound_seconds;
+        json = PlanToJson(one_layout, lengths, cost_model);
+      } else {
+        json = PhasedPlanToJson(stats.phased_plans[step], lengths, cost_model);
+      }
       DCP_RETURN_IF_ERROR(
           WriteFileAtomically(StepFile(strategy_directory, step, ".json"),
                               absl::StrCat(json, "\n")));

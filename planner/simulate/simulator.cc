@@ -193,6 +193,15 @@ absl::StatusOr<SimulationReport> Simulate(
       if (options.keep_plans) {
         if (planned->IsPhased()) {
           run.phased_plans.push_back(std::move(planned->phased));
+        } else if (run.strategy->phased()) {
+          // A strategy that may re-group (dcp) kept one layout: kept as
+          // one phase, so that its plans are all of one kind.
+          PhasedPlan one_phase;
+          one_phase.strategy = planned->plan.strategy;
+          one_phase.phases.push_back(std::move(planned->plan));
+          PredictPhasedPlan(cost_model, lengths_tokens, one_phase);
+          one_phase.lower_bound_seconds = *lower_bound;
+          run.phased_plans.push_back(std::move(one_phase));
         } else {
           run.plans.push_back(std::move(planned->plan));
         }

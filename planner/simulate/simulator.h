@@ -73,7 +73,8 @@ struct StrategyStats {
   std::vector<double> step_seconds;
   /// Each step's plan (predictions and lower bound filled), with
   /// SimulationOptions::keep_plans; empty otherwise, and empty for the
-  /// phased strategies (Strategy::phased()), which fill `phased_plans`.
+  /// strategies that may re-group (Strategy::phased()), which fill
+  /// `phased_plans` (a step they planned in one layout as one phase).
   std::vector<Plan> plans;
   std::vector<PhasedPlan> phased_plans;
 };
