@@ -306,7 +306,9 @@ struct PhaseOutcome {
 };
 
 /// Runs the workers of one phase to completion and returns rank 0's
-/// summary. On any failure every worker is killed.
+/// summary: "dcp" (the planner's plans, `dcp_phase`) or a peer strategy's
+/// run, whose name is its workers' --plan-source. On any failure every
+/// worker is killed.
 absl::StatusOr<PhaseOutcome> RunWorkers(const Config& config,
                                         Planner& planner,
                                         const std::string& phase,
@@ -342,7 +344,7 @@ absl::StatusOr<PhaseOutcome> RunWorkers(const Config& config,
         absl::StrCat("--workload=", config.workload),
         absl::StrCat("--seed=", config.seed),
         absl::StrCat("--global-batch-tokens=", config.global_batch_tokens),
-        absl::StrCat("--plan-source=", dcp_phase ? "planner" : "bucket"),
+        absl::StrCat("--plan-source=", dcp_phase ? "planner" : phase),
         absl::StrCat("--profile=", config.profile ? "true" : "false"),
         absl::StrCat("--profile-attention-lengths=",
                      config.profile_attention_lengths),
@@ -451,49 +453,69 @@ absl::StatusOr<PhaseOutcome> RunWorkers(const Config& config,
   return outcome;
 }
 
-void PrintReport(const RunSummary& dcp, const RunSummary* bucket) {
+/// A peer strategy's run beside dcp's.
+struct PeerRun {
+  std::string name;
+  RunSummary summary;
+};
+
+void PrintReport(const RunSummary& dcp, const std::vector<PeerRun>& peers) {
   PrintLine("");
   PrintLine("== summary ==");
   if (dcp.steps.empty()) {
     PrintLine("no dcp steps ran");
     return;
   }
+  size_t width = 3;
+  for (const PeerRun& peer : peers) width = std::max(width, peer.name.size());
+  const auto padded = [width](const std::string& name) {
+    return absl::StrCat(name, std::string(width - name.size(), ' '));
+  };
   // Step 0 also creates the SP groups' communicators; the second figure
   // leaves it out.
   const size_t warm = dcp.steps.size() > 1 ? 1 : 0;
   PrintLine(absl::StrFormat(
-      "dcp    (%d steps): mean step %.3f s measured, %.3f s predicted "
+      "%s (%d steps): mean step %.3f s measured, %.3f s predicted "
       "(without step 0: %.3f s measured)",
-      dcp.steps.size(), dcp.MeanMeasuredSeconds(), dcp.MeanPredictedSeconds(),
-      dcp.MeanMeasuredSeconds(warm)));
-  if (bucket != nullptr && !bucket->steps.empty()) {
-    const size_t bucket_warm = bucket->steps.size() > 1 ? 1 : 0;
+      padded("dcp"), dcp.steps.size(), dcp.MeanMeasuredSeconds(),
+      dcp.MeanPredictedSeconds(), dcp.MeanMeasuredSeconds(warm)));
+  for (const PeerRun& peer : peers) {
+    const RunSummary& run = peer.summary;
+    if (run.steps.empty()) continue;
+    const size_t run_warm = run.steps.size() > 1 ? 1 : 0;
     PrintLine(absl::StrFormat(
-        "bucket (%d steps): mean step %.3f s measured, %.3f s predicted "
+        "%s (%d steps): mean step %.3f s measured, %.3f s predicted "
         "(without step 0: %.3f s measured)",
-        bucket->steps.size(), bucket->MeanMeasuredSeconds(),
-        bucket->MeanPredictedSeconds(),
-        bucket->MeanMeasuredSeconds(bucket_warm)));
-    const double speedup =
-        bucket->MeanMeasuredSeconds() / dcp.MeanMeasuredSeconds();
-    const double speedup_warm = bucket->MeanMeasuredSeconds(bucket_warm) /
-                                dcp.MeanMeasuredSeconds(warm);
+        padded(peer.name), run.steps.size(), run.MeanMeasuredSeconds(),
+        run.MeanPredictedSeconds(), run.MeanMeasuredSeconds(run_warm)));
+  }
+  for (const PeerRun& peer : peers) {
+    const RunSummary& run = peer.summary;
+    if (run.steps.empty()) continue;
+    const size_t run_warm = run.steps.size() > 1 ? 1 : 0;
+    const double speedup = run.MeanMeasuredSeconds() / dcp.MeanMeasuredSeconds();
+    const double speedup_warm =
+        run.MeanMeasuredSeconds(run_warm) / dcp.MeanMeasuredSeconds(warm);
     const double predicted_speedup =
-        bucket->MeanPredictedSeconds() / dcp.MeanPredictedSeconds();
+        run.MeanPredictedSeconds() / dcp.MeanPredictedSeconds();
     PrintLine(absl::StrFormat(
-        "measured speedup dcp vs bucket: %.2fx (without step 0: %.2fx); "
+        "measured speedup dcp vs %s: %.2fx (without step 0: %.2fx); "
         "predicted %.2fx",
-        speedup, speedup_warm, predicted_speedup));
+        peer.name, speedup, speedup_warm, predicted_speedup));
+  }
+  for (const PeerRun& peer : peers) {
+    const RunSummary& run = peer.summary;
+    if (run.steps.empty()) continue;
     double max_difference = 0;
-    const size_t common = std::min(dcp.steps.size(), bucket->steps.size());
+    const size_t common = std::min(dcp.steps.size(), run.steps.size());
     for (size_t i = 0; i < common; ++i) {
       max_difference = std::max(
-          max_difference, std::abs(dcp.steps[i].loss - bucket->steps[i].loss));
+          max_difference, std::abs(dcp.steps[i].loss - run.steps[i].loss));
     }
     PrintLine(absl::StrFormat(
-        "same batches, same model: max |loss dcp - loss bucket| = %.2g over "
+        "same batches, same model: max |loss dcp - loss %s| = %.2g over "
         "%d steps",
-        max_difference, common));
+        peer.name, max_difference, common));
   }
   PrintLine(absl::StrFormat(
       "cost model error (dcp): mean |predicted - measured| / measured = "
@@ -502,7 +524,7 @@ void PrintReport(const RunSummary& dcp, const RunSummary* bucket) {
       100 * dcp.MeanRelativeError(warm)));
   // The medians the cost model is held to, and whether the online refit
   // brings the error down over the run.
-  const auto median_line = [](const char* label, const RunSummary& run) {
+  const auto median_line = [](const std::string& label, const RunSummary& run) {
     const size_t n = run.steps.size();
     const size_t few = std::min<size_t>(3, n);
     return absl::StrFormat(
@@ -513,15 +535,17 @@ void PrintReport(const RunSummary& dcp, const RunSummary* bucket) {
         100 * run.MedianRelativeError(n - few));
   };
   PrintLine(median_line("dcp", dcp));
-  if (bucket != nullptr && !bucket->steps.empty()) {
-    PrintLine(median_line("bucket", *bucket));
+  for (const PeerRun& peer : peers) {
+    if (!peer.summary.steps.empty()) {
+      PrintLine(median_line(peer.name, peer.summary));
+    }
   }
 }
 
 /// The cost-model breakdown of each run and --timeline-step's pictures
 /// (launcher/timeline_output.h).
 absl::Status ReportMeasuredRuns(const Config& config, const RunSummary& dcp,
-                                const RunSummary* bucket) {
+                                const std::vector<PeerRun>& peers) {
   MeasuredRunOutput output;
   output.label = "dcp";
   output.dir = StepTimingDir(absl::StrCat(config.work_dir, "/dcp_summary.json"));
@@ -534,15 +558,17 @@ absl::Status ReportMeasuredRuns(const Config& config, const RunSummary& dcp,
                          config.timeline_step, ".svg");
   PrintLine("");
   absl::Status status = ReportMeasuredRun(output, dcp, &PrintLine);
-  if (bucket == nullptr) return status;
-  MeasuredRunOutput bucket_output = output;
-  bucket_output.label = "bucket";
-  bucket_output.dir =
-      StepTimingDir(absl::StrCat(config.work_dir, "/bucket_summary.json"));
-  bucket_output.timeline_path = LabelledPath(output.timeline_path, "bucket");
-  absl::Status bucket_status =
-      ReportMeasuredRun(bucket_output, *bucket, &PrintLine);
-  return status.ok() ? bucket_status : status;
+  for (const PeerRun& peer : peers) {
+    MeasuredRunOutput peer_output = output;
+    peer_output.label = peer.name;
+    peer_output.dir = StepTimingDir(
+        absl::StrCat(config.work_dir, "/", peer.name, "_summary.json"));
+    peer_output.timeline_path = LabelledPath(output.timeline_path, peer.name);
+    absl::Status peer_status =
+        ReportMeasuredRun(peer_output, peer.summary, &PrintLine);
+    if (status.ok()) status = peer_status;
+  }
+  return status;
 }
 
 absl::Status RunJob(Config& config) {
@@ -624,27 +650,36 @@ absl::Status RunJob(Config& config) {
             : absl::StrCat("; checkpoint in ", config.checkpoint_dir)));
   }
 
-  std::optional<PhaseOutcome> bucket;
-  if (config.compare_bucket && !stopped) {
+  // The peers' runs: bucket, then --compare-peers in order.
+  std::vector<std::string> peer_names;
+  if (config.compare_bucket) peer_names.push_back("bucket");
+  peer_names.insert(peer_names.end(), config.compare_peers.begin(),
+                    config.compare_peers.end());
+  std::vector<PeerRun> peers;
+  for (const std::string& name : stopped ? std::vector<std::string>()
+                                         : peer_names) {
     PrintLine("");
-    PrintLine(absl::StrCat("== bucket: the same ", config.steps,
-                           " batches with the static bucket plans =="));
+    PrintLine(absl::StrCat(
+        "== ", name, ": the same ", config.steps, " batches with ",
+        name == "bucket" ? "the static bucket plans"
+                         : absl::StrCat(name, "'s plans"),
+        " =="));
     absl::StatusOr<PhaseOutcome> outcome =
-        RunWorkers(config, *planner, "bucket", /*dcp_phase=*/false, deadline);
+        RunWorkers(config, *planner, name, /*dcp_phase=*/false, deadline);
     if (!outcome.ok()) {
       StopPlanner(*planner);
       return outcome.status();
     }
     if (outcome->interrupted) {
       StopPlanner(*planner);
-      return absl::CancelledError("interrupted during the bucket run");
+      return absl::CancelledError(
+          absl::StrCat("interrupted during the ", name, " run"));
     }
-    bucket = *std::move(outcome);
+    peers.push_back({name, std::move(outcome->summary)});
   }
   StopPlanner(*planner);
-  PrintReport(dcp->summary, bucket.has_value() ? &bucket->summary : nullptr);
-  return ReportMeasuredRuns(config, dcp->summary,
-                            bucket.has_value() ? &bucket->summary : nullptr);
+  PrintReport(dcp->summary, peers);
+  return ReportMeasuredRuns(config, dcp->summary, peers);
 }
 
 }  // namespace

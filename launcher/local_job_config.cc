@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
@@ -12,7 +13,10 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
 #include "common/status_macros.h"
+#include "planner/strategies/peer_registry.h"
 
 namespace dcp {
 namespace {
@@ -70,6 +74,11 @@ constexpr FlagSpec kFlags[] = {
      "--phased-min-gap; 0: every batch)"},
     {"compare-bucket", nullptr, "true",
      "then run the same batches with the static bucket plans"},
+    {"compare-peers", "LIST", "best-static,megatron-dyncp",
+     "then run the same batches with each of these peer strategies' plans "
+     "(made by the workers on the planner's cost model, those tuned over a "
+     "run tuned on its batches): any of packed, best-static, "
+     "megatron-dyncp, megatron-hcp, videosys-dcp; empty: none"},
     {"timeline-step", "K", "-1",
      "draw step K's plan with the measured micro-batch times beside the "
      "predicted ones (SVG; the bucket run's too, as FILE.bucket.svg)"},
@@ -217,6 +226,24 @@ absl::StatusOr<LocalJobConfig> ConfigureLocalJob(const ParsedFlags& flags,
   config.phased_min_gap = min_gap;
   DCP_ASSIGN_OR_RETURN(auto compare, flags.Bool("compare-bucket"));
   config.compare_bucket = compare;
+  config.compare_peers.clear();
+  const std::vector<std::string> peers = PeerStrategyNames();
+  for (absl::string_view peer :
+       absl::StrSplit(flags.String("compare-peers"), ',', absl::SkipEmpty())) {
+    const std::string name(peer);
+    if (name == "bucket" ||
+        std::find(peers.begin(), peers.end(), name) == peers.end()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--compare-peers: '", name,
+          "' is not a peer strategy; expected packed, best-static, "
+          "megatron-dyncp, megatron-hcp or videosys-dcp (bucket runs with "
+          "--compare-bucket)"));
+    }
+    if (std::find(config.compare_peers.begin(), config.compare_peers.end(),
+                  name) == config.compare_peers.end()) {
+      config.compare_peers.push_back(name);
+    }
+  }
   DCP_ASSIGN_OR_RETURN(auto timeline_step,
                        flags.Int("timeline-step", -1, 1 << 20));
   config.timeline_step = timeline_step;

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -37,6 +38,9 @@ struct LocalJobConfig {
   bool phased_plans = true;
   double phased_min_gap = 0.03;
   bool compare_bucket = true;
+  /// Peer strategies whose plans run the same batches after the bucket run
+  /// (worker --plan-source), in order.
+  std::vector<std::string> compare_peers = {"best-static", "megatron-dyncp"};
   /// The step whose predicted-vs-measured timeline is drawn (-1: none), and
   /// the SVG file (empty: <work_dir>/timeline_step<K>.svg).
   int64_t timeline_step = -1;

@@ -115,7 +115,8 @@ RunSummary Summary(const std::string& dir) {
 /// planner's plans depend on the batches only.
 std::vector<std::string> Reproducible(int steps) {
   return {absl::StrCat("--steps=", steps), "--profile=false",
-          "--online-refit=false", "--compare-bucket=false"};
+          "--online-refit=false", "--compare-bucket=false",
+          "--compare-peers="};
 }
 
 /// Expects `resumed`'s steps to have the plans and losses of the same steps
@@ -142,7 +143,7 @@ const RunSummary& UninterruptedFourSteps() {
   return *summary;
 }
 
-TEST(LocalJobTest, ProfilesRunsDcpThenBucketAndReports) {
+TEST(LocalJobTest, ProfilesRunsDcpThenThePeersAndReports) {
   const std::string dir = TestDir("tiny");
   const JobRun run = RunJob(dir, {"--steps=3"});
   ASSERT_EQ(run.exit_code, 0) << run.output;
@@ -155,20 +156,33 @@ TEST(LocalJobTest, ProfilesRunsDcpThenBucketAndReports) {
   for (const std::string& line : run.lines) {
     if (absl::StartsWith(line, "step ")) {
       ++step_lines;
+      // One layout, or phases (dcp's re-grouping, megatron-dyncp's rounds).
       EXPECT_THAT(line, testing::MatchesRegex(
-                            "step [0-2]: plan SP\\[[0-9,]+\\] mb\\[[0-9,]+\\] "
+                            "step [0-2]: plan (phases [0-9]+: (.* then )?)?"
+                            "SP\\[[0-9,]+\\] mb\\[[0-9,]+\\] "
                             "recompute\\[[-0-9,]+\\] \\| predicted [0-9.]+ s "
                             "measured [0-9.]+ s \\| loss [0-9.]+"));
     }
   }
-  EXPECT_EQ(step_lines, 6) << run.output;  // 3 dcp, 3 bucket
+  // 3 steps each of dcp, bucket, best-static and megatron-dyncp.
+  EXPECT_EQ(step_lines, 12) << run.output;
   EXPECT_THAT(run.lines, Contains(StartsWith("== bucket: the same 3 batches")));
   EXPECT_THAT(run.lines,
-              Contains(StartsWith("measured speedup dcp vs bucket: ")));
+              Contains(StartsWith("== megatron-dyncp: the same 3 batches")));
+  for (const std::string peer : {"bucket", "best-static", "megatron-dyncp"}) {
+    EXPECT_THAT(run.lines, Contains(StartsWith(absl::StrCat(
+                               "measured speedup dcp vs ", peer, ": "))));
+    // The same gradients whatever the plan: the losses agree to rounding.
+    bool agreed = false;
+    const std::string prefix = absl::StrCat(
+        "same batches, same model: max |loss dcp - loss ", peer, "| = ");
+    for (const std::string& line : run.lines) {
+      if (!absl::StartsWith(line, prefix)) continue;
+      agreed = std::stod(line.substr(prefix.size())) < 1e-5;
+    }
+    EXPECT_TRUE(agreed) << peer << "\n" << run.output;
+  }
   EXPECT_THAT(run.lines, Contains(StartsWith("cost model error (dcp): ")));
-  EXPECT_THAT(run.lines,
-              Contains(StartsWith("same batches, same model: max |loss dcp - "
-                                  "loss bucket|")));
   const RunSummary summary = Summary(dir);
   EXPECT_EQ(summary.world_size, 2);
   EXPECT_EQ(summary.steps.size(), 3u);
@@ -380,6 +394,8 @@ TEST(LocalJobTest, UsageErrorsExitTwo) {
   EXPECT_EQ(RunJob(dir, {"--planner-stop-signal=HUP"}).exit_code, 2);
   EXPECT_EQ(RunJob(dir, {"--phased-plans", "--phased-min-gap=-1"}).exit_code,
             2);
+  EXPECT_EQ(RunJob(dir, {"--compare-peers=dcp"}).exit_code, 2);
+  EXPECT_EQ(RunJob(dir, {"--compare-peers=bucket"}).exit_code, 2);
 }
 
 }  // namespace

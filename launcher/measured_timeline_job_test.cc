@@ -93,6 +93,7 @@ TEST(MeasuredTimelineJobTest, TheSvgShowsWhatTheWorkersRecorded) {
       "--global-batch-tokens=2048",
       "--steps=3",
       "--profile=false",
+      "--compare-peers=best-static",
       "--timeline-step=1",
       absl::StrCat("--timeline-out=", svg_path),
       absl::StrCat("--planner-state-dir=", dir, "/planner_state"),
@@ -125,6 +126,10 @@ TEST(MeasuredTimelineJobTest, TheSvgShowsWhatTheWorkersRecorded) {
   EXPECT_THAT(output,
               Contains(HasSubstr(
                   "bucket (steps 1-2) cost-model breakdown over 2 steps")))
+      << text;
+  EXPECT_THAT(output,
+              Contains(HasSubstr(
+                  "best-static (steps 1-2) cost-model breakdown over 2 steps")))
       << text;
   EXPECT_THAT(output, Contains(HasSubstr("  compute     median"))) << text;
 

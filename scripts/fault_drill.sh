@@ -58,7 +58,7 @@ mkdir -p "$work"
 common=(--nodes=1 --ranks-per-node=2
   "--workload=longtail:median=64,tail_fraction=0.05,tail_min=256,max=1024,min=16"
   --global-batch-tokens=2048 --profile=false --online-refit=false
-  --compare-bucket=false --timeout=5m)
+  --compare-bucket=false --compare-peers= --timeout=5m)
 results=()
 
 # [steps=N] run NAME FLAGS...: runs the job (6 steps unless told) in

@@ -353,10 +353,28 @@ class AgentRun {
     static_options.micro_batch_sequences =
         options_.bucket_micro_batch_sequences;
     static_options.sp_size = options_.bucket_static_sp;
+    // The run's batches, for a strategy tuned over the run: the stream
+    // Train draws from, from its start.
+    std::vector<std::vector<int64_t>> run_batches;
+    absl::StatusOr<std::unique_ptr<LengthSource>> lengths =
+        ParseWorkloadSpec(options_.workload);
+    if (!lengths.ok()) return WithContext(lengths.status(), "the workload");
+    absl::StatusOr<BatchStream> stream = BatchStream::Create(
+        *std::move(lengths), options_.batch, options_.workload_seed);
+    if (!stream.ok()) return WithContext(stream.status(), "the batch stream");
+    for (int64_t step = 0; step < options_.steps; ++step) {
+      std::vector<int64_t> batch;
+      for (const Sample& sample : stream->Next()) {
+        batch.push_back(sample.length_tokens);
+      }
+      run_batches.push_back(std::move(batch));
+    }
     DCP_ASSIGN_OR_RETURN(
-        std::unique_ptr<BucketPlanSource> bucket,
-        BucketPlanSource::Create(planner_, static_options, Logger(), rank_));
-    return std::unique_ptr<StepPlanSource>(std::move(bucket));
+        std::unique_ptr<StrategyPlanSource> peer,
+        StrategyPlanSource::Create(planner_, options_.peer_strategy,
+                                   static_options, run_batches, Logger(),
+                                   rank_));
+    return std::unique_ptr<StepPlanSource>(std::move(peer));
   }
 
   absl::Status Train() {
@@ -513,9 +531,9 @@ class AgentRun {
                              const std::vector<Sample>& samples,
                              const PlanOfStep& planned) {
     // The cost model the plan was priced with: the planner's version the
-    // plan names (bucket plans: the current one, asked once, which
-    // BucketPlanSource priced them with).
-    const bool bucket = options_.plan_source == PlanSource::kBucket;
+    // plan names (a peer's plans: the current one, asked once, which
+    // StrategyPlanSource priced them with).
+    const bool bucket = options_.plan_source == PlanSource::kPeer;
     if (!cost_model_answer_.has_value() ||
         (!bucket &&
          cost_model_answer_->params_version() != planned.params_version)) {
@@ -548,8 +566,9 @@ class AgentRun {
   absl::Status WriteSummary() const {
     if (options_.summary_file.empty()) return absl::OkStatus();
     RunSummary summary;
-    summary.plan_source =
-        options_.plan_source == PlanSource::kPlanner ? "planner" : "bucket";
+    summary.plan_source = options_.plan_source == PlanSource::kPlanner
+                              ? "planner"
+                              : options_.peer_strategy;
     summary.model = model_spec_.name;
     summary.world_size = result_.world_size;
     summary.workload = options_.workload;

@@ -33,9 +33,10 @@ namespace dcp {
 enum class PlanSource {
   /// GetPlan from the planner (DCP's per-batch plans).
   kPlanner,
-  /// The static `bucket` baseline, computed locally with PlanBucket on the
-  /// planner's cost model (to run the same batches the static way).
-  kBucket,
+  /// A peer strategy's plans (WorkerAgentOptions::peer_strategy: bucket,
+  /// best-static, megatron-dyncp, ...), computed locally on the planner's
+  /// cost model (StrategyPlanSource), to run the same batches its way.
+  kPeer,
 };
 
 /// Makes the world's communicator; CreateC10dCommunicator by default.
@@ -96,8 +97,11 @@ struct WorkerAgentOptions {
   BatchOptions batch = {/*global_batch_tokens=*/16384,
                         /*global_batch_samples=*/0};
   PlanSource plan_source = PlanSource::kPlanner;
-  /// kBucket: sequences per micro-batch, and the static SP size (0: the
-  /// smallest on which the workload's longest sequence fits).
+  /// kPeer: the strategy (IsPeerStrategy).
+  std::string peer_strategy = "bucket";
+  /// kPeer: the static strategies' sequences per bucket micro-batch, and
+  /// their static SP size (0: the smallest on which the workload's longest
+  /// sequence fits).
   int bucket_micro_batch_sequences = 1;
   int bucket_static_sp = 0;
   /// Token source: "synthetic", "synthetic:SEED" or "tokens:PREFIX" (a

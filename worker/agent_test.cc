@@ -340,7 +340,7 @@ TEST(WorkerAgentTest, RegistersPollsProfilesPlansAndReports) {
 TEST(WorkerAgentTest, BucketPlansComeFromTheClusterModel) {
   QuickRun run;
   run.options.steps = 2;
-  run.options.plan_source = PlanSource::kBucket;
+  run.options.plan_source = PlanSource::kPeer;
   absl::StatusOr<AgentRunResult> result = run.Run();
   ASSERT_TRUE(result.ok()) << result.status();
   const FakePlannerClient& planner = run.planner;

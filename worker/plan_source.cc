@@ -9,9 +9,12 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/status_macros.h"
 #include "planner/client/batch_fingerprint.h"
 #include "planner/client/proto_convert.h"
 #include "planner/plan/validate.h"
+#include "planner/strategies/peer_registry.h"
 #include "worker/status_context.h"
 
 namespace dcp {
@@ -142,9 +145,22 @@ void PlannerPlanSource::StepMeasured(int64_t step,
   }
 }
 
-absl::StatusOr<std::unique_ptr<BucketPlanSource>> BucketPlanSource::Create(
-    PlannerClient& planner, const StaticOptions& options,
+bool IsPeerStrategy(const std::string& strategy) {
+  const std::vector<std::string> peers = PeerStrategyNames();
+  return std::find(peers.begin(), peers.end(), strategy) != peers.end();
+}
+
+absl::StatusOr<std::unique_ptr<StrategyPlanSource>> StrategyPlanSource::Create(
+    PlannerClient& planner, const std::string& strategy,
+    const StaticOptions& options,
+    const std::vector<std::vector<int64_t>>& run_batches,
     const std::function<void(const std::string&)>& log, int rank) {
+  if (!IsPeerStrategy(strategy)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "plan source '", strategy, "' is not a peer strategy; expected one of ",
+        absl::StrJoin(PeerStrategyNames(), ", "),
+        " (dcp's plans come from the planner)"));
+  }
   absl::StatusOr<v1::GetClusterModelResponse> model =
       planner.GetClusterModel(v1::GetClusterModelRequest());
   if (!model.ok()) {
@@ -157,31 +173,55 @@ absl::StatusOr<std::unique_ptr<BucketPlanSource>> BucketPlanSource::Create(
   if (!cost_model.ok()) {
     return WithContext(cost_model.status(), "the planner's cost model");
   }
-  log(absl::StrCat("bucket plans from the planner's cost model v",
-                   model->params_version()));
-  return std::unique_ptr<BucketPlanSource>(
-      new BucketPlanSource(*std::move(cost_model), options, rank));
+  std::unique_ptr<StrategyPlanSource> source(
+      new StrategyPlanSource(*std::move(cost_model), rank));
+  PeerOptions peer_options;
+  peer_options.static_options = options;
+  DCP_ASSIGN_OR_RETURN(
+      source->strategy_,
+      MakePeerStrategy(strategy, source->cost_model_, peer_options));
+  if (source->strategy_->tuned_over_run()) {
+    if (absl::Status tuned = source->strategy_->Tune(run_batches);
+        !tuned.ok()) {
+      return WithContext(tuned, absl::StrCat("tuning ", strategy, " on the ",
+                                             run_batches.size(),
+                                             " batches of the run"));
+    }
+  }
+  const std::string setting = source->strategy_->setting();
+  log(absl::StrCat(strategy, " plans from the planner's cost model v",
+                   model->params_version(),
+                   setting.empty() ? "" : absl::StrCat(" (", setting, ")")));
+  return source;
 }
 
-absl::StatusOr<PlanOfStep> BucketPlanSource::PlanOf(
+absl::StatusOr<PlanOfStep> StrategyPlanSource::PlanOf(
     const std::vector<Sample>& samples, int64_t step) {
-  absl::StatusOr<Plan> bucket =
-      PlanBucket(cost_model_, Lengths(samples), options_);
-  if (!bucket.ok()) {
-    return WithContext(bucket.status(),
-                       absl::StrCat("the bucket plan of step ", step));
+  const std::vector<int64_t> lengths = Lengths(samples);
+  absl::StatusOr<StrategyPlan> planned = strategy_->PlanBatch(lengths);
+  if (!planned.ok()) {
+    return WithContext(planned.status(),
+                       absl::StrCat("the ", strategy_->name(), " plan of step ",
+                                    step));
   }
   PlanOfStep result;
-  result.plan = *std::move(bucket);
-  const std::vector<int64_t> lengths = Lengths(samples);
-  if (refitted_.has_value()) PredictPlan(*refitted_, lengths, result.plan);
   last_step_ = step;
-  last_plan_ = result.plan;
   last_lengths_ = lengths;
+  if (planned->IsPhased()) {
+    result.phased = std::move(planned->phased);
+    if (refitted_.has_value()) {
+      PredictPhasedPlan(*refitted_, lengths, result.phased);
+    }
+    last_plan_ = Plan();
+  } else {
+    result.plan = std::move(planned->plan);
+    if (refitted_.has_value()) PredictPlan(*refitted_, lengths, result.plan);
+    last_plan_ = result.plan;
+  }
   return result;
 }
 
-void BucketPlanSource::StepMeasured(int64_t step,
+void StrategyPlanSource::StepMeasured(int64_t step,
                                     const StepMeasurement& measured) {
   if (step != last_step_) return;
   const GroupPlan* group = nullptr;

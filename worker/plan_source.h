@@ -1,5 +1,5 @@
 // Plan sources: where each training step's plan comes from. The planner's
-// per-batch plans (GetPlan) or static bucket plans made locally on the
+// per-batch plans (GetPlan) or a peer strategy's plans made locally on the
 // planner's cost model; the agent only sees StepPlanSource.
 
 #ifndef DCP_WORKER_PLAN_SOURCE_H_
@@ -18,6 +18,7 @@
 #include "cost_model/model_spec.h"
 #include "cost_model/online_refit.h"
 #include "planner/strategies/baselines.h"
+#include "planner/strategies/strategy.h"
 #include "planner/client/planner_client.h"
 #include "planner/plan/phased_plan.h"
 #include "planner/plan/plan.h"
@@ -117,26 +118,33 @@ class PlannerPlanSource final : public StepPlanSource {
   const PlannerPlanSourceOptions options_;
 };
 
-/// The static `bucket` baseline (planner/strategies/baselines.h), computed locally
-/// with PlanBucket on the planner's cost model, to run the same batches the
-/// static way. Reports nothing.
+/// A peer strategy's plans (bucket, best-static, megatron-dyncp, any of
+/// planner/strategies/peer_registry.h), made locally on the
+/// planner's cost model, to run the same batches the way that strategy
+/// would. A strategy tuned over a run (best-static's setting, the Megatron
+/// caps) is tuned on the run's batches, given up front. Reports nothing.
 ///
 /// Not thread-safe (see StepPlanSource).
 ///
 /// Its predictions get the planner's kind of online refit, made on this
-/// rank from its own measurements: the compute time scaled by the
-/// micro-batches' measured over predicted compute seconds
+/// rank from its own measurements of steps of one layout: the compute time
+/// scaled by the micro-batches' measured over predicted compute seconds
 /// (RefitAccumulator), and the all-to-all latency and bandwidth fitted to
 /// their measured all-to-all seconds (AllToAllRefitAccumulator).
 /// The plans themselves always come from the fetched cost model, so that
 /// every rank makes the same ones; only their predicted seconds are priced
 /// with the refitted one.
-class BucketPlanSource final : public StepPlanSource {
+class StrategyPlanSource final : public StepPlanSource {
  public:
-  /// Fetches the planner's cost model (GetClusterModel) once; `rank` is
-  /// this rank's (whose measurements StepMeasured gets).
-  static absl::StatusOr<std::unique_ptr<BucketPlanSource>> Create(
-      PlannerClient& planner, const StaticOptions& options,
+  /// Fetches the planner's cost model (GetClusterModel) once and makes
+  /// `strategy` on it; `run_batches` (each batch's lengths) tune a strategy
+  /// tuned over the run. `rank` is this rank's (whose measurements
+  /// StepMeasured gets). INVALID_ARGUMENT for an unknown strategy or one of
+  /// dcp's; the tuner's errors.
+  static absl::StatusOr<std::unique_ptr<StrategyPlanSource>> Create(
+      PlannerClient& planner, const std::string& strategy,
+      const StaticOptions& options,
+      const std::vector<std::vector<int64_t>>& run_batches,
       const std::function<void(const std::string&)>& log, int rank = 0);
 
   void BatchKnown(const std::vector<Sample>&, int64_t) override {}
@@ -151,13 +159,15 @@ class BucketPlanSource final : public StepPlanSource {
   }
 
  private:
-  BucketPlanSource(CostModel cost_model, StaticOptions options, int rank)
-      : cost_model_(std::move(cost_model)), options_(options), rank_(rank) {}
+  StrategyPlanSource(CostModel cost_model, int rank)
+      : cost_model_(std::move(cost_model)), rank_(rank) {}
 
   const CostModel cost_model_;
-  const StaticOptions options_;
+  // Plans on cost_model_ (which it refers to).
+  std::unique_ptr<Strategy> strategy_;
   const int rank_;
-  // The last step planned, whose measurements come next.
+  // The last step planned, whose measurements come next (its plan empty
+  // for a step of phases: those are not refitted from).
   int64_t last_step_ = -1;
   Plan last_plan_;
   std::vector<int64_t> last_lengths_;
@@ -166,6 +176,9 @@ class BucketPlanSource final : public StepPlanSource {
   AllToAllRefitAccumulator all_to_all_inter_;
   std::optional<CostModel> refitted_;
 };
+
+/// Whether `strategy` can be a StrategyPlanSource's (PeerStrategyNames).
+bool IsPeerStrategy(const std::string& strategy);
 
 /// `samples` as the planner's step `step`.
 v1::GlobalBatch GlobalBatchProto(const std::vector<Sample>& samples,

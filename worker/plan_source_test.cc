@@ -1,4 +1,4 @@
-// PlannerPlanSource and BucketPlanSource against a FakePlannerClient.
+// PlannerPlanSource and StrategyPlanSource against a FakePlannerClient.
 
 #include "worker/plan_source.h"
 
@@ -208,7 +208,7 @@ TEST(PlannerPlanSourceTest, ReportsTheIdleTimeWithTheLastMicroBatch) {
   EXPECT_EQ(report.micro_batches(1).peak_memory_bytes(), 1000);
 }
 
-TEST(BucketPlanSourceTest, PlansLocallyOnThePlannersCostModel) {
+TEST(StrategyPlanSourceTest, PlansLocallyOnThePlannersCostModel) {
   FakePlannerClient planner;
   planner.on_get_cluster_model = [](const v1::GetClusterModelRequest&)
       -> absl::StatusOr<v1::GetClusterModelResponse> {
@@ -218,10 +218,11 @@ TEST(BucketPlanSourceTest, PlansLocallyOnThePlannersCostModel) {
   std::vector<std::string> logged;
   StaticOptions options;
   options.micro_batch_sequences = 1;
-  absl::StatusOr<std::unique_ptr<BucketPlanSource>> source =
-      BucketPlanSource::Create(planner, options, [&](const std::string& line) {
-        logged.push_back(line);
-      });
+  absl::StatusOr<std::unique_ptr<StrategyPlanSource>> source =
+      StrategyPlanSource::Create(planner, "bucket", options, {},
+                                 [&](const std::string& line) {
+                                   logged.push_back(line);
+                                 });
   ASSERT_TRUE(source.ok()) << source.status();
   EXPECT_THAT(logged, Contains(HasSubstr("cost model v2")));
   (*source)->BatchKnown(kBatch, 0);
@@ -238,7 +239,49 @@ TEST(BucketPlanSourceTest, PlansLocallyOnThePlannersCostModel) {
   EXPECT_THAT(planner.report_step_stats_requests(), SizeIs(0));
 }
 
-TEST(BucketPlanSourceTest, PredictionsFollowTheMeasuredComputeButNotThePlans) {
+// The peers tuned over a run are tuned on the run's batches and say how;
+// dcp's own strategies and unknown names are refused, naming the peers.
+TEST(StrategyPlanSourceTest, TunesPeersOnTheRunAndRefusesDcp) {
+  FakePlannerClient planner;
+  planner.on_get_cluster_model = [](const v1::GetClusterModelRequest&)
+      -> absl::StatusOr<v1::GetClusterModelResponse> {
+    return TinyClusterModel(/*using_default_params=*/false,
+                            /*params_version=*/2);
+  };
+  std::vector<int64_t> lengths;
+  for (const Sample& sample : kBatch) lengths.push_back(sample.length_tokens);
+  for (const char* peer : {"best-static", "megatron-dyncp"}) {
+    SCOPED_TRACE(peer);
+    std::vector<std::string> logged;
+    absl::StatusOr<std::unique_ptr<StrategyPlanSource>> source =
+        StrategyPlanSource::Create(planner, peer, StaticOptions(),
+                                   {lengths, lengths},
+                                   [&](const std::string& line) {
+                                     logged.push_back(line);
+                                   });
+    ASSERT_TRUE(source.ok()) << source.status();
+    ASSERT_THAT(logged, SizeIs(1));
+    EXPECT_THAT(logged[0], HasSubstr(absl::StrCat(peer, " plans")));
+    EXPECT_THAT(logged[0], HasSubstr("("));  // its tuned setting
+    absl::StatusOr<PlanOfStep> plan = (*source)->PlanOf(kBatch, 0);
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    EXPECT_GT(plan->IsPhased() ? plan->phased.predicted_step_seconds
+                               : plan->plan.predicted_step_seconds,
+              0);
+  }
+  for (const char* refused : {"dcp", "dcp-phased", "magic"}) {
+    absl::StatusOr<std::unique_ptr<StrategyPlanSource>> source =
+        StrategyPlanSource::Create(planner, refused, StaticOptions(), {},
+                                   [](const std::string&) {});
+    EXPECT_EQ(source.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(source.status().message(),
+                AllOf(HasSubstr(refused), HasSubstr("megatron-dyncp")));
+  }
+  EXPECT_TRUE(IsPeerStrategy("bucket"));
+  EXPECT_FALSE(IsPeerStrategy("dcp-one-layout"));
+}
+
+TEST(StrategyPlanSourceTest, PredictionsFollowTheMeasuredComputeButNotThePlans) {
   FakePlannerClient planner;
   planner.on_get_cluster_model = [](const v1::GetClusterModelRequest&)
       -> absl::StatusOr<v1::GetClusterModelResponse> {
@@ -247,9 +290,9 @@ TEST(BucketPlanSourceTest, PredictionsFollowTheMeasuredComputeButNotThePlans) {
   };
   StaticOptions options;
   options.micro_batch_sequences = 1;
-  absl::StatusOr<std::unique_ptr<BucketPlanSource>> source =
-      BucketPlanSource::Create(
-          planner, options, [](const std::string&) {},
+  absl::StatusOr<std::unique_ptr<StrategyPlanSource>> source =
+      StrategyPlanSource::Create(
+          planner, "bucket", options, {}, [](const std::string&) {},
           /*rank=*/0);
   ASSERT_TRUE(source.ok()) << source.status();
   const absl::StatusOr<PlanOfStep> first = (*source)->PlanOf(kBatch, 0);

@@ -34,6 +34,7 @@
 #include "planner/workload/workload.h"
 #include "worker/agent.h"
 #include "worker/execution/dataset.h"
+#include "worker/plan_source.h"
 #include "worker/prometheus_worker_metrics.h"
 
 namespace dcp {
@@ -108,9 +109,12 @@ constexpr FlagSpec kFlags[] = {
     {"global-batch-tokens", "T", "16384", "tokens per global batch"},
     {"global-batch-samples", "B", "",
      "sequences per global batch, instead of --global-batch-tokens"},
-    {"plan-source", "planner|bucket", "planner",
-     "planner: GetPlan per step (DCP); bucket: the static bucket baseline "
-     "computed here from the planner's cost model"},
+    {"plan-source", "planner|STRATEGY", "planner",
+     "planner: GetPlan per step (DCP); or a peer strategy's plans computed "
+     "here from the planner's cost model: bucket (the static bucket "
+     "baseline), packed, best-static, megatron-dyncp, megatron-hcp or "
+     "videosys-dcp (those tuned over a run are tuned on the run's --steps "
+     "batches)"},
     {"bucket-micro-batch-sequences", "M", "1",
      "sequences per micro-batch of the bucket plans"},
     {"static-sp", "S", "0",
@@ -349,11 +353,14 @@ absl::Status ConfigureWorkload(const ParsedFlags& flags,
   const std::string plan_source = flags.String("plan-source");
   if (plan_source == "planner") {
     agent.plan_source = PlanSource::kPlanner;
-  } else if (plan_source == "bucket") {
-    agent.plan_source = PlanSource::kBucket;
+  } else if (IsPeerStrategy(plan_source)) {
+    agent.plan_source = PlanSource::kPeer;
+    agent.peer_strategy = plan_source;
   } else {
     return absl::InvalidArgumentError(absl::StrCat(
-        "--plan-source=", plan_source, ": expected planner or bucket"));
+        "--plan-source=", plan_source,
+        ": expected planner or a peer strategy (bucket, packed, best-static, "
+        "megatron-dyncp, megatron-hcp, videosys-dcp)"));
   }
   DCP_ASSIGN_OR_RETURN(auto micro_batch_sequences,
                        flags.Int("bucket-micro-batch-sequences", 1, 1 << 20));

@@ -78,7 +78,7 @@ TEST(WorkerMainTest, HelpListsTheFlags) {
       run.stdout_text,
       AllOf(HasSubstr("--planner=HOST:PORT"), HasSubstr("DCP_PLANNER_ADDRESS"),
             HasSubstr("--token-file=FILE"),
-            HasSubstr("--plan-source=planner|bucket"),
+            HasSubstr("--plan-source=planner|STRATEGY"),
             HasSubstr("--checkpoint-every=K"),
             HasSubstr("--precision=fp32|bf16"), HasSubstr("--zero1"),
             HasSubstr("--max-cached-groups=N"),
@@ -101,7 +101,12 @@ TEST(WorkerMainTest, UsageErrorsExitTwo) {
 
   run = RunWorker({"--planner=127.0.0.1:1", "--plan-source=static"});
   EXPECT_EQ(run.exit_code, 2);
-  EXPECT_THAT(run.stderr_text, HasSubstr("expected planner or bucket"));
+  EXPECT_THAT(run.stderr_text,
+              HasSubstr("expected planner or a peer strategy (bucket"));
+
+  run = RunWorker({"--planner=127.0.0.1:1", "--plan-source=dcp"});
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_THAT(run.stderr_text, HasSubstr("megatron-dyncp"));
 
   run = RunWorker({"--planner=127.0.0.1:1", "--precision=fp16"});
   EXPECT_EQ(run.exit_code, 2);

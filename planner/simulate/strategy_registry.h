@@ -3,9 +3,11 @@
 // its code: the simulator, `dcp plan` and `dcp simulate` make strategies
 // here and then use them only through the Strategy interface.
 //
-// To add a strategy: implement Strategy (planner/strategies/strategy.h)
-// in planner/strategies/ or planner/search/, give it a name in
-// StrategyNames() and a case in MakeStrategy, and add it to the
+// To add a strategy: implement Strategy (planner/strategies/strategy.h,
+// usually over NamedStrategy in named_strategy.h); a peer in
+// planner/strategies/ gets its name and case in peer_registry.cc (so the
+// workers can run its plans too), a dcp variant in planner/search/ its name
+// in StrategyNames() and a case in MakeStrategy here; then add it to the
 // peer_property_test loop (every plan it makes validates and fits memory).
 
 #ifndef DCP_PLANNER_SIMULATE_STRATEGY_REGISTRY_H_

@@ -392,6 +392,30 @@ TEST(PlanExecutorTest, PhasesAccumulateIntoOneStepWithABarrierBetween) {
         << "parameter " << i;
   }
 
+  // Without barriers (Megatron's dev-branch rounds) the same gradients, and
+  // no world barrier: a rank goes on to its next group at once.
+  PhasedPlan rounds = phased;
+  rounds.barriers = false;
+  FakeCommunicator unbarriered;
+  std::shared_ptr<GptModel> rounds_model = TinyModel();
+  absl::StatusOr<StepResult> rounds_result =
+      PlanExecutor(rounds_model, unbarriered)
+          .RunStep(
+              rounds,
+              [&](int i) {
+                SequenceInput input;
+                input.token_ids = tokens_of(i);
+                return input;
+              },
+              total_loss_tokens);
+  ASSERT_TRUE(rounds_result.ok()) << rounds_result.status();
+  EXPECT_EQ(unbarriered.world().barrier_calls, 0);
+  auto rounds_params = rounds_model->parameters();
+  for (size_t i = 0; i < rounds_params.size(); ++i) {
+    EXPECT_TRUE(torch::equal(rounds_params[i], reference_params[i]))
+        << "parameter " << i;
+  }
+
   // A phase that leaves this rank out is refused before anything runs.
   PhasedPlan missing = phased;
   missing.phases[1].groups[0].ranks = {1};

@@ -302,8 +302,11 @@ absl::StatusOr<StepResult> PlanExecutor::RunStep(
 
   const double inverse_total = 1.0 / static_cast<double>(total_loss_tokens);
   for (size_t p = 0; p < plan.phases.size(); ++p) {
-    if (p > 0) {
+    if (p > 0 && plan.barriers) {
       // The next layout starts when every rank has finished this one.
+      // Without barriers (Megatron's dev-branch dynamic CP) a rank goes on
+      // to its next group at once; that group's collectives wait for its
+      // other members.
       const absl::Time barrier_start = DeviceNow();
       if (absl::Status status =
               communicator_.World().Barrier(options_.collective_timeout);
