@@ -23,6 +23,11 @@
 namespace dcp {
 namespace {
 
+int PhaseCount(const Plan&) { return 1; }
+int PhaseCount(const PhasedPlan& plan) {
+  return static_cast<int>(plan.phases.size());
+}
+
 std::vector<std::vector<int64_t>> MakeBatches(const BatchOptions& options,
                                               int count) {
   BatchStream stream = *BatchStream::Create(*ParseWorkloadSpec("longtail"),
@@ -38,45 +43,15 @@ std::vector<std::vector<int64_t>> MakeBatches(const BatchOptions& options,
   return batches;
 }
 
-void BM_PlanBatch(benchmark::State& state) {
-  const int num_nodes = static_cast<int>(state.range(0)) / 8;
-  const int num_sequences = static_cast<int>(state.range(1));
-  const CostModel cost_model = *CostModel::CreateDefault(
-      *ModelPreset("llama3-8b"), H200Cluster(num_nodes, /*gpus_per_node=*/8));
-  const Planner planner(cost_model, PlannerOptions{});
-  BatchOptions batch_options;
-  batch_options.global_batch_samples = num_sequences;
-  const std::vector<std::vector<int64_t>> batches =
-      MakeBatches(batch_options, /*count=*/8);
-  std::vector<double> latencies_ms;
-  double gap = 0;
-  size_t next = 0;
-  for (auto _ : state) {
-    const std::vector<int64_t>& batch = batches[next++ % batches.size()];
-    const auto start = std::chrono::steady_clock::now();
-    absl::StatusOr<Plan> plan = planner.PlanBatch(batch);
-    const auto end = std::chrono::steady_clock::now();
-    if (!plan.ok()) {
-      state.SkipWithError(std::string(plan.status().message()).c_str());
-      return;
-    }
-    latencies_ms.push_back(
-        std::chrono::duration<double, std::milli>(end - start).count());
-    // Using the plan keeps the call from being optimised away.
-    gap += plan->GapToLowerBound();
-  }
-  state.counters["p50_ms"] = Percentile(latencies_ms, 0.50);
-  state.counters["p99_ms"] = Percentile(latencies_ms, 0.99);
-  state.counters["mean_gap_to_lower_bound"] = gap / latencies_ms.size();
-}
-
-// The same with re-grouping within the step on (PlanPhasedBatch, as the
-// planner service and `dcp plan` run it), on batches of `batch_options`.
-void PlanPhased(benchmark::State& state, int num_gpus,
-                const BatchOptions& batch_options) {
+// Plans each iteration's batch (of 8 drawn with `batch_options`) with
+// `plan` (a StatusOr of Plan or PhasedPlan) on `num_gpus` GPUs of H200
+// nodes of 8 and reports p50/p99 latency, the mean gap to the lower bound,
+// and the share of plans with more than one phase.
+template <typename PlanFn>
+void TimePlans(benchmark::State& state, int num_gpus,
+               const BatchOptions& batch_options, const PlanFn& plan) {
   const CostModel cost_model = *CostModel::CreateDefault(
       *ModelPreset("llama3-8b"), H200Cluster(num_gpus / 8, /*gpus_per_node=*/8));
-  const PhasedPlannerOptions options;
   const std::vector<std::vector<int64_t>> batches =
       MakeBatches(batch_options, /*count=*/8);
   std::vector<double> latencies_ms;
@@ -86,24 +61,42 @@ void PlanPhased(benchmark::State& state, int num_gpus,
   for (auto _ : state) {
     const std::vector<int64_t>& batch = batches[next++ % batches.size()];
     const auto start = std::chrono::steady_clock::now();
-    absl::StatusOr<PhasedPlan> plan =
-        PlanPhasedBatch(cost_model, batch, options);
+    auto planned = plan(cost_model, batch);
     const auto end = std::chrono::steady_clock::now();
-    if (!plan.ok()) {
-      state.SkipWithError(std::string(plan.status().message()).c_str());
+    if (!planned.ok()) {
+      state.SkipWithError(std::string(planned.status().message()).c_str());
       return;
     }
     latencies_ms.push_back(
         std::chrono::duration<double, std::milli>(end - start).count());
-    gap += plan->GapToLowerBound();
-    phased += plan->phases.size() > 1 ? 1 : 0;
+    // Using the plan keeps the call from being optimised away.
+    gap += planned->GapToLowerBound();
+    phased += PhaseCount(*planned) > 1 ? 1 : 0;
   }
   state.counters["p50_ms"] = Percentile(latencies_ms, 0.50);
   state.counters["p99_ms"] = Percentile(latencies_ms, 0.99);
   state.counters["mean_gap_to_lower_bound"] = gap / latencies_ms.size();
-  // The share of batches planned in two phases.
   state.counters["phased_share"] =
       static_cast<double>(phased) / latencies_ms.size();
+}
+
+void BM_PlanBatch(benchmark::State& state) {
+  BatchOptions batch_options;
+  batch_options.global_batch_samples = static_cast<int>(state.range(1));
+  TimePlans(state, static_cast<int>(state.range(0)), batch_options,
+            [](const CostModel& cost_model, absl::Span<const int64_t> batch) {
+              return Planner(cost_model, PlannerOptions{}).PlanBatch(batch);
+            });
+}
+
+// The same with re-grouping within the step on (PlanPhasedBatch, as the
+// planner service and `dcp plan` run it), on batches of `batch_options`.
+void PlanPhased(benchmark::State& state, int num_gpus,
+                const BatchOptions& batch_options) {
+  TimePlans(state, num_gpus, batch_options,
+            [](const CostModel& cost_model, absl::Span<const int64_t> batch) {
+              return PlanPhasedBatch(cost_model, batch, PhasedPlannerOptions());
+            });
 }
 
 // Batches of 64K tokens per GPU (`dcp plan`'s default size): 2M tokens on

@@ -11,6 +11,7 @@ import torch
 import dcp_torch
 import models
 from dcp_torch.local_planner import LocalPlanner
+from dcp_torch.step import plan_layouts
 
 LLAMA_SPEC = dcp_torch.model_spec(
     name="test-llama", num_layers=2, hidden_size=32, num_attention_heads=8,
@@ -96,9 +97,11 @@ def train_one_step(rank, world_size, kind, address, case):
     for step in runtime.steps([list(enumerate(lengths))],
                               fetch_of(kind, lengths)):
         train_step(model, step)
+        # Every group of every layout (a plan that re-groups the ranks
+        # within the step has several).
         shape = [(g.sp_size, [(len(m.sequence_indices), m.checkpointed_layers)
                               for m in g.micro_batches])
-                 for g in step.plan.groups]
+                 for layout in plan_layouts(step.plan) for g in layout]
         ran = len(step)
     runtime.close()
     return ({name: p.grad for name, p in model.named_parameters()}, shape,

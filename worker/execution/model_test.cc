@@ -364,17 +364,16 @@ TEST(PlanExecutorTest, PhasesAccumulateIntoOneStepWithABarrierBetween) {
                   .ok());
   EXPECT_EQ(alone.world().barrier_calls, 0);
 
+  const auto inputs_of = [&](int i) {
+    SequenceInput input;
+    input.token_ids = tokens_of(i);
+    return input;
+  };
   FakeCommunicator communicator;
   std::shared_ptr<GptModel> model = TinyModel();
   PlanExecutor executor(model, communicator);
-  absl::StatusOr<StepResult> result = executor.RunStep(
-      phased,
-      [&](int i) {
-        SequenceInput input;
-        input.token_ids = tokens_of(i);
-        return input;
-      },
-      total_loss_tokens);
+  absl::StatusOr<StepResult> result =
+      executor.RunStep(phased, inputs_of, total_loss_tokens);
   ASSERT_TRUE(result.ok()) << result.status();
   EXPECT_EQ(communicator.world().barrier_calls, 1);
   // Gradients all-reduced once (after both phases), the loss once.
@@ -400,14 +399,7 @@ TEST(PlanExecutorTest, PhasesAccumulateIntoOneStepWithABarrierBetween) {
   std::shared_ptr<GptModel> rounds_model = TinyModel();
   absl::StatusOr<StepResult> rounds_result =
       PlanExecutor(rounds_model, unbarriered)
-          .RunStep(
-              rounds,
-              [&](int i) {
-                SequenceInput input;
-                input.token_ids = tokens_of(i);
-                return input;
-              },
-              total_loss_tokens);
+          .RunStep(rounds, inputs_of, total_loss_tokens);
   ASSERT_TRUE(rounds_result.ok()) << rounds_result.status();
   EXPECT_EQ(unbarriered.world().barrier_calls, 0);
   auto rounds_params = rounds_model->parameters();
