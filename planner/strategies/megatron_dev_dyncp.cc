@@ -8,6 +8,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "planner/plan/batch_check.h"
+#include "planner/strategies/cap_tuning.h"
 
 namespace dcp {
 namespace {
@@ -303,39 +304,17 @@ absl::StatusOr<MegatronDevDynCpSetting> TuneMegatronDevDynCp(
   for (const int64_t cap : caps) {
     MegatronDevDynCpSetting setting;
     setting.max_tokens_per_rank = cap;
-    std::vector<PhasedPlan> plans;
-    int layers = 0;
-    absl::Status failed;
-    for (const std::vector<int64_t>& batch : batches) {
-      absl::StatusOr<PhasedPlan> plan =
-          PlanMegatronDevDynCp(cost_model, sp_sizes, batch, setting);
-      if (!plan.ok()) {
-        failed = plan.status();
-        break;
-      }
-      std::optional<int> fit =
-          FewestCheckpointedLayersThatFit(cost_model, batch, *plan,
-                                          /*set_each=*/false);
-      if (!fit) {
-        failed = absl::ResourceExhaustedError(absl::StrCat(
-            "at cap ", cap, " a micro-batch fits memory at no recompute"));
-        break;
-      }
-      layers = std::max(layers, *fit);
-      plans.push_back(*std::move(plan));
-    }
-    if (!failed.ok()) {
-      last_error = std::string(failed.message());
+    absl::StatusOr<CapOutcome> outcome = PriceCapOverRun(
+        cost_model, batches, cap, /*per_micro_batch=*/false,
+        [&](absl::Span<const int64_t> batch) {
+          return PlanMegatronDevDynCp(cost_model, sp_sizes, batch, setting);
+        });
+    if (!outcome.ok()) {
+      last_error = std::string(outcome.status().message());
       continue;
     }
-    double sum_seconds = 0;
-    for (size_t b = 0; b < plans.size(); ++b) {
-      SetCheckpointedLayers(plans[b], layers);
-      PredictUnbarrieredPhasedPlan(cost_model, batches[b], plans[b]);
-      sum_seconds += plans[b].predicted_step_seconds;
-    }
-    setting.checkpointed_layers = layers;
-    setting.mean_step_seconds = sum_seconds / batches.size();
+    setting.checkpointed_layers = outcome->checkpointed_layers;
+    setting.mean_step_seconds = outcome->mean_step_seconds;
     if (!best || setting.mean_step_seconds < best->mean_step_seconds) {
       best = setting;
     }

@@ -10,6 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "planner/plan/batch_check.h"
+#include "planner/strategies/cap_tuning.h"
 
 namespace dcp {
 namespace {
@@ -306,40 +307,17 @@ absl::StatusOr<MegatronDynCpSetting> TuneMegatronDynCp(
       MegatronDynCpSetting setting;
       setting.max_tokens_per_rank = cap;
       setting.least_recompute_per_micro_batch = least_recompute_per_micro_batch;
-      std::vector<PhasedPlan> plans;
-      int layers = 0;
-      absl::Status failed;
-      for (const std::vector<int64_t>& batch : batches) {
-        absl::StatusOr<PhasedPlan> plan =
-            PlanMegatronDynCp(cost_model, sp_sizes, batch, setting);
-        if (!plan.ok()) {
-          failed = plan.status();
-          break;
-        }
-        std::optional<int> fit = FewestCheckpointedLayersThatFit(
-            cost_model, batch, *plan, least_recompute_per_micro_batch);
-        if (!fit) {
-          failed = absl::ResourceExhaustedError(absl::StrCat(
-              "at cap ", cap, " a sub-sample fits memory at no recompute"));
-          break;
-        }
-        layers = std::max(layers, *fit);
-        plans.push_back(*std::move(plan));
-      }
-      if (!failed.ok()) {
-        last_error = std::string(failed.message());
+      absl::StatusOr<CapOutcome> outcome = PriceCapOverRun(
+          cost_model, batches, cap, least_recompute_per_micro_batch,
+          [&](absl::Span<const int64_t> batch) {
+            return PlanMegatronDynCp(cost_model, sp_sizes, batch, setting);
+          });
+      if (!outcome.ok()) {
+        last_error = std::string(outcome.status().message());
         continue;
       }
-      double sum_seconds = 0;
-      for (size_t b = 0; b < plans.size(); ++b) {
-        if (!least_recompute_per_micro_batch) {
-          SetCheckpointedLayers(plans[b], layers);
-        }
-        PredictPhasedPlan(cost_model, batches[b], plans[b]);
-        sum_seconds += plans[b].predicted_step_seconds;
-      }
-      setting.checkpointed_layers = layers;
-      setting.mean_step_seconds = sum_seconds / batches.size();
+      setting.checkpointed_layers = outcome->checkpointed_layers;
+      setting.mean_step_seconds = outcome->mean_step_seconds;
       if (!best || setting.mean_step_seconds < best->mean_step_seconds) {
         best = setting;
       }
