@@ -378,11 +378,12 @@ TEST(LocalJobTest, PhasedPlansTrainTheSameBatchesToTheSameLosses) {
               Contains(testing::ContainsRegex(
                   "step\\(s\\) of phases left out\\) cost-model breakdown")))
       << phased.output;
-  // The measured timeline of a step of phases is refused, saying why.
+  // The measured timeline of a step of phases is not drawn, saying why;
+  // the job still succeeds.
   ASSERT_GE(a_phased_step, 0);
   flags.push_back(absl::StrCat("--timeline-step=", a_phased_step));
   const JobRun drawn = RunJob(TestDir("phased_timeline"), flags);
-  EXPECT_EQ(drawn.exit_code, 1) << drawn.output;
+  EXPECT_EQ(drawn.exit_code, 0) << drawn.output;
   EXPECT_THAT(drawn.output, HasSubstr("ran a plan of phases, and the measured "
                                       "timeline draws plans of one layout"));
 }

@@ -30,8 +30,10 @@ struct MeasuredRunOutput {
 /// Prints the breakdown of `summary`'s steps (without the run's first step
 /// when it ran more than one: it also builds the SP groups' communicators)
 /// with `print`, one line at a time, then writes the timeline. A breakdown
-/// that cannot be made is a printed warning; a timeline that cannot be
-/// drawn is the error returned (naming the step and the file).
+/// that cannot be made is a printed warning, and so is a timeline step
+/// that ran a plan of phases (drawn for plans of one layout only); a
+/// timeline that cannot be drawn otherwise is the error returned (naming
+/// the step and the file).
 absl::Status ReportMeasuredRun(const MeasuredRunOutput& output,
                                const RunSummary& summary,
                                const std::function<void(const std::string&)>&
