@@ -118,23 +118,42 @@ absl::StatusOr<PhasedPlanPrice> PricePhasedPlan(
   return price;
 }
 
-std::string PlanPriceToJson(const PlanPrice& price) {
-  nlohmann::ordered_json groups = GroupPricesJson(price.groups);
-  nlohmann::ordered_json json = {
-      {"strategy", price.plan.strategy},
-      {"step_seconds", price.plan.predicted_step_seconds},
-      {"slowest_group_seconds", price.plan.slowest_group_seconds},
-      {"exposed_allreduce_seconds", price.plan.exposed_allreduce_seconds},
+namespace {
+
+// The fields every priced step starts with: `before_key` names the time
+// before the step's end (the slowest group's, or the phases' sum).
+nlohmann::ordered_json StepFields(const std::string& strategy,
+                                  double step_seconds, const char* before_key,
+                                  double before_seconds,
+                                  double exposed_allreduce_seconds,
+                                  double lower_bound_seconds, double gap,
+                                  double idle_fraction,
+                                  double peak_memory_fraction) {
+  return {
+      {"strategy", strategy},
+      {"step_seconds", step_seconds},
+      {before_key, before_seconds},
+      {"exposed_allreduce_seconds", exposed_allreduce_seconds},
       // The rest of the step: the optimizer step, after the all-reduce.
-      {"optimizer_step_seconds", price.plan.predicted_step_seconds -
-                                     price.plan.slowest_group_seconds -
-                                     price.plan.exposed_allreduce_seconds},
-      {"lower_bound_seconds", price.plan.lower_bound_seconds},
-      {"gap_to_lower_bound", price.plan.GapToLowerBound()},
-      {"idle_fraction", price.idle_fraction},
-      {"peak_memory_fraction", price.peak_memory_fraction},
-      {"groups", std::move(groups)},
+      {"optimizer_step_seconds",
+       step_seconds - before_seconds - exposed_allreduce_seconds},
+      {"lower_bound_seconds", lower_bound_seconds},
+      {"gap_to_lower_bound", gap},
+      {"idle_fraction", idle_fraction},
+      {"peak_memory_fraction", peak_memory_fraction},
   };
+}
+
+}  // namespace
+
+std::string PlanPriceToJson(const PlanPrice& price) {
+  nlohmann::ordered_json json = StepFields(
+      price.plan.strategy, price.plan.predicted_step_seconds,
+      "slowest_group_seconds", price.plan.slowest_group_seconds,
+      price.plan.exposed_allreduce_seconds, price.plan.lower_bound_seconds,
+      price.plan.GapToLowerBound(), price.idle_fraction,
+      price.peak_memory_fraction);
+  json["groups"] = GroupPricesJson(price.groups);
   return json.dump();
 }
 
@@ -157,20 +176,13 @@ std::string PhasedPlanPriceToJson(const PhasedPlanPrice& price) {
     phases.push_back({{"seconds", price.plan.phases[p].slowest_group_seconds},
                       {"groups", GroupPricesJson(price.phases[p])}});
   }
-  nlohmann::ordered_json json = {
-      {"strategy", price.plan.strategy},
-      {"step_seconds", price.plan.predicted_step_seconds},
-      {"phases_seconds", price.plan.phases_seconds},
-      {"exposed_allreduce_seconds", price.plan.exposed_allreduce_seconds},
-      {"optimizer_step_seconds", price.plan.predicted_step_seconds -
-                                     price.plan.phases_seconds -
-                                     price.plan.exposed_allreduce_seconds},
-      {"lower_bound_seconds", price.plan.lower_bound_seconds},
-      {"gap_to_lower_bound", price.plan.GapToLowerBound()},
-      {"idle_fraction", price.idle_fraction},
-      {"peak_memory_fraction", price.peak_memory_fraction},
-      {"phases", std::move(phases)},
-  };
+  nlohmann::ordered_json json = StepFields(
+      price.plan.strategy, price.plan.predicted_step_seconds,
+      "phases_seconds", price.plan.phases_seconds,
+      price.plan.exposed_allreduce_seconds, price.plan.lower_bound_seconds,
+      price.plan.GapToLowerBound(), price.idle_fraction,
+      price.peak_memory_fraction);
+  json["phases"] = std::move(phases);
   return json.dump();
 }
 
