@@ -56,6 +56,11 @@ class SequenceBounds {
   /// and the optimizer step added. Increasing in its argument.
   double StepSeconds(double slowest_group_seconds) const;
 
+  /// Sequence `index`'s least GPU-seconds over the sizes it fits, and its
+  /// least time alone in a micro-batch (the terms the bounds sum and max).
+  double GpuSeconds(int index) const { return gpu_seconds_[index]; }
+  double AloneSeconds(int index) const { return alone_seconds_[index]; }
+
  private:
   // One SP size a sequence length fits at.
   struct SizeBounds {

@@ -126,8 +126,27 @@ absl::StatusOr<PhasedPlan> PlanPhasedBatch(
     Split split;
     double bound = 0;         // on the candidate's step time
     double second_bound = 0;  // on its second phase and the step's end
+    // Its fillers just fill the first phase: their least GPU-seconds reach
+    // the longest sequence's time alone on every GPU (the split whose first
+    // phase neither idles nor overruns, by the bounds).
+    bool balanced = false;
   };
   std::vector<Candidate> candidates;
+  const auto add_candidate = [&](const Split& split, bool balanced) {
+    Candidate candidate;
+    candidate.split = split;
+    candidate.balanced = balanced;
+    const SplitMembers members =
+        MembersOf(candidate.split, lengths_tokens, order);
+    if (members.second.empty()) return;
+    candidate.second_bound =
+        bounds->StepSeconds(bounds->SlowestGroupSeconds(members.second));
+    candidate.bound =
+        bounds->SlowestGroupSeconds(members.first) + candidate.second_bound;
+    candidates.push_back(candidate);
+  };
+  const double num_gpus = cost_model.cluster().NumGpus();
+  const double longest_alone = bounds->AloneSeconds(order.front());
   const int max_long = std::min(
       n - 1, std::max(1, static_cast<int>(options.max_long_share * n)));
   const int steps = std::max(1, options.short_share_steps);
@@ -142,25 +161,31 @@ absl::StatusOr<PhasedPlan> PlanPhasedBatch(
     for (const bool longest_fillers : {true, false}) {
       for (int step = 0; step < steps; ++step) {
         if (step == 0 && !longest_fillers) continue;  // the same as above
-        Candidate candidate;
-        candidate.split = {k, longest_fillers, rest_tokens * step / steps};
-        const SplitMembers members =
-            MembersOf(candidate.split, lengths_tokens, order);
-        if (members.second.empty()) continue;
-        candidate.second_bound =
-            bounds->StepSeconds(bounds->SlowestGroupSeconds(members.second));
-        candidate.bound = bounds->SlowestGroupSeconds(members.first) +
-                          candidate.second_bound;
-        candidates.push_back(candidate);
+        add_candidate({k, longest_fillers, rest_tokens * step / steps},
+                      /*balanced=*/false);
       }
+      // The fillers that just fill the first phase.
+      double gpu_seconds = 0;
+      for (int i = 0; i < k; ++i) gpu_seconds += bounds->GpuSeconds(order[i]);
+      double filler_tokens = 0;
+      for (int i = 0; i < n - k && gpu_seconds < num_gpus * longest_alone;
+           ++i) {
+        const int index = order[longest_fillers ? k + i : n - 1 - i];
+        gpu_seconds += bounds->GpuSeconds(index);
+        filler_tokens += static_cast<double>(lengths_tokens[index]);
+      }
+      add_candidate({k, longest_fillers, filler_tokens}, /*balanced=*/true);
     }
   }
   // Best-first: the most promising bounds first, so that a fast plan is
   // found early and the bounds of the rest rule them out. The stable sort
   // keeps the enumeration order among equal bounds.
+  // The balanced splits go first (their bounds tie with the over-filled
+  // ones', which cannot tell them apart).
   if (options.skip_bounded_candidates) {
     std::stable_sort(candidates.begin(), candidates.end(),
                      [](const Candidate& a, const Candidate& b) {
+                       if (a.balanced != b.balanced) return a.balanced;
                        return a.bound < b.bound;
                      });
   }
@@ -171,8 +196,11 @@ absl::StatusOr<PhasedPlan> PlanPhasedBatch(
   int64_t sequences_planned = 0;
   for (const Candidate& candidate : candidates) {
     if (options.skip_bounded_candidates) {
-      // Sorted by bound: none of the rest can win either.
-      if (cannot_win(candidate.bound)) break;
+      if (cannot_win(candidate.bound)) {
+        // The rest are sorted by bound: none of them can win either.
+        if (candidate.balanced) continue;
+        break;
+      }
       if (sequences_planned + n > budget) break;
     }
     const SplitMembers members =
