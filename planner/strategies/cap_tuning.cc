@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <string>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -39,6 +40,43 @@ absl::StatusOr<CapOutcome> PriceCapOverRun(
   outcome.checkpointed_layers = layers;
   outcome.mean_step_seconds = sum_seconds / static_cast<double>(batches.size());
   return outcome;
+}
+
+std::vector<int64_t> CapGrid(int64_t capacity, bool with_capacity) {
+  std::vector<int64_t> caps;
+  for (int64_t power = 512; power <= capacity; power *= 2) {
+    caps.push_back(power);
+    if (power + power / 2 <= capacity) caps.push_back(power + power / 2);
+  }
+  if (with_capacity && capacity >= 1 &&
+      (caps.empty() || caps.back() != capacity)) {
+    caps.push_back(capacity);
+  }
+  std::sort(caps.begin(), caps.end());
+  return caps;
+}
+
+absl::StatusOr<TunedCap> TuneCap(
+    const std::vector<int64_t>& caps,
+    const std::function<absl::StatusOr<CapOutcome>(int64_t)>& price,
+    absl::string_view name) {
+  std::optional<TunedCap> best;
+  std::string last_error = "no cap between 512 tokens and what a rank holds";
+  for (const int64_t cap : caps) {
+    absl::StatusOr<CapOutcome> outcome = price(cap);
+    if (!outcome.ok()) {
+      last_error = std::string(outcome.status().message());
+      continue;
+    }
+    if (!best || outcome->mean_step_seconds < best->outcome.mean_step_seconds) {
+      best = TunedCap{cap, *outcome};
+    }
+  }
+  if (!best) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        name, ": no per-rank token cap schedules every batch: ", last_error));
+  }
+  return *best;
 }
 
 }  // namespace dcp

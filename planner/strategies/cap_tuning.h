@@ -1,5 +1,5 @@
-// What the Megatron schedulers' cap tuners share: pricing one per-rank
-// token cap over every batch of a run.
+// What the Megatron schedulers' cap tuners share: the caps tried, pricing
+// one per-rank token cap over every batch of a run, and keeping the best.
 
 #ifndef DCP_PLANNER_STRATEGIES_CAP_TUNING_H_
 #define DCP_PLANNER_STRATEGIES_CAP_TUNING_H_
@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "cost_model/cost_model.h"
 #include "planner/plan/phased_plan.h"
@@ -35,6 +36,26 @@ absl::StatusOr<CapOutcome> PriceCapOverRun(
     bool per_micro_batch,
     const std::function<absl::StatusOr<PhasedPlan>(absl::Span<const int64_t>)>&
         plan);
+
+/// The caps a tuner tries: 512 x 2^k tokens per rank and 1.5 times that, up
+/// to `capacity`, ascending, and `capacity` itself when `with_capacity`
+/// (the memory-capacity cap).
+std::vector<int64_t> CapGrid(int64_t capacity, bool with_capacity);
+
+/// The fastest of the caps and how it did.
+struct TunedCap {
+  int64_t cap = 0;
+  CapOutcome outcome;
+};
+
+/// Prices every cap of `caps` with `price` and keeps the one whose run is
+/// fastest (the first of equals). RESOURCE_EXHAUSTED "`name`: no per-rank
+/// token cap schedules every batch: ..." with the last cap's error when no
+/// cap prices.
+absl::StatusOr<TunedCap> TuneCap(
+    const std::vector<int64_t>& caps,
+    const std::function<absl::StatusOr<CapOutcome>(int64_t)>& price,
+    absl::string_view name);
 
 }  // namespace dcp
 

@@ -290,41 +290,25 @@ absl::StatusOr<MegatronDevDynCpSetting> TuneMegatronDevDynCp(
   // The memory capacity: what a rank holds at full recompute.
   const int64_t capacity =
       cost_model.MaxTokensPerRank(cost_model.model().num_layers, /*sp_size=*/1);
-  std::vector<int64_t> caps;
-  for (int64_t power = 512; power <= capacity; power *= 2) {
-    caps.push_back(power);
-    if (power + power / 2 <= capacity) caps.push_back(power + power / 2);
-  }
-  if (capacity >= 1 && (caps.empty() || caps.back() != capacity)) {
-    caps.push_back(capacity);
-  }
-  std::sort(caps.begin(), caps.end());
-  std::optional<MegatronDevDynCpSetting> best;
-  std::string last_error = "no cap between 512 tokens and what a rank holds";
-  for (const int64_t cap : caps) {
-    MegatronDevDynCpSetting setting;
-    setting.max_tokens_per_rank = cap;
-    absl::StatusOr<CapOutcome> outcome = PriceCapOverRun(
-        cost_model, batches, cap, /*per_micro_batch=*/false,
-        [&](absl::Span<const int64_t> batch) {
-          return PlanMegatronDevDynCp(cost_model, sp_sizes, batch, setting);
-        });
-    if (!outcome.ok()) {
-      last_error = std::string(outcome.status().message());
-      continue;
-    }
-    setting.checkpointed_layers = outcome->checkpointed_layers;
-    setting.mean_step_seconds = outcome->mean_step_seconds;
-    if (!best || setting.mean_step_seconds < best->mean_step_seconds) {
-      best = setting;
-    }
-  }
-  if (!best) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "megatron-dyncp: no per-rank token cap schedules every batch: ",
-        last_error));
-  }
-  return *best;
+  absl::StatusOr<TunedCap> tuned = TuneCap(
+      CapGrid(capacity, /*with_capacity=*/true),
+      [&](int64_t cap) {
+        MegatronDevDynCpSetting setting;
+        setting.max_tokens_per_rank = cap;
+        return PriceCapOverRun(
+            cost_model, batches, cap, /*per_micro_batch=*/false,
+            [&](absl::Span<const int64_t> batch) {
+              return PlanMegatronDevDynCp(cost_model, sp_sizes, batch,
+                                          setting);
+            });
+      },
+      "megatron-dyncp");
+  if (!tuned.ok()) return tuned.status();
+  MegatronDevDynCpSetting setting;
+  setting.max_tokens_per_rank = tuned->cap;
+  setting.checkpointed_layers = tuned->outcome.checkpointed_layers;
+  setting.mean_step_seconds = tuned->outcome.mean_step_seconds;
+  return setting;
 }
 
 }  // namespace dcp

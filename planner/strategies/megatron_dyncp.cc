@@ -299,36 +299,28 @@ absl::StatusOr<MegatronDynCpSetting> TuneMegatronDynCp(
   // The most any rank holds: full recompute, one copy of the KV heads.
   const int64_t most_per_rank =
       cost_model.MaxTokensPerRank(cost_model.model().num_layers, /*sp_size=*/1);
-  std::optional<MegatronDynCpSetting> best;
-  std::string last_error = "no cap between 512 tokens and what a rank holds";
-  for (int64_t power = 512; power <= most_per_rank; power *= 2) {
-    for (const int64_t cap : {power, power + power / 2}) {
-      if (cap > most_per_rank) continue;
-      MegatronDynCpSetting setting;
-      setting.max_tokens_per_rank = cap;
-      setting.least_recompute_per_micro_batch = least_recompute_per_micro_batch;
-      absl::StatusOr<CapOutcome> outcome = PriceCapOverRun(
-          cost_model, batches, cap, least_recompute_per_micro_batch,
-          [&](absl::Span<const int64_t> batch) {
-            return PlanMegatronDynCp(cost_model, sp_sizes, batch, setting);
-          });
-      if (!outcome.ok()) {
-        last_error = std::string(outcome.status().message());
-        continue;
-      }
-      setting.checkpointed_layers = outcome->checkpointed_layers;
-      setting.mean_step_seconds = outcome->mean_step_seconds;
-      if (!best || setting.mean_step_seconds < best->mean_step_seconds) {
-        best = setting;
-      }
-    }
-  }
-  if (!best) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "megatron-hcp: no per-rank token cap schedules every batch: ",
-        last_error));
-  }
-  return *best;
+  const auto setting_at = [&](int64_t cap) {
+    MegatronDynCpSetting setting;
+    setting.max_tokens_per_rank = cap;
+    setting.least_recompute_per_micro_batch = least_recompute_per_micro_batch;
+    return setting;
+  };
+  absl::StatusOr<TunedCap> tuned = TuneCap(
+      CapGrid(most_per_rank, /*with_capacity=*/false),
+      [&](int64_t cap) {
+        const MegatronDynCpSetting setting = setting_at(cap);
+        return PriceCapOverRun(
+            cost_model, batches, cap, least_recompute_per_micro_batch,
+            [&](absl::Span<const int64_t> batch) {
+              return PlanMegatronDynCp(cost_model, sp_sizes, batch, setting);
+            });
+      },
+      "megatron-hcp");
+  if (!tuned.ok()) return tuned.status();
+  MegatronDynCpSetting setting = setting_at(tuned->cap);
+  setting.checkpointed_layers = tuned->outcome.checkpointed_layers;
+  setting.mean_step_seconds = tuned->outcome.mean_step_seconds;
+  return setting;
 }
 
 }  // namespace dcp
