@@ -10,13 +10,15 @@
 #include "planner/search/lower_bound.h"
 
 // Why StepTimeLowerBound also bounds phased plans (with or without
-// barriers): it is the larger of (a) every sequence's least GPU-seconds
-// over the SP sizes it fits, summed and divided by the GPU count, and (b)
-// the longest sequence's least time alone in a micro-batch, plus the
-// all-reduce term. Neither term assumes one layout per step: each sequence
-// is priced at its own best SP size, whichever group of whichever phase runs
-// it, so (a) bounds the busiest rank's busy time in any schedule and (b)
-// the group that runs the longest sequence. The step ends with the
+// barriers): it is the largest of (a) every sequence's least GPU-seconds
+// over the SP sizes it fits, summed and divided by the GPU count, (b) the
+// longest sequence's least time alone in a micro-batch, and (c) the packing
+// term, plus the all-reduce term. No term assumes one layout per step: each
+// sequence is priced at its own best SP size, whichever group of whichever
+// phase runs it, so (a) bounds the busiest rank's busy time in any schedule
+// and (b) the group that runs the longest sequence; (c) counts each GPU's
+// busy time over the whole step, all phases together, so two sequences that
+// each add more than half of it still cannot share a GPU. The step ends with the
 // gradient all-reduce after the last micro-batch's backward, which is at
 // most (1 - forward share) of the time before it, so the all-reduce term
 // holds too. One layout per step sets no part of the bound; phases can
@@ -177,11 +179,11 @@ absl::StatusOr<PhasedPlan> PlanPhasedBatch(
       add_candidate({k, longest_fillers, filler_tokens}, /*balanced=*/true);
     }
   }
-  // Best-first: the most promising bounds first, so that a fast plan is
-  // found early and the bounds of the rest rule them out. The stable sort
-  // keeps the enumeration order among equal bounds.
-  // The balanced splits go first (their bounds tie with the over-filled
-  // ones', which cannot tell them apart).
+  // Best-first, so that a fast plan is found early and the bounds of the
+  // rest rule them out: the balanced splits (every over-filled split's
+  // bound is about the same, so the bounds cannot rank those), then the
+  // rest by bound. The stable sort keeps the enumeration order among
+  // equals.
   if (options.skip_bounded_candidates) {
     std::stable_sort(candidates.begin(), candidates.end(),
                      [](const Candidate& a, const Candidate& b) {
