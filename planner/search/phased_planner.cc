@@ -93,20 +93,29 @@ absl::StatusOr<PhasedPlan> PlanPhasedBatch(
   const Planner planner(cost_model, options.planner_options);
   absl::StatusOr<Plan> single = planner.PlanBatch(lengths_tokens);
   if (!single.ok()) return single.status();
+  // The single layout carries the batch's lower bound (StepTimeLowerBound,
+  // which the planner's batch table computed); the per-sequence bounds
+  // behind it are priced again only for a search.
+  const double lower_bound = single->lower_bound_seconds;
+  PhasedPlan best;
+  best.strategy = options.planner_options.strategy_name;
+  best.phases.push_back(*std::move(single));
+  PredictPhasedPlan(cost_model, lengths_tokens, best);
+  best.lower_bound_seconds = lower_bound;
+  if (lower_bound > 0 && best.GapToLowerBound() < options.min_gap_to_try) {
+    return best;
+  }
   absl::StatusOr<std::vector<int>> sp_sizes =
       LegalSpSizes(cost_model, options.planner_options.sp_sizes);
   if (!sp_sizes.ok()) return sp_sizes.status();
   absl::StatusOr<SequenceBounds> bounds =
       SequenceBounds::Create(cost_model, *sp_sizes, lengths_tokens);
   if (!bounds.ok()) return bounds.status();
-
-  PhasedPlan best;
-  best.strategy = options.planner_options.strategy_name;
-  best.phases.push_back(*std::move(single));
-  PredictPhasedPlan(cost_model, lengths_tokens, best);
-  best.lower_bound_seconds =
-      bounds->StepSeconds(bounds->SlowestGroupSeconds());
-  if (best.GapToLowerBound() < options.min_gap_to_try) return best;
+  if (lower_bound <= 0) {
+    best.lower_bound_seconds =
+        bounds->StepSeconds(bounds->SlowestGroupSeconds());
+    if (best.GapToLowerBound() < options.min_gap_to_try) return best;
+  }
 
   // Whether a candidate at least `bound` seconds cannot beat the best plan
   // (the margin covers the bound's rounding).
