@@ -157,8 +157,7 @@ absl::StatusOr<SequenceBounds> SequenceBounds::Create(
   bounds.forward_share_ = MinForwardShare(cost_model);
   bounds.allreduce_seconds_ = cost_model.GradientAllReduceSeconds();
   bounds.optimizer_seconds_ = cost_model.OptimizerStepSeconds();
-  bounds.gpu_seconds_.reserve(lengths_tokens.size());
-  bounds.alone_seconds_.reserve(lengths_tokens.size());
+  bounds.length_of_.reserve(lengths_tokens.size());
   // Sequences of one length are priced once (batches repeat lengths).
   absl::flat_hash_map<int64_t, int> distinct_of_length;
   const int layers = cost_model.model().num_layers;
@@ -217,24 +216,20 @@ absl::StatusOr<SequenceBounds> SequenceBounds::Create(
       }
       bounds.lengths_.push_back(std::move(of_length));
     }
-    LengthBounds& of_length = bounds.lengths_[it->second];
-    ++of_length.count;
-    bounds.gpu_seconds_.push_back(of_length.gpu_seconds);
-    bounds.alone_seconds_.push_back(of_length.alone_seconds);
+    ++bounds.lengths_[it->second].count;
+    bounds.length_of_.push_back(it->second);
   }
-  bounds.slowest_group_seconds_ =
-      std::max(bounds.SlowestGroupSecondsOfAll(), bounds.PackingBound());
-  return bounds;
-}
-
-double SequenceBounds::SlowestGroupSecondsOfAll() const {
+  // The first two terms over every sequence, in index order.
   double total_gpu_seconds = 0;
   double longest = 0;
-  for (size_t i = 0; i < gpu_seconds_.size(); ++i) {
-    total_gpu_seconds += gpu_seconds_[i];
-    longest = std::max(longest, alone_seconds_[i]);
+  for (int distinct : bounds.length_of_) {
+    total_gpu_seconds += bounds.lengths_[distinct].gpu_seconds;
+    longest = std::max(longest, bounds.lengths_[distinct].alone_seconds);
   }
-  return std::max(total_gpu_seconds / num_gpus_, longest);
+  bounds.slowest_group_seconds_ =
+      std::max(std::max(total_gpu_seconds / bounds.num_gpus_, longest),
+               bounds.PackingBound());
+  return bounds;
 }
 
 // The least T for which a schedule of the whole batch within T is not
@@ -311,8 +306,8 @@ double SequenceBounds::SlowestGroupSeconds(
   double total_gpu_seconds = 0;
   double longest = 0;
   for (int index : members) {
-    total_gpu_seconds += gpu_seconds_[index];
-    longest = std::max(longest, alone_seconds_[index]);
+    total_gpu_seconds += GpuSeconds(index);
+    longest = std::max(longest, AloneSeconds(index));
   }
   return std::max(total_gpu_seconds / num_gpus_, longest);
 }

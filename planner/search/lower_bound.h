@@ -58,8 +58,12 @@ class SequenceBounds {
 
   /// Sequence `index`'s least GPU-seconds over the sizes it fits, and its
   /// least time alone in a micro-batch (the terms the bounds sum and max).
-  double GpuSeconds(int index) const { return gpu_seconds_[index]; }
-  double AloneSeconds(int index) const { return alone_seconds_[index]; }
+  double GpuSeconds(int index) const {
+    return lengths_[length_of_[index]].gpu_seconds;
+  }
+  double AloneSeconds(int index) const {
+    return lengths_[length_of_[index]].alone_seconds;
+  }
 
  private:
   // One SP size a sequence length fits at.
@@ -79,12 +83,10 @@ class SequenceBounds {
   };
 
   SequenceBounds() = default;
-  double SlowestGroupSecondsOfAll() const;
   double PackingBound() const;
 
   std::vector<LengthBounds> lengths_;  // in order of first appearance
-  std::vector<double> gpu_seconds_;    // [sequence] least GPU-seconds
-  std::vector<double> alone_seconds_;  // [sequence] least time alone
+  std::vector<int> length_of_;         // [sequence] index into lengths_
   double slowest_group_seconds_ = 0;
   int num_gpus_ = 1;
   double forward_share_ = 0;
