@@ -227,17 +227,14 @@ absl::StatusOr<LocalJobConfig> ConfigureLocalJob(const ParsedFlags& flags,
   DCP_ASSIGN_OR_RETURN(auto compare, flags.Bool("compare-bucket"));
   config.compare_bucket = compare;
   config.compare_peers.clear();
-  const std::vector<std::string> peers = PeerStrategyNames();
   for (absl::string_view peer :
        absl::StrSplit(flags.String("compare-peers"), ',', absl::SkipEmpty())) {
     const std::string name(peer);
-    if (name == "bucket" ||
-        std::find(peers.begin(), peers.end(), name) == peers.end()) {
+    if (name == "bucket" || !IsPeerStrategy(name)) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "--compare-peers: '", name,
-          "' is not a peer strategy; expected packed, best-static, "
-          "megatron-dyncp, megatron-hcp or videosys-dcp (bucket runs with "
-          "--compare-bucket)"));
+          "--compare-peers: '", name, "' is not a peer strategy; expected ",
+          absl::StrJoin(PeerStrategyNames(), ", "),
+          " (bucket runs with --compare-bucket)"));
     }
     if (std::find(config.compare_peers.begin(), config.compare_peers.end(),
                   name) == config.compare_peers.end()) {

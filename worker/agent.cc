@@ -354,21 +354,27 @@ class AgentRun {
         options_.bucket_micro_batch_sequences;
     static_options.sp_size = options_.bucket_static_sp;
     // The run's batches, for a strategy tuned over the run: the stream
-    // Train draws from, from its start.
-    std::vector<std::vector<int64_t>> run_batches;
-    absl::StatusOr<std::unique_ptr<LengthSource>> lengths =
-        ParseWorkloadSpec(options_.workload);
-    if (!lengths.ok()) return WithContext(lengths.status(), "the workload");
-    absl::StatusOr<BatchStream> stream = BatchStream::Create(
-        *std::move(lengths), options_.batch, options_.workload_seed);
-    if (!stream.ok()) return WithContext(stream.status(), "the batch stream");
-    for (int64_t step = 0; step < options_.steps; ++step) {
-      std::vector<int64_t> batch;
-      for (const Sample& sample : stream->Next()) {
-        batch.push_back(sample.length_tokens);
+    // Train draws from, drawn again from its start.
+    const auto run_batches =
+        [this]() -> absl::StatusOr<std::vector<std::vector<int64_t>>> {
+      absl::StatusOr<std::unique_ptr<LengthSource>> lengths =
+          ParseWorkloadSpec(options_.workload);
+      if (!lengths.ok()) return WithContext(lengths.status(), "the workload");
+      absl::StatusOr<BatchStream> stream = BatchStream::Create(
+          *std::move(lengths), options_.batch, options_.workload_seed);
+      if (!stream.ok()) {
+        return WithContext(stream.status(), "the batch stream");
       }
-      run_batches.push_back(std::move(batch));
-    }
+      std::vector<std::vector<int64_t>> batches;
+      for (int64_t step = 0; step < options_.steps; ++step) {
+        std::vector<int64_t> batch;
+        for (const Sample& sample : stream->Next()) {
+          batch.push_back(sample.length_tokens);
+        }
+        batches.push_back(std::move(batch));
+      }
+      return batches;
+    };
     DCP_ASSIGN_OR_RETURN(
         std::unique_ptr<StrategyPlanSource> peer,
         StrategyPlanSource::Create(planner_, options_.peer_strategy,

@@ -97,7 +97,7 @@ struct WorkerAgentOptions {
   BatchOptions batch = {/*global_batch_tokens=*/16384,
                         /*global_batch_samples=*/0};
   PlanSource plan_source = PlanSource::kPlanner;
-  /// kPeer: the strategy (IsPeerStrategy).
+  /// kPeer: the strategy (IsPeerStrategy, planner/strategies/peer_registry.h).
   std::string peer_strategy = "bucket";
   /// kPeer: the static strategies' sequences per bucket micro-batch, and
   /// their static SP size (0: the smallest on which the workload's longest

@@ -9,7 +9,6 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "common/status_macros.h"
 #include "planner/client/batch_fingerprint.h"
 #include "planner/client/proto_convert.h"
@@ -145,22 +144,12 @@ void PlannerPlanSource::StepMeasured(int64_t step,
   }
 }
 
-bool IsPeerStrategy(const std::string& strategy) {
-  const std::vector<std::string> peers = PeerStrategyNames();
-  return std::find(peers.begin(), peers.end(), strategy) != peers.end();
-}
-
 absl::StatusOr<std::unique_ptr<StrategyPlanSource>> StrategyPlanSource::Create(
     PlannerClient& planner, const std::string& strategy,
     const StaticOptions& options,
-    const std::vector<std::vector<int64_t>>& run_batches,
+    const std::function<
+        absl::StatusOr<std::vector<std::vector<int64_t>>>()>& run_batches,
     const std::function<void(const std::string&)>& log, int rank) {
-  if (!IsPeerStrategy(strategy)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "plan source '", strategy, "' is not a peer strategy; expected one of ",
-        absl::StrJoin(PeerStrategyNames(), ", "),
-        " (dcp's plans come from the planner)"));
-  }
   absl::StatusOr<v1::GetClusterModelResponse> model =
       planner.GetClusterModel(v1::GetClusterModelRequest());
   if (!model.ok()) {
@@ -181,10 +170,11 @@ absl::StatusOr<std::unique_ptr<StrategyPlanSource>> StrategyPlanSource::Create(
       source->strategy_,
       MakePeerStrategy(strategy, source->cost_model_, peer_options));
   if (source->strategy_->tuned_over_run()) {
-    if (absl::Status tuned = source->strategy_->Tune(run_batches);
-        !tuned.ok()) {
+    DCP_ASSIGN_OR_RETURN(const std::vector<std::vector<int64_t>> batches,
+                         run_batches());
+    if (absl::Status tuned = source->strategy_->Tune(batches); !tuned.ok()) {
       return WithContext(tuned, absl::StrCat("tuning ", strategy, " on the ",
-                                             run_batches.size(),
+                                             batches.size(),
                                              " batches of the run"));
     }
   }

@@ -137,14 +137,17 @@ class PlannerPlanSource final : public StepPlanSource {
 class StrategyPlanSource final : public StepPlanSource {
  public:
   /// Fetches the planner's cost model (GetClusterModel) once and makes
-  /// `strategy` on it; `run_batches` (each batch's lengths) tune a strategy
-  /// tuned over the run. `rank` is this rank's (whose measurements
-  /// StepMeasured gets). INVALID_ARGUMENT for an unknown strategy or one of
-  /// dcp's; the tuner's errors.
+  /// `strategy` on it; a strategy tuned over the run is tuned on what
+  /// `run_batches` returns (each batch's lengths; called only then, and its
+  /// error returned). `rank`
+  /// is this rank's (whose measurements StepMeasured gets).
+  /// INVALID_ARGUMENT for a name that is not a peer's (MakePeerStrategy);
+  /// the tuner's errors.
   static absl::StatusOr<std::unique_ptr<StrategyPlanSource>> Create(
       PlannerClient& planner, const std::string& strategy,
       const StaticOptions& options,
-      const std::vector<std::vector<int64_t>>& run_batches,
+      const std::function<
+          absl::StatusOr<std::vector<std::vector<int64_t>>>()>& run_batches,
       const std::function<void(const std::string&)>& log, int rank = 0);
 
   void BatchKnown(const std::vector<Sample>&, int64_t) override {}
@@ -176,9 +179,6 @@ class StrategyPlanSource final : public StepPlanSource {
   AllToAllRefitAccumulator all_to_all_inter_;
   std::optional<CostModel> refitted_;
 };
-
-/// Whether `strategy` can be a StrategyPlanSource's (PeerStrategyNames).
-bool IsPeerStrategy(const std::string& strategy);
 
 /// `samples` as the planner's step `step`.
 v1::GlobalBatch GlobalBatchProto(const std::vector<Sample>& samples,

@@ -17,6 +17,7 @@
 #include "planner/client/fake_planner_client.h"
 #include "planner/client/proto_convert.h"
 #include "planner/plan/plan.h"
+#include "planner/strategies/peer_registry.h"
 #include "worker/one_rank_planner_answers.h"
 
 namespace dcp {
@@ -254,8 +255,11 @@ TEST(StrategyPlanSourceTest, TunesPeersOnTheRunAndRefusesDcp) {
     SCOPED_TRACE(peer);
     std::vector<std::string> logged;
     absl::StatusOr<std::unique_ptr<StrategyPlanSource>> source =
-        StrategyPlanSource::Create(planner, peer, StaticOptions(),
-                                   {lengths, lengths},
+        StrategyPlanSource::Create(
+            planner, peer, StaticOptions(),
+            [&]() -> absl::StatusOr<std::vector<std::vector<int64_t>>> {
+              return std::vector<std::vector<int64_t>>{lengths, lengths};
+            },
                                    [&](const std::string& line) {
                                      logged.push_back(line);
                                    });

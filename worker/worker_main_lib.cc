@@ -20,6 +20,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
@@ -31,10 +32,10 @@
 #include "planner/client/planner_client.h"
 #include "prometheus/exposer.h"
 #include "torch/torch.h"
+#include "planner/strategies/peer_registry.h"
 #include "planner/workload/workload.h"
 #include "worker/agent.h"
 #include "worker/execution/dataset.h"
-#include "worker/plan_source.h"
 #include "worker/prometheus_worker_metrics.h"
 
 namespace dcp {
@@ -358,9 +359,8 @@ absl::Status ConfigureWorkload(const ParsedFlags& flags,
     agent.peer_strategy = plan_source;
   } else {
     return absl::InvalidArgumentError(absl::StrCat(
-        "--plan-source=", plan_source,
-        ": expected planner or a peer strategy (bucket, packed, best-static, "
-        "megatron-dyncp, megatron-hcp, videosys-dcp)"));
+        "--plan-source=", plan_source, ": expected planner or a peer strategy (",
+        absl::StrJoin(PeerStrategyNames(), ", "), ")"));
   }
   DCP_ASSIGN_OR_RETURN(auto micro_batch_sequences,
                        flags.Int("bucket-micro-batch-sequences", 1, 1 << 20));

@@ -1,6 +1,5 @@
 #include "planner/simulate/strategy_registry.h"
 
-#include <algorithm>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -96,8 +95,7 @@ absl::StatusOr<std::unique_ptr<Strategy>> MakeStrategy(
   if (n == kDcp || n == kDcpPhased) {
     return std::make_unique<DcpStrategy>(n, cost_model, options);
   }
-  const std::vector<std::string> peers = PeerStrategyNames();
-  if (std::find(peers.begin(), peers.end(), n) != peers.end()) {
+  if (IsPeerStrategy(n)) {
     PeerOptions peer_options;
     peer_options.static_options = options.static_options;
     peer_options.sp_sizes = options.planner_options.sp_sizes;

@@ -176,6 +176,11 @@ std::vector<std::string> PeerStrategyNames() {
           kMegatronDynCp, kMegatronHcp, kVideoSysDcp};
 }
 
+bool IsPeerStrategy(absl::string_view name) {
+  const std::vector<std::string> peers = PeerStrategyNames();
+  return std::find(peers.begin(), peers.end(), name) != peers.end();
+}
+
 absl::StatusOr<std::unique_ptr<Strategy>> MakePeerStrategy(
     absl::string_view name, const CostModel& cost_model,
     const PeerOptions& options) {

@@ -35,6 +35,9 @@ struct PeerOptions {
 /// barriers), videosys-dcp; in the order reports list them.
 std::vector<std::string> PeerStrategyNames();
 
+/// Whether `name` is one of PeerStrategyNames().
+bool IsPeerStrategy(absl::string_view name);
+
 /// The peer named `name`, planning with `cost_model` (which must outlive
 /// it). INVALID_ARGUMENT naming the peers for any other name.
 absl::StatusOr<std::unique_ptr<Strategy>> MakePeerStrategy(
