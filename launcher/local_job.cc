@@ -459,6 +459,10 @@ struct PeerRun {
   RunSummary summary;
 };
 
+// Steps of `run` its means leave out when they can: step 0 also creates
+// the SP groups' communicators.
+size_t WarmSteps(const RunSummary& run) { return run.steps.size() > 1 ? 1 : 0; }
+
 void PrintReport(const RunSummary& dcp, const std::vector<PeerRun>& peers) {
   PrintLine("");
   PrintLine("== summary ==");
@@ -466,46 +470,37 @@ void PrintReport(const RunSummary& dcp, const std::vector<PeerRun>& peers) {
     PrintLine("no dcp steps ran");
     return;
   }
+  // The peers' runs that ran a step, beside dcp's.
+  std::vector<const PeerRun*> ran;
   size_t width = 3;
-  for (const PeerRun& peer : peers) width = std::max(width, peer.name.size());
-  const auto padded = [width](const std::string& name) {
-    return absl::StrCat(name, std::string(width - name.size(), ' '));
-  };
-  // Step 0 also creates the SP groups' communicators; the second figure
-  // leaves it out.
-  const size_t warm = dcp.steps.size() > 1 ? 1 : 0;
-  PrintLine(absl::StrFormat(
-      "%s (%d steps): mean step %.3f s measured, %.3f s predicted "
-      "(without step 0: %.3f s measured)",
-      padded("dcp"), dcp.steps.size(), dcp.MeanMeasuredSeconds(),
-      dcp.MeanPredictedSeconds(), dcp.MeanMeasuredSeconds(warm)));
   for (const PeerRun& peer : peers) {
-    const RunSummary& run = peer.summary;
-    if (run.steps.empty()) continue;
-    const size_t run_warm = run.steps.size() > 1 ? 1 : 0;
-    PrintLine(absl::StrFormat(
+    if (peer.summary.steps.empty()) continue;
+    ran.push_back(&peer);
+    width = std::max(width, peer.name.size());
+  }
+  const auto mean_line = [width](const std::string& name,
+                                 const RunSummary& run) {
+    return absl::StrFormat(
         "%s (%d steps): mean step %.3f s measured, %.3f s predicted "
         "(without step 0: %.3f s measured)",
-        padded(peer.name), run.steps.size(), run.MeanMeasuredSeconds(),
-        run.MeanPredictedSeconds(), run.MeanMeasuredSeconds(run_warm)));
-  }
-  for (const PeerRun& peer : peers) {
-    const RunSummary& run = peer.summary;
-    if (run.steps.empty()) continue;
-    const size_t run_warm = run.steps.size() > 1 ? 1 : 0;
-    const double speedup = run.MeanMeasuredSeconds() / dcp.MeanMeasuredSeconds();
-    const double speedup_warm =
-        run.MeanMeasuredSeconds(run_warm) / dcp.MeanMeasuredSeconds(warm);
-    const double predicted_speedup =
-        run.MeanPredictedSeconds() / dcp.MeanPredictedSeconds();
+        absl::StrCat(name, std::string(width - name.size(), ' ')),
+        run.steps.size(), run.MeanMeasuredSeconds(),
+        run.MeanPredictedSeconds(), run.MeanMeasuredSeconds(WarmSteps(run)));
+  };
+  PrintLine(mean_line("dcp", dcp));
+  for (const PeerRun* peer : ran) PrintLine(mean_line(peer->name, peer->summary));
+  for (const PeerRun* peer : ran) {
+    const RunSummary& run = peer->summary;
     PrintLine(absl::StrFormat(
         "measured speedup dcp vs %s: %.2fx (without step 0: %.2fx); "
         "predicted %.2fx",
-        peer.name, speedup, speedup_warm, predicted_speedup));
+        peer->name, run.MeanMeasuredSeconds() / dcp.MeanMeasuredSeconds(),
+        run.MeanMeasuredSeconds(WarmSteps(run)) /
+            dcp.MeanMeasuredSeconds(WarmSteps(dcp)),
+        run.MeanPredictedSeconds() / dcp.MeanPredictedSeconds()));
   }
-  for (const PeerRun& peer : peers) {
-    const RunSummary& run = peer.summary;
-    if (run.steps.empty()) continue;
+  for (const PeerRun* peer : ran) {
+    const RunSummary& run = peer->summary;
     double max_difference = 0;
     const size_t common = std::min(dcp.steps.size(), run.steps.size());
     for (size_t i = 0; i < common; ++i) {
@@ -515,13 +510,13 @@ void PrintReport(const RunSummary& dcp, const std::vector<PeerRun>& peers) {
     PrintLine(absl::StrFormat(
         "same batches, same model: max |loss dcp - loss %s| = %.2g over "
         "%d steps",
-        peer.name, max_difference, common));
+        peer->name, max_difference, common));
   }
   PrintLine(absl::StrFormat(
       "cost model error (dcp): mean |predicted - measured| / measured = "
       "%.1f%% over %d steps (%.1f%% without step 0)",
       100 * dcp.MeanRelativeError(), dcp.steps.size(),
-      100 * dcp.MeanRelativeError(warm)));
+      100 * dcp.MeanRelativeError(WarmSteps(dcp))));
   // The medians the cost model is held to, and whether the online refit
   // brings the error down over the run.
   const auto median_line = [](const std::string& label, const RunSummary& run) {
@@ -535,10 +530,8 @@ void PrintReport(const RunSummary& dcp, const std::vector<PeerRun>& peers) {
         100 * run.MedianRelativeError(n - few));
   };
   PrintLine(median_line("dcp", dcp));
-  for (const PeerRun& peer : peers) {
-    if (!peer.summary.steps.empty()) {
-      PrintLine(median_line(peer.name, peer.summary));
-    }
+  for (const PeerRun* peer : ran) {
+    PrintLine(median_line(peer->name, peer->summary));
   }
 }
 
