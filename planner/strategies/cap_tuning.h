@@ -18,8 +18,9 @@ namespace dcp {
 
 /// How one cap did over a run. Plain value.
 struct CapOutcome {
-  /// The run's one --recompute-num-layers: the fewest at which every
-  /// micro-batch of every batch fits (0 with per-micro-batch recompute).
+  /// The fewest checkpointed layers at which every micro-batch of every
+  /// batch fits: the run's one --recompute-num-layers, or, with
+  /// per-micro-batch recompute, the most any micro-batch sets itself.
   int checkpointed_layers = 0;
   double mean_step_seconds = 0;
 };
