@@ -98,23 +98,36 @@ def test_profile_is_submitted_fitted_and_steps_reported(ranks4):
         assert losses == results[0][1]
 
 
-def diverge(rank, world_size, address):
-    model, runtime = _init(rank, address, "diverge")
-    batch = list(enumerate(LENGTHS))
-    if rank == 2:
-        batch = batch[::-1]  # another order: another fingerprint
+def _training_error(rank, address, tag, batches, error_type,
+                    skip_micro_batch_on=None):
+    """The message of the `error_type` that training `batches` raises on this
+    rank, or "no error"."""
+    model, runtime = _init(rank, address, tag)
     try:
-        _train(model, runtime, [batch])
-    except dcp_torch.RankDivergedError as error:
+        _train(model, runtime, batches, skip_micro_batch_on)
+    except error_type as error:
         return str(error)
     finally:
         runtime.close()
     return "no error"
 
 
-def test_a_rank_with_another_batch_stops_every_rank(ranks4):
+def _messages(ranks4, run):
+    """What `run` returns on each of 4 ranks against a 2 x 2 planner."""
     with LocalPlanner(LLAMA_SPEC, 2, 2, 1e9) as planner:
-        messages = ranks4.run(diverge, planner.address)
+        return ranks4.run(run, planner.address)
+
+
+def diverge(rank, world_size, address):
+    batch = list(enumerate(LENGTHS))
+    if rank == 2:
+        batch = batch[::-1]  # another order: another fingerprint
+    return _training_error(rank, address, "diverge", [batch],
+                           dcp_torch.RankDivergedError)
+
+
+def test_a_rank_with_another_batch_stops_every_rank(ranks4):
+    messages = _messages(ranks4, diverge)
     assert "rank 2's batch for step 0" in messages[2]
     assert "same sampler" in messages[2]
     for rank in (0, 1, 3):
@@ -123,40 +136,24 @@ def test_a_rank_with_another_batch_stops_every_rank(ranks4):
 
 
 def empty_batch(rank, world_size, address):
-    model, runtime = _init(rank, address, "empty")
-    try:
-        _train(model, runtime, [list(enumerate(LENGTHS)), []])
-    except dcp_torch.EmptyBatchError as error:
-        return str(error)
-    finally:
-        runtime.close()
-    return "no error"
+    return _training_error(rank, address, "empty",
+                           [list(enumerate(LENGTHS)), []],
+                           dcp_torch.EmptyBatchError)
 
 
 def test_an_empty_batch_is_a_clear_error_on_every_rank(ranks4):
-    with LocalPlanner(LLAMA_SPEC, 2, 2, 1e9) as planner:
-        messages = ranks4.run(empty_batch, planner.address)
-    for message in messages:
+    for message in _messages(ranks4, empty_batch):
         assert "empty global batch for step 1" in message
 
 
 def skip_micro_batch(rank, world_size, address):
-    model, runtime = _init(rank, address, "skip")
-    try:
-        _train(model, runtime, [list(enumerate(LENGTHS))],
-               skip_micro_batch_on=3)
-    except dcp_torch.RankDivergedError as error:
-        return str(error)
-    finally:
-        runtime.close()
-    return "no error"
+    return _training_error(rank, address, "skip", [list(enumerate(LENGTHS))],
+                           dcp_torch.RankDivergedError, skip_micro_batch_on=3)
 
 
 def test_a_rank_that_skips_a_micro_batch_stops_every_rank(ranks4):
     # 1e9 bytes: four SP-1 groups, so rank 3 has micro-batches to skip.
-    with LocalPlanner(LLAMA_SPEC, 2, 2, 1e9) as planner:
-        messages = ranks4.run(skip_micro_batch, planner.address)
-    for rank, message in enumerate(messages):
+    for rank, message in enumerate(_messages(ranks4, skip_micro_batch)):
         assert "1 rank(s) reached sync_gradients of step 0 without" in message
         assert ("rank 3 skipped [0]" in message) == (rank == 3)
 
@@ -171,9 +168,7 @@ def other_model(rank, world_size, address):
 
 
 def test_a_model_other_than_the_planners_is_refused(ranks4):
-    with LocalPlanner(LLAMA_SPEC, 2, 2, 1e9) as planner:
-        messages = ranks4.run(other_model, planner.address)
-    for message in messages:
+    for message in _messages(ranks4, other_model):
         assert "num_kv_heads: this model 2, the planner 4" in message
         assert "--model=FILE" in message
 
