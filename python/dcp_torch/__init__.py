@@ -27,7 +27,7 @@ from dcp_torch.profiler import ProfileOptions
 from dcp_torch.runtime import Runtime, init
 from dcp_torch.spec import ModelSpec, model_spec, write_model_file
 from dcp_torch.spec_from_module import model_spec_from_module
-from dcp_torch.step import Step
+from dcp_torch.step import Step, plan_layouts
 from dcp_torch.transformers_support import (PreparedModel,
                                             TransformersSetupError,
                                             causal_lm_loss, causal_lm_sample,
@@ -42,5 +42,5 @@ __all__ = [
     "apply_checkpointing", "attention", "batch_fingerprint",
     "causal_lm_loss", "causal_lm_sample", "init", "prepare_hf_model",
     "local_device", "model_spec", "model_spec_from_module", "packed",
-    "write_model_file",
+    "plan_layouts", "write_model_file",
 ]

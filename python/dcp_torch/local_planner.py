@@ -1,11 +1,15 @@
 """A dcp_planner process on loopback, for examples and tests: started on a
-free port (--port-file), stopped with SIGTERM. Not thread-safe."""
+free port (--port-file), stopped with SIGTERM. Not thread-safe. And
+spawn_gloo_ranks, which runs a training function on local Gloo ranks as
+torchrun would."""
 
 import json
 import os
+import socket
 import subprocess
 import tempfile
 import time
+from typing import Any, Callable, Optional
 
 from dcp_torch.spec import write_model_file
 
@@ -105,3 +109,37 @@ class LocalPlanner:
             self._dir.cleanup()
             self._dir = None
         return False
+
+
+def _gloo_rank(rank: int, train: Callable[..., None], args: tuple,
+               world_size: int, port: int,
+               ranks_per_node: Optional[int]) -> None:
+    env = dict(RANK=str(rank), WORLD_SIZE=str(world_size),
+               MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    if ranks_per_node:
+        env["DCP_NODE_NAME"] = f"node{rank // ranks_per_node}"
+    os.environ.update(env)
+    import torch
+    import torch.distributed as dist
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo")
+    train(*args)
+    dist.destroy_process_group()
+
+
+def spawn_gloo_ranks(train: Callable[..., None], args: tuple[Any, ...],
+                     world_size: int,
+                     ranks_per_node: Optional[int] = None) -> None:
+    """Calls train(*args) in `world_size` spawned processes on this machine,
+    each one rank of a Gloo world on loopback with the environment torchrun
+    gives it (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT; DCP_NODE_NAME
+    node<rank // ranks_per_node> when given) and one torch thread, and
+    returns when all have finished; a rank that fails raises here. `train`
+    must be a module-level function (it is pickled)."""
+    import torch.multiprocessing as mp
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    mp.start_processes(_gloo_rank,
+                       (train, args, world_size, port, ranks_per_node),
+                       nprocs=world_size, start_method="spawn")

@@ -15,11 +15,9 @@ import argparse
 import math
 import os
 import random
-import socket
 
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 import transformers
 
 import dcp_torch
@@ -86,15 +84,6 @@ def train(args):
     rt.close()
 
 
-def spawned(rank, args, port):
-    os.environ.update(RANK=str(rank), WORLD_SIZE=str(args.ranks),
-                      MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo")
-    train(args)
-    dist.destroy_process_group()
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--planner", default=None)
@@ -111,22 +100,17 @@ def main():
     if "RANK" in os.environ:
         train(args)
         return
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    from dcp_torch.local_planner import LocalPlanner, spawn_gloo_ranks
     if args.planner or os.environ.get("DCP_PLANNER_ADDRESS"):
-        mp.start_processes(spawned, (args, port), nprocs=args.ranks,
-                           start_method="spawn")
+        spawn_gloo_ranks(train, (args,), args.ranks)
         return
-    from dcp_torch.local_planner import LocalPlanner
     model = build_model(args)
     spec = dcp_torch.model_spec_from_module(model, model.model.layers)
     with LocalPlanner(spec, nodes=1, gpus_per_node=args.ranks,
                       rank_memory_bytes=args.rank_memory_mb * 1e6,
                       binary=args.planner_binary) as planner:
         args.planner = planner.address
-        mp.start_processes(spawned, (args, port), nprocs=args.ranks,
-                           start_method="spawn")
+        spawn_gloo_ranks(train, (args,), args.ranks)
 
 
 if __name__ == "__main__":

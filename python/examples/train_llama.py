@@ -23,6 +23,7 @@ head_dim]), and give it the positions in mb.inputs.
 """
 
 import argparse
+import collections
 import math
 import os
 import random
@@ -127,14 +128,19 @@ def sampler(steps, sequences_per_step):
 
 
 def describe(plan):
-    groups = {}
-    for g in plan.groups:
-        groups[g.sp_size] = groups.get(g.sp_size, 0) + 1
-    micro = sum(len(g.micro_batches) for g in plan.groups)
-    recomputed = max((m.checkpointed_layers for g in plan.groups
-                      for m in g.micro_batches), default=0)
-    shape = " + ".join(f"{n}xSP{sp}" for sp, n in sorted(groups.items()))
-    return f"{shape}, {micro} micro-batches, recompute <= {recomputed} layers"
+    """The plan's groups by SP size (each phase's, when it re-groups the ranks
+    within the step), micro-batches and most recomputed layers."""
+    layouts = dcp_torch.plan_layouts(plan)
+    shapes = []
+    for groups in layouts:
+        sizes = collections.Counter(g.sp_size for g in groups)
+        shapes.append(" + ".join(f"{n}xSP{sp}"
+                                 for sp, n in sorted(sizes.items())))
+    micro_batches = [m for groups in layouts for g in groups
+                     for m in g.micro_batches]
+    recomputed = max((m.checkpointed_layers for m in micro_batches), default=0)
+    return (f"{', then '.join(shapes)}, {len(micro_batches)} micro-batches, "
+            f"recompute <= {recomputed} layers")
 
 
 def build_model(args):
@@ -178,16 +184,6 @@ def train(args):
     rt.close()
 
 
-def spawned(rank, args, port):
-    os.environ.update(RANK=str(rank), WORLD_SIZE=str(args.ranks),
-                      MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
-                      DCP_NODE_NAME=f"node{rank // args.ranks_per_node}")
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo")
-    train(args)
-    dist.destroy_process_group()
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--planner", default=None,
@@ -223,15 +219,9 @@ def main():
     if "RANK" in os.environ:  # under torchrun: this process is one rank
         train(args)
         return
-    import socket
-    import torch.multiprocessing as mp
-    from dcp_torch.local_planner import LocalPlanner
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    from dcp_torch.local_planner import LocalPlanner, spawn_gloo_ranks
     if args.planner or os.environ.get("DCP_PLANNER_ADDRESS"):
-        mp.start_processes(spawned, (args, port), nprocs=args.ranks,
-                           start_method="spawn")
+        spawn_gloo_ranks(train, (args,), args.ranks, args.ranks_per_node)
         return
     # The local planner plans for the model's ModelSpec, read from the
     # module as init reads it (a planner started elsewhere: write it with
@@ -245,8 +235,7 @@ def main():
         print(f"dcp_planner on {planner.address} for {args.ranks} CPU ranks "
               f"of {args.rank_memory_mb:g} MB", flush=True)
         args.planner = planner.address
-        mp.start_processes(spawned, (args, port), nprocs=args.ranks,
-                           start_method="spawn")
+        spawn_gloo_ranks(train, (args,), args.ranks, args.ranks_per_node)
 
 
 if __name__ == "__main__":

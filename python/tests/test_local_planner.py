@@ -1,11 +1,12 @@
 """LocalPlanner's start-up errors carry the planner's own words (its log is
-read before the folder holding it is removed)."""
+read before the folder holding it is removed); spawn_gloo_ranks gives its
+ranks what torchrun would."""
 
 import os
 
 import pytest
 
-from dcp_torch.local_planner import LocalPlanner
+from dcp_torch.local_planner import LocalPlanner, spawn_gloo_ranks
 from test_gradient_equivalence import LLAMA_SPEC
 
 
@@ -37,3 +38,21 @@ def test_the_real_planner_given_a_bad_flag_names_it():
                           extra_flags=["--no-such-flag"]):
             pass
     assert "unknown flag --no-such-flag" in str(error.value)
+
+
+def _report_rank(out_dir):
+    import torch
+    import torch.distributed as dist
+    total = torch.ones(())
+    dist.all_reduce(total)
+    with open(os.path.join(out_dir, os.environ["RANK"]), "w") as f:
+        f.write(f"{dist.get_world_size()} {os.environ['DCP_NODE_NAME']} "
+                f"{int(total.item())} {torch.get_num_threads()}")
+
+
+def test_spawn_gloo_ranks_gives_each_rank_torchruns_environment(tmp_path):
+    spawn_gloo_ranks(_report_rank, (str(tmp_path),), world_size=3,
+                     ranks_per_node=2)
+    seen = {rank.name: rank.read_text() for rank in tmp_path.iterdir()}
+    assert seen == {"0": "3 node0 3 1", "1": "3 node0 3 1",
+                    "2": "3 node1 3 1"}

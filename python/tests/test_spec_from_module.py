@@ -54,9 +54,7 @@ def test_the_dit_style_model_gives_its_spec_once_told_it_is_bidirectional():
 
 
 def test_the_example_model_with_fused_projections_gives_its_spec():
-    loaded = importlib.util.spec_from_file_location("train_llama", EXAMPLE)
-    example = importlib.util.module_from_spec(loaded)
-    loaded.loader.exec_module(example)
+    example = _load_example()
     model = example.Llama(example.VOCAB, hidden=64, layers=4, heads=8,
                           kv_heads=4, ffn=128)
     spec = dcp_torch.model_spec_from_module(model, model.layers)
@@ -197,3 +195,29 @@ def test_the_profile_times_attention_at_the_model_s_head_dim(monkeypatch):
     assert set(shapes) == {(4, 8, 16)}  # heads, length, head_dim
     attention = [s for s in samples if s.op == s.ATTENTION_FORWARD]
     assert attention[0].flops == 4.0 * 32 * 0.5 * 8 * 8  # the planner's
+
+
+def _load_example():
+    loaded = importlib.util.spec_from_file_location("train_llama", EXAMPLE)
+    example = importlib.util.module_from_spec(loaded)
+    loaded.loader.exec_module(example)
+    return example
+
+
+def test_the_example_describes_plans_of_one_layout_and_of_phases():
+    from dcp_torch._proto import plan_pb2
+    describe = _load_example().describe
+    one = plan_pb2.Plan(groups=[
+        plan_pb2.Group(ranks=[0, 1], sp_size=2, micro_batches=[
+            plan_pb2.MicroBatch(checkpointed_layers=1)]),
+        plan_pb2.Group(ranks=[2], sp_size=1, micro_batches=[
+            plan_pb2.MicroBatch(), plan_pb2.MicroBatch()])])
+    assert describe(one) == \
+        "1xSP1 + 1xSP2, 3 micro-batches, recompute <= 1 layers"
+    phased = plan_pb2.Plan(phases=[
+        plan_pb2.Phase(groups=one.groups),
+        plan_pb2.Phase(groups=[plan_pb2.Group(
+            ranks=[0, 1, 2], sp_size=3, micro_batches=[
+                plan_pb2.MicroBatch(checkpointed_layers=2)])])])
+    assert describe(phased) == ("1xSP1 + 1xSP2, then 1xSP3, 4 micro-batches, "
+                                "recompute <= 2 layers")
