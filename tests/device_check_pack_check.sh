@@ -15,29 +15,19 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-cuda_home="${CUDA_HOME:-/usr/local/cuda}"
-if [[ ! -e "${cuda_home}/include/cuda_runtime_api.h" ]]; then
-  echo "device_check_pack_check: skipped: no CUDA toolkit at ${cuda_home} (set CUDA_HOME)"
-  exit 0
-fi
+source tests/cuda_build_checks.sh
+
+exit_without_cuda_toolkit device_check_pack_check
 bundle="$(mktemp -d)/device_check_bundle"
 trap 'rm -rf "$(dirname "${bundle}")"' EXIT
 bash scripts/device_check.sh pack --bundle="${bundle}" "$@"
 
 status=0
 binary="${bundle}/bin/dcp_device_check"
-# Read whole first: `grep -q` closing a pipe early fails it under pipefail.
-needed="$(readelf -d "${binary}")"
-symbols="$(nm -D --demangle "${binary}")"
-missing=""
-for library in libtorch_cuda.so libc10_cuda.so; do
-  grep -qF "Shared library: [${library}]" <<<"${needed}" || missing+=" ${library}"
-done
-for symbol in 'c10::cuda::CUDACachingAllocator' 'at::cuda::getDeviceProperties'; do
-  grep -qF "${symbol}" <<<"${symbols}" || missing+=" ${symbol}"
-done
+missing="$(cuda_build_lacks "${binary}" 'c10::cuda::CUDACachingAllocator' \
+  'at::cuda::getDeviceProperties')"
 if [[ -n "${missing}" ]]; then
-  echo "device_check_pack_check: ${binary} is not the CUDA build: it lacks${missing}" >&2
+  echo "device_check_pack_check: ${binary} is not the CUDA build: it lacks ${missing}" >&2
   status=1
 fi
 libraries="$(find "${bundle}/lib" -type f)"

@@ -35,47 +35,36 @@ failed=$(grep -cE '^//[^ ]+ +(\(cached\) )?(FAILED|TIMEOUT|NO STATUS|INCOMPLETE|
 if [[ "${status}" -ne 0 && "${failed}" -eq 0 ]]; then
   failed=1  # the build itself failed
 fi
+# check PASSED_LINE COMMAND...: one of the checks beyond bazel's tests, which
+# counts as one: passed when COMMAND succeeds and, with a PASSED_LINE, prints a
+# line starting with it (a check that skips itself counts as neither); failed
+# when COMMAND fails.
+check() {
+  local passed_line=$1
+  shift
+  echo "run_all: $*"
+  if "$@" 2>&1 | tee "${log}"; then
+    if [[ -z "${passed_line}" ]] || grep -q "^${passed_line}" "${log}"; then
+      passed=$((passed + 1))
+    fi
+  else
+    status=1
+    failed=$((failed + 1))
+  fi
+}
 if [[ "${has_target}" == false ]]; then
   # The dcp-torch package's pytest suite (python/), against the dcp_planner
-  # that `bazel test //...` built (before the CUDA build moves bazel-bin);
-  # it counts as one.
-  echo "run_all: bash python/run_tests.sh"
-  if bash python/run_tests.sh 2>&1 | tee "${log}"; then
-    passed=$((passed + 1))
-  else
-    status=1
-    failed=$((failed + 1))
-  fi
-fi
-if [[ "${has_target}" == false ]]; then
+  # that `bazel test //...` built (before the CUDA build moves bazel-bin).
+  check "" bash python/run_tests.sh
   # The fault drill: a small loopback job under four faults (planner killed,
   # worker killed, full checkpoint disk, planner drained), against the
-  # dcp_local_job that `bazel test //...` built; it counts as one.
-  echo "run_all: bash scripts/fault_drill.sh --no-build --planner-down-for=5s"
-  if bash scripts/fault_drill.sh --no-build --planner-down-for=5s 2>&1 | tee "${log}"; then
-    grep -q '^fault_drill: PASSED' "${log}" && passed=$((passed + 1))
-  else
-    status=1
-    failed=$((failed + 1))
-  fi
-fi
-if [[ "${has_target}" == false ]]; then
-  echo "run_all: bash tests/cuda_link_check.sh ${flags[*]+"${flags[*]}"}"
-  if bash tests/cuda_link_check.sh "${flags[@]+"${flags[@]}"}" 2>&1 | tee "${log}"; then
-    grep -q '^cuda_link_check: PASSED' "${log}" && passed=$((passed + 1))
-  else
-    status=1
-    failed=$((failed + 1))
-  fi
-fi
-if [[ "${has_target}" == false ]]; then
-  echo "run_all: bash tests/device_check_pack_check.sh ${flags[*]+"${flags[*]}"}"
-  if bash tests/device_check_pack_check.sh "${flags[@]+"${flags[@]}"}" 2>&1 | tee "${log}"; then
-    grep -q '^device_check_pack_check: PASSED' "${log}" && passed=$((passed + 1))
-  else
-    status=1
-    failed=$((failed + 1))
-  fi
+  # dcp_local_job that `bazel test //...` built.
+  check "fault_drill: PASSED" \
+    bash scripts/fault_drill.sh --no-build --planner-down-for=5s
+  check "cuda_link_check: PASSED" \
+    bash tests/cuda_link_check.sh "${flags[@]+"${flags[@]}"}"
+  check "device_check_pack_check: PASSED" \
+    bash tests/device_check_pack_check.sh "${flags[@]+"${flags[@]}"}"
 fi
 echo "run_all: ${passed} passed, ${failed} failed"
 exit "${status}"
