@@ -78,9 +78,17 @@ compare() {
     "$work/$1/dcp_summary.json"
 }
 
-# judge FAULT OK: counts FAULT as failed unless OK is "true".
+# conclude FAULT NAME SUMMARY OK: prints whether NAME's steps have the
+# uninterrupted run's losses, adds "SUMMARY; <that verdict>" to the summary,
+# and counts FAULT as failed unless OK is "true" and the losses match.
 failed_faults=()
-judge() { [[ $2 == true ]] || failed_faults+=("$1"); }
+conclude() {
+  local verdict same=false
+  verdict=$(compare "$2") && same=true
+  echo "  $verdict"
+  results+=("$3; $verdict")
+  [[ $4 == true && $same == true ]] || failed_faults+=("$1")
+}
 
 # show FILE PATTERN: the matching lines of FILE, indented.
 show() { grep -E "$2" "$1" 2>/dev/null | sed 's/^/    /'; }
@@ -116,10 +124,8 @@ show "$work/planner_kill.out" "planner drill|FAILED|done in"
 echo "  the workers' own words:"
 show "$work/planner_kill/dcp-w0.log" "waiting for it|answered again|error"
 show "$work/planner_kill/dcp-w1.log" "waiting for it|answered again|error"
-verdict=$(compare planner_kill) && same=true || same=false
-echo "  $verdict"
-results+=("1. planner SIGKILL, down $down_for: exit $code; $verdict")
-judge "1 (planner SIGKILL)" "$([[ $code == 0 ]] && $same && echo true)"
+conclude "1 (planner SIGKILL)" planner_kill \
+  "1. planner SIGKILL, down $down_for: exit $code" "$([[ $code == 0 ]] && echo true)"
 
 echo
 echo "== 2. worker w1 SIGKILLed after step 2, then resumed from its checkpoint"
@@ -147,11 +153,10 @@ run worker_kill_resumed "--checkpoint-dir=$work/worker_kill_checkpoints" --resum
 resumed_code=$?
 echo "  resumed (exit code $resumed_code):"
 show "$work/worker_kill_resumed.out" "resumed from"
-verdict=$(compare worker_kill_resumed) && same=true || same=false
-echo "  $verdict"
-results+=("2. worker SIGKILL after step 2: job exit $code; resumed at step $resumed_from, exit $resumed_code; $verdict")
 # The killed job fails; its resumption succeeds with the same losses.
-judge "2 (worker SIGKILL)" "$([[ -n $victim && $code != 0 && $resumed_code == 0 ]] && $same && echo true)"
+conclude "2 (worker SIGKILL)" worker_kill_resumed \
+  "2. worker SIGKILL after step 2: job exit $code; resumed at step $resumed_from, exit $resumed_code" \
+  "$([[ -n $victim && $code != 0 && $resumed_code == 0 ]] && echo true)"
 
 echo
 echo "== 3. full checkpoint disk (injected: ulimit -f, EFBIG) after a good checkpoint"
@@ -178,12 +183,12 @@ show "$work/full_disk/dcp-w1.log" "error:" | cut -c1-400
 echo "  files left in $checkpoints: $(ls "$checkpoints" | tr '\n' ' ')"
 run full_disk_after "--checkpoint-dir=$checkpoints" --resume
 after_code=$?
+echo "  resumed without the limit (exit code $after_code):"
 show "$work/full_disk_after.out" "resumed from"
-verdict=$(compare full_disk_after) && same=true || same=false
-echo "  resumed without the limit (exit code $after_code): $verdict"
-results+=("3. full checkpoint disk: exit $code with the error on every rank; previous checkpoint intact (resumed, exit $after_code); $verdict")
 # The run under the limit fails; the previous checkpoint resumes.
-judge "3 (full checkpoint disk)" "$([[ $first_code == 0 && $code != 0 && $after_code == 0 ]] && $same && echo true)"
+conclude "3 (full checkpoint disk)" full_disk_after \
+  "3. full checkpoint disk: exit $code with the error on every rank; previous checkpoint intact (resumed, exit $after_code)" \
+  "$([[ $first_code == 0 && $code != 0 && $after_code == 0 ]] && echo true)"
 
 echo
 echo "== 4. planner SIGTERM after step 1 (--drain-timeout=2s), restarted 5 s later"
@@ -192,10 +197,8 @@ run planner_term --restart-planner-after-step=1 --planner-stop-signal=TERM \
 code=$?
 echo "  exit code $code"
 show "$work/planner_term.out" "planner drill|FAILED|done in"
-verdict=$(compare planner_term) && same=true || same=false
-echo "  $verdict"
-results+=("4. planner SIGTERM, down 5s: exit $code; $verdict")
-judge "4 (planner SIGTERM)" "$([[ $code == 0 ]] && $same && echo true)"
+conclude "4 (planner SIGTERM)" planner_term "4. planner SIGTERM, down 5s: exit $code" \
+  "$([[ $code == 0 ]] && echo true)"
 
 echo
 echo "== fault drill summary (logs in $work)"
