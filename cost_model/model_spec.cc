@@ -149,65 +149,62 @@ absl::Status ValidateModelSpec(const ModelSpec& spec) {
   return absl::OkStatus();
 }
 
+namespace {
+
+// A built-in model: a GPT-style decoder or a DiT-style video model.
+struct Preset {
+  const char* name;
+  int num_layers;
+  int64_t hidden_size;
+  int num_attention_heads;
+  int num_kv_heads;
+  int64_t ffn_hidden_size;
+  int64_t vocab_size;
+  // Full attention, GELU MLP and adaLN modulation instead of the decoder's
+  // causal mask and SwiGLU.
+  bool video_dit;
+};
+
+constexpr Preset kPresets[] = {
+    {"llama3-8b", 32, 4096, 32, 8, 14336, 128256, /*video_dit=*/false},
+    {"llama3-70b", 80, 8192, 64, 8, 28672, 128256, /*video_dit=*/false},
+    // Open-Sora-class DiT: full attention over all spatio-temporal tokens.
+    {"video-dit-1b", 28, 1152, 16, 16, 4608, 0, /*video_dit=*/true},
+    // Small enough to train on CPU in tests and the demo job.
+    {"tiny", 2, 64, 4, 2, 128, 256, /*video_dit=*/false},
+    // video-dit-1b's architecture at the size of `tiny`: CPU tests and the
+    // demo job train it on latent patches.
+    {"tiny-dit", 2, 64, 4, 4, 256, 0, /*video_dit=*/true},
+};
+
+}  // namespace
+
 std::vector<std::string> ModelPresetNames() {
-  return {"llama3-8b", "llama3-70b", "video-dit-1b", "tiny", "tiny-dit"};
+  std::vector<std::string> names;
+  for (const Preset& preset : kPresets) names.push_back(preset.name);
+  return names;
 }
 
 absl::StatusOr<ModelSpec> ModelPreset(absl::string_view name) {
-  ModelSpec spec;
-  spec.name = std::string(name);
-  if (name == "llama3-8b") {
-    spec.num_layers = 32;
-    spec.hidden_size = 4096;
-    spec.num_attention_heads = 32;
-    spec.num_kv_heads = 8;
-    spec.ffn_hidden_size = 14336;
-    spec.vocab_size = 128256;
-  } else if (name == "llama3-70b") {
-    spec.num_layers = 80;
-    spec.hidden_size = 8192;
-    spec.num_attention_heads = 64;
-    spec.num_kv_heads = 8;
-    spec.ffn_hidden_size = 28672;
-    spec.vocab_size = 128256;
-  } else if (name == "video-dit-1b") {
-    // Open-Sora-class DiT: full attention over all spatio-temporal tokens.
-    spec.num_layers = 28;
-    spec.hidden_size = 1152;
-    spec.num_attention_heads = 16;
-    spec.num_kv_heads = 16;
-    spec.ffn_hidden_size = 4608;
-    spec.vocab_size = 0;
-    spec.causal = false;
-    spec.gated_mlp = false;
-    spec.adaln_modulation = true;
-  } else if (name == "tiny") {
-    // Small enough to train on CPU in tests and the demo job.
-    spec.num_layers = 2;
-    spec.hidden_size = 64;
-    spec.num_attention_heads = 4;
-    spec.num_kv_heads = 2;
-    spec.ffn_hidden_size = 128;
-    spec.vocab_size = 256;
-  } else if (name == "tiny-dit") {
-    // video-dit-1b's architecture at the size of `tiny`: CPU tests and the
-    // demo job train it on latent patches.
-    spec.num_layers = 2;
-    spec.hidden_size = 64;
-    spec.num_attention_heads = 4;
-    spec.num_kv_heads = 4;
-    spec.ffn_hidden_size = 256;
-    spec.vocab_size = 0;
-    spec.causal = false;
-    spec.gated_mlp = false;
-    spec.adaln_modulation = true;
-  } else {
-    return absl::NotFoundError(
-        absl::StrCat("unknown model preset '", name, "'; known presets: ",
-                     absl::StrJoin(ModelPresetNames(), ", "),
-                     ", or pass a path to a JSON model spec"));
+  for (const Preset& preset : kPresets) {
+    if (name != preset.name) continue;
+    ModelSpec spec;
+    spec.name = preset.name;
+    spec.num_layers = preset.num_layers;
+    spec.hidden_size = preset.hidden_size;
+    spec.num_attention_heads = preset.num_attention_heads;
+    spec.num_kv_heads = preset.num_kv_heads;
+    spec.ffn_hidden_size = preset.ffn_hidden_size;
+    spec.vocab_size = preset.vocab_size;
+    spec.causal = !preset.video_dit;
+    spec.gated_mlp = !preset.video_dit;
+    spec.adaln_modulation = preset.video_dit;
+    return spec;
   }
-  return spec;
+  return absl::NotFoundError(absl::StrCat(
+      "unknown model preset '", name,
+      "'; known presets: ", absl::StrJoin(ModelPresetNames(), ", "),
+      ", or pass a path to a JSON model spec"));
 }
 
 absl::StatusOr<ModelSpec> ModelSpecFromJson(absl::string_view json_text) {

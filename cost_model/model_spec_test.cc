@@ -1,6 +1,7 @@
 #include "cost_model/model_spec.h"
 
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <fstream>
 #include <limits>
@@ -47,6 +48,22 @@ void ExpectSameCluster(const ClusterSpec& a, const ClusterSpec& b) {
   EXPECT_EQ(a.inter_node_latency_seconds, b.inter_node_latency_seconds);
   EXPECT_EQ(a.allreduce_intra_bus_bytes_per_second,
             b.allreduce_intra_bus_bytes_per_second);
+}
+
+// A spec named `name` of these sizes; the other fields keep their defaults.
+ModelSpec SizedSpec(const std::string& name, int num_layers,
+                    int64_t hidden_size, int num_attention_heads,
+                    int num_kv_heads, int64_t ffn_hidden_size,
+                    int64_t vocab_size) {
+  ModelSpec spec;
+  spec.name = name;
+  spec.num_layers = num_layers;
+  spec.hidden_size = hidden_size;
+  spec.num_attention_heads = num_attention_heads;
+  spec.num_kv_heads = num_kv_heads;
+  spec.ffn_hidden_size = ffn_hidden_size;
+  spec.vocab_size = vocab_size;
+  return spec;
 }
 
 // A file under the test's temporary directory, removed on destruction.
@@ -245,14 +262,10 @@ TEST(ModelSpecJsonTest, AbsurdSizesAreRejectedNamingFieldAndLimit) {
     EXPECT_THAT(spec.status().message(), HasSubstr(c.expected));
   }
   // At the limits every count is still exact and positive.
-  ModelSpec largest;
-  largest.name = "largest";
-  largest.num_layers = static_cast<int>(kMaxModelLayers);
-  largest.hidden_size = kMaxModelHiddenSize;
-  largest.num_attention_heads = 1;
-  largest.num_kv_heads = 1;
-  largest.ffn_hidden_size = kMaxModelFfnHiddenSize;
-  largest.vocab_size = kMaxModelVocabSize;
+  ModelSpec largest = SizedSpec("largest", static_cast<int>(kMaxModelLayers),
+                                kMaxModelHiddenSize,
+                                /*num_attention_heads=*/1, /*num_kv_heads=*/1,
+                                kMaxModelFfnHiddenSize, kMaxModelVocabSize);
   largest.adaln_modulation = true;
   ASSERT_TRUE(ValidateModelSpec(largest).ok());
   const int64_t h = kMaxModelHiddenSize;
@@ -265,13 +278,10 @@ TEST(ModelSpecJsonTest, AbsurdSizesAreRejectedNamingFieldAndLimit) {
 
 TEST(ModelSpecTest, ParameterCountSaturatesInsteadOfWrapping) {
   // Not validated: the counts must still not wrap.
-  ModelSpec spec;
-  spec.num_layers = 2;
-  spec.hidden_size = 2147483520;
-  spec.num_attention_heads = 32;
-  spec.num_kv_heads = 32;
-  spec.ffn_hidden_size = 2147483647;
-  spec.vocab_size = 2147483647;
+  ModelSpec spec =
+      SizedSpec("huge", /*num_layers=*/2, /*hidden_size=*/2147483520,
+                /*num_attention_heads=*/32, /*num_kv_heads=*/32,
+                /*ffn_hidden_size=*/2147483647, /*vocab_size=*/2147483647);
   EXPECT_EQ(spec.ParametersPerLayer(), std::numeric_limits<int64_t>::max());
   EXPECT_EQ(spec.ParameterCount(), std::numeric_limits<int64_t>::max());
   spec.num_layers = std::numeric_limits<int>::max();
@@ -340,14 +350,10 @@ TEST(LoadModelSpecTest, MissingPathListsPresets) {
 // Korthikanti et al. 2022: 34h bytes per token per layer in 16-bit with flash
 // attention, of which 2h are dropout masks that this model does not keep.
 TEST(ActivationBytesTest, GptStyleLayerKeeps32HiddenBytesPerToken) {
-  ModelSpec gpt;
-  gpt.name = "gpt";
-  gpt.num_layers = 24;
-  gpt.hidden_size = 2048;
-  gpt.num_attention_heads = 16;
-  gpt.num_kv_heads = 16;
-  gpt.ffn_hidden_size = 4 * 2048;
-  gpt.vocab_size = 50257;
+  ModelSpec gpt = SizedSpec("gpt", /*num_layers=*/24, /*hidden_size=*/2048,
+                            /*num_attention_heads=*/16, /*num_kv_heads=*/16,
+                            /*ffn_hidden_size=*/4 * 2048,
+                            /*vocab_size=*/50257);
   gpt.gated_mlp = false;
   gpt.dtype_bytes = 2;
   ASSERT_TRUE(ValidateModelSpec(gpt).ok());
