@@ -27,6 +27,56 @@ struct CommParams {
   double all_gather_inter_bus_bytes_per_second = 0;
 };
 
+/// Where one collective's alpha-beta parameters on one kind of link live in
+/// CommParams.
+struct CommLinkFields {
+  double CommParams::*latency_seconds;
+  double CommParams::*bus_bytes_per_second;
+};
+
+/// One collective's parameters inside a node (intra) and across nodes
+/// (inter).
+struct CollectiveFields {
+  /// The collective as its fields' names start: "all_to_all", ...
+  const char* name;
+  CommLinkFields intra;
+  CommLinkFields inter;
+
+  const CommLinkFields& On(bool inter_node) const {
+    return inter_node ? inter : intra;
+  }
+};
+
+inline constexpr CollectiveFields kAllToAllFields = {
+    "all_to_all",
+    {&CommParams::all_to_all_intra_latency_seconds,
+     &CommParams::all_to_all_intra_bus_bytes_per_second},
+    {&CommParams::all_to_all_inter_latency_seconds,
+     &CommParams::all_to_all_inter_bus_bytes_per_second}};
+inline constexpr CollectiveFields kAllReduceFields = {
+    "all_reduce",
+    {&CommParams::all_reduce_intra_latency_seconds,
+     &CommParams::all_reduce_intra_bus_bytes_per_second},
+    {&CommParams::all_reduce_inter_latency_seconds,
+     &CommParams::all_reduce_inter_bus_bytes_per_second}};
+inline constexpr CollectiveFields kReduceScatterFields = {
+    "reduce_scatter",
+    {&CommParams::reduce_scatter_intra_latency_seconds,
+     &CommParams::reduce_scatter_intra_bus_bytes_per_second},
+    {&CommParams::reduce_scatter_inter_latency_seconds,
+     &CommParams::reduce_scatter_inter_bus_bytes_per_second}};
+inline constexpr CollectiveFields kAllGatherFields = {
+    "all_gather",
+    {&CommParams::all_gather_intra_latency_seconds,
+     &CommParams::all_gather_intra_bus_bytes_per_second},
+    {&CommParams::all_gather_inter_latency_seconds,
+     &CommParams::all_gather_inter_bus_bytes_per_second}};
+
+/// Every collective of CommParams, in its order.
+inline constexpr const CollectiveFields* kCollectiveFields[] = {
+    &kAllToAllFields, &kAllReduceFields, &kReduceScatterFields,
+    &kAllGatherFields};
+
 /// From the cluster's public figures (predictions until profiled).
 CommParams DefaultCommParams(const ClusterSpec& cluster);
 

@@ -1,22 +1,23 @@
 #include "cost_model/cost_model.h"
 
 #include <cmath>
-#include <initializer_list>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/types/span.h"
 
 namespace dcp {
 
 namespace {
 
-using NamedValue = std::pair<const char*, double>;
+using NamedValue = std::pair<std::string, double>;
 
 /// OK when every value is finite and > 0 (`positive`) or >= 0; else an
 /// error naming the first that is not.
-absl::Status CheckParams(std::initializer_list<NamedValue> values,
-                         bool positive) {
+absl::Status CheckParams(absl::Span<const NamedValue> values, bool positive) {
   for (const auto& [name, value] : values) {
     if (!std::isfinite(value) || value < 0 || (positive && value == 0)) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -27,91 +28,77 @@ absl::Status CheckParams(std::initializer_list<NamedValue> values,
   return absl::OkStatus();
 }
 
+/// Each collective's bandwidths (`bandwidths`) or latencies inside and across
+/// nodes, named "comm.<field>", appended to `values`.
+void AddCommValues(const CommParams& comm, bool bandwidths,
+                   std::vector<NamedValue>& values) {
+  for (const CollectiveFields* collective : kCollectiveFields) {
+    for (const bool inter_node : {false, true}) {
+      const CommLinkFields& link = collective->On(inter_node);
+      values.push_back(
+          {absl::StrCat(
+               "comm.", collective->name, inter_node ? "_inter_" : "_intra_",
+               bandwidths ? "bus_bytes_per_second" : "latency_seconds"),
+           comm.*(bandwidths ? link.bus_bytes_per_second
+                             : link.latency_seconds)});
+    }
+  }
+}
+
 }  // namespace
 
 absl::Status ValidateCostParams(const CostParams& params) {
   const ComputeParams& compute = params.compute;
   const MemoryParams& memory = params.memory;
-  const CommParams& comm = params.comm;
   // Rates divide work: they must be > 0.
-  if (absl::Status status = CheckParams(
-          {{"compute.gemm_flops_per_second", compute.gemm_flops_per_second},
-           {"compute.attention_forward_flops_per_second",
-            compute.attention_forward_flops_per_second},
-           {"compute.attention_backward_flops_per_second",
-            compute.attention_backward_flops_per_second},
-           {"compute.elementwise_bytes_per_second",
-            compute.elementwise_bytes_per_second},
-           {"compute.sp_compute_scale", compute.sp_compute_scale},
-           {"comm.all_to_all_intra_bus_bytes_per_second",
-            comm.all_to_all_intra_bus_bytes_per_second},
-           {"comm.all_to_all_inter_bus_bytes_per_second",
-            comm.all_to_all_inter_bus_bytes_per_second},
-           {"comm.all_reduce_intra_bus_bytes_per_second",
-            comm.all_reduce_intra_bus_bytes_per_second},
-           {"comm.all_reduce_inter_bus_bytes_per_second",
-            comm.all_reduce_inter_bus_bytes_per_second},
-           {"comm.reduce_scatter_intra_bus_bytes_per_second",
-            comm.reduce_scatter_intra_bus_bytes_per_second},
-           {"comm.reduce_scatter_inter_bus_bytes_per_second",
-            comm.reduce_scatter_inter_bus_bytes_per_second},
-           {"comm.all_gather_intra_bus_bytes_per_second",
-            comm.all_gather_intra_bus_bytes_per_second},
-           {"comm.all_gather_inter_bus_bytes_per_second",
-            comm.all_gather_inter_bus_bytes_per_second}},
-          /*positive=*/true);
+  std::vector<NamedValue> rates = {
+      {"compute.gemm_flops_per_second", compute.gemm_flops_per_second},
+      {"compute.attention_forward_flops_per_second",
+       compute.attention_forward_flops_per_second},
+      {"compute.attention_backward_flops_per_second",
+       compute.attention_backward_flops_per_second},
+      {"compute.elementwise_bytes_per_second",
+       compute.elementwise_bytes_per_second},
+      {"compute.sp_compute_scale", compute.sp_compute_scale}};
+  AddCommValues(params.comm, /*bandwidths=*/true, rates);
+  if (absl::Status status = CheckParams(rates, /*positive=*/true);
       !status.ok()) {
     return status;
   }
-  return CheckParams(
-      {{"compute.gemm_half_efficiency_tokens",
-        compute.gemm_half_efficiency_tokens},
-       {"compute.layer_fixed_seconds", compute.layer_fixed_seconds},
-       {"compute.attention_forward_half_length_tokens",
-        compute.attention_forward_half_length_tokens},
-       {"compute.attention_backward_half_length_tokens",
-        compute.attention_backward_half_length_tokens},
-       {"compute.micro_batch_fixed_seconds", compute.micro_batch_fixed_seconds},
-       {"compute.sequence_layer_fixed_seconds",
-        compute.sequence_layer_fixed_seconds},
-       {"compute.ulysses_layer_fixed_seconds",
-        compute.ulysses_layer_fixed_seconds},
-       {"compute.optimizer_step_seconds", compute.optimizer_step_seconds},
-       {"memory.weight_bytes_per_parameter", memory.weight_bytes_per_parameter},
-       {"memory.gradient_bytes_per_parameter",
-        memory.gradient_bytes_per_parameter},
-       {"memory.optimizer_bytes_per_parameter",
-        memory.optimizer_bytes_per_parameter},
-       {"memory.fixed_bytes", memory.fixed_bytes},
-       {"memory.communicator_bytes", memory.communicator_bytes},
-       {"memory.communicators_per_rank",
-        static_cast<double>(memory.communicators_per_rank)},
-       {"memory.activation_bytes_per_token_per_layer",
-        memory.activation_bytes_per_token_per_layer},
-       {"memory.selective_bytes_per_token_per_layer",
-        memory.selective_bytes_per_token_per_layer},
-       {"memory.checkpoint_bytes_per_token_per_layer",
-        memory.checkpoint_bytes_per_token_per_layer},
-       {"memory.logits_bytes_per_token", memory.logits_bytes_per_token},
-       {"memory.backward_working_bytes_per_token",
-        memory.backward_working_bytes_per_token},
-       {"comm.all_to_all_intra_latency_seconds",
-        comm.all_to_all_intra_latency_seconds},
-       {"comm.all_to_all_inter_latency_seconds",
-        comm.all_to_all_inter_latency_seconds},
-       {"comm.all_reduce_intra_latency_seconds",
-        comm.all_reduce_intra_latency_seconds},
-       {"comm.all_reduce_inter_latency_seconds",
-        comm.all_reduce_inter_latency_seconds},
-       {"comm.reduce_scatter_intra_latency_seconds",
-        comm.reduce_scatter_intra_latency_seconds},
-       {"comm.reduce_scatter_inter_latency_seconds",
-        comm.reduce_scatter_inter_latency_seconds},
-       {"comm.all_gather_intra_latency_seconds",
-        comm.all_gather_intra_latency_seconds},
-       {"comm.all_gather_inter_latency_seconds",
-        comm.all_gather_inter_latency_seconds}},
-      /*positive=*/false);
+  std::vector<NamedValue> others = {
+      {"compute.gemm_half_efficiency_tokens",
+       compute.gemm_half_efficiency_tokens},
+      {"compute.layer_fixed_seconds", compute.layer_fixed_seconds},
+      {"compute.attention_forward_half_length_tokens",
+       compute.attention_forward_half_length_tokens},
+      {"compute.attention_backward_half_length_tokens",
+       compute.attention_backward_half_length_tokens},
+      {"compute.micro_batch_fixed_seconds", compute.micro_batch_fixed_seconds},
+      {"compute.sequence_layer_fixed_seconds",
+       compute.sequence_layer_fixed_seconds},
+      {"compute.ulysses_layer_fixed_seconds",
+       compute.ulysses_layer_fixed_seconds},
+      {"compute.optimizer_step_seconds", compute.optimizer_step_seconds},
+      {"memory.weight_bytes_per_parameter", memory.weight_bytes_per_parameter},
+      {"memory.gradient_bytes_per_parameter",
+       memory.gradient_bytes_per_parameter},
+      {"memory.optimizer_bytes_per_parameter",
+       memory.optimizer_bytes_per_parameter},
+      {"memory.fixed_bytes", memory.fixed_bytes},
+      {"memory.communicator_bytes", memory.communicator_bytes},
+      {"memory.communicators_per_rank",
+       static_cast<double>(memory.communicators_per_rank)},
+      {"memory.activation_bytes_per_token_per_layer",
+       memory.activation_bytes_per_token_per_layer},
+      {"memory.selective_bytes_per_token_per_layer",
+       memory.selective_bytes_per_token_per_layer},
+      {"memory.checkpoint_bytes_per_token_per_layer",
+       memory.checkpoint_bytes_per_token_per_layer},
+      {"memory.logits_bytes_per_token", memory.logits_bytes_per_token},
+      {"memory.backward_working_bytes_per_token",
+       memory.backward_working_bytes_per_token}};
+  AddCommValues(params.comm, /*bandwidths=*/false, others);
+  return CheckParams(others, /*positive=*/false);
 }
 
 CostParams DefaultCostParams(const ModelSpec& model,

@@ -35,45 +35,23 @@ constexpr RateCurveFit kRateCurveFits[] = {
      "half-efficiency length"},
 };
 
-// A collective's sub-model inside or across nodes, fitted as latency plus
-// bus bytes over bandwidth.
+// A collective's sub-models inside and across nodes, each fitted as latency
+// plus bus bytes over bandwidth.
 struct CollectiveFit {
   ProfileSample::Op op;
-  bool inter_node;
-  double CommParams::*latency_seconds;
-  double CommParams::*bus_bytes_per_second;
+  const CollectiveFields* fields;
 };
 
 // The all-to-all's and all-reduce's, reported before the activation memory.
 constexpr CollectiveFit kSpAndGradientCollectiveFits[] = {
-    {ProfileSample::Op::kAllToAll, false,
-     &CommParams::all_to_all_intra_latency_seconds,
-     &CommParams::all_to_all_intra_bus_bytes_per_second},
-    {ProfileSample::Op::kAllToAll, true,
-     &CommParams::all_to_all_inter_latency_seconds,
-     &CommParams::all_to_all_inter_bus_bytes_per_second},
-    {ProfileSample::Op::kAllReduce, false,
-     &CommParams::all_reduce_intra_latency_seconds,
-     &CommParams::all_reduce_intra_bus_bytes_per_second},
-    {ProfileSample::Op::kAllReduce, true,
-     &CommParams::all_reduce_inter_latency_seconds,
-     &CommParams::all_reduce_inter_bus_bytes_per_second},
+    {ProfileSample::Op::kAllToAll, &kAllToAllFields},
+    {ProfileSample::Op::kAllReduce, &kAllReduceFields},
 };
 
 // ZeRO-1's reduce-scatter and all-gather, reported after it.
 constexpr CollectiveFit kZeroCollectiveFits[] = {
-    {ProfileSample::Op::kReduceScatter, false,
-     &CommParams::reduce_scatter_intra_latency_seconds,
-     &CommParams::reduce_scatter_intra_bus_bytes_per_second},
-    {ProfileSample::Op::kReduceScatter, true,
-     &CommParams::reduce_scatter_inter_latency_seconds,
-     &CommParams::reduce_scatter_inter_bus_bytes_per_second},
-    {ProfileSample::Op::kAllGather, false,
-     &CommParams::all_gather_intra_latency_seconds,
-     &CommParams::all_gather_intra_bus_bytes_per_second},
-    {ProfileSample::Op::kAllGather, true,
-     &CommParams::all_gather_inter_latency_seconds,
-     &CommParams::all_gather_inter_bus_bytes_per_second},
+    {ProfileSample::Op::kReduceScatter, &kReduceScatterFields},
+    {ProfileSample::Op::kAllGather, &kAllGatherFields},
 };
 
 // The samples sorted by sub-model: the op-level ones in linear form, the
@@ -131,16 +109,19 @@ SortedSamples SortSamples(absl::Span<const ProfileSample> samples) {
   return sorted;
 }
 
-// Fits each collective of `fits` into `comm`, one report each.
+// Fits each collective of `fits` into `comm` inside and then across nodes,
+// one report each.
 void FitCollectives(absl::Span<const CollectiveFit> fits, SortedSamples& sorted,
                     CommParams& comm, std::vector<ModelFitReport>& reports) {
   for (const CollectiveFit& fit : fits) {
-    reports.push_back(FitSubModel(
-        absl::StrCat(ProfileOpName(fit.op),
-                     fit.inter_node ? "_inter" : "_intra"),
-        2, /*secondary_column=*/0, sorted.collectives[{fit.op, fit.inter_node}],
-        ApplyAlphaBeta(&(comm.*fit.latency_seconds),
-                       &(comm.*fit.bus_bytes_per_second))));
+    for (const bool inter_node : {false, true}) {
+      const CommLinkFields& link = fit.fields->On(inter_node);
+      reports.push_back(FitSubModel(
+          absl::StrCat(ProfileOpName(fit.op), inter_node ? "_inter" : "_intra"),
+          2, /*secondary_column=*/0, sorted.collectives[{fit.op, inter_node}],
+          ApplyAlphaBeta(&(comm.*link.latency_seconds),
+                         &(comm.*link.bus_bytes_per_second))));
+    }
   }
 }
 

@@ -107,11 +107,9 @@ AllToAllRefitAccumulator::SolveLatency(double bus_bytes_per_second) const {
 
 void SetAllToAll(const AllToAllRefitAccumulator::Fit& fit, bool inter_node,
                  CommParams& comm) {
-  (inter_node ? comm.all_to_all_inter_latency_seconds
-              : comm.all_to_all_intra_latency_seconds) = fit.latency_seconds;
-  (inter_node ? comm.all_to_all_inter_bus_bytes_per_second
-              : comm.all_to_all_intra_bus_bytes_per_second) =
-      fit.bus_bytes_per_second;
+  const CommLinkFields& link = kAllToAllFields.On(inter_node);
+  comm.*link.latency_seconds = fit.latency_seconds;
+  comm.*link.bus_bytes_per_second = fit.bus_bytes_per_second;
 }
 
 double AllToAllCalls(const ModelSpec& model, const MicroBatchShape& shape,
