@@ -46,6 +46,14 @@ ComputeParams DefaultComputeParams(const ModelSpec& model,
   return params;
 }
 
+void ScaleOpTimes(double linear_factor, double attention_factor,
+                  ComputeParams& params) {
+  params.gemm_flops_per_second /= linear_factor;
+  params.elementwise_bytes_per_second /= linear_factor;
+  params.attention_forward_flops_per_second /= attention_factor;
+  params.attention_backward_flops_per_second /= attention_factor;
+}
+
 double ComputeModel::GemmSeconds(double flops, double tokens) const {
   if (flops <= 0 || tokens <= 0) return 0;
   return flops / params_.gemm_flops_per_second *

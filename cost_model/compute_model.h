@@ -58,6 +58,11 @@ struct ComputeParams {
 ComputeParams DefaultComputeParams(const ModelSpec& model,
                                    const ClusterSpec& cluster);
 
+/// Scales the time of the GEMMs and element-wise ops by `linear_factor` and
+/// that of attention by `attention_factor` (divides their rates).
+void ScaleOpTimes(double linear_factor, double attention_factor,
+                  ComputeParams& params);
+
 /// Per-rank compute seconds of one transformer layer (and the LM head) for a
 /// micro-batch. Immutable after construction; thread-safe.
 class ComputeModel {

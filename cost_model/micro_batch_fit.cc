@@ -288,10 +288,7 @@ ModelFitReport FitMicroBatches(const ModelSpec& model,
   // length (the linear term over the quadratic one) the ratio of the two.
   const double attention_scale = c[1];
   const double half_length_scale = c[0] / c[1];
-  compute.gemm_flops_per_second /= scale;
-  compute.elementwise_bytes_per_second /= scale;
-  compute.attention_forward_flops_per_second /= attention_scale;
-  compute.attention_backward_flops_per_second /= attention_scale;
+  ScaleOpTimes(scale, attention_scale, compute);
   compute.attention_forward_half_length_tokens *= half_length_scale;
   compute.attention_backward_half_length_tokens *= half_length_scale;
   compute.micro_batch_fixed_seconds = c[2];

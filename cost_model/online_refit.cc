@@ -76,10 +76,7 @@ std::optional<double> RefitAccumulator::Factor() const {
 
 CostParams ScaleComputeTime(CostParams params, double factor) {
   ComputeParams& compute = params.compute;
-  compute.gemm_flops_per_second /= factor;
-  compute.attention_forward_flops_per_second /= factor;
-  compute.attention_backward_flops_per_second /= factor;
-  compute.elementwise_bytes_per_second /= factor;
+  ScaleOpTimes(factor, factor, compute);
   compute.layer_fixed_seconds *= factor;
   compute.micro_batch_fixed_seconds *= factor;
   compute.sequence_layer_fixed_seconds *= factor;
