@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstddef>
+#include <initializer_list>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -99,20 +100,34 @@ absl::Status ValidateProfileSample(const ProfileSample &sample, size_t index,
       return bad(field, value, "must be a finite non-negative number");
     }
   }
+  // The first of `fields` that is not > 0 as an error, else OK.
+  auto positive =
+      [&](std::initializer_list<std::pair<const char *, double>> fields) {
+        for (const auto &[field, value] : fields) {
+          if (value <= 0) return bad(field, value, "must be > 0");
+        }
+        return absl::OkStatus();
+      };
+  auto checkpointed_layers_in_range = [&]() {
+    if (sample.checkpointed_layers >= 0 &&
+        sample.checkpointed_layers <= num_layers) {
+      return absl::OkStatus();
+    }
+    return bad("checkpointed_layers", sample.checkpointed_layers,
+               absl::StrCat("must be in [0, num_layers = ", num_layers, "]"));
+  };
+  absl::Status status;
   switch (sample.op) {
     case ProfileSample::Op::kGemm:
-      if (sample.flops <= 0) return bad("flops", sample.flops, "must be > 0");
-      if (sample.tokens <= 0)
-        return bad("tokens", sample.tokens, "must be > 0");
+      status = positive({{"flops", sample.flops}, {"tokens", sample.tokens}});
+      if (!status.ok()) return status;
       break;
     case ProfileSample::Op::kAttentionForward:
     case ProfileSample::Op::kAttentionBackward:
-      if (sample.flops <= 0) return bad("flops", sample.flops, "must be > 0");
-      if (sample.sum_squared_lengths <= 0)
-        return bad("sum_squared_lengths", sample.sum_squared_lengths,
-                   "must be > 0");
-      if (sample.sum_lengths <= 0)
-        return bad("sum_lengths", sample.sum_lengths, "must be > 0");
+      status = positive({{"flops", sample.flops},
+                         {"sum_squared_lengths", sample.sum_squared_lengths},
+                         {"sum_lengths", sample.sum_lengths}});
+      if (!status.ok()) return status;
       break;
     case ProfileSample::Op::kAllToAll:
     case ProfileSample::Op::kAllReduce:
@@ -123,21 +138,17 @@ absl::Status ValidateProfileSample(const ProfileSample &sample, size_t index,
                    "must be at least 2 for a collective");
       break;
     case ProfileSample::Op::kActivationMemory:
-      if (sample.tokens <= 0)
-        return bad("tokens", sample.tokens, "must be > 0");
-      if (sample.checkpointed_layers < 0 ||
-          sample.checkpointed_layers > num_layers)
-        return bad(
-            "checkpointed_layers", sample.checkpointed_layers,
-            absl::StrCat("must be in [0, num_layers = ", num_layers, "]"));
-      if (sample.measured_bytes <= 0)
-        return bad("measured_bytes", sample.measured_bytes, "must be > 0");
-      return absl::OkStatus();
+      status = positive({{"tokens", sample.tokens}});
+      if (status.ok()) status = checkpointed_layers_in_range();
+      if (status.ok()) {
+        status = positive({{"measured_bytes", sample.measured_bytes}});
+      }
+      return status;
     case ProfileSample::Op::kMicroBatch:
     case ProfileSample::Op::kSpMicroBatch: {
       const bool sp = sample.op == ProfileSample::Op::kSpMicroBatch;
-      if (sample.tokens <= 0)
-        return bad("tokens", sample.tokens, "must be > 0");
+      status = positive({{"tokens", sample.tokens}});
+      if (!status.ok()) return status;
       if (sample.num_sequences < 1)
         return bad("num_sequences", sample.num_sequences, "must be >= 1");
       if (sample.sum_lengths < sample.num_sequences)
@@ -151,11 +162,8 @@ absl::Status ValidateProfileSample(const ProfileSample &sample, size_t index,
         return bad("group_size", sample.group_size,
                    "must be at least 2 (SP 1 micro-batches are micro_batch "
                    "samples)");
-      if (sample.checkpointed_layers < 0 ||
-          sample.checkpointed_layers > num_layers)
-        return bad(
-            "checkpointed_layers", sample.checkpointed_layers,
-            absl::StrCat("must be in [0, num_layers = ", num_layers, "]"));
+      status = checkpointed_layers_in_range();
+      if (!status.ok()) return status;
       if (sample.communication_seconds > sample.measured_seconds)
         return bad("communication_seconds", sample.communication_seconds,
                    absl::StrCat("must be at most measured_seconds = ",
@@ -167,9 +175,7 @@ absl::Status ValidateProfileSample(const ProfileSample &sample, size_t index,
     default:
       return bad("op", static_cast<int>(sample.op), "is not a known op");
   }
-  if (sample.measured_seconds <= 0)
-    return bad("measured_seconds", sample.measured_seconds, "must be > 0");
-  return absl::OkStatus();
+  return positive({{"measured_seconds", sample.measured_seconds}});
 }
 
 }  // namespace dcp
