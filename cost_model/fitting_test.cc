@@ -11,6 +11,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/types/span.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -91,6 +92,105 @@ CostModel TruthModel(const ModelSpec& model, const ClusterSpec& cluster) {
   return CostModel::Create(model, cluster, TruthParams(model, cluster)).value();
 }
 
+// A double field of a parameter struct, by name.
+template <typename Params>
+struct NamedField {
+  const char* name;
+  double Params::*member;
+};
+
+// The rate curves' parameters: GEMM, attention forward and backward.
+constexpr NamedField<ComputeParams> kRateCurveFields[] = {
+    {"gemm_flops_per_second", &ComputeParams::gemm_flops_per_second},
+    {"gemm_half_efficiency_tokens",
+     &ComputeParams::gemm_half_efficiency_tokens},
+    {"attention_forward_flops_per_second",
+     &ComputeParams::attention_forward_flops_per_second},
+    {"attention_forward_half_length_tokens",
+     &ComputeParams::attention_forward_half_length_tokens},
+    {"attention_backward_flops_per_second",
+     &ComputeParams::attention_backward_flops_per_second},
+    {"attention_backward_half_length_tokens",
+     &ComputeParams::attention_backward_half_length_tokens},
+};
+
+// The fixed costs whole micro-batches inform.
+constexpr NamedField<ComputeParams> kFixedCostFields[] = {
+    {"micro_batch_fixed_seconds", &ComputeParams::micro_batch_fixed_seconds},
+    {"layer_fixed_seconds", &ComputeParams::layer_fixed_seconds},
+    {"sequence_layer_fixed_seconds",
+     &ComputeParams::sequence_layer_fixed_seconds},
+    {"ulysses_layer_fixed_seconds",
+     &ComputeParams::ulysses_layer_fixed_seconds},
+};
+
+// Every collective's latency and bandwidth inside and across nodes.
+constexpr NamedField<CommParams> kCommFields[] = {
+    {"all_to_all_intra_latency_seconds",
+     &CommParams::all_to_all_intra_latency_seconds},
+    {"all_to_all_intra_bus_bytes_per_second",
+     &CommParams::all_to_all_intra_bus_bytes_per_second},
+    {"all_to_all_inter_latency_seconds",
+     &CommParams::all_to_all_inter_latency_seconds},
+    {"all_to_all_inter_bus_bytes_per_second",
+     &CommParams::all_to_all_inter_bus_bytes_per_second},
+    {"all_reduce_intra_latency_seconds",
+     &CommParams::all_reduce_intra_latency_seconds},
+    {"all_reduce_intra_bus_bytes_per_second",
+     &CommParams::all_reduce_intra_bus_bytes_per_second},
+    {"all_reduce_inter_latency_seconds",
+     &CommParams::all_reduce_inter_latency_seconds},
+    {"all_reduce_inter_bus_bytes_per_second",
+     &CommParams::all_reduce_inter_bus_bytes_per_second},
+    {"reduce_scatter_intra_latency_seconds",
+     &CommParams::reduce_scatter_intra_latency_seconds},
+    {"reduce_scatter_intra_bus_bytes_per_second",
+     &CommParams::reduce_scatter_intra_bus_bytes_per_second},
+    {"reduce_scatter_inter_latency_seconds",
+     &CommParams::reduce_scatter_inter_latency_seconds},
+    {"reduce_scatter_inter_bus_bytes_per_second",
+     &CommParams::reduce_scatter_inter_bus_bytes_per_second},
+    {"all_gather_intra_latency_seconds",
+     &CommParams::all_gather_intra_latency_seconds},
+    {"all_gather_intra_bus_bytes_per_second",
+     &CommParams::all_gather_intra_bus_bytes_per_second},
+    {"all_gather_inter_latency_seconds",
+     &CommParams::all_gather_inter_latency_seconds},
+    {"all_gather_inter_bus_bytes_per_second",
+     &CommParams::all_gather_inter_bus_bytes_per_second},
+};
+
+// The activation-memory terms as precise as the other fits.
+constexpr NamedField<MemoryParams> kActivationFields[] = {
+    {"activation_bytes_per_token_per_layer",
+     &MemoryParams::activation_bytes_per_token_per_layer},
+    {"selective_bytes_per_token_per_layer",
+     &MemoryParams::selective_bytes_per_token_per_layer},
+    {"logits_bytes_per_token", &MemoryParams::logits_bytes_per_token},
+};
+
+// Each of `fields` of `fitted` within `tolerance` of `truth`, relative.
+template <typename Params>
+void ExpectFieldsNear(absl::Span<const NamedField<Params>> fields,
+                      const Params& fitted, const Params& truth,
+                      double tolerance) {
+  for (const NamedField<Params>& field : fields) {
+    const double actual = fitted.*field.member;
+    const double expected = truth.*field.member;
+    EXPECT_NEAR(actual / expected, 1.0, tolerance)
+        << field.name << ": fitted " << actual << ", truth " << expected;
+  }
+}
+
+// Each of `fields` the same in `a` and `b`.
+template <typename Params>
+void ExpectFieldsEq(absl::Span<const NamedField<Params>> fields,
+                    const Params& a, const Params& b) {
+  for (const NamedField<Params>& field : fields) {
+    EXPECT_EQ(a.*field.member, b.*field.member) << field.name;
+  }
+}
+
 // Each fitted parameter within `tolerance` of the truth, relative; the fixed
 // bytes (a small difference of large numbers) relative to the static bytes.
 // The checkpoint bytes within `checkpoint_tolerance`: only the change of peak
@@ -101,84 +201,15 @@ CostModel TruthModel(const ModelSpec& model, const ClusterSpec& cluster) {
 void ExpectParamsNear(const CostParams& fitted, const CostParams& truth,
                       double static_bytes, double tolerance,
                       double checkpoint_tolerance) {
-  auto near = [&](double actual, double expected, const char* name,
-                  double tol) {
-    EXPECT_NEAR(actual / expected, 1.0, tol)
-        << name << ": fitted " << actual << ", truth " << expected;
-  };
-  near(fitted.compute.gemm_flops_per_second,
-       truth.compute.gemm_flops_per_second, "gemm_flops_per_second", tolerance);
-  near(fitted.compute.gemm_half_efficiency_tokens,
-       truth.compute.gemm_half_efficiency_tokens, "gemm_half_efficiency_tokens",
-       tolerance);
-  near(fitted.compute.attention_forward_flops_per_second,
-       truth.compute.attention_forward_flops_per_second,
-       "attention_forward_flops_per_second", tolerance);
-  near(fitted.compute.attention_forward_half_length_tokens,
-       truth.compute.attention_forward_half_length_tokens,
-       "attention_forward_half_length_tokens", tolerance);
-  near(fitted.compute.attention_backward_flops_per_second,
-       truth.compute.attention_backward_flops_per_second,
-       "attention_backward_flops_per_second", tolerance);
-  near(fitted.compute.attention_backward_half_length_tokens,
-       truth.compute.attention_backward_half_length_tokens,
-       "attention_backward_half_length_tokens", tolerance);
-  const CommParams& f = fitted.comm;
-  const CommParams& t = truth.comm;
-  near(f.all_to_all_intra_latency_seconds, t.all_to_all_intra_latency_seconds,
-       "all_to_all_intra_latency_seconds", tolerance);
-  near(f.all_to_all_intra_bus_bytes_per_second,
-       t.all_to_all_intra_bus_bytes_per_second,
-       "all_to_all_intra_bus_bytes_per_second", tolerance);
-  near(f.all_to_all_inter_latency_seconds, t.all_to_all_inter_latency_seconds,
-       "all_to_all_inter_latency_seconds", tolerance);
-  near(f.all_to_all_inter_bus_bytes_per_second,
-       t.all_to_all_inter_bus_bytes_per_second,
-       "all_to_all_inter_bus_bytes_per_second", tolerance);
-  near(f.all_reduce_intra_latency_seconds, t.all_reduce_intra_latency_seconds,
-       "all_reduce_intra_latency_seconds", tolerance);
-  near(f.all_reduce_intra_bus_bytes_per_second,
-       t.all_reduce_intra_bus_bytes_per_second,
-       "all_reduce_intra_bus_bytes_per_second", tolerance);
-  near(f.all_reduce_inter_latency_seconds, t.all_reduce_inter_latency_seconds,
-       "all_reduce_inter_latency_seconds", tolerance);
-  near(f.all_reduce_inter_bus_bytes_per_second,
-       t.all_reduce_inter_bus_bytes_per_second,
-       "all_reduce_inter_bus_bytes_per_second", tolerance);
-  near(f.reduce_scatter_intra_latency_seconds,
-       t.reduce_scatter_intra_latency_seconds,
-       "reduce_scatter_intra_latency_seconds", tolerance);
-  near(f.reduce_scatter_intra_bus_bytes_per_second,
-       t.reduce_scatter_intra_bus_bytes_per_second,
-       "reduce_scatter_intra_bus_bytes_per_second", tolerance);
-  near(f.reduce_scatter_inter_latency_seconds,
-       t.reduce_scatter_inter_latency_seconds,
-       "reduce_scatter_inter_latency_seconds", tolerance);
-  near(f.reduce_scatter_inter_bus_bytes_per_second,
-       t.reduce_scatter_inter_bus_bytes_per_second,
-       "reduce_scatter_inter_bus_bytes_per_second", tolerance);
-  near(f.all_gather_intra_latency_seconds, t.all_gather_intra_latency_seconds,
-       "all_gather_intra_latency_seconds", tolerance);
-  near(f.all_gather_intra_bus_bytes_per_second,
-       t.all_gather_intra_bus_bytes_per_second,
-       "all_gather_intra_bus_bytes_per_second", tolerance);
-  near(f.all_gather_inter_latency_seconds, t.all_gather_inter_latency_seconds,
-       "all_gather_inter_latency_seconds", tolerance);
-  near(f.all_gather_inter_bus_bytes_per_second,
-       t.all_gather_inter_bus_bytes_per_second,
-       "all_gather_inter_bus_bytes_per_second", tolerance);
-  near(fitted.memory.activation_bytes_per_token_per_layer,
-       truth.memory.activation_bytes_per_token_per_layer,
-       "activation_bytes_per_token_per_layer", tolerance);
-  near(fitted.memory.selective_bytes_per_token_per_layer,
-       truth.memory.selective_bytes_per_token_per_layer,
-       "selective_bytes_per_token_per_layer", tolerance);
-  near(fitted.memory.logits_bytes_per_token,
-       truth.memory.logits_bytes_per_token, "logits_bytes_per_token",
-       tolerance);
-  near(fitted.memory.backward_working_bytes_per_token,
-       truth.memory.backward_working_bytes_per_token,
-       "backward_working_bytes_per_token", checkpoint_tolerance);
+  ExpectFieldsNear<ComputeParams>(kRateCurveFields, fitted.compute,
+                                  truth.compute, tolerance);
+  ExpectFieldsNear<CommParams>(kCommFields, fitted.comm, truth.comm, tolerance);
+  ExpectFieldsNear<MemoryParams>(kActivationFields, fitted.memory, truth.memory,
+                                 tolerance);
+  ExpectFieldsNear<MemoryParams>(
+      {{"backward_working_bytes_per_token",
+        &MemoryParams::backward_working_bytes_per_token}},
+      fitted.memory, truth.memory, checkpoint_tolerance);
   EXPECT_NEAR(fitted.memory.fixed_bytes, truth.memory.fixed_bytes,
               tolerance * static_bytes)
       << "fixed_bytes";
@@ -186,91 +217,42 @@ void ExpectParamsNear(const CostParams& fitted, const CostParams& truth,
   // 8B model's micro-batches are so much work that 1% noise hides them
   // (micro_batch_fit_test recovers them from a tiny model's noisy ones).
   if (tolerance < 1e-3) {
-    near(fitted.compute.micro_batch_fixed_seconds,
-         truth.compute.micro_batch_fixed_seconds, "micro_batch_fixed_seconds",
-         tolerance);
-    near(fitted.compute.layer_fixed_seconds, truth.compute.layer_fixed_seconds,
-         "layer_fixed_seconds", tolerance);
-    near(fitted.compute.sequence_layer_fixed_seconds,
-         truth.compute.sequence_layer_fixed_seconds,
-         "sequence_layer_fixed_seconds", tolerance);
-    near(fitted.compute.ulysses_layer_fixed_seconds,
-         truth.compute.ulysses_layer_fixed_seconds,
-         "ulysses_layer_fixed_seconds", tolerance);
+    ExpectFieldsNear<ComputeParams>(kFixedCostFields, fitted.compute,
+                                    truth.compute, tolerance);
   }
-  near(fitted.compute.optimizer_step_seconds,
-       truth.compute.optimizer_step_seconds, "optimizer_step_seconds",
-       tolerance);
+  ExpectFieldsNear<ComputeParams>(
+      {{"optimizer_step_seconds", &ComputeParams::optimizer_step_seconds}},
+      fitted.compute, truth.compute, tolerance);
   // Not informed by any profile: kept.
   EXPECT_EQ(fitted.memory.checkpoint_bytes_per_token_per_layer,
             truth.memory.checkpoint_bytes_per_token_per_layer);
 }
 
 void ExpectParamsEq(const CostParams& a, const CostParams& b) {
-  EXPECT_EQ(a.compute.gemm_flops_per_second, b.compute.gemm_flops_per_second);
-  EXPECT_EQ(a.compute.gemm_half_efficiency_tokens,
-            b.compute.gemm_half_efficiency_tokens);
-  EXPECT_EQ(a.compute.layer_fixed_seconds, b.compute.layer_fixed_seconds);
-  EXPECT_EQ(a.compute.attention_forward_flops_per_second,
-            b.compute.attention_forward_flops_per_second);
-  EXPECT_EQ(a.compute.attention_forward_half_length_tokens,
-            b.compute.attention_forward_half_length_tokens);
-  EXPECT_EQ(a.compute.attention_backward_flops_per_second,
-            b.compute.attention_backward_flops_per_second);
-  EXPECT_EQ(a.compute.attention_backward_half_length_tokens,
-            b.compute.attention_backward_half_length_tokens);
-  EXPECT_EQ(a.compute.elementwise_bytes_per_second,
-            b.compute.elementwise_bytes_per_second);
-  EXPECT_EQ(a.memory.weight_bytes_per_parameter,
-            b.memory.weight_bytes_per_parameter);
-  EXPECT_EQ(a.memory.gradient_bytes_per_parameter,
-            b.memory.gradient_bytes_per_parameter);
-  EXPECT_EQ(a.memory.optimizer_bytes_per_parameter,
-            b.memory.optimizer_bytes_per_parameter);
+  ExpectFieldsEq<ComputeParams>(kRateCurveFields, a.compute, b.compute);
+  ExpectFieldsEq<ComputeParams>(kFixedCostFields, a.compute, b.compute);
+  ExpectFieldsEq<ComputeParams>(
+      {{"elementwise_bytes_per_second",
+        &ComputeParams::elementwise_bytes_per_second},
+       {"optimizer_step_seconds", &ComputeParams::optimizer_step_seconds}},
+      a.compute, b.compute);
+  ExpectFieldsEq<MemoryParams>(kActivationFields, a.memory, b.memory);
+  ExpectFieldsEq<MemoryParams>(
+      {{"weight_bytes_per_parameter",
+        &MemoryParams::weight_bytes_per_parameter},
+       {"gradient_bytes_per_parameter",
+        &MemoryParams::gradient_bytes_per_parameter},
+       {"optimizer_bytes_per_parameter",
+        &MemoryParams::optimizer_bytes_per_parameter},
+       {"fixed_bytes", &MemoryParams::fixed_bytes},
+       {"checkpoint_bytes_per_token_per_layer",
+        &MemoryParams::checkpoint_bytes_per_token_per_layer},
+       {"backward_working_bytes_per_token",
+        &MemoryParams::backward_working_bytes_per_token}},
+      a.memory, b.memory);
   EXPECT_EQ(a.memory.zero1_optimizer_sharding,
             b.memory.zero1_optimizer_sharding);
-  EXPECT_EQ(a.memory.fixed_bytes, b.memory.fixed_bytes);
-  EXPECT_EQ(a.memory.activation_bytes_per_token_per_layer,
-            b.memory.activation_bytes_per_token_per_layer);
-  EXPECT_EQ(a.memory.selective_bytes_per_token_per_layer,
-            b.memory.selective_bytes_per_token_per_layer);
-  EXPECT_EQ(a.memory.checkpoint_bytes_per_token_per_layer,
-            b.memory.checkpoint_bytes_per_token_per_layer);
-  EXPECT_EQ(a.memory.logits_bytes_per_token, b.memory.logits_bytes_per_token);
-  EXPECT_EQ(a.memory.backward_working_bytes_per_token,
-            b.memory.backward_working_bytes_per_token);
-  EXPECT_EQ(a.comm.all_to_all_intra_latency_seconds,
-            b.comm.all_to_all_intra_latency_seconds);
-  EXPECT_EQ(a.comm.all_to_all_intra_bus_bytes_per_second,
-            b.comm.all_to_all_intra_bus_bytes_per_second);
-  EXPECT_EQ(a.comm.all_to_all_inter_latency_seconds,
-            b.comm.all_to_all_inter_latency_seconds);
-  EXPECT_EQ(a.comm.all_to_all_inter_bus_bytes_per_second,
-            b.comm.all_to_all_inter_bus_bytes_per_second);
-  EXPECT_EQ(a.comm.all_reduce_intra_latency_seconds,
-            b.comm.all_reduce_intra_latency_seconds);
-  EXPECT_EQ(a.comm.all_reduce_intra_bus_bytes_per_second,
-            b.comm.all_reduce_intra_bus_bytes_per_second);
-  EXPECT_EQ(a.comm.all_reduce_inter_latency_seconds,
-            b.comm.all_reduce_inter_latency_seconds);
-  EXPECT_EQ(a.comm.all_reduce_inter_bus_bytes_per_second,
-            b.comm.all_reduce_inter_bus_bytes_per_second);
-  EXPECT_EQ(a.comm.reduce_scatter_intra_latency_seconds,
-            b.comm.reduce_scatter_intra_latency_seconds);
-  EXPECT_EQ(a.comm.reduce_scatter_intra_bus_bytes_per_second,
-            b.comm.reduce_scatter_intra_bus_bytes_per_second);
-  EXPECT_EQ(a.comm.reduce_scatter_inter_latency_seconds,
-            b.comm.reduce_scatter_inter_latency_seconds);
-  EXPECT_EQ(a.comm.reduce_scatter_inter_bus_bytes_per_second,
-            b.comm.reduce_scatter_inter_bus_bytes_per_second);
-  EXPECT_EQ(a.comm.all_gather_intra_latency_seconds,
-            b.comm.all_gather_intra_latency_seconds);
-  EXPECT_EQ(a.comm.all_gather_intra_bus_bytes_per_second,
-            b.comm.all_gather_intra_bus_bytes_per_second);
-  EXPECT_EQ(a.comm.all_gather_inter_latency_seconds,
-            b.comm.all_gather_inter_latency_seconds);
-  EXPECT_EQ(a.comm.all_gather_inter_bus_bytes_per_second,
-            b.comm.all_gather_inter_bus_bytes_per_second);
+  ExpectFieldsEq<CommParams>(kCommFields, a.comm, b.comm);
 }
 
 const ModelFitReport& Report(const CostModelFit& fit, const std::string& name) {
@@ -282,15 +264,37 @@ const ModelFitReport& Report(const CostModelFit& fit, const std::string& name) {
   return *missing;
 }
 
-TEST(FitCostModelTest, RecoversNoisyTruthWithinFewPercent) {
-  const ModelSpec model = Llama8b();
-  const ClusterSpec cluster = H200Cluster(/*num_nodes=*/2, /*gpus_per_node=*/8);
-  const CostModel truth = TruthModel(model, cluster);
-  const std::vector<ProfileSample> samples =
-      SyntheticProfile(truth, /*seed=*/42, /*relative_noise=*/0.01);
+// A model on a cluster of H200s and the defaults each fit starts from.
+struct FitSetup {
+  FitSetup(ModelSpec model_spec, int num_nodes, int gpus_per_node)
+      : model(std::move(model_spec)),
+        cluster(H200Cluster(num_nodes, gpus_per_node)),
+        defaults(DefaultCostParams(model, cluster)) {}
 
+  // What the profiles come from: TruthParams on this model and cluster.
+  CostModel Truth() const { return TruthModel(model, cluster); }
+
+  // FitCostModel of `samples`, starting from the defaults.
+  absl::StatusOr<CostModelFit> Fit(
+      absl::Span<const ProfileSample> samples) const {
+    return FitCostModel(model, cluster, defaults, samples);
+  }
+
+  const ModelSpec model;
+  const ClusterSpec cluster;
+  const CostParams defaults;
+};
+
+// llama3-8b on `num_nodes` nodes of eight H200s.
+FitSetup Llama8bOn(int num_nodes) {
+  return FitSetup(Llama8b(), num_nodes, /*gpus_per_node=*/8);
+}
+
+TEST(FitCostModelTest, RecoversNoisyTruthWithinFewPercent) {
+  const FitSetup setup = Llama8bOn(/*num_nodes=*/2);
+  const CostModel truth = setup.Truth();
   absl::StatusOr<CostModelFit> fit =
-      FitCostModel(model, cluster, DefaultCostParams(model, cluster), samples);
+      setup.Fit(SyntheticProfile(truth, /*seed=*/42, /*relative_noise=*/0.01));
   ASSERT_TRUE(fit.ok()) << fit.status();
 
   ExpectParamsNear(fit->params, truth.params(), truth.memory().StaticBytes(),
@@ -308,14 +312,10 @@ TEST(FitCostModelTest, RecoversNoisyTruthWithinFewPercent) {
 }
 
 TEST(FitCostModelTest, NoiseFreeProfileRecoversTruthExactly) {
-  const ModelSpec model = Llama8b();
-  const ClusterSpec cluster = H200Cluster(/*num_nodes=*/2, /*gpus_per_node=*/8);
-  const CostModel truth = TruthModel(model, cluster);
-  const std::vector<ProfileSample> samples =
-      SyntheticProfile(truth, /*seed=*/1, /*relative_noise=*/0);
-
+  const FitSetup setup = Llama8bOn(/*num_nodes=*/2);
+  const CostModel truth = setup.Truth();
   absl::StatusOr<CostModelFit> fit =
-      FitCostModel(model, cluster, DefaultCostParams(model, cluster), samples);
+      setup.Fit(SyntheticProfile(truth, /*seed=*/1, /*relative_noise=*/0));
   ASSERT_TRUE(fit.ok()) << fit.status();
   ExpectParamsNear(fit->params, truth.params(), truth.memory().StaticBytes(),
                    /*tolerance=*/1e-6, /*checkpoint_tolerance=*/1e-6);
@@ -326,13 +326,11 @@ TEST(FitCostModelTest, NoiseFreeProfileRecoversTruthExactly) {
 }
 
 TEST(FitCostModelTest, ReportsComeInFixedOrder) {
-  const ModelSpec model = Llama8b();
-  const ClusterSpec cluster = H200Cluster(/*num_nodes=*/2, /*gpus_per_node=*/8);
-  const CostModel truth = TruthModel(model, cluster);
+  const FitSetup setup = Llama8bOn(/*num_nodes=*/2);
+  const CostModel truth = setup.Truth();
   for (double noise : {0.0, 0.01}) {
     absl::StatusOr<CostModelFit> fit =
-        FitCostModel(model, cluster, DefaultCostParams(model, cluster),
-                     SyntheticProfile(truth, /*seed=*/3, noise));
+        setup.Fit(SyntheticProfile(truth, /*seed=*/3, noise));
     ASSERT_TRUE(fit.ok()) << fit.status();
     ASSERT_EQ(fit->reports.size(), ReportNames().size());
     for (size_t i = 0; i < ReportNames().size(); ++i) {
@@ -342,14 +340,10 @@ TEST(FitCostModelTest, ReportsComeInFixedOrder) {
 }
 
 TEST(FitCostModelTest, NoSamplesKeepsEveryDefault) {
-  const ModelSpec model = Llama8b();
-  const ClusterSpec cluster = H200Cluster(/*num_nodes=*/2, /*gpus_per_node=*/8);
-  const CostParams defaults = DefaultCostParams(model, cluster);
-
-  absl::StatusOr<CostModelFit> fit =
-      FitCostModel(model, cluster, defaults, /*samples=*/{});
+  const FitSetup setup = Llama8bOn(/*num_nodes=*/2);
+  absl::StatusOr<CostModelFit> fit = setup.Fit(/*samples=*/{});
   ASSERT_TRUE(fit.ok()) << fit.status();
-  ExpectParamsEq(fit->params, defaults);
+  ExpectParamsEq(fit->params, setup.defaults);
   ASSERT_EQ(fit->reports.size(), ReportNames().size());
   for (size_t i = 0; i < fit->reports.size(); ++i) {
     const ModelFitReport& report = fit->reports[i];
@@ -362,10 +356,9 @@ TEST(FitCostModelTest, NoSamplesKeepsEveryDefault) {
 }
 
 TEST(FitCostModelTest, TooFewSamplesKeepDefaultsWithNote) {
-  const ModelSpec model = Llama8b();
-  const ClusterSpec cluster = H200Cluster(/*num_nodes=*/2, /*gpus_per_node=*/8);
-  const CostParams defaults = DefaultCostParams(model, cluster);
-  const CostModel truth = TruthModel(model, cluster);
+  const FitSetup setup = Llama8bOn(/*num_nodes=*/2);
+  const CostParams& defaults = setup.defaults;
+  const CostModel truth = setup.Truth();
 
   // Three GEMMs (two parameters need four) and everything else complete.
   std::vector<ProfileSample> samples;
@@ -376,8 +369,7 @@ TEST(FitCostModelTest, TooFewSamplesKeepDefaultsWithNote) {
     if (s.op == ProfileSample::Op::kMicroBatch) continue;
     samples.push_back(s);
   }
-  absl::StatusOr<CostModelFit> fit =
-      FitCostModel(model, cluster, defaults, samples);
+  absl::StatusOr<CostModelFit> fit = setup.Fit(samples);
   ASSERT_TRUE(fit.ok()) << fit.status();
   const ModelFitReport& gemm = Report(*fit, "gemm");
   EXPECT_TRUE(gemm.used_defaults);
@@ -400,22 +392,20 @@ TEST(FitCostModelTest, TooFewSamplesKeepDefaultsWithNote) {
       memory.push_back(s);
     }
   }
-  fit = FitCostModel(model, cluster, defaults, memory);
+  fit = setup.Fit(memory);
   ASSERT_TRUE(fit.ok()) << fit.status();
   EXPECT_EQ(Report(*fit, "activation_memory").note,
             "5 samples, need at least 8; keeping defaults");
 }
 
 TEST(FitCostModelTest, SingleNodeProfileKeepsInterNodeDefaults) {
-  const ModelSpec model = Llama8b();
-  const ClusterSpec cluster = H200Cluster(/*num_nodes=*/1, /*gpus_per_node=*/8);
-  const CostParams defaults = DefaultCostParams(model, cluster);
-  const CostModel truth = TruthModel(model, cluster);
+  const FitSetup setup = Llama8bOn(/*num_nodes=*/1);
+  const CostParams& defaults = setup.defaults;
+  const CostModel truth = setup.Truth();
   const std::vector<ProfileSample> samples = SyntheticProfile(truth, 7, 0.01);
   for (const ProfileSample& s : samples) EXPECT_FALSE(s.inter_node);
 
-  absl::StatusOr<CostModelFit> fit =
-      FitCostModel(model, cluster, defaults, samples);
+  absl::StatusOr<CostModelFit> fit = setup.Fit(samples);
   ASSERT_TRUE(fit.ok()) << fit.status();
   EXPECT_TRUE(Report(*fit, "all_to_all_inter").used_defaults);
   EXPECT_TRUE(Report(*fit, "all_reduce_inter").used_defaults);
@@ -428,9 +418,7 @@ TEST(FitCostModelTest, SingleNodeProfileKeepsInterNodeDefaults) {
 }
 
 TEST(FitCostModelTest, NonPhysicalFitKeepsDefaults) {
-  const ModelSpec model = Llama8b();
-  const ClusterSpec cluster = H200Cluster(/*num_nodes=*/1, /*gpus_per_node=*/8);
-  const CostParams defaults = DefaultCostParams(model, cluster);
+  const FitSetup setup = Llama8bOn(/*num_nodes=*/1);
   // All-to-alls that get faster with more bytes: negative 1/bandwidth.
   std::vector<ProfileSample> samples;
   for (int i = 0; i < 6; ++i) {
@@ -441,8 +429,7 @@ TEST(FitCostModelTest, NonPhysicalFitKeepsDefaults) {
     s.measured_seconds = 1e-3 / (i + 1);
     samples.push_back(s);
   }
-  absl::StatusOr<CostModelFit> fit =
-      FitCostModel(model, cluster, defaults, samples);
+  absl::StatusOr<CostModelFit> fit = setup.Fit(samples);
   ASSERT_TRUE(fit.ok()) << fit.status();
   const ModelFitReport& report = Report(*fit, "all_to_all_intra");
   EXPECT_TRUE(report.used_defaults);
@@ -450,15 +437,13 @@ TEST(FitCostModelTest, NonPhysicalFitKeepsDefaults) {
   EXPECT_THAT(report.note, HasSubstr("non-physical"));
   EXPECT_THAT(report.note, HasSubstr("bandwidth"));
   EXPECT_EQ(fit->params.comm.all_to_all_intra_bus_bytes_per_second,
-            defaults.comm.all_to_all_intra_bus_bytes_per_second);
+            setup.defaults.comm.all_to_all_intra_bus_bytes_per_second);
   EXPECT_EQ(fit->params.comm.all_to_all_intra_latency_seconds,
-            defaults.comm.all_to_all_intra_latency_seconds);
+            setup.defaults.comm.all_to_all_intra_latency_seconds);
 }
 
 TEST(FitCostModelTest, DegenerateSamplesKeepDefaults) {
-  const ModelSpec model = Llama8b();
-  const ClusterSpec cluster = H200Cluster(/*num_nodes=*/1, /*gpus_per_node=*/8);
-  const CostParams defaults = DefaultCostParams(model, cluster);
+  const FitSetup setup = Llama8bOn(/*num_nodes=*/1);
   // Every GEMM at the same shape: rate and half-efficiency are not separable.
   std::vector<ProfileSample> samples;
   for (int i = 0; i < 5; ++i) {
@@ -469,23 +454,20 @@ TEST(FitCostModelTest, DegenerateSamplesKeepDefaults) {
     s.measured_seconds = 2e-3 * (1 + 0.01 * i);
     samples.push_back(s);
   }
-  absl::StatusOr<CostModelFit> fit =
-      FitCostModel(model, cluster, defaults, samples);
+  absl::StatusOr<CostModelFit> fit = setup.Fit(samples);
   ASSERT_TRUE(fit.ok()) << fit.status();
   const ModelFitReport& report = Report(*fit, "gemm");
   EXPECT_TRUE(report.used_defaults);
   EXPECT_THAT(report.note, HasSubstr("fit failed"));
   EXPECT_EQ(fit->params.compute.gemm_flops_per_second,
-            defaults.compute.gemm_flops_per_second);
+            setup.defaults.compute.gemm_flops_per_second);
 }
 
 TEST(FitCostModelTest, InvalidSampleNamesIndexAndField) {
-  const ModelSpec model = Llama8b();
-  const ClusterSpec cluster = H200Cluster(/*num_nodes=*/1, /*gpus_per_node=*/8);
-  const CostParams defaults = DefaultCostParams(model, cluster);
+  const FitSetup setup = Llama8bOn(/*num_nodes=*/1);
   const std::vector<ProfileSample> good =
-      SyntheticProfile(TruthModel(model, cluster), /*seed=*/9, 0.01);
-  ASSERT_TRUE(FitCostModel(model, cluster, defaults, good).ok());
+      SyntheticProfile(setup.Truth(), /*seed=*/9, 0.01);
+  ASSERT_TRUE(setup.Fit(good).ok());
 
   auto find = [&](ProfileSample::Op op) {
     for (size_t i = 0; i < good.size(); ++i) {
@@ -532,8 +514,7 @@ TEST(FitCostModelTest, InvalidSampleNamesIndexAndField) {
     std::vector<ProfileSample> samples = good;
     const size_t index = find(c.op);
     c.corrupt(samples[index]);
-    absl::StatusOr<CostModelFit> fit =
-        FitCostModel(model, cluster, defaults, samples);
+    absl::StatusOr<CostModelFit> fit = setup.Fit(samples);
     ASSERT_FALSE(fit.ok()) << c.field;
     EXPECT_EQ(fit.status().code(), absl::StatusCode::kInvalidArgument);
     EXPECT_THAT(fit.status().message(),
@@ -553,17 +534,16 @@ TEST(FitCostModelTest, InvalidSpecIsRejected) {
 }
 
 TEST(FitCostModelTest, FittedModelPredictsMicroBatchesLikeTheTruth) {
-  const ModelSpec model = Llama8b();
-  const ClusterSpec cluster = H200Cluster(/*num_nodes=*/2, /*gpus_per_node=*/8);
-  const CostModel truth = TruthModel(model, cluster);
+  const FitSetup setup = Llama8bOn(/*num_nodes=*/2);
+  const CostModel truth = setup.Truth();
   absl::StatusOr<CostModelFit> fit =
-      FitCostModel(model, cluster, DefaultCostParams(model, cluster),
-                   SyntheticProfile(truth, /*seed=*/11, 0.01));
+      setup.Fit(SyntheticProfile(truth, /*seed=*/11, 0.01));
   ASSERT_TRUE(fit.ok()) << fit.status();
   absl::StatusOr<CostModel> fitted =
-      CostModel::Create(model, cluster, fit->params);
+      CostModel::Create(setup.model, setup.cluster, fit->params);
   ASSERT_TRUE(fitted.ok()) << fitted.status();
-  const CostModel defaults = CostModel::CreateDefault(model, cluster).value();
+  const CostModel defaults =
+      CostModel::CreateDefault(setup.model, setup.cluster).value();
 
   struct Shape {
     std::vector<int64_t> lengths;
@@ -596,9 +576,7 @@ TEST(FitCostModelTest, FittedModelPredictsMicroBatchesLikeTheTruth) {
 }
 
 TEST(SyntheticProfileTest, DeterministicPerSeed) {
-  const ModelSpec model = Llama8b();
-  const ClusterSpec cluster = H200Cluster(2, 8);
-  const CostModel truth = TruthModel(model, cluster);
+  const CostModel truth = Llama8bOn(/*num_nodes=*/2).Truth();
   const std::vector<ProfileSample> a = SyntheticProfile(truth, 17, 0.05);
   const std::vector<ProfileSample> b = SyntheticProfile(truth, 17, 0.05);
   const std::vector<ProfileSample> c = SyntheticProfile(truth, 18, 0.05);
@@ -617,10 +595,9 @@ TEST(SyntheticProfileTest, DeterministicPerSeed) {
 }
 
 TEST(SyntheticProfileTest, CoversEveryOpAndGroupSize) {
-  const ModelSpec model = Llama8b();
-  const ClusterSpec cluster = H200Cluster(/*num_nodes=*/4, /*gpus_per_node=*/8);
+  const FitSetup setup = Llama8bOn(/*num_nodes=*/4);
   const std::vector<ProfileSample> samples =
-      SyntheticProfile(TruthModel(model, cluster), 1, 0);
+      SyntheticProfile(setup.Truth(), 1, 0);
   std::set<std::pair<int, bool>> groups;
   std::set<int> ops;
   std::set<int> checkpointed;
@@ -639,15 +616,13 @@ TEST(SyntheticProfileTest, CoversEveryOpAndGroupSize) {
   EXPECT_TRUE(groups.count({32, true}));
   EXPECT_TRUE(checkpointed.count(0));
   EXPECT_TRUE(checkpointed.count(1));
-  EXPECT_TRUE(checkpointed.count(model.num_layers));
+  EXPECT_TRUE(checkpointed.count(setup.model.num_layers));
 }
 
 // The noise is a standard normal scaled by relative_noise: the relative
 // deviations from the noise-free profile have mean ~0 and deviation ~noise.
 TEST(SyntheticProfileTest, NoiseIsGaussianWithTheGivenScale) {
-  const ModelSpec model = Llama8b();
-  const ClusterSpec cluster = H200Cluster(/*num_nodes=*/8, /*gpus_per_node=*/8);
-  const CostModel truth = TruthModel(model, cluster);
+  const CostModel truth = Llama8bOn(/*num_nodes=*/8).Truth();
   const std::vector<ProfileSample> exact = SyntheticProfile(truth, 23, 0);
   const std::vector<ProfileSample> noisy = SyntheticProfile(truth, 23, 0.1);
   ASSERT_EQ(exact.size(), noisy.size());
@@ -679,9 +654,8 @@ namespace dcp {
 namespace {
 
 TEST(FitCostModelTest, NegativeOverheadIsHeldAtZero) {
-  const ModelSpec model = *ModelPreset("tiny");
-  const ClusterSpec cluster = H200Cluster(/*num_nodes=*/1, /*gpus_per_node=*/2);
-  const CostParams defaults = DefaultCostParams(model, cluster);
+  const FitSetup setup(*ModelPreset("tiny"), /*num_nodes=*/1,
+                       /*gpus_per_node=*/2);
   // A flat rate whose small sizes ran slightly fast: the unconstrained fit
   // gives a negative half-efficiency size; held at 0 the rate is recovered.
   std::vector<ProfileSample> samples;
@@ -690,12 +664,11 @@ TEST(FitCostModelTest, NegativeOverheadIsHeldAtZero) {
     ProfileSample s;
     s.op = ProfileSample::Op::kGemm;
     s.tokens = 8 << i;
-    s.flops = model.LinearForwardFlopsPerToken() * s.tokens;
+    s.flops = setup.model.LinearForwardFlopsPerToken() * s.tokens;
     s.measured_seconds = s.flops / rate * (i == 0 ? 0.9 : 1.0);
     samples.push_back(s);
   }
-  absl::StatusOr<CostModelFit> fit =
-      FitCostModel(model, cluster, defaults, samples);
+  absl::StatusOr<CostModelFit> fit = setup.Fit(samples);
   ASSERT_TRUE(fit.ok()) << fit.status();
   const ModelFitReport& report = Report(*fit, "gemm");
   EXPECT_FALSE(report.used_defaults) << report.note;
@@ -738,9 +711,10 @@ std::vector<ProfileSample> MemorySamples(const MemoryModel& memory,
 // the fit recovers exactly those terms from samples at a few lengths and
 // recompute settings, and predicts lengths it never saw.
 TEST(FitCostModelTest, ActivationMemoryRecoversKnownPerTokenTerms) {
-  const ModelSpec model = *ModelPreset("tiny");
-  const ClusterSpec cluster = H200Cluster(/*num_nodes=*/1, /*gpus_per_node=*/4);
-  const CostParams defaults = DefaultCostParams(model, cluster);
+  const FitSetup setup(*ModelPreset("tiny"), /*num_nodes=*/1,
+                       /*gpus_per_node=*/4);
+  const ModelSpec& model = setup.model;
+  const CostParams& defaults = setup.defaults;
   MemoryParams truth = defaults.memory;
   truth.fixed_bytes = 123456;
   truth.activation_bytes_per_token_per_layer = 3.7 * 1024;
@@ -750,11 +724,9 @@ TEST(FitCostModelTest, ActivationMemoryRecoversKnownPerTokenTerms) {
        defaults.memory.selective_bytes_per_token_per_layer);
   truth.logits_bytes_per_token = 2.9 * 1024;
   truth.backward_working_bytes_per_token = 1.4 * 1024;
-  const MemoryModel memory(model, truth, cluster.NumGpus());
-  const std::vector<ProfileSample> samples =
-      MemorySamples(memory, {0, 1, model.num_layers}, {512, 1024, 2048});
-  absl::StatusOr<CostModelFit> fit =
-      FitCostModel(model, cluster, defaults, samples);
+  const MemoryModel memory(model, truth, setup.cluster.NumGpus());
+  absl::StatusOr<CostModelFit> fit = setup.Fit(
+      MemorySamples(memory, {0, 1, model.num_layers}, {512, 1024, 2048}));
   ASSERT_TRUE(fit.ok()) << fit.status();
   const ModelFitReport& report = Report(*fit, "activation_memory");
   EXPECT_FALSE(report.used_defaults) << report.note;
@@ -776,7 +748,7 @@ TEST(FitCostModelTest, ActivationMemoryRecoversKnownPerTokenTerms) {
               defaults.memory.activation_bytes_per_token_per_layer -
                   defaults.memory.selective_bytes_per_token_per_layer,
               1e-6);
-  const MemoryModel predicted(model, fitted, cluster.NumGpus());
+  const MemoryModel predicted(model, fitted, setup.cluster.NumGpus());
   for (int64_t tokens : {300, 3000, 100000}) {
     for (int k = 0; k <= model.num_layers; ++k) {
       EXPECT_NEAR(predicted.PeakBytes(tokens, k, 1) / memory.PeakBytes(tokens, k, 1),
@@ -787,10 +759,11 @@ TEST(FitCostModelTest, ActivationMemoryRecoversKnownPerTokenTerms) {
 }
 
 TEST(FitCostModelTest, ActivationMemoryThatCannotSeparateItsTermsKeepsDefaults) {
-  const ModelSpec model = *ModelPreset("tiny");
-  const ClusterSpec cluster = H200Cluster(/*num_nodes=*/1, /*gpus_per_node=*/4);
-  const CostParams defaults = DefaultCostParams(model, cluster);
-  const MemoryModel memory(model, defaults.memory, cluster.NumGpus());
+  const FitSetup setup(*ModelPreset("tiny"), /*num_nodes=*/1,
+                       /*gpus_per_node=*/4);
+  const CostParams& defaults = setup.defaults;
+  const MemoryModel memory(setup.model, defaults.memory,
+                           setup.cluster.NumGpus());
   struct Case {
     std::vector<int> layers;
     std::vector<int64_t> token_counts;
@@ -804,8 +777,7 @@ TEST(FitCostModelTest, ActivationMemoryThatCannotSeparateItsTermsKeepsDefaults) 
   };
   for (const Case& c : cases) {
     absl::StatusOr<CostModelFit> fit =
-        FitCostModel(model, cluster, defaults,
-                     MemorySamples(memory, c.layers, c.token_counts, 1.1));
+        setup.Fit(MemorySamples(memory, c.layers, c.token_counts, 1.1));
     ASSERT_TRUE(fit.ok()) << fit.status();
     const ModelFitReport& report = Report(*fit, "activation_memory");
     EXPECT_TRUE(report.used_defaults) << c.note;

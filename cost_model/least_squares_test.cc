@@ -4,9 +4,11 @@
 #include <cstdint>
 #include <limits>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -14,6 +16,13 @@ namespace dcp {
 namespace {
 
 using ::testing::HasSubstr;
+
+// `fit` failed with `code` and a message containing `part`.
+void ExpectFitError(const absl::StatusOr<LeastSquaresFit>& fit,
+                    absl::StatusCode code, absl::string_view part) {
+  EXPECT_EQ(fit.status().code(), code) << fit.status();
+  EXPECT_THAT(fit.status().message(), HasSubstr(std::string(part)));
+}
 
 // Uniform double in [0, 1) from 53 random bits (platform independent).
 double Uniform(std::mt19937_64& rng) {
@@ -134,34 +143,32 @@ TEST(FitLeastSquaresTest, AbsoluteModeAcceptsNonPositiveTargets) {
 
 TEST(FitLeastSquaresTest, ErrorNoRows) {
   absl::StatusOr<LeastSquaresFit> fit = FitLeastSquares({}, {});
-  EXPECT_EQ(fit.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(fit.status().message(), HasSubstr("no rows"));
+  ExpectFitError(fit, absl::StatusCode::kInvalidArgument, "no rows");
 }
 
 TEST(FitLeastSquaresTest, ErrorEmptyRow) {
   absl::StatusOr<LeastSquaresFit> fit = FitLeastSquares({{}, {}}, {1, 2});
-  EXPECT_EQ(fit.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(fit.status().message(), HasSubstr("no columns"));
+  ExpectFitError(fit, absl::StatusCode::kInvalidArgument, "no columns");
 }
 
 TEST(FitLeastSquaresTest, ErrorRaggedRows) {
   absl::StatusOr<LeastSquaresFit> fit =
       FitLeastSquares({{1, 2}, {3, 4}, {5}}, {1, 2, 3});
-  EXPECT_EQ(fit.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(fit.status().message(), HasSubstr("row 2 has 1 columns"));
+  ExpectFitError(fit, absl::StatusCode::kInvalidArgument,
+                 "row 2 has 1 columns");
 }
 
 TEST(FitLeastSquaresTest, ErrorTargetCountMismatch) {
   absl::StatusOr<LeastSquaresFit> fit = FitLeastSquares({{1}, {2}}, {1});
-  EXPECT_EQ(fit.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(fit.status().message(), HasSubstr("2 rows but 1 targets"));
+  ExpectFitError(fit, absl::StatusCode::kInvalidArgument,
+                 "2 rows but 1 targets");
 }
 
 TEST(FitLeastSquaresTest, ErrorFewerRowsThanColumns) {
   absl::StatusOr<LeastSquaresFit> fit =
       FitLeastSquares({{1, 2, 3}, {4, 5, 6}}, {1, 2});
-  EXPECT_EQ(fit.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(fit.status().message(), HasSubstr("2 rows for 3 columns"));
+  ExpectFitError(fit, absl::StatusCode::kInvalidArgument,
+                 "2 rows for 3 columns");
 }
 
 TEST(FitLeastSquaresTest, ErrorNonFiniteValue) {
@@ -169,22 +176,18 @@ TEST(FitLeastSquaresTest, ErrorNonFiniteValue) {
   const double inf = std::numeric_limits<double>::infinity();
   absl::StatusOr<LeastSquaresFit> fit =
       FitLeastSquares({{1, 2}, {3, nan}, {5, 6}}, {1, 2, 3});
-  EXPECT_EQ(fit.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(fit.status().message(), HasSubstr("rows[1][1]"));
+  ExpectFitError(fit, absl::StatusCode::kInvalidArgument, "rows[1][1]");
   fit = FitLeastSquares({{1, 2}, {3, 4}, {5, 6}}, {1, 2, inf});
-  EXPECT_EQ(fit.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(fit.status().message(), HasSubstr("targets[2]"));
+  ExpectFitError(fit, absl::StatusCode::kInvalidArgument, "targets[2]");
 }
 
 TEST(FitLeastSquaresTest, ErrorNonPositiveTargetInRelativeMode) {
   absl::StatusOr<LeastSquaresFit> fit =
       FitLeastSquares({{1}, {2}, {3}}, {1, -0.5, 3});
-  EXPECT_EQ(fit.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(fit.status().message(), HasSubstr("targets[1] = -0.5"));
+  ExpectFitError(fit, absl::StatusCode::kInvalidArgument, "targets[1] = -0.5");
   EXPECT_THAT(fit.status().message(), HasSubstr("relative_error = false"));
   fit = FitLeastSquares({{1}, {2}, {3}}, {0, 1, 3});
-  EXPECT_EQ(fit.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(fit.status().message(), HasSubstr("targets[0] = 0"));
+  ExpectFitError(fit, absl::StatusCode::kInvalidArgument, "targets[0] = 0");
 }
 
 TEST(FitLeastSquaresTest, RankDeficientDetected) {
@@ -201,8 +204,7 @@ TEST(FitLeastSquaresTest, RankDeficientDetected) {
     options.relative_error = relative;
     absl::StatusOr<LeastSquaresFit> fit =
         FitLeastSquares(rows, targets, options);
-    EXPECT_EQ(fit.status().code(), absl::StatusCode::kFailedPrecondition);
-    EXPECT_THAT(fit.status().message(), HasSubstr("column 2"));
+    ExpectFitError(fit, absl::StatusCode::kFailedPrecondition, "column 2");
   }
 }
 
@@ -215,15 +217,14 @@ TEST(FitLeastSquaresTest, RankDeficientScaledDuplicateOfHugeColumn) {
     targets.push_back(i + 1.0);
   }
   absl::StatusOr<LeastSquaresFit> fit = FitLeastSquares(rows, targets);
-  EXPECT_EQ(fit.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(fit.status().message(), HasSubstr("column 1"));
+  ExpectFitError(fit, absl::StatusCode::kFailedPrecondition, "column 1");
 }
 
 TEST(FitLeastSquaresTest, AllZeroColumnDetected) {
   absl::StatusOr<LeastSquaresFit> fit =
       FitLeastSquares({{1, 0}, {2, 0}, {3, 0}}, {1, 2, 3});
-  EXPECT_EQ(fit.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(fit.status().message(), HasSubstr("column 1 is all zero"));
+  ExpectFitError(fit, absl::StatusCode::kFailedPrecondition,
+                 "column 1 is all zero");
 }
 
 }  // namespace

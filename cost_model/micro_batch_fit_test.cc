@@ -1,8 +1,10 @@
 #include "cost_model/micro_batch_fit.h"
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
+#include "absl/types/span.h"
 #include "cost_model/cost_model.h"
 #include "cost_model/fitting.h"
 #include "gtest/gtest.h"
@@ -16,6 +18,14 @@ struct Truth {
   ModelSpec model;
   ClusterSpec cluster;
   CostParams params;
+
+  CostModel Model() const { return *CostModel::Create(model, cluster, params); }
+  // FitCostModel of `samples` from the public-figure defaults.
+  absl::StatusOr<CostModelFit> FitFromDefaults(
+      absl::Span<const ProfileSample> samples) const {
+    return FitCostModel(model, cluster, DefaultCostParams(model, cluster),
+                        samples);
+  }
 };
 
 Truth MakeTruth() {
@@ -49,27 +59,42 @@ const ModelFitReport& ReportNamed(const CostModelFit& fit,
   return *none;
 }
 
+// The whole micro-batches of `model`'s synthetic profile.
+std::vector<ProfileSample> MicroBatchSamples(const CostModel& model,
+                                             uint64_t seed,
+                                             double relative_noise) {
+  std::vector<ProfileSample> samples;
+  for (const ProfileSample& s : SyntheticProfile(model, seed, relative_noise)) {
+    if (s.op == ProfileSample::Op::kMicroBatch) samples.push_back(s);
+  }
+  return samples;
+}
+
+// The fitted micro-batch, layer-pass and per-sequence fixed terms within
+// those fractions of the truth's.
+void ExpectFixedTermsNear(const ComputeParams& got, const ComputeParams& want,
+                          double micro_batch_tolerance, double layer_tolerance,
+                          double sequence_tolerance) {
+  EXPECT_NEAR(got.micro_batch_fixed_seconds, want.micro_batch_fixed_seconds,
+              micro_batch_tolerance * want.micro_batch_fixed_seconds);
+  EXPECT_NEAR(got.layer_fixed_seconds, want.layer_fixed_seconds,
+              layer_tolerance * want.layer_fixed_seconds);
+  EXPECT_NEAR(got.sequence_layer_fixed_seconds,
+              want.sequence_layer_fixed_seconds,
+              sequence_tolerance * want.sequence_layer_fixed_seconds);
+}
+
 TEST(MicroBatchFitTest, RecoversTheFixedTermsFromExactSamples) {
   const Truth truth = MakeTruth();
-  const CostModel model =
-      *CostModel::Create(truth.model, truth.cluster, truth.params);
-  const std::vector<ProfileSample> samples =
-      SyntheticProfile(model, /*seed=*/1, /*relative_noise=*/0);
-  const CostParams defaults = DefaultCostParams(truth.model, truth.cluster);
-  absl::StatusOr<CostModelFit> fit =
-      FitCostModel(truth.model, truth.cluster, defaults, samples);
+  absl::StatusOr<CostModelFit> fit = truth.FitFromDefaults(
+      SyntheticProfile(truth.Model(), /*seed=*/1, /*relative_noise=*/0));
   ASSERT_TRUE(fit.ok()) << fit.status();
   const ModelFitReport& report = ReportNamed(*fit, "micro_batch");
   EXPECT_FALSE(report.used_defaults) << report.note;
   const ComputeParams& want = truth.params.compute;
   const ComputeParams& got = fit->params.compute;
-  EXPECT_NEAR(got.micro_batch_fixed_seconds, want.micro_batch_fixed_seconds,
-              1e-6 * want.micro_batch_fixed_seconds);
-  EXPECT_NEAR(got.layer_fixed_seconds, want.layer_fixed_seconds,
-              1e-6 * want.layer_fixed_seconds);
-  EXPECT_NEAR(got.sequence_layer_fixed_seconds,
-              want.sequence_layer_fixed_seconds,
-              1e-6 * want.sequence_layer_fixed_seconds);
+  ExpectFixedTermsNear(got, want, /*micro_batch_tolerance=*/1e-6,
+                       /*layer_tolerance=*/1e-6, /*sequence_tolerance=*/1e-6);
   EXPECT_NEAR(got.gemm_flops_per_second, want.gemm_flops_per_second,
               1e-6 * want.gemm_flops_per_second);
   EXPECT_NEAR(got.optimizer_step_seconds, want.optimizer_step_seconds, 1e-9);
@@ -81,26 +106,17 @@ TEST(MicroBatchFitTest, RecoversTheFixedTermsFromExactSamples) {
 
 TEST(MicroBatchFitTest, NoisySamplesGiveTermsWithinTheNoiseAndAHeldOutError) {
   const Truth truth = MakeTruth();
-  const CostModel model =
-      *CostModel::Create(truth.model, truth.cluster, truth.params);
-  const std::vector<ProfileSample> samples =
-      SyntheticProfile(model, /*seed=*/7, /*relative_noise=*/0.02);
-  absl::StatusOr<CostModelFit> fit =
-      FitCostModel(truth.model, truth.cluster,
-                   DefaultCostParams(truth.model, truth.cluster), samples);
+  const CostModel model = truth.Model();
+  absl::StatusOr<CostModelFit> fit = truth.FitFromDefaults(
+      SyntheticProfile(model, /*seed=*/7, /*relative_noise=*/0.02));
   ASSERT_TRUE(fit.ok()) << fit.status();
   const ModelFitReport& report = ReportNamed(*fit, "micro_batch");
   ASSERT_FALSE(report.used_defaults) << report.note;
   const ComputeParams& want = truth.params.compute;
   const ComputeParams& got = fit->params.compute;
-  EXPECT_NEAR(got.micro_batch_fixed_seconds, want.micro_batch_fixed_seconds,
-              0.25 * want.micro_batch_fixed_seconds);
   // The layer pass's term changes only with recompute: the loosest.
-  EXPECT_NEAR(got.layer_fixed_seconds, want.layer_fixed_seconds,
-              0.5 * want.layer_fixed_seconds);
-  EXPECT_NEAR(got.sequence_layer_fixed_seconds,
-              want.sequence_layer_fixed_seconds,
-              0.25 * want.sequence_layer_fixed_seconds);
+  ExpectFixedTermsNear(got, want, /*micro_batch_tolerance=*/0.25,
+                       /*layer_tolerance=*/0.5, /*sequence_tolerance=*/0.25);
   // The held-out error is that of a prediction, so at least the fit's own.
   EXPECT_GT(report.held_out_samples, 0);
   EXPECT_GE(report.held_out_rms_relative_error, report.rms_relative_error);
@@ -132,11 +148,8 @@ TEST(MicroBatchFitTest, AttentionOffTheOpCurveGetsItsOwnScale) {
   slow.attention_backward_half_length_tokens /= 3;
   const CostModel runs =
       *CostModel::Create(truth.model, truth.cluster, slow_attention);
-  std::vector<ProfileSample> samples;
-  for (const ProfileSample& s :
-       SyntheticProfile(runs, /*seed=*/5, /*relative_noise=*/0)) {
-    if (s.op == ProfileSample::Op::kMicroBatch) samples.push_back(s);
-  }
+  const std::vector<ProfileSample> samples =
+      MicroBatchSamples(runs, /*seed=*/5, /*relative_noise=*/0);
   ComputeParams compute = truth.params.compute;
   const ModelFitReport report = FitMicroBatches(truth.model, samples, compute);
   ASSERT_FALSE(report.used_defaults) << report.note;
@@ -161,13 +174,8 @@ TEST(MicroBatchFitTest, OneScaleWhereTheAttentionsOwnDoesNotPredictBetter) {
   // Samples of the op fit's own curve, with noise: a scale more would only
   // fit the noise, so the attention keeps the op fit's rates.
   const Truth truth = MakeTruth();
-  const CostModel model =
-      *CostModel::Create(truth.model, truth.cluster, truth.params);
-  std::vector<ProfileSample> samples;
-  for (const ProfileSample& s :
-       SyntheticProfile(model, /*seed=*/11, /*relative_noise=*/0.03)) {
-    if (s.op == ProfileSample::Op::kMicroBatch) samples.push_back(s);
-  }
+  const std::vector<ProfileSample> samples =
+      MicroBatchSamples(truth.Model(), /*seed=*/11, /*relative_noise=*/0.03);
   ComputeParams compute = truth.params.compute;
   const ModelFitReport report = FitMicroBatches(truth.model, samples, compute);
   ASSERT_FALSE(report.used_defaults) << report.note;
@@ -180,16 +188,11 @@ TEST(MicroBatchFitTest, OneScaleWhereTheAttentionsOwnDoesNotPredictBetter) {
 TEST(MicroBatchFitTest, ANegativeFixedTermIsHeldAtZero) {
   Truth truth = MakeTruth();
   truth.params.compute.sequence_layer_fixed_seconds = 0;
-  const CostModel model =
-      *CostModel::Create(truth.model, truth.cluster, truth.params);
-  std::vector<ProfileSample> samples;
-  for (const ProfileSample& s :
-       SyntheticProfile(model, /*seed=*/3, /*relative_noise=*/0)) {
-    if (s.op != ProfileSample::Op::kMicroBatch) continue;
-    ProfileSample shifted = s;
+  std::vector<ProfileSample> samples =
+      MicroBatchSamples(truth.Model(), /*seed=*/3, /*relative_noise=*/0);
+  for (ProfileSample& s : samples) {
     // Fewer seconds the more sequences: a negative per-sequence term.
-    shifted.measured_seconds -= 1e-6 * s.num_sequences;
-    samples.push_back(shifted);
+    s.measured_seconds -= 1e-6 * s.num_sequences;
   }
   ComputeParams compute = truth.params.compute;
   const ModelFitReport report = FitMicroBatches(truth.model, samples, compute);
@@ -202,14 +205,10 @@ TEST(MicroBatchFitTest, ANegativeFixedTermIsHeldAtZero) {
 
 TEST(MicroBatchFitTest, OneRecomputeSettingKeepsTheDefaults) {
   const Truth truth = MakeTruth();
-  const CostModel model =
-      *CostModel::Create(truth.model, truth.cluster, truth.params);
   std::vector<ProfileSample> samples;
   for (const ProfileSample& s :
-       SyntheticProfile(model, /*seed=*/3, /*relative_noise=*/0)) {
-    if (s.op == ProfileSample::Op::kMicroBatch && s.checkpointed_layers == 0) {
-      samples.push_back(s);
-    }
+       MicroBatchSamples(truth.Model(), /*seed=*/3, /*relative_noise=*/0)) {
+    if (s.checkpointed_layers == 0) samples.push_back(s);
   }
   ComputeParams compute = DefaultComputeParams(truth.model, truth.cluster);
   const double before = compute.micro_batch_fixed_seconds;

@@ -18,36 +18,45 @@ LinearProblem AlphaBetaProblem(double latency_seconds, double bandwidth,
   return problem;
 }
 
+// An alpha-beta sub-model fitted from defaults of 7 s latency and 8 B/s.
+struct AlphaBetaFit {
+  double latency_seconds = 7;
+  double bandwidth = 8;
+  ModelFitReport report;
+};
+
+AlphaBetaFit FitAlphaBeta(const std::string& name,
+                          const LinearProblem& problem) {
+  AlphaBetaFit fit;
+  fit.report =
+      FitSubModel(name, 2, /*secondary_column=*/0, problem,
+                  ApplyAlphaBeta(&fit.latency_seconds, &fit.bandwidth));
+  return fit;
+}
+
 TEST(SubModelFitTest, ExactSamplesGiveTheirParametersBack) {
-  const LinearProblem problem =
-      AlphaBetaProblem(/*latency_seconds=*/1e-5, /*bandwidth=*/1e9,
-                       {1e3, 1e4, 1e5, 1e6, 1e7});
-  double latency = 0;
-  double bandwidth = 0;
-  const ModelFitReport report =
-      FitSubModel("all_to_all_intra", 2, /*secondary_column=*/0, problem,
-                  ApplyAlphaBeta(&latency, &bandwidth));
+  const AlphaBetaFit fit =
+      FitAlphaBeta("all_to_all_intra",
+                   AlphaBetaProblem(/*latency_seconds=*/1e-5, /*bandwidth=*/1e9,
+                                    {1e3, 1e4, 1e5, 1e6, 1e7}));
+  const ModelFitReport& report = fit.report;
   EXPECT_FALSE(report.used_defaults) << report.note;
   EXPECT_EQ(report.name, "all_to_all_intra");
   EXPECT_EQ(report.num_samples, 5);
-  EXPECT_NEAR(latency, 1e-5, 1e-10);
-  EXPECT_NEAR(bandwidth, 1e9, 1e3);
+  EXPECT_NEAR(fit.latency_seconds, 1e-5, 1e-10);
+  EXPECT_NEAR(fit.bandwidth, 1e9, 1e3);
   EXPECT_LT(report.rms_relative_error, 1e-9);
   EXPECT_EQ(report.held_out_samples, 5);
   EXPECT_LT(report.held_out_rms_relative_error, 1e-9);
 }
 
 TEST(SubModelFitTest, TooFewSamplesKeepTheDefaults) {
-  const LinearProblem problem = AlphaBetaProblem(1e-5, 1e9, {1e3, 1e4, 1e5});
-  double latency = 7;
-  double bandwidth = 8;
-  const ModelFitReport report =
-      FitSubModel("all_reduce_inter", 2, /*secondary_column=*/0, problem,
-                  ApplyAlphaBeta(&latency, &bandwidth));
-  EXPECT_TRUE(report.used_defaults);
-  EXPECT_EQ(report.note, "3 samples, need at least 4; keeping defaults");
-  EXPECT_EQ(latency, 7);
-  EXPECT_EQ(bandwidth, 8);
+  const AlphaBetaFit fit = FitAlphaBeta(
+      "all_reduce_inter", AlphaBetaProblem(1e-5, 1e9, {1e3, 1e4, 1e5}));
+  EXPECT_TRUE(fit.report.used_defaults);
+  EXPECT_EQ(fit.report.note, "3 samples, need at least 4; keeping defaults");
+  EXPECT_EQ(fit.latency_seconds, 7);
+  EXPECT_EQ(fit.bandwidth, 8);
 }
 
 TEST(SubModelFitTest, ANegativeLatencyIsHeldAtZero) {
@@ -55,17 +64,13 @@ TEST(SubModelFitTest, ANegativeLatencyIsHeldAtZero) {
   // small sizes: the unconstrained latency comes out negative.
   LinearProblem problem = AlphaBetaProblem(0, 1e9, {1e6, 2e6, 4e6, 8e6});
   problem.measured[0] *= 0.9;
-  double latency = 7;
-  double bandwidth = 8;
-  const ModelFitReport report =
-      FitSubModel("all_gather_intra", 2, /*secondary_column=*/0, problem,
-                  ApplyAlphaBeta(&latency, &bandwidth));
-  EXPECT_FALSE(report.used_defaults) << report.note;
-  EXPECT_EQ(latency, 0);
-  EXPECT_GT(bandwidth, 0);
-  EXPECT_NE(report.note.find("with coefficient 0 held at 0"),
+  const AlphaBetaFit fit = FitAlphaBeta("all_gather_intra", problem);
+  EXPECT_FALSE(fit.report.used_defaults) << fit.report.note;
+  EXPECT_EQ(fit.latency_seconds, 0);
+  EXPECT_GT(fit.bandwidth, 0);
+  EXPECT_NE(fit.report.note.find("with coefficient 0 held at 0"),
             std::string::npos)
-      << report.note;
+      << fit.report.note;
 }
 
 TEST(SubModelFitTest, ANonPhysicalFitWithNoTermToHoldKeepsTheDefaults) {
