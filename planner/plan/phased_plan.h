@@ -49,9 +49,7 @@ struct PhasedPlan {
 
   /// (predicted - lower bound) / lower bound; 0 without a lower bound.
   double GapToLowerBound() const {
-    return lower_bound_seconds > 0
-               ? predicted_step_seconds / lower_bound_seconds - 1
-               : 0;
+    return RelativeGapToBound(predicted_step_seconds, lower_bound_seconds);
   }
 };
 

@@ -10,6 +10,12 @@
 
 namespace dcp {
 
+/// (seconds - bound) / bound: how far a step's `seconds` lie above a lower
+/// `bound`, as a fraction of it; 0 without a bound (bound <= 0).
+inline double RelativeGapToBound(double seconds, double bound) {
+  return bound > 0 ? seconds / bound - 1 : 0;
+}
+
 /// One micro-batch (one gradient-accumulation micro-step) of an SP group.
 struct MicroBatchPlan {
   /// Indices into the global batch's sequence list.
@@ -49,9 +55,7 @@ struct Plan {
 
   /// (predicted - lower bound) / lower bound; 0 without a lower bound.
   double GapToLowerBound() const {
-    return lower_bound_seconds > 0
-               ? predicted_step_seconds / lower_bound_seconds - 1
-               : 0;
+    return RelativeGapToBound(predicted_step_seconds, lower_bound_seconds);
   }
 };
 

@@ -460,7 +460,7 @@ absl::Status CheckDerivedFields(absl::string_view text,
       json.value("predicted_step_seconds", Json()).is_number()) {
     const double lower_bound = json["lower_bound_seconds"].get<double>();
     const double step = json["predicted_step_seconds"].get<double>();
-    const double gap = lower_bound > 0 ? step / lower_bound - 1 : 0;
+    const double gap = RelativeGapToBound(step, lower_bound);
     const Json& stated = json["gap_to_lower_bound"];
     if (!stated.is_number() || !close(stated.get<double>(), gap)) {
       return contradiction(
