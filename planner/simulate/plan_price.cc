@@ -65,11 +65,20 @@ std::string GroupPricesTable(const std::vector<GroupPrice>& prices) {
 
 }  // namespace
 
-absl::StatusOr<PlanPrice> PricePlan(const CostModel& cost_model,
-                                    absl::Span<const int64_t> lengths_tokens,
-                                    const Plan& plan,
-                                    absl::Span<const int> sp_sizes) {
-  if (absl::Status status = ValidatePlan(cost_model, lengths_tokens, plan);
+namespace {
+
+// Validates `plan` (`validate`) and prices a copy of it (`predict`) into a
+// PriceT (PlanPrice or PhasedPlanPrice) with the lower bound over the legal
+// SP sizes of `sp_sizes`, the mean idle fraction and the peak memory
+// fraction; the caller adds the groups.
+template <typename PriceT, typename PlanT>
+absl::StatusOr<PriceT> PriceStep(
+    const CostModel& cost_model, absl::Span<const int64_t> lengths_tokens,
+    const PlanT& plan, absl::Span<const int> sp_sizes,
+    absl::Status (*validate)(const CostModel&, absl::Span<const int64_t>,
+                             const PlanT&),
+    void (*predict)(const CostModel&, absl::Span<const int64_t>, PlanT&)) {
+  if (absl::Status status = validate(cost_model, lengths_tokens, plan);
       !status.ok()) {
     return status;
   }
@@ -79,95 +88,95 @@ absl::StatusOr<PlanPrice> PricePlan(const CostModel& cost_model,
       StepTimeLowerBound(cost_model, *sizes, lengths_tokens);
   if (!lower_bound.ok()) return lower_bound.status();
 
-  PlanPrice price;
+  PriceT price;
   price.plan = plan;
-  PredictPlan(cost_model, lengths_tokens, price.plan);
+  predict(cost_model, lengths_tokens, price.plan);
   price.plan.lower_bound_seconds = *lower_bound;
-  const Plan& priced = price.plan;
-  price.idle_fraction = MeanIdleFraction(priced);
-  const double budget = cost_model.MemoryBudgetBytes();
-  price.peak_memory_fraction = MaxPeakBytes(priced) / budget;
-  price.groups = GroupPrices(priced, budget);
+  price.idle_fraction = MeanIdleFraction(price.plan);
+  price.peak_memory_fraction =
+      MaxPeakBytes(price.plan) / cost_model.MemoryBudgetBytes();
+  return price;
+}
+
+}  // namespace
+
+absl::StatusOr<PlanPrice> PricePlan(const CostModel& cost_model,
+                                    absl::Span<const int64_t> lengths_tokens,
+                                    const Plan& plan,
+                                    absl::Span<const int> sp_sizes) {
+  absl::StatusOr<PlanPrice> price = PriceStep<PlanPrice>(
+      cost_model, lengths_tokens, plan, sp_sizes, ValidatePlan, PredictPlan);
+  if (price.ok()) {
+    price->groups = GroupPrices(price->plan, cost_model.MemoryBudgetBytes());
+  }
   return price;
 }
 
 absl::StatusOr<PhasedPlanPrice> PricePhasedPlan(
     const CostModel& cost_model, absl::Span<const int64_t> lengths_tokens,
     const PhasedPlan& plan, absl::Span<const int> sp_sizes) {
-  if (absl::Status status =
-          ValidatePhasedPlan(cost_model, lengths_tokens, plan);
-      !status.ok()) {
-    return status;
-  }
-  absl::StatusOr<std::vector<int>> sizes = LegalSpSizes(cost_model, sp_sizes);
-  if (!sizes.ok()) return sizes.status();
-  absl::StatusOr<double> lower_bound =
-      StepTimeLowerBound(cost_model, *sizes, lengths_tokens);
-  if (!lower_bound.ok()) return lower_bound.status();
-
-  PhasedPlanPrice price;
-  price.plan = plan;
-  PredictPhasedPlan(cost_model, lengths_tokens, price.plan);
-  price.plan.lower_bound_seconds = *lower_bound;
-  price.idle_fraction = MeanIdleFraction(price.plan);
-  const double budget = cost_model.MemoryBudgetBytes();
-  price.peak_memory_fraction = MaxPeakBytes(price.plan) / budget;
-  for (const Plan& phase : price.plan.phases) {
-    price.phases.push_back(GroupPrices(phase, budget));
+  absl::StatusOr<PhasedPlanPrice> price =
+      PriceStep<PhasedPlanPrice>(cost_model, lengths_tokens, plan, sp_sizes,
+                                 ValidatePhasedPlan, PredictPhasedPlan);
+  if (!price.ok()) return price;
+  for (const Plan& phase : price->plan.phases) {
+    price->phases.push_back(GroupPrices(phase, cost_model.MemoryBudgetBytes()));
   }
   return price;
 }
 
 namespace {
 
-// The fields every priced step starts with: `before_key` names the time
-// before the step's end (the slowest group's, or the phases' sum).
-nlohmann::ordered_json StepFields(const std::string& strategy,
-                                  double step_seconds, const char* before_key,
-                                  double before_seconds,
-                                  double exposed_allreduce_seconds,
-                                  double lower_bound_seconds, double gap,
-                                  double idle_fraction,
-                                  double peak_memory_fraction) {
+// The fields every priced step (PlanPrice or PhasedPlanPrice) starts with:
+// `before_key` names the time before the step's end (the slowest group's, or
+// the phases' sum).
+template <typename PriceT>
+nlohmann::ordered_json StepFields(const PriceT& price, const char* before_key,
+                                  double before_seconds) {
+  const double step_seconds = price.plan.predicted_step_seconds;
+  const double exposed_allreduce_seconds = price.plan.exposed_allreduce_seconds;
   return {
-      {"strategy", strategy},
+      {"strategy", price.plan.strategy},
       {"step_seconds", step_seconds},
       {before_key, before_seconds},
       {"exposed_allreduce_seconds", exposed_allreduce_seconds},
       // The rest of the step: the optimizer step, after the all-reduce.
       {"optimizer_step_seconds",
        step_seconds - before_seconds - exposed_allreduce_seconds},
-      {"lower_bound_seconds", lower_bound_seconds},
-      {"gap_to_lower_bound", gap},
-      {"idle_fraction", idle_fraction},
-      {"peak_memory_fraction", peak_memory_fraction},
+      {"lower_bound_seconds", price.plan.lower_bound_seconds},
+      {"gap_to_lower_bound", price.plan.GapToLowerBound()},
+      {"idle_fraction", price.idle_fraction},
+      {"peak_memory_fraction", price.peak_memory_fraction},
   };
+}
+
+// The end of a priced step's first table line, from its lower bound on.
+template <typename PriceT>
+std::string BoundIdleAndMemoryLine(const PriceT& price) {
+  return absl::StrFormat(
+      "lower bound %.3f s (gap %.1f%%); idle %.1f%%; peak memory %.1f%% of "
+      "the budget\n",
+      price.plan.lower_bound_seconds, 100 * price.plan.GapToLowerBound(),
+      100 * price.idle_fraction, 100 * price.peak_memory_fraction);
 }
 
 }  // namespace
 
 std::string PlanPriceToJson(const PlanPrice& price) {
-  nlohmann::ordered_json json = StepFields(
-      price.plan.strategy, price.plan.predicted_step_seconds,
-      "slowest_group_seconds", price.plan.slowest_group_seconds,
-      price.plan.exposed_allreduce_seconds, price.plan.lower_bound_seconds,
-      price.plan.GapToLowerBound(), price.idle_fraction,
-      price.peak_memory_fraction);
+  nlohmann::ordered_json json = StepFields(price, "slowest_group_seconds",
+                                           price.plan.slowest_group_seconds);
   json["groups"] = GroupPricesJson(price.groups);
   return json.dump();
 }
 
 std::string PlanPriceToTable(const PlanPrice& price) {
-  std::string table = absl::StrFormat(
-      "predicted step %.3f s (slowest group %.3f s + exposed all-reduce "
-      "%.3f s); lower bound %.3f s (gap %.1f%%); idle %.1f%%; peak memory "
-      "%.1f%% of the budget\n",
-      price.plan.predicted_step_seconds, price.plan.slowest_group_seconds,
-      price.plan.exposed_allreduce_seconds, price.plan.lower_bound_seconds,
-      100 * price.plan.GapToLowerBound(), 100 * price.idle_fraction,
-      100 * price.peak_memory_fraction);
-  absl::StrAppend(&table, GroupPricesTable(price.groups));
-  return table;
+  return absl::StrCat(
+      absl::StrFormat("predicted step %.3f s (slowest group %.3f s + exposed "
+                      "all-reduce %.3f s); ",
+                      price.plan.predicted_step_seconds,
+                      price.plan.slowest_group_seconds,
+                      price.plan.exposed_allreduce_seconds),
+      BoundIdleAndMemoryLine(price), GroupPricesTable(price.groups));
 }
 
 std::string PhasedPlanPriceToJson(const PhasedPlanPrice& price) {
@@ -176,25 +185,20 @@ std::string PhasedPlanPriceToJson(const PhasedPlanPrice& price) {
     phases.push_back({{"seconds", price.plan.phases[p].slowest_group_seconds},
                       {"groups", GroupPricesJson(price.phases[p])}});
   }
-  nlohmann::ordered_json json = StepFields(
-      price.plan.strategy, price.plan.predicted_step_seconds,
-      "phases_seconds", price.plan.phases_seconds,
-      price.plan.exposed_allreduce_seconds, price.plan.lower_bound_seconds,
-      price.plan.GapToLowerBound(), price.idle_fraction,
-      price.peak_memory_fraction);
+  nlohmann::ordered_json json =
+      StepFields(price, "phases_seconds", price.plan.phases_seconds);
   json["phases"] = std::move(phases);
   return json.dump();
 }
 
 std::string PhasedPlanPriceToTable(const PhasedPlanPrice& price) {
-  std::string table = absl::StrFormat(
-      "predicted step %.3f s (%d phases %.3f s + exposed all-reduce %.3f s); "
-      "lower bound %.3f s (gap %.1f%%); idle %.1f%%; peak memory %.1f%% of "
-      "the budget\n",
-      price.plan.predicted_step_seconds, price.plan.phases.size(),
-      price.plan.phases_seconds, price.plan.exposed_allreduce_seconds,
-      price.plan.lower_bound_seconds, 100 * price.plan.GapToLowerBound(),
-      100 * price.idle_fraction, 100 * price.peak_memory_fraction);
+  std::string table = absl::StrCat(
+      absl::StrFormat(
+          "predicted step %.3f s (%d phases %.3f s + exposed all-reduce "
+          "%.3f s); ",
+          price.plan.predicted_step_seconds, price.plan.phases.size(),
+          price.plan.phases_seconds, price.plan.exposed_allreduce_seconds),
+      BoundIdleAndMemoryLine(price));
   for (size_t p = 0; p < price.phases.size(); ++p) {
     absl::StrAppend(&table,
                     absl::StrFormat("phase %d: %.3f s (its slowest group)\n", p,
