@@ -14,6 +14,7 @@
 #include "nlohmann/json.hpp"
 #include "planner/plan/phased_plan.h"
 #include "planner/plan/plan.h"
+#include "planner/plan/plan_testing.h"
 
 namespace dcp {
 namespace {
@@ -80,29 +81,7 @@ TEST_F(PlanJsonTest, RoundTripKeepsStructureAndPredictions) {
   const std::string text = PlanToJson(plan_, lengths_, cost_model_);
   absl::StatusOr<Plan> read = PlanFromJson(text);
   ASSERT_TRUE(read.ok()) << read.status();
-  EXPECT_EQ(read->strategy, plan_.strategy);
-  EXPECT_EQ(read->predicted_step_seconds, plan_.predicted_step_seconds);
-  EXPECT_EQ(read->slowest_group_seconds, plan_.slowest_group_seconds);
-  EXPECT_EQ(read->exposed_allreduce_seconds, plan_.exposed_allreduce_seconds);
-  EXPECT_EQ(read->lower_bound_seconds, plan_.lower_bound_seconds);
-  ASSERT_EQ(read->groups.size(), plan_.groups.size());
-  for (size_t g = 0; g < plan_.groups.size(); ++g) {
-    const GroupPlan& want = plan_.groups[g];
-    const GroupPlan& got = read->groups[g];
-    EXPECT_EQ(got.ranks, want.ranks);
-    EXPECT_EQ(got.predicted_seconds, want.predicted_seconds);
-    ASSERT_EQ(got.micro_batches.size(), want.micro_batches.size());
-    for (size_t m = 0; m < want.micro_batches.size(); ++m) {
-      EXPECT_EQ(got.micro_batches[m].sequence_indices,
-                want.micro_batches[m].sequence_indices);
-      EXPECT_EQ(got.micro_batches[m].checkpointed_layers,
-                want.micro_batches[m].checkpointed_layers);
-      EXPECT_EQ(got.micro_batches[m].predicted_seconds,
-                want.micro_batches[m].predicted_seconds);
-      EXPECT_EQ(got.micro_batches[m].predicted_peak_bytes,
-                want.micro_batches[m].predicted_peak_bytes);
-    }
-  }
+  ExpectSamePlan(*read, plan_);
   // Writing what was read gives the same text.
   EXPECT_EQ(PlanToJson(*read, lengths_, cost_model_), text);
 }

@@ -18,6 +18,7 @@
 #include "gtest/gtest.h"
 #include "planner/plan/batch_check.h"
 #include "planner/plan/plan.h"
+#include "planner/plan/plan_testing.h"
 #include "planner/plan/test_cost_model.h"
 #include "planner/plan/validate.h"
 
@@ -79,14 +80,7 @@ double Bound(const CostModel& cost_model, const std::vector<int64_t>& lengths) {
 
 // Deterministic lengths in [low, high].
 std::vector<int64_t> Lengths(int count, int64_t low, int64_t high) {
-  std::vector<int64_t> lengths;
-  uint64_t state = 99;
-  for (int i = 0; i < count; ++i) {
-    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
-    lengths.push_back(low +
-                      static_cast<int64_t>(state >> 33) % (high - low + 1));
-  }
-  return lengths;
+  return LcgLengths(count, low, high, /*seed=*/99);
 }
 
 // A few batches llama3-8b on 4x8 runs at SP 1 (every length fits one GPU).

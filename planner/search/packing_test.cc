@@ -9,6 +9,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "planner/plan/plan_testing.h"
 
 namespace dcp {
 namespace {
@@ -44,7 +45,7 @@ std::vector<int64_t> SkewedLengths(int count) {
   std::vector<int64_t> lengths;
   uint64_t state = 12345;
   for (int i = 0; i < count; ++i) {
-    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    state = NextLcgState(state);
     const int64_t r = static_cast<int64_t>(state >> 33);
     lengths.push_back(i % 17 == 0 ? 20000 + r % 30000 : 1 + r % 3000);
   }

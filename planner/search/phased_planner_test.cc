@@ -7,11 +7,13 @@
 #include "cost_model/cost_model.h"
 #include "gtest/gtest.h"
 #include "planner/plan/batch_check.h"
-#include "planner/search/lower_bound.h"
 #include "planner/plan/phased_plan.h"
-#include "planner/search/planner.h"
+#include "planner/plan/plan_testing.h"
 #include "planner/plan/test_cost_model.h"
+#include "planner/search/lower_bound.h"
+#include "planner/search/planner.h"
 #include "planner/workload/workload.h"
+#include "planner/workload/workload_testing.h"
 
 namespace dcp {
 namespace {
@@ -84,22 +86,7 @@ TEST(PhasedPlannerTest, Deterministic) {
       PlanPhasedBatch(cost_model, lengths, DefaultOptions());
   ASSERT_TRUE(first.ok()) << first.status();
   ASSERT_TRUE(second.ok()) << second.status();
-  ASSERT_EQ(first->phases.size(), second->phases.size());
-  EXPECT_EQ(first->predicted_step_seconds, second->predicted_step_seconds);
-  for (size_t p = 0; p < first->phases.size(); ++p) {
-    const Plan& a = first->phases[p];
-    const Plan& b = second->phases[p];
-    ASSERT_EQ(a.groups.size(), b.groups.size());
-    for (size_t g = 0; g < a.groups.size(); ++g) {
-      EXPECT_EQ(a.groups[g].ranks, b.groups[g].ranks);
-      ASSERT_EQ(a.groups[g].micro_batches.size(),
-                b.groups[g].micro_batches.size());
-      for (size_t m = 0; m < a.groups[g].micro_batches.size(); ++m) {
-        EXPECT_EQ(a.groups[g].micro_batches[m].sequence_indices,
-                  b.groups[g].micro_batches[m].sequence_indices);
-      }
-    }
-  }
+  ExpectSamePhasedPlan(*second, *first);
 }
 
 // The lower bound bounds phased plans too: on small batches, every split
@@ -158,10 +145,8 @@ TEST(PhasedPlannerTest, LowerBoundBoundsEveryTwoPhaseSplit) {
 // Lengths of the `step`-th batch of `spec`'s stream, of `tokens` tokens.
 std::vector<int64_t> WorkloadBatch(const std::string& spec, int64_t tokens,
                                    int step) {
-  BatchOptions options;
-  options.global_batch_tokens = tokens;
   BatchStream stream =
-      *BatchStream::Create(*ParseWorkloadSpec(spec), options, /*seed=*/3);
+      MakeSpecStream(spec, /*global_batch_tokens=*/tokens, /*seed=*/3);
   std::vector<int64_t> lengths;
   for (int i = 0; i <= step; ++i) {
     lengths.clear();
@@ -195,23 +180,7 @@ TEST(PhasedPlannerTest, SkippingBoundedCandidatesKeepsTheResult) {
           PlanPhasedBatch(cost_model, lengths, options);
       ASSERT_TRUE(skipping.ok()) << skipping.status();
       ASSERT_TRUE(exhaustive.ok()) << exhaustive.status();
-      EXPECT_EQ(skipping->predicted_step_seconds,
-                exhaustive->predicted_step_seconds);
-      ASSERT_EQ(skipping->phases.size(), exhaustive->phases.size());
-      for (size_t p = 0; p < skipping->phases.size(); ++p) {
-        ASSERT_EQ(skipping->phases[p].groups.size(),
-                  exhaustive->phases[p].groups.size());
-        for (size_t g = 0; g < skipping->phases[p].groups.size(); ++g) {
-          const GroupPlan& a = skipping->phases[p].groups[g];
-          const GroupPlan& b = exhaustive->phases[p].groups[g];
-          EXPECT_EQ(a.ranks, b.ranks);
-          ASSERT_EQ(a.micro_batches.size(), b.micro_batches.size());
-          for (size_t m = 0; m < a.micro_batches.size(); ++m) {
-            EXPECT_EQ(a.micro_batches[m].sequence_indices,
-                      b.micro_batches[m].sequence_indices);
-          }
-        }
-      }
+      ExpectSamePhasedPlan(*skipping, *exhaustive);
       phased_results += skipping->phases.size() > 1 ? 1 : 0;
     }
   }

@@ -10,15 +10,16 @@
 #include "absl/status/statusor.h"
 #include "cost_model/cost_model.h"
 #include "gtest/gtest.h"
-#include "planner/plan/batch_check.h"
 #include "planner/exact/exact_reference.h"
-#include "planner/search/lower_bound.h"
+#include "planner/plan/batch_check.h"
 #include "planner/plan/plan.h"
-#include "planner/search/planner.h"
 #include "planner/plan/plan_json.h"
 #include "planner/plan/test_cost_model.h"
 #include "planner/plan/validate.h"
+#include "planner/search/lower_bound.h"
+#include "planner/search/planner.h"
 #include "planner/workload/workload.h"
+#include "planner/workload/workload_testing.h"
 
 namespace dcp {
 namespace {
@@ -109,22 +110,17 @@ TEST(PlannerSearchTest, WithinThreePercentOfTheBoundOnAChatLikeMix) {
       CostModel::Create(*model, cluster, params);
   ASSERT_TRUE(created.ok()) << created.status();
   const CostModel& cost_model = *created;
-  absl::StatusOr<std::unique_ptr<LengthSource>> source = ParseWorkloadSpec(
+  BatchStream stream = MakeSpecStream(
       "longtail:median=640,sigma=1.1,tail_fraction=0.01,tail_min=8192,"
-      "alpha=1.5,max=32768");
-  ASSERT_TRUE(source.ok()) << source.status();
+      "alpha=1.5,max=32768",
+      /*global_batch_tokens=*/int64_t{2} << 20, /*seed=*/1);
   PlannerOptions options;
   options.static_options.workload_max_length_tokens =
-      (*source)->MaxLengthTokens();
-  BatchOptions batch_options;
-  batch_options.global_batch_tokens = int64_t{2} << 20;
-  absl::StatusOr<BatchStream> stream =
-      BatchStream::Create(*std::move(source), batch_options, /*seed=*/1);
-  ASSERT_TRUE(stream.ok()) << stream.status();
+      stream.source().MaxLengthTokens();
   double sum_gaps = 0;
   for (int step = 0; step < 4; ++step) {
     std::vector<int64_t> lengths;
-    for (const Sample& sample : stream->Next()) {
+    for (const Sample& sample : stream.Next()) {
       lengths.push_back(sample.length_tokens);
     }
     absl::StatusOr<Plan> plan = Planner(cost_model, options).PlanBatch(lengths);

@@ -19,12 +19,13 @@
 #include "cost_model/model_spec.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "planner/strategies/baselines.h"
 #include "planner/plan/batch_check.h"
-#include "planner/search/lower_bound.h"
 #include "planner/plan/plan.h"
+#include "planner/plan/plan_testing.h"
 #include "planner/plan/test_cost_model.h"
 #include "planner/plan/validate.h"
+#include "planner/search/lower_bound.h"
+#include "planner/strategies/baselines.h"
 
 namespace dcp {
 namespace {
@@ -319,25 +320,8 @@ TEST_F(SkewedBatchTest, SameInputSamePlan) {
   absl::StatusOr<Plan> second = planner.PlanBatch(lengths_);
   absl::StatusOr<Plan> other_planner = PlanWith(cost_model_, lengths_);
   ASSERT_TRUE(first.ok() && second.ok() && other_planner.ok());
-  for (const Plan* again : {&*second, &*other_planner}) {
-    EXPECT_EQ(first->strategy, again->strategy);
-    EXPECT_EQ(first->predicted_step_seconds, again->predicted_step_seconds);
-    EXPECT_EQ(first->lower_bound_seconds, again->lower_bound_seconds);
-    ASSERT_EQ(first->groups.size(), again->groups.size());
-    for (size_t g = 0; g < first->groups.size(); ++g) {
-      const GroupPlan& a = first->groups[g];
-      const GroupPlan& b = again->groups[g];
-      EXPECT_EQ(a.ranks, b.ranks);
-      EXPECT_EQ(a.predicted_seconds, b.predicted_seconds);
-      ASSERT_EQ(a.micro_batches.size(), b.micro_batches.size());
-      for (size_t m = 0; m < a.micro_batches.size(); ++m) {
-        EXPECT_EQ(a.micro_batches[m].sequence_indices,
-                  b.micro_batches[m].sequence_indices);
-        EXPECT_EQ(a.micro_batches[m].checkpointed_layers,
-                  b.micro_batches[m].checkpointed_layers);
-      }
-    }
-  }
+  ExpectSamePlan(*second, *first);
+  ExpectSamePlan(*other_planner, *first);
 }
 
 // The search reports each stage it passes through PlannerOptions::progress,
@@ -391,16 +375,7 @@ TEST(PlannerTest, LargeBatchPlannedOverLengthClassesStaysLegalAndClose) {
               HasSubstr("priced 70000 sequences (1802 distinct lengths)"));
   absl::StatusOr<Plan> again = planner.PlanBatch(lengths);
   ASSERT_TRUE(again.ok());
-  EXPECT_EQ(again->predicted_step_seconds, plan->predicted_step_seconds);
-  ASSERT_EQ(again->groups.size(), plan->groups.size());
-  for (size_t g = 0; g < plan->groups.size(); ++g) {
-    ASSERT_EQ(again->groups[g].micro_batches.size(),
-              plan->groups[g].micro_batches.size());
-    for (size_t m = 0; m < plan->groups[g].micro_batches.size(); ++m) {
-      EXPECT_EQ(again->groups[g].micro_batches[m].sequence_indices,
-                plan->groups[g].micro_batches[m].sequence_indices);
-    }
-  }
+  ExpectSamePlan(*again, *plan);
 }
 
 // With ten times the short sequences, the short work outweighs the long

@@ -26,6 +26,7 @@
 #include "planner/plan/test_cost_model.h"
 #include "planner/simulate/simulator.h"
 #include "planner/workload/workload.h"
+#include "planner/workload/workload_testing.h"
 
 namespace dcp {
 namespace {
@@ -48,21 +49,15 @@ std::string ReadFile(const std::string& path) {
 
 // Three steps of a one-layout and a phased strategy on one node.
 SimulationReport SimulateSmall(const CostModel& cost_model, bool keep_plans) {
-  absl::StatusOr<std::unique_ptr<LengthSource>> source =
-      ParseWorkloadSpec("longtail:max=32768");
-  EXPECT_TRUE(source.ok()) << source.status();
-  absl::StatusOr<BatchStream> stream = BatchStream::Create(
-      *std::move(source),
-      {/*global_batch_tokens=*/8 * 16384, /*global_batch_samples=*/0},
-      /*seed=*/3);
-  EXPECT_TRUE(stream.ok()) << stream.status();
+  BatchStream stream = MakeSpecStream(
+      "longtail:max=32768", /*global_batch_tokens=*/8 * 16384, /*seed=*/3);
   SimulationOptions options;
   options.steps = 3;
   options.strategies = {"packed", "videosys-dcp"};
   options.keep_plans = keep_plans;
   FakeClock clock;
   absl::StatusOr<SimulationReport> report =
-      Simulate(cost_model, *stream, options, clock);
+      Simulate(cost_model, stream, options, clock);
   EXPECT_TRUE(report.ok()) << report.status();
   return *std::move(report);
 }

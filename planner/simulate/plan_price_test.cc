@@ -8,28 +8,23 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "planner/plan/plan_json.h"
-#include "planner/simulate/simulator.h"
 #include "planner/plan/test_cost_model.h"
+#include "planner/simulate/simulator.h"
 #include "planner/workload/workload.h"
+#include "planner/workload/workload_testing.h"
 
 namespace dcp {
 namespace {
 
 SimulationReport Simulated(const CostModel& cost_model, const std::string& spec,
                            int steps) {
-  absl::StatusOr<std::unique_ptr<LengthSource>> source =
-      ParseWorkloadSpec(spec);
-  EXPECT_TRUE(source.ok()) << source.status();
-  BatchOptions batch_options;
-  batch_options.global_batch_tokens = 1 << 20;
-  absl::StatusOr<BatchStream> stream =
-      BatchStream::Create(*std::move(source), batch_options, /*seed=*/3);
-  EXPECT_TRUE(stream.ok()) << stream.status();
+  BatchStream stream =
+      MakeSpecStream(spec, /*global_batch_tokens=*/1 << 20, /*seed=*/3);
   SimulationOptions options;
   options.steps = steps;
   options.keep_plans = true;
   absl::StatusOr<SimulationReport> report =
-      Simulate(cost_model, *stream, options, RealClock::Get());
+      Simulate(cost_model, stream, options, RealClock::Get());
   EXPECT_TRUE(report.ok()) << report.status();
   return *report;
 }

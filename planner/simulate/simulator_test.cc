@@ -16,6 +16,7 @@
 #include "nlohmann/json.hpp"
 #include "planner/plan/test_cost_model.h"
 #include "planner/workload/workload.h"
+#include "planner/workload/workload_testing.h"
 
 namespace dcp {
 namespace {
@@ -24,16 +25,8 @@ using ::testing::AllOf;
 using ::testing::HasSubstr;
 
 BatchStream MakeStream(uint64_t seed = 7) {
-  absl::StatusOr<std::unique_ptr<LengthSource>> source =
-      ParseWorkloadSpec("longtail:max=32768,tail_min=8192");
-  EXPECT_TRUE(source.ok()) << source.status();
-  absl::StatusOr<BatchStream> stream =
-      BatchStream::Create(*std::move(source),
-                          {/*global_batch_tokens=*/8 * 16384,
-                           /*global_batch_samples=*/0},
-                          seed);
-  EXPECT_TRUE(stream.ok()) << stream.status();
-  return *std::move(stream);
+  return MakeSpecStream("longtail:max=32768,tail_min=8192",
+                        /*global_batch_tokens=*/8 * 16384, seed);
 }
 
 SimulationOptions SmallOptions() {

@@ -13,10 +13,11 @@
 #include "absl/strings/str_split.h"
 #include "common/clock.h"
 #include "gtest/gtest.h"
+#include "planner/plan/test_cost_model.h"
 #include "planner/simulate/markup_test_util.h"
 #include "planner/simulate/simulator.h"
-#include "planner/plan/test_cost_model.h"
 #include "planner/workload/workload.h"
+#include "planner/workload/workload_testing.h"
 
 namespace dcp {
 namespace {
@@ -24,19 +25,13 @@ namespace {
 constexpr int kSteps = 5;
 
 SimulationReport Simulated(const CostModel& cost_model, bool keep_plans) {
-  absl::StatusOr<std::unique_ptr<LengthSource>> source =
-      ParseWorkloadSpec("longtail");
-  EXPECT_TRUE(source.ok()) << source.status();
-  BatchOptions batch_options;
-  batch_options.global_batch_tokens = 1 << 20;
-  absl::StatusOr<BatchStream> stream =
-      BatchStream::Create(*std::move(source), batch_options, /*seed=*/7);
-  EXPECT_TRUE(stream.ok()) << stream.status();
+  BatchStream stream =
+      MakeSpecStream("longtail", /*global_batch_tokens=*/1 << 20, /*seed=*/7);
   SimulationOptions options;
   options.steps = kSteps;
   options.keep_plans = keep_plans;
   absl::StatusOr<SimulationReport> report =
-      Simulate(cost_model, *stream, options, RealClock::Get());
+      Simulate(cost_model, stream, options, RealClock::Get());
   EXPECT_TRUE(report.ok()) << report.status();
   return *report;
 }
