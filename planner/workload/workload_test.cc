@@ -59,6 +59,22 @@ absl::Status ParseError(const std::string& spec) {
   return ParseWorkloadSpec(spec).status();
 }
 
+// A spec and a part of the error it must give.
+struct SpecError {
+  std::string spec;
+  std::string expected;
+};
+
+// Each spec fails as INVALID_ARGUMENT with its expected part in the message.
+void ExpectSpecErrors(const std::vector<SpecError>& cases) {
+  for (const SpecError& c : cases) {
+    SCOPED_TRACE(c.spec);
+    const absl::Status s = ParseError(c.spec);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(s.message(), HasSubstr(c.expected));
+  }
+}
+
 // --- Determinism -----------------------------------------------------------
 
 TEST(WorkloadTest, SameSeedSameLengthsDifferentSeedDifferent) {
@@ -260,67 +276,58 @@ TEST(WorkloadSpecErrorTest, UnknownKeyIsNamedWithValidKeys) {
 }
 
 TEST(WorkloadSpecErrorTest, MalformedEntries) {
-  EXPECT_THAT(ParseError("uniform:min").message(),
-              HasSubstr("'min' is not of the form key=value"));
-  EXPECT_THAT(ParseError("uniform:min=10,,max=20").message(),
-              HasSubstr("stray comma"));
-  EXPECT_THAT(ParseError("uniform:min=").message(),
-              HasSubstr("key 'min' has an empty value"));
-  EXPECT_THAT(ParseError("uniform:min=1,min=2").message(),
-              HasSubstr("more than once"));
+  ExpectSpecErrors({
+      {"uniform:min", "'min' is not of the form key=value"},
+      {"uniform:min=10,,max=20", "stray comma"},
+      {"uniform:min=", "key 'min' has an empty value"},
+      {"uniform:min=1,min=2", "more than once"},
+  });
 }
 
 TEST(WorkloadSpecErrorTest, BadNumbers) {
-  struct Case {
-    std::string spec;
-    std::string expected;
+  const std::vector<SpecError> cases = {
+      {"longtail:median=abc", "key 'median' has value 'abc'"},
+      {"longtail:median=0", "key 'median' has value '0'"},
+      {"longtail:median=-5", "key 'median' has value '-5'"},
+      {"longtail:median=1.5", "key 'median' has value '1.5'"},
+      {"longtail:sigma=0", "key 'sigma' has value '0'"},
+      {"longtail:sigma=-1", "key 'sigma' has value '-1'"},
+      {"longtail:alpha=nan", "key 'alpha' has value 'nan'"},
+      {"longtail:alpha=inf", "key 'alpha' has value 'inf'"},
+      {"longtail:tail_fraction=1.5", "key 'tail_fraction' has value"},
+      {"bimodal:long_fraction=-0.1", "key 'long_fraction' has value"},
+      {"uniform:max=99999999999999999999", "key 'max' has value"},
+      {"video:max=0", "key 'max' has value '0'"},
   };
-  for (const Case& c : std::vector<Case>{
-           {"longtail:median=abc", "key 'median' has value 'abc'"},
-           {"longtail:median=0", "key 'median' has value '0'"},
-           {"longtail:median=-5", "key 'median' has value '-5'"},
-           {"longtail:median=1.5", "key 'median' has value '1.5'"},
-           {"longtail:sigma=0", "key 'sigma' has value '0'"},
-           {"longtail:sigma=-1", "key 'sigma' has value '-1'"},
-           {"longtail:alpha=nan", "key 'alpha' has value 'nan'"},
-           {"longtail:alpha=inf", "key 'alpha' has value 'inf'"},
-           {"longtail:tail_fraction=1.5", "key 'tail_fraction' has value"},
-           {"bimodal:long_fraction=-0.1", "key 'long_fraction' has value"},
-           {"uniform:max=99999999999999999999", "key 'max' has value"},
-           {"video:max=0", "key 'max' has value '0'"},
-       }) {
-    SCOPED_TRACE(c.spec);
-    const absl::Status s = ParseError(c.spec);
-    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-    EXPECT_THAT(s.message(), HasSubstr(c.expected));
-    EXPECT_THAT(s.message(), HasSubstr("valid keys"));
+  ExpectSpecErrors(cases);
+  for (const SpecError& c : cases) {
+    EXPECT_THAT(ParseError(c.spec).message(), HasSubstr("valid keys"))
+        << c.spec;
   }
 }
 
 TEST(WorkloadSpecErrorTest, MinGreaterThanMax) {
-  EXPECT_THAT(ParseError("uniform:min=100,max=10").message(),
-              HasSubstr("min=100 is greater than max=10"));
-  EXPECT_THAT(ParseError("bimodal:min=100,max=10").message(),
-              HasSubstr("min=100 is greater than max=10"));
-  EXPECT_THAT(ParseError("longtail:min=100,max=10").message(),
-              HasSubstr("min=100 is greater than max=10"));
-  // Default median (1024) above an explicit max.
-  EXPECT_THAT(ParseError("longtail:max=1000,tail_min=500").message(),
-              HasSubstr("median=1024 is greater than max=1000"));
-  EXPECT_THAT(ParseError("longtail:max=20000,tail_min=30000").message(),
-              HasSubstr("tail_min=30000 is greater than max=20000"));
-  EXPECT_THAT(ParseError("bimodal:max=20000").message(),
-              HasSubstr("long_median=32768 is greater than max=20000"));
+  ExpectSpecErrors({
+      {"uniform:min=100,max=10", "min=100 is greater than max=10"},
+      {"bimodal:min=100,max=10", "min=100 is greater than max=10"},
+      {"longtail:min=100,max=10", "min=100 is greater than max=10"},
+      // Default median (1024) above an explicit max.
+      {"longtail:max=1000,tail_min=500",
+       "median=1024 is greater than max=1000"},
+      {"longtail:max=20000,tail_min=30000",
+       "tail_min=30000 is greater than max=20000"},
+      {"bimodal:max=20000", "long_median=32768 is greater than max=20000"},
+  });
 }
 
 TEST(WorkloadSpecErrorTest, VideoBucketErrors) {
-  EXPECT_THAT(ParseError("video:buckets=720x1280@1").message(),
-              HasSubstr("entry '720x1280@1': need exactly three dimensions"));
-  EXPECT_THAT(ParseError("video:buckets=720x0x1").message(),
-              HasSubstr("'0' is not an integer"));
-  EXPECT_THAT(ParseError("video:buckets=720x1280x1@-2").message(),
-              HasSubstr("weight '-2'"));
-  EXPECT_THAT(ParseError("video:buckets=;").message(), HasSubstr("no buckets"));
+  ExpectSpecErrors({
+      {"video:buckets=720x1280@1",
+       "entry '720x1280@1': need exactly three dimensions"},
+      {"video:buckets=720x0x1", "'0' is not an integer"},
+      {"video:buckets=720x1280x1@-2", "weight '-2'"},
+      {"video:buckets=;", "no buckets"},
+  });
   const absl::Status s = ParseError("video:max=100");
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(s.message(), HasSubstr("every bucket exceeds it"));
