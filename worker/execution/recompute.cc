@@ -10,69 +10,22 @@ using torch::autograd::variable_list;
 
 // Carries the layer through autograd's saved data (an IValue capsule).
 struct LayerHolder : torch::CustomClassHolder {
-  explicit LayerHolder(LayerFunction f) : layer(std::move(f)) {}
-  LayerFunction layer;
+  explicit LayerHolder(MultiInputLayerFunction f) : layer(std::move(f)) {}
+  MultiInputLayerFunction layer;
 };
 
+// Recompute in backward of a layer of several inputs, each of which gets its
+// gradient.
 class CheckpointFunction
     : public torch::autograd::Function<CheckpointFunction> {
  public:
   // `parameters` are inputs only so that the node is part of the graph
   // whenever a parameter requires grad; their gradients are accumulated by
   // the re-run's own backward, not returned.
-  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& input,
+  static torch::Tensor forward(AutogradContext* ctx, at::TensorList inputs,
                                at::TensorList parameters,
                                c10::intrusive_ptr<LayerHolder> holder) {
     // Function::apply runs this with grad mode off: no graph is kept.
-    torch::Tensor output = holder->layer(input);
-    ctx->save_for_backward({input});
-    ctx->saved_data["layer"] = c10::IValue::make_capsule(std::move(holder));
-    ctx->saved_data["num_parameters"] = static_cast<int64_t>(parameters.size());
-    return output;
-  }
-
-  static variable_list backward(AutogradContext* ctx,
-                                variable_list grad_outputs) {
-    auto holder = c10::static_intrusive_pointer_cast<LayerHolder>(
-        ctx->saved_data["layer"].toCapsule());
-    const int64_t num_parameters = ctx->saved_data["num_parameters"].toInt();
-    torch::Tensor input = ctx->get_saved_variables()[0];
-    torch::Tensor detached = input.detach().requires_grad_(true);
-    torch::Tensor output;
-    {
-      torch::AutoGradMode enable_grad(true);
-      output = holder->layer(detached);
-    }
-    // Reentrant backward: accumulates into the parameters' and `detached`'s
-    // gradients.
-    torch::autograd::backward({output}, {grad_outputs[0]});
-    torch::Tensor input_grad = detached.grad();
-    if (!input_grad.defined()) input_grad = torch::zeros_like(input);
-
-    variable_list grads;
-    grads.reserve(2 + num_parameters);
-    grads.push_back(input_grad);
-    for (int64_t i = 0; i < num_parameters; ++i) {
-      grads.emplace_back();  // Already accumulated by the re-run.
-    }
-    grads.emplace_back();  // The holder.
-    return grads;
-  }
-};
-
-struct MultiInputLayerHolder : torch::CustomClassHolder {
-  explicit MultiInputLayerHolder(MultiInputLayerFunction f)
-      : layer(std::move(f)) {}
-  MultiInputLayerFunction layer;
-};
-
-// CheckpointFunction over a list of inputs, each of which gets its gradient.
-class MultiInputCheckpointFunction
-    : public torch::autograd::Function<MultiInputCheckpointFunction> {
- public:
-  static torch::Tensor forward(AutogradContext* ctx, at::TensorList inputs,
-                               at::TensorList parameters,
-                               c10::intrusive_ptr<MultiInputLayerHolder> holder) {
     std::vector<torch::Tensor> kept(inputs.begin(), inputs.end());
     torch::Tensor output = holder->layer(kept);
     ctx->save_for_backward(kept);
@@ -83,7 +36,7 @@ class MultiInputCheckpointFunction
 
   static variable_list backward(AutogradContext* ctx,
                                 variable_list grad_outputs) {
-    auto holder = c10::static_intrusive_pointer_cast<MultiInputLayerHolder>(
+    auto holder = c10::static_intrusive_pointer_cast<LayerHolder>(
         ctx->saved_data["layer"].toCapsule());
     const int64_t num_parameters = ctx->saved_data["num_parameters"].toInt();
     const variable_list inputs = ctx->get_saved_variables();
@@ -98,6 +51,8 @@ class MultiInputCheckpointFunction
       torch::AutoGradMode enable_grad(true);
       output = holder->layer(detached);
     }
+    // Reentrant backward: accumulates into the parameters' and `detached`'s
+    // gradients.
     torch::autograd::backward({output}, {grad_outputs[0]});
 
     variable_list grads;
@@ -124,17 +79,20 @@ torch::Tensor CheckpointedForwardOfInputs(
     const std::vector<torch::Tensor>& inputs,
     const std::vector<torch::Tensor>& parameters) {
   if (!torch::GradMode::is_enabled()) return layer(inputs);
-  return MultiInputCheckpointFunction::apply(
-      at::TensorList(inputs), at::TensorList(parameters),
-      c10::make_intrusive<MultiInputLayerHolder>(layer));
+  return CheckpointFunction::apply(at::TensorList(inputs),
+                                   at::TensorList(parameters),
+                                   c10::make_intrusive<LayerHolder>(layer));
 }
 
 torch::Tensor CheckpointedForward(
     const LayerFunction& layer, const torch::Tensor& input,
     const std::vector<torch::Tensor>& parameters) {
   if (!torch::GradMode::is_enabled()) return layer(input);
-  return CheckpointFunction::apply(input, at::TensorList(parameters),
-                                   c10::make_intrusive<LayerHolder>(layer));
+  return CheckpointedForwardOfInputs(
+      [layer](const std::vector<torch::Tensor>& inputs) {
+        return layer(inputs[0]);
+      },
+      {input}, parameters);
 }
 
 }  // namespace dcp
