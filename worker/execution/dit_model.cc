@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "worker/execution/model.h"
 #include "worker/execution/recompute.h"
 
@@ -62,11 +63,7 @@ int64_t DitShard::num_local_tokens() const {
 absl::StatusOr<DitShard> ShardLatentSequences(
     const std::vector<LatentSample>& samples, int64_t channels, int sp_rank,
     int sp_size) {
-  if (sp_size < 1 || sp_rank < 0 || sp_rank >= sp_size) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("SP rank ", sp_rank, " of size ", sp_size,
-                     " is invalid; need 0 <= rank < size"));
-  }
+  DCP_RETURN_IF_ERROR(CheckShardRank(sp_rank, sp_size));
   DitShard shard;
   std::vector<float> noisy, target, weights;
   std::vector<int64_t> positions, sequence_of_token;
@@ -124,38 +121,25 @@ absl::StatusOr<DitShard> ShardLatentSequences(
 
 DitBlock::DitBlock(const ModelSpec& spec, const DitModelOptions& options,
                    at::Generator& generator)
-    : hidden_(spec.hidden_size),
-      num_heads_(spec.num_attention_heads),
-      num_kv_heads_(spec.num_kv_heads),
-      head_dim_(spec.HeadDim()),
+    : AttentionBlock(spec),
+      hidden_(spec.hidden_size),
       gated_mlp_(spec.gated_mlp),
       epsilon_(options.layer_norm_epsilon) {
   const int64_t h = spec.hidden_size;
-  const int64_t kv = spec.KvHiddenSize();
   const int64_t f = spec.ffn_hidden_size;
-  auto matrix = [&](int64_t rows, int64_t cols, double std_dev) {
-    return torch::empty({rows, cols}, torch::kFloat32)
-        .normal_(0.0, std_dev, generator);
+  auto matrix = [&](int64_t rows, int64_t cols) {
+    return NormalMatrix(rows, cols, options.init_std, generator);
   };
   // Drawn even when zeroed, so that both settings draw the other matrices
   // from the same stream.
-  torch::Tensor modulation = matrix(6 * h, h, options.init_std);
+  torch::Tensor modulation = matrix(6 * h, h);
   if (options.zero_init_modulation) modulation.zero_();
   modulation_ = Register("modulation", modulation);
-  wq_ = Register("wq", matrix(h, h, options.init_std));
-  wk_ = Register("wk", matrix(kv, h, options.init_std));
-  wv_ = Register("wv", matrix(kv, h, options.init_std));
-  wo_ = Register("wo", matrix(h, h, options.init_std));
-  w_in_ = Register("w_in", matrix(f, h, options.init_std));
-  if (gated_mlp_) w_gate_ = Register("w_gate", matrix(f, h, options.init_std));
-  w_out_ = Register("w_out", matrix(h, f, options.init_std));
-}
-
-torch::Tensor DitBlock::Register(const std::string& name,
-                                 torch::Tensor value) {
-  torch::Tensor p = register_parameter(name, std::move(value));
-  parameters_.push_back(p);
-  return p;
+  RegisterProjections(options.init_std, /*output_std=*/options.init_std,
+                      generator);
+  w_in_ = Register("w_in", matrix(f, h));
+  if (gated_mlp_) w_gate_ = Register("w_gate", matrix(f, h));
+  w_out_ = Register("w_out", matrix(h, f));
 }
 
 torch::Tensor DitBlock::Modulation(const torch::Tensor& conditioning) const {
@@ -179,17 +163,6 @@ torch::Tensor DitBlock::Forward(const torch::Tensor& x,
   return y + part(5) * Mlp(g);
 }
 
-DitBlock::Projections DitBlock::ProjectQkv(const torch::Tensor& h) const {
-  const int64_t tokens = h.size(0);
-  return {torch::matmul(h, wq_.t()).view({tokens, num_heads_, head_dim_}),
-          torch::matmul(h, wk_.t()).view({tokens, num_kv_heads_, head_dim_}),
-          torch::matmul(h, wv_.t()).view({tokens, num_kv_heads_, head_dim_})};
-}
-
-torch::Tensor DitBlock::ProjectOutput(const torch::Tensor& attention) const {
-  return torch::matmul(attention, wo_.t());
-}
-
 torch::Tensor DitBlock::Mlp(const torch::Tensor& g) const {
   torch::Tensor inner = torch::matmul(g, w_in_.t());
   if (gated_mlp_) {
@@ -203,10 +176,9 @@ torch::Tensor DitBlock::Mlp(const torch::Tensor& g) const {
 torch::Tensor DitBlock::Attention(const torch::Tensor& h,
                                   const ForwardContext& context) const {
   Projections projections = ProjectQkv(h);
-  return UlyssesAttention(projections.q, projections.k, projections.v,
-                          num_heads_, num_kv_heads_, head_dim_, context.sp,
-                          context.slice_tokens, context.sequence_tokens,
-                          /*causal=*/false);
+  return SequenceParallelAttention(projections.q, projections.k, projections.v,
+                                   context.sp, context.slice_tokens,
+                                   context.sequence_tokens, /*causal=*/false);
 }
 
 DitModel::DitModel(const ModelSpec& spec, const DitModelOptions& options)
@@ -216,8 +188,7 @@ DitModel::DitModel(const ModelSpec& spec, const DitModelOptions& options)
   const int64_t h = spec.hidden_size;
   const int64_t c = options.latent_channels;
   auto matrix = [&](int64_t rows, int64_t cols) {
-    return torch::empty({rows, cols}, torch::kFloat32)
-        .normal_(0.0, options.init_std, generator);
+    return NormalMatrix(rows, cols, options.init_std, generator);
   };
   // Float32 on the CPU from one generator in a fixed order, then moved.
   patch_embedding_ = register_parameter("patch_embedding", matrix(h, c));
@@ -244,7 +215,7 @@ DitModel::DitModel(const ModelSpec& spec, const DitModelOptions& options)
 
 absl::StatusOr<std::shared_ptr<DitModel>> DitModel::Create(
     const ModelSpec& spec, const DitModelOptions& options) {
-  if (absl::Status status = CheckSpec(spec); !status.ok()) return status;
+  DCP_RETURN_IF_ERROR(CheckSpec(spec));
   if (options.latent_channels < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("DitModelOptions.latent_channels = ",
@@ -259,9 +230,7 @@ absl::StatusOr<std::shared_ptr<DitModel>> DitModel::Create(
 }
 
 absl::Status DitModel::CheckSpec(const ModelSpec& spec) {
-  if (absl::Status status = ValidateModelSpec(spec); !status.ok()) {
-    return status;
-  }
+  DCP_RETURN_IF_ERROR(ValidateModelSpec(spec));
   if (!IsDiffusionTransformerSpec(spec)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "model '", spec.name,
@@ -277,13 +246,7 @@ absl::Status DitModel::CheckSpec(const ModelSpec& spec) {
 }
 
 absl::Status DitModel::CheckSequenceParallelSize(int sp_size) const {
-  if (sp_size < 1 || spec_.num_attention_heads % sp_size != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "Ulysses SP size ", sp_size, " must divide num_attention_heads (",
-        spec_.num_attention_heads, ") of model '", spec_.name,
-        "'; use an SP size that divides it"));
-  }
-  return absl::OkStatus();
+  return CheckUlyssesSize(spec_, sp_size);
 }
 
 torch::Tensor DitModel::TimestepEmbedding(
@@ -300,10 +263,7 @@ torch::Tensor DitModel::TimestepEmbedding(
 absl::StatusOr<torch::Tensor> DitModel::Forward(
     const DitShard& shard, const SequenceParallelContext& sp,
     int checkpointed_layers) {
-  if (absl::Status status = CheckSequenceParallelSize(sp.size());
-      !status.ok()) {
-    return status;
-  }
+  DCP_RETURN_IF_ERROR(CheckSequenceParallelSize(sp.size()));
   const int64_t tokens = shard.num_local_tokens();
   const int64_t num_sequences = static_cast<int64_t>(shard.slice_tokens.size());
   if (tokens == 0 ||
@@ -322,16 +282,9 @@ absl::StatusOr<torch::Tensor> DitModel::Forward(
         " latent numbers, a position and a sequence, plus one timestep per "
         "sequence; build it with ShardLatentSequences"));
   }
-  const int64_t s = sp.size();
-  for (size_t i = 0; i < shard.slice_tokens.size(); ++i) {
-    const int64_t length = shard.sequence_tokens[i];
-    if (length < 1 || (length + s - 1) / s != shard.slice_tokens[i]) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "sequence ", i, " of ", length, " tokens does not have ",
-          shard.slice_tokens[i], " tokens per slice at SP size ", s,
-          "; shard it with ShardLatentSequences for this group size"));
-    }
-  }
+  DCP_RETURN_IF_ERROR(CheckSliceTokens(shard.slice_tokens,
+                                       shard.sequence_tokens, sp.size(),
+                                       "ShardLatentSequences"));
   const torch::TensorOptions float_options =
       torch::TensorOptions().dtype(options_.dtype).device(options_.device);
   auto context = std::make_shared<ForwardContext>();

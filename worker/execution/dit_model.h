@@ -16,6 +16,7 @@
 #include "torch/torch.h"
 #include "worker/communication/sequence_parallel.h"
 #include "worker/execution/latent_dataset.h"
+#include "worker/execution/model.h"
 #include "worker/execution/trainable_model.h"
 
 namespace dcp {
@@ -92,7 +93,7 @@ struct ForwardContext;
 /// float32 on the CPU when made (move the module to change either).
 ///
 /// Not thread-safe.
-class DitBlock : public torch::nn::Module {
+class DitBlock : public AttentionBlock {
  public:
   /// `spec` must pass DitModel::CheckSpec.
   DitBlock(const ModelSpec& spec, const DitModelOptions& options,
@@ -108,33 +109,16 @@ class DitBlock : public torch::nn::Module {
   /// sequence: [num_sequences, 6 * hidden].
   torch::Tensor Modulation(const torch::Tensor& conditioning) const;
 
-  /// Q, K, V [T, heads or kv_heads, head_dim] of modulated tokens h.
-  struct Projections {
-    torch::Tensor q;
-    torch::Tensor k;
-    torch::Tensor v;
-  };
-  Projections ProjectQkv(const torch::Tensor& h) const;
-  torch::Tensor ProjectOutput(const torch::Tensor& attention) const;
   torch::Tensor Mlp(const torch::Tensor& g) const;
 
-  const std::vector<torch::Tensor>& layer_parameters() const {
-    return parameters_;
-  }
-
  private:
-  torch::Tensor Register(const std::string& name, torch::Tensor value);
   torch::Tensor Attention(const torch::Tensor& h,
                           const dit_internal::ForwardContext& context) const;
 
   int64_t hidden_;
-  int64_t num_heads_;
-  int64_t num_kv_heads_;
-  int64_t head_dim_;
   bool gated_mlp_;
   double epsilon_;
-  std::vector<torch::Tensor> parameters_;
-  torch::Tensor modulation_, wq_, wk_, wv_, wo_, w_in_, w_gate_, w_out_;
+  torch::Tensor modulation_, w_in_, w_gate_, w_out_;
 };
 
 /// A DiT built from a ModelSpec (Peebles and Xie's adaLN-Zero design over

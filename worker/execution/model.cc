@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "worker/execution/attention_kernel.h"
 #include "worker/execution/recompute.h"
 
@@ -173,33 +174,109 @@ torch::Tensor ReferenceSequenceAttention(const torch::Tensor& q,
   return PadRows(torch::matmul(probabilities, in.v).squeeze(0), q.size(1));
 }
 
+torch::Tensor NormalMatrix(int64_t rows, int64_t cols, double std_dev,
+                           at::Generator& generator) {
+  return torch::empty({rows, cols}, torch::kFloat32)
+      .normal_(0.0, std_dev, generator);
+}
+
+absl::Status CheckUlyssesSize(const ModelSpec& spec, int sp_size) {
+  if (sp_size < 1 || spec.num_attention_heads % sp_size != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Ulysses SP size ", sp_size, " must divide num_attention_heads (",
+        spec.num_attention_heads, ") of model '", spec.name,
+        "'; use an SP size that divides it"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckShardRank(int sp_rank, int sp_size) {
+  if (sp_size < 1 || sp_rank < 0 || sp_rank >= sp_size) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("SP rank ", sp_rank, " of size ", sp_size,
+                     " is invalid; need 0 <= rank < size"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckSliceTokens(const std::vector<int64_t>& slice_tokens,
+                              const std::vector<int64_t>& sequence_tokens,
+                              int sp_size, const char* shard_function) {
+  const int64_t s = sp_size;
+  for (size_t i = 0; i < slice_tokens.size(); ++i) {
+    const int64_t length = sequence_tokens[i];
+    if (length < 1 || (length + s - 1) / s != slice_tokens[i]) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "sequence ", i, " of ", length, " tokens does not have ",
+          slice_tokens[i], " tokens per slice at SP size ", s,
+          "; shard it with ", shard_function, " for this group size"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+AttentionBlock::AttentionBlock(const ModelSpec& spec)
+    : hidden_size_(spec.hidden_size),
+      kv_hidden_size_(spec.KvHiddenSize()),
+      num_heads_(spec.num_attention_heads),
+      num_kv_heads_(spec.num_kv_heads),
+      head_dim_(spec.HeadDim()) {}
+
+AttentionBlock::Projections AttentionBlock::ProjectQkv(
+    const torch::Tensor& h) const {
+  const int64_t tokens = h.size(0);
+  return {torch::matmul(h, wq_.t()).view({tokens, num_heads_, head_dim_}),
+          torch::matmul(h, wk_.t()).view({tokens, num_kv_heads_, head_dim_}),
+          torch::matmul(h, wv_.t()).view({tokens, num_kv_heads_, head_dim_})};
+}
+
+torch::Tensor AttentionBlock::ProjectOutput(
+    const torch::Tensor& attention) const {
+  return torch::matmul(attention, wo_.t());
+}
+
+torch::Tensor AttentionBlock::Register(const std::string& name,
+                                       torch::Tensor value) {
+  torch::Tensor p = register_parameter(name, std::move(value));
+  parameters_.push_back(p);
+  return p;
+}
+
+void AttentionBlock::RegisterProjections(double init_std, double output_std,
+                                         at::Generator& generator) {
+  const int64_t h = hidden_size_;
+  const int64_t kv = kv_hidden_size_;
+  wq_ = Register("wq", NormalMatrix(h, h, init_std, generator));
+  wk_ = Register("wk", NormalMatrix(kv, h, init_std, generator));
+  wv_ = Register("wv", NormalMatrix(kv, h, init_std, generator));
+  wo_ = Register("wo", NormalMatrix(h, h, output_std, generator));
+}
+
+torch::Tensor AttentionBlock::SequenceParallelAttention(
+    const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+    const SequenceParallelContext& sp, const std::vector<int64_t>& slice_tokens,
+    const std::vector<int64_t>& sequence_tokens, bool causal) const {
+  return UlyssesAttention(q, k, v, num_heads_, num_kv_heads_, head_dim_, sp,
+                          slice_tokens, sequence_tokens, causal);
+}
+
 DecoderLayer::DecoderLayer(const ModelSpec& spec,
                            const GptModelOptions& options,
                            at::Generator& generator)
-    : num_heads_(spec.num_attention_heads),
-      num_kv_heads_(spec.num_kv_heads),
+    : AttentionBlock(spec),
       causal_(spec.causal),
-      head_dim_(spec.HeadDim()),
       epsilon_(options.rms_norm_epsilon) {
   const int64_t h = spec.hidden_size;
-  const int64_t kv = spec.KvHiddenSize();
   const int64_t f = spec.ffn_hidden_size;
   // Residual-branch outputs are scaled down with depth (GPT-2 style).
   const double out_std =
       options.init_std / std::sqrt(2.0 * std::max(1, spec.num_layers));
-  auto matrix = [&](int64_t rows, int64_t cols, double std_dev) {
-    return torch::empty({rows, cols}, torch::kFloat32)
-        .normal_(0.0, std_dev, generator);
-  };
   attention_norm_ = Register("attention_norm", torch::ones({h}));
-  wq_ = Register("wq", matrix(h, h, options.init_std));
-  wk_ = Register("wk", matrix(kv, h, options.init_std));
-  wv_ = Register("wv", matrix(kv, h, options.init_std));
-  wo_ = Register("wo", matrix(h, h, out_std));
+  RegisterProjections(options.init_std, out_std, generator);
   mlp_norm_ = Register("mlp_norm", torch::ones({h}));
-  w_gate_ = Register("w_gate", matrix(f, h, options.init_std));
-  w_up_ = Register("w_up", matrix(f, h, options.init_std));
-  w_down_ = Register("w_down", matrix(h, f, out_std));
+  w_gate_ = Register("w_gate", NormalMatrix(f, h, options.init_std, generator));
+  w_up_ = Register("w_up", NormalMatrix(f, h, options.init_std, generator));
+  w_down_ = Register("w_down", NormalMatrix(h, f, out_std, generator));
 }
 
 torch::Tensor DecoderLayer::Forward(const torch::Tensor& x,
@@ -209,30 +286,10 @@ torch::Tensor DecoderLayer::Forward(const torch::Tensor& x,
   return y + Mlp(RmsNorm(y, mlp_norm_, epsilon_));
 }
 
-DecoderLayer::Projections DecoderLayer::ProjectQkv(
-    const torch::Tensor& h) const {
-  const int64_t tokens = h.size(0);
-  return {torch::matmul(h, wq_.t()).view({tokens, num_heads_, head_dim_}),
-          torch::matmul(h, wk_.t()).view({tokens, num_kv_heads_, head_dim_}),
-          torch::matmul(h, wv_.t()).view({tokens, num_kv_heads_, head_dim_})};
-}
-
-torch::Tensor DecoderLayer::ProjectOutput(
-    const torch::Tensor& attention) const {
-  return torch::matmul(attention, wo_.t());
-}
-
 torch::Tensor DecoderLayer::Mlp(const torch::Tensor& g) const {
   torch::Tensor mlp =
       torch::silu(torch::matmul(g, w_gate_.t())) * torch::matmul(g, w_up_.t());
   return torch::matmul(mlp, w_down_.t());
-}
-
-torch::Tensor DecoderLayer::Register(const std::string& name,
-                                     torch::Tensor value) {
-  torch::Tensor p = register_parameter(name, std::move(value));
-  parameters_.push_back(p);
-  return p;
 }
 
 namespace {
@@ -371,9 +428,9 @@ torch::Tensor DecoderLayer::Attention(const torch::Tensor& h,
       ApplyRotary(projections.q, context.rope_cos, context.rope_sin);
   torch::Tensor k =
       ApplyRotary(projections.k, context.rope_cos, context.rope_sin);
-  return UlyssesAttention(q, k, projections.v, num_heads_, num_kv_heads_,
-                          head_dim_, context.sp, context.slice_tokens,
-                          context.sequence_tokens, causal_);
+  return SequenceParallelAttention(q, k, projections.v, context.sp,
+                                   context.slice_tokens,
+                                   context.sequence_tokens, causal_);
 }
 
 int64_t PackedShard::num_local_tokens() const {
@@ -383,11 +440,7 @@ int64_t PackedShard::num_local_tokens() const {
 absl::StatusOr<PackedShard> ShardPackedSequences(
     const std::vector<std::vector<int64_t>>& sequences, int sp_rank,
     int sp_size) {
-  if (sp_size < 1 || sp_rank < 0 || sp_rank >= sp_size) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("SP rank ", sp_rank, " of size ", sp_size,
-                     " is invalid; need 0 <= rank < size"));
-  }
+  DCP_RETURN_IF_ERROR(CheckShardRank(sp_rank, sp_size));
   PackedShard shard;
   std::vector<int64_t> ids, positions, targets;
   for (size_t i = 0; i < sequences.size(); ++i) {
@@ -431,8 +484,7 @@ GptModel::GptModel(const ModelSpec& spec, const GptModelOptions& options)
   // Initialised on the CPU in float32 from one generator, in a fixed order,
   // then moved: the same seed gives the same weights whatever the dtype.
   embedding_ = register_parameter(
-      "embedding",
-      torch::empty({vocab, h}).normal_(0.0, options.init_std, generator));
+      "embedding", NormalMatrix(vocab, h, options.init_std, generator));
   for (int i = 0; i < spec.num_layers; ++i) {
     auto layer = std::make_shared<DecoderLayer>(spec, options, generator);
     register_module(absl::StrCat("layer", i), layer);
@@ -440,8 +492,7 @@ GptModel::GptModel(const ModelSpec& spec, const GptModelOptions& options)
   }
   final_norm_ = register_parameter("final_norm", torch::ones({h}));
   lm_head_ = register_parameter(
-      "lm_head",
-      torch::empty({vocab, h}).normal_(0.0, options.init_std, generator));
+      "lm_head", NormalMatrix(vocab, h, options.init_std, generator));
   for (auto& p : parameters()) {
     p.set_data(p.data().to(options.device, options.dtype));
   }
@@ -449,14 +500,12 @@ GptModel::GptModel(const ModelSpec& spec, const GptModelOptions& options)
 
 absl::StatusOr<std::shared_ptr<GptModel>> GptModel::Create(
     const ModelSpec& spec, const GptModelOptions& options) {
-  if (absl::Status status = CheckSpec(spec); !status.ok()) return status;
+  DCP_RETURN_IF_ERROR(CheckSpec(spec));
   return std::shared_ptr<GptModel>(new GptModel(spec, options));
 }
 
 absl::Status GptModel::CheckSpec(const ModelSpec& spec) {
-  if (absl::Status status = ValidateModelSpec(spec); !status.ok()) {
-    return status;
-  }
+  DCP_RETURN_IF_ERROR(ValidateModelSpec(spec));
   if (spec.vocab_size <= 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "model '", spec.name, "' has vocab_size ", spec.vocab_size,
@@ -483,22 +532,13 @@ absl::Status GptModel::CheckSpec(const ModelSpec& spec) {
 }
 
 absl::Status GptModel::CheckSequenceParallelSize(int sp_size) const {
-  if (sp_size < 1 || spec_.num_attention_heads % sp_size != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "Ulysses SP size ", sp_size, " must divide num_attention_heads (",
-        spec_.num_attention_heads, ") of model '", spec_.name,
-        "'; use an SP size that divides it"));
-  }
-  return absl::OkStatus();
+  return CheckUlyssesSize(spec_, sp_size);
 }
 
 absl::StatusOr<torch::Tensor> GptModel::Forward(
     const PackedShard& shard, const SequenceParallelContext& sp,
     int checkpointed_layers) {
-  if (absl::Status status = CheckSequenceParallelSize(sp.size());
-      !status.ok()) {
-    return status;
-  }
+  DCP_RETURN_IF_ERROR(CheckSequenceParallelSize(sp.size()));
   const int64_t tokens = shard.num_local_tokens();
   if (shard.slice_tokens.size() != shard.sequence_tokens.size() ||
       !shard.token_ids.defined() || shard.token_ids.dim() != 1 ||
@@ -514,16 +554,9 @@ absl::StatusOr<torch::Tensor> GptModel::Forward(
         "packed shard has no tokens; a micro-batch needs at least one "
         "sequence");
   }
-  const int64_t s = sp.size();
-  for (size_t i = 0; i < shard.slice_tokens.size(); ++i) {
-    const int64_t length = shard.sequence_tokens[i];
-    if (length < 1 || (length + s - 1) / s != shard.slice_tokens[i]) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "sequence ", i, " of ", length, " tokens does not have ",
-          shard.slice_tokens[i], " tokens per slice at SP size ", s,
-          "; shard it with ShardPackedSequences for this group size"));
-    }
-  }
+  DCP_RETURN_IF_ERROR(CheckSliceTokens(shard.slice_tokens,
+                                       shard.sequence_tokens, sp.size(),
+                                       "ShardPackedSequences"));
   if (shard.token_ids.numel() > 0) {
     const int64_t lowest = shard.token_ids.min().item<int64_t>();
     const int64_t highest = shard.token_ids.max().item<int64_t>();

@@ -123,14 +123,88 @@ int64_t SequenceAttentionBackend(const torch::Tensor& q, const torch::Tensor& k,
                                  const torch::Tensor& v, int64_t real_tokens,
                                  bool causal);
 
+/// A [rows, cols] float32 matrix on the CPU drawn from N(0, std_dev^2) by
+/// `generator`: how the models draw their initial weights.
+torch::Tensor NormalMatrix(int64_t rows, int64_t cols, double std_dev,
+                           at::Generator& generator);
+
+/// OK when Ulysses over `sp_size` ranks can shard the heads of `spec`
+/// (sp_size divides num_attention_heads); INVALID_ARGUMENT saying so
+/// otherwise. What GptModel and DitModel check for an SP size.
+absl::Status CheckUlyssesSize(const ModelSpec& spec, int sp_size);
+
+/// INVALID_ARGUMENT unless 0 <= sp_rank < sp_size: the rank a shard is cut
+/// for.
+absl::Status CheckShardRank(int sp_rank, int sp_size);
+
+/// INVALID_ARGUMENT unless every sequence i of a shard has
+/// sequence_tokens[i] >= 1 real tokens cut into slice_tokens[i] =
+/// ceil(sequence_tokens[i] / sp_size) per rank, the error naming
+/// `shard_function` (the function that cuts shards of this kind). The two
+/// lists have one entry per sequence.
+absl::Status CheckSliceTokens(const std::vector<int64_t>& slice_tokens,
+                              const std::vector<int64_t>& sequence_tokens,
+                              int sp_size, const char* shard_function);
+
+/// What the blocks of GptModel and DitModel share: the Q, K, V and output
+/// projections of grouped-query attention, Ulysses attention over them, and
+/// the block's parameters in the order it made them (what recompute takes).
+/// Its public parts are what the profiler times of a block's own code.
+///
+/// Not thread-safe.
+class AttentionBlock : public torch::nn::Module {
+ public:
+  /// Q [T, heads, head_dim], K and V [T, kv_heads, head_dim] of the block's
+  /// input to attention h [T, hidden] (normed or modulated tokens).
+  struct Projections {
+    torch::Tensor q;
+    torch::Tensor k;
+    torch::Tensor v;
+  };
+  Projections ProjectQkv(const torch::Tensor& h) const;
+  /// The output projection of attention [T, hidden] (heads concatenated).
+  torch::Tensor ProjectOutput(const torch::Tensor& attention) const;
+
+  const std::vector<torch::Tensor>& layer_parameters() const {
+    return parameters_;
+  }
+
+ protected:
+  /// The head counts and widths of `spec`; no parameters yet.
+  explicit AttentionBlock(const ModelSpec& spec);
+
+  /// Registers `value` as parameter `name`, appended to layer_parameters().
+  torch::Tensor Register(const std::string& name, torch::Tensor value);
+  /// Draws wq, wk, wv (std `init_std`) and wo (std `output_std`) from
+  /// `generator` and registers them, in that order.
+  void RegisterProjections(double init_std, double output_std,
+                           at::Generator& generator);
+  /// UlyssesAttention of q, k and v with this block's heads.
+  torch::Tensor SequenceParallelAttention(
+      const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+      const SequenceParallelContext& sp,
+      const std::vector<int64_t>& slice_tokens,
+      const std::vector<int64_t>& sequence_tokens, bool causal) const;
+
+ private:
+  int64_t hidden_size_;
+  int64_t kv_hidden_size_;
+  int64_t num_heads_;
+  int64_t num_kv_heads_;
+  int64_t head_dim_;
+  std::vector<torch::Tensor> parameters_;
+  torch::Tensor wq_, wk_, wv_, wo_;
+};
+
 /// One transformer block of GptModel: RMSNorm -> grouped-query attention
 /// with rotary positions (Ulysses over the forward's group) -> residual ->
 /// RMSNorm -> SwiGLU MLP -> residual. Its token-local parts are public so
-/// that the profiler times the layer's own code. Parameters are created
-/// float32 on the CPU (move the module to change either).
+/// that the profiler times the layer's own code; ProjectQkv's projections
+/// come before rotary embeddings. Parameters are created float32 on the CPU
+/// (move the module to change either).
 ///
 /// Not thread-safe.
-class DecoderLayer : public torch::nn::Module {
+class DecoderLayer : public AttentionBlock {
  public:
   /// `spec` must pass GptModel::CheckSpec. Draws the matrices from
   /// `generator` in a fixed order.
@@ -141,38 +215,18 @@ class DecoderLayer : public torch::nn::Module {
   torch::Tensor Forward(const torch::Tensor& x,
                         const gpt_internal::ForwardContext& context);
 
-  /// Q [T, heads, head_dim], K and V [T, kv_heads, head_dim] of normed
-  /// tokens h [T, hidden], before rotary embeddings.
-  struct Projections {
-    torch::Tensor q;
-    torch::Tensor k;
-    torch::Tensor v;
-  };
-  Projections ProjectQkv(const torch::Tensor& h) const;
-  /// The output projection of attention [T, hidden] (heads concatenated).
-  torch::Tensor ProjectOutput(const torch::Tensor& attention) const;
   /// The SwiGLU MLP of normed tokens g [T, hidden]: W_down (silu(W_gate g)
   /// * W_up g).
   torch::Tensor Mlp(const torch::Tensor& g) const;
 
-  const std::vector<torch::Tensor>& layer_parameters() const {
-    return parameters_;
-  }
-
  private:
-  torch::Tensor Register(const std::string& name, torch::Tensor value);
   // h: [T, hidden] normed local tokens -> [T, hidden] attention output.
   torch::Tensor Attention(const torch::Tensor& h,
                           const gpt_internal::ForwardContext& context) const;
 
-  int64_t num_heads_;
-  int64_t num_kv_heads_;
   bool causal_;
-  int64_t head_dim_;
   double epsilon_;
-  std::vector<torch::Tensor> parameters_;
-  torch::Tensor attention_norm_, wq_, wk_, wv_, wo_, mlp_norm_, w_gate_, w_up_,
-      w_down_;
+  torch::Tensor attention_norm_, mlp_norm_, w_gate_, w_up_, w_down_;
 };
 
 /// A GPT-style causal language model built from a ModelSpec: token
