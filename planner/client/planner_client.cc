@@ -316,40 +316,37 @@ absl::StatusOr<Response> GrpcPlannerClient::Call(
   }
 }
 
+template <typename Request, typename Response>
+absl::StatusOr<Response> GrpcPlannerClient::CallStub(
+    absl::string_view method,
+    grpc::Status (v1::Planner::Stub::*rpc)(grpc::ClientContext*, const Request&,
+                                           Response*),
+    const Request& request) {
+  return Call<Response>(
+      method, [&](grpc::ClientContext* context, Response* response) {
+        return (stub_.get()->*rpc)(context, request, response);
+      });
+}
+
 absl::StatusOr<v1::RegisterWorkerResponse> GrpcPlannerClient::RegisterWorker(
     const v1::RegisterWorkerRequest& request) {
-  return Call<v1::RegisterWorkerResponse>(
-      "RegisterWorker",
-      [&](grpc::ClientContext* context, v1::RegisterWorkerResponse* response) {
-        return stub_->RegisterWorker(context, request, response);
-      });
+  return CallStub("RegisterWorker", &v1::Planner::Stub::RegisterWorker,
+                  request);
 }
 
 absl::StatusOr<v1::SubmitProfileResponse> GrpcPlannerClient::SubmitProfile(
     const v1::SubmitProfileRequest& request) {
-  return Call<v1::SubmitProfileResponse>(
-      "SubmitProfile",
-      [&](grpc::ClientContext* context, v1::SubmitProfileResponse* response) {
-        return stub_->SubmitProfile(context, request, response);
-      });
+  return CallStub("SubmitProfile", &v1::Planner::Stub::SubmitProfile, request);
 }
 
 absl::StatusOr<v1::SubmitBatchesResponse> GrpcPlannerClient::SubmitBatches(
     const v1::SubmitBatchesRequest& request) {
-  return Call<v1::SubmitBatchesResponse>(
-      "SubmitBatches",
-      [&](grpc::ClientContext* context, v1::SubmitBatchesResponse* response) {
-        return stub_->SubmitBatches(context, request, response);
-      });
+  return CallStub("SubmitBatches", &v1::Planner::Stub::SubmitBatches, request);
 }
 
 absl::StatusOr<v1::GetPlanResponse> GrpcPlannerClient::GetPlan(
     const v1::GetPlanRequest& request) {
-  return Call<v1::GetPlanResponse>(
-      "GetPlan",
-      [&](grpc::ClientContext* context, v1::GetPlanResponse* response) {
-        return stub_->GetPlan(context, request, response);
-      });
+  return CallStub("GetPlan", &v1::Planner::Stub::GetPlan, request);
 }
 
 absl::StatusOr<std::string> GrpcPlannerClient::GetSerializedPlan(
@@ -380,29 +377,19 @@ absl::StatusOr<std::string> GrpcPlannerClient::GetSerializedPlan(
 
 absl::StatusOr<v1::ReportStepStatsResponse> GrpcPlannerClient::ReportStepStats(
     const v1::ReportStepStatsRequest& request) {
-  return Call<v1::ReportStepStatsResponse>(
-      "ReportStepStats",
-      [&](grpc::ClientContext* context, v1::ReportStepStatsResponse* response) {
-        return stub_->ReportStepStats(context, request, response);
-      });
+  return CallStub("ReportStepStats", &v1::Planner::Stub::ReportStepStats,
+                  request);
 }
 
 absl::StatusOr<v1::GetClusterModelResponse> GrpcPlannerClient::GetClusterModel(
     const v1::GetClusterModelRequest& request) {
-  return Call<v1::GetClusterModelResponse>(
-      "GetClusterModel",
-      [&](grpc::ClientContext* context, v1::GetClusterModelResponse* response) {
-        return stub_->GetClusterModel(context, request, response);
-      });
+  return CallStub("GetClusterModel", &v1::Planner::Stub::GetClusterModel,
+                  request);
 }
 
 absl::StatusOr<v1::ListWorkersResponse> GrpcPlannerClient::ListWorkers(
     const v1::ListWorkersRequest& request) {
-  return Call<v1::ListWorkersResponse>(
-      "ListWorkers",
-      [&](grpc::ClientContext* context, v1::ListWorkersResponse* response) {
-        return stub_->ListWorkers(context, request, response);
-      });
+  return CallStub("ListWorkers", &v1::Planner::Stub::ListWorkers, request);
 }
 
 }  // namespace dcp

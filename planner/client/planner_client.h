@@ -18,6 +18,7 @@
 #include "dcp/v1/planner_service.grpc.pb.h"
 #include "dcp/v1/planner_service.pb.h"
 #include "grpcpp/grpcpp.h"
+#include "planner/client/planner_rpcs.h"
 
 namespace dcp {
 
@@ -25,25 +26,7 @@ namespace dcp {
 /// GrpcPlannerClient talks to a real planner; FakePlannerClient
 /// (fake_planner_client.h) lets tests decide the answers. Implementations are
 /// thread-safe.
-class PlannerClient {
- public:
-  virtual ~PlannerClient() = default;
-
-  virtual absl::StatusOr<v1::RegisterWorkerResponse> RegisterWorker(
-      const v1::RegisterWorkerRequest& request) = 0;
-  virtual absl::StatusOr<v1::SubmitProfileResponse> SubmitProfile(
-      const v1::SubmitProfileRequest& request) = 0;
-  virtual absl::StatusOr<v1::SubmitBatchesResponse> SubmitBatches(
-      const v1::SubmitBatchesRequest& request) = 0;
-  virtual absl::StatusOr<v1::GetPlanResponse> GetPlan(
-      const v1::GetPlanRequest& request) = 0;
-  virtual absl::StatusOr<v1::ReportStepStatsResponse> ReportStepStats(
-      const v1::ReportStepStatsRequest& request) = 0;
-  virtual absl::StatusOr<v1::GetClusterModelResponse> GetClusterModel(
-      const v1::GetClusterModelRequest& request) = 0;
-  virtual absl::StatusOr<v1::ListWorkersResponse> ListWorkers(
-      const v1::ListWorkersRequest& request) = 0;
-};
+class PlannerClient : public PlannerRpcs {};
 
 /// The absl::Status for a gRPC status: the same canonical code and message.
 /// The one place the client converts grpc::Status to absl::Status.
@@ -164,6 +147,13 @@ class GrpcPlannerClient final : public PlannerClient {
       absl::string_view method,
       const std::function<grpc::Status(grpc::ClientContext*, Response*)>&
           attempt);
+  /// Runs the stub's `rpc` with `request` under the retry policy.
+  template <typename Request, typename Response>
+  absl::StatusOr<Response> CallStub(
+      absl::string_view method,
+      grpc::Status (v1::Planner::Stub::*rpc)(grpc::ClientContext*,
+                                             const Request&, Response*),
+      const Request& request);
   /// The wait before attempt `next_attempt` (2, 3, ...), jittered.
   absl::Duration Backoff(int next_attempt);
 

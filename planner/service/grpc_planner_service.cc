@@ -344,7 +344,7 @@ template <typename Request, typename Response>
 grpc::ServerUnaryReactor* GrpcPlannerService::ServeTyped(
     const char* method, grpc::CallbackServerContext* context,
     const grpc::ByteBuffer* request, grpc::ByteBuffer* response,
-    absl::StatusOr<Response> (PlannerHandler::*call)(const Request&),
+    absl::StatusOr<Response> (PlannerRpcs::*call)(const Request&),
     int batch_field) {
   return Serve(method, *call_threads_, context,
                [this, method, context, request, response, call,

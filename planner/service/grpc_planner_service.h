@@ -9,6 +9,7 @@
 #include "common/clock.h"
 #include "dcp/v1/planner_service.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
+#include "planner/client/planner_rpcs.h"
 #include "planner/service/call_memory_budget.h"
 #include "planner/service/planner_handler.h"
 #include "planner/service/prometheus_metrics.h"
@@ -116,14 +117,15 @@ class GrpcPlannerService final : public RawPlannerService {
                                   grpc::CallbackServerContext* context,
                                   std::function<grpc::Status()> run);
   /// A method that parses its request (INVALID_ARGUMENT naming `method` if
-  /// the bytes do not parse), calls the handler and serializes its answer.
+  /// the bytes do not parse), calls the handler's `call` and serializes its
+  /// answer.
   /// `batch_field` (0: none) is where the request carries batches
   /// (WithParsedRequest).
   template <typename Request, typename Response>
   grpc::ServerUnaryReactor* ServeTyped(
       const char* method, grpc::CallbackServerContext* context,
       const grpc::ByteBuffer* request, grpc::ByteBuffer* response,
-      absl::StatusOr<Response> (PlannerHandler::*call)(const Request&),
+      absl::StatusOr<Response> (PlannerRpcs::*call)(const Request&),
       int batch_field = 0);
   /// Reserves what parsing and handling `request` will take when its
   /// GlobalBatch messages at `batch_field` carry samples (wire bytes plus

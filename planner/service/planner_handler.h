@@ -12,6 +12,7 @@
 #include "cost_model/cluster_spec.h"
 #include "cost_model/model_spec.h"
 #include "dcp/v1/planner_service.pb.h"
+#include "planner/client/planner_rpcs.h"
 #include "planner/search/planner.h"
 #include "planner/service/planner_metrics.h"
 #include "planner/service/step_plan.h"
@@ -104,7 +105,7 @@ std::string MemoryBudgetShareSource(absl::string_view share,
 /// planner_state_store.h), each with its own mutex, and the rule is: no
 /// manager calls another while holding its own lock; what crosses between
 /// them is an immutable snapshot. planner_handler.cc lists them.
-class PlannerHandler {
+class PlannerHandler : public PlannerRpcs {
  public:
   /// Loads `options.state_dir` if it holds state. `clock`, `metrics` and
   /// `log` (one line per call, e.g. one per planned step) must outlive the
@@ -113,26 +114,10 @@ class PlannerHandler {
       PlannerHandlerOptions options, const Clock& clock,
       PlannerMetrics* metrics, std::function<void(const std::string&)> log);
 
-  virtual ~PlannerHandler() = default;
-
-  virtual absl::StatusOr<v1::RegisterWorkerResponse> RegisterWorker(
-      const v1::RegisterWorkerRequest& request) = 0;
-  virtual absl::StatusOr<v1::SubmitProfileResponse> SubmitProfile(
-      const v1::SubmitProfileRequest& request) = 0;
-  virtual absl::StatusOr<v1::SubmitBatchesResponse> SubmitBatches(
-      const v1::SubmitBatchesRequest& request) = 0;
-  virtual absl::StatusOr<v1::GetPlanResponse> GetPlan(
-      const v1::GetPlanRequest& request) = 0;
   /// The serialized GetPlanResponse, shared by every caller of the step
   /// (lets the gRPC layer send one buffer to hundreds of workers).
   virtual absl::StatusOr<std::shared_ptr<const std::string>> GetSerializedPlan(
       const v1::GetPlanRequest& request) = 0;
-  virtual absl::StatusOr<v1::ReportStepStatsResponse> ReportStepStats(
-      const v1::ReportStepStatsRequest& request) = 0;
-  virtual absl::StatusOr<v1::GetClusterModelResponse> GetClusterModel(
-      const v1::GetClusterModelRequest& request) = 0;
-  virtual absl::StatusOr<v1::ListWorkersResponse> ListWorkers(
-      const v1::ListWorkersRequest& request) = 0;
 
   /// Claims `options.state_dir` for this job (writes its job record) if no
   /// record has yet; call once the planner has started, so that a start
