@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/malloc_control.h"
+#include "common/status_macros.h"
 #include "planner/service/planner_state_store.h"
 
 namespace dcp {
@@ -286,10 +287,7 @@ absl::StatusOr<std::shared_ptr<const PlannedStep>> PlanCache::Plan(
   int64_t params_version = 0;
   {
     absl::MutexLock lock(&mu_);
-    if (absl::Status status = CheckFingerprintLocked(step, fingerprint);
-        !status.ok()) {
-      return status;
-    }
+    DCP_RETURN_IF_ERROR(CheckFingerprintLocked(step, fingerprint));
     auto existing = steps_.find(step);
     const bool holds_batch =
         existing != steps_.end() && existing->second.batch != nullptr;
@@ -298,9 +296,7 @@ absl::StatusOr<std::shared_ptr<const PlannedStep>> PlanCache::Plan(
         !(existing->second.failed &&
           existing->second.fingerprint != fingerprint);
     if (!planning && !holds_batch) {
-      if (absl::Status status = CheckBudgetLocked(1, cost); !status.ok()) {
-        return status;
-      }
+      DCP_RETURN_IF_ERROR(CheckBudgetLocked(1, cost));
     }
     StepEntry& entry = EntryFor(step);
     if (entry.failed && entry.fingerprint != fingerprint) {
@@ -562,11 +558,8 @@ absl::Status PlanCache::Submit(const v1::SubmitBatchesRequest& request,
   }
   absl::MutexLock lock(&mu_);
   for (int i = 0; i < request.batches_size(); ++i) {
-    if (absl::Status status = CheckFingerprintLocked(request.batches(i).step(),
-                                                     batches.fingerprints[i]);
-        !status.ok()) {
-      return status;
-    }
+    DCP_RETURN_IF_ERROR(CheckFingerprintLocked(request.batches(i).step(),
+                                               batches.fingerprints[i]));
   }
   int new_pending = 0;
   BatchCost added;
@@ -582,10 +575,7 @@ absl::Status PlanCache::Submit(const v1::SubmitBatchesRequest& request,
       added.planning_seconds += copy.second.planning_seconds;
     }
   }
-  if (absl::Status status = CheckBudgetLocked(new_pending, added);
-      !status.ok()) {
-    return status;
-  }
+  DCP_RETURN_IF_ERROR(CheckBudgetLocked(new_pending, added));
   const bool background =
       !stopping_ && options_.background_planning_threads > 0;
   for (auto& [step, copy] : copies) {

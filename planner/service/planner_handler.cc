@@ -34,10 +34,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/byte_format.h"
+#include "common/status_macros.h"
 #include "cost_model/cost_model.h"
-#include "planner/plan/batch_check.h"
 #include "planner/client/batch_fingerprint.h"
 #include "planner/client/proto_convert.h"
+#include "planner/plan/batch_check.h"
 #include "planner/service/cost_params_registry.h"
 #include "planner/service/plan_cache.h"
 #include "planner/service/planner_state_store.h"
@@ -136,13 +137,8 @@ class PlannerHandlerRoot final : public PlannerHandler {
   ~PlannerHandlerRoot() override { Shutdown(); }
 
   absl::Status Load(PlannerState state) {
-    if (absl::Status status = workers_.Load(state.workers); !status.ok()) {
-      return status;
-    }
-    if (absl::Status status = params_.Load(state.params_versions);
-        !status.ok()) {
-      return status;
-    }
+    DCP_RETURN_IF_ERROR(workers_.Load(state.workers));
+    DCP_RETURN_IF_ERROR(params_.Load(state.params_versions));
     profiles_.Load(std::move(state.profiles));
     return plans_.Load(state.steps, state.compacted_steps);
   }
@@ -158,11 +154,8 @@ class PlannerHandlerRoot final : public PlannerHandler {
 
   absl::StatusOr<v1::RegisterWorkerResponse> RegisterWorker(
       const v1::RegisterWorkerRequest& request) override {
-    if (absl::Status status = ValidateRegisterWorkerRequest(
-            request, options_.cluster.gpus_per_node);
-        !status.ok()) {
-      return status;
-    }
+    DCP_RETURN_IF_ERROR(
+        ValidateRegisterWorkerRequest(request, options_.cluster.gpus_per_node));
     absl::StatusOr<v1::RegisterWorkerResponse> response =
         workers_.Register(request);
     if (!response.ok()) return response.status();
@@ -212,26 +205,15 @@ class PlannerHandlerRoot final : public PlannerHandler {
 
   absl::StatusOr<v1::SubmitProfileResponse> SubmitProfile(
       const v1::SubmitProfileRequest& request) override {
-    if (absl::Status status = ValidateSubmitProfileRequest(request);
-        !status.ok()) {
-      return status;
-    }
+    DCP_RETURN_IF_ERROR(ValidateSubmitProfileRequest(request));
     // One profile per registered worker: a stale or mistyped id must not
     // add a slot that every later fit would count. (Checked after the
     // samples, as before: their errors come first.)
-    if (absl::Status status = profiles_.CheckSamples(request); !status.ok()) {
-      return status;
-    }
-    if (absl::Status status =
-            workers_.Touch({request.worker_id(), request.incarnation()},
-                           /*activity=*/false,
-                           /*step=*/-1);
-        !status.ok()) {
-      return status;
-    }
-    if (absl::Status status = profiles_.Submit(request); !status.ok()) {
-      return status;
-    }
+    DCP_RETURN_IF_ERROR(profiles_.CheckSamples(request));
+    DCP_RETURN_IF_ERROR(
+        workers_.Touch({request.worker_id(), request.incarnation()},
+                       /*activity=*/false, /*step=*/-1));
+    DCP_RETURN_IF_ERROR(profiles_.Submit(request));
     std::shared_ptr<const CostParamsSnapshot> params = params_.Snapshot();
     v1::SubmitProfileResponse response;
     for (const ModelFitReport& report : params->reports) {
@@ -246,15 +228,10 @@ class PlannerHandlerRoot final : public PlannerHandler {
     absl::StatusOr<SubmittedBatches> batches =
         ValidateSubmitBatchesRequest(request);
     if (!batches.ok()) return batches.status();
-    if (absl::Status status =
-            workers_.Touch({request.worker_id(), request.incarnation()},
-                           /*activity=*/false, /*step=*/-1);
-        !status.ok()) {
-      return status;
-    }
-    if (absl::Status status = plans_.Submit(request, *batches); !status.ok()) {
-      return status;
-    }
+    DCP_RETURN_IF_ERROR(
+        workers_.Touch({request.worker_id(), request.incarnation()},
+                       /*activity=*/false, /*step=*/-1));
+    DCP_RETURN_IF_ERROR(plans_.Submit(request, *batches));
     v1::SubmitBatchesResponse response;
     response.set_accepted(request.batches_size());
     return response;
@@ -284,17 +261,10 @@ class PlannerHandlerRoot final : public PlannerHandler {
 
   absl::StatusOr<v1::ReportStepStatsResponse> ReportStepStats(
       const v1::ReportStepStatsRequest& request) override {
-    if (absl::Status status =
-            ValidateReportStepStatsRequest(request, world_size_);
-        !status.ok()) {
-      return status;
-    }
-    if (absl::Status status = workers_.CheckReport(
-            {request.worker_id(), request.incarnation()}, request.step(),
-            request.rank());
-        !status.ok()) {
-      return status;
-    }
+    DCP_RETURN_IF_ERROR(ValidateReportStepStatsRequest(request, world_size_));
+    DCP_RETURN_IF_ERROR(
+        workers_.CheckReport({request.worker_id(), request.incarnation()},
+                             request.step(), request.rank()));
     absl::StatusOr<std::shared_ptr<const PlannedStep>> plan =
         plans_.ReadyPlan(request.step());
     if (!plan.ok()) return plan.status();
@@ -390,14 +360,9 @@ class PlannerHandlerRoot final : public PlannerHandler {
   absl::StatusOr<std::shared_ptr<const PlannedStep>> PlanForRequest(
       const v1::GetPlanRequest& request) {
     if (request.batch().samples().empty()) {
-      if (absl::Status status = ValidateGetPlanByStep(request); !status.ok()) {
-        return status;
-      }
-      if (absl::Status status =
-              workers_.CheckCanServe(Caller(request), request.step());
-          !status.ok()) {
-        return status;
-      }
+      DCP_RETURN_IF_ERROR(ValidateGetPlanByStep(request));
+      DCP_RETURN_IF_ERROR(
+          workers_.CheckCanServe(Caller(request), request.step()));
       return plans_.PlanByStep(request.step(), request.batch_fingerprint());
     }
     const v1::GlobalBatch& batch = request.batch();
@@ -406,33 +371,16 @@ class PlannerHandlerRoot final : public PlannerHandler {
     // batch (the recorded batch with this fingerprint was validated when it
     // was first seen).
     const uint64_t fingerprint = BatchFingerprint(batch);
-    if (absl::Status status = ValidateGetPlanWithBatch(request, fingerprint);
-        !status.ok()) {
-      return status;
-    }
+    DCP_RETURN_IF_ERROR(ValidateGetPlanWithBatch(request, fingerprint));
     if (std::optional<StepPlanFuture> planning =
             plans_.Find(batch.step(), fingerprint)) {
-      if (absl::Status status =
-              workers_.CheckCanServe(Caller(request), batch.step());
-          !status.ok()) {
-        return status;
-      }
+      DCP_RETURN_IF_ERROR(
+          workers_.CheckCanServe(Caller(request), batch.step()));
       return PlanCache::Await(*planning);
     }
-    if (absl::Status status = ValidateGlobalBatch(batch, "batch");
-        !status.ok()) {
-      return status;
-    }
-    if (absl::Status status =
-            workers_.CheckCanServe(Caller(request), batch.step());
-        !status.ok()) {
-      return status;
-    }
-    if (absl::Status status =
-            plans_.CheckFingerprint(batch.step(), fingerprint);
-        !status.ok()) {
-      return status;
-    }
+    DCP_RETURN_IF_ERROR(ValidateGlobalBatch(batch, "batch"));
+    DCP_RETURN_IF_ERROR(workers_.CheckCanServe(Caller(request), batch.step()));
+    DCP_RETURN_IF_ERROR(plans_.CheckFingerprint(batch.step(), fingerprint));
     return plans_.Plan(std::make_shared<const v1::GlobalBatch>(batch),
                        fingerprint);
   }
@@ -546,11 +494,8 @@ absl::StatusOr<std::unique_ptr<PlannerHandler>> PlannerHandler::Create(
                      "; it must not be negative (0: no bound)"));
   }
   if (!options.job_id.empty()) {
-    if (absl::Status status = ValidateIdentifier("job_id", options.job_id,
-                                                 "the launcher's job name");
-        !status.ok()) {
-      return status;
-    }
+    DCP_RETURN_IF_ERROR(ValidateIdentifier("job_id", options.job_id,
+                                           "the launcher's job name"));
   }
   if (options.worker_liveness_timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError(
@@ -578,9 +523,7 @@ absl::StatusOr<std::unique_ptr<PlannerHandler>> PlannerHandler::Create(
   auto handler = std::make_unique<PlannerHandlerRoot>(
       std::move(options), clock, metrics, std::move(log), std::move(store),
       std::make_shared<const CostModel>(*std::move(default_model)));
-  if (absl::Status status = handler->Load(std::move(state)); !status.ok()) {
-    return status;
-  }
+  DCP_RETURN_IF_ERROR(handler->Load(std::move(state)));
   handler->Start();
   return handler;
 }

@@ -27,6 +27,7 @@
 #include "common/main_prologue.h"
 #include "common/malloc_control.h"
 #include "common/process_support.h"
+#include "common/status_macros.h"
 #include "cost_model/cluster_spec.h"
 #include "cost_model/model_cluster_flags.h"
 #include "cost_model/model_spec.h"
@@ -213,11 +214,8 @@ absl::StatusOr<PlannerServer::Options> ServerOptions(const ParsedFlags& flags) {
   options.handler.background_planning_threads = *planning_threads;
   options.handler.job_id = flags.String("job-id");
   if (!options.handler.job_id.empty()) {
-    if (absl::Status status = ValidateIdentifier(
-            "--job-id", options.handler.job_id, "the launcher's job name");
-        !status.ok()) {
-      return status;
-    }
+    DCP_RETURN_IF_ERROR(ValidateIdentifier("--job-id", options.handler.job_id,
+                                           "the launcher's job name"));
   }
   absl::StatusOr<absl::Duration> liveness = flags.Duration("liveness-timeout");
   if (!liveness.ok()) return liveness.status();

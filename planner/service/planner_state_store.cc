@@ -8,6 +8,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/status_macros.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "planner/client/batch_fingerprint.h"
 #include "planner/service/step_state_files.h"
@@ -159,17 +160,11 @@ absl::Status PlannerStateStore::CheckJob(const v1::JobRecord& job) {
 }
 
 absl::Status PlannerStateStore::Load(PlannerState* state) const {
-  if (absl::Status status =
-          ReadRecords(*store_, kWorkerPrefix, "worker", &state->workers);
-      !status.ok()) {
-    return status;
-  }
+  DCP_RETURN_IF_ERROR(
+      ReadRecords(*store_, kWorkerPrefix, "worker", &state->workers));
   std::vector<v1::ParamsVersionRecord> versions;
-  if (absl::Status status =
-          ReadRecords(*store_, kParamsPrefix, "parameter version", &versions);
-      !status.ok()) {
-    return status;
-  }
+  DCP_RETURN_IF_ERROR(
+      ReadRecords(*store_, kParamsPrefix, "parameter version", &versions));
   for (v1::ParamsVersionRecord& version : versions) {
     if (version.params_version() < 1 ||
         state->params_versions.count(version.params_version()) > 0) {
@@ -180,11 +175,8 @@ absl::Status PlannerStateStore::Load(PlannerState* state) const {
     state->params_versions[number] = std::move(version);
   }
   std::vector<v1::ProfileRecord> profiles;
-  if (absl::Status status =
-          ReadRecords(*store_, kProfilePrefix, "profile", &profiles);
-      !status.ok()) {
-    return status;
-  }
+  DCP_RETURN_IF_ERROR(
+      ReadRecords(*store_, kProfilePrefix, "profile", &profiles));
   for (v1::ProfileRecord& profile : profiles) {
     state->profiles.push_back(std::move(*profile.mutable_profile()));
   }
@@ -240,11 +232,8 @@ absl::Status PlannerStateStore::RecordJob() {
   // Held through the write: a record written meanwhile waits for job.pb.
   absl::MutexLock lock(&job_mutex_);
   if (!unrecorded_job_.has_value()) return absl::OkStatus();
-  if (absl::Status status =
-          store_->Write(kJobKey, unrecorded_job_->SerializeAsString());
-      !status.ok()) {
-    return status;
-  }
+  DCP_RETURN_IF_ERROR(
+      store_->Write(kJobKey, unrecorded_job_->SerializeAsString()));
   unrecorded_job_.reset();
   return absl::OkStatus();
 }
@@ -308,15 +297,10 @@ absl::Status PlannerStateStore::CompactSteps(
   if (absl::Status status = RecordJob(); !status.ok()) return status;
   // The history first: a crash between leaves a step both compacted and
   // recorded, which loading tolerates (the record wins).
-  if (absl::Status status =
-          store_->Write(kCompactedStepsKey, compacted.SerializeAsString());
-      !status.ok()) {
-    return status;
-  }
+  DCP_RETURN_IF_ERROR(
+      store_->Write(kCompactedStepsKey, compacted.SerializeAsString()));
   for (int64_t step : left_window) {
-    if (absl::Status status = store_->Delete(StepKey(step)); !status.ok()) {
-      return status;
-    }
+    DCP_RETURN_IF_ERROR(store_->Delete(StepKey(step)));
   }
   // Plan and report records whose step has no record left: those of
   // `left_window`, and any recorded while its step was leaving. Listed

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/status_macros.h"
 #include "cost_model/fitting.h"
 #include "planner/client/proto_convert.h"
 
@@ -98,9 +99,7 @@ absl::Status ProfileFitter::Submit(const v1::SubmitProfileRequest& request) {
   absl::StatusOr<CostModelFit> fit =
       FitCostModel(model_, cluster_, registry_.default_params(), samples);
   if (!fit.ok()) return fit.status();
-  if (absl::Status status = registry_.ApplyFit(*fit); !status.ok()) {
-    return status;
-  }
+  DCP_RETURN_IF_ERROR(registry_.ApplyFit(*fit));
   {
     absl::MutexLock lock(&mu_);
     fitted_generation_ = snapshot_generation;

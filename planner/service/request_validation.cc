@@ -9,6 +9,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/status_macros.h"
 #include "cost_model/memory_model.h"
 #include "planner/client/proto_convert.h"
 #include "planner/plan/limits.h"
@@ -102,10 +103,7 @@ absl::Status ValidateFreeText(absl::string_view field,
 
 absl::Status ValidateAddress(absl::string_view address) {
   if (address.empty()) return absl::OkStatus();
-  if (absl::Status status = ValidateFreeText("address", address);
-      !status.ok()) {
-    return status;
-  }
+  DCP_RETURN_IF_ERROR(ValidateFreeText("address", address));
   const size_t colon = address.rfind(':');
   int port = 0;
   if (colon == absl::string_view::npos || colon == 0 ||
@@ -180,13 +178,8 @@ absl::Status CheckPhaseSeconds(absl::string_view field, double value) {
 // Descriptive fields of a registration, checked in this order.
 absl::Status ValidateRegistrationText(
     const v1::RegisterWorkerRequest& request) {
-  if (absl::Status status = ValidateAddress(request.address()); !status.ok()) {
-    return status;
-  }
-  if (absl::Status status = ValidateFreeText("gpu_kind", request.gpu_kind());
-      !status.ok()) {
-    return status;
-  }
+  DCP_RETURN_IF_ERROR(ValidateAddress(request.address()));
+  DCP_RETURN_IF_ERROR(ValidateFreeText("gpu_kind", request.gpu_kind()));
   return ValidateFreeText("libtorch_version", request.libtorch_version());
 }
 
@@ -195,22 +188,13 @@ absl::Status ValidateRegistrationText(
 absl::Status ValidateRegisterWorkerRequest(
     const v1::RegisterWorkerRequest& request, int gpus_per_node) {
   const int per_node = gpus_per_node;
-  if (absl::Status status =
-          ValidateIdentifier("worker_id", request.worker_id(), "the pod name");
-      !status.ok()) {
-    return status;
-  }
-  if (absl::Status status =
-          ValidateIdentifier("node_name", request.node_name(), "the host name");
-      !status.ok()) {
-    return status;
-  }
+  DCP_RETURN_IF_ERROR(
+      ValidateIdentifier("worker_id", request.worker_id(), "the pod name"));
+  DCP_RETURN_IF_ERROR(
+      ValidateIdentifier("node_name", request.node_name(), "the host name"));
   if (!request.job_id().empty()) {
-    if (absl::Status status = ValidateIdentifier("job_id", request.job_id(),
-                                                 "the launcher's job name");
-        !status.ok()) {
-      return status;
-    }
+    DCP_RETURN_IF_ERROR(ValidateIdentifier("job_id", request.job_id(),
+                                           "the launcher's job name"));
   }
   if (request.num_ranks() < 1 || request.num_ranks() > per_node) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -246,10 +230,7 @@ absl::Status ValidateRegisterWorkerRequest(
                      " for worker ", Quote(request.worker_id()),
                      "; give the GPU's total memory, or 0 if unknown"));
   }
-  if (absl::Status status = ValidateIncarnation(request.incarnation());
-      !status.ok()) {
-    return status;
-  }
+  DCP_RETURN_IF_ERROR(ValidateIncarnation(request.incarnation()));
   if (request.precision().empty() != request.optimizer_sharding().empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "worker ", Quote(request.worker_id()), " gives precision ",
@@ -276,15 +257,9 @@ absl::Status ValidateRegisterWorkerRequest(
 
 absl::Status ValidateSubmitProfileRequest(
     const v1::SubmitProfileRequest& request) {
-  if (absl::Status status =
-          ValidateIdentifier("worker_id", request.worker_id(), "the pod name");
-      !status.ok()) {
-    return status;
-  }
-  if (absl::Status status = ValidateIncarnation(request.incarnation());
-      !status.ok()) {
-    return status;
-  }
+  DCP_RETURN_IF_ERROR(
+      ValidateIdentifier("worker_id", request.worker_id(), "the pod name"));
+  DCP_RETURN_IF_ERROR(ValidateIncarnation(request.incarnation()));
   if (request.samples().empty()) {
     return absl::InvalidArgumentError(
         absl::StrCat("samples is empty (worker ", Quote(request.worker_id()),
@@ -300,23 +275,14 @@ absl::Status ValidateSubmitProfileRequest(
 
 absl::StatusOr<SubmittedBatches> ValidateSubmitBatchesRequest(
     const v1::SubmitBatchesRequest& request) {
-  if (absl::Status status =
-          ValidateBatchSender(request.worker_id(), "SubmitBatches");
-      !status.ok()) {
-    return status;
-  }
-  if (absl::Status status = ValidateIncarnation(request.incarnation());
-      !status.ok()) {
-    return status;
-  }
+  DCP_RETURN_IF_ERROR(
+      ValidateBatchSender(request.worker_id(), "SubmitBatches"));
+  DCP_RETURN_IF_ERROR(ValidateIncarnation(request.incarnation()));
   SubmittedBatches result;
   for (int i = 0; i < request.batches_size(); ++i) {
     const v1::GlobalBatch& batch = request.batches(i);
-    if (absl::Status status =
-            ValidateGlobalBatch(batch, absl::StrCat("batches[", i, "]"));
-        !status.ok()) {
-      return status;
-    }
+    DCP_RETURN_IF_ERROR(
+        ValidateGlobalBatch(batch, absl::StrCat("batches[", i, "]")));
     result.fingerprints.push_back(BatchFingerprint(batch));
     auto [it, inserted] = result.index_of_step.emplace(batch.step(), i);
     if (!inserted &&
@@ -331,15 +297,9 @@ absl::StatusOr<SubmittedBatches> ValidateSubmitBatchesRequest(
 
 absl::Status ValidateGetPlanWithBatch(const v1::GetPlanRequest& request,
                                       uint64_t fingerprint) {
-  if (absl::Status status =
-          ValidateBatchSender(request.worker_id(), "GetPlan with a batch");
-      !status.ok()) {
-    return status;
-  }
-  if (absl::Status status = ValidateIncarnation(request.incarnation());
-      !status.ok()) {
-    return status;
-  }
+  DCP_RETURN_IF_ERROR(
+      ValidateBatchSender(request.worker_id(), "GetPlan with a batch"));
+  DCP_RETURN_IF_ERROR(ValidateIncarnation(request.incarnation()));
   const int64_t step = request.batch().step();
   if (request.step() != 0 && request.step() != step) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -360,16 +320,10 @@ absl::Status ValidateGetPlanWithBatch(const v1::GetPlanRequest& request,
 
 absl::Status ValidateGetPlanByStep(const v1::GetPlanRequest& request) {
   if (!request.worker_id().empty()) {
-    if (absl::Status status = ValidateIdentifier(
-            "worker_id", request.worker_id(), "the pod name");
-        !status.ok()) {
-      return status;
-    }
+    DCP_RETURN_IF_ERROR(
+        ValidateIdentifier("worker_id", request.worker_id(), "the pod name"));
   }
-  if (absl::Status status = ValidateIncarnation(request.incarnation());
-      !status.ok()) {
-    return status;
-  }
+  DCP_RETURN_IF_ERROR(ValidateIncarnation(request.incarnation()));
   const int64_t step = request.step();
   if (request.has_batch() && request.batch().step() != step) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -387,15 +341,9 @@ absl::Status ValidateGetPlanByStep(const v1::GetPlanRequest& request) {
 
 absl::Status ValidateReportStepStatsRequest(
     const v1::ReportStepStatsRequest& request, int world_size) {
-  if (absl::Status status =
-          ValidateIdentifier("worker_id", request.worker_id(), "the pod name");
-      !status.ok()) {
-    return status;
-  }
-  if (absl::Status status = ValidateIncarnation(request.incarnation());
-      !status.ok()) {
-    return status;
-  }
+  DCP_RETURN_IF_ERROR(
+      ValidateIdentifier("worker_id", request.worker_id(), "the pod name"));
+  DCP_RETURN_IF_ERROR(ValidateIncarnation(request.incarnation()));
   if (request.step() < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("step = ", request.step(), "; steps are numbered from 0"));
@@ -431,11 +379,8 @@ absl::Status ValidateReportStepStatsRequest(
                                          stats.compute_seconds()},
           {"communication_seconds", stats.communication_seconds()},
           {"idle_seconds", stats.idle_seconds()}}) {
-      if (absl::Status status =
-              CheckPhaseSeconds(absl::StrCat(field, ".", name), value);
-          !status.ok()) {
-        return status;
-      }
+      DCP_RETURN_IF_ERROR(
+          CheckPhaseSeconds(absl::StrCat(field, ".", name), value));
     }
     if (stats.peak_memory_bytes() < 0) {
       return absl::InvalidArgumentError(absl::StrCat(

@@ -14,6 +14,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
+#include "common/status_macros.h"
 
 namespace dcp {
 namespace {
@@ -105,9 +106,7 @@ std::optional<int64_t> StepOfFileName(absl::string_view name,
 
 absl::StatusOr<std::vector<int64_t>> RecordedSteps(const std::string& directory,
                                                    absl::string_view prefix) {
-  if (absl::Status status = CheckStateDirectory(directory); !status.ok()) {
-    return status;
-  }
+  DCP_RETURN_IF_ERROR(CheckStateDirectory(directory));
   std::vector<int64_t> steps;
   std::error_code error;
   for (std::filesystem::directory_iterator it(directory, error), end;
@@ -140,9 +139,7 @@ std::string DescribeSteps(const std::vector<int64_t>& steps) {
 
 absl::StatusOr<RecordedStep> ReadRecordedStep(const std::string& directory,
                                               int64_t step) {
-  if (absl::Status status = CheckStateDirectory(directory); !status.ok()) {
-    return status;
-  }
+  DCP_RETURN_IF_ERROR(CheckStateDirectory(directory));
   RecordedStep recorded;
   absl::StatusOr<bool> found =
       ReadRecord(directory, StepFileName(kStepPlanPrefix, step), "step plan",

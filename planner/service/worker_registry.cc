@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
+#include "common/status_macros.h"
 #include "planner/client/proto_convert.h"
 #include "planner/service/request_validation.h"
 
@@ -414,12 +415,8 @@ absl::StatusOr<v1::RegisterWorkerResponse> WorkerRegistry::Register(
   bool is_new = false;
   {
     absl::MutexLock lock(&mu_);
-    if (absl::Status status = CheckBackend(request); !status.ok()) {
-      return status;
-    }
-    if (absl::Status status = CheckTrainingState(request); !status.ok()) {
-      return status;
-    }
+    DCP_RETURN_IF_ERROR(CheckBackend(request));
+    DCP_RETURN_IF_ERROR(CheckTrainingState(request));
     auto existing = workers_.find(request.worker_id());
     is_new = existing == workers_.end();
     if (!is_new) {
@@ -555,11 +552,8 @@ absl::Status WorkerRegistry::TouchLocked(const WorkerCaller& caller,
         absl::StrCat("worker_id ", Quote(caller.worker_id),
                      " is not registered; call RegisterWorker first"));
   }
-  if (absl::Status status =
-          CheckIncarnation(it->second, caller.incarnation, "a call");
-      !status.ok()) {
-    return status;
-  }
+  DCP_RETURN_IF_ERROR(
+      CheckIncarnation(it->second, caller.incarnation, "a call"));
   MarkSeen(it->second);
   if (activity) {
     it->second.active = true;
@@ -577,10 +571,7 @@ absl::Status WorkerRegistry::Touch(const WorkerCaller& caller, bool activity,
 absl::Status WorkerRegistry::CheckCanServe(const WorkerCaller& caller,
                                            int64_t step) {
   absl::MutexLock lock(&mu_);
-  if (absl::Status status = TouchLocked(caller, /*activity=*/true, step);
-      !status.ok()) {
-    return status;
-  }
+  DCP_RETURN_IF_ERROR(TouchLocked(caller, /*activity=*/true, step));
   if (!WorldComplete()) {
     return absl::FailedPreconditionError(
         absl::StrCat("the world is incomplete (", WaitingFor(),
@@ -592,10 +583,7 @@ absl::Status WorkerRegistry::CheckCanServe(const WorkerCaller& caller,
 absl::Status WorkerRegistry::CheckReport(const WorkerCaller& caller,
                                          int64_t step, int rank) {
   absl::MutexLock lock(&mu_);
-  if (absl::Status status = TouchLocked(caller, /*activity=*/true, step);
-      !status.ok()) {
-    return status;
-  }
+  DCP_RETURN_IF_ERROR(TouchLocked(caller, /*activity=*/true, step));
   const absl::string_view worker_id = caller.worker_id;
   const Worker& worker = workers_.at(std::string(worker_id));
   const int first = worker.first_rank;
