@@ -22,6 +22,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "common/split_mix64.h"
+#include "common/status_macros.h"
 
 namespace dcp {
 namespace {
@@ -526,21 +527,29 @@ absl::Status WriteSyntheticTokenFiles(const std::string& prefix,
   return (*writer)->Finish();
 }
 
+bool IsSyntheticDataSpec(const std::string& spec) {
+  return spec == "synthetic" || absl::StartsWith(spec, "synthetic:");
+}
+
+absl::StatusOr<uint64_t> SyntheticDataSeed(const std::string& spec) {
+  uint64_t seed = 0;
+  if (spec != "synthetic" &&
+      !absl::SimpleAtoi(absl::string_view(spec).substr(10), &seed)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("data \"", spec,
+                     "\": the synthetic seed must be a non-negative "
+                     "integer, e.g. synthetic:7"));
+  }
+  return seed;
+}
+
 absl::StatusOr<std::unique_ptr<Dataset>> OpenDataset(const std::string& spec,
                                                      int64_t vocab_size) {
-  if (spec == "synthetic" || absl::StartsWith(spec, "synthetic:")) {
-    uint64_t seed = 0;
-    if (spec != "synthetic" &&
-        !absl::SimpleAtoi(absl::string_view(spec).substr(10), &seed)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("data \"", spec,
-                       "\": the synthetic seed must be a non-negative "
-                       "integer, e.g. synthetic:7"));
-    }
-    absl::StatusOr<SyntheticDataset> dataset =
-        SyntheticDataset::Create(seed, vocab_size);
-    if (!dataset.ok()) return dataset.status();
-    return std::make_unique<SyntheticDataset>(*std::move(dataset));
+  if (IsSyntheticDataSpec(spec)) {
+    DCP_ASSIGN_OR_RETURN(const uint64_t seed, SyntheticDataSeed(spec));
+    DCP_ASSIGN_OR_RETURN(SyntheticDataset dataset,
+                         SyntheticDataset::Create(seed, vocab_size));
+    return std::make_unique<SyntheticDataset>(std::move(dataset));
   }
   if (absl::StartsWith(spec, "tokens:") && spec.size() > 7) {
     const std::string prefix = spec.substr(7);

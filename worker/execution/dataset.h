@@ -228,6 +228,15 @@ absl::Status WriteSyntheticTokenFiles(const std::string& prefix,
                                       absl::Span<const int64_t> lengths,
                                       uint64_t seed, int64_t vocab_size);
 
+/// Whether the data spec `spec` names synthetic data: "synthetic" or
+/// "synthetic:SEED".
+bool IsSyntheticDataSpec(const std::string& spec);
+
+/// The seed of a synthetic data spec: 0 for "synthetic", SEED for
+/// "synthetic:SEED"; INVALID_ARGUMENT naming the spec unless SEED is a
+/// non-negative integer. Precondition: IsSyntheticDataSpec(spec).
+absl::StatusOr<uint64_t> SyntheticDataSeed(const std::string& spec);
+
 /// The dataset named by `spec` ("synthetic", "synthetic:SEED",
 /// "tokens:PREFIX") for a model with `vocab_size` token ids.
 /// INVALID_ARGUMENT for an unknown spec or a token file whose vocabulary is

@@ -2,11 +2,10 @@
 
 #include <cmath>
 
-#include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/string_view.h"
 #include "common/split_mix64.h"
+#include "common/status_macros.h"
+#include "worker/execution/dataset.h"
 
 namespace dcp {
 namespace {
@@ -77,24 +76,16 @@ absl::StatusOr<LatentSample> SyntheticLatentDataset::Sample(
 
 absl::StatusOr<std::unique_ptr<SyntheticLatentDataset>> OpenLatentDataset(
     const std::string& spec, int64_t channels) {
-  if (spec != "synthetic" && !absl::StartsWith(spec, "synthetic:")) {
+  if (!IsSyntheticDataSpec(spec)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "data \"", spec,
         "\" cannot feed a diffusion model, which trains on latent patches, "
         "not token ids; use synthetic or synthetic:SEED"));
   }
-  uint64_t seed = 0;
-  if (spec != "synthetic" &&
-      !absl::SimpleAtoi(absl::string_view(spec).substr(10), &seed)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("data \"", spec,
-                     "\": the synthetic seed must be a non-negative "
-                     "integer, e.g. synthetic:7"));
-  }
-  absl::StatusOr<SyntheticLatentDataset> dataset =
-      SyntheticLatentDataset::Create(seed, channels);
-  if (!dataset.ok()) return dataset.status();
-  return std::make_unique<SyntheticLatentDataset>(*std::move(dataset));
+  DCP_ASSIGN_OR_RETURN(const uint64_t seed, SyntheticDataSeed(spec));
+  DCP_ASSIGN_OR_RETURN(SyntheticLatentDataset dataset,
+                       SyntheticLatentDataset::Create(seed, channels));
+  return std::make_unique<SyntheticLatentDataset>(std::move(dataset));
 }
 
 }  // namespace dcp
