@@ -360,6 +360,30 @@ absl::Status ProfileCompute(const ModelSpec& model,
   return absl::OkStatus();
 }
 
+// Times `run`, the collective `op` (called `name`) of `bytes` over `group`,
+// a barrier before each run, and appends its sample: the bytes of `priced`
+// over the group's ranks, across nodes when `inter_node`.
+absl::Status TimeCollective(const ProfileTimer& timer, CommGroup& group,
+                            absl::Duration timeout, bool inter_node,
+                            ProfileSample::Op op, const char* name,
+                            int64_t bytes, const torch::Tensor& priced,
+                            const std::function<absl::Status()>& run,
+                            std::vector<ProfileSample>& samples) {
+  DCP_ASSIGN_OR_RETURN(const double seconds,
+                       timer.MedianSeconds(
+                           absl::StrCat(name, " of ", bytes, " bytes over ",
+                                        group.size(), " ranks"),
+                           [&] { return group.Barrier(timeout); }, run));
+  ProfileSample sample;
+  sample.op = op;
+  sample.group_size = group.size();
+  sample.inter_node = inter_node;
+  sample.bytes = static_cast<double>(priced.nbytes());
+  sample.measured_seconds = seconds;
+  samples.push_back(sample);
+  return absl::OkStatus();
+}
+
 absl::Status ProfileCollectives(const ModelSpec& model, Communicator& comm,
                                 int gpus_per_node,
                                 const std::vector<int>& group_sizes,
@@ -380,26 +404,15 @@ absl::Status ProfileCollectives(const ModelSpec& model, Communicator& comm,
     DCP_ASSIGN_OR_RETURN(const ProfileBlock block,
                          ProfileBlockOf(comm, group_size, gpus_per_node));
     CommGroup* const group = block.group;
-    const bool inter_node = block.inter_node;
     for (int64_t bytes : options.all_to_all_bytes) {
       const int64_t chunk_elements = bytes / (element_bytes * group_size);
       torch::Tensor input =
           torch::zeros({group_size, chunk_elements}, tensor_options);
       torch::Tensor output = torch::empty_like(input);
-      absl::StatusOr<double> seconds = timer.MedianSeconds(
-          absl::StrCat("all-to-all of ", bytes, " bytes over ", group_size,
-                       " ranks"),
-          [&] { return group->Barrier(timeout); },
-          [&] { return group->AllToAll(input, output, timeout); });
-      if (!seconds.ok()) return seconds.status();
-      ProfileSample sample;
-      sample.op = ProfileSample::Op::kAllToAll;
-      sample.group_size = group_size;
-      sample.inter_node = inter_node;
-      sample.bytes = static_cast<double>(input.numel()) *
-                     static_cast<double>(element_bytes);
-      sample.measured_seconds = *seconds;
-      samples.push_back(sample);
+      DCP_RETURN_IF_ERROR(TimeCollective(
+          timer, *group, timeout, block.inter_node,
+          ProfileSample::Op::kAllToAll, "all-to-all", bytes, input,
+          [&] { return group->AllToAll(input, output, timeout); }, samples));
     }
   }
 
@@ -411,20 +424,10 @@ absl::Status ProfileCollectives(const ModelSpec& model, Communicator& comm,
     for (int64_t bytes : options.all_reduce_bytes) {
       torch::Tensor buffer =
           torch::zeros({bytes / element_bytes}, tensor_options);
-      absl::StatusOr<double> seconds = timer.MedianSeconds(
-          absl::StrCat("all-reduce of ", bytes, " bytes over ", world_size,
-                       " ranks"),
-          [&] { return world.Barrier(timeout); },
-          [&] { return world.AllReduceSum(buffer, timeout); });
-      if (!seconds.ok()) return seconds.status();
-      ProfileSample sample;
-      sample.op = ProfileSample::Op::kAllReduce;
-      sample.group_size = world_size;
-      sample.inter_node = inter_node;
-      sample.bytes = static_cast<double>(buffer.numel()) *
-                     static_cast<double>(element_bytes);
-      sample.measured_seconds = *seconds;
-      samples.push_back(sample);
+      DCP_RETURN_IF_ERROR(TimeCollective(
+          timer, world, timeout, inter_node, ProfileSample::Op::kAllReduce,
+          "all-reduce", bytes, buffer,
+          [&] { return world.AllReduceSum(buffer, timeout); }, samples));
     }
     // ZeRO-1's pair, as the plan executor runs them: the float32 gradients
     // reduce-scattered, the weights all-gathered in the model's dtype.
@@ -435,34 +438,20 @@ absl::Status ProfileCollectives(const ModelSpec& model, Communicator& comm,
                        tensor_options.dtype(torch::kFloat32));
       torch::Tensor summed =
           torch::empty({shard_gradients}, gradients.options());
-      absl::StatusOr<double> seconds = timer.MedianSeconds(
-          absl::StrCat("reduce-scatter of ", bytes, " bytes over ", world_size,
-                       " ranks"),
-          [&] { return world.Barrier(timeout); },
-          [&] { return world.ReduceScatterSum(gradients, summed, timeout); });
-      if (!seconds.ok()) return seconds.status();
-      ProfileSample sample;
-      sample.op = ProfileSample::Op::kReduceScatter;
-      sample.group_size = world_size;
-      sample.inter_node = inter_node;
-      sample.bytes = static_cast<double>(gradients.nbytes());
-      sample.measured_seconds = *seconds;
-      samples.push_back(sample);
+      DCP_RETURN_IF_ERROR(TimeCollective(
+          timer, world, timeout, inter_node, ProfileSample::Op::kReduceScatter,
+          "reduce-scatter", bytes, gradients,
+          [&] { return world.ReduceScatterSum(gradients, summed, timeout); },
+          samples));
 
       const int64_t shard_weights = bytes / (element_bytes * world_size);
       torch::Tensor shard = torch::zeros({shard_weights}, tensor_options);
       torch::Tensor weights =
           torch::empty({world_size * shard_weights}, tensor_options);
-      seconds = timer.MedianSeconds(
-          absl::StrCat("all-gather of ", bytes, " bytes over ", world_size,
-                       " ranks"),
-          [&] { return world.Barrier(timeout); },
-          [&] { return world.AllGather(shard, weights, timeout); });
-      if (!seconds.ok()) return seconds.status();
-      sample.op = ProfileSample::Op::kAllGather;
-      sample.bytes = static_cast<double>(weights.nbytes());
-      sample.measured_seconds = *seconds;
-      samples.push_back(sample);
+      DCP_RETURN_IF_ERROR(TimeCollective(
+          timer, world, timeout, inter_node, ProfileSample::Op::kAllGather,
+          "all-gather", bytes, weights,
+          [&] { return world.AllGather(shard, weights, timeout); }, samples));
     }
   }
   return world.Barrier(timeout);

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -24,6 +25,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
+#include "common/status_macros.h"
 #include "cost_model/cluster_spec.h"
 #include "cost_model/compute_model.h"
 #include "cost_model/cost_model.h"
@@ -422,49 +424,54 @@ TEST(ProfilerTest, InvalidOptionsAreRejectedBeforeAnyWork) {
     EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
     EXPECT_THAT(std::string(status.message()), ::testing::HasSubstr(mentions));
   };
-  ProfileOptions options;
-  options.repeats = 0;
-  expect_invalid(error_of(options), "repeats");
-  options = ProfileOptions();
-  options.warmup = -1;
-  expect_invalid(error_of(options), "warmup");
-  options = ProfileOptions();
-  options.sp_micro_batch_repeats = 0;
-  expect_invalid(error_of(options), "sp_micro_batch_repeats = 0");
-  options = ProfileOptions();
-  options.sp_micro_batch_shapes = {{1, 32}, {2, 0}};
-  expect_invalid(error_of(options), "sp_micro_batch_shapes[1] = {2, 0}");
-  options = ProfileOptions();
-  options.gemm_tokens = {64, 0};
-  expect_invalid(error_of(options), "gemm_tokens[1] = 0");
-  options = ProfileOptions();
-  options.attention_lengths = {-5};
-  expect_invalid(error_of(options), "attention_lengths[0]");
-  options = ProfileOptions();
-  options.all_reduce_bytes = {1};
-  expect_invalid(error_of(options), "all_reduce_bytes");
-  options = ProfileOptions();
-  options.group_sizes = std::vector<int>{2};
-  expect_invalid(error_of(options), "divide the world size 1");
-  options = ProfileOptions();
-  options.collective_timeout = absl::InfiniteDuration();
-  expect_invalid(error_of(options), "collective_timeout");
-  options = ProfileOptions();
-  options.dtype = torch::kInt64;
-  expect_invalid(error_of(options), "dtype");
-  options = ProfileOptions();
-  options.memory_tokens = {1000};
-  expect_invalid(error_of(options), "memory_sequence_tokens");
-  options = ProfileOptions();
-  options.memory_checkpointed_layers = std::vector<int>{3};
-  expect_invalid(error_of(options), "memory_checkpointed_layers");
+  struct InvalidCase {
+    // What it changes in the default options.
+    std::function<void(ProfileOptions&)> change;
+    // What the error names.
+    std::string mentions;
+  };
+  const std::vector<InvalidCase> invalid_cases = {
+      {[](ProfileOptions& o) { o.repeats = 0; }, "repeats"},
+      {[](ProfileOptions& o) { o.warmup = -1; }, "warmup"},
+      {[](ProfileOptions& o) { o.sp_micro_batch_repeats = 0; },
+       "sp_micro_batch_repeats = 0"},
+      {[](ProfileOptions& o) {
+         o.sp_micro_batch_shapes = {{1, 32}, {2, 0}};
+       },
+       "sp_micro_batch_shapes[1] = {2, 0}"},
+      {[](ProfileOptions& o) {
+         o.gemm_tokens = {64, 0};
+       },
+       "gemm_tokens[1] = 0"},
+      {[](ProfileOptions& o) { o.attention_lengths = {-5}; },
+       "attention_lengths[0]"},
+      {[](ProfileOptions& o) { o.all_reduce_bytes = {1}; }, "all_reduce_bytes"},
+      {[](ProfileOptions& o) { o.group_sizes = std::vector<int>{2}; },
+       "divide the world size 1"},
+      {[](ProfileOptions& o) {
+         o.collective_timeout = absl::InfiniteDuration();
+       },
+       "collective_timeout"},
+      {[](ProfileOptions& o) { o.dtype = torch::kInt64; }, "dtype"},
+      {[](ProfileOptions& o) { o.memory_tokens = {1000}; },
+       "memory_sequence_tokens"},
+      {[](ProfileOptions& o) {
+         o.memory_checkpointed_layers = std::vector<int>{3};
+       },
+       "memory_checkpointed_layers"},
+  };
+  for (const InvalidCase& invalid : invalid_cases) {
+    ProfileOptions options;
+    invalid.change(options);
+    expect_invalid(error_of(options), invalid.mentions);
+  }
   expect_invalid(error_of(ProfileOptions(), /*gpus_per_node=*/0),
                  "gpus_per_node");
   ModelSpec uneven = spec;
   uneven.num_kv_heads = 3;
   EXPECT_EQ(error_of(ProfileOptions(), 8, &uneven).code(),
             absl::StatusCode::kInvalidArgument);
-  options = ProfileOptions();
+  ProfileOptions options;
   options.device = torch::Device(torch::kCUDA, 0);
 #if DCP_LIBTORCH_HAS_CUDA
   if (!torch::cuda::is_available()) {
@@ -505,6 +512,15 @@ absl::Status Check(bool condition, const std::string& what) {
   return absl::InternalError(absl::StrCat("check failed: ", what));
 }
 
+// The fit of `samples` for the test world's cluster: its ranks on two nodes
+// of kGpusPerNode.
+absl::StatusOr<CostModelFit> FitOnTestCluster(
+    const ModelSpec& spec, const std::vector<ProfileSample>& samples) {
+  const ClusterSpec cluster =
+      H200Cluster(/*num_nodes=*/kWorldSize / kGpusPerNode, kGpusPerNode);
+  return FitCostModel(spec, cluster, DefaultCostParams(spec, cluster), samples);
+}
+
 // The default profile, collectively: every rank gets all-to-all samples for
 // groups of 2 (inside a node) and 4 (across the two nodes of 2), world
 // all-reduce samples, its own compute samples, and a fit that accepts them.
@@ -528,65 +544,59 @@ DCP_RANK_MAIN(DefaultProfile) {
   for (const ProfileSample& sample : OfOp(*samples, Op::kAllToAll)) {
     all_to_all[sample.group_size].push_back(sample);
   }
-  absl::Status status =
+  DCP_RETURN_IF_ERROR(
       Check(all_to_all.size() == 2 && all_to_all.count(2) == 1 &&
                 all_to_all.count(4) == 1,
-            "all-to-all samples for exactly group sizes 2 and 4");
-  if (!status.ok()) return status;
+            "all-to-all samples for exactly group sizes 2 and 4"));
   for (const auto& [group_size, group_samples] : all_to_all) {
-    status =
+    DCP_RETURN_IF_ERROR(
         Check(group_samples.size() == options.all_to_all_bytes.size(),
-              absl::StrCat("one all-to-all sample per size at ", group_size));
-    if (!status.ok()) return status;
+              absl::StrCat("one all-to-all sample per size at ", group_size)));
     for (size_t i = 0; i < group_samples.size(); ++i) {
       const ProfileSample& sample = group_samples[i];
-      status = Check(
-          sample.inter_node == (group_size > kGpusPerNode) &&
-              sample.bytes ==
-                  static_cast<double>(options.all_to_all_bytes[i]) &&
-              sample.measured_seconds > 0,
-          absl::StrCat("all-to-all sample ", i, " of group size ", group_size));
-      if (!status.ok()) return status;
+      DCP_RETURN_IF_ERROR(
+          Check(sample.inter_node == (group_size > kGpusPerNode) &&
+                    sample.bytes ==
+                        static_cast<double>(options.all_to_all_bytes[i]) &&
+                    sample.measured_seconds > 0,
+                absl::StrCat("all-to-all sample ", i, " of group size ",
+                             group_size)));
     }
   }
   const std::vector<ProfileSample> all_reduce = OfOp(*samples, Op::kAllReduce);
-  status = Check(all_reduce.size() == options.all_reduce_bytes.size(),
-                 "one world all-reduce sample per size");
-  if (!status.ok()) return status;
+  DCP_RETURN_IF_ERROR(
+      Check(all_reduce.size() == options.all_reduce_bytes.size(),
+            "one world all-reduce sample per size"));
   for (const ProfileSample& sample : all_reduce) {
-    status = Check(sample.group_size == kWorldSize && sample.inter_node &&
-                       sample.measured_seconds > 0,
-                   "all-reduce sample over the world across nodes");
-    if (!status.ok()) return status;
+    DCP_RETURN_IF_ERROR(Check(sample.group_size == kWorldSize &&
+                                  sample.inter_node &&
+                                  sample.measured_seconds > 0,
+                              "all-reduce sample over the world across nodes"));
   }
   // ZeRO-1's pair over the world: float32 gradients reduce-scattered, the
   // weights (float32 here) all-gathered, each of the whole buffer's bytes.
   for (Op op : {Op::kReduceScatter, Op::kAllGather}) {
     const std::vector<ProfileSample> zero1 = OfOp(*samples, op);
-    status = Check(zero1.size() == options.zero1_collective_bytes.size(),
-                   "one reduce-scatter and one all-gather sample per size");
-    if (!status.ok()) return status;
+    DCP_RETURN_IF_ERROR(
+        Check(zero1.size() == options.zero1_collective_bytes.size(),
+              "one reduce-scatter and one all-gather sample per size"));
     for (size_t i = 0; i < zero1.size(); ++i) {
-      status = Check(
+      DCP_RETURN_IF_ERROR(Check(
           zero1[i].group_size == kWorldSize && zero1[i].inter_node &&
               zero1[i].bytes ==
                   static_cast<double>(options.zero1_collective_bytes[i]) &&
               zero1[i].measured_seconds > 0,
-          absl::StrCat("ZeRO-1 collective sample ", i));
-      if (!status.ok()) return status;
+          absl::StrCat("ZeRO-1 collective sample ", i)));
     }
   }
-  status = Check(OfOp(*samples, Op::kGemm).size() == options.gemm_tokens.size(),
-                 "GEMM samples on every rank");
-  if (!status.ok()) return status;
+  DCP_RETURN_IF_ERROR(
+      Check(OfOp(*samples, Op::kGemm).size() == options.gemm_tokens.size(),
+            "GEMM samples on every rank"));
 
-  const ClusterSpec cluster =
-      H200Cluster(/*num_nodes=*/kWorldSize / kGpusPerNode, kGpusPerNode);
-  absl::StatusOr<CostModelFit> fit =
-      FitCostModel(spec, cluster, DefaultCostParams(spec, cluster), *samples);
-  if (!fit.ok()) return fit.status();
+  DCP_ASSIGN_OR_RETURN(const CostModelFit fit,
+                       FitOnTestCluster(spec, *samples));
   if (context.rank == 0) {
-    for (const ModelFitReport& report : fit->reports) {
+    for (const ModelFitReport& report : fit.reports) {
       std::fprintf(stderr, "[rank 0] fit %s: %s\n", report.name.c_str(),
                    report.note.c_str());
     }
@@ -621,16 +631,15 @@ DCP_RANK_MAIN(SpMicroBatches) {
       RunProfile(spec, **comm, kGpusPerNode, options);
   if (!samples.ok()) return samples.status();
   const std::vector<ProfileSample> sp = OfOp(*samples, Op::kSpMicroBatch);
-  absl::Status status =
-      Check(sp.size() == 2 * 2 * 2, "8 SP micro-batch samples");
-  if (!status.ok()) return status;
+  DCP_RETURN_IF_ERROR(
+      Check(sp.size() == 2 * 2 * 2, "8 SP micro-batch samples"));
   size_t i = 0;
   for (int group_size : {2, 4}) {
     for (const auto& [sequences, length] : options.sp_micro_batch_shapes) {
       for (int layers : {0, 2}) {
         const ProfileSample& sample = sp[i++];
         const int64_t share = (length + group_size - 1) / group_size;
-        status = Check(
+        DCP_RETURN_IF_ERROR(Check(
             sample.group_size == group_size &&
                 sample.inter_node == (group_size > kGpusPerNode) &&
                 sample.num_sequences == sequences &&
@@ -639,22 +648,15 @@ DCP_RANK_MAIN(SpMicroBatches) {
                 sample.checkpointed_layers == layers &&
                 sample.communication_seconds > 0 &&
                 sample.communication_seconds <= sample.measured_seconds,
-            absl::StrCat("SP micro-batch sample ", i - 1));
-        if (!status.ok()) return status;
+            absl::StrCat("SP micro-batch sample ", i - 1)));
       }
     }
   }
-  const ClusterSpec cluster =
-      H200Cluster(/*num_nodes=*/kWorldSize / kGpusPerNode, kGpusPerNode);
-  absl::StatusOr<CostModelFit> fit =
-      FitCostModel(spec, cluster, DefaultCostParams(spec, cluster), *samples);
-  if (!fit.ok()) return fit.status();
-  for (const ModelFitReport& report : fit->reports) {
-    if (report.name == "sp_micro_batch") {
-      return Check(!report.used_defaults, "the SP micro-batches are fitted");
-    }
-  }
-  return Check(false, "an sp_micro_batch report");
+  DCP_ASSIGN_OR_RETURN(const CostModelFit fit,
+                       FitOnTestCluster(spec, *samples));
+  const ModelFitReport* report = Report(fit, "sp_micro_batch");
+  DCP_RETURN_IF_ERROR(Check(report != nullptr, "an sp_micro_batch report"));
+  return Check(!report->used_defaults, "the SP micro-batches are fitted");
 }
 
 TEST(ProfilerMultiProcessTest, SpMicroBatchesOverFourRanks) {
