@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <limits>
+#include <string>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -415,42 +418,42 @@ PhasedPlan PhasedPlanFromProto(const v1::Plan& proto) {
   return plan;
 }
 
+namespace {
+
+// Each core profile op and its wire value, in the order errors list them.
+constexpr std::pair<ProfileSample::Op, v1::ProfileSample::Op> kProfileOps[] = {
+    {ProfileSample::Op::kGemm, v1::ProfileSample::GEMM},
+    {ProfileSample::Op::kAttentionForward,
+     v1::ProfileSample::ATTENTION_FORWARD},
+    {ProfileSample::Op::kAttentionBackward,
+     v1::ProfileSample::ATTENTION_BACKWARD},
+    {ProfileSample::Op::kAllToAll, v1::ProfileSample::ALL_TO_ALL},
+    {ProfileSample::Op::kAllReduce, v1::ProfileSample::ALL_REDUCE},
+    {ProfileSample::Op::kActivationMemory,
+     v1::ProfileSample::ACTIVATION_MEMORY},
+    {ProfileSample::Op::kReduceScatter, v1::ProfileSample::REDUCE_SCATTER},
+    {ProfileSample::Op::kAllGather, v1::ProfileSample::ALL_GATHER},
+    {ProfileSample::Op::kMicroBatch, v1::ProfileSample::MICRO_BATCH},
+    {ProfileSample::Op::kOptimizerStep, v1::ProfileSample::OPTIMIZER_STEP},
+    {ProfileSample::Op::kSpMicroBatch, v1::ProfileSample::SP_MICRO_BATCH},
+};
+
+// "GEMM, ATTENTION_FORWARD, ... or SP_MICRO_BATCH".
+std::string ProfileOpNames() {
+  std::string names;
+  for (size_t i = 0; i < std::size(kProfileOps); ++i) {
+    if (i > 0) names += i + 1 < std::size(kProfileOps) ? ", " : " or ";
+    names += v1::ProfileSample::Op_Name(kProfileOps[i].second);
+  }
+  return names;
+}
+
+}  // namespace
+
 v1::ProfileSample ProfileSampleToProto(const ProfileSample& sample) {
   v1::ProfileSample proto;
-  switch (sample.op) {
-    case ProfileSample::Op::kGemm:
-      proto.set_op(v1::ProfileSample::GEMM);
-      break;
-    case ProfileSample::Op::kAttentionForward:
-      proto.set_op(v1::ProfileSample::ATTENTION_FORWARD);
-      break;
-    case ProfileSample::Op::kAttentionBackward:
-      proto.set_op(v1::ProfileSample::ATTENTION_BACKWARD);
-      break;
-    case ProfileSample::Op::kAllToAll:
-      proto.set_op(v1::ProfileSample::ALL_TO_ALL);
-      break;
-    case ProfileSample::Op::kAllReduce:
-      proto.set_op(v1::ProfileSample::ALL_REDUCE);
-      break;
-    case ProfileSample::Op::kActivationMemory:
-      proto.set_op(v1::ProfileSample::ACTIVATION_MEMORY);
-      break;
-    case ProfileSample::Op::kReduceScatter:
-      proto.set_op(v1::ProfileSample::REDUCE_SCATTER);
-      break;
-    case ProfileSample::Op::kAllGather:
-      proto.set_op(v1::ProfileSample::ALL_GATHER);
-      break;
-    case ProfileSample::Op::kMicroBatch:
-      proto.set_op(v1::ProfileSample::MICRO_BATCH);
-      break;
-    case ProfileSample::Op::kOptimizerStep:
-      proto.set_op(v1::ProfileSample::OPTIMIZER_STEP);
-      break;
-    case ProfileSample::Op::kSpMicroBatch:
-      proto.set_op(v1::ProfileSample::SP_MICRO_BATCH);
-      break;
+  for (const auto& [op, wire_op] : kProfileOps) {
+    if (op == sample.op) proto.set_op(wire_op);
   }
   proto.set_flops(sample.flops);
   proto.set_tokens(RoundToInt64(sample.tokens));
@@ -470,53 +473,22 @@ v1::ProfileSample ProfileSampleToProto(const ProfileSample& sample) {
 absl::StatusOr<ProfileSample> ProfileSampleFromProto(
     const v1::ProfileSample& proto, int index) {
   ProfileSample sample;
-  switch (proto.op()) {
-    case v1::ProfileSample::GEMM:
-      sample.op = ProfileSample::Op::kGemm;
-      break;
-    case v1::ProfileSample::ATTENTION_FORWARD:
-      sample.op = ProfileSample::Op::kAttentionForward;
-      break;
-    case v1::ProfileSample::ATTENTION_BACKWARD:
-      sample.op = ProfileSample::Op::kAttentionBackward;
-      break;
-    case v1::ProfileSample::ALL_TO_ALL:
-      sample.op = ProfileSample::Op::kAllToAll;
-      break;
-    case v1::ProfileSample::ALL_REDUCE:
-      sample.op = ProfileSample::Op::kAllReduce;
-      break;
-    case v1::ProfileSample::ACTIVATION_MEMORY:
-      sample.op = ProfileSample::Op::kActivationMemory;
-      break;
-    case v1::ProfileSample::REDUCE_SCATTER:
-      sample.op = ProfileSample::Op::kReduceScatter;
-      break;
-    case v1::ProfileSample::ALL_GATHER:
-      sample.op = ProfileSample::Op::kAllGather;
-      break;
-    case v1::ProfileSample::MICRO_BATCH:
-      sample.op = ProfileSample::Op::kMicroBatch;
-      break;
-    case v1::ProfileSample::OPTIMIZER_STEP:
-      sample.op = ProfileSample::Op::kOptimizerStep;
-      break;
-    case v1::ProfileSample::SP_MICRO_BATCH:
-      sample.op = ProfileSample::Op::kSpMicroBatch;
-      break;
-    case v1::ProfileSample::OP_UNSPECIFIED:
-      return absl::InvalidArgumentError(absl::StrCat(
-          "samples[", index,
-          "].op is OP_UNSPECIFIED; set it to the measured operation (GEMM, "
-          "ATTENTION_FORWARD, ATTENTION_BACKWARD, ALL_TO_ALL, ALL_REDUCE, "
-          "ACTIVATION_MEMORY, REDUCE_SCATTER, ALL_GATHER, MICRO_BATCH, "
-          "OPTIMIZER_STEP or SP_MICRO_BATCH)"));
-    default:
-      return absl::InvalidArgumentError(absl::StrCat(
-          "samples[", index, "].op = ", static_cast<int>(proto.op()),
-          " is not a known operation; use a value of dcp.v1.ProfileSample.Op "
-          "(a newer client may need a newer planner)"));
+  if (proto.op() == v1::ProfileSample::OP_UNSPECIFIED) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "samples[", index,
+        "].op is OP_UNSPECIFIED; set it to the measured operation (",
+        ProfileOpNames(), ")"));
   }
+  const auto* known =
+      std::find_if(std::begin(kProfileOps), std::end(kProfileOps),
+                   [&](const auto& ops) { return ops.second == proto.op(); });
+  if (known == std::end(kProfileOps)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "samples[", index, "].op = ", static_cast<int>(proto.op()),
+        " is not a known operation; use a value of dcp.v1.ProfileSample.Op "
+        "(a newer client may need a newer planner)"));
+  }
+  sample.op = known->first;
   sample.flops = proto.flops();
   sample.tokens = static_cast<double>(proto.tokens());
   sample.sum_squared_lengths = proto.sum_squared_lengths();

@@ -7,6 +7,7 @@
 #include "cost_model/cost_model.h"
 #include "cost_model/fitting.h"
 #include "gmock/gmock.h"
+#include "google/protobuf/descriptor.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
 #include "planner/plan/phased_plan.h"
@@ -249,6 +250,20 @@ TEST(ProtoConvertTest, SyntheticProfileRoundTrips) {
   }
 }
 
+TEST(ProtoConvertTest, EveryWireOpIsACoreOpAndBack) {
+  const google::protobuf::EnumDescriptor& ops =
+      *v1::ProfileSample::Op_descriptor();
+  for (int i = 0; i < ops.value_count(); ++i) {
+    const auto op = static_cast<v1::ProfileSample::Op>(ops.value(i)->number());
+    if (op == v1::ProfileSample::OP_UNSPECIFIED) continue;
+    v1::ProfileSample proto;
+    proto.set_op(op);
+    absl::StatusOr<ProfileSample> sample = ProfileSampleFromProto(proto, 0);
+    ASSERT_TRUE(sample.ok()) << ops.value(i)->name() << ": " << sample.status();
+    EXPECT_EQ(ProfileSampleToProto(*sample).op(), op) << ops.value(i)->name();
+  }
+}
+
 TEST(ProtoConvertTest, UnspecifiedOrUnknownOpNamesTheIndex) {
   v1::ProfileSet set;
   set.add_samples()->set_op(v1::ProfileSample::GEMM);
@@ -259,6 +274,12 @@ TEST(ProtoConvertTest, UnspecifiedOrUnknownOpNamesTheIndex) {
   ASSERT_EQ(samples.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(samples.status().message(), HasSubstr("samples[2].op"));
   EXPECT_THAT(samples.status().message(), HasSubstr("OP_UNSPECIFIED"));
+  EXPECT_THAT(samples.status().message(),
+              HasSubstr("set it to the measured operation (GEMM, "
+                        "ATTENTION_FORWARD, ATTENTION_BACKWARD, ALL_TO_ALL, "
+                        "ALL_REDUCE, ACTIVATION_MEMORY, REDUCE_SCATTER, "
+                        "ALL_GATHER, MICRO_BATCH, OPTIMIZER_STEP or "
+                        "SP_MICRO_BATCH)"));
 
   v1::ProfileSample unknown;
   unknown.set_op(static_cast<v1::ProfileSample::Op>(42));
