@@ -18,6 +18,13 @@ prometheus::Histogram::BucketBoundaries LatencyBucketsSeconds() {
           0.25,   0.5,   1,      2.5,   5,    10,    30,   60};
 }
 
+// A gauge without labels, registered in `registry`.
+prometheus::Gauge& UnlabelledGauge(prometheus::Registry& registry,
+                                   const char* name, const char* help) {
+  return prometheus::BuildGauge().Name(name).Help(help).Register(registry).Add(
+      {});
+}
+
 }  // namespace
 
 absl::string_view GrpcStatusCodeName(grpc::StatusCode code) {
@@ -76,61 +83,41 @@ PrometheusPlannerMetrics::PrometheusPlannerMetrics()
                        .Register(*registry_)
                        .Add({})),
       predicted_step_seconds_(
-          prometheus::BuildGauge()
-              .Name(names::kPredictedStepSeconds)
-              .Help("Predicted step time of the last planned step.")
-              .Register(*registry_)
-              .Add({})),
+          UnlabelledGauge(*registry_, names::kPredictedStepSeconds,
+                          "Predicted step time of the last planned step.")),
       plan_sp_groups_(prometheus::BuildGauge()
                           .Name(names::kPlanSpGroups)
                           .Help("SP groups of each size (label sp_size) in "
                                 "the last planned step; 0 for a size an "
                                 "earlier plan used.")
                           .Register(*registry_)),
-      plan_micro_batches_(
-          prometheus::BuildGauge()
-              .Name(names::kPlanMicroBatches)
-              .Help("Micro-batches of the last planned step, summed over its "
-                    "SP groups.")
-              .Register(*registry_)
-              .Add({})),
-      plan_recomputed_layers_(
-          prometheus::BuildGauge()
-              .Name(names::kPlanRecomputedLayers)
-              .Help("Mean checkpointed (recomputed) layers per micro-batch "
-                    "of the last planned step.")
-              .Register(*registry_)
-              .Add({})),
+      plan_micro_batches_(UnlabelledGauge(
+          *registry_, names::kPlanMicroBatches,
+          "Micro-batches of the last planned step, summed over its "
+          "SP groups.")),
+      plan_recomputed_layers_(UnlabelledGauge(
+          *registry_, names::kPlanRecomputedLayers,
+          "Mean checkpointed (recomputed) layers per micro-batch "
+          "of the last planned step.")),
       plan_max_checkpointed_layers_(
-          prometheus::BuildGauge()
-              .Name(names::kPlanMaxCheckpointedLayers)
-              .Help("Most checkpointed (recomputed) layers of any "
-                    "micro-batch of the last planned step.")
-              .Register(*registry_)
-              .Add({})),
+          UnlabelledGauge(*registry_, names::kPlanMaxCheckpointedLayers,
+                          "Most checkpointed (recomputed) layers of any "
+                          "micro-batch of the last planned step.")),
       measured_step_seconds_(prometheus::BuildGauge()
                                  .Name(names::kMeasuredStepSeconds)
                                  .Help("Last measured step time of each rank.")
                                  .Register(*registry_)),
-      step_imbalance_ratio_(
-          prometheus::BuildGauge()
-              .Name(names::kStepImbalanceRatio)
-              .Help("(max - mean) / max of the ranks' measured step times of "
-                    "the last step every rank reported.")
-              .Register(*registry_)
-              .Add({})),
-      cost_model_relative_error_(
-          prometheus::BuildGauge()
-              .Name(names::kCostModelRelativeError)
-              .Help("|measured - predicted| / measured step time of the last "
-                    "reported group.")
-              .Register(*registry_)
-              .Add({})),
-      registered_workers_(prometheus::BuildGauge()
-                              .Name(names::kRegisteredWorkers)
-                              .Help("Workers registered with the planner.")
-                              .Register(*registry_)
-                              .Add({})),
+      step_imbalance_ratio_(UnlabelledGauge(
+          *registry_, names::kStepImbalanceRatio,
+          "(max - mean) / max of the ranks' measured step times of "
+          "the last step every rank reported.")),
+      cost_model_relative_error_(UnlabelledGauge(
+          *registry_, names::kCostModelRelativeError,
+          "|measured - predicted| / measured step time of the last "
+          "reported group.")),
+      registered_workers_(
+          UnlabelledGauge(*registry_, names::kRegisteredWorkers,
+                          "Workers registered with the planner.")),
       rpc_requests_total_(
           prometheus::BuildCounter()
               .Name(names::kRpcRequestsTotal)
