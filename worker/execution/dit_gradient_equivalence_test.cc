@@ -72,13 +72,7 @@ EquivalenceCase DitCase() {
   for (int64_t length : EquivalenceSequenceLengths()) {
     dit.total_loss_tokens += length;
   }
-  PlanExecutorOptions& options = dit.executor_options;
-  options.collective_timeout = absl::Seconds(30);
-  options.learning_rate = 1e-3;
-  options.weight_decay = 0.1;
-  // As in the GPT test: a larger epsilon keeps Adam's first step from
-  // magnifying rounding-level gradient differences near zero.
-  options.adam_epsilon = 1e-6;
+  dit.executor_options = ::dcp::testing::EquivalenceExecutorOptions();
   dit.require_nonzero_gradients = true;
   return dit;
 }

@@ -15,6 +15,7 @@
 #include "planner/plan/plan.h"
 #include "torch/torch.h"
 #include "worker/communication/fake_communicator.h"
+#include "worker/execution/equivalence_test_support.h"
 #include "worker/execution/latent_dataset.h"
 #include "worker/execution/model.h"
 #include "worker/execution/model_kind.h"
@@ -24,6 +25,8 @@
 namespace dcp {
 namespace {
 
+using ::dcp::testing::Group;
+using ::dcp::testing::MicroBatch;
 using ::testing::HasSubstr;
 
 constexpr int64_t kChannels = 16;
@@ -351,20 +354,6 @@ TEST(DitModelTest, AttentionCoreMatchesMaterialisedAttentionOverRealKeys) {
             1e-5);
 }
 
-GroupPlan OneGroup(std::vector<MicroBatchPlan> micro_batches) {
-  GroupPlan group;
-  group.ranks = {0};
-  group.micro_batches = std::move(micro_batches);
-  return group;
-}
-
-MicroBatchPlan MicroBatch(std::vector<int> sequences, int checkpointed) {
-  MicroBatchPlan micro_batch;
-  micro_batch.sequence_indices = std::move(sequences);
-  micro_batch.checkpointed_layers = checkpointed;
-  return micro_batch;
-}
-
 TEST(DitModelTest, PlanExecutorTrainsTheDitAndItsLossFalls) {
   std::shared_ptr<DitModel> model = TinyDit(/*zero_init=*/true);
   FakeCommunicator communicator;
@@ -382,8 +371,8 @@ TEST(DitModelTest, PlanExecutorTrainsTheDitAndItsLossFalls) {
     return input;
   };
   Plan plan;
-  plan.groups = {
-      OneGroup({MicroBatch({0, 1}, 1), MicroBatch({2}, 2), MicroBatch({3}, 0)})};
+  plan.groups = {Group(
+      {0}, {MicroBatch({0, 1}, 1), MicroBatch({2}, 2), MicroBatch({3}, 0)})};
   std::vector<double> losses;
   for (int step = 0; step < 8; ++step) {
     absl::StatusOr<StepResult> result =

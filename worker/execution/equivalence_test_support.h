@@ -98,6 +98,11 @@ struct EquivalenceMode {
 /// weights) and "bf16_zero1" (the same with bf16 weights and activations).
 const std::vector<EquivalenceMode>& EquivalenceModes();
 
+/// The executor options both models' checks train with (`zero1` unset):
+/// AdamW with weight decay and an epsilon that keeps rounding-level
+/// gradient differences from moving the weights.
+PlanExecutorOptions EquivalenceExecutorOptions();
+
 /// One model's equivalence check: how to build it (the same initial weights
 /// on every call for a dtype), the global batch and the executor's options
 /// (their `zero1` is set per mode).

@@ -68,17 +68,7 @@ EquivalenceCase GptCase() {
   for (int64_t length : EquivalenceSequenceLengths()) {
     gpt.total_loss_tokens += length - 1;
   }
-  PlanExecutorOptions& options = gpt.executor_options;
-  options.collective_timeout = absl::Seconds(30);
-  options.learning_rate = 1e-3;
-  options.weight_decay = 0.1;
-  // Adam's first step moves each weight by lr * g / (|g| + eps): for a
-  // gradient element near 0 it magnifies float rounding of g by up to
-  // lr / eps. With eps = 1e-8 rounding-level gradient differences (~2e-8)
-  // already move weights by ~2e-6; 1e-6 keeps that well under the fp32
-  // tolerance without hiding real gradient errors, which the gradient check
-  // sees first.
-  options.adam_epsilon = 1e-6;
+  gpt.executor_options = ::dcp::testing::EquivalenceExecutorOptions();
   return gpt;
 }
 
