@@ -21,6 +21,7 @@
 #include "planner/service/planner_handler.h"
 #include "planner/service/planner_handler_test_support.h"
 #include "planner/service/planner_metrics.h"
+#include "planner/service/test_batches.h"
 #include "planner/service/test_directory.h"
 
 namespace dcp {
@@ -141,16 +142,12 @@ TEST(PlannerHandlerTest, GetPlansWaitingForAStepDoNotBlockOtherCalls) {
   EXPECT_EQ(registered->rendezvous_address(), "10.0.0.7:29500");
   EXPECT_EQ(handler->ListWorkers({})->workers_size(), 4);
   EXPECT_EQ(handler->GetClusterModel({})->params_version(), 0);
-  v1::SubmitBatchesRequest submit;
-  submit.set_worker_id(kSubmitter);
-  *submit.add_batches() = MakeBatch(1);
-  EXPECT_TRUE(handler->SubmitBatches(submit).ok());
-  v1::ReportStepStatsRequest report;
-  report.set_worker_id("w1");
-  report.set_step(0);
-  report.set_rank(8);
-  report.set_step_seconds(1);
-  EXPECT_THAT(handler->ReportStepStats(report).status().message(),
+  EXPECT_TRUE(handler->SubmitBatches(SubmitRequest({MakeBatch(1)})).ok());
+  EXPECT_THAT(handler
+                  ->ReportStepStats(StepReport("w1", /*step=*/0, /*rank=*/8,
+                                               /*step_seconds=*/1))
+                  .status()
+                  .message(),
               HasSubstr("still planning"));
   latch.release.Notify();
   for (std::thread& thread : threads) thread.join();
@@ -174,10 +171,7 @@ TEST(PlannerHandlerTest, StepWithADifferentBatchIsRejected) {
               AllOf(HasSubstr("step 5 was submitted or planned with a "
                               "different batch (fingerprint "),
                     HasSubstr("a step's batch must not change")));
-  v1::SubmitBatchesRequest submit;
-  submit.set_worker_id(kSubmitter);
-  *submit.add_batches() = changed;
-  EXPECT_EQ(handler->SubmitBatches(submit).status().code(),
+  EXPECT_EQ(handler->SubmitBatches(SubmitRequest({changed})).status().code(),
             absl::StatusCode::kFailedPrecondition);
 }
 
@@ -215,13 +209,10 @@ TEST(PlannerHandlerTest, SubmittedBatchesArePlannedAhead) {
   options.background_planning_threads = 2;
   auto handler = MakeHandler(options, clock, &metrics);
   RegisterWorld(*handler, 4, 8);
-  v1::SubmitBatchesRequest submit;
-  submit.set_worker_id(kSubmitter);
-  for (int64_t step = 10; step < 13; ++step)
-    *submit.add_batches() = MakeBatch(step);
-  *submit.add_batches() = MakeBatch(10);  // repeats are harmless
+  // Step 10 twice: repeats are harmless.
   absl::StatusOr<v1::SubmitBatchesResponse> accepted =
-      handler->SubmitBatches(submit);
+      handler->SubmitBatches(SubmitRequest(
+          {MakeBatch(10), MakeBatch(11), MakeBatch(12), MakeBatch(10)}));
   ASSERT_TRUE(accepted.ok()) << accepted.status();
   EXPECT_EQ(accepted->accepted(), 4);
   const absl::Time deadline = absl::Now() + absl::Seconds(20);
@@ -237,10 +228,7 @@ TEST(PlannerHandlerTest, SubmittedBatchesArePlannedAhead) {
   }
   EXPECT_EQ(metrics.plans_computed(), 3);
   // Invalid batches name their index.
-  v1::SubmitBatchesRequest bad;
-  bad.set_worker_id(kSubmitter);
-  *bad.add_batches() = MakeBatch(20);
-  *bad.add_batches() = MakeBatch(21);
+  v1::SubmitBatchesRequest bad = SubmitRequest({MakeBatch(20), MakeBatch(21)});
   bad.mutable_batches(1)->mutable_samples(0)->set_length_tokens(-5);
   absl::StatusOr<v1::SubmitBatchesResponse> rejected =
       handler->SubmitBatches(bad);
@@ -249,10 +237,8 @@ TEST(PlannerHandlerTest, SubmittedBatchesArePlannedAhead) {
   handler->Shutdown();
   handler->Shutdown();
   // After shutdown, submitted batches are planned on demand.
-  v1::SubmitBatchesRequest later;
-  later.set_worker_id(kSubmitter);
-  *later.add_batches() = MakeBatch(30);
-  EXPECT_EQ(handler->SubmitBatches(later)->accepted(), 1);
+  EXPECT_EQ(handler->SubmitBatches(SubmitRequest({MakeBatch(30)}))->accepted(),
+            1);
   EXPECT_EQ(metrics.plans_computed(), 3);
   EXPECT_TRUE(handler->GetPlan(PlanRequest("w0", MakeBatch(30))).ok());
   EXPECT_EQ(metrics.plans_computed(), 4);
@@ -272,9 +258,7 @@ TEST(PlannerHandlerTest, AtMost256SubmittedBatchesWaitToBePlanned) {
   }
   ASSERT_TRUE(handler->SubmitBatches(many).ok());
   ASSERT_TRUE(handler->SubmitBatches(many).ok());  // nothing new
-  v1::SubmitBatchesRequest one_more;
-  one_more.set_worker_id(kSubmitter);
-  *one_more.add_batches() = MakeBatch(256, 4);
+  const v1::SubmitBatchesRequest one_more = SubmitRequest({MakeBatch(256, 4)});
   absl::StatusOr<v1::SubmitBatchesResponse> refused =
       handler->SubmitBatches(one_more);
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted);
@@ -302,14 +286,10 @@ TEST(PlannerHandlerTest, WaitingBatchesAreBoundedByTheMemoryBudget) {
   options.memory_budget_bytes = 10 << 20;
   auto handler = MakeHandler(options, clock, &metrics);
   RegisterWorld(*handler, 4, 8);
-  v1::SubmitBatchesRequest two;
-  two.set_worker_id(kSubmitter);
-  *two.add_batches() = MakeBatch(0, 20000);
-  *two.add_batches() = MakeBatch(1, 20000);
+  const v1::SubmitBatchesRequest two =
+      SubmitRequest({MakeBatch(0, 20000), MakeBatch(1, 20000)});
   ASSERT_TRUE(handler->SubmitBatches(two).ok());
-  v1::SubmitBatchesRequest third;
-  third.set_worker_id(kSubmitter);
-  *third.add_batches() = MakeBatch(2, 20000);
+  const v1::SubmitBatchesRequest third = SubmitRequest({MakeBatch(2, 20000)});
   absl::StatusOr<v1::SubmitBatchesResponse> refused =
       handler->SubmitBatches(third);
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted);
@@ -329,9 +309,7 @@ TEST(PlannerHandlerTest, WaitingBatchesAreBoundedByTheMemoryBudget) {
   // One batch beyond the whole budget is refused even when none wait.
   auto fresh = MakeHandler(options, clock, &metrics);
   RegisterWorld(*fresh, 4, 8);
-  v1::SubmitBatchesRequest huge;
-  huge.set_worker_id(kSubmitter);
-  *huge.add_batches() = MakeBatch(0, 60000);
+  const v1::SubmitBatchesRequest huge = SubmitRequest({MakeBatch(0, 60000)});
   EXPECT_EQ(fresh->SubmitBatches(huge).status().code(),
             absl::StatusCode::kResourceExhausted);
 }
@@ -348,23 +326,15 @@ TEST(PlannerHandlerTest, WaitingBatchesAreBoundedByPredictedPlanningTime) {
   options.max_queued_planning = absl::Seconds(2.5 * one);
   auto handler = MakeHandler(options, clock, &metrics);
   RegisterWorld(*handler, 4, 8);
-  v1::SubmitBatchesRequest two;
-  two.set_worker_id(kSubmitter);
-  *two.add_batches() = MakeBatch(0, 100000);
-  *two.add_batches() = MakeBatch(1, 100000);
+  const v1::SubmitBatchesRequest two =
+      SubmitRequest({MakeBatch(0, 100000), MakeBatch(1, 100000)});
   ASSERT_TRUE(handler->SubmitBatches(two).ok());
-  v1::SubmitBatchesRequest third;
-  third.set_worker_id(kSubmitter);
-  *third.add_batches() = MakeBatch(2, 100000);
   absl::StatusOr<v1::SubmitBatchesResponse> refused =
-      handler->SubmitBatches(third);
+      handler->SubmitBatches(SubmitRequest({MakeBatch(2, 100000)}));
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(refused.status().message(), HasSubstr("--max-queued-planning"));
   // Small batches still fit beside them.
-  v1::SubmitBatchesRequest small;
-  small.set_worker_id(kSubmitter);
-  *small.add_batches() = MakeBatch(3, 48);
-  EXPECT_TRUE(handler->SubmitBatches(small).ok());
+  EXPECT_TRUE(handler->SubmitBatches(SubmitRequest({MakeBatch(3, 48)})).ok());
 }
 
 TEST(PlannerHandlerTest, LazyPlanningWithoutBackgroundThreads) {
@@ -372,11 +342,9 @@ TEST(PlannerHandlerTest, LazyPlanningWithoutBackgroundThreads) {
   RecordingMetrics metrics;
   auto handler = MakeHandler(GpuOptions(), clock, &metrics);
   RegisterWorld(*handler, 4, 8);
-  v1::SubmitBatchesRequest submit;
-  submit.set_worker_id(kSubmitter);
-  *submit.add_batches() = MakeBatch(0);
-  *submit.add_batches() = MakeBatch(1);
-  EXPECT_EQ(handler->SubmitBatches(submit)->accepted(), 2);
+  EXPECT_EQ(handler->SubmitBatches(SubmitRequest({MakeBatch(0), MakeBatch(1)}))
+                ->accepted(),
+            2);
   EXPECT_EQ(metrics.plans_computed(), 0);
   ASSERT_TRUE(handler->GetPlan(PlanRequest("w0", MakeBatch(1))).ok());
   EXPECT_EQ(metrics.plans_computed(), 1);
@@ -421,11 +389,8 @@ TEST(PlannerHandlerTest, SubmittedStepsAreServedByStep) {
   RecordingMetrics metrics;
   auto handler = MakeHandler(GpuOptions(), clock, &metrics);
   RegisterWorld(*handler, 4, 8);
-  v1::SubmitBatchesRequest submit;
-  submit.set_worker_id(kSubmitter);
-  *submit.add_batches() = MakeBatch(0);
-  *submit.add_batches() = MakeBatch(1);
-  ASSERT_TRUE(handler->SubmitBatches(submit).ok());
+  ASSERT_TRUE(
+      handler->SubmitBatches(SubmitRequest({MakeBatch(0), MakeBatch(1)})).ok());
   EXPECT_EQ(metrics.plans_computed(), 0);
   // Without background threads the first request by step plans it.
   absl::StatusOr<std::shared_ptr<const std::string>> by_step =
@@ -483,10 +448,7 @@ TEST(PlannerHandlerTest, ConcurrentRequestsByStepPlanOnce) {
   auto handler = MakeHandler(options, clock, &metrics);
   RegisterWorld(*handler, 4, 8);
   for (int64_t step = 0; step < 3; ++step) {
-    v1::SubmitBatchesRequest submit;
-    submit.set_worker_id(kSubmitter);
-    *submit.add_batches() = MakeBatch(step);
-    ASSERT_TRUE(handler->SubmitBatches(submit).ok());
+    ASSERT_TRUE(handler->SubmitBatches(SubmitRequest({MakeBatch(step)})).ok());
     const uint64_t fingerprint = BatchFingerprint(MakeBatch(step));
     std::vector<std::shared_ptr<const std::string>> plans(16);
     std::vector<std::thread> threads;
@@ -525,10 +487,7 @@ TEST(PlannerHandlerTest, ByStepWithAnotherFingerprintNamesBoth) {
           HasSubstr(absl::StrFormat(
               "step 4 was recorded with batch fingerprint %016x", recorded))));
   // Before planning too: a submitted step's fingerprint is recorded.
-  v1::SubmitBatchesRequest submit;
-  submit.set_worker_id(kSubmitter);
-  *submit.add_batches() = MakeBatch(5);
-  ASSERT_TRUE(handler->SubmitBatches(submit).ok());
+  ASSERT_TRUE(handler->SubmitBatches(SubmitRequest({MakeBatch(5)})).ok());
   EXPECT_EQ(handler->GetPlan(StepRequest("w1", 5, other)).status().code(),
             absl::StatusCode::kFailedPrecondition);
 }
@@ -584,10 +543,8 @@ TEST_F(EvictionTest, EvictedStepsNeedTheirBatchAgain) {
   EXPECT_EQ(*handler->GetSerializedPlan(StepRequest("w1", 0)).value(),
             first[0]);
   EXPECT_EQ(metrics.plans_computed(), 4);
-  v1::SubmitBatchesRequest submit;
-  submit.set_worker_id(kSubmitter);
-  *submit.add_batches() = MakeBatch(1);  // evicted by step 0's return
-  ASSERT_TRUE(handler->SubmitBatches(submit).ok());
+  // Step 1 was evicted by step 0's return.
+  ASSERT_TRUE(handler->SubmitBatches(SubmitRequest({MakeBatch(1)})).ok());
   EXPECT_EQ(*handler->GetSerializedPlan(StepRequest("w1", 1)).value(),
             first[1]);
   EXPECT_EQ(metrics.plans_computed(), 5);
@@ -606,12 +563,11 @@ TEST(PlannerHandlerTest, UnplannableBatchIsResourceExhausted) {
   // The same request gets the same answer; reports for it are refused.
   EXPECT_EQ(handler->GetPlan(PlanRequest("w1", batch)).status().code(),
             absl::StatusCode::kResourceExhausted);
-  v1::ReportStepStatsRequest report;
-  report.set_worker_id("w0");
-  report.set_step(0);
-  report.set_rank(0);
-  report.set_step_seconds(1);
-  EXPECT_EQ(handler->ReportStepStats(report).status().code(),
+  EXPECT_EQ(handler
+                ->ReportStepStats(StepReport("w0", /*step=*/0, /*rank=*/0,
+                                             /*step_seconds=*/1))
+                .status()
+                .code(),
             absl::StatusCode::kFailedPrecondition);
 }
 
@@ -629,10 +585,7 @@ TEST(PlannerHandlerTest, AFailedBatchDoesNotClaimItsStep) {
     EXPECT_EQ(handler->GetPlan(PlanRequest("w0", unplannable)).status().code(),
               absl::StatusCode::kResourceExhausted);
     // The step's real batch replaces it, also when submitted ahead.
-    v1::SubmitBatchesRequest submit;
-    submit.set_worker_id(kSubmitter);
-    *submit.add_batches() = good;
-    ASSERT_TRUE(handler->SubmitBatches(submit).ok());
+    ASSERT_TRUE(handler->SubmitBatches(SubmitRequest({good})).ok());
     absl::StatusOr<v1::GetPlanResponse> plan =
         handler->GetPlan(PlanRequest("w0", good));
     ASSERT_TRUE(plan.ok()) << plan.status();
@@ -660,15 +613,7 @@ TEST(PlannerHandlerTest, AFailedBatchDoesNotClaimItsStep) {
 // reports (micro-batches counted phase after phase) are taken; off
 // (--phased-plans=false), the same batch gets one layout.
 TEST(PlannerHandlerTest, ServesPhasedPlansByDefaultAndTakesTheirReports) {
-  v1::GlobalBatch batch;
-  batch.set_step(0);
-  auto add = [&batch](int64_t length) {
-    v1::Sample* sample = batch.add_samples();
-    sample->set_id(batch.samples_size());
-    sample->set_length_tokens(length);
-  };
-  add(200000);
-  for (int i = 0; i < 500; ++i) add(1200 + 29 * (i % 23));
+  const v1::GlobalBatch batch = OneLongAmongShortBatch(/*step=*/0);
   for (const bool phased : {false, true}) {
     SCOPED_TRACE(phased ? "default" : "phased plans off");
     FakeClock clock;
@@ -690,10 +635,6 @@ TEST(PlannerHandlerTest, ServesPhasedPlansByDefaultAndTakesTheirReports) {
     EXPECT_EQ(plan.groups_size() == 0, phased);
     // Every rank reports its micro-batches in the order it ran them.
     for (int rank = 0; rank < 16; ++rank) {
-      v1::ReportStepStatsRequest report;
-      report.set_worker_id(absl::StrCat("w", rank / 8));
-      report.set_step(0);
-      report.set_rank(rank);
       // A rank's report is checked against its group's prediction (the
       // phased plan's: the whole step; a plan of one layout's: its group's
       // micro-batches, without the optimizer step).
@@ -704,7 +645,9 @@ TEST(PlannerHandlerTest, ServesPhasedPlansByDefaultAndTakesTheirReports) {
           predicted = group.predicted_seconds();
         }
       }
-      report.set_step_seconds(predicted);
+      v1::ReportStepStatsRequest report =
+          StepReport(absl::StrCat("w", rank / 8), /*step=*/0, rank,
+                     /*step_seconds=*/predicted);
       int index = 0;
       auto add_group_of = [&](const auto& groups, int phase) {
         for (const v1::Group& group : groups) {
@@ -733,11 +676,8 @@ TEST(PlannerHandlerTest, ServesPhasedPlansByDefaultAndTakesTheirReports) {
       EXPECT_NEAR(answer->measured_over_predicted(), 1.0, 1e-9);
     }
     // One more micro-batch than the rank ran is refused.
-    v1::ReportStepStatsRequest extra;
-    extra.set_worker_id("w0");
-    extra.set_step(0);
-    extra.set_rank(0);
-    extra.set_step_seconds(1);
+    v1::ReportStepStatsRequest extra =
+        StepReport("w0", /*step=*/0, /*rank=*/0, /*step_seconds=*/1);
     extra.add_micro_batches()->set_micro_batch_index(1000);
     EXPECT_EQ(handler->ReportStepStats(extra).status().code(),
               absl::StatusCode::kInvalidArgument);

@@ -1,9 +1,9 @@
 // The handler end to end: step reports, metrics, online refit, liveness.
 
-#include "planner/service/planner_handler.h"
-
+#include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -13,6 +13,7 @@
 #include "cost_model/cost_model.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "planner/service/planner_handler.h"
 #include "planner/service/planner_handler_test_support.h"
 
 namespace dcp {
@@ -102,53 +103,45 @@ TEST(PlannerHandlerTest, StepStatsFeedMetricsAndImbalance) {
 
   // Reports are workers' and ranks' and steps' that exist.
   v1::ReportStepStatsRequest bad = reports[0];
-  bad.set_worker_id("w1");
-  EXPECT_THAT(handler->ReportStepStats(bad).status().message(),
-              HasSubstr("rank = "));
-  bad = reports[0];
-  bad.set_rank(4);
-  EXPECT_THAT(handler->ReportStepStats(bad).status().message(),
-              HasSubstr("rank = 4"));
-  bad = reports[0];
   bad.set_step(9);
   EXPECT_EQ(handler->ReportStepStats(bad).status().code(),
             absl::StatusCode::kFailedPrecondition);
   bad = reports[0];
-  bad.set_step_seconds(std::nan(""));
-  EXPECT_THAT(handler->ReportStepStats(bad).status().message(),
-              HasSubstr("step_seconds = nan"));
-  bad = reports[0];
-  bad.set_step_seconds(0);
-  EXPECT_THAT(handler->ReportStepStats(bad).status().message(),
-              HasSubstr("step_seconds = 0"));
-  bad = reports[0];
-  bad.add_micro_batches()->set_micro_batch_index(99);
-  EXPECT_THAT(handler->ReportStepStats(bad).status().message(),
-              HasSubstr("micro_batch_index = 99"));
-  bad = reports[0];
-  bad.mutable_micro_batches(0)->set_compute_seconds(-1);
-  EXPECT_THAT(handler->ReportStepStats(bad).status().message(),
-              HasSubstr("micro_batches[0].compute_seconds = -1"));
-  bad = reports[0];
-  bad.mutable_micro_batches(0)->set_idle_seconds(INFINITY);
-  EXPECT_THAT(handler->ReportStepStats(bad).status().message(),
-              HasSubstr("micro_batches[0].idle_seconds = inf"));
-  bad = reports[0];
-  bad.mutable_micro_batches(0)->set_peak_memory_bytes(-2);
-  EXPECT_THAT(handler->ReportStepStats(bad).status().message(),
-              HasSubstr("micro_batches[0].peak_memory_bytes = -2"));
-  bad = reports[0];
-  *bad.add_micro_batches() = bad.micro_batches(0);
-  EXPECT_THAT(handler->ReportStepStats(bad).status().message(),
-              HasSubstr("repeats"));
-  bad = reports[0];
   bad.set_worker_id("ghost");
   EXPECT_EQ(handler->ReportStepStats(bad).status().code(),
             absl::StatusCode::kNotFound);
-  bad = reports[0];
-  bad.set_step(-2);
-  EXPECT_THAT(handler->ReportStepStats(bad).status().message(),
-              HasSubstr("step = -2"));
+  // Each bad field is named in the error.
+  const std::vector<
+      std::pair<std::function<void(v1::ReportStepStatsRequest&)>, std::string>>
+      bad_fields = {
+          {[](auto& r) { r.set_worker_id("w1"); }, "rank = "},
+          {[](auto& r) { r.set_rank(4); }, "rank = 4"},
+          {[](auto& r) { r.set_step_seconds(std::nan("")); },
+           "step_seconds = nan"},
+          {[](auto& r) { r.set_step_seconds(0); }, "step_seconds = 0"},
+          {[](auto& r) { r.add_micro_batches()->set_micro_batch_index(99); },
+           "micro_batch_index = 99"},
+          {[](auto& r) { r.mutable_micro_batches(0)->set_compute_seconds(-1); },
+           "micro_batches[0].compute_seconds = -1"},
+          {[](auto& r) {
+             r.mutable_micro_batches(0)->set_idle_seconds(INFINITY);
+           },
+           "micro_batches[0].idle_seconds = inf"},
+          {[](auto& r) {
+             r.mutable_micro_batches(0)->set_peak_memory_bytes(-2);
+           },
+           "micro_batches[0].peak_memory_bytes = -2"},
+          {[](auto& r) { *r.add_micro_batches() = r.micro_batches(0); },
+           "repeats"},
+          {[](auto& r) { r.set_step(-2); }, "step = -2"},
+      };
+  for (const auto& [spoil, message] : bad_fields) {
+    SCOPED_TRACE(message);
+    bad = reports[0];
+    spoil(bad);
+    EXPECT_THAT(handler->ReportStepStats(bad).status().message(),
+                HasSubstr(message));
+  }
 }
 
 /// One node of 8 GPUs with online refit on, worker w0 registered, and the

@@ -326,14 +326,29 @@ TEST(PlannerHandlerTest, ProfileErrorsNameTheSample) {
             1);
 }
 
+// A planner over a fresh state directory: each handler made with `options`
+// restarts it, reading what the ones before wrote.
+class PlannerHandlerRestartTest : public ::testing::Test {
+ protected:
+  PlannerHandlerRestartTest() { options.state_dir = directory; }
+
+  // Starts a planner over the directory, which claims it for its job.
+  void ClaimDirectory() {
+    auto started = MakeHandler(options, clock, nullptr);
+    ASSERT_NE(started, nullptr);
+    ASSERT_TRUE(started->RecordJob().ok());
+  }
+
+  const std::string directory = FreshTestDirectory("planner_handler_");
+  FakeClock clock;
+  PlannerHandlerOptions options = GpuOptions();
+};
+
 // A step planned on demand (no background threads) has its plan record
 // written off the call, by the handler's writer: it is there once the
 // handler shuts down, and a restarted planner still has it.
-TEST(PlannerHandlerTest, OnDemandPlanRecordIsWrittenAndSurvivesARestart) {
-  const std::string directory = FreshTestDirectory("planner_handler_plans_");
-  FakeClock clock;
-  PlannerHandlerOptions options = GpuOptions();
-  options.state_dir = directory;
+TEST_F(PlannerHandlerRestartTest,
+       OnDemandPlanRecordIsWrittenAndSurvivesARestart) {
   std::string served;
   {
     RecordingMetrics metrics;
@@ -355,11 +370,7 @@ TEST(PlannerHandlerTest, OnDemandPlanRecordIsWrittenAndSurvivesARestart) {
   EXPECT_EQ(recorded->plan.plan().SerializeAsString(), served);
 }
 
-TEST(PlannerHandlerTest, RestartServesIdenticalPlansAndKeepsState) {
-  const std::string directory = FreshTestDirectory("planner_handler_");
-  FakeClock clock;
-  PlannerHandlerOptions options = GpuOptions();
-  options.state_dir = directory;
+TEST_F(PlannerHandlerRestartTest, RestartServesIdenticalPlansAndKeepsState) {
   std::vector<std::string> before;
   {
     RecordingMetrics metrics;
@@ -413,11 +424,7 @@ TEST(PlannerHandlerTest, RestartServesIdenticalPlansAndKeepsState) {
 // A garbled record of a planned step used to stop the planner from
 // restarting; now the record is set aside with one log line naming it, and
 // the step is planned again.
-TEST(PlannerHandlerTest, RestartSetsAsideACorruptStepRecord) {
-  const std::string directory = FreshTestDirectory("planner_handler_");
-  FakeClock clock;
-  PlannerHandlerOptions options = GpuOptions();
-  options.state_dir = directory;
+TEST_F(PlannerHandlerRestartTest, RestartSetsAsideACorruptStepRecord) {
   std::string step_1;
   {
     auto handler = MakeHandler(options, clock, nullptr);
@@ -453,17 +460,8 @@ TEST(PlannerHandlerTest, RestartSetsAsideACorruptStepRecord) {
       step_1);
 }
 
-TEST(PlannerHandlerTest, RestartWithAnotherJobIsRefused) {
-  const std::string directory = FreshTestDirectory("planner_handler_");
-  FakeClock clock;
-  PlannerHandlerOptions options = GpuOptions();
-  options.state_dir = directory;
-  {
-    // Started: the planner claims the directory for its job.
-    auto started = MakeHandler(options, clock, nullptr);
-    ASSERT_NE(started, nullptr);
-    ASSERT_TRUE(started->RecordJob().ok());
-  }
+TEST_F(PlannerHandlerRestartTest, RestartWithAnotherJobIsRefused) {
+  ClaimDirectory();
   PlannerHandlerOptions other_cluster = options;
   other_cluster.cluster.num_nodes = 2;
   absl::StatusOr<std::unique_ptr<PlannerHandler>> another_job =
@@ -501,11 +499,7 @@ TEST(PlannerHandlerTest, RestartWithAnotherJobIsRefused) {
       absl::StatusCode::kFailedPrecondition);
 }
 
-TEST(PlannerHandlerTest, AfterRestartStepsByStepNeedTheirBatch) {
-  const std::string directory = FreshTestDirectory("planner_handler_");
-  FakeClock clock;
-  PlannerHandlerOptions options = GpuOptions();
-  options.state_dir = directory;
+TEST_F(PlannerHandlerRestartTest, AfterRestartStepsByStepNeedTheirBatch) {
   std::string before;
   {
     auto handler = MakeHandler(options, clock, nullptr);
@@ -540,17 +534,8 @@ TEST(PlannerHandlerTest, AfterRestartStepsByStepNeedTheirBatch) {
   EXPECT_EQ(metrics.plans_computed(), 1);
 }
 
-TEST(PlannerHandlerTest, StateWithOtherFingerprintVersionIsRefused) {
-  const std::string directory = FreshTestDirectory("planner_handler_");
-  FakeClock clock;
-  PlannerHandlerOptions options = GpuOptions();
-  options.state_dir = directory;
-  {
-    // Started: the planner claims the directory for its job.
-    auto started = MakeHandler(options, clock, nullptr);
-    ASSERT_NE(started, nullptr);
-    ASSERT_TRUE(started->RecordJob().ok());
-  }
+TEST_F(PlannerHandlerRestartTest, StateWithOtherFingerprintVersionIsRefused) {
+  ClaimDirectory();
   const std::string path = absl::StrCat(directory, "/job.pb");
   v1::JobRecord job;
   {
@@ -574,16 +559,13 @@ TEST(PlannerHandlerTest, StateWithOtherFingerprintVersionIsRefused) {
                     HasSubstr("fresh state_dir")));
 }
 
-TEST(PlannerHandlerTest, RegistrationsAreRecordedOnlyWithAStateDirectory) {
-  const std::string directory = FreshTestDirectory("planner_handler_");
-  FakeClock clock;
+TEST_F(PlannerHandlerRestartTest,
+       RegistrationsAreRecordedOnlyWithAStateDirectory) {
   {
     auto handler = MakeHandler(GpuOptions(), clock, nullptr);
     RegisterWorld(*handler, 4, 8);
   }
   EXPECT_FALSE(std::filesystem::exists(directory));
-  PlannerHandlerOptions options = GpuOptions();
-  options.state_dir = directory;
   {
     auto handler = MakeHandler(options, clock, nullptr);
     RegisterWorld(*handler, 3, 8);

@@ -15,6 +15,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -144,6 +145,29 @@ inline v1::GetPlanRequest PlanRequest(const std::string& worker,
   v1::GetPlanRequest request;
   request.set_worker_id(worker);
   *request.mutable_batch() = batch;
+  return request;
+}
+
+// kSubmitter's SubmitBatches request for `batches`.
+inline v1::SubmitBatchesRequest SubmitRequest(
+    std::vector<v1::GlobalBatch> batches) {
+  v1::SubmitBatchesRequest request;
+  request.set_worker_id(kSubmitter);
+  for (v1::GlobalBatch& batch : batches) {
+    *request.add_batches() = std::move(batch);
+  }
+  return request;
+}
+
+// `worker`'s report of `rank` at `step`, without micro-batch statistics.
+inline v1::ReportStepStatsRequest StepReport(const std::string& worker,
+                                             int64_t step, int rank,
+                                             double step_seconds) {
+  v1::ReportStepStatsRequest request;
+  request.set_worker_id(worker);
+  request.set_step(step);
+  request.set_rank(rank);
+  request.set_step_seconds(step_seconds);
   return request;
 }
 

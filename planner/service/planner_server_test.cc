@@ -50,6 +50,7 @@
 #include "planner/service/planner_handler.h"
 #include "planner/service/prometheus_metrics.h"
 #include "planner/service/step_plan.h"
+#include "planner/service/test_batches.h"
 
 namespace dcp {
 namespace {
@@ -82,49 +83,12 @@ std::string FreshDir(absl::string_view name) {
   return path;
 }
 
-/// grpc.health.v1.Health/Check of `service` ("" for the server) over a
-/// plaintext channel: the status and the serialized response.
-std::pair<grpc::Status, std::string> HealthCheck(int port,
-                                                 const std::string& service) {
-  std::shared_ptr<grpc::Channel> channel = grpc::CreateChannel(
-      absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials());
-  grpc::GenericStub stub(channel);
-  grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() +
-                       std::chrono::seconds(5));
-  // HealthCheckRequest{service = 1}: tag 0x0a, length, bytes.
-  std::string request_bytes;
-  if (!service.empty()) {
-    request_bytes =
-        absl::StrCat("\x0a", std::string(1, service.size()), service);
-  }
-  grpc::Slice request_slice(request_bytes);
-  grpc::ByteBuffer request(&request_slice, /*nslices=*/1);
-  grpc::ByteBuffer response;
-  absl::Notification done;
-  grpc::Status status;
-  stub.UnaryCall(&context, "/grpc.health.v1.Health/Check", grpc::StubOptions(),
-                 &request, &response, [&](grpc::Status call_status) {
-                   status = std::move(call_status);
-                   done.Notify();
-                 });
-  done.WaitForNotification();
-  std::string response_bytes;
-  std::vector<grpc::Slice> slices;
-  if (status.ok() && response.Dump(&slices).ok()) {
-    for (const grpc::Slice& slice : slices) {
-      response_bytes.append(reinterpret_cast<const char*>(slice.begin()),
-                            slice.size());
-    }
-  }
-  return {status, response_bytes};
-}
-
 /// A unary call of `method` ("/dcp.v1.Planner/ListWorkers") with `bytes` as
-/// the request and `authorization` metadata unless empty: its status.
-grpc::Status RawCall(int port, const std::string& method,
-                     const std::string& bytes,
-                     const std::string& authorization = "") {
+/// the request and `authorization` metadata unless empty, over a plaintext
+/// channel: its status and the serialized response.
+std::pair<grpc::Status, std::string> RawCallAndResponse(
+    int port, const std::string& method, const std::string& bytes,
+    const std::string& authorization = "") {
   std::shared_ptr<grpc::Channel> channel = grpc::CreateChannel(
       absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials());
   grpc::GenericStub stub(channel);
@@ -145,7 +109,36 @@ grpc::Status RawCall(int port, const std::string& method,
                    done.Notify();
                  });
   done.WaitForNotification();
-  return status;
+  std::string response_bytes;
+  std::vector<grpc::Slice> slices;
+  if (status.ok() && response.Dump(&slices).ok()) {
+    for (const grpc::Slice& slice : slices) {
+      response_bytes.append(reinterpret_cast<const char*>(slice.begin()),
+                            slice.size());
+    }
+  }
+  return {status, response_bytes};
+}
+
+/// RawCallAndResponse's status.
+grpc::Status RawCall(int port, const std::string& method,
+                     const std::string& bytes,
+                     const std::string& authorization = "") {
+  return RawCallAndResponse(port, method, bytes, authorization).first;
+}
+
+/// grpc.health.v1.Health/Check of `service` ("" for the server) over a
+/// plaintext channel: the status and the serialized response.
+std::pair<grpc::Status, std::string> HealthCheck(int port,
+                                                 const std::string& service) {
+  // HealthCheckRequest{service = 1}: tag 0x0a, length, bytes.
+  std::string request_bytes;
+  if (!service.empty()) {
+    request_bytes =
+        absl::StrCat("\x0a", std::string(1, service.size()), service);
+  }
+  return RawCallAndResponse(port, "/grpc.health.v1.Health/Check",
+                            request_bytes);
 }
 
 /// HealthCheckResponse{status = SERVING}.
@@ -187,14 +180,11 @@ v1::RegisterWorkerRequest RegisterRequest(int node) {
 
 /// Step `step`'s batch: 48 sequences of 256..8,447 tokens.
 v1::GlobalBatch Batch(int64_t step) {
-  v1::GlobalBatch batch;
-  batch.set_step(step);
+  std::vector<int64_t> lengths;
   for (int i = 0; i < 48; ++i) {
-    v1::Sample* sample = batch.add_samples();
-    sample->set_id(step * 1000 + i);
-    sample->set_length_tokens(256 + (i * 7919 + step * 104729) % 8192);
+    lengths.push_back(256 + (i * 7919 + step * 104729) % 8192);
   }
-  return batch;
+  return BatchOfLengths(step, lengths, /*first_id=*/step * 1000);
 }
 
 // Node 0's worker, which submits the batches.

@@ -7,6 +7,7 @@
 #include "cost_model/memory_model.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "planner/service/test_batches.h"
 
 namespace dcp {
 namespace {
@@ -26,14 +27,7 @@ v1::RegisterWorkerRequest Worker() {
 }
 
 v1::GlobalBatch Batch(int64_t step) {
-  v1::GlobalBatch batch;
-  batch.set_step(step);
-  for (int i = 0; i < 4; ++i) {
-    v1::Sample* sample = batch.add_samples();
-    sample->set_id(i);
-    sample->set_length_tokens(100 + i);
-  }
-  return batch;
+  return BatchOfLengths(step, {100, 101, 102, 103}, /*first_id=*/0);
 }
 
 TEST(RequestValidationTest, QuoteAndHexAreShortAndPrintable) {

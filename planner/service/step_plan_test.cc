@@ -6,10 +6,11 @@
 
 #include "common/fake_clock.h"
 #include "cost_model/cost_model.h"
-#include "planner/plan/test_cost_model.h"
-#include "planner/search/planner.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "planner/plan/test_cost_model.h"
+#include "planner/search/planner.h"
+#include "planner/service/test_batches.h"
 
 namespace dcp {
 namespace {
@@ -143,15 +144,7 @@ TEST(StepPlanPhasesTest, PhasedPlansByDefaultWhereWorthSearching) {
                                            /*gpus_per_node=*/8))
           .value());
   params.version = 2;
-  v1::GlobalBatch batch;
-  batch.set_step(7);
-  auto add = [&batch](int64_t length) {
-    v1::Sample* sample = batch.add_samples();
-    sample->set_id(batch.samples_size());
-    sample->set_length_tokens(length);
-  };
-  add(200000);
-  for (int i = 0; i < 500; ++i) add(1200 + 29 * (i % 23));
+  const v1::GlobalBatch batch = OneLongAmongShortBatch(/*step=*/7);
   FakeClock clock;
   const PhasedPlanningOptions on;
   PhasedPlanningOptions disabled;
@@ -220,18 +213,13 @@ TEST(StepPlanPhasesTest, ZeroThreeTriesPhasesByDefault) {
   params.cost_model = std::make_shared<const CostModel>(
       MakeZero3CostModel("llama3-70b", /*num_nodes=*/4, /*gpus_per_node=*/8));
   params.version = 1;
-  v1::GlobalBatch batch;
-  batch.set_step(3);
   std::vector<int64_t> lengths;
   for (int i = 0; lengths.size() < 400; ++i) {
     lengths.push_back(i % 50 == 0 ? 16384 << (i / 50 % 3)
                                   : 1024 + (i * 389) % 3072);
   }
-  for (int64_t length : lengths) {
-    v1::Sample* sample = batch.add_samples();
-    sample->set_id(batch.samples_size());
-    sample->set_length_tokens(length);
-  }
+  const v1::GlobalBatch batch =
+      BatchOfLengths(/*step=*/3, lengths, /*first_id=*/1);
   FakeClock clock;
   std::shared_ptr<const PlannedStep> planned =
       MakeStepPlan(batch, params, PlannerOptions(), 32, clock);
