@@ -22,8 +22,22 @@ std::unique_ptr<CostParamsRegistry> MakeRegistry() {
       /*store=*/nullptr);
 }
 
-TEST(CostParamsRegistryTest, SnapshotsAreImmutable) {
-  auto registry = MakeRegistry();
+// A registry of the tiny model on 2 x 1 GPUs, with no store.
+class CostParamsRegistryTest : public ::testing::Test {
+ protected:
+  // The parameters of the current version.
+  CostParams CurrentParams() const {
+    return registry->Snapshot()->current->cost_model->params();
+  }
+  // The parameters of the current fit.
+  CostParams FittedParams() const {
+    return registry->Snapshot()->fitted_params;
+  }
+
+  const std::unique_ptr<CostParamsRegistry> registry = MakeRegistry();
+};
+
+TEST_F(CostParamsRegistryTest, SnapshotsAreImmutable) {
   std::shared_ptr<const CostParamsSnapshot> before = registry->Snapshot();
   EXPECT_EQ(before->current->version, 0);
   EXPECT_EQ(before->refit_epoch, 0);
@@ -42,23 +56,15 @@ TEST(CostParamsRegistryTest, SnapshotsAreImmutable) {
       before->fitted_params.compute.gemm_flops_per_second / 2);
 }
 
-TEST(CostParamsRegistryTest, RefitNeedsAChangeAndTheCurrentEpoch) {
-  auto registry = MakeRegistry();
+TEST_F(CostParamsRegistryTest, RefitNeedsAChangeAndTheCurrentEpoch) {
   EXPECT_FALSE(registry->ApplyRefit(0, 1.04, 0.05).value().has_value());
   EXPECT_FALSE(registry->ApplyRefit(/*epoch=*/3, 2, 0.05).value().has_value());
   EXPECT_EQ(registry->ApplyRefit(0, 1.5, 0.05).value(), 1);
   EXPECT_FALSE(registry->ApplyRefit(0, 1.52, 0.05).value().has_value());
 }
 
-TEST(CostParamsRegistryTest, RefitScalesTheComputeAtSpTwoAndAboveApart) {
-  auto registry = MakeRegistry();
-  const double fitted_scale =
-      registry->Snapshot()->fitted_params.compute.sp_compute_scale;
-  auto scale_now = [&] {
-    return registry->Snapshot()
-        ->current->cost_model->params()
-        .compute.sp_compute_scale;
-  };
+TEST_F(CostParamsRegistryTest, RefitScalesTheComputeAtSpTwoAndAboveApart) {
+  const double fitted_scale = FittedParams().compute.sp_compute_scale;
   // The factor alone moves nothing; the SP scale alone makes a version.
   EXPECT_FALSE(registry
                    ->ApplyRefit(0, 1.0, 0.05, std::nullopt, std::nullopt,
@@ -72,10 +78,11 @@ TEST(CostParamsRegistryTest, RefitScalesTheComputeAtSpTwoAndAboveApart) {
                              /*sp_compute_scale=*/1.4)
                 .value(),
             1);
-  EXPECT_DOUBLE_EQ(scale_now(), fitted_scale * 1.4);
+  EXPECT_DOUBLE_EQ(CurrentParams().compute.sp_compute_scale,
+                   fitted_scale * 1.4);
   // A later refit without one goes back to the fit's.
   ASSERT_EQ(registry->ApplyRefit(0, 1.5, 0.05).value(), 2);
-  EXPECT_DOUBLE_EQ(scale_now(), fitted_scale);
+  EXPECT_DOUBLE_EQ(CurrentParams().compute.sp_compute_scale, fitted_scale);
   const absl::StatusOr<std::optional<int64_t>> bad = registry->ApplyRefit(
       0, 1.0, 0.05, std::nullopt, std::nullopt, std::nullopt, std::nullopt,
       /*sp_compute_scale=*/0.0);
@@ -83,9 +90,8 @@ TEST(CostParamsRegistryTest, RefitScalesTheComputeAtSpTwoAndAboveApart) {
   EXPECT_THAT(bad.status().message(), HasSubstr("SP compute scale is 0"));
 }
 
-TEST(CostParamsRegistryTest, RefitScalesTheAllToAllTimeOnItsOwn) {
-  auto registry = MakeRegistry();
-  const CommParams fitted = registry->Snapshot()->fitted_params.comm;
+TEST_F(CostParamsRegistryTest, RefitScalesTheAllToAllTimeOnItsOwn) {
+  const CommParams fitted = FittedParams().comm;
   // The compute correction unchanged, the all-to-all's: a new version.
   ASSERT_EQ(registry
                 ->ApplyRefit(0, /*factor=*/1, 0.05,
@@ -107,9 +113,8 @@ TEST(CostParamsRegistryTest, RefitScalesTheAllToAllTimeOnItsOwn) {
   EXPECT_FALSE(registry->ApplyRefit(0, 1.02, 0.05, 4.1).value().has_value());
 }
 
-TEST(CostParamsRegistryTest, AFittedAllToAllReplacesItsKindsParameters) {
-  auto registry = MakeRegistry();
-  const CommParams fitted = registry->Snapshot()->fitted_params.comm;
+TEST_F(CostParamsRegistryTest, AFittedAllToAllReplacesItsKindsParameters) {
+  const CommParams fitted = FittedParams().comm;
   ASSERT_EQ(registry
                 ->ApplyRefit(0, /*factor=*/1, 0.05,
                              /*communication_factor=*/2,
@@ -117,8 +122,7 @@ TEST(CostParamsRegistryTest, AFittedAllToAllReplacesItsKindsParameters) {
                              /*all_to_all_inter=*/std::make_pair(3e-4, 2e8))
                 .value(),
             1);
-  const CommParams& comm =
-      registry->Snapshot()->current->cost_model->params().comm;
+  const CommParams comm = CurrentParams().comm;
   EXPECT_EQ(comm.all_to_all_inter_latency_seconds, 3e-4);
   EXPECT_EQ(comm.all_to_all_inter_bus_bytes_per_second, 2e8);
   // The other kind follows the factor.
@@ -132,8 +136,7 @@ TEST(CostParamsRegistryTest, AFittedAllToAllReplacesItsKindsParameters) {
                    .has_value());
 }
 
-TEST(CostParamsRegistryTest, AFitWithNewParametersIsANewEpoch) {
-  auto registry = MakeRegistry();
+TEST_F(CostParamsRegistryTest, AFitWithNewParametersIsANewEpoch) {
   ASSERT_TRUE(registry->ApplyRefit(0, 2, 0.05).ok());
   CostModelFit same;
   same.params = registry->default_params();
@@ -150,23 +153,17 @@ TEST(CostParamsRegistryTest, AFitWithNewParametersIsANewEpoch) {
   EXPECT_EQ(snapshot->current->compute_correction, 1);
 }
 
-TEST(CostParamsRegistryTest, TheWorkersTrainingStateIsCountedAndKeptByFits) {
-  auto registry = MakeRegistry();
+TEST_F(CostParamsRegistryTest, TheWorkersTrainingStateIsCountedAndKeptByFits) {
   // The defaults: bf16 with ZeRO-1.
-  EXPECT_EQ(registry->Snapshot()->current->cost_model->params()
-                .memory.weight_bytes_per_parameter,
-            2);
+  EXPECT_EQ(CurrentParams().memory.weight_bytes_per_parameter, 2);
   // fp32 AdamW, not sharded: weights 4, gradients 4, m and v 8.
   absl::StatusOr<std::optional<int64_t>> version = registry->SetTrainingState(
       TrainingPrecision::kFp32, ParameterSharding::kReplicated);
   ASSERT_TRUE(version.ok()) << version.status();
   EXPECT_EQ(*version, std::optional<int64_t>(1));
-  auto memory = [&] {
-    return registry->Snapshot()->current->cost_model->params().memory;
-  };
-  EXPECT_EQ(memory().weight_bytes_per_parameter, 4);
-  EXPECT_EQ(memory().optimizer_bytes_per_parameter, 8);
-  EXPECT_FALSE(memory().zero1_optimizer_sharding);
+  EXPECT_EQ(CurrentParams().memory.weight_bytes_per_parameter, 4);
+  EXPECT_EQ(CurrentParams().memory.optimizer_bytes_per_parameter, 8);
+  EXPECT_FALSE(CurrentParams().memory.zero1_optimizer_sharding);
   // Declared again: nothing new.
   EXPECT_EQ(*registry->SetTrainingState(TrainingPrecision::kFp32,
                                         ParameterSharding::kReplicated),
@@ -178,18 +175,17 @@ TEST(CostParamsRegistryTest, TheWorkersTrainingStateIsCountedAndKeptByFits) {
   fit.params = registry->default_params();
   fit.params.compute.gemm_flops_per_second *= 1.5;
   ASSERT_TRUE(registry->ApplyFit(fit).ok());
-  EXPECT_EQ(memory().weight_bytes_per_parameter, 4);
-  EXPECT_FALSE(memory().zero1_optimizer_sharding);
-  EXPECT_EQ(memory().communicators_per_rank, 3);
+  EXPECT_EQ(CurrentParams().memory.weight_bytes_per_parameter, 4);
+  EXPECT_FALSE(CurrentParams().memory.zero1_optimizer_sharding);
+  EXPECT_EQ(CurrentParams().memory.communicators_per_rank, 3);
   // The model's static memory follows: fp32 unsharded holds 16 bytes per
   // parameter on every GPU, more than bf16 with ZeRO-1 (2 + 4 + 12 / 2).
   EXPECT_GT(registry->Snapshot()->current->cost_model->memory().StaticBytes(),
             registry->Version(0)->cost_model->memory().StaticBytes());
 }
 
-TEST(CostParamsRegistryTest, MicroBatchRefitSetsRateAndFixedTermsDurably) {
-  auto registry = MakeRegistry();
-  const CostParams fitted = registry->Snapshot()->fitted_params;
+TEST_F(CostParamsRegistryTest, MicroBatchRefitSetsRateAndFixedTermsDurably) {
+  const CostParams fitted = FittedParams();
   const MicroBatchRefit::Coefficients fit = {1.5, 0.02, 1e-3, 2e-4};
   ASSERT_EQ(registry
                 ->ApplyRefit(0, /*factor=*/1.2, 0.05, std::nullopt,

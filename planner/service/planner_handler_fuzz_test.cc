@@ -7,12 +7,11 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
-#include <filesystem>
 #include <iostream>
 #include <limits>
 #include <map>
-#include <optional>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
@@ -28,6 +27,7 @@
 #include "planner/client/proto_convert.h"
 #include "planner/service/planner_handler.h"
 #include "planner/service/planner_metrics.h"
+#include "planner/service/test_directory.h"
 
 namespace dcp {
 namespace {
@@ -467,10 +467,7 @@ TEST(PlannerHandlerFuzzTest, CpuWorldWithRefitAndBackgroundPlanning) {
 }
 
 TEST(PlannerHandlerFuzzTest, GpuWorldWithStateDirectory) {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  const std::string directory =
-      absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/planner_handler_fuzz");
-  std::filesystem::remove_all(directory);
+  const std::string directory = FreshTestDirectory("planner_handler_fuzz_");
   FakeClock clock;
   PlannerHandlerOptions options;
   options.model = ModelPreset("llama3-8b").value();

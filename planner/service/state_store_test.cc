@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -18,6 +17,7 @@
 #include "common/atomic_file.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "planner/service/test_directory.h"
 
 namespace dcp {
 namespace {
@@ -28,15 +28,7 @@ using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 
 // A fresh directory under TEST_TMPDIR for each test.
-std::string TestDirectory() {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  const std::string base = tmp != nullptr ? tmp : "/tmp";
-  const std::string directory = absl::StrCat(
-      base, "/state_store_",
-      ::testing::UnitTest::GetInstance()->current_test_info()->name());
-  std::filesystem::remove_all(directory);
-  return directory;
-}
+std::string TestDirectory() { return FreshTestDirectory("state_store_"); }
 
 void WriteRawFile(const std::string& path, const std::string& bytes) {
   std::ofstream file(path, std::ios::binary);
@@ -171,15 +163,22 @@ struct RecordedSleeps {
   }
 };
 
+// A store in a fresh directory whose waits between write attempts are
+// recorded in `sleeps`.
+class StateStoreRetryTest : public ::testing::Test {
+ protected:
+  StateStoreRetryTest() { options.sleep = sleeps.Sleep(); }
+
+  const std::string directory = TestDirectory();
+  RecordedSleeps sleeps;
+  StateStore::Options options;
+};
+
 // A full state directory failed the write (and the worker's call, and the
 // job) at once: now it is retried with bounded backoff, then reported with
 // the directory, the errno text and what to do.
-TEST(StateStoreTest, FailedWriteIsRetriedThenSaysWhatToDo) {
-  const std::string directory = TestDirectory();
-  RecordedSleeps sleeps;
+TEST_F(StateStoreRetryTest, FailedWriteIsRetriedThenSaysWhatToDo) {
   int writes = 0;
-  StateStore::Options options;
-  options.sleep = sleeps.Sleep();
   options.write_file = [&writes](const std::string& path,
                                  absl::string_view) {
     ++writes;
@@ -202,12 +201,8 @@ TEST(StateStoreTest, FailedWriteIsRetriedThenSaysWhatToDo) {
                           absl::Seconds(1), absl::Seconds(2)));
 }
 
-TEST(StateStoreTest, WriteThatSucceedsOnARetryIsOk) {
-  const std::string directory = TestDirectory();
-  RecordedSleeps sleeps;
+TEST_F(StateStoreRetryTest, WriteThatSucceedsOnARetryIsOk) {
   int writes = 0;
-  StateStore::Options options;
-  options.sleep = sleeps.Sleep();
   options.write_file = [&writes](const std::string& path,
                                  absl::string_view bytes) {
     if (++writes <= 2) return FileSystemError("writing", path, ENOSPC);
@@ -222,11 +217,7 @@ TEST(StateStoreTest, WriteThatSucceedsOnARetryIsOk) {
 
 // The real file system: a directory where the key's file belongs cannot be
 // replaced by a file (EISDIR), neither written nor removed.
-TEST(StateStoreTest, UnwritablePathIsRetriedThenNamed) {
-  const std::string directory = TestDirectory();
-  RecordedSleeps sleeps;
-  StateStore::Options options;
-  options.sleep = sleeps.Sleep();
+TEST_F(StateStoreRetryTest, UnwritablePathIsRetriedThenNamed) {
   auto store = StateStore::Open(directory, options);
   ASSERT_TRUE(store.ok()) << store.status();
   std::filesystem::create_directories(directory + "/job.pb/inside");
@@ -244,7 +235,7 @@ TEST(StateStoreTest, UnwritablePathIsRetriedThenNamed) {
 
   // The cause removed during the waits (space freed): the write gets through.
   sleeps.waits.clear();
-  sleeps.on_wait = [&directory](int wait) {
+  sleeps.on_wait = [this](int wait) {
     if (wait == 2) std::filesystem::remove_all(directory + "/job.pb");
   };
   ASSERT_TRUE((*store)->Write("job.pb", "bytes").ok());
