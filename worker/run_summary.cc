@@ -4,7 +4,6 @@
 #include <cmath>
 #include <exception>
 #include <fstream>
-#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -13,6 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "common/atomic_file.h"
 #include "nlohmann/json.hpp"
+#include "worker/json_field.h"
 #include "worker/status_context.h"
 
 namespace dcp {
@@ -60,32 +60,20 @@ json StepToJson(const StepRecord& record) {
           {"params_version", record.params_version}};
 }
 
-/// `object[name]` as a T; a std::runtime_error naming the field (caught by
-/// ReadRunSummary, which names the file) when it is missing or of another
-/// type.
-template <typename T>
-T Field(const json& object, const char* name) {
-  try {
-    return object.at(name).get<T>();
-  } catch (const json::exception& e) {
-    throw std::runtime_error(absl::StrCat("field \"", name, "\": ", e.what()));
-  }
-}
-
 StepRecord StepFromJson(const json& object) {
   StepRecord record;
-  record.step = Field<int64_t>(object, "step");
-  record.plan_shape = Field<std::string>(object, "plan");
-  record.sp_sizes = Field<std::vector<int>>(object, "sp_sizes");
-  record.micro_batches = Field<std::vector<int>>(object, "micro_batches");
-  for (const json& range : Field<json>(object, "recompute")) {
+  record.step = JsonField<int64_t>(object, "step");
+  record.plan_shape = JsonField<std::string>(object, "plan");
+  record.sp_sizes = JsonField<std::vector<int>>(object, "sp_sizes");
+  record.micro_batches = JsonField<std::vector<int>>(object, "micro_batches");
+  for (const json& range : JsonField<json>(object, "recompute")) {
     record.recompute.emplace_back(range.at(0).get<int>(),
                                   range.at(1).get<int>());
   }
-  record.predicted_seconds = Field<double>(object, "predicted_seconds");
-  record.measured_seconds = Field<double>(object, "measured_seconds");
-  record.loss = Field<double>(object, "loss");
-  record.params_version = Field<int64_t>(object, "params_version");
+  record.predicted_seconds = JsonField<double>(object, "predicted_seconds");
+  record.measured_seconds = JsonField<double>(object, "measured_seconds");
+  record.loss = JsonField<double>(object, "loss");
+  record.params_version = JsonField<int64_t>(object, "params_version");
   return record;
 }
 
@@ -219,16 +207,17 @@ absl::StatusOr<RunSummary> ReadRunSummary(const std::string& path) {
   try {
     json document;
     file >> document;
-    summary.plan_source = Field<std::string>(document, "plan_source");
-    summary.model = Field<std::string>(document, "model");
-    summary.world_size = Field<int>(document, "world_size");
-    summary.workload = Field<std::string>(document, "workload");
-    summary.workload_seed = Field<uint64_t>(document, "workload_seed");
-    summary.first_step = Field<int64_t>(document, "first_step");
-    summary.next_step = Field<int64_t>(document, "next_step");
-    summary.steps_requested = Field<int64_t>(document, "steps_requested");
-    summary.stopped_on_request = Field<bool>(document, "stopped_on_request");
-    for (const json& step : Field<json>(document, "steps")) {
+    summary.plan_source = JsonField<std::string>(document, "plan_source");
+    summary.model = JsonField<std::string>(document, "model");
+    summary.world_size = JsonField<int>(document, "world_size");
+    summary.workload = JsonField<std::string>(document, "workload");
+    summary.workload_seed = JsonField<uint64_t>(document, "workload_seed");
+    summary.first_step = JsonField<int64_t>(document, "first_step");
+    summary.next_step = JsonField<int64_t>(document, "next_step");
+    summary.steps_requested = JsonField<int64_t>(document, "steps_requested");
+    summary.stopped_on_request =
+        JsonField<bool>(document, "stopped_on_request");
+    for (const json& step : JsonField<json>(document, "steps")) {
       summary.steps.push_back(StepFromJson(step));
     }
   } catch (const std::exception& e) {

@@ -5,7 +5,6 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
-#include <stdexcept>
 #include <string>
 #include <system_error>
 #include <utility>
@@ -20,6 +19,7 @@
 #include "nlohmann/json.hpp"
 #include "planner/client/proto_convert.h"
 #include "planner/plan/plan_json.h"
+#include "worker/json_field.h"
 
 namespace dcp {
 namespace {
@@ -57,15 +57,6 @@ absl::Status WriteAndPrune(const std::string& dir, const std::string& path,
   std::error_code ignored;
   std::filesystem::remove(stale, ignored);
   return absl::OkStatus();
-}
-
-template <typename T>
-T Field(const json& object, const char* name) {
-  try {
-    return object.at(name).get<T>();
-  } catch (const json::exception& e) {
-    throw std::runtime_error(absl::StrCat("field \"", name, "\": ", e.what()));
-  }
 }
 
 absl::StatusOr<json> ReadJson(const std::string& path) {
@@ -157,16 +148,16 @@ absl::StatusOr<RankStepTiming> ReadRankStepTiming(const std::string& dir,
   if (!document.ok()) return document.status();
   RankStepTiming timing;
   try {
-    timing.step = Field<int64_t>(*document, "step");
-    timing.rank = Field<int>(*document, "rank");
-    timing.group_index = Field<int>(*document, "group_index");
-    timing.step_seconds = Field<double>(*document, "step_seconds");
+    timing.step = JsonField<int64_t>(*document, "step");
+    timing.rank = JsonField<int>(*document, "rank");
+    timing.group_index = JsonField<int>(*document, "group_index");
+    timing.step_seconds = JsonField<double>(*document, "step_seconds");
     timing.gradient_allreduce_seconds =
-        Field<double>(*document, "gradient_allreduce_seconds");
-    for (const json& micro : Field<json>(*document, "micro_batches")) {
+        JsonField<double>(*document, "gradient_allreduce_seconds");
+    for (const json& micro : JsonField<json>(*document, "micro_batches")) {
       timing.micro_batches.push_back(
-          {Field<double>(micro, "compute_seconds"),
-           Field<double>(micro, "communication_seconds")});
+          {JsonField<double>(micro, "compute_seconds"),
+           JsonField<double>(micro, "communication_seconds")});
     }
   } catch (const std::exception& e) {
     return NotOurs(path, e.what());
@@ -185,30 +176,30 @@ absl::StatusOr<StepPlanFile> ReadStepPlanFile(const std::string& dir,
   if (!document.ok()) return document.status();
   StepPlanFile plan_file;
   try {
-    plan_file.step = Field<int64_t>(*document, "step");
+    plan_file.step = JsonField<int64_t>(*document, "step");
     plan_file.plan_params_version =
-        Field<int64_t>(*document, "plan_params_version");
+        JsonField<int64_t>(*document, "plan_params_version");
     plan_file.cost_model_params_version =
-        Field<int64_t>(*document, "cost_model_params_version");
+        JsonField<int64_t>(*document, "cost_model_params_version");
     plan_file.lengths_tokens =
-        Field<std::vector<int64_t>>(*document, "lengths_tokens");
+        JsonField<std::vector<int64_t>>(*document, "lengths_tokens");
     absl::StatusOr<ModelSpec> model =
-        ModelSpecFromJson(Field<json>(*document, "model").dump());
+        ModelSpecFromJson(JsonField<json>(*document, "model").dump());
     if (!model.ok()) return NotOurs(path, std::string(model.status().message()));
     plan_file.model = *std::move(model);
     absl::StatusOr<ClusterSpec> cluster =
-        ClusterSpecFromJson(Field<json>(*document, "cluster").dump());
+        ClusterSpecFromJson(JsonField<json>(*document, "cluster").dump());
     if (!cluster.ok()) {
       return NotOurs(path, std::string(cluster.status().message()));
     }
     plan_file.cluster = *std::move(cluster);
     v1::CostParams params;
     const auto parsed = google::protobuf::util::JsonStringToMessage(
-        Field<json>(*document, "params").dump(), &params);
+        JsonField<json>(*document, "params").dump(), &params);
     if (!parsed.ok()) return NotOurs(path, parsed.ToString());
     plan_file.params = CostParamsFromProto(params);
     absl::StatusOr<Plan> plan =
-        PlanFromJson(Field<json>(*document, "plan").dump());
+        PlanFromJson(JsonField<json>(*document, "plan").dump());
     if (!plan.ok()) return NotOurs(path, std::string(plan.status().message()));
     plan_file.plan = *std::move(plan);
   } catch (const std::exception& e) {
