@@ -9,6 +9,7 @@
 #include <iterator>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -87,35 +88,25 @@ TEST(WorkerMainTest, HelpListsTheFlags) {
 }
 
 TEST(WorkerMainTest, UsageErrorsExitTwo) {
-  WorkerRun run = RunWorker({"--steps=3"});
-  EXPECT_EQ(run.exit_code, 2);
-  EXPECT_THAT(run.stderr_text, HasSubstr("no planner address"));
-
-  run = RunWorker({"--planner=127.0.0.1:1", "--no-such-flag"});
-  EXPECT_EQ(run.exit_code, 2);
-  EXPECT_THAT(run.stderr_text, HasSubstr("unknown flag --no-such-flag"));
-
-  run = RunWorker({"--planner=127.0.0.1:1", "--resume"});
-  EXPECT_EQ(run.exit_code, 2);
-  EXPECT_THAT(run.stderr_text, HasSubstr("need --checkpoint-dir"));
-
-  run = RunWorker({"--planner=127.0.0.1:1", "--plan-source=static"});
-  EXPECT_EQ(run.exit_code, 2);
-  EXPECT_THAT(run.stderr_text,
-              HasSubstr("expected planner or a peer strategy (bucket"));
-
-  run = RunWorker({"--planner=127.0.0.1:1", "--plan-source=dcp"});
-  EXPECT_EQ(run.exit_code, 2);
-  EXPECT_THAT(run.stderr_text, HasSubstr("megatron-dyncp"));
-
-  run = RunWorker({"--planner=127.0.0.1:1", "--precision=fp16"});
-  EXPECT_EQ(run.exit_code, 2);
-  EXPECT_THAT(run.stderr_text,
-              HasSubstr("--precision=fp16: expected fp32 or bf16"));
-
-  run = RunWorker({"--planner=127.0.0.1:1", "--max-cached-groups=-1"});
-  EXPECT_EQ(run.exit_code, 2);
-  EXPECT_THAT(run.stderr_text, HasSubstr("max-cached-groups"));
+  // Each case: the flags, and what the error says.
+  const std::vector<std::pair<std::vector<std::string>, std::string>> usage = {
+      {{"--steps=3"}, "no planner address"},
+      {{"--planner=127.0.0.1:1", "--no-such-flag"},
+       "unknown flag --no-such-flag"},
+      {{"--planner=127.0.0.1:1", "--resume"}, "need --checkpoint-dir"},
+      {{"--planner=127.0.0.1:1", "--plan-source=static"},
+       "expected planner or a peer strategy (bucket"},
+      {{"--planner=127.0.0.1:1", "--plan-source=dcp"}, "megatron-dyncp"},
+      {{"--planner=127.0.0.1:1", "--precision=fp16"},
+       "--precision=fp16: expected fp32 or bf16"},
+      {{"--planner=127.0.0.1:1", "--max-cached-groups=-1"},
+       "max-cached-groups"},
+  };
+  for (const auto& [flags, says] : usage) {
+    const WorkerRun run = RunWorker(flags);
+    EXPECT_EQ(run.exit_code, 2) << says;
+    EXPECT_THAT(run.stderr_text, HasSubstr(says));
+  }
 }
 
 TEST(WorkerMainTest, BadWorkloadOrDataFlagsExitTwoBeforeRegistering) {
