@@ -4,22 +4,15 @@
 // run, SIGTERM to every worker mid-run, the planner killed and restarted,
 // and phased plans against one-layout plans of the same batches.
 
-#include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
-#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
-#include "absl/synchronization/mutex.h"
-#include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "launcher/child_process.h"
+#include "launcher/local_job_test_support.h"
 #include "worker/run_summary.h"
 
 namespace dcp {
@@ -29,76 +22,8 @@ using ::testing::Contains;
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
 
-std::string Runfile(const std::string& path) {
-  const char* root = std::getenv("TEST_SRCDIR");
-  return absl::StrCat(root != nullptr ? root : ".", "/dcp/", path);
-}
-
 std::string TestDir(const std::string& name) {
-  const char* root = std::getenv("TEST_TMPDIR");
-  const std::string dir =
-      absl::StrCat(root != nullptr ? root : "/tmp", "/local_job_test_", name);
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  return dir;
-}
-
-struct JobRun {
-  int exit_code = -1;
-  std::vector<std::string> lines;
-  std::string output;  // stdout lines joined, for failure messages
-};
-
-/// Runs dcp_local_job on two ranks of one node with `flags` (after the
-/// defaults below, which a flag of the same name in `flags` replaces) and
-/// its work directory in `dir`.
-JobRun RunJob(const std::string& dir, const std::vector<std::string>& flags) {
-  const std::vector<std::string> defaults = {
-      "--nodes=1",
-      "--ranks-per-node=2",
-      "--workload=longtail:median=64,tail_fraction=0.05,tail_min=256,"
-      "max=1024,min=16",
-      "--global-batch-tokens=2048",
-      "--timeout=3m",
-      "--collective-timeout=60s"};
-  std::vector<std::string> argv = {
-      Runfile("launcher/dcp_local_job"),
-      absl::StrCat("--planner-binary=", Runfile("planner/service/dcp_planner")),
-      absl::StrCat("--worker-binary=", Runfile("worker/dcp_worker")),
-      absl::StrCat("--work-dir=", dir)};
-  for (const std::string& flag : defaults) {
-    const std::string name = flag.substr(0, flag.find('=') + 1);
-    bool replaced = false;
-    for (const std::string& given : flags) {
-      replaced = replaced || absl::StartsWith(given, name);
-    }
-    if (!replaced) argv.push_back(flag);
-  }
-  argv.insert(argv.end(), flags.begin(), flags.end());
-  auto mutex = std::make_shared<absl::Mutex>();
-  auto lines = std::make_shared<std::vector<std::string>>();
-  absl::StatusOr<std::unique_ptr<ChildProcess>> job =
-      ChildProcess::Start(argv, absl::StrCat(dir, "/dcp_local_job.stderr"),
-                          [mutex, lines](const std::string& line) {
-                            absl::MutexLock lock(mutex.get());
-                            lines->push_back(line);
-                          });
-  JobRun run;
-  if (!job.ok()) {
-    run.output = std::string(job.status().message());
-    return run;
-  }
-  std::optional<int> code = (*job)->WaitFor(absl::Minutes(4));
-  run.exit_code = code.has_value() ? *code : (*job)->Kill();
-  (*job)->JoinOutput();
-  absl::MutexLock lock(mutex.get());
-  run.lines = *lines;
-  std::ifstream errors(absl::StrCat(dir, "/dcp_local_job.stderr"));
-  std::string stderr_text((std::istreambuf_iterator<char>(errors)),
-                          std::istreambuf_iterator<char>());
-  run.output = absl::StrCat(absl::StrJoin(run.lines, "\n"), "\n--- stderr:\n",
-                            stderr_text);
-  return run;
+  return FreshTestDir(absl::StrCat("local_job_test_", name));
 }
 
 /// The dcp run's summary in `dir` (an empty one, with a failure, when it
@@ -136,7 +61,7 @@ void ExpectSameSteps(const RunSummary& whole, const RunSummary& resumed) {
 const RunSummary& UninterruptedFourSteps() {
   static const RunSummary* const summary = [] {
     const std::string dir = TestDir("whole");
-    const JobRun run = RunJob(dir, Reproducible(4));
+    const JobRun run = RunLocalJob(dir, Reproducible(4));
     EXPECT_EQ(run.exit_code, 0) << run.output;
     return new RunSummary(run.exit_code == 0 ? Summary(dir) : RunSummary());
   }();
@@ -145,7 +70,7 @@ const RunSummary& UninterruptedFourSteps() {
 
 TEST(LocalJobTest, ProfilesRunsDcpThenThePeersAndReports) {
   const std::string dir = TestDir("tiny");
-  const JobRun run = RunJob(dir, {"--steps=3"});
+  const JobRun run = RunLocalJob(dir, {"--steps=3"});
   ASSERT_EQ(run.exit_code, 0) << run.output;
   EXPECT_THAT(run.lines, Contains(StartsWith("[dcp_local_job] dcp_planner on "
                                              "127.0.0.1:")));
@@ -187,9 +112,7 @@ TEST(LocalJobTest, ProfilesRunsDcpThenThePeersAndReports) {
   EXPECT_EQ(summary.world_size, 2);
   EXPECT_EQ(summary.steps.size(), 3u);
   // Every registration carried the launcher's job id.
-  std::ifstream planner_log(absl::StrCat(dir, "/planner.log"));
-  const std::string log_text((std::istreambuf_iterator<char>(planner_log)),
-                             std::istreambuf_iterator<char>());
+  const std::string log_text = FileText(absl::StrCat(dir, "/planner.log"));
   // (Either worker may register first and get rank 0.)
   for (const std::string worker : {"w0", "w1"}) {
     EXPECT_THAT(log_text,
@@ -208,7 +131,7 @@ TEST(LocalJobTest, ResumedJobMatchesAnUninterruptedOne) {
   std::vector<std::string> first_flags = Reproducible(2);
   first_flags.push_back(absl::StrCat("--checkpoint-dir=", checkpoints));
   const std::string first_dir = TestDir("first_half");
-  const JobRun first = RunJob(first_dir, first_flags);
+  const JobRun first = RunLocalJob(first_dir, first_flags);
   ASSERT_EQ(first.exit_code, 0) << first.output;
   ASSERT_TRUE(std::filesystem::exists(checkpoints + "/checkpoint.pt"));
   ExpectSameSteps(expected, Summary(first_dir));
@@ -217,7 +140,7 @@ TEST(LocalJobTest, ResumedJobMatchesAnUninterruptedOne) {
   second_flags.push_back(absl::StrCat("--checkpoint-dir=", checkpoints));
   second_flags.push_back("--resume");
   const std::string second_dir = TestDir("second_half");
-  const JobRun second = RunJob(second_dir, second_flags);
+  const JobRun second = RunLocalJob(second_dir, second_flags);
   ASSERT_EQ(second.exit_code, 0) << second.output;
   EXPECT_THAT(second.lines, Contains(HasSubstr("at step 2")));
   const RunSummary resumed = Summary(second_dir);
@@ -234,7 +157,7 @@ TEST(LocalJobTest, SigtermStopsEveryRankAtOneStepBoundaryWithACheckpoint) {
   flags.push_back(absl::StrCat("--checkpoint-dir=", checkpoints));
   flags.push_back("--sigterm-after-step=0");
   const std::string dir = TestDir("sigterm");
-  const JobRun run = RunJob(dir, flags);
+  const JobRun run = RunLocalJob(dir, flags);
   // Every worker exited 0 (the launcher fails on any other exit code).
   ASSERT_EQ(run.exit_code, 0) << run.output;
   EXPECT_THAT(run.lines,
@@ -254,20 +177,13 @@ TEST(LocalJobTest, SigtermStopsEveryRankAtOneStepBoundaryWithACheckpoint) {
   resume_flags.push_back(absl::StrCat("--checkpoint-dir=", checkpoints));
   resume_flags.push_back("--resume");
   const std::string resumed_dir = TestDir("sigterm_resumed");
-  const JobRun resumed = RunJob(resumed_dir, resume_flags);
+  const JobRun resumed = RunLocalJob(resumed_dir, resume_flags);
   ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
   const RunSummary after = Summary(resumed_dir);
   EXPECT_EQ(after.first_step, stopped_before);
   EXPECT_EQ(after.next_step, 4);
   ExpectSameSteps(expected, summary);
   ExpectSameSteps(expected, after);
-}
-
-/// The contents of the file at `path`.
-std::string FileText(const std::string& path) {
-  std::ifstream file(path);
-  return std::string((std::istreambuf_iterator<char>(file)),
-                     std::istreambuf_iterator<char>());
 }
 
 /// The planner is SIGKILLed after step 0 and restarted 6 s later: longer
@@ -287,7 +203,7 @@ TEST(LocalJobTest, WorkersRideThroughAPlannerKilledAndRestartedLater) {
   std::vector<std::string> flags = PlannerKilledAfterStepZero();
   flags.push_back("--planner-outage-tolerance=2m");
   const std::string dir = TestDir("planner_killed");
-  const JobRun run = RunJob(dir, flags);
+  const JobRun run = RunLocalJob(dir, flags);
   ASSERT_EQ(run.exit_code, 0) << run.output;
   EXPECT_THAT(run.lines, Contains(HasSubstr("planner drill: sending SIGKILL")));
   EXPECT_THAT(run.lines,
@@ -311,7 +227,7 @@ TEST(LocalJobTest, WithoutOutageToleranceThePlannerRestartFailsTheJob) {
   std::vector<std::string> flags = PlannerKilledAfterStepZero();
   flags.push_back("--planner-outage-tolerance=0");
   const std::string dir = TestDir("planner_killed_no_tolerance");
-  const JobRun run = RunJob(dir, flags);
+  const JobRun run = RunLocalJob(dir, flags);
   EXPECT_EQ(run.exit_code, 1) << run.output;
   // A rank gave up on the planner. Which rank's failure the launcher names
   // is a race (the other may fail in a collective as its peer exits), so
@@ -339,13 +255,13 @@ TEST(LocalJobTest, PhasedPlansTrainTheSameBatchesToTheSameLosses) {
   const std::string plain_dir = TestDir("one_layout");
   std::vector<std::string> plain_flags = LongAmongShort();
   plain_flags.push_back("--phased-plans=false");
-  const JobRun plain = RunJob(plain_dir, plain_flags);
+  const JobRun plain = RunLocalJob(plain_dir, plain_flags);
   ASSERT_EQ(plain.exit_code, 0) << plain.output;
   std::vector<std::string> flags = LongAmongShort();
   flags.push_back("--phased-plans");
   flags.push_back("--phased-min-gap=0");  // Try phases for every batch.
   const std::string phased_dir = TestDir("phased");
-  const JobRun phased = RunJob(phased_dir, flags);
+  const JobRun phased = RunLocalJob(phased_dir, flags);
   ASSERT_EQ(phased.exit_code, 0) << phased.output;
   EXPECT_THAT(phased.lines, Contains(testing::MatchesRegex(
                                 "step [0-3]: plan phases 2: SP\\[2\\] .* then "
@@ -382,7 +298,7 @@ TEST(LocalJobTest, PhasedPlansTrainTheSameBatchesToTheSameLosses) {
   // the job still succeeds.
   ASSERT_GE(a_phased_step, 0);
   flags.push_back(absl::StrCat("--timeline-step=", a_phased_step));
-  const JobRun drawn = RunJob(TestDir("phased_timeline"), flags);
+  const JobRun drawn = RunLocalJob(TestDir("phased_timeline"), flags);
   EXPECT_EQ(drawn.exit_code, 0) << drawn.output;
   EXPECT_THAT(drawn.output, HasSubstr("ran a plan of phases, and the measured "
                                       "timeline draws plans of one layout"));
@@ -390,13 +306,13 @@ TEST(LocalJobTest, PhasedPlansTrainTheSameBatchesToTheSameLosses) {
 
 TEST(LocalJobTest, UsageErrorsExitTwo) {
   const std::string dir = TestDir("usage");
-  EXPECT_EQ(RunJob(dir, {"--no-such-flag"}).exit_code, 2);
-  EXPECT_EQ(RunJob(dir, {"--resume"}).exit_code, 2);
-  EXPECT_EQ(RunJob(dir, {"--planner-stop-signal=HUP"}).exit_code, 2);
-  EXPECT_EQ(RunJob(dir, {"--phased-plans", "--phased-min-gap=-1"}).exit_code,
-            2);
-  EXPECT_EQ(RunJob(dir, {"--compare-peers=dcp"}).exit_code, 2);
-  EXPECT_EQ(RunJob(dir, {"--compare-peers=bucket"}).exit_code, 2);
+  EXPECT_EQ(RunLocalJob(dir, {"--no-such-flag"}).exit_code, 2);
+  EXPECT_EQ(RunLocalJob(dir, {"--resume"}).exit_code, 2);
+  EXPECT_EQ(RunLocalJob(dir, {"--planner-stop-signal=HUP"}).exit_code, 2);
+  EXPECT_EQ(
+      RunLocalJob(dir, {"--phased-plans", "--phased-min-gap=-1"}).exit_code, 2);
+  EXPECT_EQ(RunLocalJob(dir, {"--compare-peers=dcp"}).exit_code, 2);
+  EXPECT_EQ(RunLocalJob(dir, {"--compare-peers=bucket"}).exit_code, 2);
 }
 
 }  // namespace

@@ -4,8 +4,6 @@
 // breakdown; `dcp timeline` over the planner's state directory draws the
 // same bars from the ranks' reports.
 
-#include <cstdlib>
-#include <filesystem>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -17,13 +15,12 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "launcher/child_process.h"
+#include "launcher/local_job_test_support.h"
 #include "planner/simulate/markup_test_util.h"
 #include "worker/step_timing_files.h"
 
@@ -32,17 +29,6 @@ namespace {
 
 using ::testing::Contains;
 using ::testing::HasSubstr;
-
-std::string Runfile(const std::string& path) {
-  const char* root = std::getenv("TEST_SRCDIR");
-  return absl::StrCat(root != nullptr ? root : ".", "/dcp/", path);
-}
-
-std::string ReadAll(const std::string& path) {
-  std::ifstream file(path);
-  return std::string((std::istreambuf_iterator<char>(file)),
-                     std::istreambuf_iterator<char>());
-}
 
 /// Runs `argv` to its end (at most `limit`); its exit code.
 int RunToEnd(const std::vector<std::string>& argv, const std::string& log,
@@ -57,81 +43,53 @@ int RunToEnd(const std::vector<std::string>& argv, const std::string& log,
   return exit_code;
 }
 
+/// The measured bars of a timeline row, in order.
+std::vector<xmlNode*> MeasuredBarsOfRow(xmlNode* row) {
+  std::vector<xmlNode*> bars;
+  for (xmlNode* child = row->children; child != nullptr; child = child->next) {
+    if (child->type == XML_ELEMENT_NODE &&
+        Attribute(child, "class") == "measured") {
+      bars.push_back(child);
+    }
+  }
+  return bars;
+}
+
 /// Each row's measured bars' seconds, by the row's data-ranks.
 std::map<std::string, std::vector<double>> MeasuredBars(
     const MarkupDocument& svg) {
   std::map<std::string, std::vector<double>> bars;
   for (xmlNode* row : svg.Select("//*[local-name()='g'][@class='row']")) {
     std::vector<double>& seconds = bars[Attribute(row, "data-ranks")];
-    for (xmlNode* child = row->children; child != nullptr;
-         child = child->next) {
-      if (child->type == XML_ELEMENT_NODE &&
-          Attribute(child, "class") == "measured") {
-        seconds.push_back(NumberAttribute(child, "data-duration-seconds"));
-      }
+    for (xmlNode* bar : MeasuredBarsOfRow(row)) {
+      seconds.push_back(NumberAttribute(bar, "data-duration-seconds"));
     }
   }
   return bars;
 }
 
 TEST(MeasuredTimelineJobTest, TheSvgShowsWhatTheWorkersRecorded) {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  const std::string dir =
-      absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/measured_timeline_job");
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
+  const std::string dir = FreshTestDir("measured_timeline_job");
   const std::string svg_path = absl::StrCat(dir, "/step1.svg");
-  const std::vector<std::string> argv = {
-      Runfile("launcher/dcp_local_job"),
-      absl::StrCat("--planner-binary=", Runfile("planner/service/dcp_planner")),
-      absl::StrCat("--worker-binary=", Runfile("worker/dcp_worker")),
-      absl::StrCat("--work-dir=", dir),
-      "--nodes=1",
-      "--ranks-per-node=2",
-      "--workload=longtail:median=64,tail_fraction=0.05,tail_min=256,"
-      "max=1024,min=16",
-      "--global-batch-tokens=2048",
-      "--steps=3",
-      "--profile=false",
-      "--compare-peers=best-static",
-      "--timeline-step=1",
-      absl::StrCat("--timeline-out=", svg_path),
-      absl::StrCat("--planner-state-dir=", dir, "/planner_state"),
-      "--timeout=3m",
-      "--collective-timeout=60s"};
-  auto mutex = std::make_shared<absl::Mutex>();
-  auto lines = std::make_shared<std::vector<std::string>>();
-  absl::StatusOr<std::unique_ptr<ChildProcess>> job =
-      ChildProcess::Start(argv, absl::StrCat(dir, "/dcp_local_job.stderr"),
-                          [mutex, lines](const std::string& line) {
-                            absl::MutexLock lock(mutex.get());
-                            lines->push_back(line);
-                          });
-  ASSERT_TRUE(job.ok()) << job.status();
-  std::optional<int> code = (*job)->WaitFor(absl::Minutes(4));
-  const int exit_code = code.has_value() ? *code : (*job)->Kill();
-  (*job)->JoinOutput();
-  std::vector<std::string> output;
-  {
-    absl::MutexLock lock(mutex.get());
-    output = *lines;
-  }
-  const std::string text =
-      absl::StrCat(absl::StrJoin(output, "\n"), "\n--- stderr:\n",
-                   ReadAll(absl::StrCat(dir, "/dcp_local_job.stderr")));
-  ASSERT_EQ(exit_code, 0) << text;
-  EXPECT_THAT(output, Contains(HasSubstr(
-                          "dcp (steps 1-2) cost-model breakdown over 2 steps")))
-      << text;
-  EXPECT_THAT(output,
+  const JobRun run = RunLocalJob(
+      dir, {"--steps=3", "--profile=false", "--compare-peers=best-static",
+            "--timeline-step=1", absl::StrCat("--timeline-out=", svg_path),
+            absl::StrCat("--planner-state-dir=", dir, "/planner_state")});
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_THAT(
+      run.lines,
+      Contains(HasSubstr("dcp (steps 1-2) cost-model breakdown over 2 steps")))
+      << run.output;
+  EXPECT_THAT(run.lines,
               Contains(HasSubstr(
                   "bucket (steps 1-2) cost-model breakdown over 2 steps")))
-      << text;
-  EXPECT_THAT(output,
+      << run.output;
+  EXPECT_THAT(run.lines,
               Contains(HasSubstr(
                   "best-static (steps 1-2) cost-model breakdown over 2 steps")))
-      << text;
-  EXPECT_THAT(output, Contains(HasSubstr("  compute     median"))) << text;
+      << run.output;
+  EXPECT_THAT(run.lines, Contains(HasSubstr("  compute     median")))
+      << run.output;
 
   // What the workers recorded of step 1, per rank.
   const std::string timing_dir =
@@ -147,7 +105,7 @@ TEST(MeasuredTimelineJobTest, TheSvgShowsWhatTheWorkersRecorded) {
   for (const std::string& path :
        {svg_path, absl::StrCat(dir, "/step1.bucket.svg")}) {
     SCOPED_TRACE(path);
-    const MarkupDocument svg = MarkupDocument::ParseXml(ReadAll(path));
+    const MarkupDocument svg = MarkupDocument::ParseXml(FileText(path));
     ASSERT_NE(svg.doc, nullptr) << "not well-formed XML";
     EXPECT_EQ(Attribute(svg.Select("/*")[0], "data-num-ranks"), "2");
     EXPECT_FALSE(
@@ -159,7 +117,7 @@ TEST(MeasuredTimelineJobTest, TheSvgShowsWhatTheWorkersRecorded) {
   absl::StatusOr<StepPlanFile> plan = ReadStepPlanFile(timing_dir, 1);
   ASSERT_TRUE(plan.ok()) << plan.status();
   EXPECT_EQ(plan->cost_model_params_version, plan->plan_params_version);
-  const MarkupDocument svg = MarkupDocument::ParseXml(ReadAll(svg_path));
+  const MarkupDocument svg = MarkupDocument::ParseXml(FileText(svg_path));
   EXPECT_NEAR(NumberAttribute(svg.Select("/*")[0], "data-step-seconds"),
               plan->plan.predicted_step_seconds,
               1e-5 * plan->plan.predicted_step_seconds);
@@ -172,14 +130,7 @@ TEST(MeasuredTimelineJobTest, TheSvgShowsWhatTheWorkersRecorded) {
       ASSERT_TRUE(absl::SimpleAtoi(rank, &value)) << rank;
       members.push_back(value);
     }
-    std::vector<xmlNode*> bars;
-    for (xmlNode* child = row->children; child != nullptr;
-         child = child->next) {
-      if (child->type == XML_ELEMENT_NODE && Attribute(child, "class") ==
-                                                 "measured") {
-        bars.push_back(child);
-      }
-    }
+    const std::vector<xmlNode*> bars = MeasuredBarsOfRow(row);
     ASSERT_FALSE(members.empty());
     ASSERT_EQ(bars.size(), ranks[members[0]].micro_batches.size())
         << "ranks " << Attribute(row, "data-ranks");
@@ -207,8 +158,8 @@ TEST(MeasuredTimelineJobTest, TheSvgShowsWhatTheWorkersRecorded) {
                       "--step=1", absl::StrCat("--out=", state_svg)},
                      absl::StrCat(dir, "/dcp_timeline.log"), absl::Minutes(1)),
             0)
-      << ReadAll(absl::StrCat(dir, "/dcp_timeline.log"));
-  const MarkupDocument recorded = MarkupDocument::ParseXml(ReadAll(state_svg));
+      << FileText(absl::StrCat(dir, "/dcp_timeline.log"));
+  const MarkupDocument recorded = MarkupDocument::ParseXml(FileText(state_svg));
   ASSERT_NE(recorded.doc, nullptr) << "not well-formed XML";
   EXPECT_EQ(Attribute(recorded.Select("/*")[0], "data-num-ranks"), "2");
   const std::map<std::string, std::vector<double>> job_bars =
@@ -228,10 +179,7 @@ TEST(MeasuredTimelineJobTest, TheSvgShowsWhatTheWorkersRecorded) {
 }
 
 TEST(MeasuredTimelineJobTest, APlannerStateDirThatHoldsFilesIsAUsageError) {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  const std::string dir =
-      absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/used_planner_state");
-  std::filesystem::create_directories(dir);
+  const std::string dir = FreshTestDir("used_planner_state");
   { std::ofstream(absl::StrCat(dir, "/job.pb")) << ""; }
   EXPECT_EQ(RunToEnd({Runfile("launcher/dcp_local_job"),
                       absl::StrCat("--planner-state-dir=", dir)},
@@ -240,14 +188,10 @@ TEST(MeasuredTimelineJobTest, APlannerStateDirThatHoldsFilesIsAUsageError) {
 }
 
 TEST(MeasuredTimelineJobTest, ATimelineStepPastTheRunIsAUsageError) {
-  absl::StatusOr<std::unique_ptr<ChildProcess>> job = ChildProcess::Start(
-      {Runfile("launcher/dcp_local_job"), "--steps=2", "--timeline-step=2"},
-      "/dev/null", [](const std::string&) {});
-  ASSERT_TRUE(job.ok()) << job.status();
-  std::optional<int> code = (*job)->WaitFor(absl::Minutes(1));
-  if (!code.has_value()) (*job)->Kill();
-  (*job)->JoinOutput();
-  EXPECT_EQ(code.value_or(-1), 2);
+  EXPECT_EQ(RunToEnd({Runfile("launcher/dcp_local_job"), "--steps=2",
+                      "--timeline-step=2"},
+                     "/dev/null", absl::Minutes(1)),
+            2);
 }
 
 }  // namespace

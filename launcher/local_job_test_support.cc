@@ -1,0 +1,89 @@
+#include "launcher/local_job_test_support.h"
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "launcher/child_process.h"
+
+namespace dcp {
+
+std::string Runfile(const std::string& path) {
+  const char* root = std::getenv("TEST_SRCDIR");
+  return absl::StrCat(root != nullptr ? root : ".", "/dcp/", path);
+}
+
+std::string FreshTestDir(const std::string& name) {
+  const char* root = std::getenv("TEST_TMPDIR");
+  const std::string dir =
+      absl::StrCat(root != nullptr ? root : "/tmp", "/", name);
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+std::string FileText(const std::string& path) {
+  std::ifstream file(path);
+  return std::string((std::istreambuf_iterator<char>(file)),
+                     std::istreambuf_iterator<char>());
+}
+
+JobRun RunLocalJob(const std::string& dir,
+                   const std::vector<std::string>& flags) {
+  const std::vector<std::string> defaults = {
+      "--nodes=1",
+      "--ranks-per-node=2",
+      "--workload=longtail:median=64,tail_fraction=0.05,tail_min=256,"
+      "max=1024,min=16",
+      "--global-batch-tokens=2048",
+      "--timeout=3m",
+      "--collective-timeout=60s"};
+  std::vector<std::string> argv = {
+      Runfile("launcher/dcp_local_job"),
+      absl::StrCat("--planner-binary=", Runfile("planner/service/dcp_planner")),
+      absl::StrCat("--worker-binary=", Runfile("worker/dcp_worker")),
+      absl::StrCat("--work-dir=", dir)};
+  for (const std::string& flag : defaults) {
+    const std::string name = flag.substr(0, flag.find('=') + 1);
+    bool replaced = false;
+    for (const std::string& given : flags) {
+      replaced = replaced || absl::StartsWith(given, name);
+    }
+    if (!replaced) argv.push_back(flag);
+  }
+  argv.insert(argv.end(), flags.begin(), flags.end());
+  auto mutex = std::make_shared<absl::Mutex>();
+  auto lines = std::make_shared<std::vector<std::string>>();
+  const std::string stderr_path = absl::StrCat(dir, "/dcp_local_job.stderr");
+  absl::StatusOr<std::unique_ptr<ChildProcess>> job = ChildProcess::Start(
+      argv, stderr_path, [mutex, lines](const std::string& line) {
+        absl::MutexLock lock(mutex.get());
+        lines->push_back(line);
+      });
+  JobRun run;
+  if (!job.ok()) {
+    run.output = std::string(job.status().message());
+    return run;
+  }
+  std::optional<int> code = (*job)->WaitFor(absl::Minutes(4));
+  run.exit_code = code.has_value() ? *code : (*job)->Kill();
+  (*job)->JoinOutput();
+  absl::MutexLock lock(mutex.get());
+  run.lines = *lines;
+  run.output = absl::StrCat(absl::StrJoin(run.lines, "\n"), "\n--- stderr:\n",
+                            FileText(stderr_path));
+  return run;
+}
+
+}  // namespace dcp

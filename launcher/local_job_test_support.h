@@ -1,0 +1,40 @@
+#ifndef DCP_LAUNCHER_LOCAL_JOB_TEST_SUPPORT_H_
+#define DCP_LAUNCHER_LOCAL_JOB_TEST_SUPPORT_H_
+
+// What the end-to-end tests of dcp_local_job share: runfiles, scratch
+// directories, and running a small job to its end. testonly.
+
+#include <string>
+#include <vector>
+
+namespace dcp {
+
+/// The path of `path` (e.g. "launcher/dcp_local_job") among the test's
+/// runfiles.
+std::string Runfile(const std::string& path);
+
+/// "<TEST_TMPDIR or /tmp>/<name>", emptied and created.
+std::string FreshTestDir(const std::string& name);
+
+/// The contents of the file at `path` (empty when it cannot be read).
+std::string FileText(const std::string& path);
+
+/// How a dcp_local_job run ended.
+struct JobRun {
+  /// -1 when the job could not be started.
+  int exit_code = -1;
+  /// Its stdout, line by line.
+  std::vector<std::string> lines;
+  /// Its stdout lines joined and its stderr, for failure messages.
+  std::string output;
+};
+
+/// Runs dcp_local_job on two ranks of one node with `flags` (after the
+/// defaults of a small job, which a flag of the same name in `flags`
+/// replaces) and its work directory in `dir`, for at most 4 minutes.
+JobRun RunLocalJob(const std::string& dir,
+                   const std::vector<std::string>& flags);
+
+}  // namespace dcp
+
+#endif  // DCP_LAUNCHER_LOCAL_JOB_TEST_SUPPORT_H_
