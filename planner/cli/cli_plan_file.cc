@@ -65,24 +65,20 @@ std::optional<PlanFile> ReadPlanFile(const ParsedFlags& flags, Command& command,
     exit_code = command.UsageError(plan_text.status().message());
     return std::nullopt;
   }
+  auto not_a_plan = [&](const absl::Status& status) {
+    command.out() << "plan is invalid: " << flags.String("plan") << ": "
+                  << status.message() << "\n";
+    exit_code = kExitFailure;
+    return std::nullopt;
+  };
   if (PlanJsonHasPhases(*plan_text)) {
     absl::StatusOr<PhasedPlan> phased = PhasedPlanFromJson(*plan_text);
-    if (!phased.ok()) {
-      command.out() << "plan is invalid: " << flags.String("plan") << ": "
-                    << phased.status().message() << "\n";
-      exit_code = kExitFailure;
-      return std::nullopt;
-    }
+    if (!phased.ok()) return not_a_plan(phased.status());
     return PlanFile{*std::move(cost_model), *std::move(lengths_tokens), Plan(),
                     *std::move(plan_text), *std::move(phased)};
   }
   absl::StatusOr<Plan> plan = PlanFromJson(*plan_text);
-  if (!plan.ok()) {
-    command.out() << "plan is invalid: " << flags.String("plan") << ": "
-                  << plan.status().message() << "\n";
-    exit_code = kExitFailure;
-    return std::nullopt;
-  }
+  if (!plan.ok()) return not_a_plan(plan.status());
   return PlanFile{*std::move(cost_model), *std::move(lengths_tokens),
                   *std::move(plan), *std::move(plan_text), std::nullopt};
 }
@@ -119,6 +115,28 @@ std::optional<PlanFile> ReadValidPlanFile(const ParsedFlags& flags,
   return file;
 }
 
+// The micro-batches of all of `plan`'s groups.
+int MicroBatchCount(const Plan& plan) {
+  int micro_batches = 0;
+  for (const GroupPlan& group : plan.groups) {
+    micro_batches += static_cast<int>(group.micro_batches.size());
+  }
+  return micro_batches;
+}
+
+// What `dcp validate` says of a valid plan after its groups: its sequences,
+// micro-batches, peak memory and predicted step.
+std::string ValidPlanTail(const CostModel& cost_model, size_t sequences,
+                          int micro_batches, double peak_bytes,
+                          double step_seconds) {
+  return absl::StrFormat(
+      "%d sequence(s) in %d micro-batch(es), max memory %.1f%% of the %.1f "
+      "GiB budget, predicted step %.3f s\n",
+      sequences, micro_batches,
+      100 * peak_bytes / cost_model.MemoryBudgetBytes(),
+      cost_model.MemoryBudgetBytes() / kGiB, step_seconds);
+}
+
 }  // namespace
 
 int RunValidate(const ParsedFlags& flags, Command& command) {
@@ -135,36 +153,28 @@ int RunValidate(const ParsedFlags& flags, Command& command) {
     int micro_batches = 0;
     for (const Plan& phase : predicted.phases) {
       groups += static_cast<int>(phase.groups.size());
-      for (const GroupPlan& group : phase.groups) {
-        micro_batches += static_cast<int>(group.micro_batches.size());
-      }
+      micro_batches += MicroBatchCount(phase);
     }
     command.out() << absl::StrFormat(
-        "plan is valid: %d phase(s) of %d SP group(s) in all over %d GPUs, "
-        "%d sequence(s) in %d micro-batch(es), max memory %.1f%% of the "
-        "%.1f GiB budget, predicted step %.3f s\n",
-        predicted.phases.size(), groups, cost_model.cluster().NumGpus(),
-        lengths_tokens.size(), micro_batches,
-        100 * MaxPeakBytes(predicted) / cost_model.MemoryBudgetBytes(),
-        cost_model.MemoryBudgetBytes() / kGiB,
-        predicted.predicted_step_seconds);
+                         "plan is valid: %d phase(s) of %d SP group(s) in all "
+                         "over %d GPUs, ",
+                         predicted.phases.size(), groups,
+                         cost_model.cluster().NumGpus())
+                  << ValidPlanTail(cost_model, lengths_tokens.size(),
+                                   micro_batches, MaxPeakBytes(predicted),
+                                   predicted.predicted_step_seconds);
     return kExitOk;
   }
   // Valid, so the indices are safe to predict from.
   Plan predicted = file->plan;
   PredictPlan(cost_model, lengths_tokens, predicted);
-  int micro_batches = 0;
-  for (const GroupPlan& group : predicted.groups) {
-    micro_batches += static_cast<int>(group.micro_batches.size());
-  }
   command.out() << absl::StrFormat(
-      "plan is valid: %d SP group(s) over %d GPUs, %d sequence(s) in %d "
-      "micro-batch(es), max memory %.1f%% of the %.1f GiB budget, predicted "
-      "step %.3f s\n",
-      predicted.groups.size(), cost_model.cluster().NumGpus(),
-      lengths_tokens.size(), micro_batches,
-      100 * MaxPeakBytes(predicted) / cost_model.MemoryBudgetBytes(),
-      cost_model.MemoryBudgetBytes() / kGiB, predicted.predicted_step_seconds);
+                       "plan is valid: %d SP group(s) over %d GPUs, ",
+                       predicted.groups.size(), cost_model.cluster().NumGpus())
+                << ValidPlanTail(cost_model, lengths_tokens.size(),
+                                 MicroBatchCount(predicted),
+                                 MaxPeakBytes(predicted),
+                                 predicted.predicted_step_seconds);
   return kExitOk;
 }
 

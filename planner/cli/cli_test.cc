@@ -57,12 +57,35 @@ std::vector<std::string> With(std::vector<std::string> args,
   return args;
 }
 
+// Writes a batch of `long_lengths` followed by `short_count` sequences of
+// 1000 + 37 i tokens to the temporary file `name`; returns its path.
+std::string WriteLongAmongShortLengths(const std::string& name,
+                                       const std::vector<int64_t>& long_lengths,
+                                       int short_count) {
+  std::string text;
+  for (int64_t length : long_lengths) absl::StrAppend(&text, length, "\n");
+  for (int i = 0; i < short_count; ++i) {
+    absl::StrAppend(&text, 1000 + 37 * i, "\n");
+  }
+  const std::string path = TempPath(name);
+  WriteFile(path, text);
+  return path;
+}
+
+// The flags of the batch of `lengths_path` on one node of 8 GPUs.
+std::vector<std::string> OneNodeBatch(const std::string& lengths_path) {
+  return {"--nodes=1", "--gpus-per-node=8",
+          absl::StrCat("--lengths=", lengths_path)};
+}
+
 // `dcp validate` accepts the plan at `plan_path` for the batch of
 // `lengths_path` (on `nodes` nodes of 8 GPUs), and `dcp price` prices it at
-// the step time `planned` (what wrote it) predicted.
-void ExpectValidatesAndPricesAsPlanned(const std::string& plan_path,
-                                       const std::string& lengths_path,
-                                       const Json& planned, int nodes = 1) {
+// the step time `planned` (what wrote it) predicted, to 1e-9 of it and 1e-9
+// s. Returns what `dcp validate` printed.
+std::string ExpectValidatesAndPricesAsPlanned(const std::string& plan_path,
+                                              const std::string& lengths_path,
+                                              const Json& planned,
+                                              int nodes = 1) {
   const std::vector<std::string> files = {
       absl::StrCat("--nodes=", nodes), "--gpus-per-node=8",
       absl::StrCat("--plan=", plan_path),
@@ -70,10 +93,13 @@ void ExpectValidatesAndPricesAsPlanned(const std::string& plan_path,
   const CliResult valid = RunCli(With({"validate"}, files));
   EXPECT_EQ(valid.exit_code, 0) << valid.out << valid.err;
   const CliResult priced = RunCli(With({"price", "--format=json"}, files));
-  ASSERT_EQ(priced.exit_code, 0) << priced.out << priced.err;
-  EXPECT_NEAR(Json::parse(priced.out)["step_seconds"].get<double>(),
-              planned["predicted_step_seconds"].get<double>(),
-              1e-9 * planned["predicted_step_seconds"].get<double>());
+  EXPECT_EQ(priced.exit_code, 0) << priced.out << priced.err;
+  if (priced.exit_code == 0) {
+    const double step_seconds = planned["predicted_step_seconds"].get<double>();
+    EXPECT_NEAR(Json::parse(priced.out)["step_seconds"].get<double>(),
+                step_seconds, 1e-9 * std::min(1.0, step_seconds));
+  }
+  return valid.out;
 }
 
 TEST(CliTest, MainHelp) {
@@ -851,14 +877,10 @@ TEST(CliTest, ValidateAndPriceAPlanOfPhases) {
 // short ones: two phases, in the JSON that `dcp validate` and `dcp price`
 // read back, priced as the plan predicted.
 TEST(CliTest, PlansPhasesThatValidateAndPriceRead) {
-  const std::string lengths_path = TempPath("planned_phases_lengths.txt");
+  const std::string lengths_path = WriteLongAmongShortLengths(
+      "planned_phases_lengths.txt", {65536}, /*short_count=*/63);
   const std::string plan_path = TempPath("planned_phases_plan.json");
-  std::string lengths = "65536\n";
-  for (int i = 0; i < 63; ++i) absl::StrAppend(&lengths, 1000 + 37 * i, "\n");
-  WriteFile(lengths_path, lengths);
-  const std::vector<std::string> setup = {
-      "--nodes=1", "--gpus-per-node=8",
-      absl::StrCat("--lengths=", lengths_path)};
+  const std::vector<std::string> setup = OneNodeBatch(lengths_path);
   const CliResult plan =
       RunCli(With({"plan", "--strategy=dcp-phased", "--format=json"}, setup));
   ASSERT_EQ(plan.exit_code, 0) << plan.err;
@@ -867,19 +889,10 @@ TEST(CliTest, PlansPhasesThatValidateAndPriceRead) {
   ASSERT_EQ(planned["phases"].size(), 2u) << plan.out;
   EXPECT_GT(planned["lower_bound_seconds"].get<double>(), 0);
   WriteFile(plan_path, plan.out);
-
-  const std::vector<std::string> files = {
-      "--nodes=1", "--gpus-per-node=8", absl::StrCat("--plan=", plan_path),
-      absl::StrCat("--lengths=", lengths_path)};
-  const CliResult valid = RunCli(With({"validate"}, files));
-  EXPECT_EQ(valid.exit_code, 0) << valid.out << valid.err;
-  EXPECT_THAT(valid.out, AllOf(HasSubstr("plan is valid: 2 phase(s)"),
-                               HasSubstr("64 sequence(s)")));
-  const CliResult priced_json = RunCli(With({"price", "--format=json"}, files));
-  ASSERT_EQ(priced_json.exit_code, 0) << priced_json.out << priced_json.err;
-  const Json priced = Json::parse(priced_json.out);
-  EXPECT_NEAR(priced["step_seconds"].get<double>(),
-              planned["predicted_step_seconds"].get<double>(), 1e-9);
+  EXPECT_THAT(
+      ExpectValidatesAndPricesAsPlanned(plan_path, lengths_path, planned),
+      AllOf(HasSubstr("plan is valid: 2 phase(s)"),
+            HasSubstr("64 sequence(s)")));
 
   // The one-layout dcp plan of the batch is predicted slower.
   const CliResult one_layout =
@@ -903,13 +916,9 @@ TEST(CliTest, PlansPhasesThatValidateAndPriceRead) {
 // `dcp validate` and `dcp price` without edits, at the price it was
 // planned at (megatron-dyncp's rounds without barriers too).
 TEST(CliTest, EveryStrategysPlanValidatesAndPricesAsPlanned) {
-  const std::string lengths_path = TempPath("every_strategy_lengths.txt");
-  std::string lengths = "65536\n32768\n";
-  for (int i = 0; i < 40; ++i) absl::StrAppend(&lengths, 1000 + 37 * i, "\n");
-  WriteFile(lengths_path, lengths);
-  const std::vector<std::string> setup = {
-      "--nodes=1", "--gpus-per-node=8",
-      absl::StrCat("--lengths=", lengths_path)};
+  const std::string lengths_path = WriteLongAmongShortLengths(
+      "every_strategy_lengths.txt", {65536, 32768}, /*short_count=*/40);
+  const std::vector<std::string> setup = OneNodeBatch(lengths_path);
   for (const char* strategy :
        {"bucket", "packed", "best-static", "megatron-dyncp", "megatron-hcp",
         "videosys-dcp", "dcp", "dcp-one-layout", "dcp-fixed-accum",
