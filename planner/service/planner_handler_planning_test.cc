@@ -266,10 +266,7 @@ TEST(PlannerHandlerTest, AtMost256SubmittedBatchesWaitToBePlanned) {
               HasSubstr("256 submitted batches are waiting to be planned and "
                         "this request adds 1; at most 256"));
   // Planning one makes room for one.
-  v1::GetPlanRequest by_step;
-  by_step.set_worker_id("w0");
-  by_step.set_step(0);
-  ASSERT_TRUE(handler->GetPlan(by_step).ok());
+  ASSERT_TRUE(handler->GetPlan(StepRequest("w0", 0)).ok());
   EXPECT_TRUE(handler->SubmitBatches(one_more).ok());
   EXPECT_EQ(handler->SubmitBatches(one_more)->accepted(), 1);
   EXPECT_EQ(metrics.plans_computed(), 1);
@@ -301,10 +298,7 @@ TEST(PlannerHandlerTest, WaitingBatchesAreBoundedByTheMemoryBudget) {
       handler->GetPlan(PlanRequest("w0", MakeBatch(2, 20000)));
   EXPECT_EQ(on_demand.status().code(), absl::StatusCode::kResourceExhausted);
   // Planning one makes room for one.
-  v1::GetPlanRequest by_step;
-  by_step.set_worker_id("w0");
-  by_step.set_step(0);
-  ASSERT_TRUE(handler->GetPlan(by_step).ok());
+  ASSERT_TRUE(handler->GetPlan(StepRequest("w0", 0)).ok());
   EXPECT_TRUE(handler->SubmitBatches(third).ok());
   // One batch beyond the whole budget is refused even when none wait.
   auto fresh = MakeHandler(options, clock, &metrics);

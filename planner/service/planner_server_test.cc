@@ -1004,18 +1004,29 @@ TEST_F(GrpcPlannerServiceTest, ExportsTheShapeOfTheLastPlan) {
     return MetricValue(metrics, metric_names::kPlanSpGroups,
                        {{"sp_size", absl::StrCat(size)}});
   };
+  // The plan's micro-batches, mean and most checkpointed layers.
+  const auto expect_micro_batches = [](const std::string& metrics,
+                                       double micro_batches,
+                                       double recomputed_layers,
+                                       double max_checkpointed_layers) {
+    EXPECT_EQ(MetricValue(metrics, metric_names::kPlanMicroBatches),
+              micro_batches)
+        << metrics;
+    EXPECT_EQ(MetricValue(metrics, metric_names::kPlanRecomputedLayers),
+              recomputed_layers)
+        << metrics;
+    EXPECT_EQ(MetricValue(metrics, metric_names::kPlanMaxCheckpointedLayers),
+              max_checkpointed_layers)
+        << metrics;
+  };
 
   ASSERT_TRUE(client->GetPlan(PlanRequest(/*node=*/0, /*step=*/0)).ok());
   std::string metrics = HttpGet(server->metrics_port(), "/metrics");
   EXPECT_EQ(sp_groups(metrics, 1), 2) << metrics;
   EXPECT_EQ(sp_groups(metrics, 2), 1) << metrics;
   EXPECT_FALSE(sp_groups(metrics, 4).has_value()) << metrics;
-  EXPECT_EQ(MetricValue(metrics, metric_names::kPlanMicroBatches), 4)
-      << metrics;
-  EXPECT_EQ(MetricValue(metrics, metric_names::kPlanRecomputedLayers), 0.5)
-      << metrics;
-  EXPECT_EQ(MetricValue(metrics, metric_names::kPlanMaxCheckpointedLayers), 2)
-      << metrics;
+  expect_micro_batches(metrics, /*micro_batches=*/4, /*recomputed_layers=*/0.5,
+                       /*max_checkpointed_layers=*/2);
 
   // SP sizes the last plan does not use drop to 0.
   ASSERT_TRUE(client->GetPlan(PlanRequest(/*node=*/0, /*step=*/1)).ok());
@@ -1023,12 +1034,8 @@ TEST_F(GrpcPlannerServiceTest, ExportsTheShapeOfTheLastPlan) {
   EXPECT_EQ(sp_groups(metrics, 1), 0) << metrics;
   EXPECT_EQ(sp_groups(metrics, 2), 0) << metrics;
   EXPECT_EQ(sp_groups(metrics, 4), 1) << metrics;
-  EXPECT_EQ(MetricValue(metrics, metric_names::kPlanMicroBatches), 1)
-      << metrics;
-  EXPECT_EQ(MetricValue(metrics, metric_names::kPlanRecomputedLayers), 0)
-      << metrics;
-  EXPECT_EQ(MetricValue(metrics, metric_names::kPlanMaxCheckpointedLayers), 0)
-      << metrics;
+  expect_micro_batches(metrics, /*micro_batches=*/1, /*recomputed_layers=*/0,
+                       /*max_checkpointed_layers=*/0);
 }
 
 TEST_F(GrpcPlannerServiceTest, InvalidArgumentIsNotRetried) {
