@@ -9,10 +9,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-
-#ifndef DCP_LIBTORCH_HAS_CUDA
-#error "DCP_LIBTORCH_HAS_CUDA is undefined: depend on @libtorch//:cuda"
-#endif
+#include "worker/libtorch_cuda.h"
 
 namespace dcp {
 namespace {

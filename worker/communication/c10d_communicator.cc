@@ -36,10 +36,7 @@
 #include "absl/time/time.h"
 #include "worker/communication/collective_wait.h"
 #include "worker/communication/communicator.h"
-
-#ifndef DCP_LIBTORCH_HAS_CUDA
-#error "DCP_LIBTORCH_HAS_CUDA is undefined: depend on @libtorch//:cuda"
-#endif
+#include "worker/libtorch_cuda.h"
 
 namespace dcp {
 namespace {

@@ -19,12 +19,9 @@
 #include "cost_model/model_spec.h"
 #include "torch/torch.h"
 #include "worker/communication/single_rank_communicator.h"
-#include "worker/device_check/error_table.h"
 #include "worker/device_check/device_check.h"
-
-#ifndef DCP_LIBTORCH_HAS_CUDA
-#error "DCP_LIBTORCH_HAS_CUDA is undefined: depend on @libtorch//:cuda"
-#endif
+#include "worker/device_check/error_table.h"
+#include "worker/libtorch_cuda.h"
 
 namespace dcp {
 namespace {

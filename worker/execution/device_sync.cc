@@ -2,9 +2,7 @@
 
 #include <utility>
 
-#ifndef DCP_LIBTORCH_HAS_CUDA
-#error "DCP_LIBTORCH_HAS_CUDA is undefined: depend on @libtorch//:cuda"
-#endif
+#include "worker/libtorch_cuda.h"
 
 namespace dcp {
 

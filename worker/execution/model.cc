@@ -17,10 +17,7 @@
 #include "common/status_macros.h"
 #include "worker/execution/attention_kernel.h"
 #include "worker/execution/recompute.h"
-
-#ifndef DCP_LIBTORCH_HAS_CUDA
-#error "DCP_LIBTORCH_HAS_CUDA is undefined: depend on @libtorch//:cuda"
-#endif
+#include "worker/libtorch_cuda.h"
 
 namespace dcp {
 

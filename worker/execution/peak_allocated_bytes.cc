@@ -6,10 +6,7 @@
 #endif
 
 #include "worker/execution/cpu_allocation_meter.h"
-
-#ifndef DCP_LIBTORCH_HAS_CUDA
-#error "DCP_LIBTORCH_HAS_CUDA is undefined: depend on @libtorch//:cuda"
-#endif
+#include "worker/libtorch_cuda.h"
 
 namespace dcp {
 namespace {

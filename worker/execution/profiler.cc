@@ -25,10 +25,7 @@
 #include "worker/execution/model.h"
 #include "worker/execution/model_kind.h"
 #include "worker/execution/profile_timer.h"
-
-#ifndef DCP_LIBTORCH_HAS_CUDA
-#error "DCP_LIBTORCH_HAS_CUDA is undefined: depend on @libtorch//:cuda"
-#endif
+#include "worker/libtorch_cuda.h"
 
 namespace dcp {
 namespace {
