@@ -115,15 +115,6 @@ std::optional<PlanFile> ReadValidPlanFile(const ParsedFlags& flags,
   return file;
 }
 
-// The micro-batches of all of `plan`'s groups.
-int MicroBatchCount(const Plan& plan) {
-  int micro_batches = 0;
-  for (const GroupPlan& group : plan.groups) {
-    micro_batches += static_cast<int>(group.micro_batches.size());
-  }
-  return micro_batches;
-}
-
 // What `dcp validate` says of a valid plan after its groups: its sequences,
 // micro-batches, peak memory and predicted step.
 std::string ValidPlanTail(const CostModel& cost_model, size_t sequences,

@@ -89,6 +89,14 @@ double MaxPeakBytes(const Plan& plan) {
   return peak;
 }
 
+int MicroBatchCount(const Plan& plan) {
+  int micro_batches = 0;
+  for (const GroupPlan& group : plan.groups) {
+    micro_batches += static_cast<int>(group.micro_batches.size());
+  }
+  return micro_batches;
+}
+
 double MeanIdleFraction(const Plan& plan) {
   if (plan.slowest_group_seconds <= 0) return 0;
   double idle_gpu_fraction = 0;

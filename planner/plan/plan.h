@@ -82,6 +82,9 @@ double LockstepSeconds(const CostModel& cost_model,
 /// The largest predicted peak bytes of any micro-batch in the plan.
 double MaxPeakBytes(const Plan& plan);
 
+/// The micro-batches of all the plan's groups.
+int MicroBatchCount(const Plan& plan);
+
 /// Mean over GPUs of the fraction of the step each GPU sits idle waiting for
 /// the slowest group.
 double MeanIdleFraction(const Plan& plan);

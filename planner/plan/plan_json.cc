@@ -44,11 +44,15 @@ std::string TypeName(const Json& value) {
   return std::string("a ") + value.type_name();
 }
 
+// The name of `key` of the object at `path` ("" for the top level).
+std::string FieldPath(absl::string_view path, absl::string_view key) {
+  return path.empty() ? std::string(key) : absl::StrCat(path, ".", key);
+}
+
 // Finds `key` in `object` (which is at `path`); an error if it is missing.
 absl::StatusOr<const Json*> Member(const Json& object, absl::string_view path,
                                    absl::string_view key) {
-  const std::string field =
-      path.empty() ? std::string(key) : absl::StrCat(path, ".", key);
+  const std::string field = FieldPath(path, key);
   auto it = object.find(std::string(key));
   if (it == object.end()) {
     return FieldError(field, "is missing; write it as PlanToJson does");
@@ -61,10 +65,9 @@ absl::StatusOr<double> ReadNumber(const Json& object, absl::string_view path,
   absl::StatusOr<const Json*> value = Member(object, path, key);
   if (!value.ok()) return value.status();
   if (!(*value)->is_number()) {
-    return FieldError(
-        path.empty() ? std::string(key) : absl::StrCat(path, ".", key),
-        absl::StrCat("is ", TypeName(**value), " (", (*value)->dump(),
-                     "); it must be a number"));
+    return FieldError(FieldPath(path, key),
+                      absl::StrCat("is ", TypeName(**value), " (",
+                                   (*value)->dump(), "); it must be a number"));
   }
   return (*value)->get<double>();
 }
@@ -94,8 +97,7 @@ absl::StatusOr<int> ReadInt(const Json& object, absl::string_view path,
                             absl::string_view key) {
   absl::StatusOr<const Json*> value = Member(object, path, key);
   if (!value.ok()) return value.status();
-  return ToInt(**value,
-               path.empty() ? std::string(key) : absl::StrCat(path, ".", key));
+  return ToInt(**value, FieldPath(path, key));
 }
 
 absl::StatusOr<std::vector<int>> ReadIntArray(const Json& object,
@@ -126,7 +128,7 @@ absl::StatusOr<const Json*> ReadArray(const Json& object,
   if (!value.ok()) return value.status();
   if (!(*value)->is_array()) {
     return FieldError(
-        path.empty() ? std::string(key) : absl::StrCat(path, ".", key),
+        FieldPath(path, key),
         absl::StrCat("is ", TypeName(**value), "; it must be an array"));
   }
   return *value;
@@ -284,22 +286,35 @@ absl::Status ReadGroups(const Json& object, const std::string& path,
   return absl::OkStatus();
 }
 
-}  // namespace
-
-std::string PlanToJson(const Plan& plan,
-                       absl::Span<const int64_t> lengths_tokens,
-                       const CostModel& cost_model) {
-  OrderedJson json = {
+// The fields a plan (Plan or PhasedPlan) file starts with: `before_key`
+// names the time before the step's end (the slowest group's, or the phases'
+// sum).
+template <typename StepPlan>
+OrderedJson StepJson(const StepPlan& plan, const char* before_key,
+                     double before_seconds,
+                     absl::Span<const int64_t> lengths_tokens,
+                     const CostModel& cost_model) {
+  return {
       {"strategy", plan.strategy},
       {"predicted_step_seconds", plan.predicted_step_seconds},
-      {"slowest_group_seconds", plan.slowest_group_seconds},
+      {before_key, before_seconds},
       {"lower_bound_seconds", plan.lower_bound_seconds},
       {"gap_to_lower_bound", plan.GapToLowerBound()},
       {"exposed_allreduce_seconds", plan.exposed_allreduce_seconds},
       {"memory_budget_bytes", cost_model.MemoryBudgetBytes()},
       {"num_sequences", lengths_tokens.size()},
-      {"groups", GroupsJson(plan, lengths_tokens)},
   };
+}
+
+}  // namespace
+
+std::string PlanToJson(const Plan& plan,
+                       absl::Span<const int64_t> lengths_tokens,
+                       const CostModel& cost_model) {
+  OrderedJson json =
+      StepJson(plan, "slowest_group_seconds", plan.slowest_group_seconds,
+               lengths_tokens, cost_model);
+  json["groups"] = GroupsJson(plan, lengths_tokens);
   return json.dump();
 }
 
@@ -313,16 +328,8 @@ std::string PhasedPlanToJson(const PhasedPlan& plan,
         {"groups", GroupsJson(phase, lengths_tokens)},
     });
   }
-  OrderedJson json = {
-      {"strategy", plan.strategy},
-      {"predicted_step_seconds", plan.predicted_step_seconds},
-      {"phases_seconds", plan.phases_seconds},
-      {"lower_bound_seconds", plan.lower_bound_seconds},
-      {"gap_to_lower_bound", plan.GapToLowerBound()},
-      {"exposed_allreduce_seconds", plan.exposed_allreduce_seconds},
-      {"memory_budget_bytes", cost_model.MemoryBudgetBytes()},
-      {"num_sequences", lengths_tokens.size()},
-  };
+  OrderedJson json = StepJson(plan, "phases_seconds", plan.phases_seconds,
+                              lengths_tokens, cost_model);
   // Written only for the rarer kind, so that plans with barriers read as
   // they always have.
   if (!plan.barriers) json["barriers"] = false;

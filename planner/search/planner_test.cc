@@ -68,6 +68,15 @@ std::set<int> CheckpointSettings(const Plan& plan) {
   return settings;
 }
 
+// The groups' micro-batch counts (their gradient accumulations).
+std::set<size_t> AccumulationCounts(const Plan& plan) {
+  std::set<size_t> counts;
+  for (const GroupPlan& group : plan.groups) {
+    counts.insert(group.micro_batches.size());
+  }
+  return counts;
+}
+
 size_t SequencesOf(const GroupPlan& group) {
   size_t count = 0;
   for (const MicroBatchPlan& micro_batch : group.micro_batches) {
@@ -222,11 +231,8 @@ TEST_F(SkewedBatchTest, LongSequencesRunOnGroupsTheyFit) {
 TEST_F(SkewedBatchTest, GroupsRunDifferentNumbersOfMicroBatches) {
   absl::StatusOr<Plan> plan = PlanSkewed();
   ASSERT_TRUE(plan.ok()) << plan.status();
-  std::set<size_t> counts;
-  for (const GroupPlan& group : plan->groups) {
-    counts.insert(group.micro_batches.size());
-  }
-  EXPECT_GT(counts.size(), 1u) << "every group runs the same accumulation";
+  EXPECT_GT(AccumulationCounts(*plan).size(), 1u)
+      << "every group runs the same accumulation";
 }
 
 TEST_F(SkewedBatchTest, PyramidRecomputeDiffersBetweenShortAndLong) {
@@ -273,10 +279,7 @@ TEST(PlannerTest, FixedAccumulationGivesEveryGroupTheCommonCount) {
   absl::StatusOr<Plan> plan = PlanWith(cost_model, lengths, options);
   ASSERT_TRUE(plan.ok()) << plan.status();
   ExpectLegalAndBounded(cost_model, lengths, *plan);
-  size_t common = 0;
-  for (const GroupPlan& group : plan->groups) {
-    common = std::max(common, group.micro_batches.size());
-  }
+  const size_t common = *AccumulationCounts(*plan).rbegin();
   EXPECT_GE(common, 2u);
   bool some_group_has_fewer_sequences = false;
   for (const GroupPlan& group : plan->groups) {
@@ -292,11 +295,7 @@ TEST(PlannerTest, FixedAccumulationGivesEveryGroupTheCommonCount) {
   absl::StatusOr<Plan> variable =
       PlanWith(cost_model, lengths, variable_options);
   ASSERT_TRUE(variable.ok()) << variable.status();
-  std::set<size_t> counts;
-  for (const GroupPlan& group : variable->groups) {
-    counts.insert(group.micro_batches.size());
-  }
-  EXPECT_GT(counts.size(), 1u);
+  EXPECT_GT(AccumulationCounts(*variable).size(), 1u);
 }
 
 TEST_F(SkewedBatchTest, WithoutVariableAccumulationOnTheSkewedBatch) {
@@ -305,10 +304,7 @@ TEST_F(SkewedBatchTest, WithoutVariableAccumulationOnTheSkewedBatch) {
   absl::StatusOr<Plan> plan = PlanSkewed(options);
   ASSERT_TRUE(plan.ok()) << plan.status();
   ExpectLegalAndBounded(cost_model_, lengths_, *plan);
-  size_t common = 0;
-  for (const GroupPlan& group : plan->groups) {
-    common = std::max(common, group.micro_batches.size());
-  }
+  const size_t common = *AccumulationCounts(*plan).rbegin();
   for (const GroupPlan& group : plan->groups) {
     EXPECT_EQ(group.micro_batches.size(), std::min(common, SequencesOf(group)));
   }
@@ -470,11 +466,7 @@ TEST(PlannerTest, OneSequence) {
   absl::StatusOr<Plan> plan = PlanWith(cost_model, lengths);
   ASSERT_TRUE(plan.ok()) << plan.status();
   ExpectLegalAndBounded(cost_model, lengths, *plan);
-  int micro_batches = 0;
-  for (const GroupPlan& group : plan->groups) {
-    micro_batches += static_cast<int>(group.micro_batches.size());
-  }
-  EXPECT_EQ(micro_batches, 1);
+  EXPECT_EQ(MicroBatchCount(*plan), 1);
   const GroupPlan* group = GroupOf(*plan, 0);
   ASSERT_NE(group, nullptr);
   EXPECT_GE(group->sp_size(), 2);  // 70,000 tokens do not fit one GPU

@@ -363,13 +363,9 @@ TEST(PlanPackedTest, PacksShortSequencesTogether) {
   const std::vector<int64_t> lengths(64, 1000);
   absl::StatusOr<Plan> plan = PlanPacked(cost_model, lengths, StaticOptions{});
   ASSERT_TRUE(plan.ok()) << plan.status();
-  size_t micro_batches = 0;
-  for (const GroupPlan& group : plan->groups) {
-    micro_batches += group.micro_batches.size();
-  }
   const int64_t capacity = cost_model.MaxTokensPerRank(0, /*sp_size=*/1);
-  EXPECT_EQ(micro_batches, static_cast<size_t>((64 + capacity / 1000 - 1) /
-                                               (capacity / 1000)));
+  EXPECT_EQ(MicroBatchCount(*plan),
+            (64 + capacity / 1000 - 1) / (capacity / 1000));
   EXPECT_TRUE(ValidatePlan(cost_model, lengths, *plan).ok())
       << ValidatePlan(cost_model, lengths, *plan);
 }
