@@ -60,6 +60,16 @@ void AddMicroBatch(const CostModel& cost_model,
   group.micro_batches.push_back(std::move(micro_batch));
 }
 
+// Each sequence alone in a micro-batch, dealt round-robin over `plan`'s
+// groups.
+void DealOnePerMicroBatch(const CostModel& cost_model,
+                          const std::vector<int64_t>& lengths, Plan& plan) {
+  for (int i = 0; i < static_cast<int>(lengths.size()); ++i) {
+    AddMicroBatch(cost_model, lengths, {i},
+                  plan.groups[i % plan.groups.size()]);
+  }
+}
+
 // Predicts the plan after checking that it is legal.
 double PredictedStepSeconds(const CostModel& cost_model,
                             const std::vector<int64_t>& lengths, Plan plan) {
@@ -76,6 +86,14 @@ double Bound(const CostModel& cost_model, const std::vector<int64_t>& lengths) {
       StepTimeLowerBound(cost_model, *sizes, lengths);
   EXPECT_TRUE(bound.ok()) << bound.status();
   return bound.ok() ? *bound : std::numeric_limits<double>::infinity();
+}
+
+// The bound of `lengths` is at most `plan`'s predicted step, up to rounding.
+void ExpectBoundAtMost(const CostModel& cost_model,
+                       const std::vector<int64_t>& lengths, const Plan& plan) {
+  EXPECT_LE(Bound(cost_model, lengths),
+            PredictedStepSeconds(cost_model, lengths, plan) *
+                (1 + kRelativeTolerance));
 }
 
 // Deterministic lengths in [low, high].
@@ -104,14 +122,9 @@ TEST(StepTimeLowerBoundTest, AtMostEverySequenceAloneAtSpOneRoundRobin) {
   for (const std::vector<int64_t>& lengths : BatchesThatFitOneGpu()) {
     SCOPED_TRACE(testing::Message() << lengths.size() << " sequences");
     Plan plan = EmptyHomogeneousPlan(cost_model, /*sp_size=*/1);
-    for (int i = 0; i < static_cast<int>(lengths.size()); ++i) {
-      AddMicroBatch(cost_model, lengths, {i},
-                    plan.groups[i % plan.groups.size()]);
-    }
-    const double bound = Bound(cost_model, lengths);
-    EXPECT_GT(bound, 0);
-    EXPECT_LE(bound, PredictedStepSeconds(cost_model, lengths, plan) *
-                         (1 + kRelativeTolerance));
+    DealOnePerMicroBatch(cost_model, lengths, plan);
+    EXPECT_GT(Bound(cost_model, lengths), 0);
+    ExpectBoundAtMost(cost_model, lengths, plan);
   }
 }
 
@@ -125,9 +138,7 @@ TEST(StepTimeLowerBoundTest, AtMostEverythingInOneGroup) {
     for (int i = 0; i < static_cast<int>(lengths.size()); ++i) {
       AddMicroBatch(cost_model, lengths, {i}, plan.groups[0]);
     }
-    EXPECT_LE(Bound(cost_model, lengths),
-              PredictedStepSeconds(cost_model, lengths, plan) *
-                  (1 + kRelativeTolerance));
+    ExpectBoundAtMost(cost_model, lengths, plan);
   }
 }
 
@@ -155,9 +166,7 @@ TEST(StepTimeLowerBoundTest, AtMostAPackedHeterogeneousPlan) {
     AddMicroBatch(cost_model, lengths, dealt[g], group);
     plan.groups.push_back(std::move(group));
   }
-  EXPECT_LE(Bound(cost_model, lengths),
-            PredictedStepSeconds(cost_model, lengths, plan) *
-                (1 + kRelativeTolerance));
+  ExpectBoundAtMost(cost_model, lengths, plan);
 }
 
 TEST(StepTimeLowerBoundTest, CountsTheFixedCostOfTheMicroBatchesTheTokensNeed) {
@@ -202,13 +211,8 @@ TEST(StepTimeLowerBoundTest, AtMostPlansWithWholeNodeGroups) {
   for (int sp_size : {2, 4, 8, 16}) {
     SCOPED_TRACE(testing::Message() << "SP " << sp_size);
     Plan plan = EmptyHomogeneousPlan(cost_model, sp_size);
-    for (int i = 0; i < static_cast<int>(lengths.size()); ++i) {
-      AddMicroBatch(cost_model, lengths, {i},
-                    plan.groups[i % plan.groups.size()]);
-    }
-    EXPECT_LE(Bound(cost_model, lengths),
-              PredictedStepSeconds(cost_model, lengths, plan) *
-                  (1 + kRelativeTolerance));
+    DealOnePerMicroBatch(cost_model, lengths, plan);
+    ExpectBoundAtMost(cost_model, lengths, plan);
   }
 }
 
@@ -228,9 +232,7 @@ TEST(StepTimeLowerBoundTest, AtMostPlansWhoseComputeAtSpTwoAndAboveIsScaled) {
     AddMicroBatch(cost_model, lengths, {i, i + 1, i + 2, i + 3},
                   plan.groups[(i / 4) % plan.groups.size()]);
   }
-  EXPECT_LE(Bound(cost_model, lengths),
-            PredictedStepSeconds(cost_model, lengths, plan) *
-                (1 + kRelativeTolerance));
+  ExpectBoundAtMost(cost_model, lengths, plan);
 }
 
 TEST(StepTimeLowerBoundTest, NeverFallsWhenASequenceIsAdded) {
@@ -358,44 +360,44 @@ TEST(StepTimeLowerBoundTest, PackingBoundProvesTenLongVideosNeedGroupsOfEight) {
             eight_predicted * (1 + kRelativeTolerance));
 }
 
+// StepTimeLowerBound over `sp_sizes` fails with `code` and a message naming
+// `part`; returns the message.
+std::string ExpectBoundFails(const CostModel& cost_model,
+                             const std::vector<int>& sp_sizes,
+                             const std::vector<int64_t>& lengths,
+                             absl::StatusCode code, const std::string& part) {
+  const absl::Status status =
+      StepTimeLowerBound(cost_model, sp_sizes, lengths).status();
+  EXPECT_EQ(status.code(), code) << status;
+  EXPECT_THAT(status.message(), HasSubstr(part));
+  return std::string(status.message());
+}
+
 TEST(StepTimeLowerBoundTest, RejectsAnEmptyBatch) {
-  const CostModel cost_model = MakeCostModel("llama3-8b", 4, 8);
-  absl::StatusOr<double> bound = StepTimeLowerBound(
-      cost_model, std::vector<int>{1, 2, 4, 8}, std::vector<int64_t>{});
-  EXPECT_EQ(bound.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(bound.status().message(), HasSubstr("empty"));
+  ExpectBoundFails(MakeCostModel("llama3-8b", 4, 8), {1, 2, 4, 8}, {},
+                   absl::StatusCode::kInvalidArgument, "empty");
 }
 
 TEST(StepTimeLowerBoundTest, RejectsANonPositiveLengthNamingItsIndex) {
-  const CostModel cost_model = MakeCostModel("llama3-8b", 4, 8);
-  absl::StatusOr<double> bound =
-      StepTimeLowerBound(cost_model, std::vector<int>{1, 2, 4, 8},
-                         std::vector<int64_t>{100, 200, -3});
-  EXPECT_EQ(bound.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(bound.status().message(), HasSubstr("sequence 2"));
+  ExpectBoundFails(MakeCostModel("llama3-8b", 4, 8), {1, 2, 4, 8},
+                   {100, 200, -3}, absl::StatusCode::kInvalidArgument,
+                   "sequence 2");
 }
 
 TEST(StepTimeLowerBoundTest, SequenceThatFitsNowhereIsResourceExhausted) {
   const CostModel cost_model = MakeCostModel("llama3-8b", 4, 8);
-  absl::StatusOr<double> bound =
-      StepTimeLowerBound(cost_model, std::vector<int>{1, 2, 4, 8},
-                         std::vector<int64_t>{1000, 10'000'000, 1000});
-  EXPECT_EQ(bound.status().code(), absl::StatusCode::kResourceExhausted);
-  EXPECT_THAT(bound.status().message(), HasSubstr("sequence 1"));
-  EXPECT_THAT(bound.status().message(), HasSubstr("10000000 tokens"));
+  EXPECT_THAT(
+      ExpectBoundFails(cost_model, {1, 2, 4, 8}, {1000, 10'000'000, 1000},
+                       absl::StatusCode::kResourceExhausted, "sequence 1"),
+      HasSubstr("10000000 tokens"));
   // Restricting the sizes can also leave it nowhere to fit.
-  absl::StatusOr<double> small_only = StepTimeLowerBound(
-      cost_model, std::vector<int>{1}, std::vector<int64_t>{100000});
-  EXPECT_EQ(small_only.status().code(), absl::StatusCode::kResourceExhausted);
-  EXPECT_THAT(small_only.status().message(), HasSubstr("sequence 0"));
+  ExpectBoundFails(cost_model, {1}, {100000},
+                   absl::StatusCode::kResourceExhausted, "sequence 0");
 }
 
 TEST(StepTimeLowerBoundTest, ModelStateThatDoesNotFitIsResourceExhausted) {
-  const CostModel cost_model = MakeCostModel("llama3-70b", 4, 8);
-  absl::StatusOr<double> bound = StepTimeLowerBound(
-      cost_model, std::vector<int>{1, 2, 4, 8}, std::vector<int64_t>{1000});
-  EXPECT_EQ(bound.status().code(), absl::StatusCode::kResourceExhausted);
-  EXPECT_THAT(bound.status().message(), HasSubstr("llama3-70b"));
+  ExpectBoundFails(MakeCostModel("llama3-70b", 4, 8), {1, 2, 4, 8}, {1000},
+                   absl::StatusCode::kResourceExhausted, "llama3-70b");
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <numeric>
 #include <vector>
 
@@ -50,6 +51,20 @@ std::vector<int64_t> SkewedLengths(int count) {
     lengths.push_back(i % 17 == 0 ? 20000 + r % 30000 : 1 + r % 3000);
   }
   return lengths;
+}
+
+// `pack` gives the same bins for the indices of `lengths` twice, and for
+// them in reverse order.
+void ExpectDeterministic(
+    const std::vector<int64_t>& lengths,
+    const std::function<std::vector<std::vector<int>>(const std::vector<int>&)>&
+        pack) {
+  const std::vector<int> indices = AllIndices(lengths);
+  const std::vector<int> reversed(indices.rbegin(), indices.rend());
+  const std::vector<std::vector<int>> first = pack(indices);
+  EXPECT_EQ(first, pack(indices));
+  // The order the indices come in does not matter either.
+  EXPECT_EQ(first, pack(reversed));
 }
 
 TEST(TokensPerRankTest, RoundsUpToWholeTokens) {
@@ -161,15 +176,10 @@ TEST(PackFirstFitDecreasingTest, CapacityHeldAndEveryIndexOnceOnSkewedBatch) {
 
 TEST(PackFirstFitDecreasingTest, Deterministic) {
   const std::vector<int64_t> lengths = SkewedLengths(300);
-  const std::vector<int> indices = AllIndices(lengths);
-  std::vector<int> reversed(indices.rbegin(), indices.rend());
-  const auto first = PackFirstFitDecreasing(indices, lengths, /*sp_size=*/2,
-                                            /*capacity_tokens_per_rank=*/5000);
-  EXPECT_EQ(first, PackFirstFitDecreasing(indices, lengths, /*sp_size=*/2,
-                                          /*capacity_tokens_per_rank=*/5000));
-  // The order the indices come in does not matter either.
-  EXPECT_EQ(first, PackFirstFitDecreasing(reversed, lengths, /*sp_size=*/2,
-                                          /*capacity_tokens_per_rank=*/5000));
+  ExpectDeterministic(lengths, [&](const std::vector<int>& indices) {
+    return PackFirstFitDecreasing(indices, lengths, /*sp_size=*/2,
+                                  /*capacity_tokens_per_rank=*/5000);
+  });
 }
 
 // First fit as its definition reads: scan the bins from the first for one
@@ -306,14 +316,9 @@ TEST(BalanceIntoBinsTest, NonPositiveBinCountMeansOneBin) {
 
 TEST(BalanceIntoBinsTest, Deterministic) {
   const std::vector<int64_t> lengths = SkewedLengths(200);
-  const std::vector<int> indices = AllIndices(lengths);
-  std::vector<int> reversed(indices.rbegin(), indices.rend());
-  const auto first = BalanceIntoBins(indices, lengths, /*sp_size=*/2,
-                                     /*num_bins=*/6);
-  EXPECT_EQ(first, BalanceIntoBins(indices, lengths, /*sp_size=*/2,
-                                   /*num_bins=*/6));
-  EXPECT_EQ(first, BalanceIntoBins(reversed, lengths, /*sp_size=*/2,
-                                   /*num_bins=*/6));
+  ExpectDeterministic(lengths, [&](const std::vector<int>& indices) {
+    return BalanceIntoBins(indices, lengths, /*sp_size=*/2, /*num_bins=*/6);
+  });
 }
 
 }  // namespace

@@ -115,47 +115,38 @@ void BM_PlanPhasedSequences(benchmark::State& state) {
   PlanPhased(state, static_cast<int>(state.range(0)), batch_options);
 }
 
-BENCHMARK(BM_PlanBatch)
-    ->ArgNames({"gpus", "sequences"})
-    ->Args({32, 256})
-    ->Iterations(200)
-    ->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_PlanBatch)
-    ->ArgNames({"gpus", "sequences"})
-    ->Args({256, 4096})
-    ->Iterations(40)
-    ->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_PlanBatch)
-    ->ArgNames({"gpus", "sequences"})
-    ->Args({4096, 65536})
-    ->Iterations(16)
-    ->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_PlanBatch)
-    ->ArgNames({"gpus", "sequences"})
-    ->Args({4096, 1 << 20})
-    ->Iterations(8)
-    ->Unit(benchmark::kMillisecond);
+// One scale of a benchmark: its arguments and how many batches it plans.
+struct Scale {
+  std::vector<int64_t> args;
+  int iterations;
+};
 
-BENCHMARK(BM_PlanPhasedTokens)
-    ->ArgNames({"gpus"})
-    ->Args({32})
-    ->Iterations(100)
-    ->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_PlanPhasedTokens)
-    ->ArgNames({"gpus"})
-    ->Args({256})
-    ->Iterations(16)
-    ->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_PlanPhasedSequences)
-    ->ArgNames({"gpus", "sequences"})
-    ->Args({4096, 65536})
-    ->Iterations(8)
-    ->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_PlanPhasedSequences)
-    ->ArgNames({"gpus", "sequences"})
-    ->Args({4096, 1 << 20})
-    ->Iterations(4)
-    ->Unit(benchmark::kMillisecond);
+// Registers `fn` as `name` at each of `scales`, with arguments named
+// `arg_names`, timed in milliseconds.
+bool RegisterScales(const char* name, void (*fn)(benchmark::State&),
+                    const std::vector<std::string>& arg_names,
+                    const std::vector<Scale>& scales) {
+  for (const Scale& scale : scales) {
+    benchmark::RegisterBenchmark(name, fn)
+        ->ArgNames(arg_names)
+        ->Args(scale.args)
+        ->Iterations(scale.iterations)
+        ->Unit(benchmark::kMillisecond);
+  }
+  return true;
+}
+
+[[maybe_unused]] const bool kRegistered =
+    RegisterScales("BM_PlanBatch", BM_PlanBatch, {"gpus", "sequences"},
+                   {{{32, 256}, 200},
+                    {{256, 4096}, 40},
+                    {{4096, 65536}, 16},
+                    {{4096, 1 << 20}, 8}}) &&
+    RegisterScales("BM_PlanPhasedTokens", BM_PlanPhasedTokens, {"gpus"},
+                   {{{32}, 100}, {{256}, 16}}) &&
+    RegisterScales("BM_PlanPhasedSequences", BM_PlanPhasedSequences,
+                   {"gpus", "sequences"},
+                   {{{4096, 65536}, 8}, {{4096, 1 << 20}, 4}});
 
 }  // namespace
 }  // namespace dcp

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <numeric>
+#include <utility>
 #include <vector>
 
 #include "cost_model/cost_model.h"
@@ -39,6 +40,14 @@ double Slowest(const Assignment& assignment,
   return slowest;
 }
 
+// Groups of the fixture's one SP size running `group_sequences`.
+Assignment GroupsOf(std::vector<std::vector<int>> group_sequences) {
+  Assignment assignment;
+  assignment.group_size_index.assign(group_sequences.size(), 0);
+  assignment.group_sequences = std::move(group_sequences);
+  return assignment;
+}
+
 struct Fixture {
   explicit Fixture(std::vector<int64_t> batch)
       : cost_model(MakeCostModel("llama3-8b", 1, 8)),
@@ -60,10 +69,7 @@ struct Fixture {
 
 TEST(RefinementTest, MovesEvenOutTwoGroups) {
   Fixture fixture({4000, 3000, 2000, 1000});
-  Assignment lopsided;
-  lopsided.group_size_index = {0, 0};
-  lopsided.group_sequences = {{0, 1, 2, 3}, {}};
-  const Assignment refined = fixture.Refine(lopsided);
+  const Assignment refined = fixture.Refine(GroupsOf({{0, 1, 2, 3}, {}}));
   // 10,000 tokens split 5,000 / 5,000.
   EXPECT_DOUBLE_EQ(Slowest(refined, fixture.lengths), 0.005);
   std::vector<int> all;
@@ -78,24 +84,16 @@ TEST(RefinementTest, ASwapFixesWhatNoSingleMoveCan) {
   // {5000, 3000} against {4000, 2000}: moving any one sequence makes the
   // step slower, swapping 3000 for 2000 gives 7000 / 7000.
   Fixture fixture({5000, 4000, 3000, 2000});
-  Assignment start;
-  start.group_size_index = {0, 0};
-  start.group_sequences = {{0, 2}, {1, 3}};
-  const Assignment refined = fixture.Refine(start);
+  const Assignment refined = fixture.Refine(GroupsOf({{0, 2}, {1, 3}}));
   EXPECT_DOUBLE_EQ(Slowest(refined, fixture.lengths), 0.007);
 }
 
 TEST(RefinementTest, NeverSlowerAndStableOnceBalanced) {
   Fixture fixture({3000, 3000, 3000, 3000});
-  Assignment balanced;
-  balanced.group_size_index = {0, 0};
-  balanced.group_sequences = {{0, 1}, {2, 3}};
-  const Assignment refined = fixture.Refine(balanced);
-  EXPECT_EQ(refined.group_sequences, balanced.group_sequences);
+  const Assignment balanced = GroupsOf({{0, 1}, {2, 3}});
+  EXPECT_EQ(fixture.Refine(balanced).group_sequences, balanced.group_sequences);
   // One group: nothing to refine.
-  Assignment one;
-  one.group_size_index = {0};
-  one.group_sequences = {{0, 1, 2, 3}};
+  const Assignment one = GroupsOf({{0, 1, 2, 3}});
   EXPECT_EQ(fixture.Refine(one).group_sequences, one.group_sequences);
 }
 
