@@ -4,29 +4,20 @@
 #include <string>
 #include <vector>
 
-#include "common/clock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "planner/plan/plan_json.h"
 #include "planner/plan/test_cost_model.h"
+#include "planner/simulate/simulate_testing.h"
 #include "planner/simulate/simulator.h"
-#include "planner/workload/workload.h"
-#include "planner/workload/workload_testing.h"
 
 namespace dcp {
 namespace {
 
 SimulationReport Simulated(const CostModel& cost_model, const std::string& spec,
                            int steps) {
-  BatchStream stream =
-      MakeSpecStream(spec, /*global_batch_tokens=*/1 << 20, /*seed=*/3);
-  SimulationOptions options;
-  options.steps = steps;
-  options.keep_plans = true;
-  absl::StatusOr<SimulationReport> report =
-      Simulate(cost_model, stream, options, RealClock::Get());
-  EXPECT_TRUE(report.ok()) << report.status();
-  return *report;
+  return SimulateSpec(cost_model, spec, /*seed=*/3, steps,
+                      /*keep_plans=*/true);
 }
 
 // Every strategy's plan of every simulated batch, written as `dcp plan`

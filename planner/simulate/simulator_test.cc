@@ -35,16 +35,21 @@ SimulationOptions SmallOptions() {
   return options;
 }
 
-TEST(SimulatorTest, ReportsEveryStrategyWithSaneNumbers) {
-  const CostModel cost_model =
+// llama3-8b on one node of 8 GPUs, planned at a fake time.
+class SimulatorTest : public ::testing::Test {
+ protected:
+  const CostModel cost_model_ =
       MakeCostModel("llama3-8b", /*num_nodes=*/1, /*gpus_per_node=*/8);
+  FakeClock clock_;
+};
+
+TEST_F(SimulatorTest, ReportsEveryStrategyWithSaneNumbers) {
   BatchStream stream = MakeStream();
-  FakeClock clock;
   std::vector<int> progress_steps;
   SimulationOptions options = SmallOptions();
   options.strategies = StrategyNames();
-  absl::StatusOr<SimulationReport> report = Simulate(
-      cost_model, stream, options, clock, [&](int step, int steps) {
+  absl::StatusOr<SimulationReport> report =
+      Simulate(cost_model_, stream, options, clock_, [&](int step, int steps) {
         EXPECT_EQ(steps, 4);
         progress_steps.push_back(step);
       });
@@ -87,17 +92,15 @@ TEST(SimulatorTest, ReportsEveryStrategyWithSaneNumbers) {
   EXPECT_EQ(report->plan_latency_p99_ms, 0);
 }
 
-TEST(SimulatorTest, DeterministicApartFromLatency) {
-  const CostModel cost_model =
-      MakeCostModel("llama3-8b", /*num_nodes=*/1, /*gpus_per_node=*/8);
+TEST_F(SimulatorTest, DeterministicApartFromLatency) {
   BatchStream first_stream = MakeStream();
   BatchStream second_stream = MakeStream();
   FakeClock fake_clock;
   SteppingClock stepping_clock;
   absl::StatusOr<SimulationReport> first =
-      Simulate(cost_model, first_stream, SmallOptions(), fake_clock);
+      Simulate(cost_model_, first_stream, SmallOptions(), fake_clock);
   absl::StatusOr<SimulationReport> second =
-      Simulate(cost_model, second_stream, SmallOptions(), stepping_clock);
+      Simulate(cost_model_, second_stream, SmallOptions(), stepping_clock);
   ASSERT_TRUE(first.ok()) << first.status();
   ASSERT_TRUE(second.ok()) << second.status();
   nlohmann::json first_json =
@@ -112,15 +115,12 @@ TEST(SimulatorTest, DeterministicApartFromLatency) {
   EXPECT_EQ(first_json, second_json);
 }
 
-TEST(SimulatorTest, JsonHasTheDocumentedFields) {
-  const CostModel cost_model =
-      MakeCostModel("llama3-8b", /*num_nodes=*/1, /*gpus_per_node=*/8);
+TEST_F(SimulatorTest, JsonHasTheDocumentedFields) {
   BatchStream stream = MakeStream();
-  FakeClock clock;
   SimulationOptions options = SmallOptions();
   options.steps = 2;
   absl::StatusOr<SimulationReport> report =
-      Simulate(cost_model, stream, options, clock);
+      Simulate(cost_model_, stream, options, clock_);
   ASSERT_TRUE(report.ok()) << report.status();
   const nlohmann::json json =
       nlohmann::json::parse(SimulationReportToJson(*report));
@@ -144,21 +144,18 @@ TEST(SimulatorTest, JsonHasTheDocumentedFields) {
   EXPECT_THAT(table, HasSubstr("1.00x"));
 }
 
-TEST(SimulatorTest, SubsetWithoutBucketStillComparesToBucket) {
-  const CostModel cost_model =
-      MakeCostModel("llama3-8b", /*num_nodes=*/1, /*gpus_per_node=*/8);
-  FakeClock clock;
+TEST_F(SimulatorTest, SubsetWithoutBucketStillComparesToBucket) {
   SimulationOptions options = SmallOptions();
   options.steps = 2;
   options.strategies = {"dcp", "bucket"};
   BatchStream stream = MakeStream();
   absl::StatusOr<SimulationReport> both =
-      Simulate(cost_model, stream, options, clock);
+      Simulate(cost_model_, stream, options, clock_);
   ASSERT_TRUE(both.ok()) << both.status();
   options.strategies = {"dcp"};
   BatchStream again = MakeStream();
   absl::StatusOr<SimulationReport> dcp_only =
-      Simulate(cost_model, again, options, clock);
+      Simulate(cost_model_, again, options, clock_);
   ASSERT_TRUE(dcp_only.ok()) << dcp_only.status();
   ASSERT_EQ(dcp_only->strategies.size(), 1u);
   EXPECT_EQ(dcp_only->strategies[0].name, "dcp");
@@ -167,15 +164,12 @@ TEST(SimulatorTest, SubsetWithoutBucketStillComparesToBucket) {
   EXPECT_EQ(both->strategies[1].name, "bucket");
 }
 
-TEST(SimulatorTest, RejectsBadOptions) {
-  const CostModel cost_model =
-      MakeCostModel("llama3-8b", /*num_nodes=*/1, /*gpus_per_node=*/8);
-  FakeClock clock;
+TEST_F(SimulatorTest, RejectsBadOptions) {
   BatchStream stream = MakeStream();
   SimulationOptions options = SmallOptions();
   options.strategies = {"dcp", "magic"};
   absl::StatusOr<SimulationReport> report =
-      Simulate(cost_model, stream, options, clock);
+      Simulate(cost_model_, stream, options, clock_);
   EXPECT_EQ(report.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(report.status().message()),
               HasSubstr("unknown strategy 'magic'; valid strategies: bucket, "
@@ -184,17 +178,17 @@ TEST(SimulatorTest, RejectsBadOptions) {
                         "dcp-uniform-recompute, dcp-phased"));
 
   options.strategies = {"dcp", "dcp"};
-  EXPECT_THAT(Simulate(cost_model, stream, options, clock).status().message(),
+  EXPECT_THAT(Simulate(cost_model_, stream, options, clock_).status().message(),
               HasSubstr("listed twice"));
 
   options = SmallOptions();
   options.steps = 0;
-  EXPECT_THAT(Simulate(cost_model, stream, options, clock).status().message(),
+  EXPECT_THAT(Simulate(cost_model_, stream, options, clock_).status().message(),
               HasSubstr("steps = 0"));
 
   options = SmallOptions();
   options.planner_options.sp_sizes = {3};
-  EXPECT_THAT(Simulate(cost_model, stream, options, clock).status().message(),
+  EXPECT_THAT(Simulate(cost_model_, stream, options, clock_).status().message(),
               HasSubstr("SP size 3"));
 }
 
@@ -210,16 +204,13 @@ BatchStream ShortThenTooLong() {
   return *std::move(stream);
 }
 
-TEST(SimulatorTest, PeersThatRegroupKeepPhasedPlans) {
-  const CostModel cost_model =
-      MakeCostModel("llama3-8b", /*num_nodes=*/1, /*gpus_per_node=*/8);
+TEST_F(SimulatorTest, PeersThatRegroupKeepPhasedPlans) {
   BatchStream stream = MakeStream();
-  FakeClock clock;
   SimulationOptions options = SmallOptions();
   options.strategies = {"megatron-hcp", "videosys-dcp", "dcp"};
   options.keep_plans = true;
   absl::StatusOr<SimulationReport> report =
-      Simulate(cost_model, stream, options, clock);
+      Simulate(cost_model_, stream, options, clock_);
   ASSERT_TRUE(report.ok()) << report.status();
   ASSERT_EQ(report->strategies.size(), 3u);
   for (int s = 0; s < 2; ++s) {
@@ -250,31 +241,25 @@ TEST(SimulatorTest, PeersThatRegroupKeepPhasedPlans) {
   EXPECT_EQ(report->strategies[2].mean_phases, 1);
 }
 
-TEST(SimulatorTest, PlanningErrorsNameTheStep) {
-  const CostModel cost_model =
-      MakeCostModel("llama3-8b", /*num_nodes=*/1, /*gpus_per_node=*/8);
+TEST_F(SimulatorTest, PlanningErrorsNameTheStep) {
   BatchStream stream = ShortThenTooLong();
-  FakeClock clock;
   SimulationOptions options = SmallOptions();
   // Statically configured for the short sequence, so step 0 plans.
   // (best-static prices every batch before step 0: see the next test.)
   options.static_options.workload_max_length_tokens = 1024;
   options.strategies = {"bucket", "packed", "dcp"};
   absl::StatusOr<SimulationReport> report =
-      Simulate(cost_model, stream, options, clock);
+      Simulate(cost_model_, stream, options, clock_);
   EXPECT_EQ(report.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(std::string(report.status().message()), HasSubstr("step 1: "));
 }
 
-TEST(SimulatorTest, BestStaticSaysWhichSequenceNoStaticSizeHolds) {
-  const CostModel cost_model =
-      MakeCostModel("llama3-8b", /*num_nodes=*/1, /*gpus_per_node=*/8);
+TEST_F(SimulatorTest, BestStaticSaysWhichSequenceNoStaticSizeHolds) {
   BatchStream stream = ShortThenTooLong();
-  FakeClock clock;
   SimulationOptions options = SmallOptions();
   options.strategies = {"best-static"};
   const absl::Status status =
-      Simulate(cost_model, stream, options, clock).status();
+      Simulate(cost_model_, stream, options, clock_).status();
   EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(
       std::string(status.message()),
@@ -285,15 +270,15 @@ TEST(SimulatorTest, BestStaticSaysWhichSequenceNoStaticSizeHolds) {
             std::string(status.message()).rfind("4194304"));
 }
 
-TEST(SimulatorTest, BestStaticIsNoSlowerThanAnyStaticSettingAndSaysWhichItIs) {
+TEST_F(SimulatorTest,
+       BestStaticIsNoSlowerThanAnyStaticSettingAndSaysWhichItIs) {
   const CostModel cost_model =
       MakeCostModel("llama3-8b", /*num_nodes=*/2, /*gpus_per_node=*/8);
-  FakeClock clock;
   SimulationOptions options = SmallOptions();
   options.strategies = {"best-static", "dcp"};
   BatchStream stream = MakeStream();
   absl::StatusOr<SimulationReport> report =
-      Simulate(cost_model, stream, options, clock);
+      Simulate(cost_model, stream, options, clock_);
   ASSERT_TRUE(report.ok()) << report.status();
   const StrategyStats& best = report->strategies[0];
   ASSERT_EQ(best.name, "best-static");
@@ -308,7 +293,7 @@ TEST(SimulatorTest, BestStaticIsNoSlowerThanAnyStaticSettingAndSaysWhichItIs) {
       fixed.static_options.sp_size = sp_size;
       BatchStream same = MakeStream();
       absl::StatusOr<SimulationReport> other =
-          Simulate(cost_model, same, fixed, clock);
+          Simulate(cost_model, same, fixed, clock_);
       if (!other.ok()) continue;  // that size cannot hold the workload
       EXPECT_LE(best.mean_step_seconds,
                 other->strategies[0].mean_step_seconds * (1 + 1e-12))

@@ -11,13 +11,11 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
-#include "common/clock.h"
 #include "gtest/gtest.h"
 #include "planner/plan/test_cost_model.h"
 #include "planner/simulate/markup_test_util.h"
+#include "planner/simulate/simulate_testing.h"
 #include "planner/simulate/simulator.h"
-#include "planner/workload/workload.h"
-#include "planner/workload/workload_testing.h"
 
 namespace dcp {
 namespace {
@@ -25,15 +23,7 @@ namespace {
 constexpr int kSteps = 5;
 
 SimulationReport Simulated(const CostModel& cost_model, bool keep_plans) {
-  BatchStream stream =
-      MakeSpecStream("longtail", /*global_batch_tokens=*/1 << 20, /*seed=*/7);
-  SimulationOptions options;
-  options.steps = kSteps;
-  options.keep_plans = keep_plans;
-  absl::StatusOr<SimulationReport> report =
-      Simulate(cost_model, stream, options, RealClock::Get());
-  EXPECT_TRUE(report.ok()) << report.status();
-  return *report;
+  return SimulateSpec(cost_model, "longtail", /*seed=*/7, kSteps, keep_plans);
 }
 
 class StrategyReportTest : public ::testing::Test {
