@@ -197,10 +197,9 @@ absl::StatusOr<LocalJobConfig> ConfigureLocalJob(const ParsedFlags& flags,
   config.worker_binary = worker;
   config.work_dir = flags.String("work-dir");
   config.job_id = flags.String("job-id");
-  DCP_ASSIGN_OR_RETURN(auto nodes, flags.Int("nodes", 1, 64));
-  config.nodes = static_cast<int>(nodes);
-  DCP_ASSIGN_OR_RETURN(auto ranks_per_node, flags.Int("ranks-per-node", 1, 64));
-  config.ranks_per_node = static_cast<int>(ranks_per_node);
+  DCP_ASSIGN_OR_RETURN(config.nodes, flags.Int32("nodes", 1, 64));
+  DCP_ASSIGN_OR_RETURN(config.ranks_per_node,
+                       flags.Int32("ranks-per-node", 1, 64));
   config.model = flags.String("model");
   DCP_ASSIGN_OR_RETURN(auto memory,
                        flags.Int("rank-memory-bytes", 1, int64_t{1} << 50));

@@ -260,8 +260,8 @@ absl::Status ConfigureClient(const ParsedFlags& flags, MainConfig& config) {
   }
   DCP_ASSIGN_OR_RETURN(auto rpc_timeout, flags.Duration("rpc-timeout"));
   config.client.call_deadline = rpc_timeout;
-  DCP_ASSIGN_OR_RETURN(auto attempts, flags.Int("rpc-attempts", 1, 100));
-  config.client.retry.max_attempts = static_cast<int>(attempts);
+  DCP_ASSIGN_OR_RETURN(config.client.retry.max_attempts,
+                       flags.Int32("rpc-attempts", 1, 100));
   DCP_ASSIGN_OR_RETURN(config.client.retry.outage_tolerance,
                        NonNegativeDuration(flags, "planner-outage-tolerance"));
   config.client.retry.seed = static_cast<uint64_t>(::getpid());
@@ -280,8 +280,7 @@ absl::Status ConfigureWorld(const ParsedFlags& flags,
   agent.job_id = FlagOrEnvironment(flags, "job-id", "DCP_JOB_ID");
   agent.store_host = FlagOrEnvironment(flags, "store-host", "DCP_STORE_HOST");
   if (agent.store_host.empty()) agent.store_host = HostName();
-  DCP_ASSIGN_OR_RETURN(auto store_port, flags.Int("store-port", 0, 65535));
-  agent.store_port = static_cast<int>(store_port);
+  DCP_ASSIGN_OR_RETURN(agent.store_port, flags.Int32("store-port", 0, 65535));
   const std::string backend = flags.String("backend");
   if (backend != "auto" && backend != "gloo" && backend != "nccl") {
     return absl::InvalidArgumentError(
@@ -322,8 +321,8 @@ absl::Status ConfigureProfile(const ParsedFlags& flags,
     agent.profile_options.attention_lengths = lengths;
   }
   if (flags.Given("profile-repeats")) {
-    DCP_ASSIGN_OR_RETURN(auto repeats, flags.Int("profile-repeats", 1, 1000));
-    agent.profile_options.repeats = static_cast<int>(repeats);
+    DCP_ASSIGN_OR_RETURN(agent.profile_options.repeats,
+                         flags.Int32("profile-repeats", 1, 1000));
   }
   return absl::OkStatus();
 }
@@ -362,11 +361,10 @@ absl::Status ConfigureWorkload(const ParsedFlags& flags,
         "--plan-source=", plan_source, ": expected planner or a peer strategy (",
         absl::StrJoin(PeerStrategyNames(), ", "), ")"));
   }
-  DCP_ASSIGN_OR_RETURN(auto micro_batch_sequences,
-                       flags.Int("bucket-micro-batch-sequences", 1, 1 << 20));
-  agent.bucket_micro_batch_sequences = static_cast<int>(micro_batch_sequences);
-  DCP_ASSIGN_OR_RETURN(auto static_sp, flags.Int("static-sp", 0, 1 << 16));
-  agent.bucket_static_sp = static_cast<int>(static_sp);
+  DCP_ASSIGN_OR_RETURN(agent.bucket_micro_batch_sequences,
+                       flags.Int32("bucket-micro-batch-sequences", 1, 1 << 20));
+  DCP_ASSIGN_OR_RETURN(agent.bucket_static_sp,
+                       flags.Int32("static-sp", 0, 1 << 16));
   agent.data = flags.String("data");
   // Checked here, before registering: a bad spec found after joining the
   // world would fail this rank mid-run and leave its peers with a
@@ -398,12 +396,11 @@ absl::Status ConfigureTraining(const ParsedFlags& flags, MainConfig& config) {
   if (flags.String("max-cached-groups") == "auto") {
     agent.max_cached_groups = -1;
   } else {
-    DCP_ASSIGN_OR_RETURN(auto max_cached_groups,
-                         flags.Int("max-cached-groups", 0, 1 << 20));
-    agent.max_cached_groups = static_cast<int>(max_cached_groups);
+    DCP_ASSIGN_OR_RETURN(agent.max_cached_groups,
+                         flags.Int32("max-cached-groups", 0, 1 << 20));
   }
-  DCP_ASSIGN_OR_RETURN(auto torch_threads, flags.Int("torch-threads", 0, 1024));
-  config.torch_threads = static_cast<int>(torch_threads);
+  DCP_ASSIGN_OR_RETURN(config.torch_threads,
+                       flags.Int32("torch-threads", 0, 1024));
 
   agent.checkpoint_dir = flags.String("checkpoint-dir");
   DCP_ASSIGN_OR_RETURN(auto checkpoint_every,
