@@ -295,6 +295,23 @@ def check_overlay_planner_starts(overlay, facts, secret_files):
         stop(planner.process)
 
 
+def monitor_problems(monitor, endpoints_field, target, whose, ports):
+    """What is wrong with a Prometheus operator ServiceMonitor or PodMonitor
+    (`monitor`, named dcp-planner or dcp-worker): its selector must pick
+    `target`'s labels (`whose` labels, in the message), its jobLabel must give
+    job=<its name>, and it must scrape exactly `ports`."""
+    kind, job, spec = monitor["kind"], monitor["metadata"]["name"], monitor["spec"]
+    labels = target["metadata"]["labels"]
+    problems = []
+    if not matches(spec["selector"]["matchLabels"], labels):
+        problems.append(f"{kind} selector does not match {whose} labels")
+    if labels.get(spec["jobLabel"]) != job:
+        problems.append(f"{kind} jobLabel does not give job={job}")
+    if {e["port"] for e in spec[endpoints_field]} != ports:
+        problems.append(f"{kind} must scrape {', '.join(sorted(ports))}")
+    return problems
+
+
 def check_monitoring(rendered):
     objects = rendered.get("monitoring", [])
     problems = []
@@ -309,21 +326,12 @@ def check_monitoring(rendered):
         planner_service = find(overlay, "Service", "dcp-planner")
         worker_pod = find(overlay, "Job", "dcp-worker")["spec"]["template"]
         service_monitor = find(objects, "ServiceMonitor", "dcp-planner")
-        spec = service_monitor["spec"]
-        if not matches(spec["selector"]["matchLabels"], planner_service["metadata"]["labels"]):
-            problems.append("ServiceMonitor selector does not match the planner Service's labels")
-        if planner_service["metadata"]["labels"].get(spec["jobLabel"]) != "dcp-planner":
-            problems.append("ServiceMonitor jobLabel does not give job=dcp-planner")
-        if {e["port"] for e in spec["endpoints"]} != {"metrics"}:
-            problems.append("ServiceMonitor endpoints")
+        problems += monitor_problems(service_monitor, "endpoints", planner_service,
+                                     "the planner Service's", {"metrics"})
         pod_monitor = find(objects, "PodMonitor", "dcp-worker")
-        spec = pod_monitor["spec"]
-        if not matches(spec["selector"]["matchLabels"], worker_pod["metadata"]["labels"]):
-            problems.append("PodMonitor selector does not match the worker pods' labels")
-        if worker_pod["metadata"]["labels"].get(spec["jobLabel"]) != "dcp-worker":
-            problems.append("PodMonitor jobLabel does not give job=dcp-worker")
-        if {e["port"] for e in spec["podMetricsEndpoints"]} != {f"metrics-{i}" for i in range(8)}:
-            problems.append("PodMonitor must scrape metrics-0 ... metrics-7")
+        problems += monitor_problems(pod_monitor, "podMetricsEndpoints", worker_pod,
+                                     "the worker pods'",
+                                     {f"metrics-{i}" for i in range(8)})
         for monitor in (service_monitor, pod_monitor, rule):
             if monitor["metadata"]["namespace"] != "dcp":
                 problems.append(f"{monitor['kind']} is not in the namespace dcp")
