@@ -6,12 +6,13 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "planner/strategies/baselines.h"
+#include "planner/exact/exact_testing.h"
 #include "planner/plan/batch_check.h"
-#include "planner/search/lower_bound.h"
-#include "planner/search/planner.h"
 #include "planner/plan/test_cost_model.h"
 #include "planner/plan/validate.h"
+#include "planner/search/lower_bound.h"
+#include "planner/search/planner.h"
+#include "planner/strategies/baselines.h"
 
 namespace dcp {
 namespace {
@@ -66,28 +67,18 @@ TEST(ExactReferenceTest, TwoGpusTwoSequencesByHand) {
 
 TEST(ExactReferenceTest, BracketsTheOptimumOfRandomSmallBatches) {
   std::mt19937_64 rng(12);
-  static const char* kModels[] = {"tiny", "llama3-8b", "video-dit-1b"};
-  static const int kShapes[][2] = {{1, 4}, {1, 8}, {2, 4}};
   for (int i = 0; i < 30; ++i) {
-    const auto& shape = kShapes[rng() % 3];
-    CostModel cost_model =
-        MakeCostModel(kModels[rng() % 3], shape[0], shape[1]);
-    std::vector<int64_t> lengths;
-    const int n = 1 + static_cast<int>(rng() % 8);
-    for (int s = 0; s < n; ++s) {
-      lengths.push_back(256 << (rng() % 7));
-    }
+    const SmallInstance instance =
+        RandomSmallInstance(rng, /*max_sequences=*/8, /*length_doublings=*/7);
+    const CostModel& cost_model = instance.cost_model;
+    const std::vector<int64_t>& lengths = instance.lengths;
     SCOPED_TRACE(testing::Message() << "batch " << i);
     absl::StatusOr<ExactReference> exact =
         ComputeExactReference(cost_model, {}, lengths);
     ASSERT_TRUE(exact.ok()) << exact.status();
     // The best plan is a real plan, priced as every plan is.
-    ASSERT_TRUE(ValidatePlan(cost_model, lengths, exact->best_plan).ok())
-        << ValidatePlan(cost_model, lengths, exact->best_plan);
-    Plan repriced = exact->best_plan;
-    PredictPlan(cost_model, lengths, repriced);
-    EXPECT_NEAR(repriced.predicted_step_seconds, exact->upper_seconds,
-                kTolerance * exact->upper_seconds);
+    ExpectValidAndPricedAt(cost_model, lengths, exact->best_plan,
+                           exact->upper_seconds, kTolerance);
     EXPECT_LE(exact->lower_seconds, exact->upper_seconds * (1 + kTolerance));
     // No plan beats the lower end: not dcp, not a static baseline.
     absl::StatusOr<Plan> dcp = Planner(cost_model, {}).PlanBatch(lengths);

@@ -6,13 +6,14 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "planner/strategies/baselines.h"
-#include "planner/plan/batch_check.h"
 #include "planner/exact/exact_reference.h"
-#include "planner/search/lower_bound.h"
-#include "planner/search/planner.h"
+#include "planner/exact/exact_testing.h"
+#include "planner/plan/batch_check.h"
 #include "planner/plan/test_cost_model.h"
 #include "planner/plan/validate.h"
+#include "planner/search/lower_bound.h"
+#include "planner/search/planner.h"
+#include "planner/strategies/baselines.h"
 
 namespace dcp {
 namespace {
@@ -33,12 +34,8 @@ void ExpectValidAndPriced(const CostModel& cost_model,
                           const std::vector<int64_t>& lengths,
                           const MilpReference& milp) {
   ASSERT_FALSE(milp.best_plan.groups.empty());
-  EXPECT_TRUE(ValidatePlan(cost_model, lengths, milp.best_plan).ok())
-      << ValidatePlan(cost_model, lengths, milp.best_plan);
-  Plan priced = milp.best_plan;
-  PredictPlan(cost_model, lengths, priced);
-  EXPECT_NEAR(priced.predicted_step_seconds, milp.upper_seconds,
-              kTolerance * milp.upper_seconds);
+  ExpectValidAndPricedAt(cost_model, lengths, milp.best_plan,
+                         milp.upper_seconds, kTolerance);
 }
 
 TEST(MilpReferenceTest, TwoGpusTwoSequencesMatchesTheExhaustiveSearch) {
@@ -62,19 +59,16 @@ TEST(MilpReferenceTest, TwoGpusTwoSequencesMatchesTheExhaustiveSearch) {
 // is below it and dcp and the single-layout baselines above.
 TEST(MilpReferenceTest, AgreesWithTheExhaustiveSearchOnRandomBatches) {
   std::mt19937_64 rng(2026);
-  static const char* kModels[] = {"tiny", "llama3-8b", "video-dit-1b"};
-  static const int kShapes[][2] = {{1, 4}, {1, 8}, {2, 4}};
   int pinned = 0;
   for (int b = 0; b < 16; ++b) {
-    const auto& shape = kShapes[rng() % 3];
-    CostModel cost_model =
-        MakeCostModel(kModels[rng() % 3], shape[0], shape[1]);
-    std::vector<int64_t> lengths;
-    const int n = 1 + static_cast<int>(rng() % 7);
-    for (int s = 0; s < n; ++s) lengths.push_back(256 << (rng() % 8));
+    const SmallInstance instance =
+        RandomSmallInstance(rng, /*max_sequences=*/7, /*length_doublings=*/8);
+    const CostModel& cost_model = instance.cost_model;
+    const std::vector<int64_t>& lengths = instance.lengths;
     SCOPED_TRACE(testing::Message()
-                 << "batch " << b << ": " << n << " sequences on " << shape[0]
-                 << "x" << shape[1]);
+                 << "batch " << b << ": " << lengths.size() << " sequences on "
+                 << cost_model.cluster().num_nodes << "x"
+                 << cost_model.cluster().gpus_per_node);
     absl::StatusOr<ExactReference> exact =
         ComputeExactReference(cost_model, {}, lengths);
     absl::StatusOr<MilpReference> milp =
