@@ -111,6 +111,20 @@ class LocalPlanner:
         return False
 
 
+def built_planner_binary(checkout: str) -> str:
+    """The dcp_planner that `bazel build //planner/service:dcp_planner` made
+    in the checkout at `checkout`: bazel-bin's, else bazel-out/k8-opt's
+    (after a --config=cuda build bazel-bin is the CUDA build's, which holds
+    no planner). The first path when neither exists."""
+    candidates = [os.path.join(checkout, *parts, "planner", "service",
+                               "dcp_planner")
+                  for parts in (("bazel-bin",), ("bazel-out", "k8-opt", "bin"))]
+    for candidate in candidates:
+        if os.access(candidate, os.X_OK):
+            return candidate
+    return candidates[0]
+
+
 def _gloo_rank(rank: int, train: Callable[..., None], args: tuple,
                world_size: int, port: int,
                ranks_per_node: Optional[int]) -> None:

@@ -21,6 +21,8 @@ import torch.distributed as dist
 import transformers
 
 import dcp_torch
+from dcp_torch.local_planner import (LocalPlanner, built_planner_binary,
+                                     spawn_gloo_ranks)
 
 VOCAB = 128
 
@@ -87,9 +89,9 @@ def train(args):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--planner", default=None)
-    parser.add_argument("--planner-binary", default=os.path.join(
-        os.path.dirname(os.path.abspath(__file__)), os.pardir, os.pardir,
-        "bazel-bin", "planner", "service", "dcp_planner"))
+    parser.add_argument("--planner-binary", default=built_planner_binary(
+        os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir,
+                     os.pardir)))
     parser.add_argument("--steps", type=int, default=4)
     parser.add_argument("--sequences", type=int, default=16)
     parser.add_argument("--layers", type=int, default=2)
@@ -100,7 +102,6 @@ def main():
     if "RANK" in os.environ:
         train(args)
         return
-    from dcp_torch.local_planner import LocalPlanner, spawn_gloo_ranks
     if args.planner or os.environ.get("DCP_PLANNER_ADDRESS"):
         spawn_gloo_ranks(train, (args,), args.ranks)
         return

@@ -35,6 +35,8 @@ import torch.nn.functional as F
 from torch import nn
 
 import dcp_torch
+from dcp_torch.local_planner import (LocalPlanner, built_planner_binary,
+                                     spawn_gloo_ranks)
 
 # --- The model: plain PyTorch ----------------------------------------------
 
@@ -198,10 +200,11 @@ def main():
     parser.add_argument("--ranks", type=int, default=4,
                         help="local processes when not under torchrun")
     parser.add_argument("--ranks-per-node", type=int, default=2)
-    parser.add_argument("--planner-binary", default=os.path.join(
-        os.path.dirname(os.path.abspath(__file__)), os.pardir, os.pardir,
-        "bazel-bin", "planner", "service", "dcp_planner"),
-        help="the dcp_planner to start locally (default: bazel-bin's)")
+    parser.add_argument("--planner-binary", default=built_planner_binary(
+        os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir,
+                     os.pardir)),
+        help="the dcp_planner to start locally (default: the "
+             "checkout's bazel-bin, else bazel-out/k8-opt)")
     parser.add_argument("--rank-memory-mb", type=float, default=8.0,
                         help="memory per rank the local planner plans for: "
                              "small, so that long sequences need SP")
@@ -219,7 +222,6 @@ def main():
     if "RANK" in os.environ:  # under torchrun: this process is one rank
         train(args)
         return
-    from dcp_torch.local_planner import LocalPlanner, spawn_gloo_ranks
     if args.planner or os.environ.get("DCP_PLANNER_ADDRESS"):
         spawn_gloo_ranks(train, (args,), args.ranks, args.ranks_per_node)
         return

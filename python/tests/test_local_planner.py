@@ -1,12 +1,13 @@
 """LocalPlanner's start-up errors carry the planner's own words (its log is
 read before the folder holding it is removed); spawn_gloo_ranks gives its
-ranks what torchrun would."""
+ranks what torchrun would; built_planner_binary finds the CPU build."""
 
 import os
 
 import pytest
 
-from dcp_torch.local_planner import LocalPlanner, spawn_gloo_ranks
+from dcp_torch.local_planner import (LocalPlanner, built_planner_binary,
+                                     spawn_gloo_ranks)
 from test_gradient_equivalence import LLAMA_SPEC
 
 
@@ -56,3 +57,20 @@ def test_spawn_gloo_ranks_gives_each_rank_torchruns_environment(tmp_path):
     seen = {rank.name: rank.read_text() for rank in tmp_path.iterdir()}
     assert seen == {"0": "3 node0 3 1", "1": "3 node0 3 1",
                     "2": "3 node1 3 1"}
+
+
+def test_built_planner_binary_falls_back_to_the_cpu_build(tmp_path):
+    def planner_under(*parts):
+        path = tmp_path.joinpath(*parts, "planner", "service", "dcp_planner")
+        path.parent.mkdir(parents=True)
+        path.write_text("#!/bin/sh\n")
+        path.chmod(0o755)
+        return str(path)
+
+    # Nothing built: the bazel-bin path, for the error to name.
+    assert built_planner_binary(str(tmp_path)) == str(
+        tmp_path / "bazel-bin" / "planner" / "service" / "dcp_planner")
+    cpu = planner_under("bazel-out", "k8-opt", "bin")
+    assert built_planner_binary(str(tmp_path)) == cpu
+    latest = planner_under("bazel-bin")
+    assert built_planner_binary(str(tmp_path)) == latest
