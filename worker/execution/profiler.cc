@@ -25,6 +25,7 @@
 #include "worker/execution/model.h"
 #include "worker/execution/model_kind.h"
 #include "worker/execution/profile_timer.h"
+#include "worker/execution/sequence_attention.h"
 #include "worker/libtorch_cuda.h"
 
 namespace dcp {

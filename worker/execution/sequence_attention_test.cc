@@ -3,6 +3,8 @@
 // bidirectional, with grouped KV heads and padding; and its memory, measured
 // with CpuAllocationMeter, stays linear in the sequence length.
 
+#include "worker/execution/sequence_attention.h"
+
 #include <ATen/CPUGeneratorImpl.h>
 
 #include <cstdint>
@@ -12,7 +14,6 @@
 #include "gtest/gtest.h"
 #include "torch/torch.h"
 #include "worker/execution/cpu_allocation_meter.h"
-#include "worker/execution/model.h"
 
 namespace dcp {
 namespace {
