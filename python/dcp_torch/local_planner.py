@@ -125,6 +125,14 @@ def built_planner_binary(checkout: str) -> str:
     return candidates[0]
 
 
+def free_loopback_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago (bound to port 0,
+    then closed): where to start a server, or an address nobody listens on."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
 def _gloo_rank(rank: int, train: Callable[..., None], args: tuple,
                world_size: int, port: int,
                ranks_per_node: Optional[int]) -> None:
@@ -151,9 +159,7 @@ def spawn_gloo_ranks(train: Callable[..., None], args: tuple[Any, ...],
     returns when all have finished; a rank that fails raises here. `train`
     must be a module-level function (it is pickled)."""
     import torch.multiprocessing as mp
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
     mp.start_processes(_gloo_rank,
-                       (train, args, world_size, port, ranks_per_node),
+                       (train, args, world_size, free_loopback_port(),
+                        ranks_per_node),
                        nprocs=world_size, start_method="spawn")

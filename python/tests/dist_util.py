@@ -3,12 +3,13 @@ the distributed tests pay for starting processes (and importing torch) once
 per session. Each process keeps its world process group between tasks."""
 
 import queue
-import socket
 import traceback
 
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
+
+from dcp_torch.local_planner import free_loopback_port
 
 
 def _serve(rank, world_size, port, tasks, results, backend):
@@ -42,9 +43,7 @@ class RankPool:
         context = mp.get_context("spawn")
         self._tasks = [context.Queue() for _ in range(world_size)]
         self._results = context.Queue()
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            port = probe.getsockname()[1]
+        port = free_loopback_port()
         self._processes = [
             context.Process(target=_serve,
                             args=(r, world_size, port, self._tasks[r],

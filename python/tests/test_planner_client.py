@@ -1,20 +1,13 @@
-import socket
-
 import grpc
 import pytest
 
+from dcp_torch.local_planner import free_loopback_port
 from dcp_torch.planner_client import (PlannerClient, PlannerUnreachableError,
                                       RetryPolicy, planner_address)
 
 
-def _closed_port():
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]  # nobody listens once it is closed
-
-
 def test_unreachable_planner_is_retried_with_backoff_then_named():
-    address = f"127.0.0.1:{_closed_port()}"
+    address = f"127.0.0.1:{free_loopback_port()}"
     waits = []
     client = PlannerClient(address, call_deadline_seconds=5,
                            retry=RetryPolicy(max_attempts=4, jitter=0.0),

@@ -3,14 +3,13 @@ Gloo processes: the in-process profile, step reports, and the clear errors
 (a diverging rank, an empty batch, a skipped micro-batch, another model)."""
 
 import os
-import socket
 
 import pytest
 import torch
 
 import dcp_torch
 from dcp_torch._proto import planner_service_pb2 as pb
-from dcp_torch.local_planner import LocalPlanner
+from dcp_torch.local_planner import LocalPlanner, free_loopback_port
 from dcp_torch.planner_client import PlannerClient
 from test_gradient_equivalence import LLAMA_SPEC, build, fetch_of
 
@@ -234,9 +233,7 @@ def unreachable(rank, world_size, address):
 
 
 def test_init_retries_an_unreachable_planner_then_names_its_address(ranks4):
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        address = f"127.0.0.1:{probe.getsockname()[1]}"  # closed below
+    address = f"127.0.0.1:{free_loopback_port()}"  # nobody listens there
     for message, waits in ranks4.run(unreachable, address):
         assert f"the DCP planner at {address} is unreachable after 3 " \
             "attempts" in message, message
