@@ -1,48 +1,60 @@
 #include "cost_model/cost_model.h"
 
 #include <cmath>
-#include <string>
+#include <initializer_list>
 #include <utility>
-#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "absl/types/span.h"
+#include "absl/strings/string_view.h"
 
 namespace dcp {
 
 namespace {
 
-using NamedValue = std::pair<std::string, double>;
+using NamedValue = std::pair<const char*, double>;
+
+/// Whether `value` is finite and > 0 (`positive`) or >= 0.
+bool InRange(double value, bool positive) {
+  return std::isfinite(value) && value >= 0 && !(positive && value == 0);
+}
+
+/// The error for the parameter `name`, whose `value` is not InRange.
+absl::Status OutOfRange(absl::string_view name, double value, bool positive) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("cost params: ", name, " = ", value,
+                   "; it must be a finite number ", positive ? "> 0" : ">= 0"));
+}
 
 /// OK when every value is finite and > 0 (`positive`) or >= 0; else an
 /// error naming the first that is not.
-absl::Status CheckParams(absl::Span<const NamedValue> values, bool positive) {
+absl::Status CheckParams(std::initializer_list<NamedValue> values,
+                         bool positive) {
   for (const auto& [name, value] : values) {
-    if (!std::isfinite(value) || value < 0 || (positive && value == 0)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "cost params: ", name, " = ", value, "; it must be a finite number ",
-          positive ? "> 0" : ">= 0"));
-    }
+    if (!InRange(value, positive)) return OutOfRange(name, value, positive);
   }
   return absl::OkStatus();
 }
 
-/// Each collective's bandwidths (`bandwidths`) or latencies inside and across
-/// nodes, named "comm.<field>", appended to `values`.
-void AddCommValues(const CommParams& comm, bool bandwidths,
-                   std::vector<NamedValue>& values) {
+/// The same for each collective's bandwidths (`bandwidths`: > 0) or
+/// latencies (>= 0) inside and across nodes; the error names the field
+/// "comm.<field>" (built only then: a valid model builds no names).
+absl::Status CheckCommParams(const CommParams& comm, bool bandwidths) {
   for (const CollectiveFields* collective : kCollectiveFields) {
     for (const bool inter_node : {false, true}) {
       const CommLinkFields& link = collective->On(inter_node);
-      values.push_back(
-          {absl::StrCat(
-               "comm.", collective->name, inter_node ? "_inter_" : "_intra_",
-               bandwidths ? "bus_bytes_per_second" : "latency_seconds"),
-           comm.*(bandwidths ? link.bus_bytes_per_second
-                             : link.latency_seconds)});
+      const double value =
+          comm.*(bandwidths ? link.bus_bytes_per_second : link.latency_seconds);
+      if (!InRange(value, /*positive=*/bandwidths)) {
+        return OutOfRange(
+            absl::StrCat(
+                "comm.", collective->name, inter_node ? "_inter_" : "_intra_",
+                bandwidths ? "bus_bytes_per_second" : "latency_seconds"),
+            value, /*positive=*/bandwidths);
+      }
     }
   }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -51,54 +63,62 @@ absl::Status ValidateCostParams(const CostParams& params) {
   const ComputeParams& compute = params.compute;
   const MemoryParams& memory = params.memory;
   // Rates divide work: they must be > 0.
-  std::vector<NamedValue> rates = {
-      {"compute.gemm_flops_per_second", compute.gemm_flops_per_second},
-      {"compute.attention_forward_flops_per_second",
-       compute.attention_forward_flops_per_second},
-      {"compute.attention_backward_flops_per_second",
-       compute.attention_backward_flops_per_second},
-      {"compute.elementwise_bytes_per_second",
-       compute.elementwise_bytes_per_second},
-      {"compute.sp_compute_scale", compute.sp_compute_scale}};
-  AddCommValues(params.comm, /*bandwidths=*/true, rates);
-  if (absl::Status status = CheckParams(rates, /*positive=*/true);
+  if (absl::Status status = CheckParams(
+          {{"compute.gemm_flops_per_second", compute.gemm_flops_per_second},
+           {"compute.attention_forward_flops_per_second",
+            compute.attention_forward_flops_per_second},
+           {"compute.attention_backward_flops_per_second",
+            compute.attention_backward_flops_per_second},
+           {"compute.elementwise_bytes_per_second",
+            compute.elementwise_bytes_per_second},
+           {"compute.sp_compute_scale", compute.sp_compute_scale}},
+          /*positive=*/true);
       !status.ok()) {
     return status;
   }
-  std::vector<NamedValue> others = {
-      {"compute.gemm_half_efficiency_tokens",
-       compute.gemm_half_efficiency_tokens},
-      {"compute.layer_fixed_seconds", compute.layer_fixed_seconds},
-      {"compute.attention_forward_half_length_tokens",
-       compute.attention_forward_half_length_tokens},
-      {"compute.attention_backward_half_length_tokens",
-       compute.attention_backward_half_length_tokens},
-      {"compute.micro_batch_fixed_seconds", compute.micro_batch_fixed_seconds},
-      {"compute.sequence_layer_fixed_seconds",
-       compute.sequence_layer_fixed_seconds},
-      {"compute.ulysses_layer_fixed_seconds",
-       compute.ulysses_layer_fixed_seconds},
-      {"compute.optimizer_step_seconds", compute.optimizer_step_seconds},
-      {"memory.weight_bytes_per_parameter", memory.weight_bytes_per_parameter},
-      {"memory.gradient_bytes_per_parameter",
-       memory.gradient_bytes_per_parameter},
-      {"memory.optimizer_bytes_per_parameter",
-       memory.optimizer_bytes_per_parameter},
-      {"memory.fixed_bytes", memory.fixed_bytes},
-      {"memory.communicator_bytes", memory.communicator_bytes},
-      {"memory.communicators_per_rank",
-       static_cast<double>(memory.communicators_per_rank)},
-      {"memory.activation_bytes_per_token_per_layer",
-       memory.activation_bytes_per_token_per_layer},
-      {"memory.selective_bytes_per_token_per_layer",
-       memory.selective_bytes_per_token_per_layer},
-      {"memory.checkpoint_bytes_per_token_per_layer",
-       memory.checkpoint_bytes_per_token_per_layer},
-      {"memory.logits_bytes_per_token", memory.logits_bytes_per_token},
-      {"memory.backward_working_bytes_per_token",
-       memory.backward_working_bytes_per_token}};
-  AddCommValues(params.comm, /*bandwidths=*/false, others);
-  return CheckParams(others, /*positive=*/false);
+  if (absl::Status status = CheckCommParams(params.comm, /*bandwidths=*/true);
+      !status.ok()) {
+    return status;
+  }
+  if (absl::Status status = CheckParams(
+          {{"compute.gemm_half_efficiency_tokens",
+            compute.gemm_half_efficiency_tokens},
+           {"compute.layer_fixed_seconds", compute.layer_fixed_seconds},
+           {"compute.attention_forward_half_length_tokens",
+            compute.attention_forward_half_length_tokens},
+           {"compute.attention_backward_half_length_tokens",
+            compute.attention_backward_half_length_tokens},
+           {"compute.micro_batch_fixed_seconds",
+            compute.micro_batch_fixed_seconds},
+           {"compute.sequence_layer_fixed_seconds",
+            compute.sequence_layer_fixed_seconds},
+           {"compute.ulysses_layer_fixed_seconds",
+            compute.ulysses_layer_fixed_seconds},
+           {"compute.optimizer_step_seconds", compute.optimizer_step_seconds},
+           {"memory.weight_bytes_per_parameter",
+            memory.weight_bytes_per_parameter},
+           {"memory.gradient_bytes_per_parameter",
+            memory.gradient_bytes_per_parameter},
+           {"memory.optimizer_bytes_per_parameter",
+            memory.optimizer_bytes_per_parameter},
+           {"memory.fixed_bytes", memory.fixed_bytes},
+           {"memory.communicator_bytes", memory.communicator_bytes},
+           {"memory.communicators_per_rank",
+            static_cast<double>(memory.communicators_per_rank)},
+           {"memory.activation_bytes_per_token_per_layer",
+            memory.activation_bytes_per_token_per_layer},
+           {"memory.selective_bytes_per_token_per_layer",
+            memory.selective_bytes_per_token_per_layer},
+           {"memory.checkpoint_bytes_per_token_per_layer",
+            memory.checkpoint_bytes_per_token_per_layer},
+           {"memory.logits_bytes_per_token", memory.logits_bytes_per_token},
+           {"memory.backward_working_bytes_per_token",
+            memory.backward_working_bytes_per_token}},
+          /*positive=*/false);
+      !status.ok()) {
+    return status;
+  }
+  return CheckCommParams(params.comm, /*bandwidths=*/false);
 }
 
 CostParams DefaultCostParams(const ModelSpec& model,
