@@ -202,8 +202,7 @@ absl::Duration GrpcPlannerClient::Backoff(int next_attempt) {
 template <typename Response>
 absl::StatusOr<Response> GrpcPlannerClient::Call(
     absl::string_view method,
-    const std::function<grpc::Status(grpc::ClientContext*, Response*)>&
-        attempt) {
+    absl::FunctionRef<grpc::Status(grpc::ClientContext*, Response*)> attempt) {
   // Waits are logged at the first retry, then at most once per kLogEvery.
   constexpr absl::Duration kLogEvery = absl::Seconds(10);
   const absl::Time start = clock_.Now();

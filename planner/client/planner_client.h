@@ -9,6 +9,7 @@
 #include <string>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -145,8 +146,7 @@ class GrpcPlannerClient final : public PlannerClient {
   template <typename Response>
   absl::StatusOr<Response> Call(
       absl::string_view method,
-      const std::function<grpc::Status(grpc::ClientContext*, Response*)>&
-          attempt);
+      absl::FunctionRef<grpc::Status(grpc::ClientContext*, Response*)> attempt);
   /// Runs the stub's `rpc` with `request` under the retry policy.
   template <typename Request, typename Response>
   absl::StatusOr<Response> CallStub(
