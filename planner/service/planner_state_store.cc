@@ -105,8 +105,8 @@ absl::StatusOr<std::unique_ptr<PlannerStateStore>> PlannerStateStore::Open(
   if (!opened.ok()) return opened.status();
   std::unique_ptr<PlannerStateStore> store(
       new PlannerStateStore(*std::move(opened)));
-  if (absl::Status status = store->CheckJob(job); !status.ok()) return status;
-  if (absl::Status status = store->Load(state); !status.ok()) return status;
+  DCP_RETURN_IF_ERROR(store->CheckJob(job));
+  DCP_RETURN_IF_ERROR(store->Load(state));
   return store;
 }
 
@@ -180,7 +180,7 @@ absl::Status PlannerStateStore::Load(PlannerState* state) const {
   for (v1::ProfileRecord& profile : profiles) {
     state->profiles.push_back(std::move(*profile.mutable_profile()));
   }
-  if (absl::Status status = LoadSteps(state); !status.ok()) return status;
+  DCP_RETURN_IF_ERROR(LoadSteps(state));
   absl::StatusOr<std::optional<std::string>> compacted =
       store_->Read(kCompactedStepsKey);
   if (!compacted.ok()) return compacted.status();
@@ -239,28 +239,28 @@ absl::Status PlannerStateStore::RecordJob() {
 }
 
 absl::Status PlannerStateStore::WriteWorker(const v1::WorkerRecord& record) {
-  if (absl::Status status = RecordJob(); !status.ok()) return status;
+  DCP_RETURN_IF_ERROR(RecordJob());
   return store_->Write(WorkerKey(record.first_rank()),
                        record.SerializeAsString());
 }
 
 absl::Status PlannerStateStore::WriteParamsVersion(
     const v1::ParamsVersionRecord& record) {
-  if (absl::Status status = RecordJob(); !status.ok()) return status;
+  DCP_RETURN_IF_ERROR(RecordJob());
   return store_->Write(ParamsKey(record.params_version()),
                        record.SerializeAsString());
 }
 
 absl::Status PlannerStateStore::WriteProfile(
     int slot, const v1::SubmitProfileRequest& profile) {
-  if (absl::Status status = RecordJob(); !status.ok()) return status;
+  DCP_RETURN_IF_ERROR(RecordJob());
   v1::ProfileRecord record;
   *record.mutable_profile() = profile;
   return store_->Write(ProfileKey(slot), record.SerializeAsString());
 }
 
 absl::Status PlannerStateStore::WriteStep(const v1::StepRecord& record) {
-  if (absl::Status status = RecordJob(); !status.ok()) return status;
+  DCP_RETURN_IF_ERROR(RecordJob());
   return store_->Write(StepKey(record.step()), record.SerializeAsString());
 }
 
@@ -272,21 +272,21 @@ absl::Status PlannerStateStore::DeleteStep(int64_t step) {
   for (const std::string& key :
        {StepFileName(kStepReportsPrefix, step),
         StepFileName(kStepPlanPrefix, step), StepKey(step)}) {
-    if (absl::Status status = store_->Delete(key); !status.ok()) return status;
+    DCP_RETURN_IF_ERROR(store_->Delete(key));
   }
   return absl::OkStatus();
 }
 
 absl::Status PlannerStateStore::WriteStepPlan(
     const v1::StepPlanRecord& record) {
-  if (absl::Status status = RecordJob(); !status.ok()) return status;
+  DCP_RETURN_IF_ERROR(RecordJob());
   return store_->Write(StepFileName(kStepPlanPrefix, record.step()),
                        record.SerializeAsString());
 }
 
 absl::Status PlannerStateStore::WriteStepReports(
     const v1::StepReportsRecord& record) {
-  if (absl::Status status = RecordJob(); !status.ok()) return status;
+  DCP_RETURN_IF_ERROR(RecordJob());
   return store_->Write(StepFileName(kStepReportsPrefix, record.step()),
                        record.SerializeAsString());
 }
@@ -294,7 +294,7 @@ absl::Status PlannerStateStore::WriteStepReports(
 absl::Status PlannerStateStore::CompactSteps(
     const v1::CompactedStepsRecord& compacted,
     const std::vector<int64_t>& left_window) {
-  if (absl::Status status = RecordJob(); !status.ok()) return status;
+  DCP_RETURN_IF_ERROR(RecordJob());
   // The history first: a crash between leaves a step both compacted and
   // recorded, which loading tolerates (the record wins).
   DCP_RETURN_IF_ERROR(
@@ -325,7 +325,7 @@ absl::Status PlannerStateStore::CompactSteps(
   }
   for (const auto& [key, step] : step_files) {
     if (recorded.count(step) > 0) continue;
-    if (absl::Status status = store_->Delete(key); !status.ok()) return status;
+    DCP_RETURN_IF_ERROR(store_->Delete(key));
   }
   return absl::OkStatus();
 }
