@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -197,9 +198,7 @@ TEST(PlannerHandlerTest, OnlyARegisteredWorkersBatchClaimsItsStep) {
   // The job's own batch for step 5 is planned; asking by step may be
   // anonymous (it only reads).
   ASSERT_TRUE(handler->GetPlan(PlanRequest("w1", MakeBatch(5))).ok());
-  v1::GetPlanRequest by_step;
-  by_step.set_step(5);
-  EXPECT_TRUE(handler->GetPlan(by_step).ok());
+  EXPECT_TRUE(handler->GetPlan(StepRequest(/*worker=*/"", 5)).ok());
 }
 
 TEST(PlannerHandlerTest, SubmittedBatchesArePlannedAhead) {
@@ -251,11 +250,11 @@ TEST(PlannerHandlerTest, AtMost256SubmittedBatchesWaitToBePlanned) {
   options.background_planning_threads = 0;  // nothing plans them ahead
   auto handler = MakeHandler(options, clock, &metrics);
   RegisterWorld(*handler, 4, 8);
-  v1::SubmitBatchesRequest many;
-  many.set_worker_id(kSubmitter);
+  std::vector<v1::GlobalBatch> batches;
   for (int64_t step = 0; step < 256; ++step) {
-    *many.add_batches() = MakeBatch(step, 4);
+    batches.push_back(MakeBatch(step, 4));
   }
+  const v1::SubmitBatchesRequest many = SubmitRequest(std::move(batches));
   ASSERT_TRUE(handler->SubmitBatches(many).ok());
   ASSERT_TRUE(handler->SubmitBatches(many).ok());  // nothing new
   const v1::SubmitBatchesRequest one_more = SubmitRequest({MakeBatch(256, 4)});

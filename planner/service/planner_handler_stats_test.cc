@@ -30,13 +30,10 @@ std::vector<v1::ReportStepStatsRequest> ReportsFor(
   std::vector<v1::ReportStepStatsRequest> reports;
   for (const v1::Group& group : plan.plan().groups()) {
     for (int rank : group.ranks()) {
-      v1::ReportStepStatsRequest report;
-      report.set_worker_id(worker_of_rank[rank].first);
-      report.set_step(plan.plan().step());
-      report.set_rank(rank);
-      report.set_step_seconds(step_seconds_by_rank.empty()
-                                  ? factor * group.predicted_seconds()
-                                  : step_seconds_by_rank[rank]);
+      v1::ReportStepStatsRequest report = StepReport(
+          worker_of_rank[rank].first, plan.plan().step(), rank,
+          step_seconds_by_rank.empty() ? factor * group.predicted_seconds()
+                                       : step_seconds_by_rank[rank]);
       for (int m = 0; m < group.micro_batches_size(); ++m) {
         v1::MicroBatchStats* stats = report.add_micro_batches();
         stats->set_micro_batch_index(m);
@@ -269,12 +266,10 @@ TEST(PlannerHandlerTest, ListWorkersTracksLiveness) {
   clock.Advance(absl::Seconds(10));
   EXPECT_EQ(states()[1], State::LOST);
   // A report brings a worker back.
-  v1::ReportStepStatsRequest report;
-  report.set_worker_id("w3");
-  report.set_step(7);
-  report.set_rank(3);
-  report.set_step_seconds(0.5);
-  ASSERT_TRUE(handler->ReportStepStats(report).ok());
+  ASSERT_TRUE(handler
+                  ->ReportStepStats(StepReport("w3", /*step=*/7, /*rank=*/3,
+                                               /*step_seconds=*/0.5))
+                  .ok());
   EXPECT_EQ(states()[3], State::ACTIVE);
 }
 

@@ -119,10 +119,7 @@ TEST(PlannerHandlerTest, PlanRequestErrorsNameTheField) {
   empty.set_step(3);
   expect_invalid(PlanRequest("w0", empty),
                  "batch.samples is empty (step 3) and step = 0");
-  v1::GetPlanRequest negative_step;
-  negative_step.set_worker_id("w0");
-  negative_step.set_step(-2);
-  expect_invalid(negative_step, "step = -2; steps are numbered from 0");
+  expect_invalid(StepRequest("w0", -2), "step = -2; steps are numbered from 0");
   v1::GetPlanRequest two_steps = PlanRequest("w0", MakeBatch(1, 4));
   two_steps.set_step(2);
   expect_invalid(two_steps, "step = 2 but batch.step = 1");
