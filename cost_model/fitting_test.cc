@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdint>
 #include <functional>
+#include <iterator>
 #include <limits>
 #include <set>
 #include <string>
@@ -12,6 +13,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
+#include "cost_model/comm_model.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -124,42 +126,6 @@ constexpr NamedField<ComputeParams> kFixedCostFields[] = {
      &ComputeParams::ulysses_layer_fixed_seconds},
 };
 
-// Every collective's latency and bandwidth inside and across nodes.
-constexpr NamedField<CommParams> kCommFields[] = {
-    {"all_to_all_intra_latency_seconds",
-     &CommParams::all_to_all_intra_latency_seconds},
-    {"all_to_all_intra_bus_bytes_per_second",
-     &CommParams::all_to_all_intra_bus_bytes_per_second},
-    {"all_to_all_inter_latency_seconds",
-     &CommParams::all_to_all_inter_latency_seconds},
-    {"all_to_all_inter_bus_bytes_per_second",
-     &CommParams::all_to_all_inter_bus_bytes_per_second},
-    {"all_reduce_intra_latency_seconds",
-     &CommParams::all_reduce_intra_latency_seconds},
-    {"all_reduce_intra_bus_bytes_per_second",
-     &CommParams::all_reduce_intra_bus_bytes_per_second},
-    {"all_reduce_inter_latency_seconds",
-     &CommParams::all_reduce_inter_latency_seconds},
-    {"all_reduce_inter_bus_bytes_per_second",
-     &CommParams::all_reduce_inter_bus_bytes_per_second},
-    {"reduce_scatter_intra_latency_seconds",
-     &CommParams::reduce_scatter_intra_latency_seconds},
-    {"reduce_scatter_intra_bus_bytes_per_second",
-     &CommParams::reduce_scatter_intra_bus_bytes_per_second},
-    {"reduce_scatter_inter_latency_seconds",
-     &CommParams::reduce_scatter_inter_latency_seconds},
-    {"reduce_scatter_inter_bus_bytes_per_second",
-     &CommParams::reduce_scatter_inter_bus_bytes_per_second},
-    {"all_gather_intra_latency_seconds",
-     &CommParams::all_gather_intra_latency_seconds},
-    {"all_gather_intra_bus_bytes_per_second",
-     &CommParams::all_gather_intra_bus_bytes_per_second},
-    {"all_gather_inter_latency_seconds",
-     &CommParams::all_gather_inter_latency_seconds},
-    {"all_gather_inter_bus_bytes_per_second",
-     &CommParams::all_gather_inter_bus_bytes_per_second},
-};
-
 // The activation-memory terms as precise as the other fits.
 constexpr NamedField<MemoryParams> kActivationFields[] = {
     {"activation_bytes_per_token_per_layer",
@@ -191,6 +157,27 @@ void ExpectFieldsEq(absl::Span<const NamedField<Params>> fields,
   }
 }
 
+// `expect` on each collective's (kCollectiveFields) latency and bandwidth
+// inside and then across nodes, the link ("all_to_all_intra") in a trace:
+// every field of CommParams.
+static_assert(sizeof(CommParams) ==
+                  std::size(kCollectiveFields) * 4 * sizeof(double),
+              "kCollectiveFields misses a field of CommParams");
+template <typename Expect>
+void ForEachCommLink(Expect expect) {
+  for (const CollectiveFields* collective : kCollectiveFields) {
+    for (const bool inter_node : {false, true}) {
+      SCOPED_TRACE(
+          absl::StrCat(collective->name, inter_node ? "_inter" : "_intra"));
+      const CommLinkFields& link = collective->On(inter_node);
+      const NamedField<CommParams> fields[] = {
+          {"latency_seconds", link.latency_seconds},
+          {"bus_bytes_per_second", link.bus_bytes_per_second}};
+      expect(absl::MakeConstSpan(fields));
+    }
+  }
+}
+
 // Each fitted parameter within `tolerance` of the truth, relative; the fixed
 // bytes (a small difference of large numbers) relative to the static bytes.
 // The checkpoint bytes within `checkpoint_tolerance`: only the change of peak
@@ -203,7 +190,9 @@ void ExpectParamsNear(const CostParams& fitted, const CostParams& truth,
                       double checkpoint_tolerance) {
   ExpectFieldsNear<ComputeParams>(kRateCurveFields, fitted.compute,
                                   truth.compute, tolerance);
-  ExpectFieldsNear<CommParams>(kCommFields, fitted.comm, truth.comm, tolerance);
+  ForEachCommLink([&](absl::Span<const NamedField<CommParams>> link) {
+    ExpectFieldsNear(link, fitted.comm, truth.comm, tolerance);
+  });
   ExpectFieldsNear<MemoryParams>(kActivationFields, fitted.memory, truth.memory,
                                  tolerance);
   ExpectFieldsNear<MemoryParams>(
@@ -252,7 +241,9 @@ void ExpectParamsEq(const CostParams& a, const CostParams& b) {
       a.memory, b.memory);
   EXPECT_EQ(a.memory.zero1_optimizer_sharding,
             b.memory.zero1_optimizer_sharding);
-  ExpectFieldsEq<CommParams>(kCommFields, a.comm, b.comm);
+  ForEachCommLink([&](absl::Span<const NamedField<CommParams>> link) {
+    ExpectFieldsEq(link, a.comm, b.comm);
+  });
 }
 
 const ModelFitReport& Report(const CostModelFit& fit, const std::string& name) {
