@@ -35,6 +35,7 @@
 #include "planner/service/planner_handler.h"
 #include "planner/service/planner_metrics.h"
 #include "planner/service/recording_planner_metrics.h"
+#include "planner/service/test_batches.h"
 
 namespace dcp {
 
@@ -128,16 +129,12 @@ inline void RegisterWorld(PlannerHandler& handler, int nodes,
 
 // A deterministic batch of `n` sequences (1k..16k tokens, a few long).
 inline v1::GlobalBatch MakeBatch(int64_t step, int n = 48, int64_t salt = 0) {
-  v1::GlobalBatch batch;
-  batch.set_step(step);
+  std::vector<int64_t> lengths;
   for (int i = 0; i < n; ++i) {
-    v1::Sample* sample = batch.add_samples();
-    sample->set_id(1000 * step + i);
-    sample->set_length_tokens(1000 +
-                              ((i + 7 * step + salt) * 2654435761LL) % 15000 +
-                              (i % 16 == 0 ? 40000 : 0));
+    lengths.push_back(1000 + ((i + 7 * step + salt) * 2654435761LL) % 15000 +
+                      (i % 16 == 0 ? 40000 : 0));
   }
-  return batch;
+  return BatchOfLengths(step, lengths, /*first_id=*/1000 * step);
 }
 
 inline v1::GetPlanRequest PlanRequest(const std::string& worker,

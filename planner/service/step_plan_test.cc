@@ -29,14 +29,9 @@ class StepPlanTest : public ::testing::Test {
   }
 
   v1::GlobalBatch Batch(int64_t step, int64_t length_tokens) const {
-    v1::GlobalBatch batch;
-    batch.set_step(step);
-    for (int i = 0; i < 12; ++i) {
-      v1::Sample* sample = batch.add_samples();
-      sample->set_id(10 + i);
-      sample->set_length_tokens(length_tokens + 37 * i);
-    }
-    return batch;
+    std::vector<int64_t> lengths;
+    for (int i = 0; i < 12; ++i) lengths.push_back(length_tokens + 37 * i);
+    return BatchOfLengths(step, lengths, /*first_id=*/10);
   }
 
   FakeClock clock_;
