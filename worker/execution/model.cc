@@ -95,7 +95,6 @@ absl::Status CheckSliceTokens(const std::vector<int64_t>& slice_tokens,
 
 AttentionBlock::AttentionBlock(const ModelSpec& spec)
     : hidden_size_(spec.hidden_size),
-      kv_hidden_size_(spec.KvHiddenSize()),
       num_heads_(spec.num_attention_heads),
       num_kv_heads_(spec.num_kv_heads),
       head_dim_(spec.HeadDim()) {}
@@ -123,7 +122,7 @@ torch::Tensor AttentionBlock::Register(const std::string& name,
 void AttentionBlock::RegisterProjections(double init_std, double output_std,
                                          at::Generator& generator) {
   const int64_t h = hidden_size_;
-  const int64_t kv = kv_hidden_size_;
+  const int64_t kv = num_kv_heads_ * head_dim_;
   wq_ = Register("wq", NormalMatrix(h, h, init_std, generator));
   wk_ = Register("wk", NormalMatrix(kv, h, init_std, generator));
   wv_ = Register("wv", NormalMatrix(kv, h, init_std, generator));

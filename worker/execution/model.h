@@ -137,7 +137,6 @@ class AttentionBlock : public torch::nn::Module {
 
  private:
   int64_t hidden_size_;
-  int64_t kv_hidden_size_;
   int64_t num_heads_;
   int64_t num_kv_heads_;
   int64_t head_dim_;
