@@ -10,7 +10,6 @@
 #include "planner/exact/exact_testing.h"
 #include "planner/plan/batch_check.h"
 #include "planner/plan/test_cost_model.h"
-#include "planner/plan/validate.h"
 #include "planner/search/lower_bound.h"
 #include "planner/search/planner.h"
 #include "planner/strategies/baselines.h"

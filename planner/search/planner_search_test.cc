@@ -4,7 +4,6 @@
 // sequences anew, changing one group's SP size, several starting layouts)
 // was measurably slower than the optimum, and where it now reaches it.
 #include <cstdint>
-#include <memory>
 #include <vector>
 
 #include "absl/status/statusor.h"
