@@ -331,13 +331,7 @@ TEST_F(SkewedBatchTest, ReportsProgressAndPlansTheSameWithIt) {
   absl::StatusOr<Plan> reported = PlanSkewed(options);
   absl::StatusOr<Plan> quiet = PlanSkewed();
   ASSERT_TRUE(reported.ok() && quiet.ok());
-  EXPECT_EQ(reported->predicted_step_seconds, quiet->predicted_step_seconds);
-  ASSERT_EQ(reported->groups.size(), quiet->groups.size());
-  for (size_t g = 0; g < quiet->groups.size(); ++g) {
-    EXPECT_EQ(reported->groups[g].ranks, quiet->groups[g].ranks);
-    EXPECT_EQ(reported->groups[g].micro_batches.size(),
-              quiet->groups[g].micro_batches.size());
-  }
+  ExpectSamePlan(*reported, *quiet);
   ASSERT_GE(messages.size(), 4u);
   // 202 sequences; the two long ones and 200 short of 1,000-2,000 tokens.
   EXPECT_THAT(messages[0], HasSubstr("priced 202 sequences ("));
