@@ -1,8 +1,8 @@
 #include "worker/execution/dit_model.h"
 
 #include <cmath>
-#include <cstdio>
 #include <cstdint>
+#include <cstdio>
 #include <map>
 #include <memory>
 #include <string>
@@ -20,6 +20,7 @@
 #include "worker/execution/model.h"
 #include "worker/execution/model_kind.h"
 #include "worker/execution/plan_executor.h"
+#include "worker/execution/sequence_attention.h"
 #include "worker/execution/trainable_model.h"
 
 namespace dcp {

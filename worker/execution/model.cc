@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "worker/execution/recompute.h"
+#include "worker/execution/sequence_attention.h"
 
 namespace dcp {
 

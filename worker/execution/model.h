@@ -11,7 +11,6 @@
 #include "cost_model/model_spec.h"
 #include "torch/torch.h"
 #include "worker/communication/sequence_parallel.h"
-#include "worker/execution/sequence_attention.h"
 #include "worker/execution/trainable_model.h"
 
 namespace dcp {
