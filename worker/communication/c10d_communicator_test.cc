@@ -26,6 +26,7 @@
 #include "worker/communication/c10d_test_world.h"
 #include "worker/communication/communicator.h"
 #include "worker/communication/multiprocess_test_util.h"
+#include "worker/libtorch_cuda.h"
 
 namespace dcp {
 namespace {

@@ -38,6 +38,7 @@
 #include "worker/communication/communicator.h"
 #include "worker/communication/fake_communicator.h"
 #include "worker/communication/multiprocess_test_util.h"
+#include "worker/libtorch_cuda.h"
 
 namespace dcp {
 namespace {
