@@ -39,6 +39,30 @@ std::string FileText(const std::string& path) {
                      std::istreambuf_iterator<char>());
 }
 
+JobRun RunToEnd(const std::vector<std::string>& argv,
+                const std::string& stderr_path, absl::Duration limit) {
+  auto mutex = std::make_shared<absl::Mutex>();
+  auto lines = std::make_shared<std::vector<std::string>>();
+  absl::StatusOr<std::unique_ptr<ChildProcess>> child = ChildProcess::Start(
+      argv, stderr_path, [mutex, lines](const std::string& line) {
+        absl::MutexLock lock(mutex.get());
+        lines->push_back(line);
+      });
+  JobRun run;
+  if (!child.ok()) {
+    run.output = std::string(child.status().message());
+    return run;
+  }
+  std::optional<int> code = (*child)->WaitFor(limit);
+  run.exit_code = code.has_value() ? *code : (*child)->Kill();
+  (*child)->JoinOutput();
+  absl::MutexLock lock(mutex.get());
+  run.lines = *lines;
+  run.output = absl::StrCat(absl::StrJoin(run.lines, "\n"), "\n--- stderr:\n",
+                            FileText(stderr_path));
+  return run;
+}
+
 JobRun RunLocalJob(const std::string& dir,
                    const std::vector<std::string>& flags) {
   const std::vector<std::string> defaults = {
@@ -63,27 +87,8 @@ JobRun RunLocalJob(const std::string& dir,
     if (!replaced) argv.push_back(flag);
   }
   argv.insert(argv.end(), flags.begin(), flags.end());
-  auto mutex = std::make_shared<absl::Mutex>();
-  auto lines = std::make_shared<std::vector<std::string>>();
-  const std::string stderr_path = absl::StrCat(dir, "/dcp_local_job.stderr");
-  absl::StatusOr<std::unique_ptr<ChildProcess>> job = ChildProcess::Start(
-      argv, stderr_path, [mutex, lines](const std::string& line) {
-        absl::MutexLock lock(mutex.get());
-        lines->push_back(line);
-      });
-  JobRun run;
-  if (!job.ok()) {
-    run.output = std::string(job.status().message());
-    return run;
-  }
-  std::optional<int> code = (*job)->WaitFor(absl::Minutes(4));
-  run.exit_code = code.has_value() ? *code : (*job)->Kill();
-  (*job)->JoinOutput();
-  absl::MutexLock lock(mutex.get());
-  run.lines = *lines;
-  run.output = absl::StrCat(absl::StrJoin(run.lines, "\n"), "\n--- stderr:\n",
-                            FileText(stderr_path));
-  return run;
+  return RunToEnd(argv, absl::StrCat(dir, "/dcp_local_job.stderr"),
+                  absl::Minutes(4));
 }
 
 }  // namespace dcp

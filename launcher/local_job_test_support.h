@@ -2,10 +2,12 @@
 #define DCP_LAUNCHER_LOCAL_JOB_TEST_SUPPORT_H_
 
 // What the end-to-end tests of dcp_local_job share: runfiles, scratch
-// directories, and running a small job to its end. testonly.
+// directories, and running a binary or a small job to its end. testonly.
 
 #include <string>
 #include <vector>
+
+#include "absl/time/time.h"
 
 namespace dcp {
 
@@ -19,15 +21,21 @@ std::string FreshTestDir(const std::string& name);
 /// The contents of the file at `path` (empty when it cannot be read).
 std::string FileText(const std::string& path);
 
-/// How a dcp_local_job run ended.
+/// How a process run to its end ended.
 struct JobRun {
-  /// -1 when the job could not be started.
+  /// -1 when the process could not be started.
   int exit_code = -1;
   /// Its stdout, line by line.
   std::vector<std::string> lines;
-  /// Its stdout lines joined and its stderr, for failure messages.
+  /// Its stdout lines joined and its stderr (or why it could not be
+  /// started), for failure messages.
   std::string output;
 };
+
+/// Runs `argv` (argv[0] a path) to its end, SIGKILLed after `limit`, its
+/// stderr appended to the file at `stderr_path`.
+JobRun RunToEnd(const std::vector<std::string>& argv,
+                const std::string& stderr_path, absl::Duration limit);
 
 /// Runs dcp_local_job on two ranks of one node with `flags` (after the
 /// defaults of a small job, which a flag of the same name in `flags`

@@ -6,11 +6,10 @@
 
 #include <fstream>
 #include <map>
-#include <memory>
-#include <optional>
 #include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -19,7 +18,6 @@
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "launcher/child_process.h"
 #include "launcher/local_job_test_support.h"
 #include "planner/simulate/markup_test_util.h"
 #include "worker/step_timing_files.h"
@@ -29,19 +27,6 @@ namespace {
 
 using ::testing::Contains;
 using ::testing::HasSubstr;
-
-/// Runs `argv` to its end (at most `limit`); its exit code.
-int RunToEnd(const std::vector<std::string>& argv, const std::string& log,
-             absl::Duration limit) {
-  absl::StatusOr<std::unique_ptr<ChildProcess>> child =
-      ChildProcess::Start(argv, log, [](const std::string&) {});
-  EXPECT_TRUE(child.ok()) << child.status();
-  if (!child.ok()) return -1;
-  std::optional<int> code = (*child)->WaitFor(limit);
-  const int exit_code = code.has_value() ? *code : (*child)->Kill();
-  (*child)->JoinOutput();
-  return exit_code;
-}
 
 /// The measured bars of a timeline row, in order.
 std::vector<xmlNode*> MeasuredBarsOfRow(xmlNode* row) {
@@ -153,12 +138,12 @@ TEST(MeasuredTimelineJobTest, TheSvgShowsWhatTheWorkersRecorded) {
   // The planner recorded the step's plan and reports in its state
   // directory: `dcp timeline` draws the same rows and measured bars.
   const std::string state_svg = absl::StrCat(dir, "/state_step1.svg");
-  ASSERT_EQ(RunToEnd({Runfile("planner/cli/dcp"), "timeline",
-                      absl::StrCat("--state-dir=", dir, "/planner_state"),
-                      "--step=1", absl::StrCat("--out=", state_svg)},
-                     absl::StrCat(dir, "/dcp_timeline.log"), absl::Minutes(1)),
-            0)
-      << FileText(absl::StrCat(dir, "/dcp_timeline.log"));
+  const JobRun timeline =
+      RunToEnd({Runfile("planner/cli/dcp"), "timeline",
+                absl::StrCat("--state-dir=", dir, "/planner_state"), "--step=1",
+                absl::StrCat("--out=", state_svg)},
+               absl::StrCat(dir, "/dcp_timeline.log"), absl::Minutes(1));
+  ASSERT_EQ(timeline.exit_code, 0) << timeline.output;
   const MarkupDocument recorded = MarkupDocument::ParseXml(FileText(state_svg));
   ASSERT_NE(recorded.doc, nullptr) << "not well-formed XML";
   EXPECT_EQ(Attribute(recorded.Select("/*")[0], "data-num-ranks"), "2");
@@ -181,17 +166,17 @@ TEST(MeasuredTimelineJobTest, TheSvgShowsWhatTheWorkersRecorded) {
 TEST(MeasuredTimelineJobTest, APlannerStateDirThatHoldsFilesIsAUsageError) {
   const std::string dir = FreshTestDir("used_planner_state");
   { std::ofstream(absl::StrCat(dir, "/job.pb")) << ""; }
-  EXPECT_EQ(RunToEnd({Runfile("launcher/dcp_local_job"),
-                      absl::StrCat("--planner-state-dir=", dir)},
-                     "/dev/null", absl::Minutes(1)),
-            2);
+  const JobRun run = RunToEnd({Runfile("launcher/dcp_local_job"),
+                               absl::StrCat("--planner-state-dir=", dir)},
+                              "/dev/null", absl::Minutes(1));
+  EXPECT_EQ(run.exit_code, 2) << run.output;
 }
 
 TEST(MeasuredTimelineJobTest, ATimelineStepPastTheRunIsAUsageError) {
-  EXPECT_EQ(RunToEnd({Runfile("launcher/dcp_local_job"), "--steps=2",
-                      "--timeline-step=2"},
-                     "/dev/null", absl::Minutes(1)),
-            2);
+  const JobRun run = RunToEnd(
+      {Runfile("launcher/dcp_local_job"), "--steps=2", "--timeline-step=2"},
+      "/dev/null", absl::Minutes(1));
+  EXPECT_EQ(run.exit_code, 2) << run.output;
 }
 
 }  // namespace
