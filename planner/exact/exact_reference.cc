@@ -159,17 +159,10 @@ class MinMaxAssignment {
 absl::StatusOr<ExactReference> ComputeExactReference(
     const CostModel& cost_model, absl::Span<const int> sp_sizes,
     absl::Span<const int64_t> lengths_tokens) {
-  if (absl::Status status = ValidateBatch(lengths_tokens); !status.ok()) {
-    return status;
-  }
-  const int n = static_cast<int>(lengths_tokens.size());
-  if (n > kMaxExactReferenceSequences) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "the exact reference takes at most ", kMaxExactReferenceSequences,
-        " sequences; the batch has ", n));
-  }
-  absl::StatusOr<std::vector<int>> sizes = LegalSpSizes(cost_model, sp_sizes);
+  absl::StatusOr<std::vector<int>> sizes = SmallBatchSpSizes(
+      cost_model, sp_sizes, lengths_tokens, kMaxExactReferenceSequences, "the exact reference");
   if (!sizes.ok()) return sizes.status();
+  const int n = static_cast<int>(lengths_tokens.size());
   const uint32_t full = (1u << n) - 1;
   const double allreduce = cost_model.GradientAllReduceSeconds();
   std::vector<SizeTable> tables;

@@ -427,17 +427,10 @@ absl::StatusOr<MilpReference> ComputeMilpReference(
     const CostModel& cost_model, absl::Span<const int> sp_sizes,
     absl::Span<const int64_t> lengths_tokens,
     const MilpReferenceOptions& options) {
-  if (absl::Status status = ValidateBatch(lengths_tokens); !status.ok()) {
-    return status;
-  }
-  const int n = static_cast<int>(lengths_tokens.size());
-  if (n > kMaxMilpReferenceSequences) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "the MILP reference takes at most ", kMaxMilpReferenceSequences,
-        " sequences; the batch has ", n));
-  }
-  absl::StatusOr<std::vector<int>> sizes = LegalSpSizes(cost_model, sp_sizes);
+  absl::StatusOr<std::vector<int>> sizes = SmallBatchSpSizes(
+      cost_model, sp_sizes, lengths_tokens, kMaxMilpReferenceSequences, "the MILP reference");
   if (!sizes.ok()) return sizes.status();
+  const int n = static_cast<int>(lengths_tokens.size());
   std::vector<AffineSize> affine;
   for (int size : *sizes) {
     absl::StatusOr<AffineSize> a =

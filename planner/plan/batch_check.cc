@@ -81,6 +81,21 @@ absl::StatusOr<std::vector<int>> LegalSpSizes(const CostModel& cost_model,
   return sizes;
 }
 
+absl::StatusOr<std::vector<int>> SmallBatchSpSizes(
+    const CostModel& cost_model, absl::Span<const int> requested,
+    absl::Span<const int64_t> lengths_tokens, int max_sequences,
+    absl::string_view solver) {
+  if (absl::Status status = ValidateBatch(lengths_tokens); !status.ok()) {
+    return status;
+  }
+  if (static_cast<int64_t>(lengths_tokens.size()) > max_sequences) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(solver, " takes at most ", max_sequences,
+                     " sequences; the batch has ", lengths_tokens.size()));
+  }
+  return LegalSpSizes(cost_model, requested);
+}
+
 absl::StatusOr<int> LargestPowerOfTwoCpSize(const CostModel& cost_model,
                                             absl::Span<const int> requested,
                                             absl::string_view strategy) {

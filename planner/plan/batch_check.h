@@ -25,6 +25,14 @@ absl::Status ValidateBatch(absl::Span<const int64_t> lengths_tokens);
 absl::StatusOr<std::vector<int>> LegalSpSizes(const CostModel& cost_model,
                                               absl::Span<const int> requested);
 
+/// For solvers that only take small batches: ValidateBatch, then
+/// INVALID_ARGUMENT when the batch has more than `max_sequences` sequences
+/// (naming `solver`, e.g. "the MILP reference"), then LegalSpSizes.
+absl::StatusOr<std::vector<int>> SmallBatchSpSizes(
+    const CostModel& cost_model, absl::Span<const int> requested,
+    absl::Span<const int64_t> lengths_tokens, int max_sequences,
+    absl::string_view solver);
+
 /// The largest CP size a Megatron-style scheduler (CP sizes the powers of
 /// two from 1) may use over the legal SP sizes of `requested`: the largest
 /// power of two all of whose smaller powers of two are legal too.

@@ -104,6 +104,27 @@ TEST(LegalSpSizesTest, RequestedSizesAreSortedAndDeduplicated) {
               ElementsAre(2, 8));
 }
 
+TEST(SmallBatchSpSizesTest, ChecksTheBatchItsSizeAndTheSpSizes) {
+  const CostModel llama = MakeCostModel("llama3-8b", 1, 4);
+  const std::vector<int64_t> three = {100, 200, 300};
+  EXPECT_THAT(*SmallBatchSpSizes(llama, {}, three, 3, "the solver"),
+              ElementsAre(1, 2, 4));
+  absl::StatusOr<std::vector<int>> too_many =
+      SmallBatchSpSizes(llama, {}, three, 2, "the solver");
+  EXPECT_EQ(too_many.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(too_many.status().message(),
+              HasSubstr("the solver takes at most 2 sequences; the batch "
+                        "has 3"));
+  EXPECT_EQ(SmallBatchSpSizes(llama, {}, std::vector<int64_t>{100, 0}, 3,
+                              "the solver")
+                .status(),
+            ValidateBatch(std::vector<int64_t>{100, 0}));
+  EXPECT_EQ(SmallBatchSpSizes(llama, std::vector<int>{3}, three, 3,
+                              "the solver")
+                .status(),
+            LegalSpSizes(llama, std::vector<int>{3}).status());
+}
+
 TEST(LargestPowerOfTwoCpSizeTest, StopsAtTheFirstMissingPowerOfTwo) {
   const CostModel llama = MakeCostModel("llama3-8b", 4, 8);
   EXPECT_EQ(*LargestPowerOfTwoCpSize(llama, {}, "peer"), 32);
