@@ -1,6 +1,8 @@
 #include "planner/client/proto_convert.h"
 
+#include <cmath>
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -17,10 +19,82 @@
 namespace dcp {
 namespace {
 
+using ::google::protobuf::FieldDescriptor;
 using ::google::protobuf::util::MessageDifferencer;
 using ::testing::HasSubstr;
 
 ModelSpec Llama8b() { return ModelPreset("llama3-8b").value(); }
+
+// A `Message` with every field set, through reflection, to a distinct
+// non-zero value that both its wire type and its core member carry exactly:
+// whole numbers below 2^53, true, the field's name.
+template <typename Message>
+Message EveryFieldSet() {
+  Message message;
+  const google::protobuf::Descriptor& descriptor = *message.GetDescriptor();
+  const google::protobuf::Reflection& reflection = *message.GetReflection();
+  for (int i = 0; i < descriptor.field_count(); ++i) {
+    const FieldDescriptor* field = descriptor.field(i);
+    const int number = field->number();
+    switch (field->is_repeated() ? FieldDescriptor::CPPTYPE_MESSAGE
+                                 : field->cpp_type()) {
+      case FieldDescriptor::CPPTYPE_DOUBLE:
+        reflection.SetDouble(&message, field, number + 0.25);
+        break;
+      case FieldDescriptor::CPPTYPE_INT32:
+        reflection.SetInt32(&message, field, 100 + number);
+        break;
+      case FieldDescriptor::CPPTYPE_INT64:
+        reflection.SetInt64(&message, field, (int64_t{1} << 40) + number);
+        break;
+      case FieldDescriptor::CPPTYPE_BOOL:
+        reflection.SetBool(&message, field, true);
+        break;
+      case FieldDescriptor::CPPTYPE_STRING:
+        reflection.SetString(&message, field, field->name());
+        break;
+      default:
+        ADD_FAILURE() << field->full_name() << ": no test value for its type";
+    }
+  }
+  std::vector<const FieldDescriptor*> set;
+  reflection.ListFields(message, &set);
+  EXPECT_EQ(static_cast<int>(set.size()), descriptor.field_count())
+      << message.ShortDebugString();
+  return message;
+}
+
+// Every wire field survives FromProto then ToProto: a field missing from
+// either direction comes back as 0.
+template <typename Message, typename Core>
+void ExpectEveryWireFieldRoundTrips(Core (*from_proto)(const Message&),
+                                    Message (*to_proto)(const Core&)) {
+  const Message sent = EveryFieldSet<Message>();
+  const Message back = to_proto(from_proto(sent));
+  EXPECT_TRUE(MessageDifferencer::Equals(back, sent))
+      << "sent:     " << sent.ShortDebugString()
+      << "\ngot back: " << back.ShortDebugString();
+}
+
+TEST(ProtoConvertTest, ModelSpecKeepsEveryWireField) {
+  ExpectEveryWireFieldRoundTrips(ModelSpecFromProto, ModelSpecToProto);
+}
+
+TEST(ProtoConvertTest, ClusterSpecKeepsEveryWireField) {
+  ExpectEveryWireFieldRoundTrips(ClusterSpecFromProto, ClusterSpecToProto);
+}
+
+TEST(ProtoConvertTest, ComputeParamsKeepsEveryWireField) {
+  ExpectEveryWireFieldRoundTrips(ComputeParamsFromProto, ComputeParamsToProto);
+}
+
+TEST(ProtoConvertTest, MemoryParamsKeepsEveryWireField) {
+  ExpectEveryWireFieldRoundTrips(MemoryParamsFromProto, MemoryParamsToProto);
+}
+
+TEST(ProtoConvertTest, CommParamsKeepsEveryWireField) {
+  ExpectEveryWireFieldRoundTrips(CommParamsFromProto, CommParamsToProto);
+}
 
 TEST(ProtoConvertTest, ModelSpecRoundTrips) {
   for (const std::string& name : ModelPresetNames()) {
@@ -44,6 +118,28 @@ TEST(ProtoConvertTest, ClusterSpecRoundTrips) {
   EXPECT_EQ(proto.gpu_memory_bytes(), 141000000000);
   EXPECT_EQ(ClusterSpecToJson(ClusterSpecFromProto(proto)),
             ClusterSpecToJson(spec));
+}
+
+TEST(ProtoConvertTest, ClusterSpecMemoryIsRoundedAndSaturatesOnTheWire) {
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
+  const struct {
+    double bytes;
+    int64_t wire;
+  } cases[] = {
+      {2.5, 3},
+      {-2.5, -3},
+      {1e300, kMax},
+      {std::numeric_limits<double>::infinity(), kMax},
+      {9223372036854775808.0, kMax},  // 2^63
+      {-1e300, kMin},
+      {std::numeric_limits<double>::quiet_NaN(), 0},
+  };
+  for (const auto& [bytes, wire] : cases) {
+    ClusterSpec spec;
+    spec.gpu_memory_bytes = bytes;
+    EXPECT_EQ(ClusterSpecToProto(spec).gpu_memory_bytes(), wire) << bytes;
+  }
 }
 
 TEST(ProtoConvertTest, CostParamsRoundTripExactly) {
