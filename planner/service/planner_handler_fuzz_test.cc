@@ -23,6 +23,8 @@
 #include "common/fake_clock.h"
 #include "cost_model/cost_model.h"
 #include "cost_model/fitting.h"
+#include "google/protobuf/descriptor.h"
+#include "google/protobuf/message.h"
 #include "gtest/gtest.h"
 #include "planner/client/proto_convert.h"
 #include "planner/service/planner_handler.h"
@@ -132,6 +134,7 @@ class Fuzzer {
     if (Chance(0.2)) request.set_gpu_memory_bytes(Int64());
     if (Chance(0.1)) request.set_gpu_kind(String());
     if (Chance(0.1)) request.set_libtorch_version(String());
+    if (Chance(0.2)) MutateField(request);
     return request;
   }
 
@@ -174,7 +177,7 @@ class Fuzzer {
         *request.add_samples() = sample;
       }
       if (Chance(0.5) && request.samples_size() > 0) {
-        MutateSample(
+        MutateField(
             *request.mutable_samples(Uniform(0, request.samples_size() - 1)));
       }
       return request;
@@ -185,46 +188,60 @@ class Fuzzer {
       if (!valid_profile_.empty()) {
         *sample = valid_profile_[Uniform(0, valid_profile_.size() - 1)];
       }
-      if (Chance(0.5)) MutateSample(*sample);
+      if (Chance(0.5)) MutateField(*sample);
     }
     return request;
   }
 
-  void MutateSample(v1::ProfileSample& sample) {
-    switch (Uniform(0, 10)) {
-      case 0:
-        sample.set_op(static_cast<v1::ProfileSample::Op>(Uniform(-1, 9)));
+  // Sets one field of `message`, drawn from all its singular scalar fields
+  // (so that a field added to the message is fuzzed too), to a value of its
+  // type: edge values, enum numbers one past either end of the enum, or a
+  // flipped bool.
+  void MutateField(google::protobuf::Message& message) {
+    using google::protobuf::FieldDescriptor;
+    const google::protobuf::Descriptor& descriptor = *message.GetDescriptor();
+    const google::protobuf::Reflection& reflection = *message.GetReflection();
+    std::vector<const FieldDescriptor*> fields;
+    for (int i = 0; i < descriptor.field_count(); ++i) {
+      const FieldDescriptor* field = descriptor.field(i);
+      if (!field->is_repeated() &&
+          field->cpp_type() != FieldDescriptor::CPPTYPE_MESSAGE) {
+        fields.push_back(field);
+      }
+    }
+    ASSERT_FALSE(fields.empty()) << descriptor.full_name();
+    const FieldDescriptor* field = fields[Uniform(0, fields.size() - 1)];
+    switch (field->cpp_type()) {
+      case FieldDescriptor::CPPTYPE_INT32:
+        reflection.SetInt32(&message, field, Int32());
         break;
-      case 1:
-        sample.set_flops(Double());
+      case FieldDescriptor::CPPTYPE_INT64:
+        reflection.SetInt64(&message, field, Int64());
         break;
-      case 2:
-        sample.set_tokens(Int64());
+      case FieldDescriptor::CPPTYPE_DOUBLE:
+        reflection.SetDouble(&message, field, Double());
         break;
-      case 3:
-        sample.set_sum_squared_lengths(Double());
+      case FieldDescriptor::CPPTYPE_BOOL:
+        reflection.SetBool(&message, field,
+                           !reflection.GetBool(message, field));
         break;
-      case 4:
-        sample.set_sum_lengths(Int64());
+      case FieldDescriptor::CPPTYPE_STRING:
+        reflection.SetString(&message, field, String());
         break;
-      case 5:
-        sample.set_group_size(Int32());
+      case FieldDescriptor::CPPTYPE_ENUM: {
+        const google::protobuf::EnumDescriptor& values = *field->enum_type();
+        int lowest = 0;
+        int highest = 0;
+        for (int i = 0; i < values.value_count(); ++i) {
+          lowest = std::min(lowest, values.value(i)->number());
+          highest = std::max(highest, values.value(i)->number());
+        }
+        reflection.SetEnumValue(&message, field,
+                                Uniform(lowest - 1, highest + 1));
         break;
-      case 6:
-        sample.set_bytes(Int64());
-        break;
-      case 7:
-        sample.set_checkpointed_layers(Int32());
-        break;
-      case 8:
-        sample.set_measured_seconds(Double());
-        break;
-      case 9:
-        sample.set_measured_bytes(Int64());
-        break;
+      }
       default:
-        sample.set_inter_node(!sample.inter_node());
-        break;
+        FAIL() << "no fuzz values for " << field->full_name();
     }
   }
 
@@ -254,7 +271,9 @@ class Fuzzer {
       stats->set_communication_seconds(Chance(0.95) ? 1e-4 : Double());
       stats->set_idle_seconds(Chance(0.95) ? 0 : Double());
       stats->set_peak_memory_bytes(Chance(0.95) ? 1 << 30 : Int64());
+      if (Chance(0.1)) MutateField(*stats);
     }
+    if (Chance(0.1)) MutateField(request);
     return request;
   }
 
