@@ -36,6 +36,7 @@
 #include "common/status_macros.h"
 #include "cost_model/model_spec.h"
 #include "launcher/child_process.h"
+#include "launcher/job_summary.h"
 #include "launcher/local_job_config.h"
 #include "launcher/planner_port.h"
 #include "nlohmann/json.hpp"
@@ -453,88 +454,6 @@ absl::StatusOr<PhaseOutcome> RunWorkers(const Config& config,
   return outcome;
 }
 
-/// A peer strategy's run beside dcp's.
-struct PeerRun {
-  std::string name;
-  RunSummary summary;
-};
-
-// Steps of `run` its means leave out when they can: step 0 also creates
-// the SP groups' communicators.
-size_t WarmSteps(const RunSummary& run) { return run.steps.size() > 1 ? 1 : 0; }
-
-void PrintReport(const RunSummary& dcp, const std::vector<PeerRun>& peers) {
-  PrintLine("");
-  PrintLine("== summary ==");
-  if (dcp.steps.empty()) {
-    PrintLine("no dcp steps ran");
-    return;
-  }
-  // The peers' runs that ran a step, beside dcp's.
-  std::vector<const PeerRun*> ran;
-  size_t width = 3;
-  for (const PeerRun& peer : peers) {
-    if (peer.summary.steps.empty()) continue;
-    ran.push_back(&peer);
-    width = std::max(width, peer.name.size());
-  }
-  const auto mean_line = [width](const std::string& name,
-                                 const RunSummary& run) {
-    return absl::StrFormat(
-        "%s (%d steps): mean step %.3f s measured, %.3f s predicted "
-        "(without step 0: %.3f s measured)",
-        absl::StrCat(name, std::string(width - name.size(), ' ')),
-        run.steps.size(), run.MeanMeasuredSeconds(),
-        run.MeanPredictedSeconds(), run.MeanMeasuredSeconds(WarmSteps(run)));
-  };
-  PrintLine(mean_line("dcp", dcp));
-  for (const PeerRun* peer : ran) PrintLine(mean_line(peer->name, peer->summary));
-  for (const PeerRun* peer : ran) {
-    const RunSummary& run = peer->summary;
-    PrintLine(absl::StrFormat(
-        "measured speedup dcp vs %s: %.2fx (without step 0: %.2fx); "
-        "predicted %.2fx",
-        peer->name, run.MeanMeasuredSeconds() / dcp.MeanMeasuredSeconds(),
-        run.MeanMeasuredSeconds(WarmSteps(run)) /
-            dcp.MeanMeasuredSeconds(WarmSteps(dcp)),
-        run.MeanPredictedSeconds() / dcp.MeanPredictedSeconds()));
-  }
-  for (const PeerRun* peer : ran) {
-    const RunSummary& run = peer->summary;
-    double max_difference = 0;
-    const size_t common = std::min(dcp.steps.size(), run.steps.size());
-    for (size_t i = 0; i < common; ++i) {
-      max_difference = std::max(
-          max_difference, std::abs(dcp.steps[i].loss - run.steps[i].loss));
-    }
-    PrintLine(absl::StrFormat(
-        "same batches, same model: max |loss dcp - loss %s| = %.2g over "
-        "%d steps",
-        peer->name, max_difference, common));
-  }
-  PrintLine(absl::StrFormat(
-      "cost model error (dcp): mean |predicted - measured| / measured = "
-      "%.1f%% over %d steps (%.1f%% without step 0)",
-      100 * dcp.MeanRelativeError(), dcp.steps.size(),
-      100 * dcp.MeanRelativeError(WarmSteps(dcp))));
-  // The medians the cost model is held to, and whether the online refit
-  // brings the error down over the run.
-  const auto median_line = [](const std::string& label, const RunSummary& run) {
-    const size_t n = run.steps.size();
-    const size_t few = std::min<size_t>(3, n);
-    return absl::StrFormat(
-        "cost model error (%s): median %.1f%% over %d steps; first %d steps "
-        "%.1f%%, last %d steps %.1f%%",
-        label, 100 * run.MedianRelativeError(), n, few,
-        100 * run.MedianRelativeError(0, few), few,
-        100 * run.MedianRelativeError(n - few));
-  };
-  PrintLine(median_line("dcp", dcp));
-  for (const PeerRun* peer : ran) {
-    PrintLine(median_line(peer->name, peer->summary));
-  }
-}
-
 /// The cost-model breakdown of each run and --timeline-step's pictures
 /// (launcher/timeline_output.h).
 absl::Status ReportMeasuredRuns(const Config& config, const RunSummary& dcp,
@@ -671,7 +590,9 @@ absl::Status RunJob(Config& config) {
     peers.push_back({name, std::move(outcome->summary)});
   }
   StopPlanner(*planner);
-  PrintReport(dcp->summary, peers);
+  for (const std::string& line : JobSummaryLines(dcp->summary, peers)) {
+    PrintLine(line);
+  }
   return ReportMeasuredRuns(config, dcp->summary, peers);
 }
 
