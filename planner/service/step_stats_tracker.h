@@ -162,6 +162,44 @@ class StepStatsTracker {
   std::map<MicroBatchRefit::Row, int> fit_row_counts_ ABSL_GUARDED_BY(mu_);
   void RemoveFitRow(const MicroBatchRefit::Row& row, double seconds)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // Record's steps.
+  /// Notes `step` as the first step reported if none earlier was, and says
+  /// whether it is one of the warm-up steps.
+  bool NoteStepAndIsWarmUp(int64_t step) ABSL_LOCKS_EXCLUDED(mu_);
+  /// Fills `report`'s refit observations of epoch `refit_epoch` from the
+  /// micro-batches of `request`, predicted at the fitted parameters (the
+  /// plan's predictions over its version's corrections).
+  static void ObserveMicroBatches(const v1::ReportStepStatsRequest& request,
+                                  const GroupSummary& group,
+                                  double plan_correction,
+                                  double plan_communication_correction,
+                                  double plan_sp_compute_correction,
+                                  int64_t refit_epoch, RankReport& report);
+  /// Empties the refit sums when the parameters' refit epoch moved on to
+  /// `refit_epoch`.
+  void StartOverOnNewFit(int64_t refit_epoch)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// Takes a rank's earlier report of a step back out of the error and
+  /// refit sums.
+  void TakeOutOfSums(const RankReport& old) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// Adds `report` to the error and refit sums; its fit rows are cut to
+  /// those the micro-batch refit counted.
+  void CountInSums(RankReport& report) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// Marks `step_reports` (of `step`, planned as `plan`) as unrecorded;
+  /// once every rank with a group in the plan reported, returns the records
+  /// of it and of the earlier steps unrecorded, marking them recorded.
+  std::vector<v1::StepReportsRecord> ReportsToRecord(int64_t step,
+                                                     const PlannedStep& plan,
+                                                     StepReports& step_reports)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// (slowest - mean) / slowest step time of a step every rank reported.
+  double Imbalance(const StepReports& reports) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// Fills `outcome`'s refit fields from the sums of the current refit
+  /// epoch; `fitted` is the profile fit's compute parameters.
+  void OfferRefit(const ComputeParams& fitted, Outcome& outcome) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   /// The micro-batch fit replaces the single factor only where that factor
   /// leaves a root-mean-square relative error above this over the window's
   /// rows...
