@@ -1,3 +1,9 @@
+// WorkerAgent::Run as AgentRun, one rank's run: register, join the world,
+// profile, then per step fetch, execute and report, with checkpoints and
+// stops at step boundaries. Over 600 lines: the phases are modules of their
+// own (agent.h); what stays here is their sequencing over the run's shared
+// state (placement, communicator, model, executor), one class.
+
 #include "worker/agent.h"
 
 #include <algorithm>

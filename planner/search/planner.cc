@@ -3,7 +3,9 @@
 // greedy assignment to each, packing each group into micro-batches and
 // pricing them, refinement of the best (refinement.h), group-size changes
 // on small batches, and all-reduce hiding. Planner::PlanBatch at the end is
-// the only public entry.
+// the only public entry. Over 600 lines: these steps share PlanSearch's
+// state (the batch table, the legal SP sizes, the ranked layouts and the
+// options being tried), one class.
 
 #include "planner/search/planner.h"
 

@@ -2,7 +2,9 @@
 // submit, fetch, train, report) as LoadTestRun's phases. Its client threads
 // are load_test_threads.h, its simulated workers load_test_worker.h, what
 // it counts of the planner counting_planner_metrics.h, and its command line
-// load_test_command_line.cc.
+// load_test_command_line.cc. Over 600 lines: LoadTestRun's phases share the
+// run's state (the planner, its connections, the simulated workers and the
+// latency rows), one class.
 
 #include "planner/service/load_test.h"
 
@@ -85,13 +87,6 @@ absl::Status ValidateOptions(const LoadTestOptions& options) {
   }
   return absl::OkStatus();
 }
-
-}  // namespace
-
-// ---------------------------------------------------------------------------
-// The load test.
-
-namespace {
 
 /// One run of the scenario: the planner and its connections, the simulated
 /// workers and the latency rows, shared by the phases Run goes through in

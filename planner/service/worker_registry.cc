@@ -1,3 +1,8 @@
+// WorkerRegistry: registration, placement of ranks, incarnation and job
+// checks, liveness and the world's completeness. Over 600 lines: they all
+// read and write the one worker table under the one mutex, so they stay in
+// one class.
+
 #include "planner/service/worker_registry.h"
 
 #include <algorithm>

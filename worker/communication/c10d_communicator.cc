@@ -1,6 +1,10 @@
 // Communicator over PyTorch's c10d: a TCPStore for rendezvous (server on rank
 // 0), ProcessGroupGloo (or ProcessGroupNCCL in a CUDA LibTorch) per group, and
 // one PrefixStore namespace per group so that groups never share keys.
+// Over 600 lines: the group (C10dGroup, every collective with its timeout
+// and error mapping) and the communicator that creates and caches groups
+// over one store are the one adapter to c10d, the only file that includes
+// its headers.
 
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
