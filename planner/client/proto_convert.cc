@@ -1,286 +1,214 @@
 #include "planner/client/proto_convert.h"
 
 #include <algorithm>
-#include <cmath>
+#include <cstddef>
 #include <iterator>
-#include <limits>
 #include <string>
 #include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "cost_model/comm_model.h"
 #include "planner/client/batch_fingerprint.h"
+#include "planner/client/wire_fields.h"
 
 namespace dcp {
 namespace {
 
-// Rounds to the nearest int64, saturating at the type's range (NaN -> 0), for
-// core quantities kept as doubles that the wire carries as integers.
-int64_t RoundToInt64(double value) {
-  if (std::isnan(value)) return 0;
-  constexpr double kMax = 9.2233720368547748e18;  // 2^63, not representable
-  if (value >= kMax) return std::numeric_limits<int64_t>::max();
-  if (value <= -kMax) return std::numeric_limits<int64_t>::min();
-  return std::llround(value);
+// Each core struct's members and the wire fields that carry them, for both
+// directions (wire_fields.h).
+
+constexpr WireField<ModelSpec> kModelSpecFields[] = {
+    {"name", &ModelSpec::name},
+    {"num_layers", &ModelSpec::num_layers},
+    {"hidden_size", &ModelSpec::hidden_size},
+    {"num_attention_heads", &ModelSpec::num_attention_heads},
+    {"num_kv_heads", &ModelSpec::num_kv_heads},
+    {"ffn_hidden_size", &ModelSpec::ffn_hidden_size},
+    {"vocab_size", &ModelSpec::vocab_size},
+    {"dtype_bytes", &ModelSpec::dtype_bytes},
+    {"causal", &ModelSpec::causal},
+    {"gated_mlp", &ModelSpec::gated_mlp},
+    {"adaln_modulation", &ModelSpec::adaln_modulation},
+};
+
+constexpr WireField<ClusterSpec> kClusterSpecFields[] = {
+    {"num_nodes", &ClusterSpec::num_nodes},
+    {"gpus_per_node", &ClusterSpec::gpus_per_node},
+    {"gpu_memory_bytes", &ClusterSpec::gpu_memory_bytes},
+    {"usable_memory_fraction", &ClusterSpec::usable_memory_fraction},
+    {"peak_flops_per_second", &ClusterSpec::peak_flops_per_second},
+    {"gemm_flops_per_second", &ClusterSpec::gemm_flops_per_second},
+    {"hbm_bytes_per_second", &ClusterSpec::hbm_bytes_per_second},
+    {"intra_node_bus_bytes_per_second",
+     &ClusterSpec::intra_node_bus_bytes_per_second},
+    {"intra_node_latency_seconds", &ClusterSpec::intra_node_latency_seconds},
+    {"inter_node_bus_bytes_per_second",
+     &ClusterSpec::inter_node_bus_bytes_per_second},
+    {"inter_node_latency_seconds", &ClusterSpec::inter_node_latency_seconds},
+    {"allreduce_intra_bus_bytes_per_second",
+     &ClusterSpec::allreduce_intra_bus_bytes_per_second},
+};
+
+constexpr WireField<ComputeParams> kComputeParamsFields[] = {
+    {"gemm_flops_per_second", &ComputeParams::gemm_flops_per_second},
+    {"gemm_half_efficiency_tokens",
+     &ComputeParams::gemm_half_efficiency_tokens},
+    {"layer_fixed_seconds", &ComputeParams::layer_fixed_seconds},
+    {"attention_forward_flops_per_second",
+     &ComputeParams::attention_forward_flops_per_second},
+    {"attention_forward_half_length_tokens",
+     &ComputeParams::attention_forward_half_length_tokens},
+    {"attention_backward_flops_per_second",
+     &ComputeParams::attention_backward_flops_per_second},
+    {"attention_backward_half_length_tokens",
+     &ComputeParams::attention_backward_half_length_tokens},
+    {"elementwise_bytes_per_second",
+     &ComputeParams::elementwise_bytes_per_second},
+    {"micro_batch_fixed_seconds", &ComputeParams::micro_batch_fixed_seconds},
+    {"sequence_layer_fixed_seconds",
+     &ComputeParams::sequence_layer_fixed_seconds},
+    {"ulysses_layer_fixed_seconds",
+     &ComputeParams::ulysses_layer_fixed_seconds},
+    {"sp_compute_scale", &ComputeParams::sp_compute_scale},
+    {"optimizer_step_seconds", &ComputeParams::optimizer_step_seconds},
+};
+
+constexpr WireField<MemoryParams> kMemoryParamsFields[] = {
+    {"weight_bytes_per_parameter", &MemoryParams::weight_bytes_per_parameter},
+    {"gradient_bytes_per_parameter",
+     &MemoryParams::gradient_bytes_per_parameter},
+    {"optimizer_bytes_per_parameter",
+     &MemoryParams::optimizer_bytes_per_parameter},
+    {"zero1_optimizer_sharding", &MemoryParams::zero1_optimizer_sharding},
+    {"zero3_parameter_sharding", &MemoryParams::zero3_parameter_sharding},
+    {"fixed_bytes", &MemoryParams::fixed_bytes},
+    {"activation_bytes_per_token_per_layer",
+     &MemoryParams::activation_bytes_per_token_per_layer},
+    {"selective_bytes_per_token_per_layer",
+     &MemoryParams::selective_bytes_per_token_per_layer},
+    {"checkpoint_bytes_per_token_per_layer",
+     &MemoryParams::checkpoint_bytes_per_token_per_layer},
+    {"logits_bytes_per_token", &MemoryParams::logits_bytes_per_token},
+    {"backward_working_bytes_per_token",
+     &MemoryParams::backward_working_bytes_per_token},
+    {"communicator_bytes", &MemoryParams::communicator_bytes},
+    {"communicators_per_rank", &MemoryParams::communicators_per_rank},
+};
+
+constexpr WireField<CommParams> kCommParamsFields[] = {
+    {"all_to_all_intra_latency_seconds",
+     &CommParams::all_to_all_intra_latency_seconds},
+    {"all_to_all_intra_bus_bytes_per_second",
+     &CommParams::all_to_all_intra_bus_bytes_per_second},
+    {"all_to_all_inter_latency_seconds",
+     &CommParams::all_to_all_inter_latency_seconds},
+    {"all_to_all_inter_bus_bytes_per_second",
+     &CommParams::all_to_all_inter_bus_bytes_per_second},
+    {"all_reduce_intra_latency_seconds",
+     &CommParams::all_reduce_intra_latency_seconds},
+    {"all_reduce_intra_bus_bytes_per_second",
+     &CommParams::all_reduce_intra_bus_bytes_per_second},
+    {"all_reduce_inter_latency_seconds",
+     &CommParams::all_reduce_inter_latency_seconds},
+    {"all_reduce_inter_bus_bytes_per_second",
+     &CommParams::all_reduce_inter_bus_bytes_per_second},
+    {"reduce_scatter_intra_latency_seconds",
+     &CommParams::reduce_scatter_intra_latency_seconds},
+    {"reduce_scatter_intra_bus_bytes_per_second",
+     &CommParams::reduce_scatter_intra_bus_bytes_per_second},
+    {"reduce_scatter_inter_latency_seconds",
+     &CommParams::reduce_scatter_inter_latency_seconds},
+    {"reduce_scatter_inter_bus_bytes_per_second",
+     &CommParams::reduce_scatter_inter_bus_bytes_per_second},
+    {"all_gather_intra_latency_seconds",
+     &CommParams::all_gather_intra_latency_seconds},
+    {"all_gather_intra_bus_bytes_per_second",
+     &CommParams::all_gather_intra_bus_bytes_per_second},
+    {"all_gather_inter_latency_seconds",
+     &CommParams::all_gather_inter_latency_seconds},
+    {"all_gather_inter_bus_bytes_per_second",
+     &CommParams::all_gather_inter_bus_bytes_per_second},
+};
+
+// The struct that `fields` fills from `proto` over its defaults.
+template <typename Struct, size_t N>
+Struct FromProto(const WireField<Struct> (&fields)[N],
+                 const google::protobuf::Message& proto) {
+  Struct value;
+  CopyFromMessage(fields, proto, value);
+  return value;
+}
+
+// The message that `fields` fills from `value`.
+template <typename Proto, typename Struct, size_t N>
+Proto ToProto(const WireField<Struct> (&fields)[N], const Struct& value) {
+  Proto proto;
+  CopyToMessage(fields, value, proto);
+  return proto;
 }
 
 }  // namespace
 
 v1::ModelSpec ModelSpecToProto(const ModelSpec& spec) {
-  v1::ModelSpec proto;
-  proto.set_name(spec.name);
-  proto.set_num_layers(spec.num_layers);
-  proto.set_hidden_size(static_cast<int32_t>(spec.hidden_size));
-  proto.set_num_attention_heads(spec.num_attention_heads);
-  proto.set_num_kv_heads(spec.num_kv_heads);
-  proto.set_ffn_hidden_size(static_cast<int32_t>(spec.ffn_hidden_size));
-  proto.set_vocab_size(static_cast<int32_t>(spec.vocab_size));
-  proto.set_dtype_bytes(spec.dtype_bytes);
-  proto.set_causal(spec.causal);
-  proto.set_gated_mlp(spec.gated_mlp);
-  proto.set_adaln_modulation(spec.adaln_modulation);
-  return proto;
+  return ToProto<v1::ModelSpec>(kModelSpecFields, spec);
 }
 
 ModelSpec ModelSpecFromProto(const v1::ModelSpec& proto) {
-  ModelSpec spec;
-  spec.name = proto.name();
-  spec.num_layers = proto.num_layers();
-  spec.hidden_size = proto.hidden_size();
-  spec.num_attention_heads = proto.num_attention_heads();
-  spec.num_kv_heads = proto.num_kv_heads();
-  spec.ffn_hidden_size = proto.ffn_hidden_size();
-  spec.vocab_size = proto.vocab_size();
-  spec.dtype_bytes = proto.dtype_bytes();
-  spec.causal = proto.causal();
-  spec.gated_mlp = proto.gated_mlp();
-  spec.adaln_modulation = proto.adaln_modulation();
-  return spec;
+  return FromProto(kModelSpecFields, proto);
 }
 
 v1::ClusterSpec ClusterSpecToProto(const ClusterSpec& spec) {
-  v1::ClusterSpec proto;
-  proto.set_num_nodes(spec.num_nodes);
-  proto.set_gpus_per_node(spec.gpus_per_node);
-  proto.set_gpu_memory_bytes(RoundToInt64(spec.gpu_memory_bytes));
-  proto.set_usable_memory_fraction(spec.usable_memory_fraction);
-  proto.set_peak_flops_per_second(spec.peak_flops_per_second);
-  proto.set_gemm_flops_per_second(spec.gemm_flops_per_second);
-  proto.set_hbm_bytes_per_second(spec.hbm_bytes_per_second);
-  proto.set_intra_node_bus_bytes_per_second(
-      spec.intra_node_bus_bytes_per_second);
-  proto.set_intra_node_latency_seconds(spec.intra_node_latency_seconds);
-  proto.set_inter_node_bus_bytes_per_second(
-      spec.inter_node_bus_bytes_per_second);
-  proto.set_inter_node_latency_seconds(spec.inter_node_latency_seconds);
-  proto.set_allreduce_intra_bus_bytes_per_second(
-      spec.allreduce_intra_bus_bytes_per_second);
-  return proto;
+  return ToProto<v1::ClusterSpec>(kClusterSpecFields, spec);
 }
 
 ClusterSpec ClusterSpecFromProto(const v1::ClusterSpec& proto) {
-  ClusterSpec spec;
-  spec.num_nodes = proto.num_nodes();
-  spec.gpus_per_node = proto.gpus_per_node();
-  spec.gpu_memory_bytes = static_cast<double>(proto.gpu_memory_bytes());
-  spec.usable_memory_fraction = proto.usable_memory_fraction();
-  spec.peak_flops_per_second = proto.peak_flops_per_second();
-  spec.gemm_flops_per_second = proto.gemm_flops_per_second();
-  spec.hbm_bytes_per_second = proto.hbm_bytes_per_second();
-  spec.intra_node_bus_bytes_per_second =
-      proto.intra_node_bus_bytes_per_second();
-  spec.intra_node_latency_seconds = proto.intra_node_latency_seconds();
-  spec.inter_node_bus_bytes_per_second =
-      proto.inter_node_bus_bytes_per_second();
-  spec.inter_node_latency_seconds = proto.inter_node_latency_seconds();
-  spec.allreduce_intra_bus_bytes_per_second =
-      proto.allreduce_intra_bus_bytes_per_second();
-  return spec;
+  return FromProto(kClusterSpecFields, proto);
 }
 
 v1::ComputeParams ComputeParamsToProto(const ComputeParams& params) {
-  v1::ComputeParams proto;
-  proto.set_gemm_flops_per_second(params.gemm_flops_per_second);
-  proto.set_gemm_half_efficiency_tokens(params.gemm_half_efficiency_tokens);
-  proto.set_layer_fixed_seconds(params.layer_fixed_seconds);
-  proto.set_attention_forward_flops_per_second(
-      params.attention_forward_flops_per_second);
-  proto.set_attention_forward_half_length_tokens(
-      params.attention_forward_half_length_tokens);
-  proto.set_attention_backward_flops_per_second(
-      params.attention_backward_flops_per_second);
-  proto.set_attention_backward_half_length_tokens(
-      params.attention_backward_half_length_tokens);
-  proto.set_elementwise_bytes_per_second(params.elementwise_bytes_per_second);
-  proto.set_micro_batch_fixed_seconds(params.micro_batch_fixed_seconds);
-  proto.set_sequence_layer_fixed_seconds(params.sequence_layer_fixed_seconds);
-  proto.set_ulysses_layer_fixed_seconds(params.ulysses_layer_fixed_seconds);
-  proto.set_sp_compute_scale(params.sp_compute_scale);
-  proto.set_optimizer_step_seconds(params.optimizer_step_seconds);
-  return proto;
+  return ToProto<v1::ComputeParams>(kComputeParamsFields, params);
 }
 
 ComputeParams ComputeParamsFromProto(const v1::ComputeParams& proto) {
-  ComputeParams params;
-  params.gemm_flops_per_second = proto.gemm_flops_per_second();
-  params.gemm_half_efficiency_tokens = proto.gemm_half_efficiency_tokens();
-  params.layer_fixed_seconds = proto.layer_fixed_seconds();
-  params.attention_forward_flops_per_second =
-      proto.attention_forward_flops_per_second();
-  params.attention_forward_half_length_tokens =
-      proto.attention_forward_half_length_tokens();
-  params.attention_backward_flops_per_second =
-      proto.attention_backward_flops_per_second();
-  params.attention_backward_half_length_tokens =
-      proto.attention_backward_half_length_tokens();
-  params.elementwise_bytes_per_second = proto.elementwise_bytes_per_second();
-  params.micro_batch_fixed_seconds = proto.micro_batch_fixed_seconds();
-  params.sequence_layer_fixed_seconds = proto.sequence_layer_fixed_seconds();
-  params.ulysses_layer_fixed_seconds = proto.ulysses_layer_fixed_seconds();
+  ComputeParams params = FromProto(kComputeParamsFields, proto);
   // Unset (a message from before the field) is the identity.
-  params.sp_compute_scale =
-      proto.sp_compute_scale() == 0 ? 1.0 : proto.sp_compute_scale();
-  params.optimizer_step_seconds = proto.optimizer_step_seconds();
+  if (params.sp_compute_scale == 0) params.sp_compute_scale = 1.0;
   return params;
 }
 
 v1::MemoryParams MemoryParamsToProto(const MemoryParams& params) {
-  v1::MemoryParams proto;
-  proto.set_weight_bytes_per_parameter(params.weight_bytes_per_parameter);
-  proto.set_gradient_bytes_per_parameter(params.gradient_bytes_per_parameter);
-  proto.set_optimizer_bytes_per_parameter(params.optimizer_bytes_per_parameter);
-  proto.set_zero1_optimizer_sharding(params.zero1_optimizer_sharding);
-  proto.set_zero3_parameter_sharding(params.zero3_parameter_sharding);
-  proto.set_fixed_bytes(params.fixed_bytes);
-  proto.set_activation_bytes_per_token_per_layer(
-      params.activation_bytes_per_token_per_layer);
-  proto.set_selective_bytes_per_token_per_layer(
-      params.selective_bytes_per_token_per_layer);
-  proto.set_checkpoint_bytes_per_token_per_layer(
-      params.checkpoint_bytes_per_token_per_layer);
-  proto.set_logits_bytes_per_token(params.logits_bytes_per_token);
-  proto.set_backward_working_bytes_per_token(
-      params.backward_working_bytes_per_token);
-  proto.set_communicator_bytes(params.communicator_bytes);
-  proto.set_communicators_per_rank(params.communicators_per_rank);
-  return proto;
+  return ToProto<v1::MemoryParams>(kMemoryParamsFields, params);
 }
 
 MemoryParams MemoryParamsFromProto(const v1::MemoryParams& proto) {
-  MemoryParams params;
-  params.weight_bytes_per_parameter = proto.weight_bytes_per_parameter();
-  params.gradient_bytes_per_parameter = proto.gradient_bytes_per_parameter();
-  params.optimizer_bytes_per_parameter = proto.optimizer_bytes_per_parameter();
-  params.zero1_optimizer_sharding = proto.zero1_optimizer_sharding();
-  params.zero3_parameter_sharding = proto.zero3_parameter_sharding();
-  params.fixed_bytes = proto.fixed_bytes();
-  params.activation_bytes_per_token_per_layer =
-      proto.activation_bytes_per_token_per_layer();
-  params.selective_bytes_per_token_per_layer =
-      proto.selective_bytes_per_token_per_layer();
-  params.checkpoint_bytes_per_token_per_layer =
-      proto.checkpoint_bytes_per_token_per_layer();
-  params.logits_bytes_per_token = proto.logits_bytes_per_token();
-  params.backward_working_bytes_per_token =
-      proto.backward_working_bytes_per_token();
-  params.communicator_bytes = proto.communicator_bytes();
-  params.communicators_per_rank = proto.communicators_per_rank();
-  return params;
+  return FromProto(kMemoryParamsFields, proto);
 }
 
 v1::CommParams CommParamsToProto(const CommParams& params) {
-  v1::CommParams proto;
-  proto.set_all_to_all_intra_latency_seconds(
-      params.all_to_all_intra_latency_seconds);
-  proto.set_all_to_all_intra_bus_bytes_per_second(
-      params.all_to_all_intra_bus_bytes_per_second);
-  proto.set_all_to_all_inter_latency_seconds(
-      params.all_to_all_inter_latency_seconds);
-  proto.set_all_to_all_inter_bus_bytes_per_second(
-      params.all_to_all_inter_bus_bytes_per_second);
-  proto.set_all_reduce_intra_latency_seconds(
-      params.all_reduce_intra_latency_seconds);
-  proto.set_all_reduce_intra_bus_bytes_per_second(
-      params.all_reduce_intra_bus_bytes_per_second);
-  proto.set_all_reduce_inter_latency_seconds(
-      params.all_reduce_inter_latency_seconds);
-  proto.set_all_reduce_inter_bus_bytes_per_second(
-      params.all_reduce_inter_bus_bytes_per_second);
-  proto.set_reduce_scatter_intra_latency_seconds(
-      params.reduce_scatter_intra_latency_seconds);
-  proto.set_reduce_scatter_intra_bus_bytes_per_second(
-      params.reduce_scatter_intra_bus_bytes_per_second);
-  proto.set_reduce_scatter_inter_latency_seconds(
-      params.reduce_scatter_inter_latency_seconds);
-  proto.set_reduce_scatter_inter_bus_bytes_per_second(
-      params.reduce_scatter_inter_bus_bytes_per_second);
-  proto.set_all_gather_intra_latency_seconds(
-      params.all_gather_intra_latency_seconds);
-  proto.set_all_gather_intra_bus_bytes_per_second(
-      params.all_gather_intra_bus_bytes_per_second);
-  proto.set_all_gather_inter_latency_seconds(
-      params.all_gather_inter_latency_seconds);
-  proto.set_all_gather_inter_bus_bytes_per_second(
-      params.all_gather_inter_bus_bytes_per_second);
-  return proto;
+  return ToProto<v1::CommParams>(kCommParamsFields, params);
 }
 
 CommParams CommParamsFromProto(const v1::CommParams& proto) {
-  CommParams params;
-  params.all_to_all_intra_latency_seconds =
-      proto.all_to_all_intra_latency_seconds();
-  params.all_to_all_intra_bus_bytes_per_second =
-      proto.all_to_all_intra_bus_bytes_per_second();
-  params.all_to_all_inter_latency_seconds =
-      proto.all_to_all_inter_latency_seconds();
-  params.all_to_all_inter_bus_bytes_per_second =
-      proto.all_to_all_inter_bus_bytes_per_second();
-  params.all_reduce_intra_latency_seconds =
-      proto.all_reduce_intra_latency_seconds();
-  params.all_reduce_intra_bus_bytes_per_second =
-      proto.all_reduce_intra_bus_bytes_per_second();
-  params.all_reduce_inter_latency_seconds =
-      proto.all_reduce_inter_latency_seconds();
-  params.all_reduce_inter_bus_bytes_per_second =
-      proto.all_reduce_inter_bus_bytes_per_second();
-  params.reduce_scatter_intra_latency_seconds =
-      proto.reduce_scatter_intra_latency_seconds();
-  params.reduce_scatter_intra_bus_bytes_per_second =
-      proto.reduce_scatter_intra_bus_bytes_per_second();
-  params.reduce_scatter_inter_latency_seconds =
-      proto.reduce_scatter_inter_latency_seconds();
-  params.reduce_scatter_inter_bus_bytes_per_second =
-      proto.reduce_scatter_inter_bus_bytes_per_second();
-  params.all_gather_intra_latency_seconds =
-      proto.all_gather_intra_latency_seconds();
-  params.all_gather_intra_bus_bytes_per_second =
-      proto.all_gather_intra_bus_bytes_per_second();
-  params.all_gather_inter_latency_seconds =
-      proto.all_gather_inter_latency_seconds();
-  params.all_gather_inter_bus_bytes_per_second =
-      proto.all_gather_inter_bus_bytes_per_second();
+  CommParams params = FromProto(kCommParamsFields, proto);
   // A record from before the ZeRO-1 collectives were modelled has no rate
   // for them (0): they take the all-reduce's latency and bus bandwidth.
-  if (params.reduce_scatter_intra_bus_bytes_per_second == 0 &&
-      params.reduce_scatter_inter_bus_bytes_per_second == 0 &&
-      params.all_gather_intra_bus_bytes_per_second == 0 &&
-      params.all_gather_inter_bus_bytes_per_second == 0) {
-    params.reduce_scatter_intra_latency_seconds =
-        params.all_reduce_intra_latency_seconds;
-    params.reduce_scatter_intra_bus_bytes_per_second =
-        params.all_reduce_intra_bus_bytes_per_second;
-    params.reduce_scatter_inter_latency_seconds =
-        params.all_reduce_inter_latency_seconds;
-    params.reduce_scatter_inter_bus_bytes_per_second =
-        params.all_reduce_inter_bus_bytes_per_second;
-    params.all_gather_intra_latency_seconds =
-        params.all_reduce_intra_latency_seconds;
-    params.all_gather_intra_bus_bytes_per_second =
-        params.all_reduce_intra_bus_bytes_per_second;
-    params.all_gather_inter_latency_seconds =
-        params.all_reduce_inter_latency_seconds;
-    params.all_gather_inter_bus_bytes_per_second =
-        params.all_reduce_inter_bus_bytes_per_second;
+  constexpr const CollectiveFields* kZeroOne[] = {&kReduceScatterFields,
+                                                  &kAllGatherFields};
+  const auto unrated = [&](const CollectiveFields* collective) {
+    return params.*collective->intra.bus_bytes_per_second == 0 &&
+           params.*collective->inter.bus_bytes_per_second == 0;
+  };
+  if (std::all_of(std::begin(kZeroOne), std::end(kZeroOne), unrated)) {
+    for (const CollectiveFields* collective : kZeroOne) {
+      for (const bool inter_node : {false, true}) {
+        const CommLinkFields& link = collective->On(inter_node);
+        const CommLinkFields& all_reduce = kAllReduceFields.On(inter_node);
+        params.*link.latency_seconds = params.*all_reduce.latency_seconds;
+        params.*link.bus_bytes_per_second =
+            params.*all_reduce.bus_bytes_per_second;
+      }
+    }
   }
   return params;
 }
