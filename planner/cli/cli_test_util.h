@@ -1,12 +1,17 @@
 #ifndef DCP_PLANNER_CLI_TEST_UTIL_H_
 #define DCP_PLANNER_CLI_TEST_UTIL_H_
 
-// Running the `dcp` command line in a test (planner/cli/cli.h). testonly.
+// Running the `dcp` command line in a test (planner/cli/cli.h), with the
+// files and flags the CLI tests share. testonly.
 
+#include <cstdlib>
+#include <fstream>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
 #include "planner/cli/cli.h"
 
 namespace dcp {
@@ -31,6 +36,38 @@ inline CliResult RunCli(std::vector<std::string> args) {
   result.out = out.str();
   result.err = err.str();
   return result;
+}
+
+/// `name` in the test's temporary directory.
+inline std::string TempPath(const std::string& name) {
+  const char* dir = std::getenv("TEST_TMPDIR");
+  return absl::StrCat(dir != nullptr ? dir : "/tmp", "/dcp_cli_test_", name);
+}
+
+/// Writes `text` to `path`; fails the test when it cannot.
+inline void WriteFile(const std::string& path, const std::string& text) {
+  std::ofstream file(path);
+  file << text;
+  ASSERT_TRUE(file.good()) << path;
+}
+
+/// The number of newlines in `text`.
+inline int CountLines(const std::string& text) {
+  int lines = 0;
+  for (char c : text) lines += c == '\n';
+  return lines;
+}
+
+/// One node of 8 GPUs and short sequences keep every run fast.
+inline const std::vector<std::string> kSmallSetup = {
+    "--nodes=1", "--gpus-per-node=8", "--workload=longtail:max=32768",
+    "--global-batch-tokens=128K"};
+
+/// `args` followed by `more`.
+inline std::vector<std::string> With(std::vector<std::string> args,
+                                     const std::vector<std::string>& more) {
+  args.insert(args.end(), more.begin(), more.end());
+  return args;
 }
 
 }  // namespace dcp
