@@ -2,7 +2,8 @@
 // register/poll/profile/plan/report flow over a real c10d world of one, the
 // bucket plan source, checkpoints with resume, and the error paths (planner
 // unavailable, a world that never completes, a collective that times out,
-// stopping while waiting).
+// stopping while waiting). Over 600 lines: the flows share the scripted
+// planner, the fake world and QuickRun at the top.
 
 #include "worker/agent.h"
 

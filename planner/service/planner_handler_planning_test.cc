@@ -1,5 +1,6 @@
 // The handler end to end: each step planned once, batches submitted ahead,
-// requests by step, eviction.
+// requests by step, eviction. Over 600 lines: one topic, the plan cache seen
+// through the handler's RPCs, whose cases share the handler test support.
 
 #include <algorithm>
 #include <cstdint>

@@ -1,6 +1,8 @@
 // RunProfile: single-process cases over a FakeCommunicator (samples, fitting
 // them, a scripted clock, option checks) and the collective protocol over 4
-// Gloo ranks run as child processes (multiprocess_test_util.h).
+// Gloo ranks run as child processes (multiprocess_test_util.h). Over 600
+// lines: both halves share the tiny model, the scripted clocks and the fit
+// report lookup at the top.
 
 #include "worker/execution/profiler.h"
 
