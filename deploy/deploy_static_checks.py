@@ -106,113 +106,124 @@ def memory_quantity_bytes(quantity):
     return int(quantity) if quantity.isdigit() else -1
 
 
-def check_overlay_consistency(overlay, objects, planner_flags, worker_flags):
-    """The rendered objects of one overlay fit together; returns facts for later."""
-    problems = []
+class RenderedOverlay:
+    """The objects of one rendered overlay that the consistency checks read,
+    looked up once (a missing object fails the lookup)."""
 
-    def expect(condition, message):
-        if not condition:
-            problems.append(message)
+    def __init__(self, name, objects):
+        self.name = name
+        self.objects = objects
+        self.deployment = find(objects, "Deployment", "dcp-planner")
+        self.job = find(objects, "Job", "dcp-worker")
+        self.planner_service = find(objects, "Service", "dcp-planner")
+        self.worker_service = find(objects, "Service", "dcp-workers")
+        self.planner_policy = find(objects, "NetworkPolicy", "dcp-planner")
+        self.worker_policy = find(objects, "NetworkPolicy", "dcp-worker")
+        find(objects, "PersistentVolumeClaim", "dcp-planner-state")
+        find(objects, "Namespace", "dcp")
 
-    deployment = find(objects, "Deployment", "dcp-planner")
-    job = find(objects, "Job", "dcp-worker")
-    planner_service = find(objects, "Service", "dcp-planner")
-    worker_service = find(objects, "Service", "dcp-workers")
-    planner_policy = find(objects, "NetworkPolicy", "dcp-planner")
-    worker_policy = find(objects, "NetworkPolicy", "dcp-worker")
-    find(objects, "PersistentVolumeClaim", "dcp-planner-state")
-    find(objects, "Namespace", "dcp")
+        self.planner_pod = self.deployment["spec"]["template"]
+        self.worker_pod = self.job["spec"]["template"]
+        self.planner_labels = self.planner_pod["metadata"]["labels"]
+        self.worker_labels = self.worker_pod["metadata"]["labels"]
+        self.planner = self.planner_pod["spec"]["containers"][0]
+        self.worker = self.worker_pod["spec"]["containers"][0]
+        self.planner_ports = {p["name"]: p["containerPort"] for p in self.planner["ports"]}
+        self.worker_ports = {p["name"]: p["containerPort"] for p in self.worker["ports"]}
+        self.worker_env = {e["name"]: e.get("value") for e in self.worker.get("env", [])}
+        self.service_ports = {p["name"]: p for p in self.planner_service["spec"]["ports"]}
+        self.ranks = int(self.worker_env.get("DCP_RANKS_PER_NODE", "0"))
 
-    planner_pod = deployment["spec"]["template"]
-    worker_pod = job["spec"]["template"]
-    planner_labels = planner_pod["metadata"]["labels"]
-    worker_labels = worker_pod["metadata"]["labels"]
-    planner = planner_pod["spec"]["containers"][0]
-    worker = worker_pod["spec"]["containers"][0]
-    planner_ports = {p["name"]: p["containerPort"] for p in planner["ports"]}
-    worker_ports = {p["name"]: p["containerPort"] for p in worker["ports"]}
-    worker_env = {e["name"]: e.get("value") for e in worker.get("env", [])}
 
-    # Images come from the overlay.
-    for container in (planner, worker):
+def expect_images_and_selectors(o, expect):
+    """Images come from the overlay; every selector selects its pods."""
+    for container in (o.planner, o.worker):
         expect("/" in container["image"] and ":" in container["image"],
                f"image {container['image']} is not set by the overlay")
-
-    # Selectors.
-    expect(matches(deployment["spec"]["selector"]["matchLabels"], planner_labels), "Deployment selector")
-    expect(matches(planner_service["spec"]["selector"], planner_labels), "planner Service selector")
-    expect(matches(worker_service["spec"]["selector"], worker_labels), "workers Service selector")
-    expect(matches(planner_policy["spec"]["podSelector"]["matchLabels"], planner_labels),
+    expect(matches(o.deployment["spec"]["selector"]["matchLabels"], o.planner_labels), "Deployment selector")
+    expect(matches(o.planner_service["spec"]["selector"], o.planner_labels), "planner Service selector")
+    expect(matches(o.worker_service["spec"]["selector"], o.worker_labels), "workers Service selector")
+    expect(matches(o.planner_policy["spec"]["podSelector"]["matchLabels"], o.planner_labels),
            "planner NetworkPolicy podSelector")
-    expect(matches(worker_policy["spec"]["podSelector"]["matchLabels"], worker_labels),
+    expect(matches(o.worker_policy["spec"]["podSelector"]["matchLabels"], o.worker_labels),
            "worker NetworkPolicy podSelector")
 
-    # The planner's Service and NetworkPolicy expose exactly its two ports.
-    service_ports = {p["name"]: p for p in planner_service["spec"]["ports"]}
-    expect(set(service_ports) == {"grpc", "metrics"}, f"planner Service ports {sorted(service_ports)}")
-    for name, port in service_ports.items():
+
+def expect_planner_exposure(o, expect):
+    """The planner's Service and NetworkPolicy expose exactly its two ports:
+    gRPC to the job's workers, metrics to Prometheus."""
+    expect(set(o.service_ports) == {"grpc", "metrics"}, f"planner Service ports {sorted(o.service_ports)}")
+    for name, port in o.service_ports.items():
         target = port["targetPort"]
-        expect(planner_ports.get(target, target) == planner_ports.get(name), f"Service port {name} target")
+        expect(o.planner_ports.get(target, target) == o.planner_ports.get(name), f"Service port {name} target")
     allowed = {}
-    for rule in planner_policy["spec"]["ingress"]:
+    for rule in o.planner_policy["spec"]["ingress"]:
         for peer in rule["from"]:
             for port in rule["ports"]:
                 allowed.setdefault(port["port"], []).append(peer)
-    expect(set(allowed) == {planner_ports["grpc"], planner_ports["metrics"]},
+    expect(set(allowed) == {o.planner_ports["grpc"], o.planner_ports["metrics"]},
            f"planner NetworkPolicy ports {sorted(allowed)}")
-    expect(all(matches(p["podSelector"]["matchLabels"], worker_labels) and "namespaceSelector" not in p
-               for p in allowed.get(planner_ports["grpc"], [])),
+    expect(all(matches(p["podSelector"]["matchLabels"], o.worker_labels) and "namespaceSelector" not in p
+               for p in allowed.get(o.planner_ports["grpc"], [])),
            "only the job's workers may reach the planner's gRPC port")
-    expect(all("namespaceSelector" in p for p in allowed.get(planner_ports["metrics"], [])),
+    expect(all("namespaceSelector" in p for p in allowed.get(o.planner_ports["metrics"], [])),
            "only Prometheus (another namespace) may reach the planner's metrics port")
 
-    # The workers find the planner and each other.
-    address = worker_env.get("DCP_PLANNER_ADDRESS", "")
-    expect(address == f"{planner_service['metadata']['name']}:{service_ports['grpc']['port']}",
+
+def expect_worker_discovery(o, expect):
+    """The workers find the planner and each other, and register with the
+    job id the planner serves."""
+    address = o.worker_env.get("DCP_PLANNER_ADDRESS", "")
+    expect(address == f"{o.planner_service['metadata']['name']}:{o.service_ports['grpc']['port']}",
            f"DCP_PLANNER_ADDRESS={address}")
-    expect(worker_service["spec"].get("clusterIP") == "None", "dcp-workers is not headless")
-    expect(worker_service["spec"].get("publishNotReadyAddresses") is True, "publishNotReadyAddresses")
-    expect(worker_pod["spec"].get("subdomain") == worker_service["metadata"]["name"], "Job subdomain")
-    expect(worker_env.get("DCP_STORE_DOMAIN") == worker_service["metadata"]["name"], "DCP_STORE_DOMAIN")
-    expect(job["spec"].get("completionMode") == "Indexed", "the worker Job is not Indexed")
-    expect(worker_pod["spec"]["restartPolicy"] == "Never", "podFailurePolicy needs restartPolicy Never")
+    worker_spec = o.worker_service["spec"]
+    expect(worker_spec.get("clusterIP") == "None", "dcp-workers is not headless")
+    expect(worker_spec.get("publishNotReadyAddresses") is True, "publishNotReadyAddresses")
+    expect(o.worker_pod["spec"].get("subdomain") == o.worker_service["metadata"]["name"], "Job subdomain")
+    expect(o.worker_env.get("DCP_STORE_DOMAIN") == o.worker_service["metadata"]["name"], "DCP_STORE_DOMAIN")
+    expect(o.job["spec"].get("completionMode") == "Indexed", "the worker Job is not Indexed")
+    expect(o.worker_pod["spec"]["restartPolicy"] == "Never", "podFailurePolicy needs restartPolicy Never")
+    planner_job = [a.split("=", 1)[1] for a in o.planner["args"] if flag_name(a) == "job-id"]
+    expect(planner_job and planner_job == [o.worker_env.get("DCP_JOB_ID")],
+           f"planner --job-id {planner_job} vs worker DCP_JOB_ID {o.worker_env.get('DCP_JOB_ID')}")
 
-    # Registrations carry the job id the planner serves.
-    planner_job = [a.split("=", 1)[1] for a in planner["args"] if flag_name(a) == "job-id"]
-    expect(planner_job and planner_job == [worker_env.get("DCP_JOB_ID")],
-           f"planner --job-id {planner_job} vs worker DCP_JOB_ID {worker_env.get('DCP_JOB_ID')}")
 
-    # cluster.json matches the worker Job.
-    config = find(objects, "ConfigMap", "dcp-planner-config")
+def expect_cluster_fits_job(o, expect):
+    """cluster.json matches the worker Job: nodes, ranks, their ports and
+    GPUs, /dev/shm and the termination grace."""
+    config = find(o.objects, "ConfigMap", "dcp-planner-config")
     cluster = json.loads(config["data"]["cluster.json"])
     json.loads(config["data"]["model.json"])
-    ranks = int(worker_env.get("DCP_RANKS_PER_NODE", "0"))
-    expect(cluster["num_nodes"] == job["spec"]["completions"] == job["spec"]["parallelism"],
-           f"num_nodes {cluster['num_nodes']} vs completions {job['spec']['completions']}")
-    expect(cluster["gpus_per_node"] == ranks, f"gpus_per_node {cluster['gpus_per_node']} vs ranks {ranks}")
-    metrics_base = int(worker_env["DCP_METRICS_PORT_BASE"])
-    expected_metrics = {f"metrics-{i}": metrics_base + i for i in range(ranks)}
-    actual_metrics = {k: v for k, v in worker_ports.items() if k.startswith("metrics-")}
+    job_spec = o.job["spec"]
+    expect(cluster["num_nodes"] == job_spec["completions"] == job_spec["parallelism"],
+           f"num_nodes {cluster['num_nodes']} vs completions {job_spec['completions']}")
+    expect(cluster["gpus_per_node"] == o.ranks, f"gpus_per_node {cluster['gpus_per_node']} vs ranks {o.ranks}")
+    metrics_base = int(o.worker_env["DCP_METRICS_PORT_BASE"])
+    expected_metrics = {f"metrics-{i}": metrics_base + i for i in range(o.ranks)}
+    actual_metrics = {k: v for k, v in o.worker_ports.items() if k.startswith("metrics-")}
     expect(actual_metrics == expected_metrics, f"worker metrics ports {actual_metrics}")
-    expect(worker_ports.get("c10d-store") == int(worker_env["DCP_STORE_PORT_BASE"]), "c10d-store port")
-    prometheus_ranges = [p for rule in worker_policy["spec"]["ingress"] for p in rule.get("ports", [])]
+    expect(o.worker_ports.get("c10d-store") == int(o.worker_env["DCP_STORE_PORT_BASE"]), "c10d-store port")
+    prometheus_ranges = [p for rule in o.worker_policy["spec"]["ingress"] for p in rule.get("ports", [])]
     expect(all(any(r["port"] <= port <= r.get("endPort", r["port"]) for r in prometheus_ranges)
                for port in expected_metrics.values()), "worker NetworkPolicy misses metrics ports")
-    gpus = worker["resources"].get("limits", {}).get("nvidia.com/gpu")
-    if overlay == "h200":
-        expect(gpus == ranks == 8, f"h200: nvidia.com/gpu {gpus} for {ranks} ranks")
+    gpus = o.worker["resources"].get("limits", {}).get("nvidia.com/gpu")
+    if o.name == "h200":
+        expect(gpus == o.ranks == 8, f"h200: nvidia.com/gpu {gpus} for {o.ranks} ranks")
     else:
         expect(gpus is None, "cpu-demo asks for GPUs")
-
-    # /dev/shm, termination grace.
-    volumes = {v["name"]: v for v in worker_pod["spec"]["volumes"]}
-    mounts = {m["mountPath"]: m["name"] for m in worker["volumeMounts"]}
+    volumes = {v["name"]: v for v in o.worker_pod["spec"]["volumes"]}
+    mounts = {m["mountPath"]: m["name"] for m in o.worker["volumeMounts"]}
     shm = volumes.get(mounts.get("/dev/shm"), {}).get("emptyDir", {})
     expect(shm.get("medium") == "Memory" and shm.get("sizeLimit"), "/dev/shm is not a sized memory emptyDir")
-    expect(worker_pod["spec"]["terminationGracePeriodSeconds"] >= 60, "worker termination grace < 60 s")
+    expect(o.worker_pod["spec"]["terminationGracePeriodSeconds"] >= 60, "worker termination grace < 60 s")
 
-    # The planner's memory budget fits its pod's memory limit, and its drain
-    # (after which planning in flight is abandoned) fits the grace period.
+
+def expect_planner_fits_pod(o, expect):
+    """The planner's memory budget fits its pod's memory limit, its drain
+    (after which planning in flight is abandoned) fits the grace period, and
+    its probes: gRPC health on the gRPC port, or (TLS) TCP on it and GET
+    /metrics."""
+    planner = o.planner
     planner_flags_given = dict(a[2:].split("=", 1) for a in planner["args"] if "=" in a)
     budget = memory_quantity_bytes(planner_flags_given.get("memory-budget", "1Gi"))
     limit = planner["resources"].get("limits", {}).get("memory")
@@ -220,29 +231,29 @@ def check_overlay_consistency(overlay, objects, planner_flags, worker_flags):
            f"planner --memory-budget={planner_flags_given.get('memory-budget')} exceeds limits.memory {limit}")
     drain = planner_flags_given.get("drain-timeout", "10s")
     expect(drain.endswith("s") and drain[:-1].isdigit() and
-           int(drain[:-1]) < planner_pod["spec"].get("terminationGracePeriodSeconds", 30),
+           int(drain[:-1]) < o.planner_pod["spec"].get("terminationGracePeriodSeconds", 30),
            f"planner --drain-timeout={drain} does not fit its termination grace period")
-
-    # Probes: gRPC health on the gRPC port, or (TLS) TCP on it and GET /metrics.
     for probe_name in ("startupProbe", "readinessProbe", "livenessProbe"):
         probe = planner.get(probe_name)
         expect(probe is not None, f"planner {probe_name} missing")
         if not probe:
             continue
         if "grpc" in probe:
-            expect(probe["grpc"]["port"] == planner_ports["grpc"], f"{probe_name} port")
+            expect(probe["grpc"]["port"] == o.planner_ports["grpc"], f"{probe_name} port")
             expect(not any(a.startswith("--tls-cert") for a in planner["args"]),
                    f"{probe_name}: grpc probes speak plaintext but the planner serves TLS")
         elif "tcpSocket" in probe:
-            expect(probe["tcpSocket"]["port"] in ("grpc", planner_ports["grpc"]), f"{probe_name} port")
+            expect(probe["tcpSocket"]["port"] in ("grpc", o.planner_ports["grpc"]), f"{probe_name} port")
         else:
-            expect(probe.get("httpGet", {}).get("port") in ("metrics", planner_ports["metrics"]),
+            expect(probe.get("httpGet", {}).get("port") in ("metrics", o.planner_ports["metrics"]),
                    f"{probe_name} port")
 
-    # Volumes: ConfigMaps and Secrets exist and hold the files the flags name.
+
+def expect_mounted_files(o, expect):
+    """ConfigMaps and Secrets exist and hold the files the flags name."""
     keys = secret_keys()
-    config_maps = {o["metadata"]["name"]: o for o in objects if o["kind"] == "ConfigMap"}
-    for pod, container in ((planner_pod, planner), (worker_pod, worker)):
+    config_maps = {c["metadata"]["name"]: c for c in o.objects if c["kind"] == "ConfigMap"}
+    for pod, container in ((o.planner_pod, o.planner), (o.worker_pod, o.worker)):
         pod_volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
         files = {}
         for mount in container["volumeMounts"]:
@@ -256,24 +267,40 @@ def check_overlay_consistency(overlay, objects, planner_flags, worker_flags):
                 expect(name in keys, f"Secret {name} is not in secrets.example.yaml")
                 files[mount["mountPath"]] = keys.get(name, set())
         values = [a.split("=", 1)[1] for a in container.get("args", []) if "=" in a]
-        values += [v for v in worker_env.values() if v] if container is worker else []
+        values += [v for v in o.worker_env.values() if v] if container is o.worker else []
         for value in values:
             for mount_path, names in files.items():
                 if value.startswith(mount_path + "/"):
                     expect(value[len(mount_path) + 1:] in names, f"{value}: no such key in the volume")
 
-    # Flags the binaries know.
-    for argument in planner["args"]:
+
+def expect_known_flags(o, planner_flags, worker_flags, expect):
+    """Every flag the manifests pass is one the binaries know."""
+    for argument in o.planner["args"]:
         expect(flag_name(argument) in planner_flags, f"dcp_planner has no flag {argument}")
-    worker_args = list(worker.get("args", []))
-    args_file = find(objects, "ConfigMap", "dcp-worker-config")["data"]["worker.args"]
+    worker_args = list(o.worker.get("args", []))
+    args_file = find(o.objects, "ConfigMap", "dcp-worker-config")["data"]["worker.args"]
     worker_args += [line.strip() for line in args_file.splitlines()
                     if line.strip() and not line.strip().startswith("#")]
     for argument in worker_args:
         expect(flag_name(argument) in worker_flags, f"dcp_worker has no flag {argument}")
 
+
+def check_overlay_consistency(overlay, objects, planner_flags, worker_flags):
+    """The rendered objects of one overlay fit together; returns facts for later."""
+    problems = []
+
+    def expect(condition, message):
+        if not condition:
+            problems.append(message)
+
+    rendered = RenderedOverlay(overlay, objects)
+    for part in (expect_images_and_selectors, expect_planner_exposure, expect_worker_discovery,
+                 expect_cluster_fits_job, expect_planner_fits_pod, expect_mounted_files):
+        part(rendered, expect)
+    expect_known_flags(rendered, planner_flags, worker_flags, expect)
     check(f"{overlay}: rendered objects fit together", not problems, "; ".join(problems))
-    return {"deployment": deployment, "job": job, "objects": objects}
+    return {"deployment": rendered.deployment, "job": rendered.job, "objects": objects}
 
 
 def check_overlay_planner_starts(overlay, facts, secret_files):
