@@ -11,6 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
 #include "common/percentile.h"
+#include "common/status_macros.h"
 #include "nlohmann/json.hpp"
 #include "planner/plan/batch_check.h"
 #include "planner/search/lower_bound.h"
@@ -56,12 +57,9 @@ std::string DescribeWorkload(const BatchStream& batches) {
                                          " sequences per global batch"));
 }
 
-}  // namespace
-
-absl::StatusOr<SimulationReport> Simulate(
-    const CostModel& cost_model, BatchStream& batches,
-    const SimulationOptions& options, const Clock& clock,
-    std::function<void(int step, int steps)> progress) {
+/// INVALID_ARGUMENT unless `options` asks for at least one step of at least
+/// one strategy.
+absl::Status CheckOptions(const SimulationOptions& options) {
   if (options.steps < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("steps = ", options.steps, "; simulate at least 1 step"));
@@ -71,53 +69,217 @@ absl::StatusOr<SimulationReport> Simulate(
         absl::StrCat("no strategies to simulate; choose some of ",
                      absl::StrJoin(StrategyNames(), ", ")));
   }
-  absl::StatusOr<std::vector<int>> sp_sizes =
-      LegalSpSizes(cost_model, options.planner_options.sp_sizes);
-  if (!sp_sizes.ok()) return sp_sizes.status();
+  return absl::OkStatus();
+}
 
+/// How the strategies are made: `options`' settings, the workload's
+/// maximum length from the stream's source unless `options` sets one.
+StrategyOptions StrategyOptionsFor(const SimulationOptions& options,
+                                   const BatchStream& batches) {
   StaticOptions static_options = options.static_options;
   if (static_options.workload_max_length_tokens == 0) {
     static_options.workload_max_length_tokens =
         batches.source().MaxLengthTokens();
   }
-
   StrategyOptions strategy_options;
   strategy_options.static_options = static_options;
   strategy_options.planner_options = options.planner_options;
   strategy_options.megatron_least_recompute_per_micro_batch =
       options.megatron_least_recompute_per_micro_batch;
-  // bucket is the speedup baseline: planned always, reported if asked.
+  return strategy_options;
+}
+
+/// The run of the strategy `name` in `runs`, or null.
+const StrategyRun* FindRun(const std::vector<StrategyRun>& runs,
+                           absl::string_view name) {
+  for (const StrategyRun& run : runs) {
+    if (run.name == name) return &run;
+  }
+  return nullptr;
+}
+
+/// Adds a run of the strategy `name` to `runs`.
+absl::Status AddRun(const std::string& name, bool reported,
+                    const CostModel& cost_model,
+                    const StrategyOptions& strategy_options,
+                    std::vector<StrategyRun>& runs) {
+  absl::StatusOr<std::unique_ptr<Strategy>> strategy =
+      MakeStrategy(name, cost_model, strategy_options);
+  if (!strategy.ok()) return strategy.status();
+  StrategyRun run;
+  run.strategy = *std::move(strategy);
+  run.name = name;
+  run.reported = reported;
+  runs.push_back(std::move(run));
+  return absl::OkStatus();
+}
+
+/// A run of each strategy of `names` in order, each listed once, then one of
+/// bucket if not among them: bucket is the speedup baseline, planned always,
+/// reported if asked.
+absl::StatusOr<std::vector<StrategyRun>> MakeRuns(
+    const std::vector<std::string>& names, const CostModel& cost_model,
+    const StrategyOptions& strategy_options) {
   std::vector<StrategyRun> runs;
-  auto add_run = [&](const std::string& name,
-                     bool reported) -> absl::Status {
-    absl::StatusOr<std::unique_ptr<Strategy>> strategy =
-        MakeStrategy(name, cost_model, strategy_options);
-    if (!strategy.ok()) return strategy.status();
-    StrategyRun run;
-    run.strategy = *std::move(strategy);
-    run.name = name;
-    run.reported = reported;
-    runs.push_back(std::move(run));
-    return absl::OkStatus();
-  };
-  for (const std::string& name : options.strategies) {
-    for (const StrategyRun& run : runs) {
-      if (run.name == name) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "strategy '", name, "' is listed twice; list each once"));
-      }
+  for (const std::string& name : names) {
+    if (FindRun(runs, name) != nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "strategy '", name, "' is listed twice; list each once"));
     }
-    if (absl::Status added = add_run(name, true); !added.ok()) return added;
+    DCP_RETURN_IF_ERROR(AddRun(name, true, cost_model, strategy_options, runs));
   }
-  size_t bucket_run = 0;
-  while (bucket_run < runs.size() && runs[bucket_run].name != kBucket) {
-    ++bucket_run;
+  if (FindRun(runs, kBucket) == nullptr) {
+    DCP_RETURN_IF_ERROR(
+        AddRun(kBucket, false, cost_model, strategy_options, runs));
   }
-  if (bucket_run == runs.size()) {
-    if (absl::Status added = add_run(kBucket, false); !added.ok()) {
-      return added;
-    }
+  return runs;
+}
+
+/// The sequence lengths of the next batch of `batches`.
+std::vector<int64_t> DrawLengths(BatchStream& batches) {
+  std::vector<int64_t> lengths;
+  for (const Sample& sample : batches.Next()) {
+    lengths.push_back(sample.length_tokens);
   }
+  return lengths;
+}
+
+/// Tunes the strategies with a setting for the whole run over every
+/// step's batch, `drawn`.
+absl::Status TuneOverRun(const std::vector<std::vector<int64_t>>& drawn,
+                         std::vector<StrategyRun>& runs) {
+  for (StrategyRun& run : runs) {
+    if (!run.strategy->tuned_over_run()) continue;
+    DCP_RETURN_IF_ERROR(run.strategy->Tune(drawn));
+  }
+  return absl::OkStatus();
+}
+
+/// `run`'s plan of a batch, errors prefixed with its name; the `dcp`
+/// strategy's planning time is added to `dcp_latencies_ms`.
+absl::StatusOr<StrategyPlan> PlanBatch(
+    const std::vector<int64_t>& lengths_tokens, const Clock& clock,
+    StrategyRun& run, std::vector<double>& dcp_latencies_ms) {
+  const bool timed = run.name == kDcp;
+  const absl::Time start = timed ? clock.Now() : absl::InfinitePast();
+  absl::StatusOr<StrategyPlan> planned =
+      run.strategy->PlanBatch(lengths_tokens);
+  if (timed) {
+    dcp_latencies_ms.push_back(absl::ToDoubleMilliseconds(clock.Now() - start));
+  }
+  if (!planned.ok()) {
+    return absl::Status(
+        planned.status().code(),
+        absl::StrCat(run.name, ": ", planned.status().message()));
+  }
+  return planned;
+}
+
+/// Sets the lower bound of `plan` (a Plan or a PhasedPlan of `phases`
+/// phases) and adds it to `run`'s idle, memory, gap and phase sums.
+template <typename AnyPlan>
+void AddPlanToSums(double lower_bound, double budget_bytes, size_t phases,
+                   AnyPlan& plan, StrategyRun& run) {
+  plan.lower_bound_seconds = lower_bound;
+  run.sum_idle_fraction += MeanIdleFraction(plan);
+  run.max_memory_fraction =
+      std::max(run.max_memory_fraction, MaxPeakBytes(plan) / budget_bytes);
+  run.sum_gap_to_lower_bound += plan.GapToLowerBound();
+  run.sum_phases += phases;
+}
+
+/// Adds a step's plan, of lower bound `lower_bound`, to `run`'s sums.
+void AddToSums(double lower_bound, double budget_bytes, StrategyPlan& planned,
+               StrategyRun& run) {
+  if (planned.IsPhased()) {
+    AddPlanToSums(lower_bound, budget_bytes, planned.phased.phases.size(),
+                  planned.phased, run);
+  } else {
+    AddPlanToSums(lower_bound, budget_bytes, 1, planned.plan, run);
+  }
+  run.sum_step_seconds += planned.predicted_step_seconds();
+  run.step_seconds.push_back(planned.predicted_step_seconds());
+}
+
+/// Keeps a step's plan of the batch `lengths_tokens` in `run`; a strategy
+/// that may re-group keeps all its plans as phased ones.
+void KeepPlan(const CostModel& cost_model,
+              const std::vector<int64_t>& lengths_tokens, double lower_bound,
+              StrategyPlan& planned, StrategyRun& run) {
+  if (planned.IsPhased()) {
+    run.phased_plans.push_back(std::move(planned.phased));
+  } else if (run.strategy->phased()) {
+    // A strategy that may re-group (dcp) kept one layout: kept as
+    // one phase, so that its plans are all of one kind.
+    PhasedPlan one_phase;
+    one_phase.strategy = planned.plan.strategy;
+    one_phase.phases.push_back(std::move(planned.plan));
+    PredictPhasedPlan(cost_model, lengths_tokens, one_phase);
+    one_phase.lower_bound_seconds = lower_bound;
+    run.phased_plans.push_back(std::move(one_phase));
+  } else {
+    run.plans.push_back(std::move(planned.plan));
+  }
+}
+
+/// The mean step time over `steps` steps of the strategy `name`; 0 if it
+/// was not run.
+double MeanStepSeconds(const std::vector<StrategyRun>& runs,
+                       absl::string_view name, double steps) {
+  const StrategyRun* run = FindRun(runs, name);
+  return run != nullptr ? run->sum_step_seconds / steps : 0;
+}
+
+/// The stats of the reported runs over `steps` steps, in order; their
+/// step times and plans are moved out of `runs`.
+std::vector<StrategyStats> ReportedStats(std::vector<StrategyRun>& runs,
+                                         int steps) {
+  const double steps_run = static_cast<double>(steps);
+  const double bucket_mean_seconds = MeanStepSeconds(runs, kBucket, steps_run);
+  const double best_static_mean_seconds =
+      MeanStepSeconds(runs, kBestStatic, steps_run);
+  std::vector<StrategyStats> reported;
+  for (StrategyRun& run : runs) {
+    if (!run.reported) continue;
+    StrategyStats stats;
+    stats.name = run.name;
+    stats.steps = steps;
+    stats.mean_step_seconds = run.sum_step_seconds / steps_run;
+    stats.speedup_vs_bucket =
+        run.name == kBucket ? 1.0
+        : stats.mean_step_seconds > 0
+            ? bucket_mean_seconds / stats.mean_step_seconds
+            : 0;
+    stats.mean_idle_fraction = run.sum_idle_fraction / steps_run;
+    stats.max_memory_fraction = run.max_memory_fraction;
+    stats.mean_gap_to_lower_bound = run.sum_gap_to_lower_bound / steps_run;
+    stats.speedup_vs_best_static =
+        best_static_mean_seconds > 0 && stats.mean_step_seconds > 0
+            ? best_static_mean_seconds / stats.mean_step_seconds
+            : 0;
+    stats.setting = run.strategy->setting();
+    stats.mean_phases = run.sum_phases / steps_run;
+    stats.step_seconds = std::move(run.step_seconds);
+    stats.plans = std::move(run.plans);
+    stats.phased_plans = std::move(run.phased_plans);
+    reported.push_back(std::move(stats));
+  }
+  return reported;
+}
+
+}  // namespace
+
+absl::StatusOr<SimulationReport> Simulate(
+    const CostModel& cost_model, BatchStream& batches,
+    const SimulationOptions& options, const Clock& clock,
+    std::function<void(int step, int steps)> progress) {
+  DCP_RETURN_IF_ERROR(CheckOptions(options));
+  DCP_ASSIGN_OR_RETURN(
+      const std::vector<int> sp_sizes,
+      LegalSpSizes(cost_model, options.planner_options.sp_sizes));
+  DCP_ASSIGN_OR_RETURN(std::vector<StrategyRun> runs,
+                       MakeRuns(options.strategies, cost_model,
+                                StrategyOptionsFor(options, batches)));
 
   SimulationReport report;
   report.steps = options.steps;
@@ -133,116 +295,38 @@ absl::StatusOr<SimulationReport> Simulate(
         return run.strategy->tuned_over_run();
       });
   std::vector<std::vector<int64_t>> drawn;
-  auto draw = [&batches]() {
-    std::vector<int64_t> lengths;
-    for (const Sample& sample : batches.Next()) {
-      lengths.push_back(sample.length_tokens);
-    }
-    return lengths;
-  };
   if (draw_first) {
-    for (int step = 0; step < options.steps; ++step) drawn.push_back(draw());
-  }
-  for (StrategyRun& run : runs) {
-    if (!run.strategy->tuned_over_run()) continue;
-    if (absl::Status tuned = run.strategy->Tune(drawn); !tuned.ok()) {
-      return tuned;
+    for (int step = 0; step < options.steps; ++step) {
+      drawn.push_back(DrawLengths(batches));
     }
   }
+  DCP_RETURN_IF_ERROR(TuneOverRun(drawn, runs));
+
+  // Each step: its lower bound, then every strategy's plan, priced.
   std::vector<int64_t> lengths_tokens;
   for (int step = 0; step < options.steps; ++step) {
-    lengths_tokens = draw_first ? std::move(drawn[step]) : draw();
+    lengths_tokens = draw_first ? std::move(drawn[step]) : DrawLengths(batches);
     absl::StatusOr<double> lower_bound =
-        StepTimeLowerBound(cost_model, *sp_sizes, lengths_tokens);
+        StepTimeLowerBound(cost_model, sp_sizes, lengths_tokens);
     if (!lower_bound.ok()) return WithStep(step, lower_bound.status());
     sum_lower_bound_seconds += *lower_bound;
     report.lower_bound_step_seconds.push_back(*lower_bound);
     if (options.keep_plans) report.batch_lengths.push_back(lengths_tokens);
-
     for (StrategyRun& run : runs) {
-      const bool timed = run.name == kDcp;
-      const absl::Time start = timed ? clock.Now() : absl::InfinitePast();
       absl::StatusOr<StrategyPlan> planned =
-          run.strategy->PlanBatch(lengths_tokens);
-      if (timed) {
-        dcp_latencies_ms.push_back(
-            absl::ToDoubleMilliseconds(clock.Now() - start));
-      }
-      if (!planned.ok()) {
-        return WithStep(
-            step, absl::Status(planned.status().code(),
-                               absl::StrCat(run.name, ": ",
-                                            planned.status().message())));
-      }
-      // The same sums for a plan of one layout and one of phases.
-      auto add = [&](auto& plan, size_t phases) {
-        plan.lower_bound_seconds = *lower_bound;
-        run.sum_idle_fraction += MeanIdleFraction(plan);
-        run.max_memory_fraction = std::max(run.max_memory_fraction,
-                                           MaxPeakBytes(plan) / budget_bytes);
-        run.sum_gap_to_lower_bound += plan.GapToLowerBound();
-        run.sum_phases += phases;
-      };
-      if (planned->IsPhased()) {
-        add(planned->phased, planned->phased.phases.size());
-      } else {
-        add(planned->plan, 1);
-      }
-      run.sum_step_seconds += planned->predicted_step_seconds();
-      run.step_seconds.push_back(planned->predicted_step_seconds());
+          PlanBatch(lengths_tokens, clock, run, dcp_latencies_ms);
+      if (!planned.ok()) return WithStep(step, planned.status());
+      AddToSums(*lower_bound, budget_bytes, *planned, run);
       if (options.keep_plans) {
-        if (planned->IsPhased()) {
-          run.phased_plans.push_back(std::move(planned->phased));
-        } else if (run.strategy->phased()) {
-          // A strategy that may re-group (dcp) kept one layout: kept as
-          // one phase, so that its plans are all of one kind.
-          PhasedPlan one_phase;
-          one_phase.strategy = planned->plan.strategy;
-          one_phase.phases.push_back(std::move(planned->plan));
-          PredictPhasedPlan(cost_model, lengths_tokens, one_phase);
-          one_phase.lower_bound_seconds = *lower_bound;
-          run.phased_plans.push_back(std::move(one_phase));
-        } else {
-          run.plans.push_back(std::move(planned->plan));
-        }
+        KeepPlan(cost_model, lengths_tokens, *lower_bound, *planned, run);
       }
     }
     if (progress) progress(step + 1, options.steps);
   }
 
-  const double steps = static_cast<double>(options.steps);
-  const double bucket_mean_seconds = runs[bucket_run].sum_step_seconds / steps;
-  double best_static_mean_seconds = 0;
-  for (const StrategyRun& run : runs) {
-    if (run.name == kBestStatic)
-      best_static_mean_seconds = run.sum_step_seconds / steps;
-  }
-  for (StrategyRun& run : runs) {
-    if (!run.reported) continue;
-    StrategyStats stats;
-    stats.name = run.name;
-    stats.steps = options.steps;
-    stats.mean_step_seconds = run.sum_step_seconds / steps;
-    stats.speedup_vs_bucket =
-        run.name == kBucket ? 1.0
-        : stats.mean_step_seconds > 0
-            ? bucket_mean_seconds / stats.mean_step_seconds
-            : 0;
-    stats.mean_idle_fraction = run.sum_idle_fraction / steps;
-    stats.max_memory_fraction = run.max_memory_fraction;
-    stats.mean_gap_to_lower_bound = run.sum_gap_to_lower_bound / steps;
-    stats.speedup_vs_best_static =
-        best_static_mean_seconds > 0 && stats.mean_step_seconds > 0
-            ? best_static_mean_seconds / stats.mean_step_seconds
-            : 0;
-    stats.setting = run.strategy->setting();
-    stats.mean_phases = run.sum_phases / steps;
-    stats.step_seconds = std::move(run.step_seconds);
-    stats.plans = std::move(run.plans);
-    stats.phased_plans = std::move(run.phased_plans);
-    report.strategies.push_back(std::move(stats));
-  }
-  report.lower_bound_mean_step_seconds = sum_lower_bound_seconds / steps;
+  report.strategies = ReportedStats(runs, options.steps);
+  report.lower_bound_mean_step_seconds =
+      sum_lower_bound_seconds / static_cast<double>(options.steps);
   if (!dcp_latencies_ms.empty()) {
     report.plan_latency_p50_ms = Percentile(dcp_latencies_ms, 0.50);
     report.plan_latency_p99_ms = Percentile(dcp_latencies_ms, 0.99);
