@@ -8,6 +8,8 @@
 
 #include <cerrno>
 #include <cstring>
+#include <deque>
+#include <fstream>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -180,6 +182,21 @@ void ChildProcess::JoinOutput() {
   static absl::Mutex join_mutex(absl::kConstInit);
   absl::MutexLock lock(&join_mutex);
   if (reader_.joinable()) reader_.join();
+}
+
+std::string LogTail(const std::string& path, int count) {
+  std::ifstream file(path);
+  std::deque<std::string> lines;
+  std::string line;
+  while (std::getline(file, line)) {
+    lines.push_back(line);
+    if (static_cast<int>(lines.size()) > count) lines.pop_front();
+  }
+  std::string text;
+  for (const std::string& kept : lines) {
+    absl::StrAppend(&text, "    ", kept, "\n");
+  }
+  return text;
 }
 
 }  // namespace dcp

@@ -82,6 +82,11 @@ class ChildProcess {
   std::thread reader_;
 };
 
+/// The last `count` lines of the file at `path` (a child's log), each
+/// indented by four spaces and ended by a newline, for quoting in an error;
+/// empty when the file does not read.
+std::string LogTail(const std::string& path, int count);
+
 }  // namespace dcp
 
 #endif  // DCP_LAUNCHER_CHILD_PROCESS_H_

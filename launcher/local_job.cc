@@ -1,3 +1,8 @@
+// RunLocalJob: the launcher's job on loopback. It writes the cluster file,
+// starts the planner (planner_child.h), runs one dcp_worker per rank for
+// dcp and then for each peer strategy while watching them, and prints the
+// summary (job_summary.h) and the measured breakdowns (timeline_output.h).
+
 #include "launcher/local_job.h"
 
 #include <signal.h>
@@ -6,14 +11,12 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <memory>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <utility>
@@ -22,25 +25,21 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
-#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/command_line.h"
 #include "common/main_prologue.h"
 #include "common/status_macros.h"
-#include "cost_model/model_spec.h"
 #include "launcher/child_process.h"
 #include "launcher/job_summary.h"
 #include "launcher/local_job_config.h"
-#include "launcher/planner_port.h"
-#include "nlohmann/json.hpp"
+#include "launcher/planner_child.h"
 #include "launcher/timeline_output.h"
+#include "nlohmann/json.hpp"
 #include "worker/run_summary.h"
 #include "worker/step_timing_files.h"
 
@@ -68,27 +67,14 @@ void PrintError(const std::string& line) {
   std::fflush(stderr);
 }
 
-/// The last `count` lines of the file at `path`.
-std::string Tail(const std::string& path, int count) {
-  std::ifstream file(path);
-  std::vector<std::string> lines;
-  std::string line;
-  while (std::getline(file, line)) {
-    lines.push_back(line);
-    if (static_cast<int>(lines.size()) > count) lines.erase(lines.begin());
-  }
-  std::string text;
-  for (const std::string& kept : lines)
-    absl::StrAppend(&text, "    ", kept, "\n");
-  return text;
-}
-
 // --- Signals
 // ------------------------------------------------------------------
 
 std::atomic<int> interrupt_signal{0};
 
 void OnInterrupt(int signal_number) { interrupt_signal.store(signal_number); }
+
+bool Interrupted() { return interrupt_signal.load() != 0; }
 
 void InstallInterruptHandlers() {
   struct sigaction action = {};
@@ -125,181 +111,6 @@ absl::Status WriteClusterSpec(const Config& config, const std::string& path) {
   return absl::OkStatus();
 }
 
-/// The planner's --model: a preset is written out with the element size
-/// the workers train in (float32 on the CPU), so that the cost model counts
-/// the bytes the all-to-alls and activations really move; a file is given
-/// as it is.
-absl::StatusOr<std::string> PlannerModelArgument(const Config& config) {
-  absl::StatusOr<ModelSpec> preset = ModelPreset(config.model);
-  if (!preset.ok()) return config.model;
-  preset->dtype_bytes = 4;
-  const std::string path = absl::StrCat(config.work_dir, "/model.json");
-  std::ofstream file(path);
-  file << ModelSpecToJson(*preset) << "\n";
-  file.close();
-  if (!file) return absl::InternalError(absl::StrCat("cannot write ", path));
-  return path;
-}
-
-/// The planner process, started and serving.
-struct Planner {
-  std::unique_ptr<ChildProcess> process;
-  int port = 0;
-  std::string log_path;
-  std::string cluster_path;
-};
-
-/// Where the planner keeps its state: --planner-state-dir, else a folder
-/// of the work directory when the drill restarts it; empty (in memory)
-/// otherwise.
-std::string PlannerStateDir(const Config& config) {
-  if (!config.planner_state_dir.empty()) return config.planner_state_dir;
-  if (config.restart_planner_after_step < 0) return "";
-  return absl::StrCat(config.work_dir, "/planner_state");
-}
-
-/// Starts the planner on 127.0.0.1:`port` (0 picks one) and waits until it
-/// serves.
-absl::StatusOr<Planner> StartPlanner(const Config& config,
-                                     const std::string& cluster_path,
-                                     absl::Time deadline, int port = 0) {
-  Planner planner;
-  planner.log_path = absl::StrCat(config.work_dir, "/planner.log");
-  planner.cluster_path = cluster_path;
-  // The planner writes its ports to this file once serving (--port-file);
-  // its stdout is for people.
-  const std::string port_file = absl::StrCat(config.work_dir, "/planner.ports");
-  std::remove(port_file.c_str());
-  DCP_ASSIGN_OR_RETURN(const std::string model_argument,
-                       PlannerModelArgument(config));
-  std::vector<std::string> argv = {
-      config.planner_binary,
-      absl::StrCat("--listen=127.0.0.1:", port),
-      "--metrics-listen=",
-      absl::StrCat("--model=", model_argument),
-      absl::StrCat("--cluster=", cluster_path),
-      "--drain-timeout=2s",
-      absl::StrCat("--job-id=", config.job_id),
-      absl::StrCat("--online-refit=", config.online_refit ? "true" : "false"),
-      absl::StrCat("--port-file=", port_file)};
-  if (const std::string state_dir = PlannerStateDir(config);
-      !state_dir.empty()) {
-    argv.push_back(absl::StrCat("--state-dir=", state_dir));
-  }
-  argv.push_back(
-      absl::StrCat("--phased-plans=", config.phased_plans ? "true" : "false"));
-  argv.push_back(absl::StrCat("--phased-min-gap=", config.phased_min_gap));
-  absl::StatusOr<std::unique_ptr<ChildProcess>> process =
-      ChildProcess::Start(argv, planner.log_path, [](const std::string&) {});
-  if (!process.ok()) return process.status();
-  planner.process = *std::move(process);
-  absl::StatusOr<int> served = WaitForPlannerPort(
-      *planner.process, port_file, deadline,
-      [] { return interrupt_signal.load() != 0; });
-  if (served.status().code() == absl::StatusCode::kFailedPrecondition) {
-    return absl::InternalError(
-        absl::StrCat(served.status().message(), "; its log (",
-                     planner.log_path, "):\n", Tail(planner.log_path, 20)));
-  }
-  if (!served.ok()) return served.status();
-  planner.port = *served;
-  return planner;
-}
-
-/// Stops the planner: SIGTERM, then SIGKILL after a grace period.
-void StopPlanner(Planner& planner) {
-  if (planner.process == nullptr) return;
-  planner.process->Stop(/*grace=*/absl::Seconds(10));
-}
-
-/// The planner drill of one run of the workers: once rank 0 reports the
-/// chosen step, the planner is stopped (SIGKILL or SIGTERM), kept down for
-/// --planner-down-for after it exited, then restarted on the same port and
-/// state directory while the workers wait for it. Not thread-safe: the
-/// launcher's monitoring loop drives it.
-class PlannerDrill {
- public:
-  PlannerDrill(const Config& config, Planner& planner, absl::Time deadline)
-      : config_(config), planner_(planner), deadline_(deadline) {}
-
-  /// Whether the planner is meant to be running (its exit is a failure).
-  bool planner_expected_up() const {
-    return state_ == State::kWaiting || state_ == State::kRestarted;
-  }
-
-  /// One turn of the monitoring loop; `due` once rank 0 reported the step.
-  absl::Status Poll(bool due) {
-    const absl::Time now = absl::Now();
-    switch (state_) {
-      case State::kWaiting:
-        if (!due) return absl::OkStatus();
-        PrintLine(absl::StrCat(
-            "[dcp_local_job] planner drill: sending ", SignalName(), " to "
-            "dcp_planner (pid ", planner_.process->pid(), ") after step ",
-            config_.restart_planner_after_step, "; it restarts ",
-            absl::FormatDuration(config_.planner_down_for),
-            " after it exited, on 127.0.0.1:", planner_.port,
-            " with the same --state-dir"));
-        planner_.process->Signal(config_.planner_stop_signal);
-        stopped_at_ = now;
-        state_ = State::kStopping;
-        return absl::OkStatus();
-      case State::kStopping: {
-        const std::optional<int> code = planner_.process->Poll();
-        if (!code.has_value()) {
-          if (now - stopped_at_ > absl::Seconds(60)) {
-            return absl::DeadlineExceededError(
-                absl::StrCat("dcp_planner did not exit within 60 s of ",
-                             SignalName()));
-          }
-          return absl::OkStatus();
-        }
-        planner_.process->JoinOutput();
-        exited_at_ = now;
-        PrintLine(absl::StrFormat(
-            "[dcp_local_job] planner drill: dcp_planner exited with code %d "
-            "%.2f s after %s; the workers wait for it",
-            *code, absl::ToDoubleSeconds(now - stopped_at_), SignalName()));
-        state_ = State::kDown;
-        return absl::OkStatus();
-      }
-      case State::kDown: {
-        if (now < exited_at_ + config_.planner_down_for) {
-          return absl::OkStatus();
-        }
-        DCP_ASSIGN_OR_RETURN(Planner restarted,
-                             StartPlanner(config_, planner_.cluster_path,
-                                          deadline_, planner_.port));
-        planner_ = std::move(restarted);
-        PrintLine(absl::StrFormat(
-            "[dcp_local_job] planner drill: dcp_planner restarted (pid %d) on "
-            "127.0.0.1:%d after %.1f s down",
-            planner_.process->pid(), planner_.port,
-            absl::ToDoubleSeconds(absl::Now() - exited_at_)));
-        state_ = State::kRestarted;
-        return absl::OkStatus();
-      }
-      case State::kRestarted:
-        return absl::OkStatus();
-    }
-    return absl::OkStatus();
-  }
-
- private:
-  enum class State { kWaiting, kStopping, kDown, kRestarted };
-
-  std::string SignalName() const {
-    return config_.planner_stop_signal == SIGKILL ? "SIGKILL" : "SIGTERM";
-  }
-
-  const Config& config_;
-  Planner& planner_;
-  const absl::Time deadline_;
-  State state_ = State::kWaiting;
-  absl::Time stopped_at_;
-  absl::Time exited_at_;
-};
-
 /// How one run of the workers went.
 struct PhaseOutcome {
   RunSummary summary;
@@ -311,7 +122,7 @@ struct PhaseOutcome {
 /// run, whose name is its workers' --plan-source. On any failure every
 /// worker is killed.
 absl::StatusOr<PhaseOutcome> RunWorkers(const Config& config,
-                                        Planner& planner,
+                                        PlannerChild& planner,
                                         const std::string& phase,
                                         bool dcp_phase, absl::Time deadline) {
   const std::string summary_path =
@@ -327,7 +138,8 @@ absl::StatusOr<PhaseOutcome> RunWorkers(const Config& config,
       absl::StrCat("step ", config.restart_planner_after_step, ":");
   const bool planner_drill =
       dcp_phase && config.restart_planner_after_step >= 0;
-  PlannerDrill drill_of_planner(config, planner, deadline);
+  PlannerDrill drill_of_planner(config, planner, deadline, &Interrupted,
+                                &PrintLine);
 
   std::vector<std::unique_ptr<ChildProcess>> workers;
   std::vector<std::string> logs;
@@ -394,7 +206,7 @@ absl::StatusOr<PhaseOutcome> RunWorkers(const Config& config,
         std::string report =
             absl::StrCat("worker w", i, " of the ", phase, " run (pid ",
                          workers[i]->pid(), ") exited with code ", *codes[i],
-                         "; its log (", logs[i], "):\n", Tail(logs[i], 15));
+                         "; its log (", logs[i], "):\n", LogTail(logs[i], 15));
         for (size_t j = 0; j < workers.size(); ++j) {
           if (!codes[j].has_value()) workers[j]->Kill();
         }
@@ -416,7 +228,7 @@ absl::StatusOr<PhaseOutcome> RunWorkers(const Config& config,
       return absl::InternalError(
           absl::StrCat("dcp_planner exited with code ", *code, " during the ",
                        phase, " run; its log (", planner.log_path, "):\n",
-                       Tail(planner.log_path, 15)));
+                       LogTail(planner.log_path, 15)));
     }
     if (absl::Now() >= deadline) {
       for (auto& worker : workers) worker->Kill();
@@ -425,7 +237,7 @@ absl::StatusOr<PhaseOutcome> RunWorkers(const Config& config,
           " during the ", phase, " run; killed every process (logs in ",
           config.work_dir, ")"));
     }
-    const bool interrupt = interrupt_signal.load() != 0;
+    const bool interrupt = Interrupted();
     if (!sigterm_sent && (interrupt || sigterm_due->load())) {
       sigterm_sent = true;
       interrupted = interrupt;
@@ -511,8 +323,8 @@ absl::Status RunJob(Config& config) {
     return written;
   }
 
-  absl::StatusOr<Planner> planner =
-      StartPlanner(config, cluster_path, deadline);
+  absl::StatusOr<PlannerChild> planner =
+      StartPlanner(config, cluster_path, deadline, &Interrupted);
   if (!planner.ok()) return planner.status();
   PrintLine(absl::StrFormat(
       "[dcp_local_job] dcp_planner on 127.0.0.1:%d: model %s, %d nodes x %d "
