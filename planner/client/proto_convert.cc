@@ -131,6 +131,18 @@ constexpr WireField<CommParams> kCommParamsFields[] = {
      &CommParams::all_gather_inter_bus_bytes_per_second},
 };
 
+constexpr WireField<ModelFitReport> kFitReportFields[] = {
+    {"name", &ModelFitReport::name},
+    {"rms_relative_error", &ModelFitReport::rms_relative_error},
+    {"max_relative_error", &ModelFitReport::max_relative_error},
+    {"num_samples", &ModelFitReport::num_samples},
+    {"used_defaults", &ModelFitReport::used_defaults},
+    {"note", &ModelFitReport::note},
+    {"held_out_rms_relative_error",
+     &ModelFitReport::held_out_rms_relative_error},
+    {"held_out_samples", &ModelFitReport::held_out_samples},
+};
+
 // The struct that `fields` fills from `proto` over its defaults.
 template <typename Struct, size_t N>
 Struct FromProto(const WireField<Struct> (&fields)[N],
@@ -445,29 +457,11 @@ absl::StatusOr<std::vector<ProfileSample>> ProfileSamplesFromProto(
 }
 
 v1::FitReport FitReportToProto(const ModelFitReport& report) {
-  v1::FitReport proto;
-  proto.set_name(report.name);
-  proto.set_rms_relative_error(report.rms_relative_error);
-  proto.set_max_relative_error(report.max_relative_error);
-  proto.set_num_samples(report.num_samples);
-  proto.set_used_defaults(report.used_defaults);
-  proto.set_note(report.note);
-  proto.set_held_out_rms_relative_error(report.held_out_rms_relative_error);
-  proto.set_held_out_samples(report.held_out_samples);
-  return proto;
+  return ToProto<v1::FitReport>(kFitReportFields, report);
 }
 
 ModelFitReport FitReportFromProto(const v1::FitReport& proto) {
-  ModelFitReport report;
-  report.name = proto.name();
-  report.rms_relative_error = proto.rms_relative_error();
-  report.max_relative_error = proto.max_relative_error();
-  report.num_samples = proto.num_samples();
-  report.used_defaults = proto.used_defaults();
-  report.note = proto.note();
-  report.held_out_rms_relative_error = proto.held_out_rms_relative_error();
-  report.held_out_samples = proto.held_out_samples();
-  return report;
+  return FromProto(kFitReportFields, proto);
 }
 
 uint64_t BatchFingerprint(const v1::GlobalBatch& batch) {

@@ -96,6 +96,10 @@ TEST(ProtoConvertTest, CommParamsKeepsEveryWireField) {
   ExpectEveryWireFieldRoundTrips(CommParamsFromProto, CommParamsToProto);
 }
 
+TEST(ProtoConvertTest, FitReportKeepsEveryWireField) {
+  ExpectEveryWireFieldRoundTrips(FitReportFromProto, FitReportToProto);
+}
+
 TEST(ProtoConvertTest, ModelSpecRoundTrips) {
   for (const std::string& name : ModelPresetNames()) {
     const ModelSpec spec = ModelPreset(name).value();
