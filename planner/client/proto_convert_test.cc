@@ -27,7 +27,7 @@ ModelSpec Llama8b() { return ModelPreset("llama3-8b").value(); }
 
 // A `Message` with every field set, through reflection, to a distinct
 // non-zero value that both its wire type and its core member carry exactly:
-// whole numbers below 2^53, true, the field's name.
+// whole numbers below 2^53, true, the field's name, an enum's last value.
 template <typename Message>
 Message EveryFieldSet() {
   Message message;
@@ -53,6 +53,12 @@ Message EveryFieldSet() {
       case FieldDescriptor::CPPTYPE_STRING:
         reflection.SetString(&message, field, field->name());
         break;
+      case FieldDescriptor::CPPTYPE_ENUM: {
+        const google::protobuf::EnumDescriptor& values = *field->enum_type();
+        reflection.SetEnum(&message, field,
+                           values.value(values.value_count() - 1));
+        break;
+      }
       default:
         ADD_FAILURE() << field->full_name() << ": no test value for its type";
     }
@@ -98,6 +104,16 @@ TEST(ProtoConvertTest, CommParamsKeepsEveryWireField) {
 
 TEST(ProtoConvertTest, FitReportKeepsEveryWireField) {
   ExpectEveryWireFieldRoundTrips(FitReportFromProto, FitReportToProto);
+}
+
+TEST(ProtoConvertTest, ProfileSampleKeepsEveryWireField) {
+  const v1::ProfileSample sent = EveryFieldSet<v1::ProfileSample>();
+  const absl::StatusOr<ProfileSample> sample = ProfileSampleFromProto(sent, 0);
+  ASSERT_TRUE(sample.ok()) << sample.status();
+  const v1::ProfileSample back = ProfileSampleToProto(*sample);
+  EXPECT_TRUE(MessageDifferencer::Equals(back, sent))
+      << "sent:     " << sent.ShortDebugString()
+      << "\ngot back: " << back.ShortDebugString();
 }
 
 TEST(ProtoConvertTest, ModelSpecRoundTrips) {
