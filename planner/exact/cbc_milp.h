@@ -25,6 +25,16 @@ class MilpProblem {
               double upper);
   int num_columns() const { return static_cast<int>(lower_.size()); }
   int num_rows() const { return static_cast<int>(row_lower_.size()); }
+  /// What was added, for checks.
+  double column_lower(int column) const { return lower_[column]; }
+  double column_upper(int column) const { return upper_[column]; }
+  double objective(int column) const { return objective_[column]; }
+  bool is_integer(int column) const { return integer_[column] != 0; }
+  const std::vector<std::pair<int, double>>& row(int r) const {
+    return rows_[r];
+  }
+  double row_lower(int r) const { return row_lower_[r]; }
+  double row_upper(int r) const { return row_upper_[r]; }
 
  private:
   friend struct CbcAccess;
