@@ -154,13 +154,87 @@ class MinMaxAssignment {
   std::vector<std::vector<uint32_t>> choice_;
 };
 
+// The best step in which the designated group, whose times are `own`, is
+// the slowest for sure: its subset and last micro-batch enumerated, the
+// other groups' (`others`) best time over the rest no more than its own;
+// the step is then its time plus the all-reduce its last micro-batch leaves
+// exposed. `step` is infinite when there is none.
+struct SlowestChoice {
+  double step = kInfinity;
+  uint32_t subset = 0;
+  uint32_t last = 0;
+};
+
+SlowestChoice BestAsTheSlowest(const SizeTable& own,
+                               const MinMaxAssignment& others, uint32_t full,
+                               double allreduce) {
+  SlowestChoice best;
+  for (uint32_t subset = 1; subset <= full; ++subset) {
+    const double rest = others.Best(full ^ subset);
+    if (rest >= kInfinity) continue;
+    for (uint32_t last = subset; last != 0; last = (last - 1) & subset) {
+      const double time =
+          own.micro_seconds[last] + own.group_seconds[subset ^ last];
+      if (!(time < kInfinity) || rest > time) continue;
+      const double step =
+          time + std::max(0.0, allreduce - own.micro_backward[last]);
+      if (step < best.step) best = {step, subset, last};
+    }
+  }
+  return best;
+}
+
+// The micro-batch of the sequences in `micro` at the table's fewest layers.
+MicroBatchPlan MicroBatchOf(const SizeTable& table, uint32_t micro, int n) {
+  MicroBatchPlan micro_batch;
+  for (int i = 0; i < n; ++i) {
+    if (micro & (1u << i)) micro_batch.sequence_indices.push_back(i);
+  }
+  micro_batch.checkpointed_layers = table.layers[micro];
+  return micro_batch;
+}
+
+// The group of `sp_size` ranks from `first_rank` running `subset`: the
+// table's best split of it without `last` (0: none), largest backward last,
+// then `last`.
+GroupPlan GroupOfSubset(const CostModel& cost_model,
+                        absl::Span<const int64_t> lengths,
+                        const SizeTable& table, int sp_size, int first_rank,
+                        uint32_t subset, uint32_t last) {
+  const int n = static_cast<int>(lengths.size());
+  GroupPlan group;
+  for (int r = 0; r < sp_size; ++r) group.ranks.push_back(first_rank + r);
+  std::vector<std::pair<double, MicroBatchPlan>> micro_batches;
+  for (uint32_t rest = subset ^ last; rest != 0;) {
+    const uint32_t micro = table.first_micro_batch[rest];
+    MicroBatchShape shape;
+    shape.sp_size = sp_size;
+    for (int i = 0; i < n; ++i) {
+      if (micro & (1u << i)) shape.AddSequence(lengths[i]);
+    }
+    micro_batches.push_back(
+        {cost_model.MicroBatch(shape, table.layers[micro]).backward_seconds,
+         MicroBatchOf(table, micro, n)});
+    rest ^= micro;
+  }
+  std::stable_sort(
+      micro_batches.begin(), micro_batches.end(),
+      [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (auto& entry : micro_batches) {
+    group.micro_batches.push_back(std::move(entry.second));
+  }
+  if (last != 0) group.micro_batches.push_back(MicroBatchOf(table, last, n));
+  return group;
+}
+
 }  // namespace
 
 absl::StatusOr<ExactReference> ComputeExactReference(
     const CostModel& cost_model, absl::Span<const int> sp_sizes,
     absl::Span<const int64_t> lengths_tokens) {
-  absl::StatusOr<std::vector<int>> sizes = SmallBatchSpSizes(
-      cost_model, sp_sizes, lengths_tokens, kMaxExactReferenceSequences, "the exact reference");
+  absl::StatusOr<std::vector<int>> sizes =
+      SmallBatchSpSizes(cost_model, sp_sizes, lengths_tokens,
+                        kMaxExactReferenceSequences, "the exact reference");
   if (!sizes.ok()) return sizes.status();
   const int n = static_cast<int>(lengths_tokens.size());
   const uint32_t full = (1u << n) - 1;
@@ -212,33 +286,15 @@ absl::StatusOr<ExactReference> ComputeExactReference(
           values.begin() + 1, values.end());
       const MinMaxAssignment others(other_values, full);
       const SizeTable& own = tables[table_of[d]];
-      double slowest_best = kInfinity;
-      uint32_t slowest_subset = 0;
-      uint32_t slowest_last = 0;
-      for (uint32_t subset = 1; subset <= full; ++subset) {
-        const double rest = others.Best(full ^ subset);
-        if (rest >= kInfinity) continue;
-        for (uint32_t last = subset; last != 0; last = (last - 1) & subset) {
-          const double time =
-              own.micro_seconds[last] + own.group_seconds[subset ^ last];
-          if (!(time < kInfinity) || rest > time) continue;
-          const double step =
-              time + std::max(0.0, allreduce - own.micro_backward[last]);
-          if (step < slowest_best) {
-            slowest_best = step;
-            slowest_subset = subset;
-            slowest_last = last;
-          }
-        }
-      }
-      std::vector<std::vector<uint32_t>> candidates;
-      {
-        std::vector<uint32_t> subsets = designated.Subsets(full);
-        candidates.push_back(std::move(subsets));
-      }
-      if (slowest_best < kInfinity) {
-        std::vector<uint32_t> subsets = {slowest_subset};
-        for (uint32_t other : others.Subsets(full ^ slowest_subset)) {
+      const SlowestChoice slowest =
+          BestAsTheSlowest(own, others, full, allreduce);
+      // Two candidate plans: the designated bound's assignment, and the
+      // best with the designated group surely the slowest.
+      std::vector<std::vector<uint32_t>> candidates = {
+          designated.Subsets(full)};
+      if (slowest.step < kInfinity) {
+        std::vector<uint32_t> subsets = {slowest.subset};
+        for (uint32_t other : others.Subsets(full ^ slowest.subset)) {
           subsets.push_back(other);
         }
         candidates.push_back(std::move(subsets));
@@ -249,48 +305,15 @@ absl::StatusOr<ExactReference> ComputeExactReference(
         plan.strategy = "exact";
         for (size_t k = 0; k < order.size(); ++k) {
           const size_t g = order[k];
-          GroupPlan group;
-          for (int r = 0; r < layout[g]; ++r) {
-            group.ranks.push_back((*first_ranks)[g] + r);
-          }
           const SizeTable& table = tables[table_of[g]];
-          auto micro_batch_of = [&](uint32_t micro) {
-            MicroBatchPlan micro_batch;
-            for (int i = 0; i < n; ++i) {
-              if (micro & (1u << i)) micro_batch.sequence_indices.push_back(i);
-            }
-            micro_batch.checkpointed_layers = table.layers[micro];
-            return micro_batch;
-          };
-          uint32_t rest = subsets[k];
+          // The designated group (first) ends with its chosen micro-batch.
           uint32_t last = 0;
-          if (k == 0 && rest != 0) {
-            last = c == 0 ? table.last_micro_batch[rest] : slowest_last;
-            rest ^= last;
+          if (k == 0 && subsets[0] != 0) {
+            last = c == 0 ? table.last_micro_batch[subsets[0]] : slowest.last;
           }
-          // The rest of the split, the largest backward last.
-          std::vector<std::pair<double, MicroBatchPlan>> micro_batches;
-          while (rest != 0) {
-            const uint32_t micro = table.first_micro_batch[rest];
-            MicroBatchShape shape;
-            shape.sp_size = layout[g];
-            for (int i = 0; i < n; ++i) {
-              if (micro & (1u << i)) shape.AddSequence(lengths_tokens[i]);
-            }
-            micro_batches.push_back(
-                {cost_model.MicroBatch(shape, table.layers[micro])
-                     .backward_seconds,
-                 micro_batch_of(micro)});
-            rest ^= micro;
-          }
-          std::stable_sort(
-              micro_batches.begin(), micro_batches.end(),
-              [](const auto& a, const auto& b) { return a.first < b.first; });
-          for (auto& entry : micro_batches) {
-            group.micro_batches.push_back(std::move(entry.second));
-          }
-          if (last != 0) group.micro_batches.push_back(micro_batch_of(last));
-          plan.groups.push_back(std::move(group));
+          plan.groups.push_back(GroupOfSubset(cost_model, lengths_tokens, table,
+                                              layout[g], (*first_ranks)[g],
+                                              subsets[k], last));
         }
         PredictPlan(cost_model, lengths_tokens, plan);
         if (plan.predicted_step_seconds < best_upper) {
