@@ -8,6 +8,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "common/status_macros.h"
 
 namespace dcp {
 
@@ -116,18 +117,17 @@ absl::Status ValidateProfileSample(const ProfileSample &sample, size_t index,
     return bad("checkpointed_layers", sample.checkpointed_layers,
                absl::StrCat("must be in [0, num_layers = ", num_layers, "]"));
   };
-  absl::Status status;
   switch (sample.op) {
     case ProfileSample::Op::kGemm:
-      status = positive({{"flops", sample.flops}, {"tokens", sample.tokens}});
-      if (!status.ok()) return status;
+      DCP_RETURN_IF_ERROR(
+          positive({{"flops", sample.flops}, {"tokens", sample.tokens}}));
       break;
     case ProfileSample::Op::kAttentionForward:
     case ProfileSample::Op::kAttentionBackward:
-      status = positive({{"flops", sample.flops},
-                         {"sum_squared_lengths", sample.sum_squared_lengths},
-                         {"sum_lengths", sample.sum_lengths}});
-      if (!status.ok()) return status;
+      DCP_RETURN_IF_ERROR(
+          positive({{"flops", sample.flops},
+                    {"sum_squared_lengths", sample.sum_squared_lengths},
+                    {"sum_lengths", sample.sum_lengths}}));
       break;
     case ProfileSample::Op::kAllToAll:
     case ProfileSample::Op::kAllReduce:
@@ -138,17 +138,13 @@ absl::Status ValidateProfileSample(const ProfileSample &sample, size_t index,
                    "must be at least 2 for a collective");
       break;
     case ProfileSample::Op::kActivationMemory:
-      status = positive({{"tokens", sample.tokens}});
-      if (status.ok()) status = checkpointed_layers_in_range();
-      if (status.ok()) {
-        status = positive({{"measured_bytes", sample.measured_bytes}});
-      }
-      return status;
+      DCP_RETURN_IF_ERROR(positive({{"tokens", sample.tokens}}));
+      DCP_RETURN_IF_ERROR(checkpointed_layers_in_range());
+      return positive({{"measured_bytes", sample.measured_bytes}});
     case ProfileSample::Op::kMicroBatch:
     case ProfileSample::Op::kSpMicroBatch: {
       const bool sp = sample.op == ProfileSample::Op::kSpMicroBatch;
-      status = positive({{"tokens", sample.tokens}});
-      if (!status.ok()) return status;
+      DCP_RETURN_IF_ERROR(positive({{"tokens", sample.tokens}}));
       if (sample.num_sequences < 1)
         return bad("num_sequences", sample.num_sequences, "must be >= 1");
       if (sample.sum_lengths < sample.num_sequences)
@@ -162,8 +158,7 @@ absl::Status ValidateProfileSample(const ProfileSample &sample, size_t index,
         return bad("group_size", sample.group_size,
                    "must be at least 2 (SP 1 micro-batches are micro_batch "
                    "samples)");
-      status = checkpointed_layers_in_range();
-      if (!status.ok()) return status;
+      DCP_RETURN_IF_ERROR(checkpointed_layers_in_range());
       if (sample.communication_seconds > sample.measured_seconds)
         return bad("communication_seconds", sample.communication_seconds,
                    absl::StrCat("must be at most measured_seconds = ",
