@@ -7,6 +7,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "common/status_macros.h"
 
 namespace dcp {
 
@@ -63,61 +64,50 @@ absl::Status ValidateCostParams(const CostParams& params) {
   const ComputeParams& compute = params.compute;
   const MemoryParams& memory = params.memory;
   // Rates divide work: they must be > 0.
-  if (absl::Status status = CheckParams(
-          {{"compute.gemm_flops_per_second", compute.gemm_flops_per_second},
-           {"compute.attention_forward_flops_per_second",
-            compute.attention_forward_flops_per_second},
-           {"compute.attention_backward_flops_per_second",
-            compute.attention_backward_flops_per_second},
-           {"compute.elementwise_bytes_per_second",
-            compute.elementwise_bytes_per_second},
-           {"compute.sp_compute_scale", compute.sp_compute_scale}},
-          /*positive=*/true);
-      !status.ok()) {
-    return status;
-  }
-  if (absl::Status status = CheckCommParams(params.comm, /*bandwidths=*/true);
-      !status.ok()) {
-    return status;
-  }
-  if (absl::Status status = CheckParams(
-          {{"compute.gemm_half_efficiency_tokens",
-            compute.gemm_half_efficiency_tokens},
-           {"compute.layer_fixed_seconds", compute.layer_fixed_seconds},
-           {"compute.attention_forward_half_length_tokens",
-            compute.attention_forward_half_length_tokens},
-           {"compute.attention_backward_half_length_tokens",
-            compute.attention_backward_half_length_tokens},
-           {"compute.micro_batch_fixed_seconds",
-            compute.micro_batch_fixed_seconds},
-           {"compute.sequence_layer_fixed_seconds",
-            compute.sequence_layer_fixed_seconds},
-           {"compute.ulysses_layer_fixed_seconds",
-            compute.ulysses_layer_fixed_seconds},
-           {"compute.optimizer_step_seconds", compute.optimizer_step_seconds},
-           {"memory.weight_bytes_per_parameter",
-            memory.weight_bytes_per_parameter},
-           {"memory.gradient_bytes_per_parameter",
-            memory.gradient_bytes_per_parameter},
-           {"memory.optimizer_bytes_per_parameter",
-            memory.optimizer_bytes_per_parameter},
-           {"memory.fixed_bytes", memory.fixed_bytes},
-           {"memory.communicator_bytes", memory.communicator_bytes},
-           {"memory.communicators_per_rank",
-            static_cast<double>(memory.communicators_per_rank)},
-           {"memory.activation_bytes_per_token_per_layer",
-            memory.activation_bytes_per_token_per_layer},
-           {"memory.selective_bytes_per_token_per_layer",
-            memory.selective_bytes_per_token_per_layer},
-           {"memory.checkpoint_bytes_per_token_per_layer",
-            memory.checkpoint_bytes_per_token_per_layer},
-           {"memory.logits_bytes_per_token", memory.logits_bytes_per_token},
-           {"memory.backward_working_bytes_per_token",
-            memory.backward_working_bytes_per_token}},
-          /*positive=*/false);
-      !status.ok()) {
-    return status;
-  }
+  DCP_RETURN_IF_ERROR(CheckParams(
+      {{"compute.gemm_flops_per_second", compute.gemm_flops_per_second},
+       {"compute.attention_forward_flops_per_second",
+        compute.attention_forward_flops_per_second},
+       {"compute.attention_backward_flops_per_second",
+        compute.attention_backward_flops_per_second},
+       {"compute.elementwise_bytes_per_second",
+        compute.elementwise_bytes_per_second},
+       {"compute.sp_compute_scale", compute.sp_compute_scale}},
+      /*positive=*/true));
+  DCP_RETURN_IF_ERROR(CheckCommParams(params.comm, /*bandwidths=*/true));
+  DCP_RETURN_IF_ERROR(CheckParams(
+      {{"compute.gemm_half_efficiency_tokens",
+        compute.gemm_half_efficiency_tokens},
+       {"compute.layer_fixed_seconds", compute.layer_fixed_seconds},
+       {"compute.attention_forward_half_length_tokens",
+        compute.attention_forward_half_length_tokens},
+       {"compute.attention_backward_half_length_tokens",
+        compute.attention_backward_half_length_tokens},
+       {"compute.micro_batch_fixed_seconds", compute.micro_batch_fixed_seconds},
+       {"compute.sequence_layer_fixed_seconds",
+        compute.sequence_layer_fixed_seconds},
+       {"compute.ulysses_layer_fixed_seconds",
+        compute.ulysses_layer_fixed_seconds},
+       {"compute.optimizer_step_seconds", compute.optimizer_step_seconds},
+       {"memory.weight_bytes_per_parameter", memory.weight_bytes_per_parameter},
+       {"memory.gradient_bytes_per_parameter",
+        memory.gradient_bytes_per_parameter},
+       {"memory.optimizer_bytes_per_parameter",
+        memory.optimizer_bytes_per_parameter},
+       {"memory.fixed_bytes", memory.fixed_bytes},
+       {"memory.communicator_bytes", memory.communicator_bytes},
+       {"memory.communicators_per_rank",
+        static_cast<double>(memory.communicators_per_rank)},
+       {"memory.activation_bytes_per_token_per_layer",
+        memory.activation_bytes_per_token_per_layer},
+       {"memory.selective_bytes_per_token_per_layer",
+        memory.selective_bytes_per_token_per_layer},
+       {"memory.checkpoint_bytes_per_token_per_layer",
+        memory.checkpoint_bytes_per_token_per_layer},
+       {"memory.logits_bytes_per_token", memory.logits_bytes_per_token},
+       {"memory.backward_working_bytes_per_token",
+        memory.backward_working_bytes_per_token}},
+      /*positive=*/false));
   return CheckCommParams(params.comm, /*bandwidths=*/false);
 }
 
