@@ -194,27 +194,18 @@ MicroBatchPlan MicroBatchOf(const SizeTable& table, uint32_t micro, int n) {
   return micro_batch;
 }
 
-// The group of `sp_size` ranks from `first_rank` running `subset`: the
-// table's best split of it without `last` (0: none), largest backward last,
-// then `last`.
-GroupPlan GroupOfSubset(const CostModel& cost_model,
-                        absl::Span<const int64_t> lengths,
-                        const SizeTable& table, int sp_size, int first_rank,
-                        uint32_t subset, uint32_t last) {
-  const int n = static_cast<int>(lengths.size());
+// The group of `sp_size` ranks from `first_rank` running `subset` of the
+// `n` sequences, with `table` the one of its SP size: the table's best split
+// of it without `last` (0: none), largest backward last, then `last`.
+GroupPlan GroupOfSubset(const SizeTable& table, int n, int sp_size,
+                        int first_rank, uint32_t subset, uint32_t last) {
   GroupPlan group;
   for (int r = 0; r < sp_size; ++r) group.ranks.push_back(first_rank + r);
   std::vector<std::pair<double, MicroBatchPlan>> micro_batches;
   for (uint32_t rest = subset ^ last; rest != 0;) {
     const uint32_t micro = table.first_micro_batch[rest];
-    MicroBatchShape shape;
-    shape.sp_size = sp_size;
-    for (int i = 0; i < n; ++i) {
-      if (micro & (1u << i)) shape.AddSequence(lengths[i]);
-    }
     micro_batches.push_back(
-        {cost_model.MicroBatch(shape, table.layers[micro]).backward_seconds,
-         MicroBatchOf(table, micro, n)});
+        {table.micro_backward[micro], MicroBatchOf(table, micro, n)});
     rest ^= micro;
   }
   std::stable_sort(
@@ -311,9 +302,8 @@ absl::StatusOr<ExactReference> ComputeExactReference(
           if (k == 0 && subsets[0] != 0) {
             last = c == 0 ? table.last_micro_batch[subsets[0]] : slowest.last;
           }
-          plan.groups.push_back(GroupOfSubset(cost_model, lengths_tokens, table,
-                                              layout[g], (*first_ranks)[g],
-                                              subsets[k], last));
+          plan.groups.push_back(GroupOfSubset(
+              table, n, layout[g], (*first_ranks)[g], subsets[k], last));
         }
         PredictPlan(cost_model, lengths_tokens, plan);
         if (plan.predicted_step_seconds < best_upper) {
