@@ -8,7 +8,6 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "absl/strings/str_cat.h"
 #include "planner/plan/batch_check.h"
 #include "planner/plan/layout.h"
 
