@@ -143,66 +143,65 @@ constexpr WireField<ModelFitReport> kFitReportFields[] = {
     {"held_out_samples", &ModelFitReport::held_out_samples},
 };
 
-// The struct that `fields` fills from `proto` over its defaults.
-template <typename Struct, size_t N>
-Struct FromProto(const WireField<Struct> (&fields)[N],
-                 const google::protobuf::Message& proto) {
+// The struct that `kFields` fills from `proto` over its defaults.
+template <typename Struct, const auto& kFields, typename Proto>
+Struct FromProto(const Proto& proto) {
   Struct value;
-  CopyFromMessage(fields, proto, value);
+  CopyFromMessage<kFields>(proto, value);
   return value;
 }
 
-// The message that `fields` fills from `value`.
-template <typename Proto, typename Struct, size_t N>
-Proto ToProto(const WireField<Struct> (&fields)[N], const Struct& value) {
+// The message that `kFields` fills from `value`.
+template <typename Proto, const auto& kFields, typename Struct>
+Proto ToProto(const Struct& value) {
   Proto proto;
-  CopyToMessage(fields, value, proto);
+  CopyToMessage<kFields>(value, proto);
   return proto;
 }
 
 }  // namespace
 
 v1::ModelSpec ModelSpecToProto(const ModelSpec& spec) {
-  return ToProto<v1::ModelSpec>(kModelSpecFields, spec);
+  return ToProto<v1::ModelSpec, kModelSpecFields>(spec);
 }
 
 ModelSpec ModelSpecFromProto(const v1::ModelSpec& proto) {
-  return FromProto(kModelSpecFields, proto);
+  return FromProto<ModelSpec, kModelSpecFields>(proto);
 }
 
 v1::ClusterSpec ClusterSpecToProto(const ClusterSpec& spec) {
-  return ToProto<v1::ClusterSpec>(kClusterSpecFields, spec);
+  return ToProto<v1::ClusterSpec, kClusterSpecFields>(spec);
 }
 
 ClusterSpec ClusterSpecFromProto(const v1::ClusterSpec& proto) {
-  return FromProto(kClusterSpecFields, proto);
+  return FromProto<ClusterSpec, kClusterSpecFields>(proto);
 }
 
 v1::ComputeParams ComputeParamsToProto(const ComputeParams& params) {
-  return ToProto<v1::ComputeParams>(kComputeParamsFields, params);
+  return ToProto<v1::ComputeParams, kComputeParamsFields>(params);
 }
 
 ComputeParams ComputeParamsFromProto(const v1::ComputeParams& proto) {
-  ComputeParams params = FromProto(kComputeParamsFields, proto);
+  ComputeParams params = FromProto<ComputeParams, kComputeParamsFields>(proto);
   // Unset (a message from before the field) is the identity.
   if (params.sp_compute_scale == 0) params.sp_compute_scale = 1.0;
   return params;
 }
 
 v1::MemoryParams MemoryParamsToProto(const MemoryParams& params) {
-  return ToProto<v1::MemoryParams>(kMemoryParamsFields, params);
+  return ToProto<v1::MemoryParams, kMemoryParamsFields>(params);
 }
 
 MemoryParams MemoryParamsFromProto(const v1::MemoryParams& proto) {
-  return FromProto(kMemoryParamsFields, proto);
+  return FromProto<MemoryParams, kMemoryParamsFields>(proto);
 }
 
 v1::CommParams CommParamsToProto(const CommParams& params) {
-  return ToProto<v1::CommParams>(kCommParamsFields, params);
+  return ToProto<v1::CommParams, kCommParamsFields>(params);
 }
 
 CommParams CommParamsFromProto(const v1::CommParams& proto) {
-  CommParams params = FromProto(kCommParamsFields, proto);
+  CommParams params = FromProto<CommParams, kCommParamsFields>(proto);
   // A record from before the ZeRO-1 collectives were modelled has no rate
   // for them (0): they take the all-reduce's latency and bus bandwidth.
   constexpr const CollectiveFields* kZeroOne[] = {&kReduceScatterFields,
@@ -457,11 +456,11 @@ absl::StatusOr<std::vector<ProfileSample>> ProfileSamplesFromProto(
 }
 
 v1::FitReport FitReportToProto(const ModelFitReport& report) {
-  return ToProto<v1::FitReport>(kFitReportFields, report);
+  return ToProto<v1::FitReport, kFitReportFields>(report);
 }
 
 ModelFitReport FitReportFromProto(const v1::FitReport& proto) {
-  return FromProto(kFitReportFields, proto);
+  return FromProto<ModelFitReport, kFitReportFields>(proto);
 }
 
 uint64_t BatchFingerprint(const v1::GlobalBatch& batch) {

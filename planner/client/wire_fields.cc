@@ -20,6 +20,7 @@ int64_t RoundToInt64(double value) {
 namespace wire_fields_internal {
 namespace {
 
+using ::google::protobuf::Descriptor;
 using ::google::protobuf::FieldDescriptor;
 using ::google::protobuf::Message;
 using ::google::protobuf::Reflection;
@@ -86,60 +87,70 @@ const auto& CarriersOf(const int64_t*) { return kInt64Carriers; }
 const auto& CarriersOf(const bool*) { return kBoolCarriers; }
 const auto& CarriersOf(const std::string*) { return kStringCarriers; }
 
-// The member types in the order of Member and ConstMember.
-constexpr const char* kMemberTypeNames[] = {"double", "int", "int64_t", "bool",
-                                            "std::string"};
+// Each member type, in the order of Member and ConstMember: a pointer of the
+// type (its value unused) and the type's name.
+constexpr struct {
+  Member type;
+  const char* name;
+} kMemberTypes[] = {
+    {static_cast<double*>(nullptr), "double"},
+    {static_cast<int*>(nullptr), "int"},
+    {static_cast<int64_t*>(nullptr), "int64_t"},
+    {static_cast<bool*>(nullptr), "bool"},
+    {static_cast<std::string*>(nullptr), "std::string"},
+};
 
-[[noreturn]] void Die(const Message& message, const char* name,
+[[noreturn]] void Die(const Descriptor& message, const char* name,
                       const char* problem) {
-  std::fprintf(stderr, "wire_fields: %s.%s: %s\n",
-               message.GetDescriptor()->full_name().c_str(), name, problem);
+  std::fprintf(stderr, "wire_fields: %s.%s: %s\n", message.full_name().c_str(),
+               name, problem);
   std::abort();
 }
 
-// The singular field `name` of `message`; aborts when it has none.
-const FieldDescriptor* FieldOrDie(const Message& message, const char* name) {
-  const FieldDescriptor* field = message.GetDescriptor()->FindFieldByName(name);
-  if (field == nullptr || field->is_repeated()) {
-    Die(message, name, "no such singular field in the message");
-  }
-  return field;
-}
-
-// How `field` of `message` carries a member of type T (`type_index` in
-// kMemberTypeNames); aborts when its wire type does not.
+// The index in `carriers` of the one that `field` of `message` carries a
+// member of type `type_name` by; aborts when none.
 template <typename T, size_t N>
-const Carrier<T>& CarrierOrDie(const Carrier<T> (&carriers)[N],
-                               const Message& message,
-                               const FieldDescriptor* field,
-                               size_t type_index) {
-  for (const Carrier<T>& carrier : carriers) {
-    if (carrier.wire_type == field->cpp_type()) return carrier;
+size_t CarrierOrDie(const Carrier<T> (&carriers)[N], const Descriptor& message,
+                    const FieldDescriptor& field, const char* type_name) {
+  for (size_t i = 0; i < N; ++i) {
+    if (carriers[i].wire_type == field.cpp_type()) return i;
   }
-  const std::string problem =
-      std::string("its wire type ") + field->cpp_type_name() +
-      " does not carry a member of type " + kMemberTypeNames[type_index];
-  Die(message, field->name().c_str(), problem.c_str());
+  const std::string problem = std::string("its wire type ") +
+                              field.cpp_type_name() +
+                              " does not carry a member of type " + type_name;
+  Die(message, field.name().c_str(), problem.c_str());
 }
 
 }  // namespace
 
-void ToMessage(ConstMember value, const char* name, Message& to) {
-  const FieldDescriptor* field = FieldOrDie(to, name);
+FoundField FindField(const Descriptor& message, const char* name,
+                     size_t member_type) {
+  const FieldDescriptor* field = message.FindFieldByName(name);
+  if (field == nullptr || field->is_repeated()) {
+    Die(message, name, "no such singular field in the message");
+  }
+  const auto& type = kMemberTypes[member_type];
+  return {field, std::visit(
+                     [&](auto* typed) {
+                       return CarrierOrDie(CarriersOf(typed), message, *field,
+                                           type.name);
+                     },
+                     type.type)};
+}
+
+void ToMessage(ConstMember value, const FoundField& found, Message& to) {
   std::visit(
       [&](const auto* member) {
-        CarrierOrDie(CarriersOf(member), to, field, value.index())
-            .to_message(*member, field, to);
+        CarriersOf(member)[found.carrier].to_message(*member, found.field, to);
       },
       value);
 }
 
-void FromMessage(const Message& from, const char* name, Member value) {
-  const FieldDescriptor* field = FieldOrDie(from, name);
+void FromMessage(const Message& from, const FoundField& found, Member value) {
   std::visit(
       [&](auto* member) {
-        *member = CarrierOrDie(CarriersOf(member), from, field, value.index())
-                      .from_message(from, field);
+        *member =
+            CarriersOf(member)[found.carrier].from_message(from, found.field);
       },
       value);
 }

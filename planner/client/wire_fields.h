@@ -1,18 +1,22 @@
 // Copies between a planner-core struct and its dcp.v1 wire message by one
 // table of the struct's fields that names each message field once, for both
 // directions: a field cannot be written one way and forgotten the other.
-// Goes through protobuf reflection, one field lookup by name per table entry
-// and copy: for conversions at registration and per state record, not per
-// plan. Pure functions over immutable tables; thread-safe.
+// Goes through protobuf reflection: each table's names are looked up in its
+// message once, at its first copy (a function-local static); each copy then
+// sets or gets one field per entry, with no lookup by name. Immutable tables;
+// thread-safe.
 
 #ifndef DCP_PLANNER_CLIENT_WIRE_FIELDS_H_
 #define DCP_PLANNER_CLIENT_WIRE_FIELDS_H_
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
+#include <iterator>
 #include <string>
 #include <variant>
 
+#include "google/protobuf/descriptor.h"
 #include "google/protobuf/message.h"
 
 namespace dcp {
@@ -41,40 +45,67 @@ using ConstMember = std::variant<const double*, const int*, const int64_t*,
                                  const bool*, const std::string*>;
 using Member = std::variant<double*, int*, int64_t*, bool*, std::string*>;
 
-void ToMessage(ConstMember value, const char* name,
+/// A table entry's field of its message, and which of the conversions of its
+/// member type (by index) the field's wire type takes.
+struct FoundField {
+  const google::protobuf::FieldDescriptor* field = nullptr;
+  size_t carrier = 0;
+};
+
+/// The singular field `name` of `message` that carries a member of type
+/// `member_type` (the index in WireField::member); aborts when there is none.
+FoundField FindField(const google::protobuf::Descriptor& message,
+                     const char* name, size_t member_type);
+
+void ToMessage(ConstMember value, const FoundField& found,
                google::protobuf::Message& to);
-void FromMessage(const google::protobuf::Message& from, const char* name,
+void FromMessage(const google::protobuf::Message& from, const FoundField& found,
                  Member value);
+
+/// The fields of Proto that `kFields` names, found at the first call.
+template <const auto& kFields, typename Proto>
+const auto& FoundFields() {
+  static const auto found = [] {
+    std::array<FoundField, std::size(kFields)> fields;
+    for (size_t i = 0; i < fields.size(); ++i) {
+      fields[i] = FindField(*Proto::descriptor(), kFields[i].name,
+                            kFields[i].member.index());
+    }
+    return fields;
+  }();
+  return found;
+}
 
 }  // namespace wire_fields_internal
 
-/// Sets each field of `to` that `fields` names from its member of `from`;
-/// other fields are left as they are. A name that is not a singular field of
-/// `to`, or a member type its wire type does not carry, is a programming
-/// error: it aborts, naming the message and the field.
-template <typename Struct, size_t N>
-void CopyToMessage(const WireField<Struct> (&fields)[N], const Struct& from,
-                   google::protobuf::Message& to) {
-  for (const WireField<Struct>& field : fields) {
+/// Sets each field of `to` that `kFields` (an array of WireField<Struct>
+/// with static storage) names from its member of `from`; other fields are
+/// left as they are. A name that is not a singular field of Proto, or a
+/// member type its wire type does not carry, is a programming error: the
+/// first copy by the table aborts, naming the message and the field.
+template <const auto& kFields, typename Struct, typename Proto>
+void CopyToMessage(const Struct& from, Proto& to) {
+  const auto& found = wire_fields_internal::FoundFields<kFields, Proto>();
+  for (size_t i = 0; i < found.size(); ++i) {
     std::visit(
         [&](auto member) {
-          wire_fields_internal::ToMessage(&(from.*member), field.name, to);
+          wire_fields_internal::ToMessage(&(from.*member), found[i], to);
         },
-        field.member);
+        kFields[i].member);
   }
 }
 
-/// Sets each member of `to` that `fields` names from its field of `from`;
+/// Sets each member of `to` that `kFields` names from its field of `from`;
 /// other members are left as they are. Aborts as CopyToMessage does.
-template <typename Struct, size_t N>
-void CopyFromMessage(const WireField<Struct> (&fields)[N],
-                     const google::protobuf::Message& from, Struct& to) {
-  for (const WireField<Struct>& field : fields) {
+template <const auto& kFields, typename Struct, typename Proto>
+void CopyFromMessage(const Proto& from, Struct& to) {
+  const auto& found = wire_fields_internal::FoundFields<kFields, Proto>();
+  for (size_t i = 0; i < found.size(); ++i) {
     std::visit(
         [&](auto member) {
-          wire_fields_internal::FromMessage(from, field.name, &(to.*member));
+          wire_fields_internal::FromMessage(from, found[i], &(to.*member));
         },
-        field.member);
+        kFields[i].member);
   }
 }
 

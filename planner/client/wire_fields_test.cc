@@ -38,19 +38,19 @@ constexpr WireField<Everything> kInClusterSpec[] = {
 TEST(WireFieldsTest, CopiesEachMemberTypeBothWays) {
   const Everything sent{"tiny", 12, 4096, true, 0.75, 141e9};
   v1::ModelSpec model;
-  CopyToMessage(kInModelSpec, sent, model);
+  CopyToMessage<kInModelSpec>(sent, model);
   EXPECT_EQ(model.name(), "tiny");
   EXPECT_EQ(model.num_layers(), 12);
   EXPECT_EQ(model.hidden_size(), 4096);
   EXPECT_TRUE(model.causal());
   v1::ClusterSpec cluster;
-  CopyToMessage(kInClusterSpec, sent, cluster);
+  CopyToMessage<kInClusterSpec>(sent, cluster);
   EXPECT_EQ(cluster.usable_memory_fraction(), 0.75);
   EXPECT_EQ(cluster.gpu_memory_bytes(), 141000000000);
 
   Everything back;
-  CopyFromMessage(kInModelSpec, model, back);
-  CopyFromMessage(kInClusterSpec, cluster, back);
+  CopyFromMessage<kInModelSpec>(model, back);
+  CopyFromMessage<kInClusterSpec>(cluster, back);
   EXPECT_EQ(back.text, sent.text);
   EXPECT_EQ(back.count, sent.count);
   EXPECT_EQ(back.wide_count, sent.wide_count);
@@ -63,13 +63,13 @@ TEST(WireFieldsTest, LeavesWhatTheTableDoesNotNameAsItIs) {
   v1::ModelSpec model;
   model.set_vocab_size(7);
   model.set_gated_mlp(true);
-  CopyToMessage(kInModelSpec, Everything{}, model);
+  CopyToMessage<kInModelSpec>(Everything{}, model);
   EXPECT_EQ(model.vocab_size(), 7);
   EXPECT_TRUE(model.gated_mlp());
 
   Everything everything;
   everything.fraction = 0.5;
-  CopyFromMessage(kInModelSpec, v1::ModelSpec(), everything);
+  CopyFromMessage<kInModelSpec>(v1::ModelSpec(), everything);
   EXPECT_EQ(everything.fraction, 0.5);
 }
 
@@ -77,10 +77,10 @@ TEST(WireFieldsTest, Int64MembersInInt32FieldsAreCastBothWays) {
   Everything everything;
   everything.wide_count = (int64_t{1} << 32) + 5;
   v1::ModelSpec model;
-  CopyToMessage(kInModelSpec, everything, model);
+  CopyToMessage<kInModelSpec>(everything, model);
   EXPECT_EQ(model.hidden_size(), 5);
   model.set_hidden_size(-7);
-  CopyFromMessage(kInModelSpec, model, everything);
+  CopyFromMessage<kInModelSpec>(model, everything);
   EXPECT_EQ(everything.wide_count, -7);
 }
 
@@ -104,41 +104,41 @@ TEST(WireFieldsTest, DoublesInInt64FieldsAreRoundedAndSaturated) {
   Everything everything;
   everything.bytes = -kInfinity;
   v1::ClusterSpec cluster;
-  CopyToMessage(kInClusterSpec, everything, cluster);
+  CopyToMessage<kInClusterSpec>(everything, cluster);
   EXPECT_EQ(cluster.gpu_memory_bytes(), kMin);
   cluster.set_gpu_memory_bytes((int64_t{1} << 53) + 1);
-  CopyFromMessage(kInClusterSpec, cluster, everything);
+  CopyFromMessage<kInClusterSpec>(cluster, everything);
   EXPECT_EQ(everything.bytes, static_cast<double>((int64_t{1} << 53) + 1));
 }
 
 TEST(WireFieldsDeathTest, AbortsOnANameTheMessageHasNoSingularFieldOf) {
-  constexpr WireField<Everything> kUnknown[] = {
+  static constexpr WireField<Everything> kUnknown[] = {
       {"no_such_field", &Everything::count}};
   Everything everything;
   v1::ModelSpec model;
-  EXPECT_DEATH(CopyToMessage(kUnknown, everything, model),
+  EXPECT_DEATH(CopyToMessage<kUnknown>(everything, model),
                "dcp.v1.ModelSpec.no_such_field: no such singular field");
-  EXPECT_DEATH(CopyFromMessage(kUnknown, model, everything),
+  EXPECT_DEATH(CopyFromMessage<kUnknown>(model, everything),
                "dcp.v1.ModelSpec.no_such_field: no such singular field");
   v1::ProfileSet profile_set;
-  constexpr WireField<Everything> kRepeated[] = {
+  static constexpr WireField<Everything> kRepeated[] = {
       {"samples", &Everything::count}};
-  EXPECT_DEATH(CopyToMessage(kRepeated, everything, profile_set),
+  EXPECT_DEATH(CopyToMessage<kRepeated>(everything, profile_set),
                "dcp.v1.ProfileSet.samples: no such singular field");
 }
 
 TEST(WireFieldsDeathTest, AbortsOnAMemberTypeTheWireTypeDoesNotCarry) {
-  constexpr WireField<Everything> kIntInBool[] = {
+  static constexpr WireField<Everything> kIntInBool[] = {
       {"causal", &Everything::count}};
-  constexpr WireField<Everything> kBoolInDouble[] = {
+  static constexpr WireField<Everything> kBoolInDouble[] = {
       {"usable_memory_fraction", &Everything::flag}};
   Everything everything;
   v1::ModelSpec model;
   v1::ClusterSpec cluster;
-  EXPECT_DEATH(CopyToMessage(kIntInBool, everything, model),
+  EXPECT_DEATH(CopyToMessage<kIntInBool>(everything, model),
                "dcp.v1.ModelSpec.causal: its wire type bool does not carry a "
                "member of type int");
-  EXPECT_DEATH(CopyFromMessage(kBoolInDouble, cluster, everything),
+  EXPECT_DEATH(CopyFromMessage<kBoolInDouble>(cluster, everything),
                "dcp.v1.ClusterSpec.usable_memory_fraction: its wire type "
                "double does not carry a member of type bool");
 }
