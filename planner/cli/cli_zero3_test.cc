@@ -1,8 +1,6 @@
 // `dcp --zero3`: llama3-70b, which does not fit 32 H200s with ZeRO-1, plans
 // and simulates with ZeRO-3 sharding, every strategy priced by the same
 // cost model.
-#include <cstdio>
-#include <cstdlib>
 #include <string>
 
 #include "gmock/gmock.h"
@@ -45,19 +43,13 @@ TEST(CliZero3Test, SimulateLlama70bOnFourNodes) {
 }
 
 TEST(CliZero3Test, PlanWritesAPlanThatValidatesWithTheFlag) {
-  const std::string dir = std::getenv("TEST_TMPDIR");
-  const std::string plan_file = dir + "/zero3_plan.json";
-  const std::string lengths_file = dir + "/zero3_lengths.txt";
+  const std::string plan_file = TempPath("zero3_plan.json");
+  const std::string lengths_file = TempPath("zero3_lengths.txt");
   const CliResult plan = RunCli(
       {"plan", "--model=llama3-70b", "--nodes=8", "--zero3",
        "--write-lengths=" + lengths_file});
   ASSERT_EQ(plan.exit_code, 0) << plan.err;
-  {
-    std::FILE* file = std::fopen(plan_file.c_str(), "w");
-    ASSERT_NE(file, nullptr);
-    std::fputs(plan.out.c_str(), file);
-    std::fclose(file);
-  }
+  ASSERT_NO_FATAL_FAILURE(WriteFile(plan_file, plan.out));
   const CliResult valid = RunCli(
       {"validate", "--model=llama3-70b", "--nodes=8", "--zero3",
        "--plan=" + plan_file, "--lengths=" + lengths_file});
