@@ -63,10 +63,6 @@ std::string GroupPricesTable(const std::vector<GroupPrice>& prices) {
   return table;
 }
 
-}  // namespace
-
-namespace {
-
 // Validates `plan` (`validate`) and prices a copy of it (`predict`) into a
 // PriceT (PlanPrice or PhasedPlanPrice) with the lower bound over the legal
 // SP sizes of `sp_sizes`, the mean idle fraction and the peak memory
