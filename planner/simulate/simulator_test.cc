@@ -1,6 +1,5 @@
 #include "planner/simulate/simulator.h"
 
-#include <memory>
 #include <string>
 #include <vector>
 
