@@ -234,8 +234,9 @@ absl::StatusOr<MilpReference> ComputeMilpReference(
     const CostModel& cost_model, absl::Span<const int> sp_sizes,
     absl::Span<const int64_t> lengths_tokens,
     const MilpReferenceOptions& options) {
-  absl::StatusOr<std::vector<int>> sizes = SmallBatchSpSizes(
-      cost_model, sp_sizes, lengths_tokens, kMaxMilpReferenceSequences, "the MILP reference");
+  absl::StatusOr<std::vector<int>> sizes =
+      SmallBatchSpSizes(cost_model, sp_sizes, lengths_tokens,
+                        kMaxMilpReferenceSequences, "the MILP reference");
   if (!sizes.ok()) return sizes.status();
   const int n = static_cast<int>(lengths_tokens.size());
   std::vector<AffineSize> affine;
