@@ -458,7 +458,7 @@ TEST_F(PlannerHandlerRestartTest, RestartSetsAsideACorruptStepRecord) {
 }
 
 TEST_F(PlannerHandlerRestartTest, RestartWithAnotherJobIsRefused) {
-  ClaimDirectory();
+  ASSERT_NO_FATAL_FAILURE(ClaimDirectory());
   PlannerHandlerOptions other_cluster = options;
   other_cluster.cluster.num_nodes = 2;
   absl::StatusOr<std::unique_ptr<PlannerHandler>> another_job =
@@ -532,7 +532,7 @@ TEST_F(PlannerHandlerRestartTest, AfterRestartStepsByStepNeedTheirBatch) {
 }
 
 TEST_F(PlannerHandlerRestartTest, StateWithOtherFingerprintVersionIsRefused) {
-  ClaimDirectory();
+  ASSERT_NO_FATAL_FAILURE(ClaimDirectory());
   const std::string path = absl::StrCat(directory, "/job.pb");
   v1::JobRecord job;
   {
