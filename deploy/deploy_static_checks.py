@@ -287,7 +287,8 @@ def expect_known_flags(o, planner_flags, worker_flags, expect):
 
 
 def check_overlay_consistency(overlay, objects, planner_flags, worker_flags):
-    """The rendered objects of one overlay fit together; returns facts for later."""
+    """The rendered objects of one overlay fit together; returns their
+    RenderedOverlay for the later checks."""
     problems = []
 
     def expect(condition, message):
@@ -300,17 +301,15 @@ def check_overlay_consistency(overlay, objects, planner_flags, worker_flags):
         part(rendered, expect)
     expect_known_flags(rendered, planner_flags, worker_flags, expect)
     check(f"{overlay}: rendered objects fit together", not problems, "; ".join(problems))
-    return {"deployment": rendered.deployment, "job": rendered.job, "objects": objects}
+    return rendered
 
 
-def check_overlay_planner_starts(overlay, facts, secret_files):
-    """The overlay's planner starts with its rendered arguments and config."""
-    deployment = facts["deployment"]
-    pod = deployment["spec"]["template"]
+def check_overlay_planner_starts(overlay, o, secret_files):
+    """The overlay's planner (`o`: its RenderedOverlay) starts with its
+    rendered arguments and config."""
     directory = os.path.join(TMP, f"{overlay}-planner-start")
-    mounts = materialize_volumes(pod, pod["spec"]["containers"][0], facts["objects"], directory,
-                                 secret_files)
-    planner = Planner(planner_argv(deployment, mounts), os.path.join(directory, "planner.log"))
+    mounts = materialize_volumes(o.planner_pod, o.planner, o.objects, directory, secret_files)
+    planner = Planner(planner_argv(o.deployment, mounts), os.path.join(directory, "planner.log"))
     try:
         ports = planner.wait_serving(time.monotonic() + 30)
         code = stop(planner.process)
