@@ -7,9 +7,7 @@
 
 #include <signal.h>
 #include <stdlib.h>
-#include <unistd.h>
 
-#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <filesystem>
@@ -27,13 +25,11 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/command_line.h"
 #include "common/main_prologue.h"
-#include "common/status_macros.h"
 #include "launcher/child_process.h"
 #include "launcher/job_summary.h"
 #include "launcher/local_job_config.h"
