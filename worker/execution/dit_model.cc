@@ -122,7 +122,6 @@ absl::StatusOr<DitShard> ShardLatentSequences(
 DitBlock::DitBlock(const ModelSpec& spec, const DitModelOptions& options,
                    at::Generator& generator)
     : AttentionBlock(spec),
-      hidden_(spec.hidden_size),
       gated_mlp_(spec.gated_mlp),
       epsilon_(options.layer_norm_epsilon) {
   const int64_t h = spec.hidden_size;
@@ -149,11 +148,11 @@ torch::Tensor DitBlock::Modulation(const torch::Tensor& conditioning) const {
 torch::Tensor DitBlock::Forward(const torch::Tensor& x,
                                 const torch::Tensor& conditioning,
                                 const ForwardContext& context) const {
-  // Per sequence, then per token: [T, 6, hidden].
+  // Per sequence, then per token: [T, 6, hidden] (x is [T, hidden]).
   torch::Tensor modulation =
       Modulation(conditioning)
           .index_select(0, context.sequence_of_token)
-          .view({x.size(0), 6, hidden_});
+          .view({x.size(0), 6, x.size(1)});
   auto part = [&](int64_t i) { return modulation.select(1, i); };
   torch::Tensor h =
       LayerNormWithoutWeights(x, epsilon_) * (1 + part(1)) + part(0);

@@ -115,7 +115,6 @@ class DitBlock : public AttentionBlock {
   torch::Tensor Attention(const torch::Tensor& h,
                           const dit_internal::ForwardContext& context) const;
 
-  int64_t hidden_;
   bool gated_mlp_;
   double epsilon_;
   torch::Tensor modulation_, w_in_, w_gate_, w_out_;
