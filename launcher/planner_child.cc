@@ -97,9 +97,7 @@ absl::Status PlannerDrill::Poll(bool due) {
     case State::kWaiting:
       if (!due) return absl::OkStatus();
       print_(absl::StrCat("[dcp_local_job] planner drill: sending ",
-                          SignalName(),
-                          " to "
-                          "dcp_planner (pid ",
+                          SignalName(), " to dcp_planner (pid ",
                           planner_.process->pid(), ") after step ",
                           config_.restart_planner_after_step, "; it restarts ",
                           absl::FormatDuration(config_.planner_down_for),
