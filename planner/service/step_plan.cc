@@ -214,26 +214,19 @@ std::shared_ptr<const PlannedStep> MakeStepPlanTryingPhases(
         for (int rank : group.ranks) {
           if (rank < 0 || rank >= world_size) continue;
           GroupSummary& of_rank = result->groups[rank];
-          const auto append = [](std::vector<double>& to,
-                                 const std::vector<double>& from) {
+          const auto append = [](auto& to, const auto& from) {
             to.insert(to.end(), from.begin(), from.end());
           };
           append(of_rank.micro_batch_compute_seconds,
                  summary.micro_batch_compute_seconds);
           append(of_rank.micro_batch_communication_seconds,
                  summary.micro_batch_communication_seconds);
-          of_rank.micro_batch_sp_sizes.insert(
-              of_rank.micro_batch_sp_sizes.end(),
-              summary.micro_batch_sp_sizes.begin(),
-              summary.micro_batch_sp_sizes.end());
+          append(of_rank.micro_batch_sp_sizes, summary.micro_batch_sp_sizes);
           append(of_rank.micro_batch_all_to_all_calls,
                  summary.micro_batch_all_to_all_calls);
           append(of_rank.micro_batch_all_to_all_bus_bytes,
                  summary.micro_batch_all_to_all_bus_bytes);
-          of_rank.micro_batch_fit_rows.insert(
-              of_rank.micro_batch_fit_rows.end(),
-              summary.micro_batch_fit_rows.begin(),
-              summary.micro_batch_fit_rows.end());
+          append(of_rank.micro_batch_fit_rows, summary.micro_batch_fit_rows);
           if (!rank_has_kind[rank]) {
             rank_has_kind[rank] = true;
             of_rank.inter_node = summary.inter_node;
