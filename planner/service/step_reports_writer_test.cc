@@ -1,9 +1,13 @@
 #include "planner/service/step_reports_writer.h"
 
+#include <cstdint>
 #include <memory>
 #include <string>
 
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "gtest/gtest.h"
+#include "planner/service/planner_state_store.h"
 #include "planner/service/step_state_files.h"
 #include "planner/service/test_directory.h"
 
@@ -17,21 +21,39 @@ v1::StepReportsRecord Reports(int64_t step, int ranks) {
   return record;
 }
 
+// A state store for the tiny model in `directory` that holds the record of
+// each of steps [0, steps) and, with `with_plans`, an empty plan record of
+// each.
+absl::StatusOr<std::unique_ptr<PlannerStateStore>> OpenStoreWithSteps(
+    const std::string& directory, int64_t steps, bool with_plans,
+    PlannerState& state) {
+  v1::JobRecord job;
+  job.mutable_model()->set_name("tiny");
+  absl::StatusOr<std::unique_ptr<PlannerStateStore>> store =
+      PlannerStateStore::Open(directory, job, &state);
+  if (!store.ok()) return store.status();
+  for (int64_t step = 0; step < steps; ++step) {
+    v1::StepRecord record;
+    record.set_step(step);
+    if (absl::Status written = (*store)->WriteStep(record); !written.ok()) {
+      return written;
+    }
+    if (!with_plans) continue;
+    v1::StepPlanRecord plan;
+    plan.set_step(step);
+    if (absl::Status written = (*store)->WriteStepPlan(plan); !written.ok()) {
+      return written;
+    }
+  }
+  return store;
+}
+
 TEST(StepReportsWriterTest, WritesTheLatestRecordOfEachStep) {
   const std::string directory = FreshTestDirectory("step_reports_writer_");
   PlannerState state;
-  v1::JobRecord job;
-  job.mutable_model()->set_name("tiny");
-  auto store = PlannerStateStore::Open(directory, job, &state);
+  absl::StatusOr<std::unique_ptr<PlannerStateStore>> store =
+      OpenStoreWithSteps(directory, /*steps=*/3, /*with_plans=*/true, state);
   ASSERT_TRUE(store.ok()) << store.status();
-  for (int64_t step = 0; step < 3; ++step) {
-    v1::StepRecord record;
-    record.set_step(step);
-    ASSERT_TRUE((*store)->WriteStep(record).ok());
-    v1::StepPlanRecord plan;
-    plan.set_step(step);
-    ASSERT_TRUE((*store)->WriteStepPlan(plan).ok());
-  }
   {
     StepReportsWriter writer(**store, nullptr);
     writer.Write(Reports(0, 1));
@@ -57,15 +79,9 @@ TEST(StepReportsWriterTest, WritesTheLatestRecordOfEachStep) {
 TEST(StepReportsWriterTest, WritesQueuedPlanRecords) {
   const std::string directory = FreshTestDirectory("step_plans_writer_");
   PlannerState state;
-  v1::JobRecord job;
-  job.mutable_model()->set_name("tiny");
-  auto store = PlannerStateStore::Open(directory, job, &state);
+  absl::StatusOr<std::unique_ptr<PlannerStateStore>> store =
+      OpenStoreWithSteps(directory, /*steps=*/2, /*with_plans=*/false, state);
   ASSERT_TRUE(store.ok()) << store.status();
-  for (int64_t step = 0; step < 2; ++step) {
-    v1::StepRecord record;
-    record.set_step(step);
-    ASSERT_TRUE((*store)->WriteStep(record).ok());
-  }
   auto plan = [](int64_t step, int groups) {
     v1::StepPlanRecord record;
     record.set_step(step);
