@@ -65,6 +65,15 @@ std::optional<StaticConfig> ExpectedStaticConfig(const CostModel& cost_model,
   return std::nullopt;
 }
 
+// Success, or the first rule of ValidatePlan that `plan` breaks.
+testing::AssertionResult IsValidPlan(const CostModel& cost_model,
+                                     const std::vector<int64_t>& lengths,
+                                     const Plan& plan) {
+  const absl::Status status = ValidatePlan(cost_model, lengths, plan);
+  if (status.ok()) return testing::AssertionSuccess();
+  return testing::AssertionFailure() << status;
+}
+
 std::vector<int> AllIndicesOf(const Plan& plan) {
   std::vector<int> seen;
   for (const GroupPlan& group : plan.groups) {
@@ -247,8 +256,7 @@ TEST(PlanBucketTest, DealsRoundRobinOneSequencePerMicroBatch) {
                 config->checkpointed_layers);
     }
   }
-  EXPECT_TRUE(ValidatePlan(cost_model, lengths, *plan).ok())
-      << ValidatePlan(cost_model, lengths, *plan);
+  EXPECT_TRUE(IsValidPlan(cost_model, lengths, *plan));
   EXPECT_GT(plan->predicted_step_seconds, 0);
   EXPECT_EQ(plan->lower_bound_seconds, 0);
 }
@@ -283,8 +291,7 @@ TEST(PlanBucketTest, TwoSequencesPerMicroBatchPairsConsecutiveDeals) {
       EXPECT_EQ(micro_batch.checkpointed_layers, config->checkpointed_layers);
     }
   }
-  EXPECT_TRUE(ValidatePlan(cost_model, lengths, *plan).ok())
-      << ValidatePlan(cost_model, lengths, *plan);
+  EXPECT_TRUE(IsValidPlan(cost_model, lengths, *plan));
 }
 
 TEST(PlanBucketTest, FewerSequencesThanGroupsLeavesGroupsIdle) {
@@ -296,8 +303,7 @@ TEST(PlanBucketTest, FewerSequencesThanGroupsLeavesGroupsIdle) {
   EXPECT_EQ(plan->groups[0].micro_batches.size(), 1u);
   EXPECT_EQ(plan->groups[2].micro_batches.size(), 1u);
   EXPECT_TRUE(plan->groups[3].micro_batches.empty());
-  EXPECT_TRUE(ValidatePlan(cost_model, lengths, *plan).ok())
-      << ValidatePlan(cost_model, lengths, *plan);
+  EXPECT_TRUE(IsValidPlan(cost_model, lengths, *plan));
 }
 
 TEST(PlanPackedTest, RespectsCapacityAndBalancesTokens) {
@@ -350,8 +356,7 @@ TEST(PlanPackedTest, RespectsCapacityAndBalancesTokens) {
     // Largest micro-batch first onto the lightest group: the spread is at
     // most one micro-batch.
     EXPECT_LE(most - least, largest_micro_batch);
-    EXPECT_TRUE(ValidatePlan(cost_model, lengths, *plan).ok())
-        << ValidatePlan(cost_model, lengths, *plan);
+    EXPECT_TRUE(IsValidPlan(cost_model, lengths, *plan));
   }
 }
 
@@ -366,8 +371,7 @@ TEST(PlanPackedTest, PacksShortSequencesTogether) {
   const int64_t capacity = cost_model.MaxTokensPerRank(0, /*sp_size=*/1);
   EXPECT_EQ(MicroBatchCount(*plan),
             (64 + capacity / 1000 - 1) / (capacity / 1000));
-  EXPECT_TRUE(ValidatePlan(cost_model, lengths, *plan).ok())
-      << ValidatePlan(cost_model, lengths, *plan);
+  EXPECT_TRUE(IsValidPlan(cost_model, lengths, *plan));
 }
 
 TEST(BaselinesTest, BothAreLegalOnVideoDitWithWholeNodeGroups) {
@@ -381,8 +385,7 @@ TEST(BaselinesTest, BothAreLegalOnVideoDitWithWholeNodeGroups) {
     ASSERT_TRUE(plan.ok()) << plan.status();
     ASSERT_EQ(plan->groups.size(), 2u);
     EXPECT_EQ(plan->groups[1].ranks.front(), 16);
-    EXPECT_TRUE(ValidatePlan(cost_model, lengths, *plan).ok())
-        << ValidatePlan(cost_model, lengths, *plan);
+    EXPECT_TRUE(IsValidPlan(cost_model, lengths, *plan));
   }
 }
 
