@@ -43,6 +43,21 @@ absl::Status CheckPositive(absl::string_view field,
   return absl::OkStatus();
 }
 
+// OK when every {sequences, tokens per sequence} shape of the ProfileOptions
+// list `field` has both positive.
+absl::Status CheckShapes(absl::string_view field,
+                         const std::vector<std::pair<int, int64_t>>& shapes) {
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    const auto& [sequences, length] = shapes[i];
+    if (sequences <= 0 || length <= 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "ProfileOptions.", field, "[", i, "] = {", sequences, ", ", length,
+          "}: sequences and tokens per sequence must be positive"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CheckDevice(const ProfileOptions& options) {
   const torch::Device& device = options.device;
   if (device.is_cuda()) {
@@ -136,22 +151,10 @@ absl::Status ValidateOptions(const ModelSpec& model,
   DCP_RETURN_IF_ERROR(
       CheckPositive("all_reduce_bytes", options.all_reduce_bytes));
   DCP_RETURN_IF_ERROR(CheckPositive("memory_tokens", options.memory_tokens));
-  for (size_t i = 0; i < options.micro_batch_shapes.size(); ++i) {
-    const auto& [sequences, length] = options.micro_batch_shapes[i];
-    if (sequences <= 0 || length <= 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "ProfileOptions.micro_batch_shapes[", i, "] = {", sequences, ", ",
-          length, "}: sequences and tokens per sequence must be positive"));
-    }
-  }
-  for (size_t i = 0; i < options.sp_micro_batch_shapes.size(); ++i) {
-    const auto& [sequences, length] = options.sp_micro_batch_shapes[i];
-    if (sequences <= 0 || length <= 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "ProfileOptions.sp_micro_batch_shapes[", i, "] = {", sequences, ", ",
-          length, "}: sequences and tokens per sequence must be positive"));
-    }
-  }
+  DCP_RETURN_IF_ERROR(
+      CheckShapes("micro_batch_shapes", options.micro_batch_shapes));
+  DCP_RETURN_IF_ERROR(
+      CheckShapes("sp_micro_batch_shapes", options.sp_micro_batch_shapes));
   for (int layers :
        options.micro_batch_checkpointed_layers.value_or(std::vector<int>{})) {
     if (layers < 0 || layers > model.num_layers) {
