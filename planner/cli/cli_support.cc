@@ -99,6 +99,21 @@ absl::StatusOr<BatchStream> LoadStream(const ParsedFlags& flags, int num_gpus) {
                              static_cast<uint64_t>(seed));
 }
 
+namespace {
+
+// OK when LegalSpSizes takes `sp_sizes`, the value of `flag`; else its
+// message, prefixed with the flag.
+absl::Status CheckSpSizesFlag(absl::string_view flag,
+                              const CostModel& cost_model,
+                              const std::vector<int>& sp_sizes) {
+  absl::StatusOr<std::vector<int>> legal = LegalSpSizes(cost_model, sp_sizes);
+  if (legal.ok()) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat(flag, ": ", legal.status().message()));
+}
+
+}  // namespace
+
 // --sp-sizes (checked against the model and cluster),
 // --bucket-micro-batch-sequences and --static-sp.
 absl::Status LoadStrategyOptions(const ParsedFlags& flags,
@@ -106,11 +121,7 @@ absl::Status LoadStrategyOptions(const ParsedFlags& flags,
                                  StaticOptions& static_options,
                                  PlannerOptions& planner_options) {
   DCP_ASSIGN_OR_RETURN(std::vector<int> sp_sizes, SpSizes(flags));
-  absl::StatusOr<std::vector<int>> legal = LegalSpSizes(cost_model, sp_sizes);
-  if (!legal.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--sp-sizes: ", legal.status().message()));
-  }
+  DCP_RETURN_IF_ERROR(CheckSpSizesFlag("--sp-sizes", cost_model, sp_sizes));
   planner_options.sp_sizes = sp_sizes;
   DCP_ASSIGN_OR_RETURN(
       static_options.micro_batch_sequences,
@@ -118,12 +129,8 @@ absl::Status LoadStrategyOptions(const ParsedFlags& flags,
   DCP_ASSIGN_OR_RETURN(static_options.sp_size,
                        flags.IntWithSuffix("static-sp", 0, 1 << 20));
   if (static_options.sp_size != 0) {
-    absl::StatusOr<std::vector<int>> legal =
-        LegalSpSizes(cost_model, {static_options.sp_size});
-    if (!legal.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--static-sp: ", legal.status().message()));
-    }
+    DCP_RETURN_IF_ERROR(CheckSpSizesFlag("--static-sp", cost_model,
+                                         {static_options.sp_size}));
   }
   return absl::OkStatus();
 }
