@@ -227,6 +227,27 @@ void RunRankMainIfChild() {
   if (IsRankChild()) RunChild();
 }
 
+::testing::AssertionResult EveryRankSucceeded(int world_size,
+                                              absl::Duration timeout,
+                                              absl::string_view name,
+                                              absl::string_view arg) {
+  const absl::StatusOr<std::vector<int>> exit_codes =
+      RunRanks(world_size, timeout, name, arg);
+  if (!exit_codes.ok()) {
+    return ::testing::AssertionFailure()
+           << "RunRanks(\"" << name << "\"): " << exit_codes.status();
+  }
+  for (int code : *exit_codes) {
+    if (code != 0) {
+      return ::testing::AssertionFailure()
+             << "rank main \"" << name << "\" exit codes by rank: "
+             << absl::StrJoin(*exit_codes, ", ")
+             << " (the children's stderr above says why)";
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
 absl::Status PublishStorePort(int port) {
   absl::StatusOr<std::string> dir = ScratchDirOfChild();
   if (!dir.ok()) return dir.status();

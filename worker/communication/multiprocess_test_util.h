@@ -30,10 +30,8 @@
 //   }
 //
 //   TEST(MyTest, AllReduce) {
-//     absl::StatusOr<std::vector<int>> exit_codes =
-//         dcp::testing::RunRanks(4, absl::Seconds(60), "AllReduceOverFour");
-//     ASSERT_TRUE(exit_codes.ok()) << exit_codes.status();
-//     EXPECT_THAT(*exit_codes, testing::Each(0));
+//     EXPECT_TRUE(dcp::testing::EveryRankSucceeded(4, absl::Seconds(60),
+//                                                  "AllReduceOverFour"));
 //   }
 //
 // How the child gets there: RunRanks starts each child with the current
@@ -58,6 +56,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "gtest/gtest.h"
 
 namespace dcp {
 namespace testing {
@@ -96,6 +95,15 @@ absl::StatusOr<std::vector<int>> RunRanks(int world_size,
                                           absl::Duration timeout,
                                           absl::string_view name,
                                           absl::string_view arg = "");
+
+/// RunRanks, as a GoogleTest assertion: success when it ran and every rank
+/// exited 0; otherwise a failure with RunRanks' error or the exit codes by
+/// rank (the children's stderr, in the test log, says why). For
+/// EXPECT_TRUE / ASSERT_TRUE.
+::testing::AssertionResult EveryRankSucceeded(int world_size,
+                                              absl::Duration timeout,
+                                              absl::string_view name,
+                                              absl::string_view arg = "");
 
 /// For rank 0: makes `port` known to the other ranks of this RunRanks call
 /// (written atomically to the scratch folder). Has the signature of
