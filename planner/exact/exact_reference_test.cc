@@ -34,13 +34,11 @@ TEST(ExactReferenceTest, TwoGpusTwoSequencesByHand) {
   auto price = [&](Plan plan) {
     for (GroupPlan& group : plan.groups) {
       for (MicroBatchPlan& micro_batch : group.micro_batches) {
-        MicroBatchShape shape;
-        shape.sp_size = group.sp_size();
-        for (int index : micro_batch.sequence_indices) {
-          shape.AddSequence(lengths[index]);
-        }
         micro_batch.checkpointed_layers =
-            cost_model.MinCheckpointedLayers(shape).value_or(-1);
+            cost_model
+                .MinCheckpointedLayers(ShapeOfSequences(
+                    lengths, micro_batch.sequence_indices, group.sp_size()))
+                .value_or(-1);
       }
     }
     EXPECT_TRUE(ValidatePlan(cost_model, lengths, plan).ok())

@@ -22,14 +22,6 @@ namespace {
 
 constexpr double kInfinity = std::numeric_limits<double>::infinity();
 
-MicroBatchShape ShapeOfIndices(absl::Span<const int64_t> lengths,
-                               const std::vector<int>& indices, int sp_size) {
-  MicroBatchShape shape;
-  shape.sp_size = sp_size;
-  for (int i : indices) shape.AddSequence(lengths[i]);
-  return shape;
-}
-
 // The cost model on `sp_size` as the MILP's affine terms over the batch
 // (AffineSize); FAILED_PRECONDITION where they do not reproduce it.
 absl::StatusOr<AffineSize> MakeAffineSize(const CostModel& cost_model,
@@ -78,7 +70,7 @@ absl::StatusOr<AffineSize> MakeAffineSize(const CostModel& cost_model,
   // The affine form must reproduce the cost model on the whole batch.
   std::vector<int> all(n);
   for (int i = 0; i < n; ++i) all[i] = i;
-  const MicroBatchShape whole = ShapeOfIndices(lengths, all, sp_size);
+  const MicroBatchShape whole = ShapeOfSequences(lengths, all, sp_size);
   for (int k : {0, layers}) {
     double total = a.fixed_total + k * a.fixed_recompute;
     double backward = a.fixed_backward + k * a.fixed_recompute;
@@ -127,9 +119,10 @@ void AddMicroBatches(const CostModel& cost_model,
     } else {
       const double backward =
           cost_model
-              .MicroBatch(ShapeOfIndices(lengths, micro_batch.sequence_indices,
-                                         group.sp_size()),
-                          micro_batch.checkpointed_layers)
+              .MicroBatch(
+                  ShapeOfSequences(lengths, micro_batch.sequence_indices,
+                                   group.sp_size()),
+                  micro_batch.checkpointed_layers)
               .backward_seconds;
       rest.push_back({backward, std::move(micro_batch)});
     }

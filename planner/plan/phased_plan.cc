@@ -45,12 +45,9 @@ std::optional<int> FewestCheckpointedLayersThatFit(
   for (Plan& phase : plan.phases) {
     for (GroupPlan& group : phase.groups) {
       for (MicroBatchPlan& micro_batch : group.micro_batches) {
-        MicroBatchShape shape;
-        shape.sp_size = group.sp_size();
-        for (int index : micro_batch.sequence_indices) {
-          shape.AddSequence(lengths_tokens[index]);
-        }
-        std::optional<int> needed = cost_model.MinCheckpointedLayers(shape);
+        std::optional<int> needed =
+            cost_model.MinCheckpointedLayers(ShapeOfSequences(
+                lengths_tokens, micro_batch.sequence_indices, group.sp_size()));
         if (!needed) return std::nullopt;
         layers = std::max(layers, *needed);
         if (set_each) micro_batch.checkpointed_layers = *needed;

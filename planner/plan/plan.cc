@@ -5,6 +5,15 @@
 
 namespace dcp {
 
+MicroBatchShape ShapeOfSequences(absl::Span<const int64_t> lengths_tokens,
+                                 absl::Span<const int> sequence_indices,
+                                 int sp_size) {
+  MicroBatchShape shape;
+  shape.sp_size = sp_size;
+  for (int index : sequence_indices) shape.AddSequence(lengths_tokens[index]);
+  return shape;
+}
+
 double LockstepSeconds(const CostModel& cost_model,
                        absl::Span<const int64_t> lengths_tokens,
                        const Plan& plan) {
@@ -46,13 +55,10 @@ void PredictPlan(const CostModel& cost_model,
     group.predicted_seconds = 0;
     double last_backward = 0;
     for (MicroBatchPlan& micro_batch : group.micro_batches) {
-      MicroBatchShape shape;
-      shape.sp_size = group.sp_size();
-      for (int index : micro_batch.sequence_indices) {
-        shape.AddSequence(lengths_tokens[index]);
-      }
-      const MicroBatchCost cost =
-          cost_model.MicroBatch(shape, micro_batch.checkpointed_layers);
+      const MicroBatchCost cost = cost_model.MicroBatch(
+          ShapeOfSequences(lengths_tokens, micro_batch.sequence_indices,
+                           group.sp_size()),
+          micro_batch.checkpointed_layers);
       micro_batch.predicted_seconds = cost.total_seconds;
       micro_batch.predicted_peak_bytes = cost.peak_bytes;
       group.predicted_seconds += cost.total_seconds;

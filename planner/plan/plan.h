@@ -59,6 +59,13 @@ struct Plan {
   }
 };
 
+/// The shape on a group of `sp_size` ranks of the micro-batch of the
+/// sequences at `sequence_indices` (valid indices into `lengths_tokens`),
+/// in that order.
+MicroBatchShape ShapeOfSequences(absl::Span<const int64_t> lengths_tokens,
+                                 absl::Span<const int> sequence_indices,
+                                 int sp_size);
+
 /// Fills every prediction of `plan` (micro-batch seconds and bytes, group
 /// seconds, slowest group, exposed all-reduce, step) from the cost model,
 /// keeping its structure. Sequence indices must be valid for

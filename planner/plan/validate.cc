@@ -273,11 +273,8 @@ void CheckMicroBatchMemory(const CostModel& cost_model,
                            const MicroBatchPlan& micro_batch,
                            Problems& problems) {
   const double budget_bytes = cost_model.MemoryBudgetBytes();
-  MicroBatchShape shape;
-  shape.sp_size = sp_size;
-  for (int index : micro_batch.sequence_indices) {
-    shape.AddSequence(lengths_tokens[index]);
-  }
+  const MicroBatchShape shape =
+      ShapeOfSequences(lengths_tokens, micro_batch.sequence_indices, sp_size);
   const double peak_bytes =
       cost_model.PeakBytes(shape, micro_batch.checkpointed_layers);
   // A relative slack of 1e-9 absorbs rounding, not real overflows.

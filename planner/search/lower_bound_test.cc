@@ -51,10 +51,8 @@ void AddMicroBatch(const CostModel& cost_model,
                    const std::vector<int>& indices, GroupPlan& group) {
   MicroBatchPlan micro_batch;
   micro_batch.sequence_indices = indices;
-  MicroBatchShape shape;
-  shape.sp_size = group.sp_size();
-  for (int i : indices) shape.AddSequence(lengths[i]);
-  std::optional<int> layers = cost_model.MinCheckpointedLayers(shape);
+  std::optional<int> layers = cost_model.MinCheckpointedLayers(
+      ShapeOfSequences(lengths, indices, group.sp_size()));
   ASSERT_TRUE(layers.has_value()) << "hand-built micro-batch does not fit";
   micro_batch.checkpointed_layers = *layers;
   group.micro_batches.push_back(std::move(micro_batch));

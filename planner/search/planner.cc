@@ -163,10 +163,7 @@ std::vector<MicroBatchPlan> PlanSearch::MicroBatches(
 
 MicroBatchShape PlanSearch::ShapeOfBin(const std::vector<int>& bin,
                                        int sp_size) const {
-  MicroBatchShape shape;
-  shape.sp_size = sp_size;
-  for (int i : bin) shape.AddSequence(lengths_[i]);
-  return shape;
+  return ShapeOfSequences(lengths_, bin, sp_size);
 }
 
 int PlanSearch::CheckpointedLayers(const MicroBatchShape& shape) const {

@@ -243,11 +243,9 @@ TEST_F(SkewedBatchTest, PyramidRecomputeDiffersBetweenShortAndLong) {
   // all-reduce) more; the short ones need nothing.
   for (const GroupPlan& group : plan->groups) {
     for (const MicroBatchPlan& micro_batch : group.micro_batches) {
-      MicroBatchShape shape;
-      shape.sp_size = group.sp_size();
-      for (int i : micro_batch.sequence_indices) shape.AddSequence(lengths_[i]);
       EXPECT_GE(micro_batch.checkpointed_layers,
-                *cost_model_.MinCheckpointedLayers(shape));
+                *cost_model_.MinCheckpointedLayers(ShapeOfSequences(
+                    lengths_, micro_batch.sequence_indices, group.sp_size())));
     }
   }
   EXPECT_TRUE(CheckpointSettings(*plan).count(0) > 0)

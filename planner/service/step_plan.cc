@@ -40,11 +40,8 @@ GroupSummary SummarizeGroup(const CostModel& cost_model,
   summary.predicted_seconds = group.predicted_seconds;
   summary.inter_node = cost_model.SpansNodes(group.sp_size());
   for (const MicroBatchPlan& micro_batch : group.micro_batches) {
-    MicroBatchShape micro_batch_shape;
-    micro_batch_shape.sp_size = group.sp_size();
-    for (int index : micro_batch.sequence_indices) {
-      micro_batch_shape.AddSequence(lengths[index]);
-    }
+    const MicroBatchShape micro_batch_shape = ShapeOfSequences(
+        lengths, micro_batch.sequence_indices, group.sp_size());
     const MicroBatchCost cost = cost_model.MicroBatch(
         micro_batch_shape, micro_batch.checkpointed_layers);
     summary.micro_batch_compute_seconds.push_back(

@@ -45,11 +45,8 @@ TimelineRow LayOutGroup(const CostModel& cost_model,
   double t = 0;
   for (size_t m = 0; m < group.micro_batches.size(); ++m) {
     const MicroBatchPlan& micro_batch = group.micro_batches[m];
-    MicroBatchShape shape;
-    shape.sp_size = group.sp_size();
-    for (int index : micro_batch.sequence_indices) {
-      shape.AddSequence(lengths_tokens[index]);
-    }
+    const MicroBatchShape shape = ShapeOfSequences(
+        lengths_tokens, micro_batch.sequence_indices, group.sp_size());
     const int k = micro_batch.checkpointed_layers;
     const MicroBatchCost cost = cost_model.MicroBatch(shape, k);
     // The cost model charges one layer's all-to-alls (a) per layer forward,
