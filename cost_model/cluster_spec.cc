@@ -1,35 +1,13 @@
 #include "cost_model/cluster_spec.h"
 
 #include <cmath>
-#include <utility>
-#include <vector>
+#include <variant>
 
 #include "absl/strings/str_cat.h"
+#include "common/struct_json.h"
 #include "nlohmann/json.hpp"
 
 namespace dcp {
-namespace {
-
-// The double-valued fields, by JSON name, for parsing and printing.
-std::vector<std::pair<const char*, double ClusterSpec::*>> DoubleFields() {
-  return {
-      {"gpu_memory_bytes", &ClusterSpec::gpu_memory_bytes},
-      {"usable_memory_fraction", &ClusterSpec::usable_memory_fraction},
-      {"peak_flops_per_second", &ClusterSpec::peak_flops_per_second},
-      {"gemm_flops_per_second", &ClusterSpec::gemm_flops_per_second},
-      {"hbm_bytes_per_second", &ClusterSpec::hbm_bytes_per_second},
-      {"intra_node_bus_bytes_per_second",
-       &ClusterSpec::intra_node_bus_bytes_per_second},
-      {"intra_node_latency_seconds", &ClusterSpec::intra_node_latency_seconds},
-      {"inter_node_bus_bytes_per_second",
-       &ClusterSpec::inter_node_bus_bytes_per_second},
-      {"inter_node_latency_seconds", &ClusterSpec::inter_node_latency_seconds},
-      {"allreduce_intra_bus_bytes_per_second",
-       &ClusterSpec::allreduce_intra_bus_bytes_per_second},
-  };
-}
-
-}  // namespace
 
 ClusterSpec H200Cluster(int num_nodes, int gpus_per_node) {
   ClusterSpec spec;
@@ -59,11 +37,13 @@ absl::Status ValidateClusterSpec(const ClusterSpec& spec) {
         "cluster: usable_memory_fraction = ", spec.usable_memory_fraction,
         " must be in (0, 1]"));
   }
-  for (const auto& [name, field] : DoubleFields()) {
-    const double value = spec.*field;
+  for (const StructField<ClusterSpec>& field : kClusterSpecFields) {
+    const auto* member = std::get_if<double ClusterSpec::*>(&field.member);
+    if (member == nullptr) continue;
+    const double value = spec.**member;
     if (!std::isfinite(value) || value <= 0) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "cluster: ", name, " = ", value, " must be a positive number"));
+          "cluster: ", field.name, " = ", value, " must be a positive number"));
     }
   }
   return absl::OkStatus();
@@ -77,47 +57,16 @@ absl::StatusOr<ClusterSpec> ClusterSpecFromJson(absl::string_view json_text) {
     return absl::InvalidArgumentError("cluster spec is not a JSON object");
   }
   ClusterSpec spec;
-  const auto fields = DoubleFields();
-  for (auto it = json.begin(); it != json.end(); ++it) {
-    const std::string& key = it.key();
-    if (key == "num_nodes" || key == "gpus_per_node") {
-      if (!it.value().is_number_integer() ||
-          it.value().get<int64_t>() < -(int64_t{1} << 31) ||
-          it.value().get<int64_t>() >= (int64_t{1} << 31)) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "cluster spec field '", key, "' = ", it.value().dump(),
-            " must be an integer below 2^31"));
-      }
-      (key == "num_nodes" ? spec.num_nodes : spec.gpus_per_node) =
-          it.value().get<int>();
-      continue;
-    }
-    bool known = false;
-    for (const auto& [name, field] : fields) {
-      if (key != name) continue;
-      known = true;
-      if (!it.value().is_number()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("cluster spec field '", key, "' = ",
-                         it.value().dump(), " must be a number"));
-      }
-      spec.*field = it.value().get<double>();
-    }
-    if (!known) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("unknown cluster spec field '", key, "'"));
-    }
-  }
+  absl::Status read = StructFromJson<ClusterSpec>(kClusterSpecFields, json,
+                                                  "cluster spec", spec);
+  if (!read.ok()) return read;
   absl::Status valid = ValidateClusterSpec(spec);
   if (!valid.ok()) return valid;
   return spec;
 }
 
 std::string ClusterSpecToJson(const ClusterSpec& spec) {
-  nlohmann::json json = {{"num_nodes", spec.num_nodes},
-                         {"gpus_per_node", spec.gpus_per_node}};
-  for (const auto& [name, field] : DoubleFields()) json[name] = spec.*field;
-  return json.dump();
+  return StructToJson<ClusterSpec>(kClusterSpecFields, spec).dump();
 }
 
 }  // namespace dcp

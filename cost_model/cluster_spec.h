@@ -7,6 +7,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "common/struct_fields.h"
 
 namespace dcp {
 
@@ -40,6 +41,25 @@ struct ClusterSpec {
   double MemoryBudgetBytes() const {
     return gpu_memory_bytes * usable_memory_fraction;
   }
+};
+
+/// Every member of ClusterSpec by its name in JSON and in dcp.v1.ClusterSpec (struct_fields.h).
+inline constexpr StructField<ClusterSpec> kClusterSpecFields[] = {
+    {"num_nodes", &ClusterSpec::num_nodes},
+    {"gpus_per_node", &ClusterSpec::gpus_per_node},
+    {"gpu_memory_bytes", &ClusterSpec::gpu_memory_bytes},
+    {"usable_memory_fraction", &ClusterSpec::usable_memory_fraction},
+    {"peak_flops_per_second", &ClusterSpec::peak_flops_per_second},
+    {"gemm_flops_per_second", &ClusterSpec::gemm_flops_per_second},
+    {"hbm_bytes_per_second", &ClusterSpec::hbm_bytes_per_second},
+    {"intra_node_bus_bytes_per_second",
+     &ClusterSpec::intra_node_bus_bytes_per_second},
+    {"intra_node_latency_seconds", &ClusterSpec::intra_node_latency_seconds},
+    {"inter_node_bus_bytes_per_second",
+     &ClusterSpec::inter_node_bus_bytes_per_second},
+    {"inter_node_latency_seconds", &ClusterSpec::inter_node_latency_seconds},
+    {"allreduce_intra_bus_bytes_per_second",
+     &ClusterSpec::allreduce_intra_bus_bytes_per_second},
 };
 
 /// The most GPUs a cluster may have (2^20): num_nodes x gpus_per_node stays

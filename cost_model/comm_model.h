@@ -1,6 +1,7 @@
 #ifndef DCP_COST_MODEL_COMM_MODEL_H_
 #define DCP_COST_MODEL_COMM_MODEL_H_
 
+#include "common/struct_fields.h"
 #include "cost_model/cluster_spec.h"
 
 namespace dcp {
@@ -25,6 +26,42 @@ struct CommParams {
   double all_gather_intra_bus_bytes_per_second = 0;
   double all_gather_inter_latency_seconds = 0;
   double all_gather_inter_bus_bytes_per_second = 0;
+};
+
+/// Every member of CommParams by its name in JSON and in dcp.v1.CommParams (struct_fields.h).
+inline constexpr StructField<CommParams> kCommParamsFields[] = {
+    {"all_to_all_intra_latency_seconds",
+     &CommParams::all_to_all_intra_latency_seconds},
+    {"all_to_all_intra_bus_bytes_per_second",
+     &CommParams::all_to_all_intra_bus_bytes_per_second},
+    {"all_to_all_inter_latency_seconds",
+     &CommParams::all_to_all_inter_latency_seconds},
+    {"all_to_all_inter_bus_bytes_per_second",
+     &CommParams::all_to_all_inter_bus_bytes_per_second},
+    {"all_reduce_intra_latency_seconds",
+     &CommParams::all_reduce_intra_latency_seconds},
+    {"all_reduce_intra_bus_bytes_per_second",
+     &CommParams::all_reduce_intra_bus_bytes_per_second},
+    {"all_reduce_inter_latency_seconds",
+     &CommParams::all_reduce_inter_latency_seconds},
+    {"all_reduce_inter_bus_bytes_per_second",
+     &CommParams::all_reduce_inter_bus_bytes_per_second},
+    {"reduce_scatter_intra_latency_seconds",
+     &CommParams::reduce_scatter_intra_latency_seconds},
+    {"reduce_scatter_intra_bus_bytes_per_second",
+     &CommParams::reduce_scatter_intra_bus_bytes_per_second},
+    {"reduce_scatter_inter_latency_seconds",
+     &CommParams::reduce_scatter_inter_latency_seconds},
+    {"reduce_scatter_inter_bus_bytes_per_second",
+     &CommParams::reduce_scatter_inter_bus_bytes_per_second},
+    {"all_gather_intra_latency_seconds",
+     &CommParams::all_gather_intra_latency_seconds},
+    {"all_gather_intra_bus_bytes_per_second",
+     &CommParams::all_gather_intra_bus_bytes_per_second},
+    {"all_gather_inter_latency_seconds",
+     &CommParams::all_gather_inter_latency_seconds},
+    {"all_gather_inter_bus_bytes_per_second",
+     &CommParams::all_gather_inter_bus_bytes_per_second},
 };
 
 /// Where one collective's alpha-beta parameters on one kind of link live in

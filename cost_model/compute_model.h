@@ -1,6 +1,7 @@
 #ifndef DCP_COST_MODEL_COMPUTE_MODEL_H_
 #define DCP_COST_MODEL_COMPUTE_MODEL_H_
 
+#include "common/struct_fields.h"
 #include "cost_model/cluster_spec.h"
 #include "cost_model/micro_batch_shape.h"
 #include "cost_model/model_spec.h"
@@ -50,6 +51,31 @@ struct ComputeParams {
   /// The optimizer step (AdamW over this rank's parameters) at the end of a
   /// step.
   double optimizer_step_seconds = 0;
+};
+
+/// Every member of ComputeParams by its name in JSON and in dcp.v1.ComputeParams (struct_fields.h).
+inline constexpr StructField<ComputeParams> kComputeParamsFields[] = {
+    {"gemm_flops_per_second", &ComputeParams::gemm_flops_per_second},
+    {"gemm_half_efficiency_tokens",
+     &ComputeParams::gemm_half_efficiency_tokens},
+    {"layer_fixed_seconds", &ComputeParams::layer_fixed_seconds},
+    {"attention_forward_flops_per_second",
+     &ComputeParams::attention_forward_flops_per_second},
+    {"attention_forward_half_length_tokens",
+     &ComputeParams::attention_forward_half_length_tokens},
+    {"attention_backward_flops_per_second",
+     &ComputeParams::attention_backward_flops_per_second},
+    {"attention_backward_half_length_tokens",
+     &ComputeParams::attention_backward_half_length_tokens},
+    {"elementwise_bytes_per_second",
+     &ComputeParams::elementwise_bytes_per_second},
+    {"micro_batch_fixed_seconds", &ComputeParams::micro_batch_fixed_seconds},
+    {"sequence_layer_fixed_seconds",
+     &ComputeParams::sequence_layer_fixed_seconds},
+    {"ulysses_layer_fixed_seconds",
+     &ComputeParams::ulysses_layer_fixed_seconds},
+    {"sp_compute_scale", &ComputeParams::sp_compute_scale},
+    {"optimizer_step_seconds", &ComputeParams::optimizer_step_seconds},
 };
 
 /// Defaults from public figures: GEMM rate from the cluster spec, attention

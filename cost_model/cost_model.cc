@@ -1,19 +1,20 @@
 #include "cost_model/cost_model.h"
 
+#include <algorithm>
 #include <cmath>
-#include <initializer_list>
-#include <utility>
+#include <iterator>
+#include <variant>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "common/status_macros.h"
+#include "common/struct_fields.h"
 
 namespace dcp {
 
 namespace {
-
-using NamedValue = std::pair<const char*, double>;
 
 /// Whether `value` is finite and > 0 (`positive`) or >= 0.
 bool InRange(double value, bool positive) {
@@ -27,32 +28,55 @@ absl::Status OutOfRange(absl::string_view name, double value, bool positive) {
                    "; it must be a finite number ", positive ? "> 0" : ">= 0"));
 }
 
-/// OK when every value is finite and > 0 (`positive`) or >= 0; else an
-/// error naming the first that is not.
-absl::Status CheckParams(std::initializer_list<NamedValue> values,
-                         bool positive) {
-  for (const auto& [name, value] : values) {
-    if (!InRange(value, positive)) return OutOfRange(name, value, positive);
-  }
-  return absl::OkStatus();
+/// The compute rates: they divide work, so they must be > 0.
+constexpr double ComputeParams::*kComputeRates[] = {
+    &ComputeParams::gemm_flops_per_second,
+    &ComputeParams::attention_forward_flops_per_second,
+    &ComputeParams::attention_backward_flops_per_second,
+    &ComputeParams::elementwise_bytes_per_second,
+    &ComputeParams::sp_compute_scale,
+};
+
+bool IsRate(double ComputeParams::*member) {
+  return std::find(std::begin(kComputeRates), std::end(kComputeRates),
+                   member) != std::end(kComputeRates);
 }
 
-/// The same for each collective's bandwidths (`bandwidths`: > 0) or
-/// latencies (>= 0) inside and across nodes; the error names the field
-/// "comm.<field>" (built only then: a valid model builds no names).
-absl::Status CheckCommParams(const CommParams& comm, bool bandwidths) {
+/// No memory parameter divides: each must be >= 0.
+bool IsRate(double MemoryParams::*) { return false; }
+
+/// The collectives' bandwidths divide bytes: they must be > 0.
+bool IsRate(double CommParams::*member) {
   for (const CollectiveFields* collective : kCollectiveFields) {
     for (const bool inter_node : {false, true}) {
-      const CommLinkFields& link = collective->On(inter_node);
-      const double value =
-          comm.*(bandwidths ? link.bus_bytes_per_second : link.latency_seconds);
-      if (!InRange(value, /*positive=*/bandwidths)) {
-        return OutOfRange(
-            absl::StrCat(
-                "comm.", collective->name, inter_node ? "_inter_" : "_intra_",
-                bandwidths ? "bus_bytes_per_second" : "latency_seconds"),
-            value, /*positive=*/bandwidths);
+      if (collective->On(inter_node).bus_bytes_per_second == member) {
+        return true;
       }
+    }
+  }
+  return false;
+}
+
+/// OK when each numeric member of `params` (by its table `fields`) is finite
+/// and > 0 for a rate (IsRate), >= 0 otherwise; else an error naming the
+/// first that is not as "<group>.<field>" (built only then: a valid model
+/// builds no names).
+template <typename Params>
+absl::Status CheckParams(absl::Span<const StructField<Params>> fields,
+                         const Params& params, absl::string_view group) {
+  for (const StructField<Params>& field : fields) {
+    double value = 0;
+    bool positive = false;
+    if (const auto* member = std::get_if<double Params::*>(&field.member)) {
+      value = params.**member;
+      positive = IsRate(*member);
+    } else if (const auto* count = std::get_if<int Params::*>(&field.member)) {
+      value = params.**count;
+    } else {
+      continue;  // a switch (bool) has no range
+    }
+    if (!InRange(value, positive)) {
+      return OutOfRange(absl::StrCat(group, ".", field.name), value, positive);
     }
   }
   return absl::OkStatus();
@@ -61,54 +85,11 @@ absl::Status CheckCommParams(const CommParams& comm, bool bandwidths) {
 }  // namespace
 
 absl::Status ValidateCostParams(const CostParams& params) {
-  const ComputeParams& compute = params.compute;
-  const MemoryParams& memory = params.memory;
-  // Rates divide work: they must be > 0.
-  DCP_RETURN_IF_ERROR(CheckParams(
-      {{"compute.gemm_flops_per_second", compute.gemm_flops_per_second},
-       {"compute.attention_forward_flops_per_second",
-        compute.attention_forward_flops_per_second},
-       {"compute.attention_backward_flops_per_second",
-        compute.attention_backward_flops_per_second},
-       {"compute.elementwise_bytes_per_second",
-        compute.elementwise_bytes_per_second},
-       {"compute.sp_compute_scale", compute.sp_compute_scale}},
-      /*positive=*/true));
-  DCP_RETURN_IF_ERROR(CheckCommParams(params.comm, /*bandwidths=*/true));
-  DCP_RETURN_IF_ERROR(CheckParams(
-      {{"compute.gemm_half_efficiency_tokens",
-        compute.gemm_half_efficiency_tokens},
-       {"compute.layer_fixed_seconds", compute.layer_fixed_seconds},
-       {"compute.attention_forward_half_length_tokens",
-        compute.attention_forward_half_length_tokens},
-       {"compute.attention_backward_half_length_tokens",
-        compute.attention_backward_half_length_tokens},
-       {"compute.micro_batch_fixed_seconds", compute.micro_batch_fixed_seconds},
-       {"compute.sequence_layer_fixed_seconds",
-        compute.sequence_layer_fixed_seconds},
-       {"compute.ulysses_layer_fixed_seconds",
-        compute.ulysses_layer_fixed_seconds},
-       {"compute.optimizer_step_seconds", compute.optimizer_step_seconds},
-       {"memory.weight_bytes_per_parameter", memory.weight_bytes_per_parameter},
-       {"memory.gradient_bytes_per_parameter",
-        memory.gradient_bytes_per_parameter},
-       {"memory.optimizer_bytes_per_parameter",
-        memory.optimizer_bytes_per_parameter},
-       {"memory.fixed_bytes", memory.fixed_bytes},
-       {"memory.communicator_bytes", memory.communicator_bytes},
-       {"memory.communicators_per_rank",
-        static_cast<double>(memory.communicators_per_rank)},
-       {"memory.activation_bytes_per_token_per_layer",
-        memory.activation_bytes_per_token_per_layer},
-       {"memory.selective_bytes_per_token_per_layer",
-        memory.selective_bytes_per_token_per_layer},
-       {"memory.checkpoint_bytes_per_token_per_layer",
-        memory.checkpoint_bytes_per_token_per_layer},
-       {"memory.logits_bytes_per_token", memory.logits_bytes_per_token},
-       {"memory.backward_working_bytes_per_token",
-        memory.backward_working_bytes_per_token}},
-      /*positive=*/false));
-  return CheckCommParams(params.comm, /*bandwidths=*/false);
+  DCP_RETURN_IF_ERROR(CheckParams<ComputeParams>(kComputeParamsFields,
+                                                 params.compute, "compute"));
+  DCP_RETURN_IF_ERROR(
+      CheckParams<MemoryParams>(kMemoryParamsFields, params.memory, "memory"));
+  return CheckParams<CommParams>(kCommParamsFields, params.comm, "comm");
 }
 
 CostParams DefaultCostParams(const ModelSpec& model,

@@ -6,9 +6,13 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "absl/types/span.h"
+#include "common/struct_fields.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -137,6 +141,55 @@ TEST(CostModelTest, SpComputeScaleScalesOnlyTheComputeAtSpTwoAndAbove) {
   params.compute.sp_compute_scale = 0;
   EXPECT_THAT(ValidateCostParams(params).message(),
               HasSubstr("compute.sp_compute_scale"));
+}
+
+// Each numeric parameter (by the structs' tables of members) is checked by
+// its name: a negative value is refused as "<group>.<field>", as are a zero
+// rate and a zero bandwidth; every other parameter may be 0.
+template <typename Params>
+void ExpectEachParameterChecked(absl::Span<const StructField<Params>> fields,
+                                Params CostParams::*group,
+                                const std::string& group_name) {
+  const CostParams valid =
+      DefaultCostParams(Llama8b(), H200Cluster(/*num_nodes=*/2, 8));
+  for (const StructField<Params>& field : fields) {
+    SCOPED_TRACE(field.name);
+    const std::string name = group_name + "." + field.name;
+    if (const auto* count = std::get_if<int Params::*>(&field.member)) {
+      CostParams bad = valid;
+      (bad.*group).**count = -1;
+      EXPECT_THAT(ValidateCostParams(bad).message(), HasSubstr(name));
+      continue;
+    }
+    const auto* member = std::get_if<double Params::*>(&field.member);
+    if (member == nullptr) continue;  // a switch
+    for (const double value : {-1.0, std::nan("")}) {
+      CostParams bad = valid;
+      (bad.*group).**member = value;
+      EXPECT_THAT(ValidateCostParams(bad).message(), HasSubstr(name));
+    }
+    CostParams zero = valid;
+    (zero.*group).**member = 0;
+    const bool is_rate =
+        absl::StrContains(field.name, "flops_per_second") ||
+        absl::StrContains(field.name, "bytes_per_second") ||
+        field.name == std::string("sp_compute_scale");
+    if (is_rate) {
+      EXPECT_THAT(ValidateCostParams(zero).message(),
+                  HasSubstr(name + " = 0; it must be a finite number > 0"));
+    } else {
+      EXPECT_TRUE(ValidateCostParams(zero).ok());
+    }
+  }
+}
+
+TEST(CostModelTest, ValidationChecksEachParameterByName) {
+  ExpectEachParameterChecked<ComputeParams>(kComputeParamsFields,
+                                            &CostParams::compute, "compute");
+  ExpectEachParameterChecked<MemoryParams>(kMemoryParamsFields,
+                                           &CostParams::memory, "memory");
+  ExpectEachParameterChecked<CommParams>(kCommParamsFields, &CostParams::comm,
+                                         "comm");
 }
 
 TEST(CostModelTest, AllToAllIsFreeWithoutSequenceParallelism) {

@@ -12,11 +12,13 @@
 #include <limits>
 #include <string>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
+#include "common/struct_fields.h"
 #include "cost_model/comm_model.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -98,72 +100,57 @@ CostModel TruthModel(const ModelSpec& model, const ClusterSpec& cluster) {
   return CostModel::Create(model, cluster, TruthParams(model, cluster)).value();
 }
 
-// A double field of a parameter struct, by name.
-template <typename Params>
-struct NamedField {
-  const char* name;
-  double Params::*member;
-};
+// The name the parameter tables give a member (k<Params>Fields).
+const char* NameOf(double ComputeParams::*member) {
+  return FieldName<ComputeParams>(kComputeParamsFields, member);
+}
+const char* NameOf(double MemoryParams::*member) {
+  return FieldName<MemoryParams>(kMemoryParamsFields, member);
+}
+const char* NameOf(double CommParams::*member) {
+  return FieldName<CommParams>(kCommParamsFields, member);
+}
 
 // The rate curves' parameters: GEMM, attention forward and backward.
-constexpr NamedField<ComputeParams> kRateCurveFields[] = {
-    {"gemm_flops_per_second", &ComputeParams::gemm_flops_per_second},
-    {"gemm_half_efficiency_tokens",
-     &ComputeParams::gemm_half_efficiency_tokens},
-    {"attention_forward_flops_per_second",
-     &ComputeParams::attention_forward_flops_per_second},
-    {"attention_forward_half_length_tokens",
-     &ComputeParams::attention_forward_half_length_tokens},
-    {"attention_backward_flops_per_second",
-     &ComputeParams::attention_backward_flops_per_second},
-    {"attention_backward_half_length_tokens",
-     &ComputeParams::attention_backward_half_length_tokens},
+constexpr double ComputeParams::*kRateCurveMembers[] = {
+    &ComputeParams::gemm_flops_per_second,
+    &ComputeParams::gemm_half_efficiency_tokens,
+    &ComputeParams::attention_forward_flops_per_second,
+    &ComputeParams::attention_forward_half_length_tokens,
+    &ComputeParams::attention_backward_flops_per_second,
+    &ComputeParams::attention_backward_half_length_tokens,
 };
 
 // The fixed costs whole micro-batches inform.
-constexpr NamedField<ComputeParams> kFixedCostFields[] = {
-    {"micro_batch_fixed_seconds", &ComputeParams::micro_batch_fixed_seconds},
-    {"layer_fixed_seconds", &ComputeParams::layer_fixed_seconds},
-    {"sequence_layer_fixed_seconds",
-     &ComputeParams::sequence_layer_fixed_seconds},
-    {"ulysses_layer_fixed_seconds",
-     &ComputeParams::ulysses_layer_fixed_seconds},
+constexpr double ComputeParams::*kFixedCostMembers[] = {
+    &ComputeParams::micro_batch_fixed_seconds,
+    &ComputeParams::layer_fixed_seconds,
+    &ComputeParams::sequence_layer_fixed_seconds,
+    &ComputeParams::ulysses_layer_fixed_seconds,
 };
 
 // The activation-memory terms as precise as the other fits.
-constexpr NamedField<MemoryParams> kActivationFields[] = {
-    {"activation_bytes_per_token_per_layer",
-     &MemoryParams::activation_bytes_per_token_per_layer},
-    {"selective_bytes_per_token_per_layer",
-     &MemoryParams::selective_bytes_per_token_per_layer},
-    {"logits_bytes_per_token", &MemoryParams::logits_bytes_per_token},
+constexpr double MemoryParams::*kActivationMembers[] = {
+    &MemoryParams::activation_bytes_per_token_per_layer,
+    &MemoryParams::selective_bytes_per_token_per_layer,
+    &MemoryParams::logits_bytes_per_token,
 };
 
-// Each of `fields` of `fitted` within `tolerance` of `truth`, relative.
+// Each of `members` of `fitted` within `tolerance` of `truth`, relative.
 template <typename Params>
-void ExpectFieldsNear(absl::Span<const NamedField<Params>> fields,
+void ExpectFieldsNear(absl::Span<double Params::*const> members,
                       const Params& fitted, const Params& truth,
                       double tolerance) {
-  for (const NamedField<Params>& field : fields) {
-    const double actual = fitted.*field.member;
-    const double expected = truth.*field.member;
+  for (double Params::*member : members) {
+    const double actual = fitted.*member;
+    const double expected = truth.*member;
     EXPECT_NEAR(actual / expected, 1.0, tolerance)
-        << field.name << ": fitted " << actual << ", truth " << expected;
-  }
-}
-
-// Each of `fields` the same in `a` and `b`.
-template <typename Params>
-void ExpectFieldsEq(absl::Span<const NamedField<Params>> fields,
-                    const Params& a, const Params& b) {
-  for (const NamedField<Params>& field : fields) {
-    EXPECT_EQ(a.*field.member, b.*field.member) << field.name;
+        << NameOf(member) << ": fitted " << actual << ", truth " << expected;
   }
 }
 
 // `expect` on each collective's (kCollectiveFields) latency and bandwidth
-// inside and then across nodes, the link ("all_to_all_intra") in a trace:
-// every field of CommParams.
+// inside and then across nodes: every field of CommParams.
 static_assert(sizeof(CommParams) ==
                   std::size(kCollectiveFields) * 4 * sizeof(double),
               "kCollectiveFields misses a field of CommParams");
@@ -171,13 +158,10 @@ template <typename Expect>
 void ForEachCommLink(Expect expect) {
   for (const CollectiveFields* collective : kCollectiveFields) {
     for (const bool inter_node : {false, true}) {
-      SCOPED_TRACE(
-          absl::StrCat(collective->name, inter_node ? "_inter" : "_intra"));
       const CommLinkFields& link = collective->On(inter_node);
-      const NamedField<CommParams> fields[] = {
-          {"latency_seconds", link.latency_seconds},
-          {"bus_bytes_per_second", link.bus_bytes_per_second}};
-      expect(absl::MakeConstSpan(fields));
+      double CommParams::*const members[] = {link.latency_seconds,
+                                             link.bus_bytes_per_second};
+      expect(absl::MakeConstSpan(members));
     }
   }
 }
@@ -192,17 +176,16 @@ void ForEachCommLink(Expect expect) {
 void ExpectParamsNear(const CostParams& fitted, const CostParams& truth,
                       double static_bytes, double tolerance,
                       double checkpoint_tolerance) {
-  ExpectFieldsNear<ComputeParams>(kRateCurveFields, fitted.compute,
+  ExpectFieldsNear<ComputeParams>(kRateCurveMembers, fitted.compute,
                                   truth.compute, tolerance);
-  ForEachCommLink([&](absl::Span<const NamedField<CommParams>> link) {
+  ForEachCommLink([&](absl::Span<double CommParams::*const> link) {
     ExpectFieldsNear(link, fitted.comm, truth.comm, tolerance);
   });
-  ExpectFieldsNear<MemoryParams>(kActivationFields, fitted.memory, truth.memory,
+  ExpectFieldsNear<MemoryParams>(kActivationMembers, fitted.memory, truth.memory,
                                  tolerance);
   ExpectFieldsNear<MemoryParams>(
-      {{"backward_working_bytes_per_token",
-        &MemoryParams::backward_working_bytes_per_token}},
-      fitted.memory, truth.memory, checkpoint_tolerance);
+      {&MemoryParams::backward_working_bytes_per_token}, fitted.memory,
+      truth.memory, checkpoint_tolerance);
   EXPECT_NEAR(fitted.memory.fixed_bytes, truth.memory.fixed_bytes,
               tolerance * static_bytes)
       << "fixed_bytes";
@@ -210,44 +193,32 @@ void ExpectParamsNear(const CostParams& fitted, const CostParams& truth,
   // 8B model's micro-batches are so much work that 1% noise hides them
   // (micro_batch_fit_test recovers them from a tiny model's noisy ones).
   if (tolerance < 1e-3) {
-    ExpectFieldsNear<ComputeParams>(kFixedCostFields, fitted.compute,
+    ExpectFieldsNear<ComputeParams>(kFixedCostMembers, fitted.compute,
                                     truth.compute, tolerance);
   }
-  ExpectFieldsNear<ComputeParams>(
-      {{"optimizer_step_seconds", &ComputeParams::optimizer_step_seconds}},
-      fitted.compute, truth.compute, tolerance);
+  ExpectFieldsNear<ComputeParams>({&ComputeParams::optimizer_step_seconds},
+                                  fitted.compute, truth.compute, tolerance);
   // Not informed by any profile: kept.
   EXPECT_EQ(fitted.memory.checkpoint_bytes_per_token_per_layer,
             truth.memory.checkpoint_bytes_per_token_per_layer);
 }
 
+// Every member of `a` and `b` (by the struct's table of members) the same.
+template <typename Params>
+void ExpectEveryFieldEq(absl::Span<const StructField<Params>> fields,
+                        const Params& a, const Params& b) {
+  for (const StructField<Params>& field : fields) {
+    std::visit(
+        [&](auto member) { EXPECT_EQ(a.*member, b.*member) << field.name; },
+        field.member);
+  }
+}
+
 void ExpectParamsEq(const CostParams& a, const CostParams& b) {
-  ExpectFieldsEq<ComputeParams>(kRateCurveFields, a.compute, b.compute);
-  ExpectFieldsEq<ComputeParams>(kFixedCostFields, a.compute, b.compute);
-  ExpectFieldsEq<ComputeParams>(
-      {{"elementwise_bytes_per_second",
-        &ComputeParams::elementwise_bytes_per_second},
-       {"optimizer_step_seconds", &ComputeParams::optimizer_step_seconds}},
-      a.compute, b.compute);
-  ExpectFieldsEq<MemoryParams>(kActivationFields, a.memory, b.memory);
-  ExpectFieldsEq<MemoryParams>(
-      {{"weight_bytes_per_parameter",
-        &MemoryParams::weight_bytes_per_parameter},
-       {"gradient_bytes_per_parameter",
-        &MemoryParams::gradient_bytes_per_parameter},
-       {"optimizer_bytes_per_parameter",
-        &MemoryParams::optimizer_bytes_per_parameter},
-       {"fixed_bytes", &MemoryParams::fixed_bytes},
-       {"checkpoint_bytes_per_token_per_layer",
-        &MemoryParams::checkpoint_bytes_per_token_per_layer},
-       {"backward_working_bytes_per_token",
-        &MemoryParams::backward_working_bytes_per_token}},
-      a.memory, b.memory);
-  EXPECT_EQ(a.memory.zero1_optimizer_sharding,
-            b.memory.zero1_optimizer_sharding);
-  ForEachCommLink([&](absl::Span<const NamedField<CommParams>> link) {
-    ExpectFieldsEq(link, a.comm, b.comm);
-  });
+  ExpectEveryFieldEq<ComputeParams>(kComputeParamsFields, a.compute,
+                                    b.compute);
+  ExpectEveryFieldEq<MemoryParams>(kMemoryParamsFields, a.memory, b.memory);
+  ExpectEveryFieldEq<CommParams>(kCommParamsFields, a.comm, b.comm);
 }
 
 const ModelFitReport& Report(const CostModelFit& fit, const std::string& name) {

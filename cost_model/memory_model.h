@@ -5,6 +5,7 @@
 #include <optional>
 #include <string_view>
 
+#include "common/struct_fields.h"
 #include "cost_model/model_spec.h"
 
 namespace dcp {
@@ -67,6 +68,29 @@ struct MemoryParams {
   /// (activation gradients and temporaries besides its rebuilt
   /// activations); defaults to the logits bytes.
   double backward_working_bytes_per_token = 0;
+};
+
+/// Every member of MemoryParams by its name in JSON and in dcp.v1.MemoryParams (struct_fields.h).
+inline constexpr StructField<MemoryParams> kMemoryParamsFields[] = {
+    {"weight_bytes_per_parameter", &MemoryParams::weight_bytes_per_parameter},
+    {"gradient_bytes_per_parameter",
+     &MemoryParams::gradient_bytes_per_parameter},
+    {"optimizer_bytes_per_parameter",
+     &MemoryParams::optimizer_bytes_per_parameter},
+    {"zero1_optimizer_sharding", &MemoryParams::zero1_optimizer_sharding},
+    {"zero3_parameter_sharding", &MemoryParams::zero3_parameter_sharding},
+    {"fixed_bytes", &MemoryParams::fixed_bytes},
+    {"activation_bytes_per_token_per_layer",
+     &MemoryParams::activation_bytes_per_token_per_layer},
+    {"selective_bytes_per_token_per_layer",
+     &MemoryParams::selective_bytes_per_token_per_layer},
+    {"checkpoint_bytes_per_token_per_layer",
+     &MemoryParams::checkpoint_bytes_per_token_per_layer},
+    {"logits_bytes_per_token", &MemoryParams::logits_bytes_per_token},
+    {"backward_working_bytes_per_token",
+     &MemoryParams::backward_working_bytes_per_token},
+    {"communicator_bytes", &MemoryParams::communicator_bytes},
+    {"communicators_per_rank", &MemoryParams::communicators_per_rank},
 };
 
 /// Number format of training: kFp32 keeps weights, gradients and AdamW in

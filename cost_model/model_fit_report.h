@@ -5,6 +5,8 @@
 
 #include <string>
 
+#include "common/struct_fields.h"
+
 namespace dcp {
 
 /// How one sub-model's fit went.
@@ -28,6 +30,19 @@ struct ModelFitReport {
   /// True when the defaults were kept; `note` says why.
   bool used_defaults = true;
   std::string note;
+};
+
+/// Every member of ModelFitReport by its name in JSON and in dcp.v1.FitReport (struct_fields.h).
+inline constexpr StructField<ModelFitReport> kModelFitReportFields[] = {
+    {"name", &ModelFitReport::name},
+    {"rms_relative_error", &ModelFitReport::rms_relative_error},
+    {"max_relative_error", &ModelFitReport::max_relative_error},
+    {"num_samples", &ModelFitReport::num_samples},
+    {"used_defaults", &ModelFitReport::used_defaults},
+    {"note", &ModelFitReport::note},
+    {"held_out_rms_relative_error",
+     &ModelFitReport::held_out_rms_relative_error},
+    {"held_out_samples", &ModelFitReport::held_out_samples},
 };
 
 }  // namespace dcp

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/command_line.h"
+#include "common/struct_json.h"
 #include "cost_model/saturating_math.h"
 #include "nlohmann/json.hpp"
 
@@ -217,56 +218,9 @@ absl::StatusOr<ModelSpec> ModelSpecFromJson(absl::string_view json_text) {
         "{\"name\": \"m\", \"num_layers\": 32, \"hidden_size\": 4096, ...}");
   }
   ModelSpec spec;
-  for (auto it = json.begin(); it != json.end(); ++it) {
-    const std::string& key = it.key();
-    const nlohmann::json& value = it.value();
-    auto need = [&](bool ok, absl::string_view type) -> absl::Status {
-      if (ok) return absl::OkStatus();
-      return absl::InvalidArgumentError(absl::StrCat(
-          "model spec field '", key, "' = ", value.dump(), " must be ", type));
-    };
-    absl::Status status;
-    if (key == "name") {
-      status = need(value.is_string(), "a string");
-      if (status.ok()) spec.name = value.get<std::string>();
-    } else if (key == "causal" || key == "gated_mlp" ||
-               key == "adaln_modulation") {
-      status = need(value.is_boolean(), "true or false");
-      if (status.ok()) {
-        bool b = value.get<bool>();
-        (key == "causal" ? spec.causal
-                         : key == "gated_mlp" ? spec.gated_mlp
-                                              : spec.adaln_modulation) = b;
-      }
-    } else if (key == "num_layers" || key == "hidden_size" ||
-               key == "num_attention_heads" || key == "num_kv_heads" ||
-               key == "ffn_hidden_size" || key == "vocab_size" ||
-               key == "dtype_bytes") {
-      // Sizes past 2^31 are never real and would wrap in an int field.
-      status = need(value.is_number_integer() &&
-                        value.get<int64_t>() >= -(int64_t{1} << 31) &&
-                        value.get<int64_t>() < (int64_t{1} << 31),
-                    "an integer below 2^31");
-      if (status.ok()) {
-        int64_t v = value.get<int64_t>();
-        if (key == "num_layers") spec.num_layers = static_cast<int>(v);
-        if (key == "hidden_size") spec.hidden_size = v;
-        if (key == "num_attention_heads")
-          spec.num_attention_heads = static_cast<int>(v);
-        if (key == "num_kv_heads") spec.num_kv_heads = static_cast<int>(v);
-        if (key == "ffn_hidden_size") spec.ffn_hidden_size = v;
-        if (key == "vocab_size") spec.vocab_size = v;
-        if (key == "dtype_bytes") spec.dtype_bytes = static_cast<int>(v);
-      }
-    } else {
-      status = absl::InvalidArgumentError(absl::StrCat(
-          "unknown model spec field '", key,
-          "'; known fields: name, num_layers, hidden_size, "
-          "num_attention_heads, num_kv_heads, ffn_hidden_size, vocab_size, "
-          "dtype_bytes, causal, gated_mlp, adaln_modulation"));
-    }
-    if (!status.ok()) return status;
-  }
+  absl::Status read =
+      StructFromJson<ModelSpec>(kModelSpecFields, json, "model spec", spec);
+  if (!read.ok()) return read;
   if (spec.name.empty()) spec.name = "custom";
   absl::Status valid = ValidateModelSpec(spec);
   if (!valid.ok()) return valid;
@@ -296,20 +250,7 @@ absl::StatusOr<ModelSpec> LoadModelSpec(absl::string_view preset_or_path) {
 }
 
 std::string ModelSpecToJson(const ModelSpec& spec) {
-  nlohmann::json json = {
-      {"name", spec.name},
-      {"num_layers", spec.num_layers},
-      {"hidden_size", spec.hidden_size},
-      {"num_attention_heads", spec.num_attention_heads},
-      {"num_kv_heads", spec.num_kv_heads},
-      {"ffn_hidden_size", spec.ffn_hidden_size},
-      {"vocab_size", spec.vocab_size},
-      {"dtype_bytes", spec.dtype_bytes},
-      {"causal", spec.causal},
-      {"gated_mlp", spec.gated_mlp},
-      {"adaln_modulation", spec.adaln_modulation},
-  };
-  return json.dump();
+  return StructToJson<ModelSpec>(kModelSpecFields, spec).dump();
 }
 
 }  // namespace dcp

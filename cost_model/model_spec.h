@@ -8,6 +8,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "common/struct_fields.h"
 
 namespace dcp {
 
@@ -81,6 +82,21 @@ struct ModelSpec {
   /// Memory-bound element-wise traffic of one layer's forward per token
   /// (norms, rotary, residuals, activation function).
   double ElementwiseBytesPerTokenPerLayer() const;
+};
+
+/// Every member of ModelSpec by its name in JSON and in dcp.v1.ModelSpec (struct_fields.h).
+inline constexpr StructField<ModelSpec> kModelSpecFields[] = {
+    {"name", &ModelSpec::name},
+    {"num_layers", &ModelSpec::num_layers},
+    {"hidden_size", &ModelSpec::hidden_size},
+    {"num_attention_heads", &ModelSpec::num_attention_heads},
+    {"num_kv_heads", &ModelSpec::num_kv_heads},
+    {"ffn_hidden_size", &ModelSpec::ffn_hidden_size},
+    {"vocab_size", &ModelSpec::vocab_size},
+    {"dtype_bytes", &ModelSpec::dtype_bytes},
+    {"causal", &ModelSpec::causal},
+    {"gated_mlp", &ModelSpec::gated_mlp},
+    {"adaln_modulation", &ModelSpec::adaln_modulation},
 };
 
 /// Upper limits of ValidateModelSpec (as powers of two): far beyond any

@@ -15,133 +15,8 @@
 namespace dcp {
 namespace {
 
-// Each core struct's members and the wire fields that carry them, for both
-// directions (wire_fields.h).
-
-constexpr WireField<ModelSpec> kModelSpecFields[] = {
-    {"name", &ModelSpec::name},
-    {"num_layers", &ModelSpec::num_layers},
-    {"hidden_size", &ModelSpec::hidden_size},
-    {"num_attention_heads", &ModelSpec::num_attention_heads},
-    {"num_kv_heads", &ModelSpec::num_kv_heads},
-    {"ffn_hidden_size", &ModelSpec::ffn_hidden_size},
-    {"vocab_size", &ModelSpec::vocab_size},
-    {"dtype_bytes", &ModelSpec::dtype_bytes},
-    {"causal", &ModelSpec::causal},
-    {"gated_mlp", &ModelSpec::gated_mlp},
-    {"adaln_modulation", &ModelSpec::adaln_modulation},
-};
-
-constexpr WireField<ClusterSpec> kClusterSpecFields[] = {
-    {"num_nodes", &ClusterSpec::num_nodes},
-    {"gpus_per_node", &ClusterSpec::gpus_per_node},
-    {"gpu_memory_bytes", &ClusterSpec::gpu_memory_bytes},
-    {"usable_memory_fraction", &ClusterSpec::usable_memory_fraction},
-    {"peak_flops_per_second", &ClusterSpec::peak_flops_per_second},
-    {"gemm_flops_per_second", &ClusterSpec::gemm_flops_per_second},
-    {"hbm_bytes_per_second", &ClusterSpec::hbm_bytes_per_second},
-    {"intra_node_bus_bytes_per_second",
-     &ClusterSpec::intra_node_bus_bytes_per_second},
-    {"intra_node_latency_seconds", &ClusterSpec::intra_node_latency_seconds},
-    {"inter_node_bus_bytes_per_second",
-     &ClusterSpec::inter_node_bus_bytes_per_second},
-    {"inter_node_latency_seconds", &ClusterSpec::inter_node_latency_seconds},
-    {"allreduce_intra_bus_bytes_per_second",
-     &ClusterSpec::allreduce_intra_bus_bytes_per_second},
-};
-
-constexpr WireField<ComputeParams> kComputeParamsFields[] = {
-    {"gemm_flops_per_second", &ComputeParams::gemm_flops_per_second},
-    {"gemm_half_efficiency_tokens",
-     &ComputeParams::gemm_half_efficiency_tokens},
-    {"layer_fixed_seconds", &ComputeParams::layer_fixed_seconds},
-    {"attention_forward_flops_per_second",
-     &ComputeParams::attention_forward_flops_per_second},
-    {"attention_forward_half_length_tokens",
-     &ComputeParams::attention_forward_half_length_tokens},
-    {"attention_backward_flops_per_second",
-     &ComputeParams::attention_backward_flops_per_second},
-    {"attention_backward_half_length_tokens",
-     &ComputeParams::attention_backward_half_length_tokens},
-    {"elementwise_bytes_per_second",
-     &ComputeParams::elementwise_bytes_per_second},
-    {"micro_batch_fixed_seconds", &ComputeParams::micro_batch_fixed_seconds},
-    {"sequence_layer_fixed_seconds",
-     &ComputeParams::sequence_layer_fixed_seconds},
-    {"ulysses_layer_fixed_seconds",
-     &ComputeParams::ulysses_layer_fixed_seconds},
-    {"sp_compute_scale", &ComputeParams::sp_compute_scale},
-    {"optimizer_step_seconds", &ComputeParams::optimizer_step_seconds},
-};
-
-constexpr WireField<MemoryParams> kMemoryParamsFields[] = {
-    {"weight_bytes_per_parameter", &MemoryParams::weight_bytes_per_parameter},
-    {"gradient_bytes_per_parameter",
-     &MemoryParams::gradient_bytes_per_parameter},
-    {"optimizer_bytes_per_parameter",
-     &MemoryParams::optimizer_bytes_per_parameter},
-    {"zero1_optimizer_sharding", &MemoryParams::zero1_optimizer_sharding},
-    {"zero3_parameter_sharding", &MemoryParams::zero3_parameter_sharding},
-    {"fixed_bytes", &MemoryParams::fixed_bytes},
-    {"activation_bytes_per_token_per_layer",
-     &MemoryParams::activation_bytes_per_token_per_layer},
-    {"selective_bytes_per_token_per_layer",
-     &MemoryParams::selective_bytes_per_token_per_layer},
-    {"checkpoint_bytes_per_token_per_layer",
-     &MemoryParams::checkpoint_bytes_per_token_per_layer},
-    {"logits_bytes_per_token", &MemoryParams::logits_bytes_per_token},
-    {"backward_working_bytes_per_token",
-     &MemoryParams::backward_working_bytes_per_token},
-    {"communicator_bytes", &MemoryParams::communicator_bytes},
-    {"communicators_per_rank", &MemoryParams::communicators_per_rank},
-};
-
-constexpr WireField<CommParams> kCommParamsFields[] = {
-    {"all_to_all_intra_latency_seconds",
-     &CommParams::all_to_all_intra_latency_seconds},
-    {"all_to_all_intra_bus_bytes_per_second",
-     &CommParams::all_to_all_intra_bus_bytes_per_second},
-    {"all_to_all_inter_latency_seconds",
-     &CommParams::all_to_all_inter_latency_seconds},
-    {"all_to_all_inter_bus_bytes_per_second",
-     &CommParams::all_to_all_inter_bus_bytes_per_second},
-    {"all_reduce_intra_latency_seconds",
-     &CommParams::all_reduce_intra_latency_seconds},
-    {"all_reduce_intra_bus_bytes_per_second",
-     &CommParams::all_reduce_intra_bus_bytes_per_second},
-    {"all_reduce_inter_latency_seconds",
-     &CommParams::all_reduce_inter_latency_seconds},
-    {"all_reduce_inter_bus_bytes_per_second",
-     &CommParams::all_reduce_inter_bus_bytes_per_second},
-    {"reduce_scatter_intra_latency_seconds",
-     &CommParams::reduce_scatter_intra_latency_seconds},
-    {"reduce_scatter_intra_bus_bytes_per_second",
-     &CommParams::reduce_scatter_intra_bus_bytes_per_second},
-    {"reduce_scatter_inter_latency_seconds",
-     &CommParams::reduce_scatter_inter_latency_seconds},
-    {"reduce_scatter_inter_bus_bytes_per_second",
-     &CommParams::reduce_scatter_inter_bus_bytes_per_second},
-    {"all_gather_intra_latency_seconds",
-     &CommParams::all_gather_intra_latency_seconds},
-    {"all_gather_intra_bus_bytes_per_second",
-     &CommParams::all_gather_intra_bus_bytes_per_second},
-    {"all_gather_inter_latency_seconds",
-     &CommParams::all_gather_inter_latency_seconds},
-    {"all_gather_inter_bus_bytes_per_second",
-     &CommParams::all_gather_inter_bus_bytes_per_second},
-};
-
-constexpr WireField<ModelFitReport> kFitReportFields[] = {
-    {"name", &ModelFitReport::name},
-    {"rms_relative_error", &ModelFitReport::rms_relative_error},
-    {"max_relative_error", &ModelFitReport::max_relative_error},
-    {"num_samples", &ModelFitReport::num_samples},
-    {"used_defaults", &ModelFitReport::used_defaults},
-    {"note", &ModelFitReport::note},
-    {"held_out_rms_relative_error",
-     &ModelFitReport::held_out_rms_relative_error},
-    {"held_out_samples", &ModelFitReport::held_out_samples},
-};
+// Each core struct's table of members (k<Struct>Fields, beside the struct)
+// names the wire fields that carry them, for both directions (wire_fields.h).
 
 // The struct that `kFields` fills from `proto` over its defaults.
 template <typename Struct, const auto& kFields, typename Proto>
@@ -456,11 +331,11 @@ absl::StatusOr<std::vector<ProfileSample>> ProfileSamplesFromProto(
 }
 
 v1::FitReport FitReportToProto(const ModelFitReport& report) {
-  return ToProto<v1::FitReport, kFitReportFields>(report);
+  return ToProto<v1::FitReport, kModelFitReportFields>(report);
 }
 
 ModelFitReport FitReportFromProto(const v1::FitReport& proto) {
-  return FromProto<ModelFitReport, kFitReportFields>(proto);
+  return FromProto<ModelFitReport, kModelFitReportFields>(proto);
 }
 
 uint64_t BatchFingerprint(const v1::GlobalBatch& batch) {

@@ -16,6 +16,7 @@
 #include <string>
 #include <variant>
 
+#include "common/struct_fields.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/message.h"
 
@@ -26,18 +27,12 @@ namespace dcp {
 /// a core quantity kept as a double that the wire carries as an integer.
 int64_t RoundToInt64(double value);
 
-/// One member of `Struct` and the singular message field, by name, that
-/// carries it. Member types and the wire types that carry them: double in a
-/// double, or in an int64 (RoundToInt64; read back as a double); int in an
-/// int32; int64_t in an int32 (static_cast<int32_t>; read back widened); bool
-/// in a bool; std::string in a string.
-template <typename Struct>
-struct WireField {
-  const char* name;
-  std::variant<double Struct::*, int Struct::*, int64_t Struct::*,
-               bool Struct::*, std::string Struct::*>
-      member;
-};
+/// The tables are StructField<Struct> (common/struct_fields.h): each entry
+/// names the singular message field that carries its member. Member types
+/// and the wire types that carry them: double in a double, or in an int64
+/// (RoundToInt64; read back as a double); int in an int32; int64_t in an
+/// int32 (static_cast<int32_t>; read back widened); bool in a bool;
+/// std::string in a string.
 
 namespace wire_fields_internal {
 
@@ -53,7 +48,7 @@ struct FoundField {
 };
 
 /// The singular field `name` of `message` that carries a member of type
-/// `member_type` (the index in WireField::member); aborts when there is none.
+/// `member_type` (the index in StructField::member); aborts when there is none.
 FoundField FindField(const google::protobuf::Descriptor& message,
                      const char* name, size_t member_type);
 
@@ -78,7 +73,7 @@ const auto& FoundFields() {
 
 }  // namespace wire_fields_internal
 
-/// Sets each field of `to` that `kFields` (an array of WireField<Struct>
+/// Sets each field of `to` that `kFields` (an array of StructField<Struct>
 /// with static storage) names from its member of `from`; other fields are
 /// left as they are. A name that is not a singular field of Proto, or a
 /// member type its wire type does not carry, is a programming error: the

@@ -12,7 +12,7 @@
 namespace dcp {
 namespace {
 
-// A member of each type WireField supports.
+// A member of each type StructField holds.
 struct Everything {
   std::string text;
   int count = 0;
@@ -24,13 +24,13 @@ struct Everything {
 
 // Everything in two messages: ModelSpec has string, int32 and bool fields,
 // ClusterSpec double and int64 ones.
-constexpr WireField<Everything> kInModelSpec[] = {
+constexpr StructField<Everything> kInModelSpec[] = {
     {"name", &Everything::text},
     {"num_layers", &Everything::count},
     {"hidden_size", &Everything::wide_count},
     {"causal", &Everything::flag},
 };
-constexpr WireField<Everything> kInClusterSpec[] = {
+constexpr StructField<Everything> kInClusterSpec[] = {
     {"usable_memory_fraction", &Everything::fraction},
     {"gpu_memory_bytes", &Everything::bytes},
 };
@@ -112,7 +112,7 @@ TEST(WireFieldsTest, DoublesInInt64FieldsAreRoundedAndSaturated) {
 }
 
 TEST(WireFieldsDeathTest, AbortsOnANameTheMessageHasNoSingularFieldOf) {
-  static constexpr WireField<Everything> kUnknown[] = {
+  static constexpr StructField<Everything> kUnknown[] = {
       {"no_such_field", &Everything::count}};
   Everything everything;
   v1::ModelSpec model;
@@ -121,16 +121,16 @@ TEST(WireFieldsDeathTest, AbortsOnANameTheMessageHasNoSingularFieldOf) {
   EXPECT_DEATH(CopyFromMessage<kUnknown>(model, everything),
                "dcp.v1.ModelSpec.no_such_field: no such singular field");
   v1::ProfileSet profile_set;
-  static constexpr WireField<Everything> kRepeated[] = {
+  static constexpr StructField<Everything> kRepeated[] = {
       {"samples", &Everything::count}};
   EXPECT_DEATH(CopyToMessage<kRepeated>(everything, profile_set),
                "dcp.v1.ProfileSet.samples: no such singular field");
 }
 
 TEST(WireFieldsDeathTest, AbortsOnAMemberTypeTheWireTypeDoesNotCarry) {
-  static constexpr WireField<Everything> kIntInBool[] = {
+  static constexpr StructField<Everything> kIntInBool[] = {
       {"causal", &Everything::count}};
-  static constexpr WireField<Everything> kBoolInDouble[] = {
+  static constexpr StructField<Everything> kBoolInDouble[] = {
       {"usable_memory_fraction", &Everything::flag}};
   Everything everything;
   v1::ModelSpec model;
