@@ -12,7 +12,6 @@
 #include "worker/libtorch_cuda.h"
 
 namespace dcp {
-namespace {
 
 bool CudaUsable() {
 #if DCP_LIBTORCH_HAS_CUDA
@@ -21,8 +20,6 @@ bool CudaUsable() {
   return false;
 #endif
 }
-
-}  // namespace
 
 absl::StatusOr<std::string> ChooseBackend(const std::string& requested) {
   if (requested.empty()) return CudaUsable() ? "nccl" : "gloo";

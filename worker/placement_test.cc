@@ -3,23 +3,14 @@
 #include "absl/status/status.h"
 #include "gtest/gtest.h"
 #include "torch/torch.h"
-#include "worker/libtorch_cuda.h"
 
 namespace dcp {
 namespace {
 
-bool CudaVisible() {
-#if DCP_LIBTORCH_HAS_CUDA
-  return torch::cuda::is_available();
-#else
-  return false;
-#endif
-}
-
 TEST(PlacementTest, ChoosesGlooWithoutAGpuAndRefusesUnknownBackends) {
   EXPECT_EQ(*ChooseBackend("gloo"), "gloo");
-  EXPECT_EQ(*ChooseBackend(""), CudaVisible() ? "nccl" : "gloo");
-  if (!CudaVisible()) {
+  EXPECT_EQ(*ChooseBackend(""), CudaUsable() ? "nccl" : "gloo");
+  if (!CudaUsable()) {
     EXPECT_EQ(ChooseBackend("nccl").status().code(),
               absl::StatusCode::kFailedPrecondition);
   }
@@ -62,7 +53,7 @@ TEST(PlacementTest, GlooRanksRunOnTheCpu) {
 }
 
 TEST(PlacementTest, NcclRanksShareTheGpusOfTheirNode) {
-  if (!CudaVisible()) GTEST_SKIP() << "no GPU";
+  if (!CudaUsable()) GTEST_SKIP() << "no GPU";
   const int gpus = static_cast<int>(torch::cuda::device_count());
   EXPECT_EQ(DeviceOfRank("nccl", /*rank=*/1, /*gpus_per_node=*/gpus)->index(),
             1 % gpus);
