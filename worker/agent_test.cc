@@ -356,22 +356,17 @@ TEST(WorkerAgentTest, BucketPlansComeFromTheClusterModel) {
 }
 
 TEST(WorkerAgentTest, AsksWithTheBatchWhenThePlannerDoesNotKnowTheStep) {
-  FakePlannerClient planner;
-  ProgramPlanner(planner, /*polls_until_complete=*/1);
+  QuickRun run;
   // Submitting ahead fails (only a warning), so no step is known by number.
-  planner.on_submit_batches = [](const v1::SubmitBatchesRequest&)
+  run.planner.on_submit_batches = [](const v1::SubmitBatchesRequest&)
       -> absl::StatusOr<v1::SubmitBatchesResponse> {
     return absl::UnavailableError("planner restarting");
   };
-  std::vector<std::string> printed;
-  std::vector<std::string> logged;
-  WorkerAgentOptions options = QuickOptions(&printed, &logged);
-  options.profile = false;
-  options.steps = 2;
-  options.create_communicator = FakeWorld();
-  absl::StatusOr<AgentRunResult> result = WorkerAgent(planner, options).Run();
+  run.options.steps = 2;
+  absl::StatusOr<AgentRunResult> result = run.Run();
   ASSERT_TRUE(result.ok()) << result.status();
-  const std::vector<v1::GetPlanRequest> requests = planner.get_plan_requests();
+  const std::vector<v1::GetPlanRequest> requests =
+      run.planner.get_plan_requests();
   ASSERT_THAT(requests, SizeIs(4));
   for (int step = 0; step < 2; ++step) {
     const v1::GetPlanRequest& by_step = requests[2 * step];
@@ -384,7 +379,7 @@ TEST(WorkerAgentTest, AsksWithTheBatchWhenThePlannerDoesNotKnowTheStep) {
               BatchFingerprint(with_batch.batch()));
   }
   EXPECT_THAT(
-      logged,
+      run.logged,
       testing::Contains(HasSubstr("warning: SubmitBatches of step 1 failed")));
 }
 
@@ -677,26 +672,21 @@ TEST(WorkerAgentTest, StopWhileWaitingForTheWorldExitsCleanly) {
 }
 
 TEST(WorkerAgentTest, HungCollectiveFailsTheStepWithTheTimeout) {
-  FakePlannerClient planner;
-  ProgramPlanner(planner, /*polls_until_complete=*/1);
-  std::vector<std::string> printed;
-  std::vector<std::string> logged;
-  WorkerAgentOptions options = QuickOptions(&printed, &logged);
-  options.profile = false;
+  QuickRun run;
   // The first all-reduce (whether to profile) succeeds; step 0's gradient
   // all-reduce times out.
-  options.create_communicator =
+  run.options.create_communicator =
       [](const C10dOptions&) -> absl::StatusOr<std::unique_ptr<Communicator>> {
     return std::unique_ptr<Communicator>(
         new OneGroupCommunicator<TimingOutGroup>(/*successes=*/1));
   };
-  absl::StatusOr<AgentRunResult> result = WorkerAgent(planner, options).Run();
+  absl::StatusOr<AgentRunResult> result = run.Run();
   ASSERT_FALSE(result.ok());
   EXPECT_EQ(result.status().code(), absl::StatusCode::kDeadlineExceeded);
   EXPECT_THAT(result.status().message(),
               AllOf(HasSubstr("step 0 on rank 0"),
                     HasSubstr("AllReduceSum timed out after 20s")));
-  EXPECT_THAT(planner.report_step_stats_requests(), SizeIs(0));
+  EXPECT_THAT(run.planner.report_step_stats_requests(), SizeIs(0));
 }
 
 TEST(WorkerAgentTest, RejectsBadOptions) {
