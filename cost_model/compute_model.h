@@ -53,7 +53,8 @@ struct ComputeParams {
   double optimizer_step_seconds = 0;
 };
 
-/// Every member of ComputeParams by its name in JSON and in dcp.v1.ComputeParams (struct_fields.h).
+/// Every member of ComputeParams by its name: the key in JSON and the field of
+/// dcp.v1.ComputeParams that carry it (common/struct_fields.h).
 inline constexpr StructField<ComputeParams> kComputeParamsFields[] = {
     {"gemm_flops_per_second", &ComputeParams::gemm_flops_per_second},
     {"gemm_half_efficiency_tokens",

@@ -170,10 +170,9 @@ void ExpectEachParameterChecked(absl::Span<const StructField<Params>> fields,
     }
     CostParams zero = valid;
     (zero.*group).**member = 0;
-    const bool is_rate =
-        absl::StrContains(field.name, "flops_per_second") ||
-        absl::StrContains(field.name, "bytes_per_second") ||
-        field.name == std::string("sp_compute_scale");
+    const bool is_rate = absl::StrContains(field.name, "flops_per_second") ||
+                         absl::StrContains(field.name, "bytes_per_second") ||
+                         field.name == std::string("sp_compute_scale");
     if (is_rate) {
       EXPECT_THAT(ValidateCostParams(zero).message(),
                   HasSubstr(name + " = 0; it must be a finite number > 0"));

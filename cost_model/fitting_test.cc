@@ -181,8 +181,8 @@ void ExpectParamsNear(const CostParams& fitted, const CostParams& truth,
   ForEachCommLink([&](absl::Span<double CommParams::*const> link) {
     ExpectFieldsNear(link, fitted.comm, truth.comm, tolerance);
   });
-  ExpectFieldsNear<MemoryParams>(kActivationMembers, fitted.memory, truth.memory,
-                                 tolerance);
+  ExpectFieldsNear<MemoryParams>(kActivationMembers, fitted.memory,
+                                 truth.memory, tolerance);
   ExpectFieldsNear<MemoryParams>(
       {&MemoryParams::backward_working_bytes_per_token}, fitted.memory,
       truth.memory, checkpoint_tolerance);
@@ -215,8 +215,7 @@ void ExpectEveryFieldEq(absl::Span<const StructField<Params>> fields,
 }
 
 void ExpectParamsEq(const CostParams& a, const CostParams& b) {
-  ExpectEveryFieldEq<ComputeParams>(kComputeParamsFields, a.compute,
-                                    b.compute);
+  ExpectEveryFieldEq<ComputeParams>(kComputeParamsFields, a.compute, b.compute);
   ExpectEveryFieldEq<MemoryParams>(kMemoryParamsFields, a.memory, b.memory);
   ExpectEveryFieldEq<CommParams>(kCommParamsFields, a.comm, b.comm);
 }
