@@ -12,13 +12,13 @@
 #include <limits>
 #include <string>
 #include <utility>
-#include <variant>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
 #include "common/struct_fields.h"
+#include "common/struct_fields_testing.h"
 #include "cost_model/comm_model.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -203,21 +203,10 @@ void ExpectParamsNear(const CostParams& fitted, const CostParams& truth,
             truth.memory.checkpoint_bytes_per_token_per_layer);
 }
 
-// Every member of `a` and `b` (by the struct's table of members) the same.
-template <typename Params>
-void ExpectEveryFieldEq(absl::Span<const StructField<Params>> fields,
-                        const Params& a, const Params& b) {
-  for (const StructField<Params>& field : fields) {
-    std::visit(
-        [&](auto member) { EXPECT_EQ(a.*member, b.*member) << field.name; },
-        field.member);
-  }
-}
-
 void ExpectParamsEq(const CostParams& a, const CostParams& b) {
-  ExpectEveryFieldEq<ComputeParams>(kComputeParamsFields, a.compute, b.compute);
-  ExpectEveryFieldEq<MemoryParams>(kMemoryParamsFields, a.memory, b.memory);
-  ExpectEveryFieldEq<CommParams>(kCommParamsFields, a.comm, b.comm);
+  testing::ExpectEveryFieldEq<ComputeParams>(kComputeParamsFields, a.compute, b.compute);
+  testing::ExpectEveryFieldEq<MemoryParams>(kMemoryParamsFields, a.memory, b.memory);
+  testing::ExpectEveryFieldEq<CommParams>(kCommParamsFields, a.comm, b.comm);
 }
 
 const ModelFitReport& Report(const CostModelFit& fit, const std::string& name) {

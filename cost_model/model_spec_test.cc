@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "common/struct_fields_testing.h"
 #include "cost_model/cluster_spec.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -19,35 +20,11 @@ namespace {
 using ::testing::HasSubstr;
 
 void ExpectSameModel(const ModelSpec& a, const ModelSpec& b) {
-  EXPECT_EQ(a.name, b.name);
-  EXPECT_EQ(a.num_layers, b.num_layers);
-  EXPECT_EQ(a.hidden_size, b.hidden_size);
-  EXPECT_EQ(a.num_attention_heads, b.num_attention_heads);
-  EXPECT_EQ(a.num_kv_heads, b.num_kv_heads);
-  EXPECT_EQ(a.ffn_hidden_size, b.ffn_hidden_size);
-  EXPECT_EQ(a.vocab_size, b.vocab_size);
-  EXPECT_EQ(a.dtype_bytes, b.dtype_bytes);
-  EXPECT_EQ(a.causal, b.causal);
-  EXPECT_EQ(a.gated_mlp, b.gated_mlp);
-  EXPECT_EQ(a.adaln_modulation, b.adaln_modulation);
+  testing::ExpectEveryFieldEq<ModelSpec>(kModelSpecFields, a, b);
 }
 
 void ExpectSameCluster(const ClusterSpec& a, const ClusterSpec& b) {
-  EXPECT_EQ(a.num_nodes, b.num_nodes);
-  EXPECT_EQ(a.gpus_per_node, b.gpus_per_node);
-  EXPECT_EQ(a.gpu_memory_bytes, b.gpu_memory_bytes);
-  EXPECT_EQ(a.usable_memory_fraction, b.usable_memory_fraction);
-  EXPECT_EQ(a.peak_flops_per_second, b.peak_flops_per_second);
-  EXPECT_EQ(a.gemm_flops_per_second, b.gemm_flops_per_second);
-  EXPECT_EQ(a.hbm_bytes_per_second, b.hbm_bytes_per_second);
-  EXPECT_EQ(a.intra_node_bus_bytes_per_second,
-            b.intra_node_bus_bytes_per_second);
-  EXPECT_EQ(a.intra_node_latency_seconds, b.intra_node_latency_seconds);
-  EXPECT_EQ(a.inter_node_bus_bytes_per_second,
-            b.inter_node_bus_bytes_per_second);
-  EXPECT_EQ(a.inter_node_latency_seconds, b.inter_node_latency_seconds);
-  EXPECT_EQ(a.allreduce_intra_bus_bytes_per_second,
-            b.allreduce_intra_bus_bytes_per_second);
+  testing::ExpectEveryFieldEq<ClusterSpec>(kClusterSpecFields, a, b);
 }
 
 // A spec named `name` of these sizes; the other fields keep their defaults.
