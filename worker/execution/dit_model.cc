@@ -2,7 +2,6 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 
-#include <algorithm>
 #include <cmath>
 #include <numeric>
 #include <utility>
@@ -104,15 +103,11 @@ absl::StatusOr<DitShard> ShardLatentSequences(
   auto floats = [](const std::vector<float>& values) {
     return torch::tensor(torch::ArrayRef<float>(values), torch::kFloat32);
   };
-  auto longs = [](const std::vector<int64_t>& values) {
-    return torch::tensor(torch::ArrayRef<int64_t>(values), torch::kInt64)
-        .view({static_cast<int64_t>(values.size())});
-  };
   shard.noisy_latents = floats(noisy).view({tokens, channels});
   shard.target_velocity = floats(target).view({tokens, channels});
   shard.loss_weights = floats(weights).view({tokens});
-  shard.positions = longs(positions);
-  shard.sequence_of_token = longs(sequence_of_token);
+  shard.positions = Int64Tensor(positions);
+  shard.sequence_of_token = Int64Tensor(sequence_of_token);
   shard.timesteps =
       torch::tensor(torch::ArrayRef<double>(timesteps), torch::kFloat64)
           .view({static_cast<int64_t>(timesteps.size())});
@@ -207,9 +202,7 @@ DitModel::DitModel(const ModelSpec& spec, const DitModelOptions& options)
   }
   final_modulation_ = register_parameter("final_modulation", final_modulation);
   output_ = register_parameter("output", output);
-  for (auto& p : parameters()) {
-    p.set_data(p.data().to(options.device, options.dtype));
-  }
+  MoveParameters(*this, options.device, options.dtype);
 }
 
 absl::StatusOr<std::shared_ptr<DitModel>> DitModel::Create(
@@ -293,7 +286,7 @@ absl::StatusOr<torch::Tensor> DitModel::Forward(
   context->sequence_of_token = shard.sequence_of_token.to(options_.device);
 
   const int recomputed =
-      std::max(0, std::min<int>(checkpointed_layers, blocks_.size()));
+      RecomputedLayerCount(checkpointed_layers, blocks_.size());
   try {
     // Positions in float64, then cast: a position embeds identically
     // wherever its token lands.

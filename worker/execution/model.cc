@@ -59,6 +59,22 @@ torch::Tensor NormalMatrix(int64_t rows, int64_t cols, double std_dev,
       .normal_(0.0, std_dev, generator);
 }
 
+torch::Tensor Int64Tensor(const std::vector<int64_t>& values) {
+  return torch::tensor(torch::ArrayRef<int64_t>(values), torch::kInt64)
+      .view({static_cast<int64_t>(values.size())});
+}
+
+void MoveParameters(torch::nn::Module& model, const torch::Device& device,
+                    torch::Dtype dtype) {
+  for (auto& p : model.parameters()) {
+    p.set_data(p.data().to(device, dtype));
+  }
+}
+
+int RecomputedLayerCount(int checkpointed_layers, size_t num_layers) {
+  return std::max(0, std::min<int>(checkpointed_layers, num_layers));
+}
+
 absl::Status CheckUlyssesSize(const ModelSpec& spec, int sp_size) {
   if (sp_size < 1 || spec.num_attention_heads % sp_size != 0) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -214,13 +230,9 @@ absl::StatusOr<PackedShard> ShardPackedSequences(
       if (predicts) ++shard.num_predicted_tokens;
     }
   }
-  auto to_tensor = [](const std::vector<int64_t>& values) {
-    return torch::tensor(torch::ArrayRef<int64_t>(values), torch::kInt64)
-        .view({static_cast<int64_t>(values.size())});
-  };
-  shard.token_ids = to_tensor(ids);
-  shard.positions = to_tensor(positions);
-  shard.targets = to_tensor(targets);
+  shard.token_ids = Int64Tensor(ids);
+  shard.positions = Int64Tensor(positions);
+  shard.targets = Int64Tensor(targets);
   return shard;
 }
 
@@ -242,9 +254,7 @@ GptModel::GptModel(const ModelSpec& spec, const GptModelOptions& options)
   final_norm_ = register_parameter("final_norm", torch::ones({h}));
   lm_head_ = register_parameter(
       "lm_head", NormalMatrix(vocab, h, options.init_std, generator));
-  for (auto& p : parameters()) {
-    p.set_data(p.data().to(options.device, options.dtype));
-  }
+  MoveParameters(*this, options.device, options.dtype);
 }
 
 absl::StatusOr<std::shared_ptr<GptModel>> GptModel::Create(
@@ -337,7 +347,7 @@ absl::StatusOr<torch::Tensor> GptModel::Forward(
   context->sequence_tokens = shard.sequence_tokens;
 
   const int recomputed =
-      std::max(0, std::min<int>(checkpointed_layers, layers_.size()));
+      RecomputedLayerCount(checkpointed_layers, layers_.size());
   try {
     torch::Tensor x =
         torch::embedding(embedding_, shard.token_ids.to(options_.device));

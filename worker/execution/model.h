@@ -76,6 +76,19 @@ struct ForwardContext;
 torch::Tensor NormalMatrix(int64_t rows, int64_t cols, double std_dev,
                            at::Generator& generator);
 
+/// `values` as a 1-D int64 tensor on the CPU: the index tensors of a shard.
+torch::Tensor Int64Tensor(const std::vector<int64_t>& values);
+
+/// Moves every parameter of `model` to `device` and `dtype` in place. The
+/// models draw their weights in float32 on the CPU, then move them, so that
+/// a seed gives the same weights whatever the device and dtype.
+void MoveParameters(torch::nn::Module& model, const torch::Device& device,
+                    torch::Dtype dtype);
+
+/// How many of a model's first `num_layers` layers a forward recomputes when
+/// asked for `checkpointed_layers`: that count clamped to [0, num_layers].
+int RecomputedLayerCount(int checkpointed_layers, size_t num_layers);
+
 /// OK when Ulysses over `sp_size` ranks can shard the heads of `spec`
 /// (sp_size divides num_attention_heads); INVALID_ARGUMENT saying so
 /// otherwise. What GptModel and DitModel check for an SP size.
