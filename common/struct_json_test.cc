@@ -4,6 +4,7 @@
 #include <string>
 
 #include "common/struct_fields.h"
+#include "common/struct_fields_testing.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -61,11 +62,7 @@ TEST(StructJsonTest, RoundTrips) {
                   kSampleFields, StructToJson<Sample>(kSampleFields, sample),
                   "sample", back)
                   .ok());
-  EXPECT_EQ(back.label, sample.label);
-  EXPECT_EQ(back.count, sample.count);
-  EXPECT_EQ(back.size, sample.size);
-  EXPECT_EQ(back.rate, sample.rate);
-  EXPECT_EQ(back.enabled, sample.enabled);
+  testing::ExpectEveryFieldEq<Sample>(kSampleFields, back, sample);
 }
 
 TEST(StructJsonTest, WritesOneKeyPerField) {
