@@ -43,11 +43,17 @@ DeviceCheckOptions TinyOptions() {
   return options;
 }
 
-TEST(DeviceCheckTest, RunsEveryMicroBatchOfEveryModel) {
+/// RunDeviceCheck of `options` on a fake world of one rank, with a clock
+/// that steps 1 ms at every reading.
+absl::StatusOr<DeviceCheckReport> RunOnOneFakeRank(
+    const DeviceCheckOptions& options) {
   FakeCommunicator communicator;
   const SteppingClock clock;
-  absl::StatusOr<DeviceCheckReport> report =
-      RunDeviceCheck(TinyOptions(), communicator, clock);
+  return RunDeviceCheck(options, communicator, clock);
+}
+
+TEST(DeviceCheckTest, RunsEveryMicroBatchOfEveryModel) {
+  absl::StatusOr<DeviceCheckReport> report = RunOnOneFakeRank(TinyOptions());
   ASSERT_TRUE(report.ok()) << report.status();
   ASSERT_THAT(report->rows, SizeIs(5));
   EXPECT_THAT(report->skipped, IsEmpty());
@@ -93,10 +99,7 @@ TEST(DeviceCheckTest, EachRowIsHandedOutAsItIsMeasured) {
     last_models.clear();
     for (const CheckRow& row : rows) last_models.push_back(row.model);
   };
-  FakeCommunicator communicator;
-  const SteppingClock clock;
-  absl::StatusOr<DeviceCheckReport> report =
-      RunDeviceCheck(options, communicator, clock);
+  absl::StatusOr<DeviceCheckReport> report = RunOnOneFakeRank(options);
   ASSERT_TRUE(report.ok()) << report.status();
   ASSERT_THAT(report->rows, SizeIs(5));
   EXPECT_EQ(sizes_seen, (std::vector<size_t>{1, 2, 3, 4, 5}));
@@ -111,10 +114,7 @@ TEST(DeviceCheckTest, NoCollectivesWhenNoneAreAskedFor) {
   options.collective_bytes = {};
   std::vector<std::string> logged;
   options.log = [&logged](const std::string& line) { logged.push_back(line); };
-  FakeCommunicator communicator;
-  const SteppingClock clock;
-  absl::StatusOr<DeviceCheckReport> report =
-      RunDeviceCheck(options, communicator, clock);
+  absl::StatusOr<DeviceCheckReport> report = RunOnOneFakeRank(options);
   ASSERT_TRUE(report.ok()) << report.status();
   EXPECT_THAT(report->collectives, IsEmpty());
   EXPECT_THAT(logged,
@@ -129,10 +129,7 @@ TEST(DeviceCheckTest, PhasesPastTheirBudgetSkipWhatIsLeft) {
   options.profile_budget = absl::Nanoseconds(1);
   options.micro_batch_budget = absl::Nanoseconds(1);
   options.collectives_budget = absl::Nanoseconds(1);
-  FakeCommunicator communicator;
-  const SteppingClock clock;
-  absl::StatusOr<DeviceCheckReport> report =
-      RunDeviceCheck(options, communicator, clock);
+  absl::StatusOr<DeviceCheckReport> report = RunOnOneFakeRank(options);
   ASSERT_TRUE(report.ok()) << report.status();
   EXPECT_THAT(report->rows, IsEmpty());
   EXPECT_THAT(report->collectives, IsEmpty());
