@@ -184,18 +184,12 @@ CommunicatorFactory FakeWorld() {
       };
 }
 
-/// A planner programmed by ProgramPlanner (the world complete at the first
-/// poll) and QuickOptions for it without profiling, on the fake one-rank
-/// world, output captured. Not copyable (the options point at the output).
-struct QuickRun {
-  QuickRun() {
-    ProgramPlanner(planner, /*polls_until_complete=*/1);
-    options = QuickOptions(&printed, &logged);
-    options.profile = false;
-    options.create_communicator = FakeWorld();
-  }
-  QuickRun(const QuickRun&) = delete;
-  QuickRun& operator=(const QuickRun&) = delete;
+/// A fake planner, not programmed yet, and QuickOptions for it, output
+/// captured. Not copyable (the options point at the output).
+struct AgentRun {
+  AgentRun() { options = QuickOptions(&printed, &logged); }
+  AgentRun(const AgentRun&) = delete;
+  AgentRun& operator=(const AgentRun&) = delete;
 
   absl::StatusOr<AgentRunResult> Run() {
     return WorkerAgent(planner, options).Run();
@@ -205,6 +199,16 @@ struct QuickRun {
   std::vector<std::string> printed;
   std::vector<std::string> logged;
   WorkerAgentOptions options;
+};
+
+/// An AgentRun whose planner ProgramPlanner programmed (the world complete
+/// at the first poll), without profiling, on the fake one-rank world.
+struct QuickRun : AgentRun {
+  QuickRun() {
+    ProgramPlanner(planner, /*polls_until_complete=*/1);
+    options.profile = false;
+    options.create_communicator = FakeWorld();
+  }
 };
 
 RunSummary ReadSummary(const std::string& path) {
@@ -599,17 +603,14 @@ TEST(WorkerAgentTest, ResumedBf16Zero1RunMatchesAndOtherSettingsAreRefused) {
 }
 
 TEST(WorkerAgentTest, PlannerUnavailableIsAClearError) {
-  FakePlannerClient planner;
-  planner.on_register_worker = [](const v1::RegisterWorkerRequest&)
+  AgentRun run;
+  run.planner.on_register_worker = [](const v1::RegisterWorkerRequest&)
       -> absl::StatusOr<v1::RegisterWorkerResponse> {
     return absl::UnavailableError(
         "planner at dcp-planner:50051 unavailable after 5 attempts over 6.2 "
         "s: failed to connect");
   };
-  std::vector<std::string> printed;
-  std::vector<std::string> logged;
-  WorkerAgent agent(planner, QuickOptions(&printed, &logged));
-  absl::StatusOr<AgentRunResult> result = agent.Run();
+  absl::StatusOr<AgentRunResult> result = run.Run();
   ASSERT_FALSE(result.ok());
   EXPECT_EQ(result.status().code(), absl::StatusCode::kUnavailable);
   EXPECT_THAT(result.status().message(),
@@ -618,19 +619,16 @@ TEST(WorkerAgentTest, PlannerUnavailableIsAClearError) {
 }
 
 TEST(WorkerAgentTest, IncompleteWorldTimesOutSayingWhatIsMissing) {
-  FakePlannerClient planner;
-  ProgramPlanner(planner, /*polls_until_complete=*/1 << 30);
+  AgentRun run;
+  ProgramPlanner(run.planner, /*polls_until_complete=*/1 << 30);
   FakeClock clock;
-  std::vector<std::string> printed;
-  std::vector<std::string> logged;
-  WorkerAgentOptions options = QuickOptions(&printed, &logged);
-  options.world_timeout = absl::Minutes(1);
+  run.options.world_timeout = absl::Minutes(1);
   std::vector<absl::Duration> waits;
-  options.sleep = [&clock, &waits](absl::Duration duration) {
+  run.options.sleep = [&clock, &waits](absl::Duration duration) {
     waits.push_back(duration);
     clock.Advance(duration);
   };
-  WorkerAgent agent(planner, options, clock);
+  WorkerAgent agent(run.planner, run.options, clock);
   absl::StatusOr<AgentRunResult> result = agent.Run();
   ASSERT_FALSE(result.ok());
   EXPECT_EQ(result.status().code(), absl::StatusCode::kDeadlineExceeded);
@@ -644,31 +642,28 @@ TEST(WorkerAgentTest, IncompleteWorldTimesOutSayingWhatIsMissing) {
   EXPECT_EQ(waits.back(), absl::Seconds(2));
   // The wait is logged once (the missing part did not change).
   int wait_lines = 0;
-  for (const std::string& line : logged) {
+  for (const std::string& line : run.logged) {
     wait_lines += absl::StrContains(line, "waiting for the world") ? 1 : 0;
   }
   EXPECT_EQ(wait_lines, 1);
 }
 
 TEST(WorkerAgentTest, StopWhileWaitingForTheWorldExitsCleanly) {
-  FakePlannerClient planner;
-  ProgramPlanner(planner, /*polls_until_complete=*/1 << 30);
-  std::vector<std::string> printed;
-  std::vector<std::string> logged;
-  WorkerAgentOptions options = QuickOptions(&printed, &logged);
-  options.stop_requested = [] { return true; };
+  AgentRun run;
+  ProgramPlanner(run.planner, /*polls_until_complete=*/1 << 30);
+  run.options.stop_requested = [] { return true; };
   bool created = false;
-  options.create_communicator =
+  run.options.create_communicator =
       [&created](
           const C10dOptions&) -> absl::StatusOr<std::unique_ptr<Communicator>> {
     created = true;
     return std::unique_ptr<Communicator>(new FakeCommunicator());
   };
-  absl::StatusOr<AgentRunResult> result = WorkerAgent(planner, options).Run();
+  absl::StatusOr<AgentRunResult> result = run.Run();
   ASSERT_TRUE(result.ok()) << result.status();
   EXPECT_TRUE(result->stopped_on_request);
   EXPECT_FALSE(created);
-  EXPECT_THAT(planner.register_worker_requests(), SizeIs(1));
+  EXPECT_THAT(run.planner.register_worker_requests(), SizeIs(1));
 }
 
 TEST(WorkerAgentTest, HungCollectiveFailsTheStepWithTheTimeout) {
@@ -690,14 +685,11 @@ TEST(WorkerAgentTest, HungCollectiveFailsTheStepWithTheTimeout) {
 }
 
 TEST(WorkerAgentTest, RejectsBadOptions) {
-  FakePlannerClient planner;
-  std::vector<std::string> printed;
-  std::vector<std::string> logged;
-  WorkerAgentOptions options = QuickOptions(&printed, &logged);
-  options.resume = true;
-  absl::StatusOr<AgentRunResult> result = WorkerAgent(planner, options).Run();
+  AgentRun run;
+  run.options.resume = true;
+  absl::StatusOr<AgentRunResult> result = run.Run();
   EXPECT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(planner.register_worker_requests(), SizeIs(0));
+  EXPECT_THAT(run.planner.register_worker_requests(), SizeIs(0));
 }
 
 }  // namespace
