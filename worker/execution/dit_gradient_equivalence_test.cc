@@ -71,7 +71,6 @@ EquivalenceCase DitCase() {
   for (int64_t length : EquivalenceSequenceLengths()) {
     dit.total_loss_tokens += length;
   }
-  dit.executor_options = ::dcp::testing::EquivalenceExecutorOptions();
   dit.require_nonzero_gradients = true;
   return dit;
 }

@@ -105,7 +105,7 @@ PlanExecutorOptions EquivalenceExecutorOptions();
 
 /// One model's equivalence check: how to build it (the same initial weights
 /// on every call for a dtype), the global batch and the executor's options
-/// (their `zero1` is set per mode).
+/// (EquivalenceExecutorOptions() unless set; their `zero1` is set per mode).
 struct EquivalenceCase {
   std::string label;
   std::function<absl::StatusOr<std::shared_ptr<TrainableModel>>(
@@ -113,7 +113,7 @@ struct EquivalenceCase {
       make_model;
   std::function<SequenceInput(int sequence_index)> inputs_of;
   int64_t total_loss_tokens = 0;
-  PlanExecutorOptions executor_options;
+  PlanExecutorOptions executor_options = EquivalenceExecutorOptions();
   /// A reference parameter with an all-zero gradient is an error (the
   /// check could not see it).
   bool require_nonzero_gradients = false;

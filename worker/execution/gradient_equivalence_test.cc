@@ -67,7 +67,6 @@ EquivalenceCase GptCase() {
   for (int64_t length : EquivalenceSequenceLengths()) {
     gpt.total_loss_tokens += length - 1;
   }
-  gpt.executor_options = ::dcp::testing::EquivalenceExecutorOptions();
   return gpt;
 }
 
