@@ -7,9 +7,12 @@
 #include <openssl/x509.h>
 
 #include <memory>
+#include <utility>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/process_support.h"
+#include "common/status_macros.h"
 
 namespace dcp {
 namespace {
@@ -107,6 +110,27 @@ absl::Status CheckPemKeyPair(const std::string& cert_path,
                      "'; give the key the certificate was made for"));
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> ReadPemCertificates(absl::string_view what,
+                                                const std::string& path) {
+  absl::StatusOr<std::string> pem = ReadPemFile(what, path);
+  if (!pem.ok()) return pem.status();
+  DCP_RETURN_IF_ERROR(CheckPemCertificates(what, path, *pem));
+  return pem;
+}
+
+absl::StatusOr<PemKeyPair> ReadPemKeyPair(absl::string_view cert_what,
+                                          const std::string& cert_path,
+                                          absl::string_view key_what,
+                                          const std::string& key_path) {
+  absl::StatusOr<std::string> cert = ReadPemFile(cert_what, cert_path);
+  if (!cert.ok()) return cert.status();
+  absl::StatusOr<std::string> key = ReadPemFile(key_what, key_path);
+  if (!key.ok()) return key.status();
+  DCP_RETURN_IF_ERROR(CheckPemCertificates(cert_what, cert_path, *cert));
+  DCP_RETURN_IF_ERROR(CheckPemKeyPair(cert_path, *cert, key_path, *key));
+  return PemKeyPair{*std::move(cert), *std::move(key)};
 }
 
 }  // namespace dcp

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
 namespace dcp {
@@ -27,6 +28,27 @@ absl::Status CheckPemKeyPair(const std::string& cert_path,
                              const std::string& cert_pem,
                              const std::string& key_path,
                              const std::string& key_pem);
+
+/// A certificate chain and the private key of its first certificate.
+struct PemKeyPair {
+  std::string cert_chain;
+  std::string private_key;
+};
+
+/// The PEM file `path` (ReadPemFile) holding certificates that pass
+/// CheckPemCertificates; errors name `what` ("client CA") and `path`.
+absl::StatusOr<std::string> ReadPemCertificates(absl::string_view what,
+                                                const std::string& path);
+
+/// The certificate chain at `cert_path` and its private key at `key_path`,
+/// read and checked: certificates that OpenSSL reads
+/// (CheckPemCertificates) and a key that belongs to the first
+/// (CheckPemKeyPair). Errors name the file and what it is (`cert_what`,
+/// `key_what`: "server certificate", "server key").
+absl::StatusOr<PemKeyPair> ReadPemKeyPair(absl::string_view cert_what,
+                                          const std::string& cert_path,
+                                          absl::string_view key_what,
+                                          const std::string& key_path);
 
 }  // namespace dcp
 

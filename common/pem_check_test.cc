@@ -83,5 +83,39 @@ TEST_F(PemCheckTest, AnotherCertificatesKeyIsRefused) {
                         "'a.pem'"));
 }
 
+TEST_F(PemCheckTest, ReadsAndChecksFiles) {
+  const std::string a_pem = dir_ + "/a.pem";
+  const std::string a_key = dir_ + "/a.key";
+  const std::string b_key = dir_ + "/b.key";
+  absl::StatusOr<std::string> ca = ReadPemCertificates("client CA", a_pem);
+  ASSERT_TRUE(ca.ok()) << ca.status();
+  EXPECT_EQ(*ca, Read("a.pem"));
+  absl::StatusOr<PemKeyPair> pair =
+      ReadPemKeyPair("server certificate", a_pem, "server key", a_key);
+  ASSERT_TRUE(pair.ok()) << pair.status();
+  EXPECT_EQ(pair->cert_chain, Read("a.pem"));
+  EXPECT_EQ(pair->private_key, Read("a.key"));
+
+  // A key file where the certificates should be, another certificate's
+  // key, and a missing file: each refused by name.
+  EXPECT_THAT(ReadPemCertificates("client CA", a_key).status().message(),
+              HasSubstr("the client CA '" + a_key + "'"));
+  EXPECT_THAT(
+      ReadPemKeyPair("server certificate", a_key, "server key", a_key)
+          .status()
+          .message(),
+      HasSubstr("the server certificate '" + a_key + "'"));
+  EXPECT_THAT(
+      ReadPemKeyPair("server certificate", a_pem, "server key", b_key)
+          .status()
+          .message(),
+      HasSubstr("does not belong to the certificate"));
+  EXPECT_THAT(ReadPemKeyPair("client certificate", a_pem, "client key",
+                             a_key + ".missing")
+                  .status()
+                  .message(),
+              HasSubstr("cannot read the client key PEM file"));
+}
+
 }  // namespace
 }  // namespace dcp

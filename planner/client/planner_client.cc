@@ -11,8 +11,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/pem_check.h"
-#include "common/process_support.h"
-#include "common/status_macros.h"
 #include "grpcpp/impl/codegen/client_unary_call.h"
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/support/byte_buffer.h"
@@ -41,21 +39,15 @@ absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> ChannelCredentials(
   }
   grpc::SslCredentialsOptions ssl;
   absl::StatusOr<std::string> root_ca =
-      ReadPemFile("planner CA", tls.root_ca_file);
+      ReadPemCertificates("planner CA", tls.root_ca_file);
   if (!root_ca.ok()) return root_ca.status();
-  DCP_RETURN_IF_ERROR(
-      CheckPemCertificates("planner CA", tls.root_ca_file, *root_ca));
   ssl.pem_root_certs = *std::move(root_ca);
   if (!tls.cert_file.empty()) {
-    absl::StatusOr<std::string> cert =
-        ReadPemFile("client certificate", tls.cert_file);
-    if (!cert.ok()) return cert.status();
-    absl::StatusOr<std::string> key = ReadPemFile("client key", tls.key_file);
-    if (!key.ok()) return key.status();
-    DCP_RETURN_IF_ERROR(
-        CheckPemKeyPair(tls.cert_file, *cert, tls.key_file, *key));
-    ssl.pem_cert_chain = *std::move(cert);
-    ssl.pem_private_key = *std::move(key);
+    absl::StatusOr<PemKeyPair> pair = ReadPemKeyPair(
+        "client certificate", tls.cert_file, "client key", tls.key_file);
+    if (!pair.ok()) return pair.status();
+    ssl.pem_cert_chain = std::move(pair->cert_chain);
+    ssl.pem_private_key = std::move(pair->private_key);
   }
   return grpc::SslCredentials(ssl);
 }

@@ -11,8 +11,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "common/pem_check.h"
-#include "common/process_support.h"
-#include "common/status_macros.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/security/server_credentials.h"
@@ -42,26 +40,17 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentials(
       tls.client_ca_file.empty()
           ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
           : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
-  grpc::SslServerCredentialsOptions::PemKeyCertPair pair;
-  absl::StatusOr<std::string> cert =
-      ReadPemFile("server certificate", tls.cert_file);
-  if (!cert.ok()) return cert.status();
-  absl::StatusOr<std::string> key = ReadPemFile("server key", tls.key_file);
-  if (!key.ok()) return key.status();
   // gRPC takes a garbage certificate or a mismatched key silently and then
   // fails to start, which would read as a port in use.
-  DCP_RETURN_IF_ERROR(
-      CheckPemCertificates("server certificate", tls.cert_file, *cert));
-  DCP_RETURN_IF_ERROR(CheckPemKeyPair(tls.cert_file, *cert, tls.key_file, *key));
-  pair.cert_chain = *std::move(cert);
-  pair.private_key = *std::move(key);
-  ssl.pem_key_cert_pairs.push_back(std::move(pair));
+  absl::StatusOr<PemKeyPair> pair = ReadPemKeyPair(
+      "server certificate", tls.cert_file, "server key", tls.key_file);
+  if (!pair.ok()) return pair.status();
+  ssl.pem_key_cert_pairs.push_back(
+      {std::move(pair->private_key), std::move(pair->cert_chain)});
   if (!tls.client_ca_file.empty()) {
     absl::StatusOr<std::string> client_ca =
-        ReadPemFile("client CA", tls.client_ca_file);
+        ReadPemCertificates("client CA", tls.client_ca_file);
     if (!client_ca.ok()) return client_ca.status();
-    DCP_RETURN_IF_ERROR(
-        CheckPemCertificates("client CA", tls.client_ca_file, *client_ca));
     ssl.pem_root_certs = *std::move(client_ca);
   }
   return grpc::SslServerCredentials(ssl);
