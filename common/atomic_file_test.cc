@@ -2,11 +2,8 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -14,6 +11,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/test_files.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -25,20 +23,9 @@ using ::testing::HasSubstr;
 
 // A fresh directory under TEST_TMPDIR for each test.
 std::string TestDirectory() {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  const std::string directory = absl::StrCat(
-      tmp != nullptr ? tmp : "/tmp", "/atomic_file_",
-      ::testing::UnitTest::GetInstance()->current_test_info()->name());
-  std::filesystem::remove_all(directory);
+  const std::string directory = FreshTestDirectory("atomic_file_");
   std::filesystem::create_directories(directory);
   return directory;
-}
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream file(path, std::ios::binary);
-  std::ostringstream contents;
-  contents << file.rdbuf();
-  return contents.str();
 }
 
 std::vector<std::string> FileNames(const std::string& directory) {
@@ -54,11 +41,11 @@ TEST(WriteFileAtomicallyTest, CreatesAndReplacesLeavingNoTemporaryFile) {
   const std::string directory = TestDirectory();
   const std::string path = directory + "/summary.json";
   ASSERT_TRUE(WriteFileAtomically(path, "first").ok());
-  EXPECT_EQ(ReadFile(path), "first");
+  EXPECT_EQ(ReadTestFile(path), "first");
   ASSERT_TRUE(WriteFileAtomically(path, std::string("x\0y", 3)).ok());
-  EXPECT_EQ(ReadFile(path), std::string("x\0y", 3));
+  EXPECT_EQ(ReadTestFile(path), std::string("x\0y", 3));
   ASSERT_TRUE(WriteFileAtomically(path, "").ok());
-  EXPECT_EQ(ReadFile(path), "");
+  EXPECT_EQ(ReadTestFile(path), "");
   EXPECT_THAT(FileNames(directory), ElementsAre("summary.json"));
 }
 
@@ -66,7 +53,7 @@ TEST(WriteFileAtomicallyTest, WritesLargeContents) {
   const std::string directory = TestDirectory();
   const std::string contents(3 << 20, 'z');
   ASSERT_TRUE(WriteFileAtomically(directory + "/big", contents).ok());
-  EXPECT_EQ(ReadFile(directory + "/big"), contents);
+  EXPECT_EQ(ReadTestFile(directory + "/big"), contents);
 }
 
 TEST(WriteFileAtomicallyTest, ConcurrentWritersEachWriteWholeFiles) {
@@ -81,7 +68,7 @@ TEST(WriteFileAtomicallyTest, ConcurrentWritersEachWriteWholeFiles) {
     });
   }
   for (std::thread& writer : writers) writer.join();
-  const std::string contents = ReadFile(path);
+  const std::string contents = ReadTestFile(path);
   ASSERT_EQ(contents.size(), 1000u);
   EXPECT_EQ(contents, std::string(1000, contents[0]));
   EXPECT_THAT(FileNames(directory), ElementsAre("shared"));
@@ -116,7 +103,7 @@ TEST(WriteFileAtomicallyTest, RelativePathSyncsTheWorkingDirectory) {
   const absl::Status status = WriteFileAtomically("relative", "bytes");
   std::filesystem::current_path(previous);
   ASSERT_TRUE(status.ok()) << status;
-  EXPECT_EQ(ReadFile(directory + "/relative"), "bytes");
+  EXPECT_EQ(ReadTestFile(directory + "/relative"), "bytes");
 }
 
 TEST(FileSystemErrorTest, MapsErrnoToCodeAndNamesThePath) {

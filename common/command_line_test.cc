@@ -1,6 +1,5 @@
 #include "common/command_line.h"
 
-#include <cstdlib>
 #include <fstream>
 #include <limits>
 #include <string>
@@ -11,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
+#include "common/test_files.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -165,9 +165,7 @@ TEST(CommandLineTest, StringListsAndChoices) {
 }
 
 TEST(CommandLineTest, FileContentsNamesTheFlagWhenUnreadable) {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  const std::string path =
-      absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/command_line_file");
+  const std::string path = TestTempPath("command_line_file");
   std::ofstream(path, std::ios::binary) << std::string("a\0b\n", 4);
   const std::string argument = "--name=" + path;
   absl::StatusOr<ParsedFlags> flags = Parse({argument.c_str()});

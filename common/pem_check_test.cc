@@ -1,12 +1,11 @@
 #include "common/pem_check.h"
 
 #include <cstdlib>
-#include <fstream>
-#include <iterator>
 #include <string>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/test_files.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -23,8 +22,7 @@ class PemCheckTest : public ::testing::Test {
     if (std::system("command -v openssl > /dev/null 2>&1") != 0) {
       GTEST_SKIP() << "no openssl command line to make test certificates";
     }
-    const char* tmp = std::getenv("TEST_TMPDIR");
-    dir_ = tmp != nullptr ? tmp : "/tmp";
+    dir_ = TestTempDir();
     const std::string script = absl::StrCat(
         "set -e; cd '", dir_, "'; for n in a b; do ",
         "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 ",
@@ -34,9 +32,7 @@ class PemCheckTest : public ::testing::Test {
   }
 
   std::string Read(const std::string& name) const {
-    std::ifstream file(dir_ + "/" + name);
-    return std::string(std::istreambuf_iterator<char>(file),
-                       std::istreambuf_iterator<char>());
+    return ReadTestFile(dir_ + "/" + name);
   }
 
   std::string dir_;

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "common/test_files.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -22,20 +23,15 @@ ParsedFlags Parse(std::vector<const char*> args) {
   return ParseFlags(static_cast<int>(args.size()), args.data(), kFlags).value();
 }
 
-std::string TempPath(const std::string& name) {
-  const char* dir = std::getenv("TEST_TMPDIR");
-  return std::string(dir != nullptr ? dir : "/tmp") + "/" + name;
-}
-
 TEST(LoadBearerTokenTest, ReadsTheFileWithoutSurroundingWhitespace) {
-  const std::string path = TempPath("token");
+  const std::string path = TestTempPath("token");
   std::ofstream(path) << "  s3cret\n";
   const std::string flag = "--token-file=" + path;
   EXPECT_EQ(LoadBearerToken(Parse({flag.c_str()})).value(), "s3cret");
 }
 
 TEST(LoadBearerTokenTest, EmptyOrMissingFileNamesTheFile) {
-  const std::string path = TempPath("empty_token");
+  const std::string path = TestTempPath("empty_token");
   std::ofstream(path) << " \n";
   const std::string flag = "--token-file=" + path;
   absl::StatusOr<std::string> empty = LoadBearerToken(Parse({flag.c_str()}));
@@ -56,7 +52,7 @@ TEST(LoadBearerTokenTest, FallsBackToTheEnvironment) {
 }
 
 TEST(ReadPemFileTest, ReadsTheFileOrNamesIt) {
-  const std::string path = TempPath("cert.pem");
+  const std::string path = TestTempPath("cert.pem");
   std::ofstream(path) << "-----BEGIN CERTIFICATE-----\n";
   EXPECT_EQ(ReadPemFile("planner CA", path).value(),
             "-----BEGIN CERTIFICATE-----\n");

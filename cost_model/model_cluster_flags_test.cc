@@ -1,6 +1,5 @@
 #include "cost_model/model_cluster_flags.h"
 
-#include <cstdlib>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -8,6 +7,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "common/command_line.h"
+#include "common/test_files.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -123,9 +123,7 @@ TEST(ModelClusterFlagsTest, BadValuesNameTheFlag) {
 }
 
 std::string WriteTempFile(const std::string& name, const std::string& text) {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  const std::string path =
-      absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/model_cluster_", name);
+  const std::string path = TestTempPath("model_cluster_" + name);
   std::ofstream(path) << text;
   return path;
 }

@@ -10,6 +10,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/test_files.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "launcher/local_job_test_support.h"
@@ -23,7 +24,7 @@ using ::testing::HasSubstr;
 using ::testing::StartsWith;
 
 std::string TestDir(const std::string& name) {
-  return FreshTestDir(absl::StrCat("local_job_test_", name));
+  return EmptyTestDirectory(absl::StrCat("local_job_test_", name));
 }
 
 /// The dcp run's summary in `dir` (an empty one, with a failure, when it
@@ -112,7 +113,7 @@ TEST(LocalJobTest, ProfilesRunsDcpThenThePeersAndReports) {
   EXPECT_EQ(summary.world_size, 2);
   EXPECT_EQ(summary.steps.size(), 3u);
   // Every registration carried the launcher's job id.
-  const std::string log_text = FileText(absl::StrCat(dir, "/planner.log"));
+  const std::string log_text = ReadTestFile(absl::StrCat(dir, "/planner.log"));
   // (Either worker may register first and get rank 0.)
   for (const std::string worker : {"w0", "w1"}) {
     EXPECT_THAT(log_text,
@@ -215,8 +216,8 @@ TEST(LocalJobTest, WorkersRideThroughAPlannerKilledAndRestartedLater) {
   ExpectSameSteps(expected, summary);
   // A worker said that it waited, and for whom (the one whose call met
   // the outage; a peer that had its plan waits for it in a collective).
-  const std::string logs = absl::StrCat(FileText(dir + "/dcp-w0.log"),
-                                        FileText(dir + "/dcp-w1.log"));
+  const std::string logs = absl::StrCat(ReadTestFile(dir + "/dcp-w0.log"),
+                                        ReadTestFile(dir + "/dcp-w1.log"));
   EXPECT_THAT(logs, HasSubstr("unavailable for 0.0 s (attempt 1); waiting "
                               "for it (gives up after 5 attempts and 2m)"));
   EXPECT_THAT(logs, HasSubstr("answered again ("));
@@ -232,8 +233,8 @@ TEST(LocalJobTest, WithoutOutageToleranceThePlannerRestartFailsTheJob) {
   // A rank gave up on the planner. Which rank's failure the launcher names
   // is a race (the other may fail in a collective as its peer exits), so
   // the ranks' own logs are read.
-  EXPECT_THAT(absl::StrCat(FileText(absl::StrCat(dir, "/dcp-w0.log")),
-                           FileText(absl::StrCat(dir, "/dcp-w1.log"))),
+  EXPECT_THAT(absl::StrCat(ReadTestFile(absl::StrCat(dir, "/dcp-w0.log")),
+                           ReadTestFile(absl::StrCat(dir, "/dcp-w1.log"))),
               HasSubstr("unavailable after 5 attempts"))
       << run.output;
 }

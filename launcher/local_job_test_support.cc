@@ -1,9 +1,6 @@
 #include "launcher/local_job_test_support.h"
 
 #include <cstdlib>
-#include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <memory>
 #include <optional>
 #include <string>
@@ -15,6 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/test_files.h"
 #include "launcher/child_process.h"
 
 namespace dcp {
@@ -22,21 +20,6 @@ namespace dcp {
 std::string Runfile(const std::string& path) {
   const char* root = std::getenv("TEST_SRCDIR");
   return absl::StrCat(root != nullptr ? root : ".", "/dcp/", path);
-}
-
-std::string FreshTestDir(const std::string& name) {
-  const char* root = std::getenv("TEST_TMPDIR");
-  const std::string dir =
-      absl::StrCat(root != nullptr ? root : "/tmp", "/", name);
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  return dir;
-}
-
-std::string FileText(const std::string& path) {
-  std::ifstream file(path);
-  return std::string((std::istreambuf_iterator<char>(file)),
-                     std::istreambuf_iterator<char>());
 }
 
 JobRun RunToEnd(const std::vector<std::string>& argv,
@@ -59,7 +42,7 @@ JobRun RunToEnd(const std::vector<std::string>& argv,
   absl::MutexLock lock(mutex.get());
   run.lines = *lines;
   run.output = absl::StrCat(absl::StrJoin(run.lines, "\n"), "\n--- stderr:\n",
-                            FileText(stderr_path));
+                            ReadTestFile(stderr_path));
   return run;
 }
 

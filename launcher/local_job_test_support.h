@@ -1,8 +1,9 @@
 #ifndef DCP_LAUNCHER_LOCAL_JOB_TEST_SUPPORT_H_
 #define DCP_LAUNCHER_LOCAL_JOB_TEST_SUPPORT_H_
 
-// What the end-to-end tests of dcp_local_job share: runfiles, scratch
-// directories, and running a binary or a small job to its end. testonly.
+// What the end-to-end tests of dcp_local_job share: runfiles and running a
+// binary or a small job to its end (scratch files: common/test_files.h).
+// testonly.
 
 #include <string>
 #include <vector>
@@ -14,12 +15,6 @@ namespace dcp {
 /// The path of `path` (e.g. "launcher/dcp_local_job") among the test's
 /// runfiles.
 std::string Runfile(const std::string& path);
-
-/// "<TEST_TMPDIR or /tmp>/<name>", emptied and created.
-std::string FreshTestDir(const std::string& name);
-
-/// The contents of the file at `path` (empty when it cannot be read).
-std::string FileText(const std::string& path);
 
 /// How a process run to its end ended.
 struct JobRun {

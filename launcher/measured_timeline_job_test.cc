@@ -16,6 +16,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
+#include "common/test_files.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "launcher/local_job_test_support.h"
@@ -54,7 +55,7 @@ std::map<std::string, std::vector<double>> MeasuredBars(
 }
 
 TEST(MeasuredTimelineJobTest, TheSvgShowsWhatTheWorkersRecorded) {
-  const std::string dir = FreshTestDir("measured_timeline_job");
+  const std::string dir = EmptyTestDirectory("measured_timeline_job");
   const std::string svg_path = absl::StrCat(dir, "/step1.svg");
   const JobRun run = RunLocalJob(
       dir, {"--steps=3", "--profile=false", "--compare-peers=best-static",
@@ -90,7 +91,7 @@ TEST(MeasuredTimelineJobTest, TheSvgShowsWhatTheWorkersRecorded) {
   for (const std::string& path :
        {svg_path, absl::StrCat(dir, "/step1.bucket.svg")}) {
     SCOPED_TRACE(path);
-    const MarkupDocument svg = MarkupDocument::ParseXml(FileText(path));
+    const MarkupDocument svg = MarkupDocument::ParseXml(ReadTestFile(path));
     ASSERT_NE(svg.doc, nullptr) << "not well-formed XML";
     EXPECT_EQ(Attribute(svg.Select("/*")[0], "data-num-ranks"), "2");
     EXPECT_FALSE(
@@ -102,7 +103,7 @@ TEST(MeasuredTimelineJobTest, TheSvgShowsWhatTheWorkersRecorded) {
   absl::StatusOr<StepPlanFile> plan = ReadStepPlanFile(timing_dir, 1);
   ASSERT_TRUE(plan.ok()) << plan.status();
   EXPECT_EQ(plan->cost_model_params_version, plan->plan_params_version);
-  const MarkupDocument svg = MarkupDocument::ParseXml(FileText(svg_path));
+  const MarkupDocument svg = MarkupDocument::ParseXml(ReadTestFile(svg_path));
   EXPECT_NEAR(NumberAttribute(svg.Select("/*")[0], "data-step-seconds"),
               plan->plan.predicted_step_seconds,
               1e-5 * plan->plan.predicted_step_seconds);
@@ -144,7 +145,7 @@ TEST(MeasuredTimelineJobTest, TheSvgShowsWhatTheWorkersRecorded) {
                 absl::StrCat("--out=", state_svg)},
                absl::StrCat(dir, "/dcp_timeline.log"), absl::Minutes(1));
   ASSERT_EQ(timeline.exit_code, 0) << timeline.output;
-  const MarkupDocument recorded = MarkupDocument::ParseXml(FileText(state_svg));
+  const MarkupDocument recorded = MarkupDocument::ParseXml(ReadTestFile(state_svg));
   ASSERT_NE(recorded.doc, nullptr) << "not well-formed XML";
   EXPECT_EQ(Attribute(recorded.Select("/*")[0], "data-num-ranks"), "2");
   const std::map<std::string, std::vector<double>> job_bars =
@@ -164,7 +165,7 @@ TEST(MeasuredTimelineJobTest, TheSvgShowsWhatTheWorkersRecorded) {
 }
 
 TEST(MeasuredTimelineJobTest, APlannerStateDirThatHoldsFilesIsAUsageError) {
-  const std::string dir = FreshTestDir("used_planner_state");
+  const std::string dir = EmptyTestDirectory("used_planner_state");
   { std::ofstream(absl::StrCat(dir, "/job.pb")) << ""; }
   const JobRun run = RunToEnd({Runfile("launcher/dcp_local_job"),
                                absl::StrCat("--planner-state-dir=", dir)},

@@ -22,6 +22,7 @@
 #include "absl/synchronization/mutex.h"
 #include "common/clock.h"
 #include "common/fake_clock.h"
+#include "common/test_files.h"
 #include "cost_model/cluster_spec.h"
 #include "cost_model/cost_model.h"
 #include "cost_model/model_spec.h"
@@ -50,12 +51,7 @@ using ::testing::HasSubstr;
 using ::testing::SizeIs;
 
 std::string TestDir(const std::string& name) {
-  const char* root = std::getenv("TEST_TMPDIR");
-  const std::string dir =
-      absl::StrCat(root != nullptr ? root : "/tmp", "/agent_test_", name);
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  return dir;
+  return EmptyTestDirectory("agent_test_" + name);
 }
 
 struct SubmittedBatches {

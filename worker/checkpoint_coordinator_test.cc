@@ -4,7 +4,6 @@
 #include "worker/checkpoint_coordinator.h"
 
 #include <cerrno>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -15,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/atomic_file.h"
 #include "common/fake_clock.h"
+#include "common/test_files.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "torch/torch.h"
@@ -29,12 +29,7 @@ using ::testing::Contains;
 using ::testing::HasSubstr;
 
 std::string TestDir(const std::string& name) {
-  const char* root = std::getenv("TEST_TMPDIR");
-  const std::string dir = absl::StrCat(root != nullptr ? root : "/tmp",
-                                       "/checkpoint_coordinator_", name);
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  return dir;
+  return EmptyTestDirectory("checkpoint_coordinator_" + name);
 }
 
 /// A model and its optimizer, and a coordinator for them on `communicator`.

@@ -1,11 +1,11 @@
 #include "worker/run_summary.h"
 
-#include <cstdlib>
 #include <fstream>
 #include <string>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/test_files.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "planner/plan/plan.h"
@@ -17,8 +17,7 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
 std::string TestPath(const std::string& name) {
-  const char* root = std::getenv("TEST_TMPDIR");
-  return absl::StrCat(root != nullptr ? root : "/tmp", "/run_summary_", name);
+  return TestTempPath("run_summary_" + name);
 }
 
 Plan ThreeGroupPlan() {

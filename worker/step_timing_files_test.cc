@@ -1,12 +1,12 @@
 #include "worker/step_timing_files.h"
 
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/test_files.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "planner/plan/plan.h"
@@ -18,9 +18,7 @@ namespace {
 using ::testing::HasSubstr;
 
 std::string TestDir(const std::string& name) {
-  const char* root = std::getenv("TEST_TMPDIR");
-  const std::string dir =
-      absl::StrCat(root != nullptr ? root : "/tmp", "/step_timing_", name);
+  const std::string dir = TestTempPath("step_timing_" + name);
   std::filesystem::remove_all(dir);
   return dir;
 }

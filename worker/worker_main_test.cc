@@ -5,8 +5,6 @@
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <memory>
 #include <string>
 #include <utility>
@@ -18,6 +16,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/free_port.h"
+#include "common/test_files.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "launcher/child_process.h"
@@ -40,12 +39,10 @@ struct WorkerRun {
 WorkerRun RunWorker(const std::vector<std::string>& flags,
                     const std::vector<std::string>& environment = {}) {
   const char* root = std::getenv("TEST_SRCDIR");
-  const char* tmp = std::getenv("TEST_TMPDIR");
   std::vector<std::string> argv = {
       absl::StrCat(root != nullptr ? root : ".", "/dcp/worker/dcp_worker")};
   argv.insert(argv.end(), flags.begin(), flags.end());
-  const std::string stderr_path =
-      absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/worker_main_test.stderr");
+  const std::string stderr_path = TestTempPath("worker_main_test.stderr");
   std::filesystem::remove(stderr_path);
   auto mutex = std::make_shared<absl::Mutex>();
   auto lines = std::make_shared<std::vector<std::string>>();
@@ -66,9 +63,7 @@ WorkerRun RunWorker(const std::vector<std::string>& flags,
   (*worker)->JoinOutput();
   absl::MutexLock lock(mutex.get());
   run.stdout_text = absl::StrJoin(*lines, "\n");
-  std::ifstream file(stderr_path);
-  run.stderr_text.assign(std::istreambuf_iterator<char>(file),
-                         std::istreambuf_iterator<char>());
+  run.stderr_text = ReadTestFile(stderr_path);
   return run;
 }
 
@@ -186,11 +181,7 @@ TEST(WorkerMainTest, SigtermEndsTheWaitForAnUnreachablePlanner) {
        "--store-host=127.0.0.1"},
       stderr_path, [](const std::string&) {}, {});
   ASSERT_TRUE(worker.ok()) << worker.status();
-  const auto read_stderr = [&] {
-    std::ifstream file(stderr_path);
-    return std::string(std::istreambuf_iterator<char>(file),
-                       std::istreambuf_iterator<char>());
-  };
+  const auto read_stderr = [&] { return ReadTestFile(stderr_path); };
   // Waits (for at most a minute) until the worker logs that it waits.
   for (int i = 0; i < 600 && read_stderr().find("waiting for it") ==
                                  std::string::npos;

@@ -6,15 +6,14 @@
 #include "planner/cli/cli.h"
 
 #include <algorithm>
-#include <fstream>
 #include <functional>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "common/test_files.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -95,11 +94,9 @@ TEST(CliTest, SimulateWritesPlansThatPriceReads) {
       SCOPED_TRACE(absl::StrCat(strategy, " step ", step));
       const std::string plan_path =
           absl::StrCat(directory, "/", strategy, "/step_", step, ".json");
-      std::ifstream file(plan_path);
-      std::stringstream text;
-      text << file.rdbuf();
-      ASSERT_TRUE(file.good()) << plan_path;
-      const Json planned = Json::parse(text.str());
+      const std::string text = ReadTestFile(plan_path);
+      ASSERT_FALSE(text.empty()) << plan_path;
+      const Json planned = Json::parse(text);
       EXPECT_EQ(planned["strategy"], strategy);
       ExpectValidatesAndPricesAsPlanned(
           plan_path,
@@ -110,11 +107,9 @@ TEST(CliTest, SimulateWritesPlansThatPriceReads) {
   const CliResult plan = RunCli(With(
       {"plan", "--strategy=packed", "--step=1", "--format=json"}, kSmallSetup));
   ASSERT_EQ(plan.exit_code, 0) << plan.err;
-  std::ifstream lengths(absl::StrCat(directory, "/lengths/step_1.txt"));
-  std::stringstream lengths_text;
-  lengths_text << lengths.rdbuf();
   EXPECT_EQ(Json::parse(plan.out)["num_sequences"].get<int>(),
-            CountLines(lengths_text.str()));
+            CountLines(ReadTestFile(
+                absl::StrCat(directory, "/lengths/step_1.txt"))));
 
   // A file where the directory should be: a failure naming it, before
   // anything is simulated.
@@ -149,11 +144,9 @@ TEST(CliTest, SimulateWritesDcpPlansOfOneLayoutAndOfPhases) {
     SCOPED_TRACE(absl::StrCat("step ", step));
     const std::string plan_path =
         absl::StrCat(directory, "/dcp/step_", step, ".json");
-    std::ifstream file(plan_path);
-    std::stringstream text;
-    text << file.rdbuf();
-    ASSERT_TRUE(file.good()) << plan_path;
-    const Json planned = Json::parse(text.str());
+    const std::string text = ReadTestFile(plan_path);
+    ASSERT_FALSE(text.empty()) << plan_path;
+    const Json planned = Json::parse(text);
     EXPECT_EQ(planned["strategy"], "dcp");
     EXPECT_NE(planned.contains("phases"), planned.contains("groups"));
     phased += planned.contains("phases") ? 1 : 0;

@@ -5,8 +5,6 @@
 #include "planner/cli/cli.h"
 
 #include <algorithm>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -14,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
+#include "common/test_files.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -270,10 +269,7 @@ TEST(CliTest, SimulateWritesAReportOrSaysWhyNot) {
   ASSERT_EQ(result.exit_code, 0) << result.err;
   EXPECT_THAT(result.err,
               HasSubstr(absl::StrCat("wrote ", directory, "/index.html")));
-  std::ifstream file(directory + "/index.html");
-  std::stringstream html;
-  html << file.rdbuf();
-  EXPECT_THAT(html.str(), AllOf(HasSubstr("<!DOCTYPE html>"),
+  EXPECT_THAT(ReadTestFile(directory + "/index.html"), AllOf(HasSubstr("<!DOCTYPE html>"),
                                 HasSubstr("Median batch of each strategy")));
   // A file where the directory should be: a failure naming it.
   const std::string blocker = TempPath("report_blocker");

@@ -4,13 +4,13 @@
 // Running the `dcp` command line in a test (planner/cli/cli.h), with the
 // files and flags the CLI tests share. testonly.
 
-#include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/test_files.h"
 #include "gtest/gtest.h"
 #include "planner/cli/cli.h"
 
@@ -40,8 +40,7 @@ inline CliResult RunCli(std::vector<std::string> args) {
 
 /// `name` in the test's temporary directory.
 inline std::string TempPath(const std::string& name) {
-  const char* dir = std::getenv("TEST_TMPDIR");
-  return absl::StrCat(dir != nullptr ? dir : "/tmp", "/dcp_cli_test_", name);
+  return TestTempPath("dcp_cli_test_" + name);
 }
 
 /// Writes `text` to `path`; fails the test when it cannot.

@@ -1,7 +1,6 @@
 #include "planner/service/plan_cache.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <filesystem>
 #include <functional>
 #include <limits>
@@ -17,13 +16,13 @@
 #include "absl/time/time.h"
 #include "common/clock.h"
 #include "common/fake_clock.h"
+#include "common/test_files.h"
 #include "cost_model/cost_model.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "planner/client/batch_fingerprint.h"
 #include "planner/client/proto_convert.h"
 #include "planner/service/step_state_files.h"
-#include "planner/service/test_directory.h"
 
 namespace dcp {
 namespace {
@@ -154,7 +153,6 @@ TEST(PlanCacheTest, StepRecordsStayWithinTheWindow) {
                   .message(),
               HasSubstr("different batch"));
 }
-
 
 // Cached plans count against their bytes, not only their number: with room
 // for about two and a half plans, the oldest leave memory as new ones come

@@ -10,6 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "common/fake_clock.h"
+#include "common/test_files.h"
 #include "cost_model/cost_model.h"
 #include "cost_model/memory_model.h"
 #include "gmock/gmock.h"
@@ -18,7 +19,6 @@
 #include "planner/service/planner_handler.h"
 #include "planner/service/planner_handler_test_support.h"
 #include "planner/service/planner_metrics.h"
-#include "planner/service/test_directory.h"
 
 namespace dcp {
 namespace {

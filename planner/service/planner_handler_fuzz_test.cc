@@ -21,6 +21,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "common/fake_clock.h"
+#include "common/test_files.h"
 #include "cost_model/cost_model.h"
 #include "cost_model/fitting.h"
 #include "google/protobuf/descriptor.h"
@@ -29,7 +30,6 @@
 #include "planner/client/proto_convert.h"
 #include "planner/service/planner_handler.h"
 #include "planner/service/planner_metrics.h"
-#include "planner/service/test_directory.h"
 
 namespace dcp {
 namespace {

@@ -17,6 +17,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/fake_clock.h"
+#include "common/test_files.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "planner/client/batch_fingerprint.h"
@@ -24,7 +25,6 @@
 #include "planner/service/planner_handler_test_support.h"
 #include "planner/service/planner_metrics.h"
 #include "planner/service/test_batches.h"
-#include "planner/service/test_directory.h"
 
 namespace dcp {
 namespace {

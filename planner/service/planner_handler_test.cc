@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/fake_clock.h"
+#include "common/test_files.h"
 #include "cost_model/fitting.h"
 #include "dcp/v1/planner_state.pb.h"
 #include "gmock/gmock.h"
@@ -25,7 +26,6 @@
 #include "planner/client/batch_fingerprint.h"
 #include "planner/service/planner_handler_test_support.h"
 #include "planner/service/step_state_files.h"
-#include "planner/service/test_directory.h"
 
 namespace dcp {
 namespace {

@@ -20,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "common/test_files.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "planner/client/planner_client.h"
@@ -190,8 +191,7 @@ TEST(PlannerMainTest, ListeningBeyondLoopbackNeedsAToken) {
 
 TEST(PlannerMainTest, AModelFileThatIsADeviceOrHugeIsRefusedUnread) {
   // /dev/zero never ends: read whole, it took 4 GB before failing.
-  const std::string huge =
-      std::string(std::getenv("TEST_TMPDIR")) + "/huge_model.json";
+  const std::string huge = TestTempPath("huge_model.json");
   {
     std::ofstream file(huge);
     file << "{\"name\": \"";
@@ -199,7 +199,7 @@ TEST(PlannerMainTest, AModelFileThatIsADeviceOrHugeIsRefusedUnread) {
   // Sparse: 2 GiB long and no disk used; read whole it holds 2 GiB.
   ASSERT_EQ(truncate(huge.c_str(), int64_t{2} << 30), 0);
   for (const std::string& model : {std::string("/dev/zero"), huge,
-                                  std::string(std::getenv("TEST_TMPDIR"))}) {
+                                  TestTempDir()}) {
     Child child = Spawn(
         {"--listen=127.0.0.1:0", "--metrics-listen=", "--model=" + model});
     EXPECT_EQ(WaitForExit(child, absl::Seconds(10)), 2) << model;

@@ -34,6 +34,7 @@
 #include "absl/time/time.h"
 #include "common/clock.h"
 #include "common/free_port.h"
+#include "common/test_files.h"
 #include "cost_model/cluster_spec.h"
 #include "cost_model/cost_model.h"
 #include "cost_model/fitting.h"
@@ -66,16 +67,11 @@ constexpr int kGpusPerNode = 8;
 // ---------------------------------------------------------------------------
 // Helpers: files, HTTP scraping, health checks.
 
-std::string TestTmpDir() {
-  const char* dir = std::getenv("TEST_TMPDIR");
-  return dir != nullptr ? dir : "/tmp";
-}
-
 /// A directory under TEST_TMPDIR unique to this call.
 std::string FreshDir(absl::string_view name) {
   static int counter = 0;
   const std::string path =
-      absl::StrCat(TestTmpDir(), "/", name, "-", getpid(), "-", ++counter);
+      absl::StrCat(TestTempDir(), "/", name, "-", getpid(), "-", ++counter);
   EXPECT_EQ(
       std::system(
           absl::StrCat("rm -rf '", path, "' && mkdir -p '", path, "'").c_str()),

@@ -1,6 +1,5 @@
 #include "planner/service/planner_state_store.h"
 
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -8,9 +7,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/test_files.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "planner/service/test_directory.h"
 
 namespace dcp {
 namespace {

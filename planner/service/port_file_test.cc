@@ -1,6 +1,6 @@
+#include "common/test_files.h"
 #include "planner/service/port_file.h"
 
-#include <cstdlib>
 #include <fstream>
 #include <string>
 
@@ -9,12 +9,8 @@
 namespace dcp {
 namespace {
 
-std::string TempPath(const std::string& name) {
-  return std::string(std::getenv("TEST_TMPDIR")) + "/" + name;
-}
-
 TEST(PortFileTest, RoundTripsAndIsAbsentUntilWritten) {
-  const std::string path = TempPath("ports");
+  const std::string path = TestTempPath("ports");
   absl::StatusOr<std::optional<PlannerPorts>> absent = ReadPortFile(path);
   ASSERT_TRUE(absent.ok()) << absent.status();
   EXPECT_FALSE(absent->has_value());
@@ -31,7 +27,7 @@ TEST(PortFileTest, RefusesAnythingElseNamingTheFile) {
        {"", "grpc_port=1\n", "grpc_port=0\nmetrics_port=1\n",
         "grpc_port=70000\nmetrics_port=1\n", "port=1\nmetrics_port=2\n",
         "grpc_port=1\nmetrics_port=-1\n", "grpc_port=1\nmetrics_port=2\nx\n"}) {
-    const std::string path = TempPath("bad_ports");
+    const std::string path = TestTempPath("bad_ports");
     std::ofstream(path) << text;
     absl::StatusOr<std::optional<PlannerPorts>> read = ReadPortFile(path);
     EXPECT_EQ(read.status().code(), absl::StatusCode::kInvalidArgument) << text;

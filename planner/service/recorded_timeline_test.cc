@@ -5,11 +5,9 @@
 
 #include "planner/service/recorded_timeline.h"
 
-#include <fstream>
 #include <map>
 #include <memory>
 #include <set>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -17,25 +15,18 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/fake_clock.h"
+#include "common/test_files.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "planner/cli/cli_test_util.h"
-#include "planner/simulate/markup_test_util.h"
 #include "planner/service/planner_handler_test_support.h"
 #include "planner/service/step_state_files.h"
-#include "planner/service/test_directory.h"
+#include "planner/simulate/markup_test_util.h"
 
 namespace dcp {
 namespace {
 
 using ::testing::HasSubstr;
-
-std::string ReadText(const std::string& path) {
-  std::ifstream file(path);
-  std::stringstream text;
-  text << file.rdbuf();
-  return text.str();
-}
 
 // What rank `rank` measured of micro-batch `m` of step `step`: distinct
 // per rank, so that a group's mean is not any one rank's time.
@@ -177,7 +168,7 @@ TEST(RecordedTimelineTest, DcpTimelineDrawsWhatTheRanksReported) {
   ASSERT_EQ(drawn.exit_code, 0) << drawn.err;
   EXPECT_THAT(drawn.out, HasSubstr("step 2: dcp plan of"));
   EXPECT_THAT(drawn.out, HasSubstr("measured 1.375 s (slowest of 4"));
-  CheckPicture(ReadText(svg_path), plans[2], /*measured=*/true);
+  CheckPicture(ReadTestFile(svg_path), plans[2], /*measured=*/true);
 
   // Step 3 has no reports: predicted only, and said so.
   CliResult predicted =

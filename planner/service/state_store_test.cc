@@ -15,9 +15,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "common/atomic_file.h"
+#include "common/test_files.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "planner/service/test_directory.h"
 
 namespace dcp {
 namespace {

@@ -6,10 +6,10 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/test_files.h"
 #include "gtest/gtest.h"
 #include "planner/service/planner_state_store.h"
 #include "planner/service/step_state_files.h"
-#include "planner/service/test_directory.h"
 
 namespace dcp {
 namespace {

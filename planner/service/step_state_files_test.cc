@@ -5,9 +5,9 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "common/test_files.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "planner/service/test_directory.h"
 
 namespace dcp {
 namespace {

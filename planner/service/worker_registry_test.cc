@@ -1,7 +1,6 @@
 #include "planner/service/worker_registry.h"
 
 #include <atomic>
-#include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -9,11 +8,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/fake_clock.h"
+#include "common/test_files.h"
 #include "cost_model/memory_model.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "planner/service/request_validation.h"
-#include "planner/service/test_directory.h"
 
 namespace dcp {
 namespace {

@@ -4,9 +4,7 @@
 #include "planner/simulate/plan_export.h"
 
 #include <cstdint>
-#include <cstdlib>
 #include <fstream>
-#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -16,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/fake_clock.h"
+#include "common/test_files.h"
 #include "cost_model/cost_model.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -33,17 +32,14 @@ namespace {
 using ::testing::HasSubstr;
 
 std::string TempPath(const std::string& name) {
-  const char* dir = std::getenv("TEST_TMPDIR");
-  return absl::StrCat(dir != nullptr ? dir : "/tmp", "/plan_export_test_",
-                      name);
+  return TestTempPath("plan_export_test_" + name);
 }
 
+// The file at `path`, which must not be empty.
 std::string ReadFile(const std::string& path) {
-  std::ifstream file(path);
-  std::stringstream text;
-  text << file.rdbuf();
-  EXPECT_TRUE(file.good()) << path;
-  return text.str();
+  std::string text = ReadTestFile(path);
+  EXPECT_FALSE(text.empty()) << path;
+  return text;
 }
 
 // Three steps of a one-layout and a phased strategy on one node.

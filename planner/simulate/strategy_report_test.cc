@@ -2,15 +2,13 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
-#include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
+#include "common/test_files.h"
 #include "gtest/gtest.h"
 #include "planner/plan/test_cost_model.h"
 #include "planner/simulate/markup_test_util.h"
@@ -168,12 +166,10 @@ TEST_F(StrategyReportTest, NeedsTheKeptPlans) {
 }
 
 TEST_F(StrategyReportTest, WritesIndexHtmlOrSaysWhyNot) {
-  const std::string root = std::string(std::getenv("TEST_TMPDIR")) + "/report";
+  const std::string root = TestTempPath("report");
   ASSERT_TRUE(WriteStrategyReport(root + "/nested", report_, cost_model_).ok());
-  std::ifstream file(root + "/nested/index.html");
-  std::stringstream text;
-  text << file.rdbuf();
-  EXPECT_NE(text.str().find("<!DOCTYPE html>"), std::string::npos);
+  EXPECT_NE(ReadTestFile(root + "/nested/index.html").find("<!DOCTYPE html>"),
+            std::string::npos);
   // A file where the directory should be.
   std::ofstream(root + "/blocker") << "x";
   absl::Status status =

@@ -9,7 +9,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <csignal>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -18,6 +17,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/atomic_file.h"
+#include "common/test_files.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -28,14 +28,7 @@ using ::testing::AllOf;
 using ::testing::HasSubstr;
 
 // A fresh directory under TEST_TMPDIR for each test.
-std::string TestDirectory() {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  const std::string directory = absl::StrCat(
-      tmp != nullptr ? tmp : "/tmp", "/checkpoint_",
-      ::testing::UnitTest::GetInstance()->current_test_info()->name());
-  std::filesystem::remove_all(directory);
-  return directory;
-}
+std::string TestDirectory() { return FreshTestDirectory("checkpoint_"); }
 
 struct Trained {
   torch::nn::Linear model{nullptr};

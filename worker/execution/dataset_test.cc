@@ -2,10 +2,8 @@
 
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
 #include <fstream>
 #include <functional>
-#include <iterator>
 #include <memory>
 #include <random>
 #include <set>
@@ -16,6 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "common/test_files.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -28,17 +27,9 @@ using ::testing::HasSubstr;
 
 // A fresh path prefix under TEST_TMPDIR, unique per test.
 std::string TestPrefix(const std::string& name) {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  const std::string directory = tmp != nullptr ? tmp : "/tmp";
-  const ::testing::TestInfo* info =
-      ::testing::UnitTest::GetInstance()->current_test_info();
-  return absl::StrCat(directory, "/", info->name(), "_", name);
-}
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in),
-                     std::istreambuf_iterator<char>());
+  return TestTempPath(absl::StrCat(
+      ::testing::UnitTest::GetInstance()->current_test_info()->name(), "_",
+      name));
 }
 
 void WriteFile(const std::string& path, const std::string& contents) {
@@ -221,9 +212,9 @@ TEST(TokenFileTest, RoundTripsRandomSamples) {
 TEST(TokenFileTest, FormatIsLittleEndianUint32PlusIndex) {
   const std::string prefix = TestPrefix("data");
   WriteSamples(prefix, {{1, 258}, {}, {70000}}, /*vocab_size=*/100000);
-  const std::string tokens = ReadFile(prefix + ".bin");
+  const std::string tokens = ReadTestFile(prefix + ".bin");
   EXPECT_EQ(tokens, std::string("\x01\0\0\0\x02\x01\0\0\x70\x11\x01\0", 12));
-  const std::string index = ReadFile(prefix + ".idx");
+  const std::string index = ReadTestFile(prefix + ".idx");
   ASSERT_EQ(index.size(), 32u + 4 * 8);
   EXPECT_EQ(index.substr(0, 8), std::string("DCPIDX1\0", 8));
   std::string expected(32 + 4 * 8, '\0');
@@ -271,7 +262,7 @@ TEST(TokenFileTest, ReadsOnlyTheRequestedSamplesBytes) {
   // Overwrite every byte after sample 0 with 0xff: out-of-vocabulary ids.
   int64_t first_nonempty_after_0 = 1;
   while (lengths[first_nonempty_after_0] == 0) ++first_nonempty_after_0;
-  std::string tokens = ReadFile(prefix + ".bin");
+  std::string tokens = ReadTestFile(prefix + ".bin");
   const size_t sample_0_bytes = samples[0].size() * 4;
   ASSERT_GT(tokens.size(), sample_0_bytes);
   tokens.replace(sample_0_bytes, std::string::npos,
@@ -345,7 +336,7 @@ TEST(TokenFileTest, MissingFilesAreNotFound) {
 template <typename Corrupt>
 absl::Status OpenWithCorruptIndex(const std::string& prefix, Corrupt corrupt) {
   WriteSamples(prefix, {{1, 2}, {3, 4, 5}, {6}}, /*vocab_size=*/10);
-  std::string index = ReadFile(prefix + ".idx");
+  std::string index = ReadTestFile(prefix + ".idx");
   corrupt(index);
   WriteFile(prefix + ".idx", index);
   return TokenFileDataset::Open(prefix).status();
@@ -402,7 +393,7 @@ TEST(TokenFileTest, CorruptIndexIsDataLossNamingTheProblem) {
 TEST(TokenFileTest, TruncatedOrPaddedTokensFileIsDataLoss) {
   const std::string prefix = TestPrefix("data");
   WriteSamples(prefix, {{1, 2}, {3, 4, 5}, {6}}, /*vocab_size=*/10);
-  const std::string tokens = ReadFile(prefix + ".bin");
+  const std::string tokens = ReadTestFile(prefix + ".bin");
   ASSERT_EQ(tokens.size(), 24u);
 
   WriteFile(prefix + ".bin", tokens.substr(0, 22));

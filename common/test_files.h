@@ -1,0 +1,68 @@
+#ifndef DCP_COMMON_TEST_FILES_H_
+#define DCP_COMMON_TEST_FILES_H_
+
+// Scratch files and directories for tests, under Bazel's TEST_TMPDIR (/tmp
+// when run outside Bazel). testonly.
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "gtest/gtest.h"
+
+namespace dcp {
+
+/// Bazel's TEST_TMPDIR, or /tmp outside Bazel.
+inline std::string TestTempDir() {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  return tmp != nullptr ? tmp : "/tmp";
+}
+
+/// "<TestTempDir>/<name>"; nothing is created or removed.
+inline std::string TestTempPath(absl::string_view name) {
+  return absl::StrCat(TestTempDir(), "/", name);
+}
+
+/// "<TestTempDir>/<prefix><current test's name>", removed if it exists (not
+/// created): a path no earlier test or run left anything at.
+inline std::string FreshTestDirectory(absl::string_view prefix) {
+  const std::string directory = TestTempPath(absl::StrCat(
+      prefix, ::testing::UnitTest::GetInstance()->current_test_info()->name()));
+  std::filesystem::remove_all(directory);
+  return directory;
+}
+
+/// TestTempPath(name) as an empty directory: removed if it exists, then
+/// created.
+inline std::string EmptyTestDirectory(absl::string_view name) {
+  const std::string directory = TestTempPath(name);
+  std::filesystem::remove_all(directory);
+  std::filesystem::create_directories(directory);
+  return directory;
+}
+
+/// The whole file at `path`, as bytes; "" when it cannot be read.
+inline std::string ReadTestFile(const std::string& path) {
+  std::ifstream file(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(file),
+                     std::istreambuf_iterator<char>());
+}
+
+/// How many entries of `directory` have names starting with `prefix`.
+inline int CountFilesWithPrefix(const std::string& directory,
+                                absl::string_view prefix) {
+  int count = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(directory)) {
+    if (absl::StartsWith(entry.path().filename().string(), prefix)) ++count;
+  }
+  return count;
+}
+
+}  // namespace dcp
+
+#endif  // DCP_COMMON_TEST_FILES_H_
