@@ -82,6 +82,17 @@ void ExpectEveryWireFieldRoundTrips(Core (*from_proto)(const Message&),
       << "\ngot back: " << back.ShortDebugString();
 }
 
+// `plan`'s predicted peak bytes rounded to whole bytes, which survive the
+// wire's integers.
+void RoundPeakBytes(Plan& plan) {
+  for (GroupPlan& group : plan.groups) {
+    for (MicroBatchPlan& micro_batch : group.micro_batches) {
+      micro_batch.predicted_peak_bytes =
+          std::round(micro_batch.predicted_peak_bytes);
+    }
+  }
+}
+
 TEST(ProtoConvertTest, ModelSpecKeepsEveryWireField) {
   ExpectEveryWireFieldRoundTrips(ModelSpecFromProto, ModelSpecToProto);
 }
@@ -226,13 +237,7 @@ TEST(ProtoConvertTest, PlannedPlanRoundTripsWithStep) {
   for (int i = 0; i < 40; ++i) lengths.push_back(2000 + 997 * i);
   lengths.push_back(90000);
   Plan plan = Planner(cost_model, {}).PlanBatch(lengths).value();
-  // Whole bytes survive the wire's integers.
-  for (GroupPlan& group : plan.groups) {
-    for (MicroBatchPlan& micro_batch : group.micro_batches) {
-      micro_batch.predicted_peak_bytes =
-          std::round(micro_batch.predicted_peak_bytes);
-    }
-  }
+  RoundPeakBytes(plan);
   const v1::Plan proto = PlanToProto(plan, /*step=*/17);
   EXPECT_EQ(proto.step(), 17);
   EXPECT_EQ(proto.strategy(), plan.strategy);
@@ -275,14 +280,7 @@ TEST(ProtoConvertTest, PhasedPlanRoundTripsThroughPhases) {
   options.planner_options.strategy_name = "dcp-phased";
   PhasedPlan plan = PlanPhasedBatch(cost_model, lengths, options).value();
   ASSERT_EQ(plan.phases.size(), 2u) << "this batch should re-group";
-  for (Plan& phase : plan.phases) {
-    for (GroupPlan& group : phase.groups) {
-      for (MicroBatchPlan& micro_batch : group.micro_batches) {
-        micro_batch.predicted_peak_bytes =
-            std::round(micro_batch.predicted_peak_bytes);
-      }
-    }
-  }
+  for (Plan& phase : plan.phases) RoundPeakBytes(phase);
   const v1::Plan proto = PhasedPlanToProto(plan, /*step=*/3);
   EXPECT_EQ(proto.step(), 3);
   EXPECT_EQ(proto.strategy(), "dcp-phased");

@@ -4,6 +4,7 @@
 #include <limits>
 #include <string>
 
+#include "common/struct_fields_testing.h"
 #include "dcp/v1/cluster.pb.h"
 #include "dcp/v1/model.pb.h"
 #include "dcp/v1/profile.pb.h"
@@ -51,12 +52,8 @@ TEST(WireFieldsTest, CopiesEachMemberTypeBothWays) {
   Everything back;
   CopyFromMessage<kInModelSpec>(model, back);
   CopyFromMessage<kInClusterSpec>(cluster, back);
-  EXPECT_EQ(back.text, sent.text);
-  EXPECT_EQ(back.count, sent.count);
-  EXPECT_EQ(back.wide_count, sent.wide_count);
-  EXPECT_EQ(back.flag, sent.flag);
-  EXPECT_EQ(back.fraction, sent.fraction);
-  EXPECT_EQ(back.bytes, sent.bytes);
+  testing::ExpectEveryFieldEq<Everything>(kInModelSpec, back, sent);
+  testing::ExpectEveryFieldEq<Everything>(kInClusterSpec, back, sent);
 }
 
 TEST(WireFieldsTest, LeavesWhatTheTableDoesNotNameAsItIs) {
