@@ -43,7 +43,9 @@ TEST(StrategyRegistryTest, EveryNamedStrategyPlansValidPricedPlans) {
     ASSERT_TRUE(plan.ok()) << plan.status();
     // A strategy that may re-group returns one layout as a Plan where it
     // does not (dcp), or always as phases (dcp-phased, the peers').
-    if (plan->IsPhased()) EXPECT_TRUE((*strategy)->phased());
+    if (plan->IsPhased()) {
+      EXPECT_TRUE((*strategy)->phased());
+    }
     EXPECT_GT(plan->predicted_step_seconds(), 0);
     if (plan->IsPhased()) {
       EXPECT_EQ(plan->phased.strategy, name);

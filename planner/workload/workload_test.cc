@@ -74,7 +74,9 @@ void ExpectSpecErrors(const std::vector<SpecError>& cases,
     const absl::Status s = ParseError(c.spec);
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
     EXPECT_THAT(s.message(), HasSubstr(c.expected));
-    if (!in_every.empty()) EXPECT_THAT(s.message(), HasSubstr(in_every));
+    if (!in_every.empty()) {
+      EXPECT_THAT(s.message(), HasSubstr(in_every));
+    }
   }
 }
 
