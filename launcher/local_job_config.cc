@@ -17,6 +17,7 @@
 #include "absl/strings/string_view.h"
 #include "common/status_macros.h"
 #include "planner/strategies/peer_registry.h"
+#include "worker/checkpoint_flags.h"
 
 namespace dcp {
 namespace {
@@ -249,16 +250,11 @@ absl::StatusOr<LocalJobConfig> ConfigureLocalJob(const ParsedFlags& flags,
         config.steps - 1, " with --steps=", config.steps, ")"));
   }
   config.timeline_out = flags.String("timeline-out");
-  config.checkpoint_dir = flags.String("checkpoint-dir");
-  DCP_ASSIGN_OR_RETURN(auto every, flags.Int("checkpoint-every", 0, 1 << 20));
-  config.checkpoint_every = every;
-  DCP_ASSIGN_OR_RETURN(auto resume, flags.Bool("resume"));
-  config.resume = resume;
-  if ((config.resume || config.checkpoint_every > 0) &&
-      config.checkpoint_dir.empty()) {
-    return absl::InvalidArgumentError(
-        "--resume and --checkpoint-every need --checkpoint-dir");
-  }
+  DCP_ASSIGN_OR_RETURN(const CheckpointFlags checkpoint,
+                       ReadCheckpointFlags(flags));
+  config.checkpoint_dir = checkpoint.dir;
+  config.checkpoint_every = checkpoint.every;
+  config.resume = checkpoint.resume;
   DCP_ASSIGN_OR_RETURN(auto sigterm,
                        flags.Int("sigterm-after-step", -1, 1 << 20));
   config.sigterm_after_step = sigterm;

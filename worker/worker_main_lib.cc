@@ -35,6 +35,7 @@
 #include "planner/strategies/peer_registry.h"
 #include "planner/workload/workload.h"
 #include "worker/agent.h"
+#include "worker/checkpoint_flags.h"
 #include "worker/execution/dataset.h"
 #include "worker/prometheus_worker_metrics.h"
 
@@ -402,17 +403,11 @@ absl::Status ConfigureTraining(const ParsedFlags& flags, MainConfig& config) {
   DCP_ASSIGN_OR_RETURN(config.torch_threads,
                        flags.Int32("torch-threads", 0, 1024));
 
-  agent.checkpoint_dir = flags.String("checkpoint-dir");
-  DCP_ASSIGN_OR_RETURN(auto checkpoint_every,
-                       flags.Int("checkpoint-every", 0, int64_t{1} << 40));
-  agent.checkpoint_every = checkpoint_every;
-  DCP_ASSIGN_OR_RETURN(auto resume, flags.Bool("resume"));
-  agent.resume = resume;
-  if ((agent.resume || agent.checkpoint_every > 0) &&
-      agent.checkpoint_dir.empty()) {
-    return absl::InvalidArgumentError(
-        "--resume and --checkpoint-every need --checkpoint-dir");
-  }
+  DCP_ASSIGN_OR_RETURN(const CheckpointFlags checkpoint,
+                       ReadCheckpointFlags(flags));
+  agent.checkpoint_dir = checkpoint.dir;
+  agent.checkpoint_every = checkpoint.every;
+  agent.resume = checkpoint.resume;
   agent.summary_file = flags.String("summary-file");
   config.metrics_listen = flags.String("metrics-listen");
   return absl::OkStatus();
