@@ -67,16 +67,10 @@ constexpr int kGpusPerNode = 8;
 // ---------------------------------------------------------------------------
 // Helpers: files, HTTP scraping, health checks.
 
-/// A directory under TEST_TMPDIR unique to this call.
+/// An empty directory under TEST_TMPDIR unique to this call.
 std::string FreshDir(absl::string_view name) {
   static int counter = 0;
-  const std::string path =
-      absl::StrCat(TestTempDir(), "/", name, "-", getpid(), "-", ++counter);
-  EXPECT_EQ(
-      std::system(
-          absl::StrCat("rm -rf '", path, "' && mkdir -p '", path, "'").c_str()),
-      0);
-  return path;
+  return EmptyTestDirectory(absl::StrCat(name, "-", getpid(), "-", ++counter));
 }
 
 /// A unary call of `method` ("/dcp.v1.Planner/ListWorkers") with `bytes` as
