@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "common/struct_fields_testing.h"
 #include "cost_model/cost_model.h"
 #include "cost_model/fitting.h"
 #include "gmock/gmock.h"
@@ -13,6 +14,7 @@
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
 #include "planner/plan/phased_plan.h"
+#include "planner/plan/plan_testing.h"
 #include "planner/search/phased_planner.h"
 #include "planner/search/planner.h"
 
@@ -247,27 +249,7 @@ TEST(ProtoConvertTest, PlannedPlanRoundTripsWithStep) {
     EXPECT_EQ(proto.groups(g).ranks_size(), plan.groups[g].sp_size());
   }
   const Plan back = PlanFromProto(proto);
-  EXPECT_EQ(back.strategy, plan.strategy);
-  EXPECT_EQ(back.predicted_step_seconds, plan.predicted_step_seconds);
-  EXPECT_EQ(back.slowest_group_seconds, plan.slowest_group_seconds);
-  EXPECT_EQ(back.exposed_allreduce_seconds, plan.exposed_allreduce_seconds);
-  EXPECT_EQ(back.lower_bound_seconds, plan.lower_bound_seconds);
-  ASSERT_EQ(back.groups.size(), plan.groups.size());
-  for (size_t g = 0; g < plan.groups.size(); ++g) {
-    EXPECT_EQ(back.groups[g].ranks, plan.groups[g].ranks);
-    EXPECT_EQ(back.groups[g].predicted_seconds,
-              plan.groups[g].predicted_seconds);
-    ASSERT_EQ(back.groups[g].micro_batches.size(),
-              plan.groups[g].micro_batches.size());
-    for (size_t m = 0; m < plan.groups[g].micro_batches.size(); ++m) {
-      const MicroBatchPlan& a = back.groups[g].micro_batches[m];
-      const MicroBatchPlan& b = plan.groups[g].micro_batches[m];
-      EXPECT_EQ(a.sequence_indices, b.sequence_indices);
-      EXPECT_EQ(a.checkpointed_layers, b.checkpointed_layers);
-      EXPECT_EQ(a.predicted_seconds, b.predicted_seconds);
-      EXPECT_EQ(a.predicted_peak_bytes, b.predicted_peak_bytes);
-    }
-  }
+  ExpectSamePlan(back, plan);
   EXPECT_TRUE(MessageDifferencer::Equals(PlanToProto(back, 17), proto));
 }
 
@@ -414,13 +396,8 @@ TEST(ProtoConvertTest, FitReportRoundTrips) {
   EXPECT_EQ(proto.name(), "attention_backward");
   EXPECT_EQ(proto.num_samples(), 12);
   EXPECT_FALSE(proto.used_defaults());
-  const ModelFitReport back = FitReportFromProto(proto);
-  EXPECT_EQ(back.name, report.name);
-  EXPECT_EQ(back.num_samples, report.num_samples);
-  EXPECT_EQ(back.rms_relative_error, report.rms_relative_error);
-  EXPECT_EQ(back.max_relative_error, report.max_relative_error);
-  EXPECT_EQ(back.used_defaults, report.used_defaults);
-  EXPECT_EQ(back.note, report.note);
+  testing::ExpectEveryFieldEq<ModelFitReport>(
+      kModelFitReportFields, FitReportFromProto(proto), report);
 }
 
 }  // namespace
