@@ -1,8 +1,8 @@
 #ifndef DCP_COMMON_TEST_FILES_H_
 #define DCP_COMMON_TEST_FILES_H_
 
-// Scratch files and directories for tests, under Bazel's TEST_TMPDIR (/tmp
-// when run outside Bazel). testonly.
+// Files for tests: scratch files and directories under Bazel's TEST_TMPDIR
+// (/tmp when run outside Bazel), and the test's runfiles. testonly.
 
 #include <cstdlib>
 #include <filesystem>
@@ -16,6 +16,13 @@
 #include "gtest/gtest.h"
 
 namespace dcp {
+
+/// The path of `path` (e.g. "worker/dcp_worker") among the test's runfiles
+/// (Bazel's TEST_SRCDIR; the working directory outside Bazel).
+inline std::string Runfile(absl::string_view path) {
+  const char* root = std::getenv("TEST_SRCDIR");
+  return absl::StrCat(root != nullptr ? root : ".", "/dcp/", path);
+}
 
 /// Bazel's TEST_TMPDIR, or /tmp outside Bazel.
 inline std::string TestTempDir() {
@@ -51,6 +58,15 @@ inline std::string ReadTestFile(const std::string& path) {
   std::ifstream file(path, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(file),
                      std::istreambuf_iterator<char>());
+}
+
+/// Writes `bytes` to the file at `path`, replacing it; fails the test when
+/// it cannot.
+inline void WriteTestFile(const std::string& path, absl::string_view bytes) {
+  std::ofstream file(path, std::ios::binary | std::ios::trunc);
+  file.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  file.close();
+  EXPECT_TRUE(file.good()) << "cannot write " << path;
 }
 
 /// How many entries of `directory` have names starting with `prefix`.

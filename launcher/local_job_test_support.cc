@@ -1,6 +1,5 @@
 #include "launcher/local_job_test_support.h"
 
-#include <cstdlib>
 #include <memory>
 #include <optional>
 #include <string>
@@ -16,11 +15,6 @@
 #include "launcher/child_process.h"
 
 namespace dcp {
-
-std::string Runfile(const std::string& path) {
-  const char* root = std::getenv("TEST_SRCDIR");
-  return absl::StrCat(root != nullptr ? root : ".", "/dcp/", path);
-}
 
 JobRun RunToEnd(const std::vector<std::string>& argv,
                 const std::string& stderr_path, absl::Duration limit) {

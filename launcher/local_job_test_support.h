@@ -1,8 +1,8 @@
 #ifndef DCP_LAUNCHER_LOCAL_JOB_TEST_SUPPORT_H_
 #define DCP_LAUNCHER_LOCAL_JOB_TEST_SUPPORT_H_
 
-// What the end-to-end tests of dcp_local_job share: runfiles and running a
-// binary or a small job to its end (scratch files: common/test_files.h).
+// What the end-to-end tests of dcp_local_job share: running a binary or a
+// small job to its end (runfiles and scratch files: common/test_files.h).
 // testonly.
 
 #include <string>
@@ -11,10 +11,6 @@
 #include "absl/time/time.h"
 
 namespace dcp {
-
-/// The path of `path` (e.g. "launcher/dcp_local_job") among the test's
-/// runfiles.
-std::string Runfile(const std::string& path);
 
 /// How a process run to its end ended.
 struct JobRun {
