@@ -68,9 +68,7 @@ absl::StatusOr<AffineSize> MakeAffineSize(const CostModel& cost_model,
     a.fits.push_back(a.tokens[i] <= most ? 1 : 0);
   }
   // The affine form must reproduce the cost model on the whole batch.
-  std::vector<int> all(n);
-  for (int i = 0; i < n; ++i) all[i] = i;
-  const MicroBatchShape whole = ShapeOfSequences(lengths, all, sp_size);
+  const MicroBatchShape whole = ShapeOf(lengths, sp_size);
   for (int k : {0, layers}) {
     double total = a.fixed_total + k * a.fixed_recompute;
     double backward = a.fixed_backward + k * a.fixed_recompute;
