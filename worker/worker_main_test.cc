@@ -3,7 +3,6 @@
 // and a peer that registered and went silent (named after --join-timeout).
 
 #include <csignal>
-#include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -38,9 +37,7 @@ struct WorkerRun {
 
 WorkerRun RunWorker(const std::vector<std::string>& flags,
                     const std::vector<std::string>& environment = {}) {
-  const char* root = std::getenv("TEST_SRCDIR");
-  std::vector<std::string> argv = {
-      absl::StrCat(root != nullptr ? root : ".", "/dcp/worker/dcp_worker")};
+  std::vector<std::string> argv = {Runfile("worker/dcp_worker")};
   argv.insert(argv.end(), flags.begin(), flags.end());
   const std::string stderr_path = TestTempPath("worker_main_test.stderr");
   std::filesystem::remove(stderr_path);
@@ -169,16 +166,12 @@ TEST(WorkerMainTest, WaitsForAnUnreachablePlannerUpToTheOutageTolerance) {
 // riding out the tolerance.
 TEST(WorkerMainTest, SigtermEndsTheWaitForAnUnreachablePlanner) {
   const int port = *PickFreePort("127.0.0.1");
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  const std::string stderr_path =
-      absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/worker_sigterm.stderr");
+  const std::string stderr_path = TestTempPath("worker_sigterm.stderr");
   std::filesystem::remove(stderr_path);
-  const char* root = std::getenv("TEST_SRCDIR");
   absl::StatusOr<std::unique_ptr<ChildProcess>> worker = ChildProcess::Start(
-      {absl::StrCat(root != nullptr ? root : ".", "/dcp/worker/dcp_worker"),
-       absl::StrCat("--planner=127.0.0.1:", port), "--worker-id=worker-9",
-       "--rpc-attempts=2", "--planner-outage-tolerance=5m",
-       "--store-host=127.0.0.1"},
+      {Runfile("worker/dcp_worker"), absl::StrCat("--planner=127.0.0.1:", port),
+       "--worker-id=worker-9", "--rpc-attempts=2",
+       "--planner-outage-tolerance=5m", "--store-host=127.0.0.1"},
       stderr_path, [](const std::string&) {}, {});
   ASSERT_TRUE(worker.ok()) << worker.status();
   const auto read_stderr = [&] { return ReadTestFile(stderr_path); };
@@ -201,17 +194,11 @@ TEST(WorkerMainTest, SigtermEndsTheWaitForAnUnreachablePlanner) {
 }
 
 TEST(WorkerMainTest, APeerThatRegisteredAndWentSilentIsNamedAfterTheJoinTimeout) {
-  const char* root = std::getenv("TEST_SRCDIR");
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  const std::string directory =
-      absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/silent_peer");
-  std::filesystem::remove_all(directory);
-  std::filesystem::create_directories(directory);
+  const std::string directory = EmptyTestDirectory("silent_peer");
   const std::string port_file = directory + "/ports";
   absl::StatusOr<std::unique_ptr<ChildProcess>> planner = ChildProcess::Start(
-      {absl::StrCat(root != nullptr ? root : ".",
-                    "/dcp/planner/service/dcp_planner"),
-       "--listen=127.0.0.1:0", "--metrics-listen=", "--port-file=" + port_file,
+      {Runfile("planner/service/dcp_planner"), "--listen=127.0.0.1:0",
+       "--metrics-listen=", "--port-file=" + port_file,
        "--state-dir=" + directory + "/state", "--model=tiny", "--nodes=2",
        "--gpus-per-node=1"},
       directory + "/planner.log", [](const std::string&) {}, {});
