@@ -4,7 +4,6 @@
 #include <string>
 
 #include "absl/status/status.h"
-#include "absl/strings/str_cat.h"
 #include "common/test_files.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
