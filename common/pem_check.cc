@@ -6,12 +6,13 @@
 #include <openssl/pem.h>
 #include <openssl/x509.h>
 
+#include <fstream>
 #include <memory>
+#include <sstream>
 #include <utility>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "common/process_support.h"
 #include "common/status_macros.h"
 
 namespace dcp {
@@ -112,11 +113,26 @@ absl::Status CheckPemKeyPair(const std::string& cert_path,
   return absl::OkStatus();
 }
 
+absl::StatusOr<std::string> ReadPemFile(absl::string_view what,
+                                        const std::string& path) {
+  std::ifstream file(path, std::ios::binary);
+  if (!file) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot read the ", what, " PEM file '", path, "'"));
+  }
+  std::ostringstream contents;
+  contents << file.rdbuf();
+  if (contents.str().empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the ", what, " PEM file '", path, "' is empty"));
+  }
+  return contents.str();
+}
+
 absl::StatusOr<std::string> ReadPemCertificates(absl::string_view what,
                                                 const std::string& path) {
-  absl::StatusOr<std::string> pem = ReadPemFile(what, path);
-  if (!pem.ok()) return pem.status();
-  DCP_RETURN_IF_ERROR(CheckPemCertificates(what, path, *pem));
+  DCP_ASSIGN_OR_RETURN(std::string pem, ReadPemFile(what, path));
+  DCP_RETURN_IF_ERROR(CheckPemCertificates(what, path, pem));
   return pem;
 }
 
@@ -124,13 +140,11 @@ absl::StatusOr<PemKeyPair> ReadPemKeyPair(absl::string_view cert_what,
                                           const std::string& cert_path,
                                           absl::string_view key_what,
                                           const std::string& key_path) {
-  absl::StatusOr<std::string> cert = ReadPemFile(cert_what, cert_path);
-  if (!cert.ok()) return cert.status();
-  absl::StatusOr<std::string> key = ReadPemFile(key_what, key_path);
-  if (!key.ok()) return key.status();
-  DCP_RETURN_IF_ERROR(CheckPemCertificates(cert_what, cert_path, *cert));
-  DCP_RETURN_IF_ERROR(CheckPemKeyPair(cert_path, *cert, key_path, *key));
-  return PemKeyPair{*std::move(cert), *std::move(key)};
+  DCP_ASSIGN_OR_RETURN(std::string cert, ReadPemFile(cert_what, cert_path));
+  DCP_ASSIGN_OR_RETURN(std::string key, ReadPemFile(key_what, key_path));
+  DCP_RETURN_IF_ERROR(CheckPemCertificates(cert_what, cert_path, cert));
+  DCP_RETURN_IF_ERROR(CheckPemKeyPair(cert_path, cert, key_path, key));
+  return PemKeyPair{std::move(cert), std::move(key)};
 }
 
 }  // namespace dcp

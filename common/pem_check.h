@@ -29,6 +29,12 @@ absl::Status CheckPemKeyPair(const std::string& cert_path,
                              const std::string& key_path,
                              const std::string& key_pem);
 
+/// The contents of the PEM file at `path` (a certificate or key); an
+/// INVALID_ARGUMENT naming `what` and the path when it cannot be read or is
+/// empty.
+absl::StatusOr<std::string> ReadPemFile(absl::string_view what,
+                                        const std::string& path);
+
 /// A certificate chain and the private key of its first certificate.
 struct PemKeyPair {
   std::string cert_chain;

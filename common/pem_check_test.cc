@@ -1,6 +1,7 @@
 #include "common/pem_check.h"
 
 #include <cstdlib>
+#include <fstream>
 #include <string>
 
 #include "absl/status/status.h"
@@ -13,6 +14,19 @@ namespace dcp {
 namespace {
 
 using ::testing::HasSubstr;
+
+TEST(ReadPemFileTest, ReadsTheFileOrNamesIt) {
+  const std::string path = TestTempPath("cert.pem");
+  std::ofstream(path) << "-----BEGIN CERTIFICATE-----\n";
+  EXPECT_EQ(ReadPemFile("planner CA", path).value(),
+            "-----BEGIN CERTIFICATE-----\n");
+  std::ofstream(path, std::ios::trunc).flush();
+  EXPECT_THAT(ReadPemFile("planner CA", path).status().message(),
+              HasSubstr("the planner CA PEM file '" + path + "' is empty"));
+  EXPECT_THAT(
+      ReadPemFile("client key", path + ".missing").status().message(),
+      HasSubstr("cannot read the client key PEM file '" + path + ".missing'"));
+}
 
 /// Two self-signed EC certificates and their keys, made by the openssl
 /// command line in the test's temporary directory.

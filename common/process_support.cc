@@ -2,8 +2,6 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
-#include <sstream>
 
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
@@ -31,22 +29,6 @@ absl::StatusOr<std::string> LoadBearerToken(const ParsedFlags& flags) {
         "run without a token"));
   }
   return token;
-}
-
-absl::StatusOr<std::string> ReadPemFile(absl::string_view what,
-                                        const std::string& path) {
-  std::ifstream file(path, std::ios::binary);
-  if (!file) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("cannot read the ", what, " PEM file '", path, "'"));
-  }
-  std::ostringstream contents;
-  contents << file.rdbuf();
-  if (contents.str().empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("the ", what, " PEM file '", path, "' is empty"));
-  }
-  return contents.str();
 }
 
 void LogLine(const std::string& line) {

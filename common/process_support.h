@@ -18,12 +18,6 @@ std::string EnvironmentValue(const char* name);
 /// naming the file and the fix), else $DCP_PLANNER_TOKEN, else "" (no token).
 absl::StatusOr<std::string> LoadBearerToken(const ParsedFlags& flags);
 
-/// The contents of the PEM file at `path` (a certificate or key); an
-/// INVALID_ARGUMENT naming `what` and the path when it cannot be read or is
-/// empty.
-absl::StatusOr<std::string> ReadPemFile(absl::string_view what,
-                                        const std::string& path);
-
 /// Writes one line to stderr prefixed with a UTC timestamp. Thread-safe (a
 /// single stdio call per line).
 void LogLine(const std::string& line);

@@ -51,18 +51,5 @@ TEST(LoadBearerTokenTest, FallsBackToTheEnvironment) {
   EXPECT_EQ(LoadBearerToken(Parse({})).value(), "");
 }
 
-TEST(ReadPemFileTest, ReadsTheFileOrNamesIt) {
-  const std::string path = TestTempPath("cert.pem");
-  std::ofstream(path) << "-----BEGIN CERTIFICATE-----\n";
-  EXPECT_EQ(ReadPemFile("planner CA", path).value(),
-            "-----BEGIN CERTIFICATE-----\n");
-  std::ofstream(path, std::ios::trunc).flush();
-  EXPECT_THAT(ReadPemFile("planner CA", path).status().message(),
-              HasSubstr("the planner CA PEM file '" + path + "' is empty"));
-  EXPECT_THAT(
-      ReadPemFile("client key", path + ".missing").status().message(),
-      HasSubstr("cannot read the client key PEM file '" + path + ".missing'"));
-}
-
 }  // namespace
 }  // namespace dcp
