@@ -167,8 +167,7 @@ TEST(DeviceCheckTest, BadOptionsNameTheField) {
   options.models.clear();
   EXPECT_EQ(ValidateDeviceCheckOptions(options).code(),
             absl::StatusCode::kInvalidArgument);
-  FakeCommunicator communicator;
-  EXPECT_EQ(RunDeviceCheck(options, communicator).status().code(),
+  EXPECT_EQ(RunOnOneFakeRank(options).status().code(),
             absl::StatusCode::kInvalidArgument);
 }
 
