@@ -105,12 +105,11 @@ absl::StatusOr<DitShard> ShardLatentSequences(
   };
   shard.noisy_latents = floats(noisy).view({tokens, channels});
   shard.target_velocity = floats(target).view({tokens, channels});
-  shard.loss_weights = floats(weights).view({tokens});
+  shard.loss_weights = floats(weights);
   shard.positions = Int64Tensor(positions);
   shard.sequence_of_token = Int64Tensor(sequence_of_token);
   shard.timesteps =
-      torch::tensor(torch::ArrayRef<double>(timesteps), torch::kFloat64)
-          .view({static_cast<int64_t>(timesteps.size())});
+      torch::tensor(torch::ArrayRef<double>(timesteps), torch::kFloat64);
   return shard;
 }
 

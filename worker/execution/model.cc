@@ -60,8 +60,7 @@ torch::Tensor NormalMatrix(int64_t rows, int64_t cols, double std_dev,
 }
 
 torch::Tensor Int64Tensor(const std::vector<int64_t>& values) {
-  return torch::tensor(torch::ArrayRef<int64_t>(values), torch::kInt64)
-      .view({static_cast<int64_t>(values.size())});
+  return torch::tensor(torch::ArrayRef<int64_t>(values), torch::kInt64);
 }
 
 void MoveParameters(torch::nn::Module& model, const torch::Device& device,
