@@ -87,18 +87,11 @@ const auto& CarriersOf(const int64_t*) { return kInt64Carriers; }
 const auto& CarriersOf(const bool*) { return kBoolCarriers; }
 const auto& CarriersOf(const std::string*) { return kStringCarriers; }
 
-// Each member type, in the order of Member and ConstMember: a pointer of the
-// type (its value unused) and the type's name.
-constexpr struct {
-  Member type;
-  const char* name;
-} kMemberTypes[] = {
-    {static_cast<double*>(nullptr), "double"},
-    {static_cast<int*>(nullptr), "int"},
-    {static_cast<int64_t*>(nullptr), "int64_t"},
-    {static_cast<bool*>(nullptr), "bool"},
-    {static_cast<std::string*>(nullptr), "std::string"},
-};
+constexpr const char* TypeName(const double*) { return "double"; }
+constexpr const char* TypeName(const int*) { return "int"; }
+constexpr const char* TypeName(const int64_t*) { return "int64_t"; }
+constexpr const char* TypeName(const bool*) { return "bool"; }
+constexpr const char* TypeName(const std::string*) { return "std::string"; }
 
 [[noreturn]] void Die(const Descriptor& message, const char* name,
                       const char* problem) {
@@ -124,18 +117,17 @@ size_t CarrierOrDie(const Carrier<T> (&carriers)[N], const Descriptor& message,
 }  // namespace
 
 FoundField FindField(const Descriptor& message, const char* name,
-                     size_t member_type) {
+                     ConstMember type) {
   const FieldDescriptor* field = message.FindFieldByName(name);
   if (field == nullptr || field->is_repeated()) {
     Die(message, name, "no such singular field in the message");
   }
-  const auto& type = kMemberTypes[member_type];
   return {field, std::visit(
-                     [&](auto* typed) {
+                     [&](const auto* typed) {
                        return CarrierOrDie(CarriersOf(typed), message, *field,
-                                           type.name);
+                                           TypeName(typed));
                      },
-                     type.type)};
+                     type)};
 }
 
 void ToMessage(ConstMember value, const FoundField& found, Message& to) {

@@ -47,10 +47,16 @@ struct FoundField {
   size_t carrier = 0;
 };
 
-/// The singular field `name` of `message` that carries a member of type
-/// `member_type` (the index in StructField::member); aborts when there is none.
+/// The singular field `name` of `message` that carries a member of the type
+/// `type` points to (its value unused); aborts when there is none.
 FoundField FindField(const google::protobuf::Descriptor& message,
-                     const char* name, size_t member_type);
+                     const char* name, ConstMember type);
+
+/// A null pointer of the type of `member`, naming that type for FindField.
+template <typename Struct, typename T>
+const T* NullOfMemberType(T Struct::*) {
+  return nullptr;
+}
 
 void ToMessage(ConstMember value, const FoundField& found,
                google::protobuf::Message& to);
@@ -63,8 +69,12 @@ const auto& FoundFields() {
   static const auto found = [] {
     std::array<FoundField, std::size(kFields)> fields;
     for (size_t i = 0; i < fields.size(); ++i) {
-      fields[i] = FindField(*Proto::descriptor(), kFields[i].name,
-                            kFields[i].member.index());
+      fields[i] = std::visit(
+          [&](auto member) {
+            return FindField(*Proto::descriptor(), kFields[i].name,
+                             NullOfMemberType(member));
+          },
+          kFields[i].member);
     }
     return fields;
   }();
