@@ -182,13 +182,15 @@ CommunicatorFactory FakeWorld() {
 
 /// A fake planner, not programmed yet, and QuickOptions for it, output
 /// captured. Not copyable (the options point at the output).
-struct AgentRun {
-  AgentRun() { options = QuickOptions(&printed, &logged); }
-  AgentRun(const AgentRun&) = delete;
-  AgentRun& operator=(const AgentRun&) = delete;
+struct ScriptedAgentRun {
+  ScriptedAgentRun() { options = QuickOptions(&printed, &logged); }
+  ScriptedAgentRun(const ScriptedAgentRun&) = delete;
+  ScriptedAgentRun& operator=(const ScriptedAgentRun&) = delete;
 
-  absl::StatusOr<AgentRunResult> Run() {
-    return WorkerAgent(planner, options).Run();
+  /// A WorkerAgent over `planner` and `options` as they are now, run once.
+  absl::StatusOr<AgentRunResult> Run(const Clock& clock = RealClock::Get(),
+                                     WorkerMetrics* metrics = nullptr) {
+    return WorkerAgent(planner, options, clock, metrics).Run();
   }
 
   FakePlannerClient planner;
@@ -197,9 +199,10 @@ struct AgentRun {
   WorkerAgentOptions options;
 };
 
-/// An AgentRun whose planner ProgramPlanner programmed (the world complete
-/// at the first poll), without profiling, on the fake one-rank world.
-struct QuickRun : AgentRun {
+/// A ScriptedAgentRun whose planner ProgramPlanner programmed (the world
+/// complete at the first poll), without profiling, on the fake one-rank
+/// world.
+struct QuickRun : ScriptedAgentRun {
   QuickRun() {
     ProgramPlanner(planner, /*polls_until_complete=*/1);
     options.profile = false;
@@ -214,18 +217,14 @@ RunSummary ReadSummary(const std::string& path) {
 }
 
 TEST(WorkerAgentTest, RegistersPollsProfilesPlansAndReports) {
-  FakePlannerClient planner;
-  ProgramPlanner(planner, /*polls_until_complete=*/3);
-  std::vector<std::string> printed;
-  std::vector<std::string> logged;
-  WorkerAgentOptions options = QuickOptions(&printed, &logged);
+  ScriptedAgentRun run;
+  ProgramPlanner(run.planner, /*polls_until_complete=*/3);
   const std::string dir = TestDir("flow");
-  options.summary_file = dir + "/summary.json";
+  run.options.summary_file = dir + "/summary.json";
   PrometheusWorkerMetrics metrics;
   // The real c10d world of one: rank 0 hosts the store at its announced
   // address.
-  WorkerAgent agent(planner, options, RealClock::Get(), &metrics);
-  absl::StatusOr<AgentRunResult> result = agent.Run();
+  absl::StatusOr<AgentRunResult> result = run.Run(RealClock::Get(), &metrics);
   ASSERT_TRUE(result.ok()) << result.status();
   EXPECT_EQ(result->rank, 0);
   EXPECT_EQ(result->world_size, 1);
@@ -234,7 +233,7 @@ TEST(WorkerAgentTest, RegistersPollsProfilesPlansAndReports) {
 
   // Polled until the world was complete, with the same request each time.
   const std::vector<v1::RegisterWorkerRequest> registrations =
-      planner.register_worker_requests();
+      run.planner.register_worker_requests();
   ASSERT_THAT(registrations, SizeIs(3));
   EXPECT_EQ(registrations[0].worker_id(), "worker-a");
   EXPECT_EQ(registrations[0].node_name(), "node-a");
@@ -246,24 +245,25 @@ TEST(WorkerAgentTest, RegistersPollsProfilesPlansAndReports) {
   EXPECT_EQ(registrations[2].SerializeAsString(),
             registrations[0].SerializeAsString());
   bool logged_wait = false;
-  for (const std::string& line : logged) {
+  for (const std::string& line : run.logged) {
     logged_wait |= absl::StrContains(
         line, "waiting for the world: 0 of 1 nodes, 0 of 1 ranks");
   }
   EXPECT_TRUE(logged_wait);
 
   // Profiled and submitted its own samples; printed the fit.
-  ASSERT_THAT(planner.submit_profile_requests(), SizeIs(1));
-  EXPECT_EQ(planner.submit_profile_requests()[0].worker_id(), "worker-a");
-  EXPECT_GT(planner.submit_profile_requests()[0].samples_size(), 0);
-  EXPECT_THAT(printed, testing::Contains(
-                           HasSubstr("fit gemm: 4 samples, rms error 5.0%")));
+  ASSERT_THAT(run.planner.submit_profile_requests(), SizeIs(1));
+  EXPECT_EQ(run.planner.submit_profile_requests()[0].worker_id(), "worker-a");
+  EXPECT_GT(run.planner.submit_profile_requests()[0].samples_size(), 0);
+  EXPECT_THAT(
+      run.printed,
+      testing::Contains(HasSubstr("fit gemm: 4 samples, rms error 5.0%")));
 
   // One plan per step; rank 0 submitted each batch ahead.
-  const std::vector<v1::GetPlanRequest> plans = planner.get_plan_requests();
+  const std::vector<v1::GetPlanRequest> plans = run.planner.get_plan_requests();
   ASSERT_THAT(plans, SizeIs(3));
   const std::vector<v1::SubmitBatchesRequest> submitted =
-      planner.submit_batches_requests();
+      run.planner.submit_batches_requests();
   ASSERT_THAT(submitted, SizeIs(3));
   for (int step = 0; step < 3; ++step) {
     // By step with the fingerprint of the batch submitted ahead.
@@ -282,7 +282,7 @@ TEST(WorkerAgentTest, RegistersPollsProfilesPlansAndReports) {
 
   // One report per step with this rank's micro-batch.
   const std::vector<v1::ReportStepStatsRequest> reports =
-      planner.report_step_stats_requests();
+      run.planner.report_step_stats_requests();
   ASSERT_THAT(reports, SizeIs(3));
   for (int step = 0; step < 3; ++step) {
     EXPECT_EQ(reports[step].step(), step);
@@ -295,7 +295,7 @@ TEST(WorkerAgentTest, RegistersPollsProfilesPlansAndReports) {
 
   // One line per step, and the summary.
   std::vector<std::string> step_lines;
-  for (const std::string& line : printed) {
+  for (const std::string& line : run.printed) {
     if (absl::StartsWith(line, "step ")) step_lines.push_back(line);
   }
   ASSERT_THAT(step_lines, SizeIs(3));
@@ -303,7 +303,7 @@ TEST(WorkerAgentTest, RegistersPollsProfilesPlansAndReports) {
               AllOf(HasSubstr("step 0: plan SP[1] mb[1] recompute[0] | "
                               "predicted 0.500 s measured "),
                     HasSubstr(" | loss ")));
-  const RunSummary summary = ReadSummary(options.summary_file);
+  const RunSummary summary = ReadSummary(run.options.summary_file);
   EXPECT_EQ(summary.plan_source, "planner");
   ASSERT_EQ(summary.steps.size(), 3u);
   EXPECT_EQ(summary.steps[2].plan_shape, "SP[1] mb[1] recompute[0]");
@@ -599,7 +599,7 @@ TEST(WorkerAgentTest, ResumedBf16Zero1RunMatchesAndOtherSettingsAreRefused) {
 }
 
 TEST(WorkerAgentTest, PlannerUnavailableIsAClearError) {
-  AgentRun run;
+  ScriptedAgentRun run;
   run.planner.on_register_worker = [](const v1::RegisterWorkerRequest&)
       -> absl::StatusOr<v1::RegisterWorkerResponse> {
     return absl::UnavailableError(
@@ -615,7 +615,7 @@ TEST(WorkerAgentTest, PlannerUnavailableIsAClearError) {
 }
 
 TEST(WorkerAgentTest, IncompleteWorldTimesOutSayingWhatIsMissing) {
-  AgentRun run;
+  ScriptedAgentRun run;
   ProgramPlanner(run.planner, /*polls_until_complete=*/1 << 30);
   FakeClock clock;
   run.options.world_timeout = absl::Minutes(1);
@@ -624,8 +624,7 @@ TEST(WorkerAgentTest, IncompleteWorldTimesOutSayingWhatIsMissing) {
     waits.push_back(duration);
     clock.Advance(duration);
   };
-  WorkerAgent agent(run.planner, run.options, clock);
-  absl::StatusOr<AgentRunResult> result = agent.Run();
+  absl::StatusOr<AgentRunResult> result = run.Run(clock);
   ASSERT_FALSE(result.ok());
   EXPECT_EQ(result.status().code(), absl::StatusCode::kDeadlineExceeded);
   EXPECT_THAT(result.status().message(),
@@ -645,7 +644,7 @@ TEST(WorkerAgentTest, IncompleteWorldTimesOutSayingWhatIsMissing) {
 }
 
 TEST(WorkerAgentTest, StopWhileWaitingForTheWorldExitsCleanly) {
-  AgentRun run;
+  ScriptedAgentRun run;
   ProgramPlanner(run.planner, /*polls_until_complete=*/1 << 30);
   run.options.stop_requested = [] { return true; };
   bool created = false;
@@ -681,7 +680,7 @@ TEST(WorkerAgentTest, HungCollectiveFailsTheStepWithTheTimeout) {
 }
 
 TEST(WorkerAgentTest, RejectsBadOptions) {
-  AgentRun run;
+  ScriptedAgentRun run;
   run.options.resume = true;
   absl::StatusOr<AgentRunResult> result = run.Run();
   EXPECT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument);
