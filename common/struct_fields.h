@@ -11,8 +11,6 @@
 #include <string>
 #include <variant>
 
-#include "absl/types/span.h"
-
 namespace dcp {
 
 /// One member of `Struct` and its name in every format (the JSON key and the
@@ -24,17 +22,6 @@ struct StructField {
                bool Struct::*, std::string Struct::*>
       member;
 };
-
-/// The name that `fields` gives `member`; nullptr when it has none.
-template <typename Struct, typename Member>
-const char* FieldName(absl::Span<const StructField<Struct>> fields,
-                      Member Struct::*member) {
-  for (const StructField<Struct>& field : fields) {
-    const auto* same = std::get_if<Member Struct::*>(&field.member);
-    if (same != nullptr && *same == member) return field.name;
-  }
-  return nullptr;
-}
 
 }  // namespace dcp
 

@@ -1,4 +1,5 @@
-// GoogleTest checks over a struct's table of members (struct_fields.h).
+// Test helpers over a struct's table of members (struct_fields.h): a
+// member's name, and GoogleTest comparisons member by member.
 
 #ifndef DCP_COMMON_STRUCT_FIELDS_TESTING_H_
 #define DCP_COMMON_STRUCT_FIELDS_TESTING_H_
@@ -11,6 +12,17 @@
 
 namespace dcp {
 namespace testing {
+
+/// The name that `fields` gives `member`; nullptr when it has none.
+template <typename Struct, typename Member>
+const char* FieldName(absl::Span<const StructField<Struct>> fields,
+                      Member Struct::*member) {
+  for (const StructField<Struct>& field : fields) {
+    const auto* same = std::get_if<Member Struct::*>(&field.member);
+    if (same != nullptr && *same == member) return field.name;
+  }
+  return nullptr;
+}
 
 /// Each member that `fields` names is the same in `a` and `b`; a failure
 /// names the member.

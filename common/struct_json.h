@@ -51,7 +51,10 @@ absl::Status StructFromJson(absl::Span<const StructField<Struct>> fields,
   for (auto it = object.begin(); it != object.end(); ++it) {
     const StructField<Struct>* found = nullptr;
     for (const StructField<Struct>& field : fields) {
-      if (it.key() == field.name) found = &field;
+      if (it.key() == field.name) {
+        found = &field;
+        break;
+      }
     }
     if (found == nullptr) {
       std::vector<const char*> names;

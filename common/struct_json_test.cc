@@ -1,6 +1,7 @@
 #include "common/struct_json.h"
 
 #include <cstdint>
+#include <iterator>
 #include <string>
 
 #include "common/struct_fields.h"
@@ -107,15 +108,18 @@ TEST(StructJsonTest, RefusesUnknownKeysListingTheKnownOnes) {
 }
 
 TEST(StructFieldsTest, FieldNameFindsTheMembersName) {
-  EXPECT_STREQ(FieldName<Sample>(kSampleFields, &Sample::size), "size");
-  EXPECT_STREQ(FieldName<Sample>(kSampleFields, &Sample::rate), "rate");
+  EXPECT_STREQ(testing::FieldName<Sample>(kSampleFields, &Sample::size),
+               "size");
+  EXPECT_STREQ(testing::FieldName<Sample>(kSampleFields, &Sample::rate),
+               "rate");
   struct Other {
     double unnamed = 0;
   };
   constexpr StructField<Other> kNone[] = {{"x", &Other::unnamed}};
-  EXPECT_EQ(FieldName<Other>(absl::Span<const StructField<Other>>(kNone, 0),
-                             &Other::unnamed),
-            nullptr);
+  EXPECT_EQ(
+      testing::FieldName<Other>(absl::Span<const StructField<Other>>(kNone, 0),
+                                &Other::unnamed),
+      nullptr);
 }
 
 }  // namespace

@@ -43,8 +43,8 @@ struct ClusterSpec {
   }
 };
 
-/// Every member of ClusterSpec by its name: the key in JSON and the field of
-/// dcp.v1.ClusterSpec that carry it (common/struct_fields.h).
+/// Every member of ClusterSpec by its name: its key in JSON and the field of
+/// dcp.v1.ClusterSpec that carries it (common/struct_fields.h).
 inline constexpr StructField<ClusterSpec> kClusterSpecFields[] = {
     {"num_nodes", &ClusterSpec::num_nodes},
     {"gpus_per_node", &ClusterSpec::gpus_per_node},

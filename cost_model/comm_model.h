@@ -28,8 +28,8 @@ struct CommParams {
   double all_gather_inter_bus_bytes_per_second = 0;
 };
 
-/// Every member of CommParams by its name: the key in JSON and the field of
-/// dcp.v1.CommParams that carry it (common/struct_fields.h).
+/// Every member of CommParams by its name: the field of dcp.v1.CommParams that
+/// carries it (common/struct_fields.h).
 inline constexpr StructField<CommParams> kCommParamsFields[] = {
     {"all_to_all_intra_latency_seconds",
      &CommParams::all_to_all_intra_latency_seconds},

@@ -102,13 +102,13 @@ CostModel TruthModel(const ModelSpec& model, const ClusterSpec& cluster) {
 
 // The name the parameter tables give a member (k<Params>Fields).
 const char* NameOf(double ComputeParams::*member) {
-  return FieldName<ComputeParams>(kComputeParamsFields, member);
+  return testing::FieldName<ComputeParams>(kComputeParamsFields, member);
 }
 const char* NameOf(double MemoryParams::*member) {
-  return FieldName<MemoryParams>(kMemoryParamsFields, member);
+  return testing::FieldName<MemoryParams>(kMemoryParamsFields, member);
 }
 const char* NameOf(double CommParams::*member) {
-  return FieldName<CommParams>(kCommParamsFields, member);
+  return testing::FieldName<CommParams>(kCommParamsFields, member);
 }
 
 // The rate curves' parameters: GEMM, attention forward and backward.
@@ -204,8 +204,10 @@ void ExpectParamsNear(const CostParams& fitted, const CostParams& truth,
 }
 
 void ExpectParamsEq(const CostParams& a, const CostParams& b) {
-  testing::ExpectEveryFieldEq<ComputeParams>(kComputeParamsFields, a.compute, b.compute);
-  testing::ExpectEveryFieldEq<MemoryParams>(kMemoryParamsFields, a.memory, b.memory);
+  testing::ExpectEveryFieldEq<ComputeParams>(kComputeParamsFields, a.compute,
+                                             b.compute);
+  testing::ExpectEveryFieldEq<MemoryParams>(kMemoryParamsFields, a.memory,
+                                            b.memory);
   testing::ExpectEveryFieldEq<CommParams>(kCommParamsFields, a.comm, b.comm);
 }
 

@@ -70,8 +70,8 @@ struct MemoryParams {
   double backward_working_bytes_per_token = 0;
 };
 
-/// Every member of MemoryParams by its name: the key in JSON and the field of
-/// dcp.v1.MemoryParams that carry it (common/struct_fields.h).
+/// Every member of MemoryParams by its name: the field of dcp.v1.MemoryParams that
+/// carries it (common/struct_fields.h).
 inline constexpr StructField<MemoryParams> kMemoryParamsFields[] = {
     {"weight_bytes_per_parameter", &MemoryParams::weight_bytes_per_parameter},
     {"gradient_bytes_per_parameter",

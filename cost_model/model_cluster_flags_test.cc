@@ -5,7 +5,6 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "absl/strings/str_cat.h"
 #include "common/command_line.h"
 #include "common/test_files.h"
 #include "gmock/gmock.h"

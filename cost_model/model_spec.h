@@ -84,8 +84,8 @@ struct ModelSpec {
   double ElementwiseBytesPerTokenPerLayer() const;
 };
 
-/// Every member of ModelSpec by its name: the key in JSON and the field of
-/// dcp.v1.ModelSpec that carry it (common/struct_fields.h).
+/// Every member of ModelSpec by its name: its key in JSON and the field of
+/// dcp.v1.ModelSpec that carries it (common/struct_fields.h).
 inline constexpr StructField<ModelSpec> kModelSpecFields[] = {
     {"name", &ModelSpec::name},
     {"num_layers", &ModelSpec::num_layers},
