@@ -8,7 +8,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -34,14 +33,6 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::MatchesRegex;
 
-std::string PlannerBinary() {
-  const char* srcdir = std::getenv("TEST_SRCDIR");
-  const char* workspace = std::getenv("TEST_WORKSPACE");
-  return absl::StrCat(srcdir != nullptr ? srcdir : ".", "/",
-                      workspace != nullptr ? workspace : "dcp",
-                      "/planner/service/dcp_planner");
-}
-
 /// A running dcp_planner whose stdout the test reads.
 struct Child {
   pid_t pid = -1;
@@ -49,7 +40,7 @@ struct Child {
 };
 
 Child Spawn(const std::vector<std::string>& flags) {
-  std::vector<std::string> arguments = {PlannerBinary()};
+  std::vector<std::string> arguments = {Runfile("planner/service/dcp_planner")};
   arguments.insert(arguments.end(), flags.begin(), flags.end());
   std::vector<char*> argv;
   for (std::string& argument : arguments) argv.push_back(argument.data());
@@ -218,8 +209,7 @@ TEST(PlannerMainTest, RepeatedFlagIsAUsageError) {
 }
 
 TEST(PlannerMainTest, ServesThenDrainsOnSigterm) {
-  const std::string port_file =
-      std::string(std::getenv("TEST_TMPDIR")) + "/planner_ports";
+  const std::string port_file = TestTempPath("planner_ports");
   Child child =
       Spawn({"--listen=127.0.0.1:0", "--metrics-listen=127.0.0.1:0",
              "--nodes=2", "--gpus-per-node=4", "--liveness-timeout=30s",
@@ -264,10 +254,9 @@ TEST(PlannerMainTest, ServesThenDrainsOnSigterm) {
 // file cannot be written) used to leave its own job.pb, so the corrected
 // command line was refused as "a different job".
 TEST(PlannerMainTest, FailedStartLeavesNoJobRecord) {
-  const std::string tmp = std::getenv("TEST_TMPDIR");
-  const std::string state_dir = tmp + "/failed_start_state";
+  const std::string state_dir = TestTempPath("failed_start_state");
   std::filesystem::remove_all(state_dir);
-  const std::string bad_port_file = tmp + "/no_such_dir/ports";
+  const std::string bad_port_file = TestTempPath("no_such_dir/ports");
   Child failed =
       Spawn({"--listen=127.0.0.1:0", "--metrics-listen=", "--nodes=2",
              "--state-dir=" + state_dir, "--port-file=" + bad_port_file});
@@ -275,7 +264,7 @@ TEST(PlannerMainTest, FailedStartLeavesNoJobRecord) {
   EXPECT_FALSE(std::filesystem::exists(state_dir + "/job.pb"));
 
   // The corrected command line (another --nodes, a good port file) starts.
-  const std::string port_file = tmp + "/failed_start_ports";
+  const std::string port_file = TestTempPath("failed_start_ports");
   Child fixed =
       Spawn({"--listen=127.0.0.1:0", "--metrics-listen=", "--nodes=4",
              "--state-dir=" + state_dir, "--port-file=" + port_file});
@@ -293,8 +282,7 @@ TEST(PlannerMainTest, FailedStartLeavesNoJobRecord) {
 TEST(PlannerMainTest, SigtermDoesNotWaitForALongPlan) {
   // 2^20 sequences on 4,096 GPUs: planning takes tens of seconds (45 s
   // measured on 2 cores), far beyond the drain timeout.
-  const std::string port_file =
-      std::string(std::getenv("TEST_TMPDIR")) + "/planner_ports_long_plan";
+  const std::string port_file = TestTempPath("planner_ports_long_plan");
   Child child =
       Spawn({"--listen=127.0.0.1:0", "--metrics-listen=", "--nodes=512",
              "--gpus-per-node=8", "--drain-timeout=1s", "--memory-budget=768Mi",

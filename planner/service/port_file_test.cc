@@ -1,9 +1,9 @@
-#include "common/test_files.h"
 #include "planner/service/port_file.h"
 
 #include <fstream>
 #include <string>
 
+#include "common/test_files.h"
 #include "gtest/gtest.h"
 
 namespace dcp {
