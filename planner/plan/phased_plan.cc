@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -10,6 +11,17 @@
 #include "planner/plan/validate.h"
 
 namespace dcp {
+
+PhasedPlan AsOnePhase(Plan plan) {
+  PhasedPlan phased;
+  phased.strategy = plan.strategy;
+  phased.predicted_step_seconds = plan.predicted_step_seconds;
+  phased.phases_seconds = plan.slowest_group_seconds;
+  phased.exposed_allreduce_seconds = plan.exposed_allreduce_seconds;
+  phased.lower_bound_seconds = plan.lower_bound_seconds;
+  phased.phases.push_back(std::move(plan));
+  return phased;
+}
 
 void PredictPhasedPlan(const CostModel& cost_model,
                        absl::Span<const int64_t> lengths_tokens,

@@ -53,6 +53,11 @@ struct PhasedPlan {
   }
 };
 
+/// `plan`, already predicted (PredictPlan), as a phased plan of that one
+/// phase: its strategy, predictions and lower bound, which are what
+/// PredictPhasedPlan would give it again.
+PhasedPlan AsOnePhase(Plan plan);
+
 /// Fills every prediction of `plan` from the cost model: each phase with
 /// PredictPlan, then, with barriers, the step as the sum of the phases'
 /// slowest groups plus the all-reduce the last phase's slowest group cannot

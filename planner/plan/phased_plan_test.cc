@@ -5,6 +5,7 @@
 
 #include "gtest/gtest.h"
 #include "planner/plan/plan.h"
+#include "planner/plan/plan_testing.h"
 #include "planner/plan/test_cost_model.h"
 
 namespace dcp {
@@ -46,6 +47,26 @@ TEST(PhasedPlanTest, OnePhaseIsPricedAsItsPlan) {
                    plan.exposed_allreduce_seconds);
   EXPECT_DOUBLE_EQ(MeanIdleFraction(phased), MeanIdleFraction(plan));
   EXPECT_DOUBLE_EQ(MaxPeakBytes(phased), MaxPeakBytes(plan));
+}
+
+// A plan already priced is the phased plan PredictPhasedPlan makes of it,
+// bit for bit, ZeRO-3's lockstep included.
+TEST(PhasedPlanTest, AsOnePhaseIsThePlanPricedAsOnePhase) {
+  for (const CostModel& cost_model : {MakeCostModel("llama3-8b", 1, 4),
+                                      MakeZero3CostModel("llama3-8b", 1, 4)}) {
+    Plan plan;
+    plan.strategy = "dcp";
+    plan.groups.push_back({{0, 1}, {MicroBatch({0}), MicroBatch({1})}, 0});
+    plan.groups.push_back({{2, 3}, {MicroBatch({2, 3, 4})}, 0});
+    PredictPlan(cost_model, kLengths, plan);
+    plan.lower_bound_seconds = 0.5;
+    PhasedPlan priced;
+    priced.strategy = plan.strategy;
+    priced.phases = {plan};
+    PredictPhasedPlan(cost_model, kLengths, priced);
+    priced.lower_bound_seconds = plan.lower_bound_seconds;
+    ExpectSamePhasedPlan(AsOnePhase(plan), priced);
+  }
 }
 
 // step = slowest group + exposed all-reduce + optimizer step, the optimizer

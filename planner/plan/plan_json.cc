@@ -347,18 +347,12 @@ absl::StatusOr<PhasedPlan> PhasedPlanFromJson(absl::string_view text) {
   absl::StatusOr<Json> parsed = ParsePlanObject(text);
   if (!parsed.ok()) return parsed.status();
   const Json& json = *parsed;
-  PhasedPlan plan;
   if (!json.contains("phases")) {
     absl::StatusOr<Plan> one = PlanFromJson(text);
     if (!one.ok()) return one.status();
-    plan.strategy = one->strategy;
-    plan.predicted_step_seconds = one->predicted_step_seconds;
-    plan.phases_seconds = one->slowest_group_seconds;
-    plan.lower_bound_seconds = one->lower_bound_seconds;
-    plan.exposed_allreduce_seconds = one->exposed_allreduce_seconds;
-    plan.phases.push_back(*std::move(one));
-    return plan;
+    return AsOnePhase(*std::move(one));
   }
+  PhasedPlan plan;
   absl::StatusOr<PlanSummaryFields> summary = ReadPlanSummaryFields(json);
   if (!summary.ok()) return summary.status();
   SetSummaryFields(*summary, plan);

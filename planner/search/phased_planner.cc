@@ -101,16 +101,12 @@ std::vector<int> LongestFirst(absl::Span<const int64_t> lengths_tokens) {
 // with the batch's lower bound (StepTimeLowerBound, which the planner's
 // batch table computed; 0 where it has none).
 absl::StatusOr<PhasedPlan> PlanSingleLayout(
-    const Planner& planner, const CostModel& cost_model,
-    absl::Span<const int64_t> lengths_tokens, const std::string& strategy) {
+    const Planner& planner, absl::Span<const int64_t> lengths_tokens,
+    const std::string& strategy) {
   absl::StatusOr<Plan> single = planner.PlanBatch(lengths_tokens);
   if (!single.ok()) return single.status();
-  const double lower_bound = single->lower_bound_seconds;
-  PhasedPlan plan;
+  PhasedPlan plan = AsOnePhase(*std::move(single));
   plan.strategy = strategy;
-  plan.phases.push_back(*std::move(single));
-  PredictPhasedPlan(cost_model, lengths_tokens, plan);
-  plan.lower_bound_seconds = lower_bound;
   return plan;
 }
 
@@ -311,9 +307,8 @@ absl::StatusOr<PhasedPlan> PlanPhasedBatch(
     const CostModel& cost_model, absl::Span<const int64_t> lengths_tokens,
     const PhasedPlannerOptions& options) {
   const Planner planner(cost_model, options.planner_options);
-  absl::StatusOr<PhasedPlan> best =
-      PlanSingleLayout(planner, cost_model, lengths_tokens,
-                       options.planner_options.strategy_name);
+  absl::StatusOr<PhasedPlan> best = PlanSingleLayout(
+      planner, lengths_tokens, options.planner_options.strategy_name);
   if (!best.ok()) return best.status();
   // The per-sequence bounds behind the batch's lower bound are priced again
   // only for a search.

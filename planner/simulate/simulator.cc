@@ -201,22 +201,15 @@ void AddToSums(double lower_bound, double budget_bytes, StrategyPlan& planned,
   run.step_seconds.push_back(planned.predicted_step_seconds());
 }
 
-/// Keeps a step's plan of the batch `lengths_tokens` in `run`; a strategy
-/// that may re-group keeps all its plans as phased ones.
-void KeepPlan(const CostModel& cost_model,
-              const std::vector<int64_t>& lengths_tokens, double lower_bound,
-              StrategyPlan& planned, StrategyRun& run) {
+/// Keeps a step's plan, priced and with its lower bound set (AddToSums), in
+/// `run`; a strategy that may re-group keeps all its plans as phased ones.
+void KeepPlan(StrategyPlan& planned, StrategyRun& run) {
   if (planned.IsPhased()) {
     run.phased_plans.push_back(std::move(planned.phased));
   } else if (run.strategy->phased()) {
     // A strategy that may re-group (dcp) kept one layout: kept as
     // one phase, so that its plans are all of one kind.
-    PhasedPlan one_phase;
-    one_phase.strategy = planned.plan.strategy;
-    one_phase.phases.push_back(std::move(planned.plan));
-    PredictPhasedPlan(cost_model, lengths_tokens, one_phase);
-    one_phase.lower_bound_seconds = lower_bound;
-    run.phased_plans.push_back(std::move(one_phase));
+    run.phased_plans.push_back(AsOnePhase(std::move(planned.plan)));
   } else {
     run.plans.push_back(std::move(planned.plan));
   }
@@ -318,7 +311,7 @@ absl::StatusOr<SimulationReport> Simulate(
       if (!planned.ok()) return WithStep(step, planned.status());
       AddToSums(*lower_bound, budget_bytes, *planned, run);
       if (options.keep_plans) {
-        KeepPlan(cost_model, lengths_tokens, *lower_bound, *planned, run);
+        KeepPlan(*planned, run);
       }
     }
     if (progress) progress(step + 1, options.steps);
