@@ -165,11 +165,11 @@ absl::StatusOr<PhaseOutcome> RunWorkers(const Config& config,
         absl::StrCat("--planner-outage-tolerance=",
                      config.planner_outage_tolerance),
         "--world-timeout=2m"};
-    if (dcp_phase && !config.checkpoint_dir.empty()) {
-      argv.push_back(absl::StrCat("--checkpoint-dir=", config.checkpoint_dir));
+    if (dcp_phase && !config.checkpoint.dir.empty()) {
+      argv.push_back(absl::StrCat("--checkpoint-dir=", config.checkpoint.dir));
       argv.push_back(
-          absl::StrCat("--checkpoint-every=", config.checkpoint_every));
-      if (config.resume) argv.push_back("--resume");
+          absl::StrCat("--checkpoint-every=", config.checkpoint.every));
+      if (config.checkpoint.resume) argv.push_back("--resume");
     }
     logs.push_back(absl::StrCat(config.work_dir, "/", phase, "-", id, ".log"));
     absl::StatusOr<std::unique_ptr<ChildProcess>> worker = ChildProcess::Start(
@@ -355,9 +355,9 @@ absl::Status RunJob(Config& config) {
     StopPlanner(*planner);
     return absl::CancelledError(absl::StrCat(
         "interrupted; the workers stopped before step ", dcp->summary.next_step,
-        config.checkpoint_dir.empty()
+        config.checkpoint.dir.empty()
             ? std::string()
-            : absl::StrCat(" (checkpoint in ", config.checkpoint_dir, ")")));
+            : absl::StrCat(" (checkpoint in ", config.checkpoint.dir, ")")));
   }
   const bool stopped = dcp->summary.stopped_on_request;
   if (stopped) {
@@ -365,9 +365,9 @@ absl::Status RunJob(Config& config) {
         "[dcp_local_job] every worker exited 0 at the step boundary before "
         "step ",
         dcp->summary.next_step,
-        config.checkpoint_dir.empty()
+        config.checkpoint.dir.empty()
             ? std::string()
-            : absl::StrCat("; checkpoint in ", config.checkpoint_dir)));
+            : absl::StrCat("; checkpoint in ", config.checkpoint.dir)));
   }
 
   // The peers' runs: bucket, then --compare-peers in order.

@@ -17,7 +17,6 @@
 #include "absl/strings/string_view.h"
 #include "common/status_macros.h"
 #include "planner/strategies/peer_registry.h"
-#include "worker/checkpoint_flags.h"
 
 namespace dcp {
 namespace {
@@ -250,11 +249,7 @@ absl::StatusOr<LocalJobConfig> ConfigureLocalJob(const ParsedFlags& flags,
         config.steps - 1, " with --steps=", config.steps, ")"));
   }
   config.timeline_out = flags.String("timeline-out");
-  DCP_ASSIGN_OR_RETURN(const CheckpointFlags checkpoint,
-                       ReadCheckpointFlags(flags));
-  config.checkpoint_dir = checkpoint.dir;
-  config.checkpoint_every = checkpoint.every;
-  config.resume = checkpoint.resume;
+  DCP_ASSIGN_OR_RETURN(config.checkpoint, ReadCheckpointFlags(flags));
   DCP_ASSIGN_OR_RETURN(auto sigterm,
                        flags.Int("sigterm-after-step", -1, 1 << 20));
   config.sigterm_after_step = sigterm;

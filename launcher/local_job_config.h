@@ -11,6 +11,7 @@
 #include "absl/time/time.h"
 #include "common/command_line.h"
 #include "common/main_prologue.h"
+#include "worker/checkpoint_flags.h"
 
 namespace dcp {
 
@@ -45,9 +46,8 @@ struct LocalJobConfig {
   /// the SVG file (empty: <work_dir>/timeline_step<K>.svg).
   int64_t timeline_step = -1;
   std::string timeline_out;
-  std::string checkpoint_dir;
-  int64_t checkpoint_every = 0;
-  bool resume = false;
+  /// The dcp run's checkpoints, passed on to its workers.
+  CheckpointFlags checkpoint;
   int64_t sigterm_after_step = -1;
   /// Planner drill: once rank 0 reports this step (-1: never), the planner
   /// gets `planner_stop_signal`, stays down for `planner_down_for` after
