@@ -39,7 +39,7 @@ std::string WriteLongAmongShortLengths(const std::string& name,
     absl::StrAppend(&text, 1000 + 37 * i, "\n");
   }
   const std::string path = TempPath(name);
-  WriteFile(path, text);
+  WriteTestFile(path, text);
   return path;
 }
 
@@ -114,7 +114,7 @@ TEST(CliTest, SimulateWritesPlansThatPriceReads) {
   // A file where the directory should be: a failure naming it, before
   // anything is simulated.
   const std::string blocker = TempPath("write_plans_blocker");
-  WriteFile(blocker, "x");
+  WriteTestFile(blocker, "x");
   const CliResult failed =
       RunCli(With({"simulate", "--steps=1",
                    absl::StrCat("--write-plans=", blocker, "/sub")},
@@ -170,11 +170,11 @@ PlannedFiles WritePackedPlan(const std::string& name,
                              const std::string& lengths) {
   PlannedFiles files{
       TempPath(name + "_lengths.txt"), TempPath(name + "_plan.json"), {}};
-  WriteFile(files.lengths_path, lengths);
+  WriteTestFile(files.lengths_path, lengths);
   files.plan =
       RunCli({"plan", "--nodes=1", "--gpus-per-node=8", "--strategy=packed",
               absl::StrCat("--lengths=", files.lengths_path)});
-  WriteFile(files.plan_path, files.plan.out);
+  WriteTestFile(files.plan_path, files.plan.out);
   return files;
 }
 
@@ -223,7 +223,7 @@ TEST(CliTest, PriceAPlanFromAFile) {
   EXPECT_EQ(drawn_ranks, 8);
 
   // The same plan against a batch it was not made for: invalid, exit 1.
-  WriteFile(lengths_path, "4096\n1000\n");
+  WriteTestFile(lengths_path, "4096\n1000\n");
   const CliResult invalid =
       RunCli(With({"price", absl::StrCat("--plan=", plan_path),
                    absl::StrCat("--lengths=", lengths_path)},
@@ -236,9 +236,9 @@ TEST(CliTest, PriceAPlanFromAFile) {
 TEST(CliTest, PlanThenValidateRoundTrip) {
   const std::string lengths_path = TempPath("lengths.txt");
   const std::string plan_path = TempPath("plan.json");
-  WriteFile(lengths_path,
-            "# a small batch\n4096\n1000\n30000\n512\n8192\n"
-            "700\n2048\n12000\n");
+  WriteTestFile(lengths_path,
+                "# a small batch\n4096\n1000\n30000\n512\n8192\n"
+                "700\n2048\n12000\n");
   const std::vector<std::string> cluster = {"--nodes=1", "--gpus-per-node=8"};
   const CliResult plan =
       RunCli(With({"plan", absl::StrCat("--lengths=", lengths_path)}, cluster));
@@ -248,7 +248,7 @@ TEST(CliTest, PlanThenValidateRoundTrip) {
   EXPECT_EQ(json["strategy"], "dcp");
   EXPECT_EQ(json["num_sequences"], 8);
   EXPECT_GT(json["lower_bound_seconds"].get<double>(), 0);
-  WriteFile(plan_path, plan.out);
+  WriteTestFile(plan_path, plan.out);
 
   const CliResult valid = RunCli(With(
       {"validate", "--plan", plan_path, "--lengths", lengths_path}, cluster));
@@ -295,7 +295,7 @@ TEST(CliTest, DerivedFieldsThatContradictThePlanAreInvalid) {
   for (const Edit& edit : edits) {
     Json json = original;
     edit.apply(json);
-    WriteFile(plan_path, json.dump());
+    WriteTestFile(plan_path, json.dump());
     for (const char* subcommand : {"validate", "price"}) {
       const CliResult result = RunCli(
           With({subcommand, "--plan=" + plan_path, "--lengths=" + lengths_path},
@@ -311,7 +311,7 @@ TEST(CliTest, DerivedFieldsThatContradictThePlanAreInvalid) {
 TEST(CliTest, CorruptedPlanFailsValidation) {
   const std::string lengths_path = TempPath("corrupt_lengths.txt");
   const std::string plan_path = TempPath("corrupt_plan.json");
-  WriteFile(lengths_path, "4096\n1000\n30000\n512\n8192\n");
+  WriteTestFile(lengths_path, "4096\n1000\n30000\n512\n8192\n");
   const std::vector<std::string> cluster = {"--nodes=1", "--gpus-per-node=8"};
   const CliResult plan = RunCli(With(
       {"plan", absl::StrCat("--lengths=", lengths_path), "--strategy=packed"},
@@ -331,7 +331,7 @@ TEST(CliTest, CorruptedPlanFailsValidation) {
     }
   }
   ASSERT_TRUE(corrupted) << plan.out;
-  WriteFile(plan_path, json.dump());
+  WriteTestFile(plan_path, json.dump());
   const CliResult result = RunCli(
       With({"validate", "--plan=" + plan_path, "--lengths=" + lengths_path},
            cluster));
@@ -340,14 +340,14 @@ TEST(CliTest, CorruptedPlanFailsValidation) {
                                 HasSubstr("sequence 0 is planned twice")));
 
   // Not JSON at all, and a wrongly typed field.
-  WriteFile(plan_path, "{\"strategy\": ");
+  WriteTestFile(plan_path, "{\"strategy\": ");
   EXPECT_EQ(RunCli(With({"validate", "--plan=" + plan_path,
                          "--lengths=" + lengths_path},
                         cluster))
                 .exit_code,
             1);
   json["groups"][0]["ranks"] = "all";
-  WriteFile(plan_path, json.dump());
+  WriteTestFile(plan_path, json.dump());
   const CliResult typed = RunCli(
       With({"validate", "--plan=" + plan_path, "--lengths=" + lengths_path},
            cluster));
@@ -397,14 +397,15 @@ std::string TwoPhasePlanJson(const std::string& phase0_extra,
 TEST(CliTest, ValidateAndPriceAPlanOfPhases) {
   const std::string lengths_path = TempPath("phases_lengths.txt");
   const std::string plan_path = TempPath("phases_plan.json");
-  WriteFile(lengths_path, "65536\n1000\n2000\n1500\n3000\n800\n1200\n900\n");
+  WriteTestFile(lengths_path,
+                "65536\n1000\n2000\n1500\n3000\n800\n1200\n900\n");
   const std::string idle_rank_7 =
       "{\"ranks\": [7], \"predicted_seconds\": 0, \"micro_batches\": []}";
   const std::vector<std::string> files = {
       "--nodes=1", "--gpus-per-node=8", absl::StrCat("--plan=", plan_path),
       absl::StrCat("--lengths=", lengths_path)};
 
-  WriteFile(plan_path, TwoPhasePlanJson("", idle_rank_7));
+  WriteTestFile(plan_path, TwoPhasePlanJson("", idle_rank_7));
   const CliResult valid = RunCli(With({"validate"}, files));
   EXPECT_EQ(valid.exit_code, 0) << valid.out << valid.err;
   EXPECT_THAT(valid.out,
@@ -436,19 +437,20 @@ TEST(CliTest, ValidateAndPriceAPlanOfPhases) {
   EXPECT_THAT(RunCli({"validate", "--help"}).out, HasSubstr("\"phases\""));
 
   // A sequence in two phases.
-  WriteFile(plan_path, TwoPhasePlanJson(", 3", idle_rank_7));
+  WriteTestFile(plan_path, TwoPhasePlanJson(", 3", idle_rank_7));
   const CliResult twice = RunCli(With({"validate"}, files));
   EXPECT_EQ(twice.exit_code, 1);
   EXPECT_THAT(twice.out, HasSubstr("sequence 3 is planned twice (phases 0 "
                                    "and 1)"));
   // A phase whose groups leave rank 7 out.
-  WriteFile(plan_path, TwoPhasePlanJson("", ""));
+  WriteTestFile(plan_path, TwoPhasePlanJson("", ""));
   const CliResult uncovered = RunCli(With({"validate"}, files));
   EXPECT_EQ(uncovered.exit_code, 1);
   EXPECT_THAT(uncovered.out, AllOf(HasSubstr("phase 1"), HasSubstr("7")));
   // A micro-batch over the memory budget: the 64K sequence alone on SP 1.
-  WriteFile(lengths_path, "1000\n65536\n2000\n1500\n3000\n800\n1200\n900\n");
-  WriteFile(plan_path, TwoPhasePlanJson("", idle_rank_7));
+  WriteTestFile(lengths_path,
+                "1000\n65536\n2000\n1500\n3000\n800\n1200\n900\n");
+  WriteTestFile(plan_path, TwoPhasePlanJson("", idle_rank_7));
   const CliResult memory = RunCli(With({"validate"}, files));
   EXPECT_EQ(memory.exit_code, 1);
   EXPECT_THAT(memory.out, AllOf(HasSubstr("phase 1"), HasSubstr("memory")));
@@ -469,7 +471,7 @@ TEST(CliTest, PlansPhasesThatValidateAndPriceRead) {
   EXPECT_EQ(planned["strategy"], "dcp-phased");
   ASSERT_EQ(planned["phases"].size(), 2u) << plan.out;
   EXPECT_GT(planned["lower_bound_seconds"].get<double>(), 0);
-  WriteFile(plan_path, plan.out);
+  WriteTestFile(plan_path, plan.out);
   EXPECT_THAT(
       ExpectValidatesAndPricesAsPlanned(plan_path, lengths_path, planned),
       AllOf(HasSubstr("plan is valid: 2 phase(s)"),
@@ -518,7 +520,7 @@ TEST(CliTest, EveryStrategysPlanValidatesAndPricesAsPlanned) {
     }
     const std::string plan_path =
         TempPath(absl::StrCat("every_strategy_", strategy, ".json"));
-    WriteFile(plan_path, plan.out);
+    WriteTestFile(plan_path, plan.out);
     ExpectValidatesAndPricesAsPlanned(plan_path, lengths_path, planned);
   }
 }

@@ -273,7 +273,7 @@ TEST(CliTest, SimulateWritesAReportOrSaysWhyNot) {
                                 HasSubstr("Median batch of each strategy")));
   // A file where the directory should be: a failure naming it.
   const std::string blocker = TempPath("report_blocker");
-  WriteFile(blocker, "x");
+  WriteTestFile(blocker, "x");
   const CliResult failed = RunCli(With(
       {"simulate", "--steps=1", absl::StrCat("--report=", blocker, "/sub")},
       kSmallSetup));
@@ -294,18 +294,18 @@ TEST(CliTest, AbsurdBatchSizesAreUsageErrors) {
   // the line, for every subcommand that reads one (validate and price once
   // summed such lengths to "-9223372036854775808 tokens").
   const std::string lengths_path = TempPath("absurd_lengths.txt");
-  WriteFile(lengths_path, "1024\n4611686018427387904\n");
+  WriteTestFile(lengths_path, "1024\n4611686018427387904\n");
   const CliResult result = RunCli({"plan", "--nodes=1", "--gpus-per-node=8",
                                    absl::StrCat("--lengths=", lengths_path)});
   EXPECT_EQ(result.exit_code, 2) << result.err;
   EXPECT_THAT(result.err, HasSubstr("line 2: 4611686018427387904 tokens"));
   const std::string small_lengths = TempPath("absurd_small_lengths.txt");
   const std::string plan_path = TempPath("absurd_plan.json");
-  WriteFile(small_lengths, "1024\n2048\n");
+  WriteTestFile(small_lengths, "1024\n2048\n");
   const CliResult plan = RunCli({"plan", "--nodes=1", "--gpus-per-node=8",
                                  absl::StrCat("--lengths=", small_lengths)});
   ASSERT_EQ(plan.exit_code, 0) << plan.err;
-  WriteFile(plan_path, plan.out);
+  WriteTestFile(plan_path, plan.out);
   for (const char* subcommand : {"validate", "price"}) {
     const CliResult checked =
         RunCli({subcommand, "--nodes=1", "--gpus-per-node=8",
@@ -324,8 +324,8 @@ TEST(CliTest, AbsurdBatchSizesAreUsageErrors) {
 // naming the field.
 TEST(CliTest, AbsurdModelSizesAreUsageErrors) {
   const std::string model_path = TempPath("absurd_model.json");
-  WriteFile(model_path,
-            R"({"name": "x", "num_layers": 2, "hidden_size": 2147483520,
+  WriteTestFile(model_path,
+                R"({"name": "x", "num_layers": 2, "hidden_size": 2147483520,
                 "num_attention_heads": 32, "num_kv_heads": 32,
                 "ffn_hidden_size": 2147483647, "vocab_size": 2147483647})");
   const CliResult result = RunCli({"plan", "--nodes=1", "--gpus-per-node=8",
@@ -344,7 +344,7 @@ TEST(CliTest, PlanOfALargeBatchPrintsProgressAndTooLargeIsRefusedUpFront) {
   std::string text;
   for (int i = 0; i < (1 << 17); ++i)
     absl::StrAppend(&text, 100 + i % 97, "\n");
-  WriteFile(large_path, text);
+  WriteTestFile(large_path, text);
   const CliResult large =
       RunCli({"plan", "--nodes=1", "--gpus-per-node=8", "--model=tiny",
               "--format=table", absl::StrCat("--lengths=", large_path)});
@@ -355,7 +355,7 @@ TEST(CliTest, PlanOfALargeBatchPrintsProgressAndTooLargeIsRefusedUpFront) {
   EXPECT_THAT(large.out, StartsWith("strategy dcp: 131072 sequences"));
 
   const std::string small_path = TempPath("small_lengths.txt");
-  WriteFile(small_path, "100\n200\n");
+  WriteTestFile(small_path, "100\n200\n");
   const CliResult small =
       RunCli({"plan", "--nodes=1", "--gpus-per-node=8", "--model=tiny",
               absl::StrCat("--lengths=", small_path)});
@@ -366,7 +366,7 @@ TEST(CliTest, PlanOfALargeBatchPrintsProgressAndTooLargeIsRefusedUpFront) {
   for (int i = 0; i < (1 << 20) - (1 << 17) + 1; ++i) {
     absl::StrAppend(&text, "100\n");
   }
-  WriteFile(too_many_path, text);
+  WriteTestFile(too_many_path, text);
   const CliResult too_many =
       RunCli({"plan", "--nodes=1", "--gpus-per-node=8", "--model=tiny",
               absl::StrCat("--lengths=", too_many_path)});
@@ -383,7 +383,7 @@ TEST(CliTest, PlanFromWorkloadStreamWritesLengthsAndTable) {
   const CliResult plan = RunCli(With(
       {"plan", "--step=2", "--write-lengths=" + lengths_path}, kSmallSetup));
   ASSERT_EQ(plan.exit_code, 0) << plan.err;
-  WriteFile(plan_path, plan.out);
+  WriteTestFile(plan_path, plan.out);
   const CliResult valid = RunCli({"validate", "--plan=" + plan_path,
                                   "--lengths=" + lengths_path, "--nodes=1"});
   EXPECT_EQ(valid.exit_code, 0) << valid.out << valid.err;
@@ -402,7 +402,7 @@ TEST(CliTest, PlanFromWorkloadStreamWritesLengthsAndTable) {
 
 TEST(CliTest, PlanningFailureExitsOne) {
   const std::string lengths_path = TempPath("huge_lengths.txt");
-  WriteFile(lengths_path, "1024\n4194304\n");
+  WriteTestFile(lengths_path, "1024\n4194304\n");
   const CliResult result =
       RunCli({"plan", "--lengths=" + lengths_path, "--nodes=1"});
   EXPECT_EQ(result.exit_code, 1);

@@ -4,7 +4,7 @@
 // Running the `dcp` command line in a test (planner/cli/cli.h), with the
 // files and flags the CLI tests share. testonly.
 
-#include <fstream>
+#include <algorithm>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -43,18 +43,9 @@ inline std::string TempPath(const std::string& name) {
   return TestTempPath("dcp_cli_test_" + name);
 }
 
-/// Writes `text` to `path`; fails the test when it cannot.
-inline void WriteFile(const std::string& path, const std::string& text) {
-  std::ofstream file(path);
-  file << text;
-  ASSERT_TRUE(file.good()) << path;
-}
-
 /// The number of newlines in `text`.
 inline int CountLines(const std::string& text) {
-  int lines = 0;
-  for (char c : text) lines += c == '\n';
-  return lines;
+  return static_cast<int>(std::count(text.begin(), text.end(), '\n'));
 }
 
 /// One node of 8 GPUs and short sequences keep every run fast.

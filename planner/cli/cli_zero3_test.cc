@@ -3,6 +3,7 @@
 // cost model.
 #include <string>
 
+#include "common/test_files.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "planner/cli/cli_test_util.h"
@@ -49,7 +50,8 @@ TEST(CliZero3Test, PlanWritesAPlanThatValidatesWithTheFlag) {
       {"plan", "--model=llama3-70b", "--nodes=8", "--zero3",
        "--write-lengths=" + lengths_file});
   ASSERT_EQ(plan.exit_code, 0) << plan.err;
-  ASSERT_NO_FATAL_FAILURE(WriteFile(plan_file, plan.out));
+  WriteTestFile(plan_file, plan.out);
+  ASSERT_FALSE(HasFailure()) << "the plan was not written";
   const CliResult valid = RunCli(
       {"validate", "--model=llama3-70b", "--nodes=8", "--zero3",
        "--plan=" + plan_file, "--lengths=" + lengths_file});

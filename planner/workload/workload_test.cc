@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <fstream>
 #include <map>
 #include <memory>
 #include <random>
@@ -11,9 +10,10 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "common/test_files.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "absl/strings/str_cat.h"
 #include "planner/plan/limits.h"
 
 namespace dcp {
@@ -50,8 +50,7 @@ int64_t Median(std::vector<int64_t> v) {
 
 std::string WriteTempFile(const std::string& name, const std::string& text) {
   const std::string path = ::testing::TempDir() + "/" + name;
-  std::ofstream out(path);
-  out << text;
+  WriteTestFile(path, text);
   return path;
 }
 

@@ -32,12 +32,6 @@ std::string TestPrefix(const std::string& name) {
       name));
 }
 
-void WriteFile(const std::string& path, const std::string& contents) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(contents.data(), static_cast<std::streamsize>(contents.size()));
-  ASSERT_TRUE(out.good()) << path;
-}
-
 void PutInt64(std::string& bytes, size_t at, int64_t value) {
   for (int i = 0; i < 8; ++i) {
     bytes[at + i] = static_cast<char>(static_cast<uint64_t>(value) >> (8 * i));
@@ -267,7 +261,7 @@ TEST(TokenFileTest, ReadsOnlyTheRequestedSamplesBytes) {
   ASSERT_GT(tokens.size(), sample_0_bytes);
   tokens.replace(sample_0_bytes, std::string::npos,
                  std::string(tokens.size() - sample_0_bytes, '\xff'));
-  WriteFile(prefix + ".bin", tokens);
+  WriteTestFile(prefix + ".bin", tokens);
 
   std::unique_ptr<TokenFileDataset> corrupt = MustOpen(prefix);
   ASSERT_NE(corrupt, nullptr);
@@ -338,7 +332,7 @@ absl::Status OpenWithCorruptIndex(const std::string& prefix, Corrupt corrupt) {
   WriteSamples(prefix, {{1, 2}, {3, 4, 5}, {6}}, /*vocab_size=*/10);
   std::string index = ReadTestFile(prefix + ".idx");
   corrupt(index);
-  WriteFile(prefix + ".idx", index);
+  WriteTestFile(prefix + ".idx", index);
   return TokenFileDataset::Open(prefix).status();
 }
 
@@ -396,14 +390,14 @@ TEST(TokenFileTest, TruncatedOrPaddedTokensFileIsDataLoss) {
   const std::string tokens = ReadTestFile(prefix + ".bin");
   ASSERT_EQ(tokens.size(), 24u);
 
-  WriteFile(prefix + ".bin", tokens.substr(0, 22));
+  WriteTestFile(prefix + ".bin", tokens.substr(0, 22));
   absl::Status status = TokenFileDataset::Open(prefix).status();
   EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss);
   EXPECT_THAT(status.message(),
               AllOf(HasSubstr(prefix + ".bin"), HasSubstr("has 22 bytes"),
                     HasSubstr("ends at token 6"), HasSubstr("truncated")));
 
-  WriteFile(prefix + ".bin", tokens + "\x01");
+  WriteTestFile(prefix + ".bin", tokens + "\x01");
   status = TokenFileDataset::Open(prefix).status();
   EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss);
   EXPECT_THAT(status.message(),
