@@ -8,8 +8,8 @@
 #include "gtest/gtest.h"
 #include "planner/exact/exact_testing.h"
 #include "planner/plan/batch_check.h"
+#include "planner/plan/plan_testing.h"
 #include "planner/plan/test_cost_model.h"
-#include "planner/plan/validate.h"
 #include "planner/search/lower_bound.h"
 #include "planner/search/planner.h"
 #include "planner/strategies/baselines.h"
@@ -41,8 +41,7 @@ TEST(ExactReferenceTest, TwoGpusTwoSequencesByHand) {
                 .value_or(-1);
       }
     }
-    EXPECT_TRUE(ValidatePlan(cost_model, lengths, plan).ok())
-        << ValidatePlan(cost_model, lengths, plan);
+    EXPECT_TRUE(IsValidPlan(cost_model, lengths, plan));
     PredictPlan(cost_model, lengths, plan);
     return plan.predicted_step_seconds;
   };

@@ -4,7 +4,9 @@
 #include <cstdint>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "gtest/gtest.h"
+#include "planner/plan/validate.h"
 
 namespace dcp {
 
@@ -21,6 +23,12 @@ std::vector<int64_t> LcgLengths(int count, int64_t low, int64_t high,
 }
 
 namespace {
+
+// Success, or a failure that shows `status`.
+::testing::AssertionResult IsOk(const absl::Status& status) {
+  if (status.ok()) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << status;
+}
 
 // `expect` on each pair of `got` and `want`, which must be as many; a failure
 // names the `element` and its index.
@@ -71,6 +79,18 @@ void ExpectSamePhasedPlan(const PhasedPlan& got, const PhasedPlan& want) {
   EXPECT_EQ(got.barriers, want.barriers);
   EXPECT_EQ(got.phases_seconds, want.phases_seconds);
   ExpectEachSame(got.phases, want.phases, "phase", ExpectSamePlan);
+}
+
+::testing::AssertionResult IsValidPlan(const CostModel& cost_model,
+                                       absl::Span<const int64_t> lengths_tokens,
+                                       const Plan& plan) {
+  return IsOk(ValidatePlan(cost_model, lengths_tokens, plan));
+}
+
+::testing::AssertionResult IsValidPhasedPlan(
+    const CostModel& cost_model, absl::Span<const int64_t> lengths_tokens,
+    const PhasedPlan& plan) {
+  return IsOk(ValidatePhasedPlan(cost_model, lengths_tokens, plan));
 }
 
 }  // namespace dcp

@@ -7,6 +7,9 @@
 #include <cstdint>
 #include <vector>
 
+#include "absl/types/span.h"
+#include "cost_model/cost_model.h"
+#include "gtest/gtest.h"
 #include "planner/plan/phased_plan.h"
 #include "planner/plan/plan.h"
 
@@ -32,6 +35,17 @@ void ExpectSamePlan(const Plan& got, const Plan& want);
 /// The same for phased plans: strategy, barriers, step predictions, and
 /// each phase as ExpectSamePlan.
 void ExpectSamePhasedPlan(const PhasedPlan& got, const PhasedPlan& want);
+
+/// Success, or the first rule of ValidatePlan that `plan` breaks:
+/// `EXPECT_TRUE(IsValidPlan(...))` validates once and says why it failed.
+::testing::AssertionResult IsValidPlan(const CostModel& cost_model,
+                                       absl::Span<const int64_t> lengths_tokens,
+                                       const Plan& plan);
+
+/// The same for a phased plan with ValidatePhasedPlan.
+::testing::AssertionResult IsValidPhasedPlan(
+    const CostModel& cost_model, absl::Span<const int64_t> lengths_tokens,
+    const PhasedPlan& plan);
 
 }  // namespace dcp
 

@@ -9,12 +9,13 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "planner/strategies/baselines.h"
 #include "planner/plan/batch_check.h"
-#include "planner/search/lower_bound.h"
 #include "planner/plan/plan_json.h"
-#include "planner/search/planner.h"
+#include "planner/plan/plan_testing.h"
 #include "planner/plan/validate.h"
+#include "planner/search/lower_bound.h"
+#include "planner/search/planner.h"
+#include "planner/strategies/baselines.h"
 
 namespace dcp {
 namespace {
@@ -96,8 +97,7 @@ TEST(PlannerPropertyTest, RandomBatchesAndClusters) {
 
     // Every sequence exactly once, ranks partitioned, memory within budget,
     // topology respected: checked by the independent validator.
-    ASSERT_TRUE(ValidatePlan(cost_model, scenario.lengths, *plan).ok())
-        << ValidatePlan(cost_model, scenario.lengths, *plan);
+    ASSERT_TRUE(IsValidPlan(cost_model, scenario.lengths, *plan));
     EXPECT_LE(MaxPeakBytes(*plan), cost_model.MemoryBudgetBytes());
 
     // Same inputs, same plan (byte for byte).
@@ -144,8 +144,7 @@ TEST(PlannerPropertyTest, AblationsAreLegalAndBounded) {
         absl::StatusOr<Plan> plan =
             Planner(cost_model, options).PlanBatch(scenario.lengths);
         ASSERT_TRUE(plan.ok()) << plan.status();
-        ASSERT_TRUE(ValidatePlan(cost_model, scenario.lengths, *plan).ok())
-            << ValidatePlan(cost_model, scenario.lengths, *plan);
+        ASSERT_TRUE(IsValidPlan(cost_model, scenario.lengths, *plan));
         EXPECT_LE(plan->lower_bound_seconds,
                   plan->predicted_step_seconds * (1 + kRelativeTolerance));
         if (!variable) {

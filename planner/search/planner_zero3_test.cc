@@ -13,8 +13,8 @@
 #include "gtest/gtest.h"
 #include "planner/plan/batch_check.h"
 #include "planner/plan/plan.h"
+#include "planner/plan/plan_testing.h"
 #include "planner/plan/test_cost_model.h"
-#include "planner/plan/validate.h"
 #include "planner/search/lower_bound.h"
 #include "planner/search/planner.h"
 
@@ -45,8 +45,7 @@ TEST(PlannerZero3Test, PlansLlama70bOnFourAndEightNodes) {
     const std::vector<int64_t> lengths = LongTailBatch(nodes * 8);
     absl::StatusOr<Plan> plan = Planner(cost_model, PlannerOptions{}).PlanBatch(lengths);
     ASSERT_TRUE(plan.ok()) << plan.status();
-    EXPECT_TRUE(ValidatePlan(cost_model, lengths, *plan).ok())
-        << ValidatePlan(cost_model, lengths, *plan);
+    EXPECT_TRUE(IsValidPlan(cost_model, lengths, *plan));
     EXPECT_LE(MaxPeakBytes(*plan), cost_model.MemoryBudgetBytes());
     // No step-end all-reduce; the sharding collectives are in the groups'
     // time: each group pays them once per micro-batch.

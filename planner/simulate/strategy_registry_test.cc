@@ -9,8 +9,8 @@
 #include "gtest/gtest.h"
 #include "planner/plan/phased_plan.h"
 #include "planner/plan/plan.h"
+#include "planner/plan/plan_testing.h"
 #include "planner/plan/test_cost_model.h"
-#include "planner/plan/validate.h"
 
 namespace dcp {
 namespace {
@@ -43,21 +43,17 @@ TEST(StrategyRegistryTest, EveryNamedStrategyPlansValidPricedPlans) {
     ASSERT_TRUE(plan.ok()) << plan.status();
     // A strategy that may re-group returns one layout as a Plan where it
     // does not (dcp), or always as phases (dcp-phased, the peers').
-    if (plan->IsPhased()) {
-      EXPECT_TRUE((*strategy)->phased());
-    }
     EXPECT_GT(plan->predicted_step_seconds(), 0);
     if (plan->IsPhased()) {
+      EXPECT_TRUE((*strategy)->phased());
       EXPECT_EQ(plan->phased.strategy, name);
       for (const Plan& phase : plan->phased.phases) {
         EXPECT_EQ(phase.strategy, name);
       }
-      EXPECT_TRUE(ValidatePhasedPlan(cost_model, lengths, plan->phased).ok())
-          << ValidatePhasedPlan(cost_model, lengths, plan->phased);
+      EXPECT_TRUE(IsValidPhasedPlan(cost_model, lengths, plan->phased));
     } else {
       EXPECT_EQ(plan->plan.strategy, name);
-      EXPECT_TRUE(ValidatePlan(cost_model, lengths, plan->plan).ok())
-          << ValidatePlan(cost_model, lengths, plan->plan);
+      EXPECT_TRUE(IsValidPlan(cost_model, lengths, plan->plan));
     }
   }
 }

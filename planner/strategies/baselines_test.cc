@@ -20,7 +20,6 @@
 #include "planner/plan/plan.h"
 #include "planner/plan/plan_testing.h"
 #include "planner/plan/test_cost_model.h"
-#include "planner/plan/validate.h"
 
 namespace dcp {
 namespace {
@@ -63,15 +62,6 @@ std::optional<StaticConfig> ExpectedStaticConfig(const CostModel& cost_model,
     return std::nullopt;
   }
   return std::nullopt;
-}
-
-// Success, or the first rule of ValidatePlan that `plan` breaks.
-testing::AssertionResult IsValidPlan(const CostModel& cost_model,
-                                     const std::vector<int64_t>& lengths,
-                                     const Plan& plan) {
-  const absl::Status status = ValidatePlan(cost_model, lengths, plan);
-  if (status.ok()) return testing::AssertionSuccess();
-  return testing::AssertionFailure() << status;
 }
 
 std::vector<int> AllIndicesOf(const Plan& plan) {

@@ -17,12 +17,12 @@
 #include "absl/strings/str_join.h"
 #include "common/fake_clock.h"
 #include "gtest/gtest.h"
-#include "planner/plan/batch_check.h"
 #include "planner/exact/exact_reference.h"
+#include "planner/plan/batch_check.h"
 #include "planner/plan/phased_plan.h"
+#include "planner/plan/plan_testing.h"
 #include "planner/simulate/plan_price.h"
 #include "planner/simulate/simulator.h"
-#include "planner/plan/validate.h"
 #include "planner/workload/workload.h"
 
 namespace dcp {
@@ -123,8 +123,7 @@ TEST(PeerPropertyTest, BaselinesAreValidPricedAsPlannedAndNoFasterThanDcp) {
       if (!stats.phased_plans.empty()) {
         ASSERT_EQ(stats.phased_plans.size(), 1u);
         const PhasedPlan& plan = stats.phased_plans[0];
-        ASSERT_TRUE(ValidatePhasedPlan(cost_model, instance.lengths, plan).ok())
-            << ValidatePhasedPlan(cost_model, instance.lengths, plan);
+        ASSERT_TRUE(IsValidPhasedPlan(cost_model, instance.lengths, plan));
         EXPECT_LE(MaxPeakBytes(plan), budget * (1 + kTolerance));
         double priced = 0;
         if (plan.barriers) {
