@@ -13,14 +13,6 @@
 
 namespace dcp {
 
-bool CudaUsable() {
-#if DCP_LIBTORCH_HAS_CUDA
-  return torch::cuda::is_available();
-#else
-  return false;
-#endif
-}
-
 absl::StatusOr<std::string> ChooseBackend(const std::string& requested) {
   if (requested.empty()) return CudaUsable() ? "nccl" : "gloo";
   if (requested == "gloo") return requested;

@@ -19,10 +19,6 @@ struct Placement {
   torch::Device device = torch::kCPU;
 };
 
-/// Whether this LibTorch has CUDA and a GPU is visible: where nccl can run.
-/// Thread-safe.
-bool CudaUsable();
-
 /// The backend for `requested`: "gloo"; "nccl" (FAILED_PRECONDITION unless
 /// this LibTorch has CUDA and a GPU is visible); empty: nccl when it could
 /// be, else gloo. INVALID_ARGUMENT for any other name. Thread-safe.

@@ -3,6 +3,7 @@
 #include "absl/status/status.h"
 #include "gtest/gtest.h"
 #include "torch/torch.h"
+#include "worker/libtorch_cuda.h"
 
 namespace dcp {
 namespace {

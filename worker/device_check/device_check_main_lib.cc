@@ -221,7 +221,7 @@ absl::StatusOr<DeviceCheckOptions> Configure(const ParsedFlags& flags,
 }
 
 // Why --device=cuda cannot run here, or OK.
-absl::Status CudaUsable() {
+absl::Status CheckCudaUsable() {
 #if DCP_LIBTORCH_HAS_CUDA
   if (!torch::cuda::is_available()) {
     const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
@@ -258,7 +258,7 @@ int RunDeviceCheckMain(int argc, char** argv) {
   }
   const bool cuda = device == "cuda";
   if (cuda) {
-    if (absl::Status usable = CudaUsable(); !usable.ok()) {
+    if (absl::Status usable = CheckCudaUsable(); !usable.ok()) {
       return PrintUsageError(std::cerr, kProgram, usable.message());
     }
   }
