@@ -37,10 +37,9 @@ absl::StatusOr<const GroupSummary*> ReportedGroup(
 }
 
 /// |measured - predicted| / measured of a step measured at `measured`
-/// seconds, `measured_over_predicted` times its prediction `predicted`;
-/// none when that ratio says the clock is broken.
-std::optional<double> CountedRelativeError(double measured, double predicted,
-                                           double measured_over_predicted) {
+/// seconds against its prediction `predicted` (> 0); none when their ratio
+/// says the clock is broken.
+std::optional<double> CountedRelativeError(double measured, double predicted) {
   // A step measured at under a hundredth of its prediction (1e-300 s,
   // say) or at over a million times it is a broken clock, not an error of
   // the model: counted, its error (up to 1e300) would swamp the mean of
@@ -50,6 +49,7 @@ std::optional<double> CountedRelativeError(double measured, double predicted,
   // error is then below 1.
   constexpr double kLeastCountedRatio = 1e-2;
   constexpr double kMostCountedRatio = 1e6;
+  const double measured_over_predicted = measured / predicted;
   if (measured_over_predicted >= kLeastCountedRatio &&
       measured_over_predicted <= kMostCountedRatio) {
     return std::abs(measured - predicted) / measured;
@@ -83,14 +83,15 @@ absl::StatusOr<StepStatsTracker::Outcome> StepStatsTracker::Record(
   const int rank = request.rank();
   const double measured = request.step_seconds();
 
-  // The rank's numbers, before taking the lock.
+  // The rank's numbers, outside the main lock (the warm-up check takes it
+  // briefly).
   Outcome outcome;
   RankReport report;
   report.step_seconds = measured;
   if (group->predicted_seconds > 0) {
     outcome.measured_over_predicted = measured / group->predicted_seconds;
-    report.relative_error = CountedRelativeError(
-        measured, group->predicted_seconds, outcome.measured_over_predicted);
+    report.relative_error =
+        CountedRelativeError(measured, group->predicted_seconds);
   }
   // Online refit observations (predicted at the fitted parameters); none
   // from the warm-up steps.
@@ -106,13 +107,11 @@ absl::StatusOr<StepStatsTracker::Outcome> StepStatsTracker::Record(
   absl::MutexLock lock(&mu_);
   StartOverOnNewFit(params.refit_epoch);
   StepReports& step_reports = steps_[step];
-  if (auto previous = step_reports.ranks.find(rank);
-      previous != step_reports.ranks.end()) {
-    TakeOutOfSums(previous->second);
-  }
+  auto [slot, first_report] = step_reports.ranks.try_emplace(rank);
+  if (!first_report) TakeOutOfSums(slot->second);
   CountInSums(report);
   outcome.relative_error = report.relative_error;
-  step_reports.ranks[rank] = std::move(report);
+  slot->second = std::move(report);
 
   // Closing the step once its ranks reported.
   if (record_reports_) {
