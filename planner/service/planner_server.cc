@@ -45,8 +45,10 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentials(
   absl::StatusOr<PemKeyPair> pair = ReadPemKeyPair(
       "server certificate", tls.cert_file, "server key", tls.key_file);
   if (!pair.ok()) return pair.status();
-  ssl.pem_key_cert_pairs.push_back(
-      {std::move(pair->private_key), std::move(pair->cert_chain)});
+  grpc::SslServerCredentialsOptions::PemKeyCertPair key_cert;
+  key_cert.private_key = std::move(pair->private_key);
+  key_cert.cert_chain = std::move(pair->cert_chain);
+  ssl.pem_key_cert_pairs.push_back(std::move(key_cert));
   if (!tls.client_ca_file.empty()) {
     absl::StatusOr<std::string> client_ca =
         ReadPemCertificates("client CA", tls.client_ca_file);
