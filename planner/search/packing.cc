@@ -6,7 +6,6 @@
 #include <utility>
 
 namespace dcp {
-namespace {
 
 std::vector<int> LongestFirst(absl::Span<const int> sequence_indices,
                               absl::Span<const int64_t> lengths_tokens) {
@@ -27,8 +26,6 @@ std::vector<int> LongestFirst(absl::Span<const int> sequence_indices,
   for (size_t k = 0; k < keyed.size(); ++k) order[k] = keyed[k].second;
   return order;
 }
-
-}  // namespace
 
 std::vector<std::vector<int>> PackFirstFitDecreasing(
     absl::Span<const int> sequence_indices,

@@ -79,6 +79,15 @@ TEST(TokensPerRankTest, RoundsUpToWholeTokens) {
             int64_t{1} << 37);
 }
 
+// As the stable sort by length of the indices in order would give them, on
+// a subset given out of order too.
+TEST(LongestFirstTest, LongestFirstTiesByIndex) {
+  const std::vector<int64_t> lengths = {5, 7, 5, 9, 7, 5};
+  EXPECT_THAT(LongestFirst(AllIndices(lengths), lengths),
+              ElementsAre(3, 1, 4, 0, 2, 5));
+  EXPECT_THAT(LongestFirst({5, 2, 4, 0}, lengths), ElementsAre(4, 0, 2, 5));
+}
+
 TEST(PackFirstFitDecreasingTest, PacksLongestFirstIntoTheFirstBinWithRoom) {
   // Capacity 10: 7 opens bin 0, 6 opens bin 1, 4 joins 6, 3 joins 7,
   // 2 opens bin 2 (7+3 = 10 and 6+4 = 10 are full).

@@ -9,6 +9,7 @@
 #include "absl/status/status.h"
 #include "planner/plan/batch_check.h"
 #include "planner/search/lower_bound.h"
+#include "planner/search/packing.h"
 
 // Why StepTimeLowerBound also bounds phased plans (with or without
 // barriers): it is the largest of (a) every sequence's least GPU-seconds
@@ -84,17 +85,6 @@ SplitMembers MembersOf(const Split& split, absl::Span<const int64_t> lengths,
   }
   std::sort(members.first.begin(), members.first.end());
   return members;
-}
-
-// The batch's indices, longest first; ties by index, so the search is
-// deterministic.
-std::vector<int> LongestFirst(absl::Span<const int64_t> lengths_tokens) {
-  std::vector<int> order(lengths_tokens.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
-    return lengths_tokens[a] > lengths_tokens[b];
-  });
-  return order;
 }
 
 // The single-layout plan of the whole batch as a one-phase plan, predicted,
@@ -324,7 +314,11 @@ absl::StatusOr<PhasedPlan> PlanPhasedBatch(
         bounds->StepSeconds(bounds->SlowestGroupSeconds());
     if (best->GapToLowerBound() < options.min_gap_to_try) return best;
   }
-  const std::vector<int> order = LongestFirst(lengths_tokens);
+  // The batch's indices, longest first; ties by index, so the search is
+  // deterministic.
+  std::vector<int> all(lengths_tokens.size());
+  std::iota(all.begin(), all.end(), 0);
+  const std::vector<int> order = LongestFirst(all, lengths_tokens);
   std::vector<Candidate> candidates =
       EnumerateCandidates(cost_model, lengths_tokens, options, order, *bounds);
   if (options.skip_bounded_candidates) SortBestFirst(candidates);
