@@ -73,6 +73,21 @@ std::string ExpectValidatesAndPricesAsPlanned(const std::string& plan_path,
   return valid.out;
 }
 
+// Reads into `planned` the plan a simulation wrote to `plan_path` (a fatal
+// failure if it wrote none), which must be `strategy`'s and must validate
+// and price as planned (ExpectValidatesAndPricesAsPlanned) for the batch of
+// `lengths_path` on `nodes` nodes of 8 GPUs.
+void ExpectWrittenPlanValidatesAndPrices(const std::string& plan_path,
+                                         const std::string& lengths_path,
+                                         const std::string& strategy, int nodes,
+                                         Json& planned) {
+  const std::string text = ReadTestFile(plan_path);
+  ASSERT_FALSE(text.empty()) << plan_path;
+  planned = Json::parse(text);
+  EXPECT_EQ(planned["strategy"], strategy);
+  ExpectValidatesAndPricesAsPlanned(plan_path, lengths_path, planned, nodes);
+}
+
 // `dcp simulate --write-plans` writes every strategy's plan of every step
 // in the JSON `dcp price` and `dcp validate` read, with the step's lengths.
 TEST(CliTest, SimulateWritesPlansThatPriceReads) {
@@ -92,15 +107,11 @@ TEST(CliTest, SimulateWritesPlansThatPriceReads) {
   for (const std::string& strategy : strategies) {
     for (int step = 0; step < 2; ++step) {
       SCOPED_TRACE(absl::StrCat(strategy, " step ", step));
-      const std::string plan_path =
-          absl::StrCat(directory, "/", strategy, "/step_", step, ".json");
-      const std::string text = ReadTestFile(plan_path);
-      ASSERT_FALSE(text.empty()) << plan_path;
-      const Json planned = Json::parse(text);
-      EXPECT_EQ(planned["strategy"], strategy);
-      ExpectValidatesAndPricesAsPlanned(
-          plan_path,
-          absl::StrCat(directory, "/lengths/step_", step, ".txt"), planned);
+      Json planned;
+      ASSERT_NO_FATAL_FAILURE(ExpectWrittenPlanValidatesAndPrices(
+          absl::StrCat(directory, "/", strategy, "/step_", step, ".json"),
+          absl::StrCat(directory, "/lengths/step_", step, ".txt"), strategy,
+          /*nodes=*/1, planned));
     }
   }
   // The batch of step 1 is the one `dcp plan --step=1` plans.
@@ -142,30 +153,29 @@ TEST(CliTest, SimulateWritesDcpPlansOfOneLayoutAndOfPhases) {
   int phased = 0;
   for (int step = 0; step < 6; ++step) {
     SCOPED_TRACE(absl::StrCat("step ", step));
-    const std::string plan_path =
-        absl::StrCat(directory, "/dcp/step_", step, ".json");
-    const std::string text = ReadTestFile(plan_path);
-    ASSERT_FALSE(text.empty()) << plan_path;
-    const Json planned = Json::parse(text);
-    EXPECT_EQ(planned["strategy"], "dcp");
+    Json planned;
+    ASSERT_NO_FATAL_FAILURE(ExpectWrittenPlanValidatesAndPrices(
+        absl::StrCat(directory, "/dcp/step_", step, ".json"),
+        absl::StrCat(directory, "/lengths/step_", step, ".txt"), "dcp",
+        /*nodes=*/4, planned));
     EXPECT_NE(planned.contains("phases"), planned.contains("groups"));
     phased += planned.contains("phases") ? 1 : 0;
-    ExpectValidatesAndPricesAsPlanned(
-        plan_path, absl::StrCat(directory, "/lengths/step_", step, ".txt"),
-        planned, /*nodes=*/4);
   }
   // Both kinds were written.
   EXPECT_GT(phased, 0);
   EXPECT_LT(phased, 6);
 }
 
-// Writes `lengths` (one per line) and the `packed` plan of them on one
-// node of 8 GPUs to files named after `name`; returns the plan's output.
+// The files WritePackedPlan writes, and the `dcp plan` run whose output is
+// the plan.
 struct PlannedFiles {
   std::string lengths_path;
   std::string plan_path;
   CliResult plan;
 };
+
+// Writes `lengths` (one per line) to "<name>_lengths.txt" and the `packed`
+// plan of them on one node of 8 GPUs to "<name>_plan.json", temporary files.
 PlannedFiles WritePackedPlan(const std::string& name,
                              const std::string& lengths) {
   PlannedFiles files{
@@ -181,17 +191,14 @@ PlannedFiles WritePackedPlan(const std::string& name,
 TEST(CliTest, PriceAPlanFromAFile) {
   const PlannedFiles files = WritePackedPlan(
       "price", "4096\n1000\n30000\n512\n8192\n700\n2048\n12000\n");
-  const std::string& lengths_path = files.lengths_path;
-  const std::string& plan_path = files.plan_path;
-  const CliResult& plan = files.plan;
   const std::vector<std::string> cluster = {"--nodes=1", "--gpus-per-node=8"};
-  ASSERT_EQ(plan.exit_code, 0) << plan.err;
-  const Json planned = Json::parse(plan.out);
+  ASSERT_EQ(files.plan.exit_code, 0) << files.plan.err;
+  const Json planned = Json::parse(files.plan.out);
 
-  const CliResult json =
-      RunCli(With({"price", "--format=json", absl::StrCat("--plan=", plan_path),
-                   absl::StrCat("--lengths=", lengths_path)},
-                  cluster));
+  const CliResult json = RunCli(
+      With({"price", "--format=json", absl::StrCat("--plan=", files.plan_path),
+            absl::StrCat("--lengths=", files.lengths_path)},
+           cluster));
   ASSERT_EQ(json.exit_code, 0) << json.err << json.out;
   const Json priced = Json::parse(json.out);
   EXPECT_DOUBLE_EQ(priced["step_seconds"].get<double>(),
@@ -200,15 +207,15 @@ TEST(CliTest, PriceAPlanFromAFile) {
   EXPECT_EQ(priced["groups"].size(), planned["groups"].size());
 
   const CliResult table =
-      RunCli(With({"price", absl::StrCat("--plan=", plan_path),
-                   absl::StrCat("--lengths=", lengths_path)},
+      RunCli(With({"price", absl::StrCat("--plan=", files.plan_path),
+                   absl::StrCat("--lengths=", files.lengths_path)},
                   cluster));
   EXPECT_EQ(table.exit_code, 0);
   EXPECT_THAT(table.out, AllOf(HasSubstr("predicted step"), HasSubstr("idle")));
-  const CliResult svg =
-      RunCli(With({"price", "--format=svg", absl::StrCat("--plan=", plan_path),
-                   absl::StrCat("--lengths=", lengths_path)},
-                  cluster));
+  const CliResult svg = RunCli(
+      With({"price", "--format=svg", absl::StrCat("--plan=", files.plan_path),
+            absl::StrCat("--lengths=", files.lengths_path)},
+           cluster));
   EXPECT_EQ(svg.exit_code, 0);
   EXPECT_THAT(svg.out, StartsWith("<svg"));
   const MarkupDocument drawn = MarkupDocument::ParseXml(svg.out);
@@ -223,10 +230,10 @@ TEST(CliTest, PriceAPlanFromAFile) {
   EXPECT_EQ(drawn_ranks, 8);
 
   // The same plan against a batch it was not made for: invalid, exit 1.
-  WriteTestFile(lengths_path, "4096\n1000\n");
+  WriteTestFile(files.lengths_path, "4096\n1000\n");
   const CliResult invalid =
-      RunCli(With({"price", absl::StrCat("--plan=", plan_path),
-                   absl::StrCat("--lengths=", lengths_path)},
+      RunCli(With({"price", absl::StrCat("--plan=", files.plan_path),
+                   absl::StrCat("--lengths=", files.lengths_path)},
                   cluster));
   EXPECT_EQ(invalid.exit_code, 1);
   EXPECT_THAT(invalid.out, HasSubstr("plan is invalid"));
@@ -267,14 +274,12 @@ TEST(CliTest, PlanThenValidateRoundTrip) {
 TEST(CliTest, DerivedFieldsThatContradictThePlanAreInvalid) {
   const PlannedFiles files =
       WritePackedPlan("derived", "4096\n1000\n30000\n512\n8192\n");
-  const std::string& lengths_path = files.lengths_path;
-  const std::string& plan_path = files.plan_path;
   const std::vector<std::string> cluster = {"--nodes=1", "--gpus-per-node=8"};
   ASSERT_EQ(files.plan.exit_code, 0) << files.plan.err;
   const Json original = Json::parse(files.plan.out);
   for (const char* subcommand : {"validate", "price"}) {
-    EXPECT_EQ(RunCli(With({subcommand, "--plan=" + plan_path,
-                           "--lengths=" + lengths_path},
+    EXPECT_EQ(RunCli(With({subcommand, "--plan=" + files.plan_path,
+                           "--lengths=" + files.lengths_path},
                           cluster))
                   .exit_code,
               0)
@@ -295,11 +300,12 @@ TEST(CliTest, DerivedFieldsThatContradictThePlanAreInvalid) {
   for (const Edit& edit : edits) {
     Json json = original;
     edit.apply(json);
-    WriteTestFile(plan_path, json.dump());
+    WriteTestFile(files.plan_path, json.dump());
     for (const char* subcommand : {"validate", "price"}) {
-      const CliResult result = RunCli(
-          With({subcommand, "--plan=" + plan_path, "--lengths=" + lengths_path},
-               cluster));
+      const CliResult result =
+          RunCli(With({subcommand, "--plan=" + files.plan_path,
+                       "--lengths=" + files.lengths_path},
+                      cluster));
       EXPECT_EQ(result.exit_code, 1) << subcommand << " " << edit.path;
       EXPECT_THAT(result.out,
                   AllOf(HasSubstr("plan is invalid"), HasSubstr(edit.path)))
@@ -309,15 +315,11 @@ TEST(CliTest, DerivedFieldsThatContradictThePlanAreInvalid) {
 }
 
 TEST(CliTest, CorruptedPlanFailsValidation) {
-  const std::string lengths_path = TempPath("corrupt_lengths.txt");
-  const std::string plan_path = TempPath("corrupt_plan.json");
-  WriteTestFile(lengths_path, "4096\n1000\n30000\n512\n8192\n");
+  const PlannedFiles files =
+      WritePackedPlan("corrupt", "4096\n1000\n30000\n512\n8192\n");
   const std::vector<std::string> cluster = {"--nodes=1", "--gpus-per-node=8"};
-  const CliResult plan = RunCli(With(
-      {"plan", absl::StrCat("--lengths=", lengths_path), "--strategy=packed"},
-      cluster));
-  ASSERT_EQ(plan.exit_code, 0) << plan.err;
-  Json json = Json::parse(plan.out);
+  ASSERT_EQ(files.plan.exit_code, 0) << files.plan.err;
+  Json json = Json::parse(files.plan.out);
   // Run sequence 0 twice: append it to the last micro-batch that lacks it.
   bool corrupted = false;
   for (Json& group : json["groups"]) {
@@ -330,33 +332,33 @@ TEST(CliTest, CorruptedPlanFailsValidation) {
       }
     }
   }
-  ASSERT_TRUE(corrupted) << plan.out;
-  WriteTestFile(plan_path, json.dump());
-  const CliResult result = RunCli(
-      With({"validate", "--plan=" + plan_path, "--lengths=" + lengths_path},
-           cluster));
+  ASSERT_TRUE(corrupted) << files.plan.out;
+  WriteTestFile(files.plan_path, json.dump());
+  const CliResult result = RunCli(With({"validate", "--plan=" + files.plan_path,
+                                        "--lengths=" + files.lengths_path},
+                                       cluster));
   EXPECT_EQ(result.exit_code, 1);
   EXPECT_THAT(result.out, AllOf(HasSubstr("plan is invalid"),
                                 HasSubstr("sequence 0 is planned twice")));
 
   // Not JSON at all, and a wrongly typed field.
-  WriteTestFile(plan_path, "{\"strategy\": ");
-  EXPECT_EQ(RunCli(With({"validate", "--plan=" + plan_path,
-                         "--lengths=" + lengths_path},
+  WriteTestFile(files.plan_path, "{\"strategy\": ");
+  EXPECT_EQ(RunCli(With({"validate", "--plan=" + files.plan_path,
+                         "--lengths=" + files.lengths_path},
                         cluster))
                 .exit_code,
             1);
   json["groups"][0]["ranks"] = "all";
-  WriteTestFile(plan_path, json.dump());
-  const CliResult typed = RunCli(
-      With({"validate", "--plan=" + plan_path, "--lengths=" + lengths_path},
-           cluster));
+  WriteTestFile(files.plan_path, json.dump());
+  const CliResult typed = RunCli(With({"validate", "--plan=" + files.plan_path,
+                                       "--lengths=" + files.lengths_path},
+                                      cluster));
   EXPECT_EQ(typed.exit_code, 1);
   EXPECT_THAT(typed.out, HasSubstr("groups[0].ranks"));
 
   // A plan file that does not exist is a usage error.
   EXPECT_EQ(RunCli(With({"validate", "--plan=/no/such/plan.json",
-                         "--lengths=" + lengths_path},
+                         "--lengths=" + files.lengths_path},
                         cluster))
                 .exit_code,
             2);
