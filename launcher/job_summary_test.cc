@@ -3,11 +3,13 @@
 
 #include "launcher/job_summary.h"
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "worker/run_summary.h"
 
 namespace dcp {
 namespace {

@@ -145,7 +145,8 @@ TEST(MeasuredTimelineJobTest, TheSvgShowsWhatTheWorkersRecorded) {
                 absl::StrCat("--out=", state_svg)},
                absl::StrCat(dir, "/dcp_timeline.log"), absl::Minutes(1));
   ASSERT_EQ(timeline.exit_code, 0) << timeline.output;
-  const MarkupDocument recorded = MarkupDocument::ParseXml(ReadTestFile(state_svg));
+  const MarkupDocument recorded =
+      MarkupDocument::ParseXml(ReadTestFile(state_svg));
   ASSERT_NE(recorded.doc, nullptr) << "not well-formed XML";
   EXPECT_EQ(Attribute(recorded.Select("/*")[0], "data-num-ranks"), "2");
   const std::map<std::string, std::vector<double>> job_bars =
