@@ -269,8 +269,9 @@ TEST(CliTest, SimulateWritesAReportOrSaysWhyNot) {
   ASSERT_EQ(result.exit_code, 0) << result.err;
   EXPECT_THAT(result.err,
               HasSubstr(absl::StrCat("wrote ", directory, "/index.html")));
-  EXPECT_THAT(ReadTestFile(directory + "/index.html"), AllOf(HasSubstr("<!DOCTYPE html>"),
-                                HasSubstr("Median batch of each strategy")));
+  EXPECT_THAT(ReadTestFile(directory + "/index.html"),
+              AllOf(HasSubstr("<!DOCTYPE html>"),
+                    HasSubstr("Median batch of each strategy")));
   // A file where the directory should be: a failure naming it.
   const std::string blocker = TempPath("report_blocker");
   WriteTestFile(blocker, "x");
