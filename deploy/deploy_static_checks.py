@@ -119,6 +119,8 @@ class RenderedOverlay:
         self.worker_service = find(objects, "Service", "dcp-workers")
         self.planner_policy = find(objects, "NetworkPolicy", "dcp-planner")
         self.worker_policy = find(objects, "NetworkPolicy", "dcp-worker")
+        self.planner_config = find(objects, "ConfigMap", "dcp-planner-config")
+        self.worker_config = find(objects, "ConfigMap", "dcp-worker-config")
         find(objects, "PersistentVolumeClaim", "dcp-planner-state")
         find(objects, "Namespace", "dcp")
 
@@ -191,9 +193,8 @@ def expect_worker_discovery(o, expect):
 def expect_cluster_fits_job(o, expect):
     """cluster.json matches the worker Job: nodes, ranks, their ports and
     GPUs, /dev/shm and the termination grace."""
-    config = find(o.objects, "ConfigMap", "dcp-planner-config")
-    cluster = json.loads(config["data"]["cluster.json"])
-    json.loads(config["data"]["model.json"])
+    cluster = json.loads(o.planner_config["data"]["cluster.json"])
+    json.loads(o.planner_config["data"]["model.json"])
     job_spec = o.job["spec"]
     expect(cluster["num_nodes"] == job_spec["completions"] == job_spec["parallelism"],
            f"num_nodes {cluster['num_nodes']} vs completions {job_spec['completions']}")
@@ -279,7 +280,7 @@ def expect_known_flags(o, planner_flags, worker_flags, expect):
     for argument in o.planner["args"]:
         expect(flag_name(argument) in planner_flags, f"dcp_planner has no flag {argument}")
     worker_args = list(o.worker.get("args", []))
-    args_file = find(o.objects, "ConfigMap", "dcp-worker-config")["data"]["worker.args"]
+    args_file = o.worker_config["data"]["worker.args"]
     worker_args += [line.strip() for line in args_file.splitlines()
                     if line.strip() and not line.strip().startswith("#")]
     for argument in worker_args:
@@ -304,9 +305,10 @@ def check_overlay_consistency(overlay, objects, planner_flags, worker_flags):
     return rendered
 
 
-def check_overlay_planner_starts(overlay, o, secret_files):
+def check_overlay_planner_starts(o, secret_files):
     """The overlay's planner (`o`: its RenderedOverlay) starts with its
     rendered arguments and config."""
+    overlay = o.name
     directory = os.path.join(TMP, f"{overlay}-planner-start")
     mounts = materialize_volumes(o.planner_pod, o.planner, o.objects, directory, secret_files)
     planner = Planner(planner_argv(o.deployment, mounts), os.path.join(directory, "planner.log"))

@@ -93,12 +93,11 @@ def main():
         check("dcp_planner --help and dcp_worker --help list their flags",
               len(planner_flags) > 5 and len(worker_flags) > 5, f"{planner_flags} {worker_flags}")
         tls = make_tls_files(os.path.join(TMP, "tls"))
-        facts = {}
         for overlay in OVERLAYS:
             if overlay in rendered:
-                facts[overlay] = check_overlay_consistency(overlay, rendered[overlay], planner_flags,
-                                                           worker_flags)
-                check_overlay_planner_starts(overlay, facts[overlay],
+                overlay_objects = check_overlay_consistency(overlay, rendered[overlay], planner_flags,
+                                                            worker_flags)
+                check_overlay_planner_starts(overlay_objects,
                                              test_secret_files(secrets.token_hex(16), tls))
         check_promtool(rendered)
         rules = check_monitoring(rendered)
