@@ -1,7 +1,6 @@
 #include "planner/exact/exact_reference.h"
 
 #include <algorithm>
-#include <cmath>
 #include <limits>
 #include <optional>
 #include <utility>

@@ -3,14 +3,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <limits>
 #include <utility>
 #include <vector>
 
 namespace dcp {
 namespace {
-
-constexpr double kInfinity = std::numeric_limits<double>::infinity();
 
 // Largest sum of `value` over sequences whose tokens fit `capacity`, as
 // the fractional knapsack bounds it (an upper bound on any integer pick).
@@ -50,7 +47,7 @@ GroupSlots SizeGroupSlots(const AffineSize& a, int layers, double big) {
   const int n = static_cast<int>(a.fits.size());
   int64_t fit_tokens = 0;
   int fit_count = 0;
-  double least_rate = kInfinity;
+  double least_rate = MilpProblem::kInfinity;
   for (int i = 0; i < n; ++i) {
     if (!a.fits[i]) continue;
     fit_tokens += a.tokens[i];
@@ -131,7 +128,7 @@ class LayoutMilpBuilder {
     for (int i = 0; i < n_; ++i)
       slot.x.push_back(a.fits[i] ? p_.AddBinary() : -1);
     for (int k = 0; k <= shape.top; ++k) slot.level.push_back(p_.AddBinary());
-    slot.recompute = p_.AddColumn(0, kInfinity, 0, false);
+    slot.recompute = p_.AddColumn(0, MilpProblem::kInfinity, 0, false);
     slot.last = p_.AddBinary();
     // At most one level; a sequence only in a used slot.
     Terms used;
@@ -141,7 +138,7 @@ class LayoutMilpBuilder {
       if (column < 0) continue;
       Terms row = {{column, 1}};
       for (int l : slot.level) row.push_back({l, -1});
-      p_.AddRow(row, -kInfinity, 0);
+      p_.AddRow(row, -MilpProblem::kInfinity, 0);
     }
     // Memory: tokens within the level's capacity.
     Terms memory;
@@ -152,14 +149,14 @@ class LayoutMilpBuilder {
     for (int k = 0; k <= shape.top; ++k) {
       memory.push_back({slot.level[k], -static_cast<double>(a.capacity[k])});
     }
-    p_.AddRow(memory, -kInfinity, 0);
+    p_.AddRow(memory, -MilpProblem::kInfinity, 0);
     AddRecomputeRows(a, shape, slot);
     // Used slots first.
     if (!slots_[g].empty()) {
       Terms row;
       for (int l : slots_[g].back().level) row.push_back({l, 1});
       for (int l : slot.level) row.push_back({l, -1});
-      p_.AddRow(row, 0, kInfinity);
+      p_.AddRow(row, 0, MilpProblem::kInfinity);
     }
     AddTimeRows(g, a, slot);
     slots_[g].push_back(std::move(slot));
@@ -185,11 +182,11 @@ class LayoutMilpBuilder {
       at_least.push_back({slot.level[k], -m_k});
       at_most.push_back({slot.level[k], m_top});
       const double fixed = k * a.fixed_recompute * kMilpMilliseconds;
-      p_.AddRow(at_least, fixed - m_k, kInfinity);
-      p_.AddRow(at_most, -kInfinity, fixed + m_top);
+      p_.AddRow(at_least, fixed - m_k, MilpProblem::kInfinity);
+      p_.AddRow(at_most, -MilpProblem::kInfinity, fixed + m_top);
       none.push_back({slot.level[k], -m_k});
     }
-    p_.AddRow(none, -kInfinity, 0);
+    p_.AddRow(none, -MilpProblem::kInfinity, 0);
   }
 
   // The slot's terms of group g's time, and the group's last backward at
@@ -208,7 +205,7 @@ class LayoutMilpBuilder {
     group_time_[g].push_back({slot.recompute, 1});
     backward.push_back({slot.recompute, -1});
     backward.push_back({slot.last, allreduce_});
-    p_.AddRow(backward, -kInfinity, allreduce_);
+    p_.AddRow(backward, -MilpProblem::kInfinity, allreduce_);
   }
 
   // step >= group g's time, and equal when g is designated; the exposed
@@ -220,18 +217,18 @@ class LayoutMilpBuilder {
       at_least.push_back({column, -value});
       at_most.push_back({column, -value});
     }
-    p_.AddRow(at_least, 0, kInfinity);
-    p_.AddRow(at_most, -kInfinity, big_);
+    p_.AddRow(at_least, 0, MilpProblem::kInfinity);
+    p_.AddRow(at_most, -MilpProblem::kInfinity, big_);
     // exposed >= all-reduce - last backward of the designated group.
     p_.AddRow(
         {{exposed_, 1}, {designated_[g], -allreduce_}, {last_backward_[g], 1}},
-        0, kInfinity);
+        0, MilpProblem::kInfinity);
     // Groups of one size are interchangeable: slower first.
     if (g > 0 && layout_[g] == layout_[g - 1]) {
       Terms row = group_time_[g - 1];
       for (const auto& [column, value] : group_time_[g])
         row.push_back({column, -value});
-      p_.AddRow(row, 0, kInfinity);
+      p_.AddRow(row, 0, MilpProblem::kInfinity);
     }
   }
 
@@ -279,7 +276,7 @@ double StepBigM(const std::vector<const AffineSize*>& affine, int n, int layers,
                 double allreduce, double upper_bound) {
   double crude = allreduce;
   for (int i = 0; i < n; ++i) {
-    double least = kInfinity;
+    double least = MilpProblem::kInfinity;
     for (const AffineSize* a : affine) {
       if (!a->fits[i]) continue;
       least =

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
 #include <set>
 #include <vector>
 
@@ -12,7 +11,6 @@
 namespace dcp {
 namespace {
 
-constexpr double kInfinity = std::numeric_limits<double>::infinity();
 constexpr int kSequences = 3;
 constexpr int kLayers = 2;
 constexpr double kAllReduce = 2.0;  // milliseconds
@@ -48,7 +46,8 @@ class LayoutMilpTest : public testing::Test {
       : sp2_(Sp2()),
         sp1_(Sp1()),
         affine_({&sp2_, &sp1_, &sp1_}),
-        big_(StepBigM(affine_, kSequences, kLayers, kAllReduce, kInfinity)),
+        big_(StepBigM(affine_, kSequences, kLayers, kAllReduce,
+                      MilpProblem::kInfinity)),
         milp_(BuildLayoutMilp(layout_, affine_, kSequences, kLayers, kAllReduce,
                               big_)) {}
 
@@ -199,7 +198,8 @@ TEST_F(LayoutMilpTest, StepRowsReferenceEveryGroup) {
         whole = whole && coefficient(slot.recompute) == -1;
       }
       if (!whole) continue;
-      if (p().row_lower(r) == 0 && p().row_upper(r) == kInfinity) ++at_least;
+      if (p().row_lower(r) == 0 && p().row_upper(r) == MilpProblem::kInfinity)
+        ++at_least;
       if (coefficient(milp_.designated[g]) == big_ &&
           p().row_upper(r) == big_) {
         ++at_most;

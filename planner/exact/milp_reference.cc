@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <limits>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -19,8 +18,6 @@
 
 namespace dcp {
 namespace {
-
-constexpr double kInfinity = std::numeric_limits<double>::infinity();
 
 // The cost model on `sp_size` as the MILP's affine terms over the batch
 // (AffineSize); FAILED_PRECONDITION where they do not reproduce it.
@@ -182,7 +179,7 @@ absl::StatusOr<LayoutResult> SolveLayout(
   if (!EverySequenceFits(affine, n)) {  // no plan on this layout
     LayoutResult none;
     none.solution.proven = true;
-    none.solution.best_bound = kInfinity;
+    none.solution.best_bound = MilpProblem::kInfinity;
     return none;
   }
   const double big = StepBigM(affine, n, layers, allreduce, upper_bound);
@@ -204,7 +201,7 @@ absl::StatusOr<LayoutResult> SolveLayout(
   const double cutoff =
       std::isfinite(upper_bound)
           ? (upper_bound - optimizer) * kMilpMilliseconds * (1 + 1e-9)
-          : kInfinity;
+          : MilpProblem::kInfinity;
   absl::StatusOr<MilpSolution> solution =
       SolveWithCbc(milp.problem, time_limit, options.relative_gap, cutoff);
   if (!solution.ok()) return solution.status();
@@ -252,7 +249,7 @@ absl::StatusOr<MilpReference> ComputeMilpReference(
   };
   MilpReference result;
   double upper = options.upper_bound_seconds;
-  double lower = kInfinity;
+  double lower = MilpProblem::kInfinity;
   bool proven = true;
   const std::vector<std::vector<int>> layouts =
       PlaceableLayouts(*sizes, cost_model.cluster());

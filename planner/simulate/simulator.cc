@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <optional>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -37,7 +36,7 @@ struct StrategyRun {
   double sum_gap_to_lower_bound = 0;
   double sum_phases = 0;
   std::vector<double> step_seconds;
-  /// Every step's plan, with SimulationOptions::keep_plans.
+  // Every step's plan, with SimulationOptions::keep_plans.
   std::vector<Plan> plans;
   std::vector<PhasedPlan> phased_plans;
 };
@@ -57,8 +56,8 @@ std::string DescribeWorkload(const BatchStream& batches) {
                                          " sequences per global batch"));
 }
 
-/// INVALID_ARGUMENT unless `options` asks for at least one step of at least
-/// one strategy.
+// INVALID_ARGUMENT unless `options` asks for at least one step of at least
+// one strategy.
 absl::Status CheckOptions(const SimulationOptions& options) {
   if (options.steps < 1) {
     return absl::InvalidArgumentError(
@@ -72,8 +71,8 @@ absl::Status CheckOptions(const SimulationOptions& options) {
   return absl::OkStatus();
 }
 
-/// How the strategies are made: `options`' settings, the workload's
-/// maximum length from the stream's source unless `options` sets one.
+// How the strategies are made: `options`' settings, the workload's
+// maximum length from the stream's source unless `options` sets one.
 StrategyOptions StrategyOptionsFor(const SimulationOptions& options,
                                    const BatchStream& batches) {
   StaticOptions static_options = options.static_options;
@@ -89,7 +88,7 @@ StrategyOptions StrategyOptionsFor(const SimulationOptions& options,
   return strategy_options;
 }
 
-/// The run of the strategy `name` in `runs`, or null.
+// The run of the strategy `name` in `runs`, or null.
 const StrategyRun* FindRun(const std::vector<StrategyRun>& runs,
                            absl::string_view name) {
   for (const StrategyRun& run : runs) {
@@ -98,7 +97,7 @@ const StrategyRun* FindRun(const std::vector<StrategyRun>& runs,
   return nullptr;
 }
 
-/// Adds a run of the strategy `name` to `runs`.
+// Adds a run of the strategy `name` to `runs`.
 absl::Status AddRun(const std::string& name, bool reported,
                     const CostModel& cost_model,
                     const StrategyOptions& strategy_options,
@@ -114,9 +113,9 @@ absl::Status AddRun(const std::string& name, bool reported,
   return absl::OkStatus();
 }
 
-/// A run of each strategy of `names` in order, each listed once, then one of
-/// bucket if not among them: bucket is the speedup baseline, planned always,
-/// reported if asked.
+// A run of each strategy of `names` in order, each listed once, then one of
+// bucket if not among them: bucket is the speedup baseline, planned always,
+// reported if asked.
 absl::StatusOr<std::vector<StrategyRun>> MakeRuns(
     const std::vector<std::string>& names, const CostModel& cost_model,
     const StrategyOptions& strategy_options) {
@@ -135,7 +134,7 @@ absl::StatusOr<std::vector<StrategyRun>> MakeRuns(
   return runs;
 }
 
-/// The sequence lengths of the next batch of `batches`.
+// The sequence lengths of the next batch of `batches`.
 std::vector<int64_t> DrawLengths(BatchStream& batches) {
   std::vector<int64_t> lengths;
   for (const Sample& sample : batches.Next()) {
@@ -144,8 +143,8 @@ std::vector<int64_t> DrawLengths(BatchStream& batches) {
   return lengths;
 }
 
-/// Tunes the strategies with a setting for the whole run over every
-/// step's batch, `drawn`.
+// Tunes the strategies with a setting for the whole run over every
+// step's batch, `drawn`.
 absl::Status TuneOverRun(const std::vector<std::vector<int64_t>>& drawn,
                          std::vector<StrategyRun>& runs) {
   for (StrategyRun& run : runs) {
@@ -155,8 +154,8 @@ absl::Status TuneOverRun(const std::vector<std::vector<int64_t>>& drawn,
   return absl::OkStatus();
 }
 
-/// `run`'s plan of a batch, errors prefixed with its name; the `dcp`
-/// strategy's planning time is added to `dcp_latencies_ms`.
+// `run`'s plan of a batch, errors prefixed with its name; the `dcp`
+// strategy's planning time is added to `dcp_latencies_ms`.
 absl::StatusOr<StrategyPlan> PlanBatch(
     const std::vector<int64_t>& lengths_tokens, const Clock& clock,
     StrategyRun& run, std::vector<double>& dcp_latencies_ms) {
@@ -175,8 +174,8 @@ absl::StatusOr<StrategyPlan> PlanBatch(
   return planned;
 }
 
-/// Sets the lower bound of `plan` (a Plan or a PhasedPlan of `phases`
-/// phases) and adds it to `run`'s idle, memory, gap and phase sums.
+// Sets the lower bound of `plan` (a Plan or a PhasedPlan of `phases`
+// phases) and adds it to `run`'s idle, memory, gap and phase sums.
 template <typename AnyPlan>
 void AddPlanToSums(double lower_bound, double budget_bytes, size_t phases,
                    AnyPlan& plan, StrategyRun& run) {
@@ -188,7 +187,7 @@ void AddPlanToSums(double lower_bound, double budget_bytes, size_t phases,
   run.sum_phases += phases;
 }
 
-/// Adds a step's plan, of lower bound `lower_bound`, to `run`'s sums.
+// Adds a step's plan, of lower bound `lower_bound`, to `run`'s sums.
 void AddToSums(double lower_bound, double budget_bytes, StrategyPlan& planned,
                StrategyRun& run) {
   if (planned.IsPhased()) {
@@ -201,8 +200,8 @@ void AddToSums(double lower_bound, double budget_bytes, StrategyPlan& planned,
   run.step_seconds.push_back(planned.predicted_step_seconds());
 }
 
-/// Keeps a step's plan, priced and with its lower bound set (AddToSums), in
-/// `run`; a strategy that may re-group keeps all its plans as phased ones.
+// Keeps a step's plan, priced and with its lower bound set (AddToSums), in
+// `run`; a strategy that may re-group keeps all its plans as phased ones.
 void KeepPlan(StrategyPlan& planned, StrategyRun& run) {
   if (planned.IsPhased()) {
     run.phased_plans.push_back(std::move(planned.phased));
@@ -215,16 +214,16 @@ void KeepPlan(StrategyPlan& planned, StrategyRun& run) {
   }
 }
 
-/// The mean step time over `steps` steps of the strategy `name`; 0 if it
-/// was not run.
+// The mean step time over `steps` steps of the strategy `name`; 0 if it
+// was not run.
 double MeanStepSeconds(const std::vector<StrategyRun>& runs,
                        absl::string_view name, double steps) {
   const StrategyRun* run = FindRun(runs, name);
   return run != nullptr ? run->sum_step_seconds / steps : 0;
 }
 
-/// The stats of the reported runs over `steps` steps, in order; their
-/// step times and plans are moved out of `runs`.
+// The stats of the reported runs over `steps` steps, in order; their
+// step times and plans are moved out of `runs`.
 std::vector<StrategyStats> ReportedStats(std::vector<StrategyRun>& runs,
                                          int steps) {
   const double steps_run = static_cast<double>(steps);
