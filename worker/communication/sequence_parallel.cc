@@ -4,18 +4,13 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "worker/autograd_saved_value.h"
 
 namespace dcp {
 namespace {
 
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
-
-// Carries the context through autograd's saved data (an IValue capsule).
-struct ContextHolder : torch::CustomClassHolder {
-  explicit ContextHolder(SequenceParallelContext c) : context(std::move(c)) {}
-  SequenceParallelContext context;
-};
 
 torch::Tensor RunAllToAll(const torch::Tensor& input,
                           const SequenceParallelContext& context) {
@@ -38,20 +33,21 @@ torch::Tensor RunAllToAll(const torch::Tensor& input,
 
 class AllToAllFunction : public torch::autograd::Function<AllToAllFunction> {
  public:
-  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& input,
-                               c10::intrusive_ptr<ContextHolder> holder) {
-    torch::Tensor output = RunAllToAll(input, holder->context);
-    ctx->saved_data["context"] = c10::IValue::make_capsule(std::move(holder));
+  static torch::Tensor forward(
+      AutogradContext* ctx, const torch::Tensor& input,
+      c10::intrusive_ptr<AutogradValue<SequenceParallelContext>> context) {
+    torch::Tensor output = RunAllToAll(input, context->value);
+    SaveValue(ctx, "context", std::move(context));
     return output;
   }
 
   static variable_list backward(AutogradContext* ctx,
                                 variable_list grad_outputs) {
-    auto holder = c10::static_intrusive_pointer_cast<ContextHolder>(
-        ctx->saved_data["context"].toCapsule());
     // Gradients are materialized (zeros when unused), so every member always
     // takes part in this collective.
-    return {RunAllToAll(grad_outputs[0], holder->context), torch::Tensor()};
+    return {RunAllToAll(grad_outputs[0],
+                        SavedValue<SequenceParallelContext>(ctx, "context")),
+            torch::Tensor()};
   }
 };
 
@@ -82,8 +78,7 @@ torch::Tensor DifferentiableAllToAll(const torch::Tensor& input,
               "DifferentiableAllToAll: dim 0 of the input (",
               input.dim() >= 1 ? input.size(0) : 0,
               ") must equal the group size (", context.size(), ")");
-  return AllToAllFunction::apply(input,
-                                 c10::make_intrusive<ContextHolder>(context));
+  return AllToAllFunction::apply(input, MakeAutogradValue(context));
 }
 
 }  // namespace dcp

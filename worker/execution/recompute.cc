@@ -2,17 +2,13 @@
 
 #include <utility>
 
+#include "worker/autograd_saved_value.h"
+
 namespace dcp {
 namespace {
 
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
-
-// Carries the layer through autograd's saved data (an IValue capsule).
-struct LayerHolder : torch::CustomClassHolder {
-  explicit LayerHolder(MultiInputLayerFunction f) : layer(std::move(f)) {}
-  MultiInputLayerFunction layer;
-};
 
 // Recompute in backward of a layer of several inputs, each of which gets its
 // gradient.
@@ -22,34 +18,33 @@ class CheckpointFunction
   // `parameters` are inputs only so that the node is part of the graph
   // whenever a parameter requires grad; their gradients are accumulated by
   // the re-run's own backward, not returned.
-  static torch::Tensor forward(AutogradContext* ctx, at::TensorList inputs,
-                               at::TensorList parameters,
-                               c10::intrusive_ptr<LayerHolder> holder) {
+  static torch::Tensor forward(
+      AutogradContext* ctx, at::TensorList inputs, at::TensorList parameters,
+      c10::intrusive_ptr<AutogradValue<MultiInputLayerFunction>> layer) {
     // Function::apply runs this with grad mode off: no graph is kept.
     std::vector<torch::Tensor> kept(inputs.begin(), inputs.end());
-    torch::Tensor output = holder->layer(kept);
+    torch::Tensor output = layer->value(kept);
     ctx->save_for_backward(kept);
-    ctx->saved_data["layer"] = c10::IValue::make_capsule(std::move(holder));
+    SaveValue(ctx, "layer", std::move(layer));
     ctx->saved_data["num_parameters"] = static_cast<int64_t>(parameters.size());
     return output;
   }
 
   static variable_list backward(AutogradContext* ctx,
                                 variable_list grad_outputs) {
-    auto holder = c10::static_intrusive_pointer_cast<LayerHolder>(
-        ctx->saved_data["layer"].toCapsule());
+    const MultiInputLayerFunction& layer =
+        SavedValue<MultiInputLayerFunction>(ctx, "layer");
     const int64_t num_parameters = ctx->saved_data["num_parameters"].toInt();
     const variable_list inputs = ctx->get_saved_variables();
     std::vector<torch::Tensor> detached;
     detached.reserve(inputs.size());
     for (const torch::Tensor& input : inputs) {
-      detached.push_back(
-          input.detach().requires_grad_(input.requires_grad()));
+      detached.push_back(input.detach().requires_grad_(input.requires_grad()));
     }
     torch::Tensor output;
     {
       torch::AutoGradMode enable_grad(true);
-      output = holder->layer(detached);
+      output = layer(detached);
     }
     // Reentrant backward: accumulates into the parameters' and `detached`'s
     // gradients.
@@ -67,7 +62,7 @@ class CheckpointFunction
     for (int64_t i = 0; i < num_parameters; ++i) {
       grads.emplace_back();  // Already accumulated by the re-run.
     }
-    grads.emplace_back();  // The holder.
+    grads.emplace_back();  // The layer.
     return grads;
   }
 };
@@ -81,7 +76,7 @@ torch::Tensor CheckpointedForwardOfInputs(
   if (!torch::GradMode::is_enabled()) return layer(inputs);
   return CheckpointFunction::apply(at::TensorList(inputs),
                                    at::TensorList(parameters),
-                                   c10::make_intrusive<LayerHolder>(layer));
+                                   MakeAutogradValue(layer));
 }
 
 torch::Tensor CheckpointedForward(
