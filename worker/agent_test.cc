@@ -64,7 +64,7 @@ struct SubmittedBatches {
 /// micro-batch on rank 0, and every other call succeeds.
 void ProgramPlanner(FakePlannerClient& planner, int polls_until_complete) {
   auto polls = std::make_shared<std::atomic<int>>(0);
-  planner.on_register_worker =
+  planner.register_worker.answer =
       [polls, polls_until_complete](const v1::RegisterWorkerRequest& request)
       -> absl::StatusOr<v1::RegisterWorkerResponse> {
     v1::RegisterWorkerResponse response;
@@ -79,18 +79,19 @@ void ProgramPlanner(FakePlannerClient& planner, int polls_until_complete) {
     *response.mutable_cluster() = ClusterSpecToProto(OneRankCluster());
     return response;
   };
-  planner.on_get_cluster_model = [](const v1::GetClusterModelRequest&)
+  planner.get_cluster_model.answer = [](const v1::GetClusterModelRequest&)
       -> absl::StatusOr<v1::GetClusterModelResponse> {
     return TinyClusterModel(/*using_default_params=*/true,
                             /*params_version=*/0);
   };
-  planner.on_submit_profile = [](const v1::SubmitProfileRequest&)
+  planner.submit_profile.answer = [](const v1::SubmitProfileRequest&)
       -> absl::StatusOr<v1::SubmitProfileResponse> {
     return v1::SubmitProfileResponse();
   };
   // Batches by step, as submitted or sent with GetPlan.
   auto batches = std::make_shared<SubmittedBatches>();
-  planner.on_submit_batches = [batches](const v1::SubmitBatchesRequest& request)
+  planner.submit_batches.answer =
+      [batches](const v1::SubmitBatchesRequest& request)
       -> absl::StatusOr<v1::SubmitBatchesResponse> {
     absl::MutexLock lock(&batches->mutex);
     for (const v1::GlobalBatch& batch : request.batches()) {
@@ -100,7 +101,7 @@ void ProgramPlanner(FakePlannerClient& planner, int polls_until_complete) {
     response.set_accepted(request.batches_size());
     return response;
   };
-  planner.on_get_plan = [batches](const v1::GetPlanRequest& request)
+  planner.get_plan.answer = [batches](const v1::GetPlanRequest& request)
       -> absl::StatusOr<v1::GetPlanResponse> {
     v1::GlobalBatch batch = request.batch();
     {
@@ -117,7 +118,7 @@ void ProgramPlanner(FakePlannerClient& planner, int polls_until_complete) {
     }
     return OneMicroBatchPlan(batch, /*params_version=*/1);
   };
-  planner.on_report_step_stats = [](const v1::ReportStepStatsRequest&)
+  planner.report_step_stats.answer = [](const v1::ReportStepStatsRequest&)
       -> absl::StatusOr<v1::ReportStepStatsResponse> {
     return v1::ReportStepStatsResponse();
   };
@@ -233,7 +234,7 @@ TEST(WorkerAgentTest, RegistersPollsProfilesPlansAndReports) {
 
   // Polled until the world was complete, with the same request each time.
   const std::vector<v1::RegisterWorkerRequest> registrations =
-      run.planner.register_worker_requests();
+      run.planner.register_worker.requests();
   ASSERT_THAT(registrations, SizeIs(3));
   EXPECT_EQ(registrations[0].worker_id(), "worker-a");
   EXPECT_EQ(registrations[0].node_name(), "node-a");
@@ -252,18 +253,18 @@ TEST(WorkerAgentTest, RegistersPollsProfilesPlansAndReports) {
   EXPECT_TRUE(logged_wait);
 
   // Profiled and submitted its own samples; printed the fit.
-  ASSERT_THAT(run.planner.submit_profile_requests(), SizeIs(1));
-  EXPECT_EQ(run.planner.submit_profile_requests()[0].worker_id(), "worker-a");
-  EXPECT_GT(run.planner.submit_profile_requests()[0].samples_size(), 0);
+  ASSERT_THAT(run.planner.submit_profile.requests(), SizeIs(1));
+  EXPECT_EQ(run.planner.submit_profile.requests()[0].worker_id(), "worker-a");
+  EXPECT_GT(run.planner.submit_profile.requests()[0].samples_size(), 0);
   EXPECT_THAT(
       run.printed,
       testing::Contains(HasSubstr("fit gemm: 4 samples, rms error 5.0%")));
 
   // One plan per step; rank 0 submitted each batch ahead.
-  const std::vector<v1::GetPlanRequest> plans = run.planner.get_plan_requests();
+  const std::vector<v1::GetPlanRequest> plans = run.planner.get_plan.requests();
   ASSERT_THAT(plans, SizeIs(3));
   const std::vector<v1::SubmitBatchesRequest> submitted =
-      run.planner.submit_batches_requests();
+      run.planner.submit_batches.requests();
   ASSERT_THAT(submitted, SizeIs(3));
   for (int step = 0; step < 3; ++step) {
     // By step with the fingerprint of the batch submitted ahead.
@@ -282,7 +283,7 @@ TEST(WorkerAgentTest, RegistersPollsProfilesPlansAndReports) {
 
   // One report per step with this rank's micro-batch.
   const std::vector<v1::ReportStepStatsRequest> reports =
-      run.planner.report_step_stats_requests();
+      run.planner.report_step_stats.requests();
   ASSERT_THAT(reports, SizeIs(3));
   for (int step = 0; step < 3; ++step) {
     EXPECT_EQ(reports[step].step(), step);
@@ -350,15 +351,15 @@ TEST(WorkerAgentTest, BucketPlansComeFromTheClusterModel) {
   EXPECT_THAT(result->steps[0].sp_sizes, ElementsAre(1));
   EXPECT_GT(result->steps[0].micro_batches[0], 1);
   EXPECT_GT(result->steps[0].predicted_seconds, 0);
-  EXPECT_THAT(planner.get_plan_requests(), SizeIs(0));
-  EXPECT_THAT(planner.report_step_stats_requests(), SizeIs(0));
-  EXPECT_THAT(planner.submit_profile_requests(), SizeIs(0));
+  EXPECT_THAT(planner.get_plan.requests(), SizeIs(0));
+  EXPECT_THAT(planner.report_step_stats.requests(), SizeIs(0));
+  EXPECT_THAT(planner.submit_profile.requests(), SizeIs(0));
 }
 
 TEST(WorkerAgentTest, AsksWithTheBatchWhenThePlannerDoesNotKnowTheStep) {
   QuickRun run;
   // Submitting ahead fails (only a warning), so no step is known by number.
-  run.planner.on_submit_batches = [](const v1::SubmitBatchesRequest&)
+  run.planner.submit_batches.answer = [](const v1::SubmitBatchesRequest&)
       -> absl::StatusOr<v1::SubmitBatchesResponse> {
     return absl::UnavailableError("planner restarting");
   };
@@ -366,7 +367,7 @@ TEST(WorkerAgentTest, AsksWithTheBatchWhenThePlannerDoesNotKnowTheStep) {
   absl::StatusOr<AgentRunResult> result = run.Run();
   ASSERT_TRUE(result.ok()) << result.status();
   const std::vector<v1::GetPlanRequest> requests =
-      run.planner.get_plan_requests();
+      run.planner.get_plan.requests();
   ASSERT_THAT(requests, SizeIs(4));
   for (int step = 0; step < 2; ++step) {
     const v1::GetPlanRequest& by_step = requests[2 * step];
@@ -387,8 +388,9 @@ TEST(WorkerAgentTest, RefusesAPlanThatDropsOrRepeatsASequence) {
   for (const bool repeat : {false, true}) {
     QuickRun run;
     // The programmed plan, with its last sequence dropped or planned twice.
-    auto valid = run.planner.on_get_plan;
-    run.planner.on_get_plan = [valid, repeat](const v1::GetPlanRequest& request)
+    auto valid = run.planner.get_plan.answer;
+    run.planner.get_plan.answer = [valid,
+                                   repeat](const v1::GetPlanRequest& request)
         -> absl::StatusOr<v1::GetPlanResponse> {
       absl::StatusOr<v1::GetPlanResponse> response = valid(request);
       if (!response.ok()) return response;
@@ -422,8 +424,9 @@ TEST(WorkerAgentTest, RunsAPlanOfPhasesWithTheLossesOfOneLayout) {
     QuickRun run;
     const std::string dir = TestDir(phased ? "phased" : "one_layout");
     run.options.summary_file = dir + "/summary.json";
-    auto known = run.planner.on_get_plan;
-    run.planner.on_get_plan = [known, phased](const v1::GetPlanRequest& request)
+    auto known = run.planner.get_plan.answer;
+    run.planner.get_plan.answer = [known,
+                                   phased](const v1::GetPlanRequest& request)
         -> absl::StatusOr<v1::GetPlanResponse> {
       absl::StatusOr<v1::GetPlanResponse> one = known(request);
       if (!one.ok()) return one;
@@ -435,7 +438,7 @@ TEST(WorkerAgentTest, RunsAPlanOfPhasesWithTheLossesOfOneLayout) {
     absl::StatusOr<AgentRunResult> result = run.Run();
     ASSERT_TRUE(result.ok()) << result.status();
     summaries.push_back(ReadSummary(run.options.summary_file));
-    reports.push_back(run.planner.report_step_stats_requests());
+    reports.push_back(run.planner.report_step_stats.requests());
     // Rank timings every step; the one-layout plan file only without phases.
     const std::string timings = StepTimingDir(run.options.summary_file);
     absl::StatusOr<RankStepTiming> timing =
@@ -541,14 +544,14 @@ WorkerAgentOptions ExpectResumedRunMatchesAnUninterruptedOne(
   if (!resumed.ok()) return options;
   EXPECT_EQ(resumed->first_step, 2);
   EXPECT_EQ(resumed->next_step, 4);
-  EXPECT_EQ(second_planner.get_plan_requests().size(), 2u);
-  if (second_planner.get_plan_requests().size() != 2u ||
-      planner.get_plan_requests().size() < 3u) {
+  EXPECT_EQ(second_planner.get_plan.requests().size(), 2u);
+  if (second_planner.get_plan.requests().size() != 2u ||
+      planner.get_plan.requests().size() < 3u) {
     return options;
   }
-  EXPECT_EQ(second_planner.get_plan_requests()[0].step(), 2);
-  EXPECT_EQ(second_planner.get_plan_requests()[0].batch_fingerprint(),
-            planner.get_plan_requests()[2].batch_fingerprint());
+  EXPECT_EQ(second_planner.get_plan.requests()[0].step(), 2);
+  EXPECT_EQ(second_planner.get_plan.requests()[0].batch_fingerprint(),
+            planner.get_plan.requests()[2].batch_fingerprint());
 
   const RunSummary expected = ReadSummary(dir + "/uninterrupted.json");
   const RunSummary before = ReadSummary(dir + "/first.json");
@@ -600,7 +603,7 @@ TEST(WorkerAgentTest, ResumedBf16Zero1RunMatchesAndOtherSettingsAreRefused) {
 
 TEST(WorkerAgentTest, PlannerUnavailableIsAClearError) {
   ScriptedAgentRun run;
-  run.planner.on_register_worker = [](const v1::RegisterWorkerRequest&)
+  run.planner.register_worker.answer = [](const v1::RegisterWorkerRequest&)
       -> absl::StatusOr<v1::RegisterWorkerResponse> {
     return absl::UnavailableError(
         "planner at dcp-planner:50051 unavailable after 5 attempts over 6.2 "
@@ -658,7 +661,7 @@ TEST(WorkerAgentTest, StopWhileWaitingForTheWorldExitsCleanly) {
   ASSERT_TRUE(result.ok()) << result.status();
   EXPECT_TRUE(result->stopped_on_request);
   EXPECT_FALSE(created);
-  EXPECT_THAT(run.planner.register_worker_requests(), SizeIs(1));
+  EXPECT_THAT(run.planner.register_worker.requests(), SizeIs(1));
 }
 
 TEST(WorkerAgentTest, HungCollectiveFailsTheStepWithTheTimeout) {
@@ -676,7 +679,7 @@ TEST(WorkerAgentTest, HungCollectiveFailsTheStepWithTheTimeout) {
   EXPECT_THAT(result.status().message(),
               AllOf(HasSubstr("step 0 on rank 0"),
                     HasSubstr("AllReduceSum timed out after 20s")));
-  EXPECT_THAT(run.planner.report_step_stats_requests(), SizeIs(0));
+  EXPECT_THAT(run.planner.report_step_stats.requests(), SizeIs(0));
 }
 
 TEST(WorkerAgentTest, RejectsBadOptions) {
@@ -684,7 +687,7 @@ TEST(WorkerAgentTest, RejectsBadOptions) {
   run.options.resume = true;
   absl::StatusOr<AgentRunResult> result = run.Run();
   EXPECT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(run.planner.register_worker_requests(), SizeIs(0));
+  EXPECT_THAT(run.planner.register_worker.requests(), SizeIs(0));
 }
 
 }  // namespace

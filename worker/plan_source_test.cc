@@ -56,7 +56,7 @@ struct Fixture {
 
 TEST(PlannerPlanSourceTest, AsksByFingerprintThenWithTheBatch) {
   Fixture fixture(/*submits_ahead=*/false);
-  fixture.planner.on_get_plan = [](const v1::GetPlanRequest& request)
+  fixture.planner.get_plan.answer = [](const v1::GetPlanRequest& request)
       -> absl::StatusOr<v1::GetPlanResponse> {
     if (request.batch().samples_size() == 0) {
       return absl::FailedPreconditionError("step 4 is unknown");
@@ -70,7 +70,7 @@ TEST(PlannerPlanSourceTest, AsksByFingerprintThenWithTheBatch) {
   EXPECT_THAT(plan->plan.groups[0].micro_batches[0].sequence_indices,
               SizeIs(3));
   const std::vector<v1::GetPlanRequest> requests =
-      fixture.planner.get_plan_requests();
+      fixture.planner.get_plan.requests();
   ASSERT_THAT(requests, SizeIs(2));
   EXPECT_EQ(requests[0].step(), 4);
   EXPECT_EQ(requests[0].batch().samples_size(), 0);
@@ -85,7 +85,7 @@ TEST(PlannerPlanSourceTest, AsksByFingerprintThenWithTheBatch) {
 
 TEST(PlannerPlanSourceTest, RefusesAPlanMadeForOtherSamples) {
   Fixture fixture(/*submits_ahead=*/false);
-  fixture.planner.on_get_plan = [](const v1::GetPlanRequest& request)
+  fixture.planner.get_plan.answer = [](const v1::GetPlanRequest& request)
       -> absl::StatusOr<v1::GetPlanResponse> {
     v1::GlobalBatch other = GlobalBatchProto(kBatch, request.step());
     other.mutable_samples(1)->set_id(99);
@@ -99,7 +99,8 @@ TEST(PlannerPlanSourceTest, RefusesAPlanMadeForOtherSamples) {
 TEST(PlannerPlanSourceTest, TakesAPlanOfPhasesAndChecksItOverAllPhases) {
   for (const bool repeat : {false, true}) {
     Fixture fixture(/*submits_ahead=*/false);
-    fixture.planner.on_get_plan = [repeat](const v1::GetPlanRequest& request)
+    fixture.planner.get_plan.answer =
+        [repeat](const v1::GetPlanRequest& request)
         -> absl::StatusOr<v1::GetPlanResponse> {
       v1::GetPlanResponse response =
           TwoHalvesPlan(GlobalBatchProto(kBatch, request.step()),
@@ -140,7 +141,8 @@ TEST(PlannerPlanSourceTest, TakesAPlanOfPhasesAndChecksItOverAllPhases) {
 
 TEST(PlannerPlanSourceTest, ReportsTheMicroBatchesPhaseAfterPhase) {
   Fixture fixture(/*submits_ahead=*/false);
-  fixture.planner.on_report_step_stats = [](const v1::ReportStepStatsRequest&)
+  fixture.planner.report_step_stats.answer =
+      [](const v1::ReportStepStatsRequest&)
       -> absl::StatusOr<v1::ReportStepStatsResponse> {
     return v1::ReportStepStatsResponse();
   };
@@ -150,7 +152,7 @@ TEST(PlannerPlanSourceTest, ReportsTheMicroBatchesPhaseAfterPhase) {
   measured.micro_batches = {{0.25, 0.125, /*phase=*/0}, {0.5, 0, /*phase=*/1}};
   fixture.source->StepMeasured(/*step=*/5, measured);
   const std::vector<v1::ReportStepStatsRequest> reports =
-      fixture.planner.report_step_stats_requests();
+      fixture.planner.report_step_stats.requests();
   ASSERT_THAT(reports, SizeIs(1));
   EXPECT_EQ(reports[0].incarnation(), "00000000deadbeef");
   ASSERT_EQ(reports[0].micro_batches_size(), 2);
@@ -165,20 +167,19 @@ TEST(PlannerPlanSourceTest, ReportsTheMicroBatchesPhaseAfterPhase) {
 TEST(PlannerPlanSourceTest, SubmitsAheadOnlyWhenAskedAndOnlyWarns) {
   Fixture quiet(/*submits_ahead=*/false);
   quiet.source->BatchKnown(kBatch, 1);
-  EXPECT_THAT(quiet.planner.submit_batches_requests(), SizeIs(0));
+  EXPECT_THAT(quiet.planner.submit_batches.requests(), SizeIs(0));
 
   Fixture ahead(/*submits_ahead=*/true);
-  ahead.planner.on_submit_batches = [](const v1::SubmitBatchesRequest&)
+  ahead.planner.submit_batches.answer = [](const v1::SubmitBatchesRequest&)
       -> absl::StatusOr<v1::SubmitBatchesResponse> {
     return absl::UnavailableError("planner restarting");
   };
   ahead.source->BatchKnown(kBatch, 1);
-  ASSERT_THAT(ahead.planner.submit_batches_requests(), SizeIs(1));
-  EXPECT_EQ(ahead.planner.submit_batches_requests()[0].batches(0).step(), 1);
+  ASSERT_THAT(ahead.planner.submit_batches.requests(), SizeIs(1));
+  EXPECT_EQ(ahead.planner.submit_batches.requests()[0].batches(0).step(), 1);
   // The planner takes only a registered worker's batches.
-  EXPECT_EQ(ahead.planner.submit_batches_requests()[0].worker_id(),
-            "worker-a");
-  EXPECT_EQ(ahead.planner.submit_batches_requests()[0].incarnation(),
+  EXPECT_EQ(ahead.planner.submit_batches.requests()[0].worker_id(), "worker-a");
+  EXPECT_EQ(ahead.planner.submit_batches.requests()[0].incarnation(),
             "00000000deadbeef");
   EXPECT_THAT(ahead.logged,
               Contains(HasSubstr("warning: SubmitBatches of step 1 failed")));
@@ -195,9 +196,9 @@ TEST(PlannerPlanSourceTest, ReportsTheIdleTimeWithTheLastMicroBatch) {
                             {/*compute_seconds=*/0.25,
                              /*communication_seconds=*/-1}};
   fixture.source->StepMeasured(/*step=*/6, measured);
-  ASSERT_THAT(fixture.planner.report_step_stats_requests(), SizeIs(1));
+  ASSERT_THAT(fixture.planner.report_step_stats.requests(), SizeIs(1));
   const v1::ReportStepStatsRequest report =
-      fixture.planner.report_step_stats_requests()[0];
+      fixture.planner.report_step_stats.requests()[0];
   EXPECT_EQ(report.step(), 6);
   EXPECT_EQ(report.worker_id(), "worker-a");
   EXPECT_EQ(report.step_seconds(), 2);
@@ -211,7 +212,7 @@ TEST(PlannerPlanSourceTest, ReportsTheIdleTimeWithTheLastMicroBatch) {
 
 TEST(StrategyPlanSourceTest, PlansLocallyOnThePlannersCostModel) {
   FakePlannerClient planner;
-  planner.on_get_cluster_model = [](const v1::GetClusterModelRequest&)
+  planner.get_cluster_model.answer = [](const v1::GetClusterModelRequest&)
       -> absl::StatusOr<v1::GetClusterModelResponse> {
     return TinyClusterModel(/*using_default_params=*/false,
                             /*params_version=*/2);
@@ -220,10 +221,9 @@ TEST(StrategyPlanSourceTest, PlansLocallyOnThePlannersCostModel) {
   StaticOptions options;
   options.micro_batch_sequences = 1;
   absl::StatusOr<std::unique_ptr<StrategyPlanSource>> source =
-      StrategyPlanSource::Create(planner, "bucket", options, {},
-                                 [&](const std::string& line) {
-                                   logged.push_back(line);
-                                 });
+      StrategyPlanSource::Create(
+          planner, "bucket", options, {},
+          [&](const std::string& line) { logged.push_back(line); });
   ASSERT_TRUE(source.ok()) << source.status();
   EXPECT_THAT(logged, Contains(HasSubstr("cost model v2")));
   (*source)->BatchKnown(kBatch, 0);
@@ -235,16 +235,16 @@ TEST(StrategyPlanSourceTest, PlansLocallyOnThePlannersCostModel) {
   EXPECT_THAT(plan->plan.groups[0].micro_batches, SizeIs(3));
   EXPECT_GT(plan->plan.predicted_step_seconds, 0);
   (*source)->StepMeasured(0, StepMeasurement());
-  EXPECT_THAT(planner.get_plan_requests(), SizeIs(0));
-  EXPECT_THAT(planner.submit_batches_requests(), SizeIs(0));
-  EXPECT_THAT(planner.report_step_stats_requests(), SizeIs(0));
+  EXPECT_THAT(planner.get_plan.requests(), SizeIs(0));
+  EXPECT_THAT(planner.submit_batches.requests(), SizeIs(0));
+  EXPECT_THAT(planner.report_step_stats.requests(), SizeIs(0));
 }
 
 // The peers tuned over a run are tuned on the run's batches and say how;
 // dcp's own strategies and unknown names are refused, naming the peers.
 TEST(StrategyPlanSourceTest, TunesPeersOnTheRunAndRefusesDcp) {
   FakePlannerClient planner;
-  planner.on_get_cluster_model = [](const v1::GetClusterModelRequest&)
+  planner.get_cluster_model.answer = [](const v1::GetClusterModelRequest&)
       -> absl::StatusOr<v1::GetClusterModelResponse> {
     return TinyClusterModel(/*using_default_params=*/false,
                             /*params_version=*/2);
@@ -260,9 +260,7 @@ TEST(StrategyPlanSourceTest, TunesPeersOnTheRunAndRefusesDcp) {
             [&]() -> absl::StatusOr<std::vector<std::vector<int64_t>>> {
               return std::vector<std::vector<int64_t>>{lengths, lengths};
             },
-                                   [&](const std::string& line) {
-                                     logged.push_back(line);
-                                   });
+            [&](const std::string& line) { logged.push_back(line); });
     ASSERT_TRUE(source.ok()) << source.status();
     ASSERT_THAT(logged, SizeIs(1));
     EXPECT_THAT(logged[0], HasSubstr(absl::StrCat(peer, " plans")));
@@ -285,9 +283,10 @@ TEST(StrategyPlanSourceTest, TunesPeersOnTheRunAndRefusesDcp) {
   EXPECT_FALSE(IsPeerStrategy("dcp-one-layout"));
 }
 
-TEST(StrategyPlanSourceTest, PredictionsFollowTheMeasuredComputeButNotThePlans) {
+TEST(StrategyPlanSourceTest,
+     PredictionsFollowTheMeasuredComputeButNotThePlans) {
   FakePlannerClient planner;
-  planner.on_get_cluster_model = [](const v1::GetClusterModelRequest&)
+  planner.get_cluster_model.answer = [](const v1::GetClusterModelRequest&)
       -> absl::StatusOr<v1::GetClusterModelResponse> {
     return TinyClusterModel(/*using_default_params=*/false,
                             /*params_version=*/2);

@@ -31,7 +31,7 @@ using ::testing::SizeIs;
 /// A planner whose cost model uses default parameters or fitted ones
 /// (version 2), with a fit report of each kind.
 void ProgramPlanner(FakePlannerClient& planner, bool fitted) {
-  planner.on_get_cluster_model = [fitted](const v1::GetClusterModelRequest&)
+  planner.get_cluster_model.answer = [fitted](const v1::GetClusterModelRequest&)
       -> absl::StatusOr<v1::GetClusterModelResponse> {
     v1::GetClusterModelResponse response =
         TinyClusterModel(/*using_default_params=*/!fitted,
@@ -43,7 +43,7 @@ void ProgramPlanner(FakePlannerClient& planner, bool fitted) {
     *response.add_reports() = FitReportToProto(memory);
     return response;
   };
-  planner.on_submit_profile = [](const v1::SubmitProfileRequest&)
+  planner.submit_profile.answer = [](const v1::SubmitProfileRequest&)
       -> absl::StatusOr<v1::SubmitProfileResponse> {
     return v1::SubmitProfileResponse();
   };
@@ -81,9 +81,9 @@ TEST(ProfilePhaseTest, ProfilesSubmitsAndPrintsTheFit) {
   Fixture fixture;
   ProgramPlanner(fixture.planner, /*fitted=*/false);
   ASSERT_TRUE(fixture.Run().ok());
-  ASSERT_THAT(fixture.planner.submit_profile_requests(), SizeIs(1));
+  ASSERT_THAT(fixture.planner.submit_profile.requests(), SizeIs(1));
   const v1::SubmitProfileRequest submitted =
-      fixture.planner.submit_profile_requests()[0];
+      fixture.planner.submit_profile.requests()[0];
   EXPECT_EQ(submitted.worker_id(), "worker-a");
   // One GEMM, an attention forward and backward, and activation memory at
   // two token counts and two recompute settings.
@@ -93,13 +93,13 @@ TEST(ProfilePhaseTest, ProfilesSubmitsAndPrintsTheFit) {
   // the measured activations on top.
   // (The fake planner answers for a Gloo world: no communicator bytes.)
   const double planned_static_bytes =
-      MemoryModel(*ModelPreset("tiny"),
-                  MemoryParamsFromProto(
-                      TinyClusterModel(/*using_default_params=*/true,
-                                       /*params_version=*/0)
-                          .params()
-                          .memory()),
-                  /*world_size=*/1)
+      MemoryModel(
+          *ModelPreset("tiny"),
+          MemoryParamsFromProto(TinyClusterModel(/*using_default_params=*/true,
+                                                 /*params_version=*/0)
+                                    .params()
+                                    .memory()),
+          /*world_size=*/1)
           .StaticBytes();
   int memory_samples = 0;
   for (const v1::ProfileSample& sample : submitted.samples()) {
@@ -123,7 +123,7 @@ TEST(ProfilePhaseTest, FittedParametersAreNotProfiledAgain) {
   Fixture fixture;
   ProgramPlanner(fixture.planner, /*fitted=*/true);
   ASSERT_TRUE(fixture.Run().ok());
-  EXPECT_THAT(fixture.planner.submit_profile_requests(), IsEmpty());
+  EXPECT_THAT(fixture.planner.submit_profile.requests(), IsEmpty());
   EXPECT_THAT(fixture.printed, IsEmpty());
   EXPECT_THAT(fixture.logged,
               Contains(HasSubstr("already has fitted parameters (v2)")));
@@ -136,14 +136,14 @@ TEST(ProfilePhaseTest, NotWantedAsksThePlannerNothing) {
   Fixture fixture;
   fixture.options.wanted = false;
   ASSERT_TRUE(fixture.Run().ok());
-  EXPECT_THAT(fixture.planner.get_cluster_model_requests(), IsEmpty());
-  EXPECT_THAT(fixture.planner.submit_profile_requests(), IsEmpty());
+  EXPECT_THAT(fixture.planner.get_cluster_model.requests(), IsEmpty());
+  EXPECT_THAT(fixture.planner.submit_profile.requests(), IsEmpty());
 }
 
 TEST(ProfilePhaseTest, AFailedSubmissionSaysSo) {
   Fixture fixture;
   ProgramPlanner(fixture.planner, /*fitted=*/false);
-  fixture.planner.on_submit_profile = [](const v1::SubmitProfileRequest&)
+  fixture.planner.submit_profile.answer = [](const v1::SubmitProfileRequest&)
       -> absl::StatusOr<v1::SubmitProfileResponse> {
     return absl::UnavailableError("planner restarting");
   };

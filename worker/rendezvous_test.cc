@@ -92,7 +92,7 @@ struct Fixture {
 
 TEST(RendezvousTest, RankZeroAnnouncesItsStoreAndServesItItself) {
   Fixture fixture;
-  fixture.planner.on_register_worker =
+  fixture.planner.register_worker.answer =
       [](const v1::RegisterWorkerRequest& request)
       -> absl::StatusOr<v1::RegisterWorkerResponse> {
     return Complete(/*rank=*/0, request.address());
@@ -100,7 +100,7 @@ TEST(RendezvousTest, RankZeroAnnouncesItsStoreAndServesItItself) {
   Rendezvous rendezvous(fixture.planner, fixture.options, fixture.clock);
   ASSERT_EQ(*rendezvous.Register(), Rendezvous::Outcome::kWorldComplete);
   const std::vector<v1::RegisterWorkerRequest> requests =
-      fixture.planner.register_worker_requests();
+      fixture.planner.register_worker.requests();
   ASSERT_THAT(requests, SizeIs(1));
   EXPECT_EQ(requests[0].worker_id(), "worker-b");
   EXPECT_EQ(requests[0].gpu_kind(), "cpu");
@@ -120,7 +120,7 @@ TEST(RendezvousTest, RankZeroAnnouncesItsStoreAndServesItItself) {
   ASSERT_TRUE(store.ok()) << store.status();
   EXPECT_EQ(store->host, "127.0.0.1");
   EXPECT_EQ(store->port, announced->second);
-  EXPECT_THAT(fixture.planner.register_worker_requests(), SizeIs(1));
+  EXPECT_THAT(fixture.planner.register_worker.requests(), SizeIs(1));
 }
 
 TEST(RendezvousTest, ALaterRankReRegistersUntilRankZerosStoreAnswers) {
@@ -132,7 +132,7 @@ TEST(RendezvousTest, ALaterRankReRegistersUntilRankZerosStoreAnswers) {
   const std::string stale =
       JoinHostPort("127.0.0.1", *PickFreePort("127.0.0.1"));
   auto calls = std::make_shared<int>(0);
-  fixture.planner.on_register_worker =
+  fixture.planner.register_worker.answer =
       [calls, stale, &store](const v1::RegisterWorkerRequest&)
       -> absl::StatusOr<v1::RegisterWorkerResponse> {
     return Complete(/*rank=*/1, ++*calls <= 2
@@ -156,7 +156,8 @@ TEST(RendezvousTest, AStoreThatNeverAnswersTimesOut) {
   Fixture fixture;
   const std::string stale =
       JoinHostPort("127.0.0.1", *PickFreePort("127.0.0.1"));
-  fixture.planner.on_register_worker = [stale](const v1::RegisterWorkerRequest&)
+  fixture.planner.register_worker.answer =
+      [stale](const v1::RegisterWorkerRequest&)
       -> absl::StatusOr<v1::RegisterWorkerResponse> {
     return Complete(/*rank=*/1, stale);
   };
@@ -178,8 +179,8 @@ TEST(RendezvousTest, AWorkerMovedToAnotherRankWhileJoiningIsRefused) {
   const std::string stale =
       JoinHostPort("127.0.0.1", *PickFreePort("127.0.0.1"));
   auto calls = std::make_shared<int>(0);
-  fixture.planner.on_register_worker = [calls,
-                                        stale](const v1::RegisterWorkerRequest&)
+  fixture.planner.register_worker.answer =
+      [calls, stale](const v1::RegisterWorkerRequest&)
       -> absl::StatusOr<v1::RegisterWorkerResponse> {
     return Complete(/*rank=*/++*calls == 1 ? 1 : 2, stale);
   };
@@ -194,11 +195,11 @@ TEST(RendezvousTest, AWorkerMovedToAnotherRankWhileJoiningIsRefused) {
 // `joined_on_call` (0: never).
 void AnswerCompleteUntilJoined(FakePlannerClient& planner, int joined_on_call) {
   auto calls = std::make_shared<int>(0);
-  planner.on_register_worker = [calls, joined_on_call](
-                                   const v1::RegisterWorkerRequest& request)
+  planner.register_worker.answer =
+      [calls, joined_on_call](const v1::RegisterWorkerRequest& request)
       -> absl::StatusOr<v1::RegisterWorkerResponse> {
-    v1::RegisterWorkerResponse response = Complete(/*rank=*/0,
-                                                   request.address());
+    v1::RegisterWorkerResponse response =
+        Complete(/*rank=*/0, request.address());
     ++*calls;
     if (joined_on_call > 0 && *calls >= joined_on_call && request.joining()) {
       response.set_world_joined(true);
@@ -218,7 +219,7 @@ TEST(RendezvousTest, TheWorldIsJoinedOnceEveryWorkerSaysItIsJoining) {
   Rendezvous rendezvous(fixture.planner, fixture.options, fixture.clock);
   ASSERT_EQ(*rendezvous.Register(), Rendezvous::Outcome::kWorldComplete);
   const std::vector<v1::RegisterWorkerRequest> requests =
-      fixture.planner.register_worker_requests();
+      fixture.planner.register_worker.requests();
   ASSERT_THAT(requests, SizeIs(4));
   // Joining is said at once after the world is seen complete.
   EXPECT_FALSE(requests[0].joining());
@@ -231,7 +232,8 @@ TEST(RendezvousTest, TheWorldIsJoinedOnceEveryWorkerSaysItIsJoining) {
                                  "workers have not joined yet: 'worker-a'")));
 }
 
-TEST(RendezvousTest, AWorkerThatRegisteredAndWentSilentIsNamedAfterTheJoinTimeout) {
+TEST(RendezvousTest,
+     AWorkerThatRegisteredAndWentSilentIsNamedAfterTheJoinTimeout) {
   Fixture fixture;
   fixture.options.join_timeout = absl::Seconds(20);
   AnswerCompleteUntilJoined(fixture.planner, /*joined_on_call=*/0);
@@ -258,7 +260,7 @@ TEST(RendezvousTest, StoppingWhileWaitingForPeersToJoinStops) {
 TEST(RendezvousTest, StoppingWhileTheWorldIsIncompleteRegistersOnce) {
   Fixture fixture;
   fixture.options.stop_requested = [] { return true; };
-  fixture.planner.on_register_worker = [](const v1::RegisterWorkerRequest&)
+  fixture.planner.register_worker.answer = [](const v1::RegisterWorkerRequest&)
       -> absl::StatusOr<v1::RegisterWorkerResponse> {
     v1::RegisterWorkerResponse response;
     response.set_num_ranks(1);
@@ -268,7 +270,7 @@ TEST(RendezvousTest, StoppingWhileTheWorldIsIncompleteRegistersOnce) {
   };
   Rendezvous rendezvous(fixture.planner, fixture.options, fixture.clock);
   EXPECT_EQ(*rendezvous.Register(), Rendezvous::Outcome::kStopRequested);
-  EXPECT_THAT(fixture.planner.register_worker_requests(), SizeIs(1));
+  EXPECT_THAT(fixture.planner.register_worker.requests(), SizeIs(1));
   EXPECT_THAT(fixture.logged,
               Contains(HasSubstr("waiting for the world: 1 of 2 ranks")));
 }

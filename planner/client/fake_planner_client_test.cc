@@ -11,7 +11,7 @@ using ::testing::HasSubstr;
 
 TEST(FakePlannerClientTest, RecordsRequestsAndAnswersAsProgrammed) {
   FakePlannerClient planner;
-  planner.on_get_plan = [](const v1::GetPlanRequest& request)
+  planner.get_plan.answer = [](const v1::GetPlanRequest& request)
       -> absl::StatusOr<v1::GetPlanResponse> {
     if (request.batch().step() < 0) {
       return absl::InvalidArgumentError("negative step");
@@ -31,17 +31,17 @@ TEST(FakePlannerClientTest, RecordsRequestsAndAnswersAsProgrammed) {
   EXPECT_EQ(planner.GetPlan(request).status(),
             absl::InvalidArgumentError("negative step"));
 
-  ASSERT_EQ(planner.get_plan_requests().size(), 2u);
-  EXPECT_EQ(planner.get_plan_requests()[0].batch().step(), 3);
-  EXPECT_EQ(planner.get_plan_requests()[1].worker_id(), "worker-0");
+  ASSERT_EQ(planner.get_plan.requests().size(), 2u);
+  EXPECT_EQ(planner.get_plan.requests()[0].batch().step(), 3);
+  EXPECT_EQ(planner.get_plan.requests()[1].worker_id(), "worker-0");
 
   // Methods without an answer say so.
   absl::StatusOr<v1::ListWorkersResponse> workers =
       planner.ListWorkers(v1::ListWorkersRequest());
   EXPECT_EQ(workers.status().code(), absl::StatusCode::kUnimplemented);
   EXPECT_THAT(workers.status().message(), HasSubstr("ListWorkers"));
-  EXPECT_EQ(planner.list_workers_requests().size(), 1u);
-  EXPECT_TRUE(planner.register_worker_requests().empty());
+  EXPECT_EQ(planner.list_workers.requests().size(), 1u);
+  EXPECT_TRUE(planner.register_worker.requests().empty());
 }
 
 }  // namespace
