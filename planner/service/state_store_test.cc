@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <filesystem>
-#include <fstream>
 #include <functional>
 #include <string>
 #include <thread>
@@ -29,11 +28,6 @@ using ::testing::IsEmpty;
 
 // A fresh directory under TEST_TMPDIR for each test.
 std::string TestDirectory() { return FreshTestDirectory("state_store_"); }
-
-void WriteRawFile(const std::string& path, const std::string& bytes) {
-  std::ofstream file(path, std::ios::binary);
-  file << bytes;
-}
 
 TEST(StateStoreTest, WritesReadsAndReplaces) {
   auto store = StateStore::Open(TestDirectory() + "/nested/dir");
@@ -88,8 +82,8 @@ TEST(StateStoreTest, LeftoverTemporaryFileIsIgnored) {
   auto store = StateStore::Open(directory);
   ASSERT_TRUE(store.ok());
   ASSERT_TRUE((*store)->Write("params_v1", "old").ok());
-  WriteRawFile(directory + "/params_v1~tmp.123.0", "new but not committed");
-  WriteRawFile(directory + "/params_v2~tmp.123.1", "never committed");
+  WriteTestFile(directory + "/params_v1~tmp.123.0", "new but not committed");
+  WriteTestFile(directory + "/params_v2~tmp.123.1", "never committed");
 
   EXPECT_EQ((*store)->Read("params_v1")->value(), "old");
   EXPECT_FALSE((*store)->Read("params_v2")->has_value());
@@ -118,7 +112,7 @@ TEST(StateStoreTest, OneLiveStorePerDirectory) {
   ASSERT_TRUE(first.ok()) << first.status();
   ASSERT_TRUE((*first)->Write("job.json", "{}").ok());
   // The temporary file of a write in flight must survive a second Open.
-  WriteRawFile(directory + "/job.json~tmp.7.0", "in flight");
+  WriteTestFile(directory + "/job.json~tmp.7.0", "in flight");
 
   auto second = StateStore::Open(directory);
   EXPECT_EQ(second.status().code(), absl::StatusCode::kFailedPrecondition);
@@ -179,8 +173,7 @@ class StateStoreRetryTest : public ::testing::Test {
 // the directory, the errno text and what to do.
 TEST_F(StateStoreRetryTest, FailedWriteIsRetriedThenSaysWhatToDo) {
   int writes = 0;
-  options.write_file = [&writes](const std::string& path,
-                                 absl::string_view) {
+  options.write_file = [&writes](const std::string& path, absl::string_view) {
     ++writes;
     return FileSystemError("writing", path, ENOSPC);
   };
@@ -223,14 +216,15 @@ TEST_F(StateStoreRetryTest, UnwritablePathIsRetriedThenNamed) {
   std::filesystem::create_directories(directory + "/job.pb/inside");
   const absl::Status write = (*store)->Write("job.pb", "bytes");
   EXPECT_FALSE(write.ok());
-  EXPECT_THAT(std::string(write.message()),
-              AllOf(HasSubstr(directory + "/job.pb"),
-                    HasSubstr("Is a directory"),
-                    HasSubstr("point --state-dir elsewhere")));
+  EXPECT_THAT(
+      std::string(write.message()),
+      AllOf(HasSubstr(directory + "/job.pb"), HasSubstr("Is a directory"),
+            HasSubstr("point --state-dir elsewhere")));
   EXPECT_EQ(sleeps.waits.size(), StateStore::kWriteAttempts - 1u);
   const absl::Status removal = (*store)->Delete("job.pb");
   EXPECT_FALSE(removal.ok());
-  EXPECT_THAT(std::string(removal.message()), HasSubstr("point --state-dir elsewhere"));
+  EXPECT_THAT(std::string(removal.message()),
+              HasSubstr("point --state-dir elsewhere"));
   EXPECT_EQ(sleeps.waits.size(), 2 * (StateStore::kWriteAttempts - 1u));
 
   // The cause removed during the waits (space freed): the write gets through.
@@ -268,7 +262,7 @@ TEST(StateStoreTest, RejectsBadNames) {
 TEST(StateStoreTest, OpenFailsOnAFile) {
   const std::string directory = TestDirectory();
   std::filesystem::create_directories(directory);
-  WriteRawFile(directory + "/file", "x");
+  WriteTestFile(directory + "/file", "x");
   EXPECT_EQ(StateStore::Open(directory + "/file").status().code(),
             absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(StateStore::Open("").status().code(),

@@ -1,7 +1,6 @@
 #include "planner/service/step_state_files.h"
 
 #include <filesystem>
-#include <fstream>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -14,26 +13,22 @@ namespace {
 
 using ::testing::HasSubstr;
 
-void WriteBytes(const std::string& path, const std::string& bytes) {
-  std::ofstream(path, std::ios::binary) << bytes;
-}
-
 // A state directory as the planner leaves it: job.pb and, per step, a step
 // record, and a plan record for the steps in `planned`.
 std::string StateDirectory(const std::vector<int64_t>& recorded,
                            const std::vector<int64_t>& planned) {
   const std::string directory = FreshTestDirectory("step_state_files_");
   std::filesystem::create_directories(directory);
-  WriteBytes(directory + "/job.pb", "");
+  WriteTestFile(directory + "/job.pb", "");
   for (int64_t step : recorded) {
-    WriteBytes(directory + "/" + StepFileName(kStepRecordPrefix, step), "");
+    WriteTestFile(directory + "/" + StepFileName(kStepRecordPrefix, step), "");
   }
   for (int64_t step : planned) {
     v1::StepPlanRecord plan;
     plan.set_step(step);
     plan.add_lengths_tokens(4096);
-    WriteBytes(directory + "/" + StepFileName(kStepPlanPrefix, step),
-               plan.SerializeAsString());
+    WriteTestFile(directory + "/" + StepFileName(kStepPlanPrefix, step),
+                  plan.SerializeAsString());
   }
   return directory;
 }
@@ -45,9 +40,9 @@ TEST(StepStateFilesTest, FileNamesRoundTrip) {
   EXPECT_EQ(StepOfFileName("plan_00000000000000000042.pb", kStepReportsPrefix),
             std::nullopt);
   // A writer's temporary file and other names are not records.
-  EXPECT_EQ(StepOfFileName("plan_00000000000000000042.pb~tmp.12.0",
-                           kStepPlanPrefix),
-            std::nullopt);
+  EXPECT_EQ(
+      StepOfFileName("plan_00000000000000000042.pb~tmp.12.0", kStepPlanPrefix),
+      std::nullopt);
   EXPECT_EQ(StepOfFileName("plan_42.pb", kStepPlanPrefix), std::nullopt);
   EXPECT_EQ(DescribeSteps({3, 4, 5, 7, 9, 10}), "3..5, 7, 9..10");
   EXPECT_EQ(DescribeSteps({}), "none");
@@ -58,8 +53,8 @@ TEST(StepStateFilesTest, ReadsAStepWithAndWithoutReports) {
   v1::StepReportsRecord reports;
   reports.set_step(5);
   reports.add_ranks()->set_rank(1);
-  WriteBytes(directory + "/" + StepFileName(kStepReportsPrefix, 5),
-             reports.SerializeAsString());
+  WriteTestFile(directory + "/" + StepFileName(kStepReportsPrefix, 5),
+                reports.SerializeAsString());
   absl::StatusOr<RecordedStep> planned_only = ReadRecordedStep(directory, 4);
   ASSERT_TRUE(planned_only.ok()) << planned_only.status();
   EXPECT_EQ(planned_only->plan.lengths_tokens(0), 4096);
@@ -71,8 +66,7 @@ TEST(StepStateFilesTest, ReadsAStepWithAndWithoutReports) {
 }
 
 TEST(StepStateFilesTest, ErrorsSayWhatIsWrong) {
-  absl::Status missing =
-      ReadRecordedStep("/nonexistent/state", 0).status();
+  absl::Status missing = ReadRecordedStep("/nonexistent/state", 0).status();
   EXPECT_EQ(missing.code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(missing.message(), HasSubstr("no state directory"));
 
@@ -81,7 +75,7 @@ TEST(StepStateFilesTest, ErrorsSayWhatIsWrong) {
   EXPECT_EQ(outside.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(outside.message(), HasSubstr("steps present: 3..5, 8"));
 
-  WriteBytes(directory + "/" + StepFileName(kStepPlanPrefix, 8), "\xff\xff");
+  WriteTestFile(directory + "/" + StepFileName(kStepPlanPrefix, 8), "\xff\xff");
   absl::Status corrupt = ReadRecordedStep(directory, 8).status();
   EXPECT_EQ(corrupt.code(), absl::StatusCode::kDataLoss);
   EXPECT_THAT(corrupt.message(), HasSubstr("plan_00000000000000000008.pb"));
@@ -89,7 +83,7 @@ TEST(StepStateFilesTest, ErrorsSayWhatIsWrong) {
   std::filesystem::remove(directory + "/job.pb");
   EXPECT_THAT(ReadRecordedStep(directory, 3).status().message(),
               HasSubstr("not a planner state directory"));
-  WriteBytes(directory + "/job.json", "{}");
+  WriteTestFile(directory + "/job.json", "{}");
   EXPECT_THAT(ReadRecordedStep(directory, 3).status().message(),
               HasSubstr("earlier planner release"));
 }
