@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <cstdint>
 #include <filesystem>
-#include <fstream>
 #include <memory>
 #include <string>
 #include <thread>
@@ -432,7 +431,7 @@ TEST_F(PlannerHandlerRestartTest, RestartSetsAsideACorruptStepRecord) {
   }
   const std::string garbled =
       absl::StrCat(directory, "/", StepFileName(kStepRecordPrefix, 0));
-  { std::ofstream(garbled, std::ios::trunc) << "\x0a\xff"; }
+  WriteTestFile(garbled, "\x0a\xff");
   RecordingMetrics metrics;
   LogLines log;
   auto handler = MakeHandler(options, clock, &metrics, &log);
@@ -481,7 +480,7 @@ TEST_F(PlannerHandlerRestartTest, RestartWithAnotherJobIsRefused) {
   EXPECT_TRUE(std::filesystem::exists(directory + "/job.pb"));
   const std::string legacy = directory + "_json";
   std::filesystem::create_directories(legacy);
-  { std::ofstream(legacy + "/job.json") << "{}"; }
+  WriteTestFile(legacy + "/job.json", "{}");
   PlannerHandlerOptions old_format = options;
   old_format.state_dir = legacy;
   absl::StatusOr<std::unique_ptr<PlannerHandler>> old_refused =
@@ -535,17 +534,11 @@ TEST_F(PlannerHandlerRestartTest, StateWithOtherFingerprintVersionIsRefused) {
   ASSERT_NO_FATAL_FAILURE(ClaimDirectory());
   const std::string path = absl::StrCat(directory, "/job.pb");
   v1::JobRecord job;
-  {
-    std::ifstream file(path, std::ios::binary);
-    ASSERT_TRUE(job.ParseFromIstream(&file));
-  }
+  ASSERT_TRUE(job.ParseFromString(ReadTestFile(path)));
   ASSERT_EQ(job.batch_fingerprint_version(), kBatchFingerprintVersion);
   // A directory of the byte-wise FNV-1a planner (version 1).
   job.set_batch_fingerprint_version(1);
-  {
-    std::ofstream file(path, std::ios::binary | std::ios::trunc);
-    ASSERT_TRUE(job.SerializeToOstream(&file));
-  }
+  WriteTestFile(path, job.SerializeAsString());
   absl::StatusOr<std::unique_ptr<PlannerHandler>> reopened =
       PlannerHandler::Create(options, clock, nullptr, nullptr);
   EXPECT_EQ(reopened.status().code(), absl::StatusCode::kFailedPrecondition);

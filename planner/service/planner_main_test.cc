@@ -9,7 +9,6 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <memory>
 #include <optional>
 #include <string>
@@ -183,14 +182,11 @@ TEST(PlannerMainTest, ListeningBeyondLoopbackNeedsAToken) {
 TEST(PlannerMainTest, AModelFileThatIsADeviceOrHugeIsRefusedUnread) {
   // /dev/zero never ends: read whole, it took 4 GB before failing.
   const std::string huge = TestTempPath("huge_model.json");
-  {
-    std::ofstream file(huge);
-    file << "{\"name\": \"";
-  }
+  WriteTestFile(huge, "{\"name\": \"");
   // Sparse: 2 GiB long and no disk used; read whole it holds 2 GiB.
   ASSERT_EQ(truncate(huge.c_str(), int64_t{2} << 30), 0);
-  for (const std::string& model : {std::string("/dev/zero"), huge,
-                                  TestTempDir()}) {
+  for (const std::string& model :
+       {std::string("/dev/zero"), huge, ::testing::TempDir()}) {
     Child child = Spawn(
         {"--listen=127.0.0.1:0", "--metrics-listen=", "--model=" + model});
     EXPECT_EQ(WaitForExit(child, absl::Seconds(10)), 2) << model;
@@ -254,8 +250,7 @@ TEST(PlannerMainTest, ServesThenDrainsOnSigterm) {
 // file cannot be written) used to leave its own job.pb, so the corrected
 // command line was refused as "a different job".
 TEST(PlannerMainTest, FailedStartLeavesNoJobRecord) {
-  const std::string state_dir = TestTempPath("failed_start_state");
-  std::filesystem::remove_all(state_dir);
+  const std::string state_dir = FreshTestDirectory("state_");
   const std::string bad_port_file = TestTempPath("no_such_dir/ports");
   Child failed =
       Spawn({"--listen=127.0.0.1:0", "--metrics-listen=", "--nodes=2",
@@ -265,17 +260,16 @@ TEST(PlannerMainTest, FailedStartLeavesNoJobRecord) {
 
   // The corrected command line (another --nodes, a good port file) starts.
   const std::string port_file = TestTempPath("failed_start_ports");
-  Child fixed =
-      Spawn({"--listen=127.0.0.1:0", "--metrics-listen=", "--nodes=4",
-             "--state-dir=" + state_dir, "--port-file=" + port_file});
+  Child fixed = Spawn({"--listen=127.0.0.1:0", "--metrics-listen=", "--nodes=4",
+                       "--state-dir=" + state_dir, "--port-file=" + port_file});
   EXPECT_THAT(ReadLine(fixed, absl::Seconds(20)),
               HasSubstr("dcp_planner listening on"));
   kill(fixed.pid, SIGTERM);
   EXPECT_EQ(WaitForExit(fixed, absl::Seconds(20)), 0);
   // A planner that started claims the directory for its job.
   EXPECT_TRUE(std::filesystem::exists(state_dir + "/job.pb"));
-  Child other = Spawn({"--listen=127.0.0.1:0", "--metrics-listen=",
-                       "--nodes=2", "--state-dir=" + state_dir});
+  Child other = Spawn({"--listen=127.0.0.1:0", "--metrics-listen=", "--nodes=2",
+                       "--state-dir=" + state_dir});
   EXPECT_EQ(WaitForExit(other, absl::Seconds(20)), 1);
 }
 

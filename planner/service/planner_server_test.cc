@@ -12,7 +12,6 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
-#include <fstream>
 #include <map>
 #include <memory>
 #include <optional>
@@ -402,7 +401,8 @@ TEST(PlannerServerTest, BearerTokenIsRequired) {
       << metrics;
 }
 
-TEST(PlannerServerTest, MalformedRequestBytesAreInvalidArgumentNamingTheMethod) {
+TEST(PlannerServerTest,
+     MalformedRequestBytesAreInvalidArgumentNamingTheMethod) {
   absl::StatusOr<std::unique_ptr<PlannerServer>> server =
       StartRealServer("", /*token=*/"", /*metrics=*/false);
   ASSERT_TRUE(server.ok()) << server.status();
@@ -439,9 +439,9 @@ TEST(PlannerServerTest, BearerSchemeIsCaseInsensitive) {
   for (const std::string authorization :
        {"Bearer S3CRET-TOKEN", "Basic s3cret-token", "Bearers3cret-token",
         "s3cret-token", "Bearer"}) {
-    EXPECT_EQ(RawCall((*server)->port(), method, "", authorization)
-                  .error_code(),
-              grpc::StatusCode::UNAUTHENTICATED)
+    EXPECT_EQ(
+        RawCall((*server)->port(), method, "", authorization).error_code(),
+        grpc::StatusCode::UNAUTHENTICATED)
         << authorization;
   }
 }
@@ -454,10 +454,9 @@ TEST(PlannerServerTest, ShutdownDoesNotWaitForTheBackgroundPlanInFlight) {
   PlannerServer::Options options;
   options.handler = HandlerOptions("");
   options.handler.make_step_plan =
-      [entered, release](const v1::GlobalBatch& batch,
-                         const ParamsVersion& params,
-                         const PlannerOptions& planner_options, int world_size,
-                         const Clock&) {
+      [entered, release](
+          const v1::GlobalBatch& batch, const ParamsVersion& params,
+          const PlannerOptions& planner_options, int world_size, const Clock&) {
         if (!entered->HasBeenNotified()) entered->Notify();
         release->WaitForNotification();
         return MakeStepPlan(batch, params, planner_options, world_size,
@@ -588,9 +587,7 @@ class PlannerServerTlsTest : public ::testing::Test {
         "openssl x509 -req -in client.csr -CA ca.pem -CAkey ca.key "
         "-CAcreateserial -out client.pem -days 2 -extfile client.ext\n");
     const std::string script_path = *dir_ + "/make_certs.sh";
-    FILE* file = std::fopen(script_path.c_str(), "w");
-    std::fputs(script.c_str(), file);
-    std::fclose(file);
+    WriteTestFile(script_path, script);
     certificates_made_ =
         std::system(absl::StrCat("bash '", script_path, "' > '", *dir_,
                                  "/openssl.log' 2>&1")
@@ -718,10 +715,9 @@ TEST_F(PlannerServerTlsTest, TlsMisconfigurationsAreNotRetriedAsAnOutage) {
   wrong_ca.tls.root_ca_file = File("other-ca.pem");
   GrpcPlannerClient::Options wrong_name = TlsClientOptions(port, false);
   wrong_name.tls.server_name_override = "planner.wrong.example";
-  for (const auto& [what, options] :
-       {std::make_pair("wrong CA", wrong_ca),
-        std::make_pair("wrong name", wrong_name),
-        std::make_pair("expired", expired)}) {
+  for (const auto& [what, options] : {std::make_pair("wrong CA", wrong_ca),
+                                      std::make_pair("wrong name", wrong_name),
+                                      std::make_pair("expired", expired)}) {
     const auto [status, attempts] = call(options);
     EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition)
         << what << ": " << status;
@@ -752,10 +748,7 @@ TEST_F(PlannerServerTlsTest, ATlsClientOfAPlaintextPlannerIsToldSo) {
 
 TEST_F(PlannerServerTlsTest, AGarbageCertificateIsNamedNotAPortInUse) {
   const std::string garbage = File("garbage.pem");
-  {
-    std::ofstream file(garbage);
-    file << "this is not a certificate\n";
-  }
+  WriteTestFile(garbage, "this is not a certificate\n");
   PlannerServer::Options options;
   options.handler = HandlerOptions("");
   options.tls.cert_file = garbage;

@@ -1,7 +1,6 @@
 #include "planner/service/planner_state_store.h"
 
 #include <filesystem>
-#include <fstream>
 #include <memory>
 #include <string>
 
@@ -143,7 +142,7 @@ TEST(PlannerStateStoreTest, ForeignAndOldDirectoriesAreRefused) {
   const std::string legacy =
       FreshTestDirectory("planner_state_store_") + "_json";
   std::filesystem::create_directories(legacy);
-  { std::ofstream(legacy + "/job.json") << "{}"; }
+  WriteTestFile(legacy + "/job.json", "{}");
   absl::Status old = PlannerStateStore::Open(legacy, Job(), &state).status();
   EXPECT_EQ(old.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(old.message(), HasSubstr("start with a fresh state_dir"));
@@ -186,7 +185,7 @@ TEST(PlannerStateStoreTest, CorruptRecordIsNamed) {
     PlannerState state;
     ASSERT_TRUE(PlannerStateStore::Open(directory, Job(), &state).ok());
   }
-  { std::ofstream(directory + "/worker_000008.pb") << "\xff\xff"; }
+  WriteTestFile(directory + "/worker_000008.pb", "\xff\xff");
   PlannerState state;
   absl::Status status =
       PlannerStateStore::Open(directory, Job(), &state).status();
@@ -212,9 +211,9 @@ TEST(PlannerStateStoreTest, CorruptStepRecordIsSetAside) {
   }
   const std::string garbled = "step_00000000000000000007.pb";
   const std::string truncated = "step_00000000000000000009.pb";
-  { std::ofstream(directory + "/" + garbled) << "\xff\xff"; }
+  WriteTestFile(directory + "/" + garbled, "\xff\xff");
   // Empty parses (every field at its default) but records step 0.
-  { std::ofstream(directory + "/" + truncated, std::ios::trunc); }
+  WriteTestFile(directory + "/" + truncated, "");
   PlannerState state;
   auto store = PlannerStateStore::Open(directory, Job(), &state);
   ASSERT_TRUE(store.ok()) << store.status();

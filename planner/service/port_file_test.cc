@@ -1,6 +1,5 @@
 #include "planner/service/port_file.h"
 
-#include <fstream>
 #include <string>
 
 #include "common/test_files.h"
@@ -28,7 +27,7 @@ TEST(PortFileTest, RefusesAnythingElseNamingTheFile) {
         "grpc_port=70000\nmetrics_port=1\n", "port=1\nmetrics_port=2\n",
         "grpc_port=1\nmetrics_port=-1\n", "grpc_port=1\nmetrics_port=2\nx\n"}) {
     const std::string path = TestTempPath("bad_ports");
-    std::ofstream(path) << text;
+    WriteTestFile(path, text);
     absl::StatusOr<std::optional<PlannerPorts>> read = ReadPortFile(path);
     EXPECT_EQ(read.status().code(), absl::StatusCode::kInvalidArgument) << text;
     EXPECT_NE(read.status().message().find("bad_ports"),
