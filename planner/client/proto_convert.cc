@@ -210,18 +210,15 @@ v1::Plan PhasedPlanToProto(const PhasedPlan& plan, int64_t step) {
 }
 
 PhasedPlan PhasedPlanFromProto(const v1::Plan& proto) {
+  if (proto.phases().empty()) return AsOnePhase(PlanFromProto(proto));
   PhasedPlan plan;
   plan.strategy = proto.strategy();
-  if (proto.phases().empty()) {
-    plan.phases.push_back(PlanFromProto(proto));
-  } else {
-    for (const v1::Phase& phase_proto : proto.phases()) {
-      Plan phase;
-      phase.strategy = proto.strategy();
-      phase.groups =
-          GroupsFromProto(phase_proto.groups(), phase.slowest_group_seconds);
-      plan.phases.push_back(std::move(phase));
-    }
+  for (const v1::Phase& phase_proto : proto.phases()) {
+    Plan phase;
+    phase.strategy = proto.strategy();
+    phase.groups =
+        GroupsFromProto(phase_proto.groups(), phase.slowest_group_seconds);
+    plan.phases.push_back(std::move(phase));
   }
   for (const Plan& phase : plan.phases) {
     plan.phases_seconds += phase.slowest_group_seconds;

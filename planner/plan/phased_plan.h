@@ -53,8 +53,8 @@ struct PhasedPlan {
   }
 };
 
-/// `plan`, already predicted (PredictPlan), as a phased plan of that one
-/// phase: its strategy, predictions and lower bound, which are what
+/// `plan` as a phased plan of that one phase, with its strategy, step
+/// predictions and lower bound; for a plan PredictPlan priced, what
 /// PredictPhasedPlan would give it again.
 PhasedPlan AsOnePhase(Plan plan);
 
