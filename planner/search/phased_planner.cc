@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <numeric>
-#include <string>
 #include <utility>
 #include <vector>
 
@@ -91,13 +90,10 @@ SplitMembers MembersOf(const Split& split, absl::Span<const int64_t> lengths,
 // with the batch's lower bound (StepTimeLowerBound, which the planner's
 // batch table computed; 0 where it has none).
 absl::StatusOr<PhasedPlan> PlanSingleLayout(
-    const Planner& planner, absl::Span<const int64_t> lengths_tokens,
-    const std::string& strategy) {
+    const Planner& planner, absl::Span<const int64_t> lengths_tokens) {
   absl::StatusOr<Plan> single = planner.PlanBatch(lengths_tokens);
   if (!single.ok()) return single.status();
-  PhasedPlan plan = AsOnePhase(*std::move(single));
-  plan.strategy = strategy;
-  return plan;
+  return AsOnePhase(*std::move(single));
 }
 
 // The per-sequence bounds on the SP sizes the planner may use.
@@ -297,8 +293,7 @@ absl::StatusOr<PhasedPlan> PlanPhasedBatch(
     const CostModel& cost_model, absl::Span<const int64_t> lengths_tokens,
     const PhasedPlannerOptions& options) {
   const Planner planner(cost_model, options.planner_options);
-  absl::StatusOr<PhasedPlan> best = PlanSingleLayout(
-      planner, lengths_tokens, options.planner_options.strategy_name);
+  absl::StatusOr<PhasedPlan> best = PlanSingleLayout(planner, lengths_tokens);
   if (!best.ok()) return best.status();
   // The per-sequence bounds behind the batch's lower bound are priced again
   // only for a search.
