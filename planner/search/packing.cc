@@ -2,28 +2,47 @@
 
 #include <algorithm>
 #include <functional>
+#include <numeric>
 #include <queue>
 #include <utility>
 
 namespace dcp {
 
-std::vector<int> LongestFirst(absl::Span<const int> sequence_indices,
-                              absl::Span<const int64_t> lengths_tokens) {
+namespace {
+
+// Sorts `order` (valid indices into `lengths_tokens`) longest first, ties
+// by index.
+void SortLongestFirst(absl::Span<const int64_t> lengths_tokens,
+                      std::vector<int>& order) {
   auto longer_first = [&](int a, int b) {
     if (lengths_tokens[a] != lengths_tokens[b]) {
       return lengths_tokens[a] > lengths_tokens[b];
     }
     return a < b;
   };
-  std::vector<int> order(sequence_indices.begin(), sequence_indices.end());
   // Callers that keep their lists in this order pay only the check.
-  if (std::is_sorted(order.begin(), order.end(), longer_first)) return order;
+  if (std::is_sorted(order.begin(), order.end(), longer_first)) return;
   // Sorting (length, index) pairs beats comparing through the lengths.
   std::vector<std::pair<int64_t, int>> keyed;
   keyed.reserve(order.size());
   for (int index : order) keyed.push_back({-lengths_tokens[index], index});
   std::sort(keyed.begin(), keyed.end());
   for (size_t k = 0; k < keyed.size(); ++k) order[k] = keyed[k].second;
+}
+
+}  // namespace
+
+std::vector<int> LongestFirst(absl::Span<const int> sequence_indices,
+                              absl::Span<const int64_t> lengths_tokens) {
+  std::vector<int> order(sequence_indices.begin(), sequence_indices.end());
+  SortLongestFirst(lengths_tokens, order);
+  return order;
+}
+
+std::vector<int> LongestFirst(absl::Span<const int64_t> lengths_tokens) {
+  std::vector<int> order(lengths_tokens.size());
+  std::iota(order.begin(), order.end(), 0);
+  SortLongestFirst(lengths_tokens, order);
   return order;
 }
 
@@ -31,13 +50,12 @@ std::vector<std::vector<int>> PackFirstFitDecreasing(
     absl::Span<const int> sequence_indices,
     absl::Span<const int64_t> lengths_tokens, int sp_size,
     int64_t capacity_tokens_per_rank) {
-  const std::vector<int> order =
-      LongestFirst(sequence_indices, lengths_tokens);
+  const std::vector<int> order = LongestFirst(sequence_indices, lengths_tokens);
   std::vector<int64_t> lengths_in_order;
   lengths_in_order.reserve(order.size());
   for (int index : order) lengths_in_order.push_back(lengths_tokens[index]);
-  std::vector<std::vector<int>> bins = PackFirstFitInOrder(
-      lengths_in_order, sp_size, capacity_tokens_per_rank);
+  std::vector<std::vector<int>> bins =
+      PackFirstFitInOrder(lengths_in_order, sp_size, capacity_tokens_per_rank);
   for (std::vector<int>& bin : bins) {
     for (int& position : bin) position = order[position];
   }
@@ -141,11 +159,10 @@ std::vector<std::vector<int>> BalanceIntoBins(
     bins[b].push_back(index);
     lightest.push({tokens + TokensPerRank(lengths_tokens[index], sp_size), b});
   }
-  bins.erase(std::remove_if(bins.begin(), bins.end(),
-                            [](const std::vector<int>& bin) {
-                              return bin.empty();
-                            }),
-             bins.end());
+  bins.erase(
+      std::remove_if(bins.begin(), bins.end(),
+                     [](const std::vector<int>& bin) { return bin.empty(); }),
+      bins.end());
   return bins;
 }
 

@@ -20,6 +20,10 @@ inline int64_t TokensPerRank(int64_t length_tokens, int sp_size) {
 std::vector<int> LongestFirst(absl::Span<const int> sequence_indices,
                               absl::Span<const int64_t> lengths_tokens);
 
+/// Every index of `lengths_tokens`, longest first, ties by index: as
+/// LongestFirst of all of them. Deterministic.
+std::vector<int> LongestFirst(absl::Span<const int64_t> lengths_tokens);
+
 /// Packs sequences into micro-batches of at most `capacity_tokens_per_rank`
 /// tokens per rank, first-fit decreasing by length (ties by index). A
 /// sequence over the capacity gets a micro-batch of its own. Deterministic.

@@ -88,23 +88,31 @@ TEST(LongestFirstTest, LongestFirstTiesByIndex) {
   EXPECT_THAT(LongestFirst({5, 2, 4, 0}, lengths), ElementsAre(4, 0, 2, 5));
 }
 
+TEST(LongestFirstTest, EveryIndexLongestFirstTiesByIndex) {
+  const std::vector<int64_t> lengths = {5, 7, 5, 9, 7, 5};
+  EXPECT_THAT(LongestFirst(lengths), ElementsAre(3, 1, 4, 0, 2, 5));
+  EXPECT_THAT(LongestFirst(std::vector<int64_t>{1, 2, 3}),
+              ElementsAre(2, 1, 0));
+  EXPECT_THAT(LongestFirst(std::vector<int64_t>{}), ElementsAre());
+}
+
 TEST(PackFirstFitDecreasingTest, PacksLongestFirstIntoTheFirstBinWithRoom) {
   // Capacity 10: 7 opens bin 0, 6 opens bin 1, 4 joins 6, 3 joins 7,
   // 2 opens bin 2 (7+3 = 10 and 6+4 = 10 are full).
   const std::vector<int64_t> lengths = {3, 7, 2, 6, 4};
-  std::vector<std::vector<int>> bins = PackFirstFitDecreasing(
-      AllIndices(lengths), lengths, /*sp_size=*/1,
-      /*capacity_tokens_per_rank=*/10);
-  EXPECT_THAT(bins, ElementsAre(ElementsAre(1, 0), ElementsAre(3, 4),
-                                ElementsAre(2)));
+  std::vector<std::vector<int>> bins =
+      PackFirstFitDecreasing(AllIndices(lengths), lengths, /*sp_size=*/1,
+                             /*capacity_tokens_per_rank=*/10);
+  EXPECT_THAT(
+      bins, ElementsAre(ElementsAre(1, 0), ElementsAre(3, 4), ElementsAre(2)));
 }
 
 TEST(PackFirstFitDecreasingTest, CountsTokensPerRankOfTheSpGroup) {
   // At SP 4, lengths 13 and 7 take 4 and 2 tokens per rank: both fit 6.
   const std::vector<int64_t> lengths = {13, 7};
-  std::vector<std::vector<int>> bins = PackFirstFitDecreasing(
-      AllIndices(lengths), lengths, /*sp_size=*/4,
-      /*capacity_tokens_per_rank=*/6);
+  std::vector<std::vector<int>> bins =
+      PackFirstFitDecreasing(AllIndices(lengths), lengths, /*sp_size=*/4,
+                             /*capacity_tokens_per_rank=*/6);
   EXPECT_THAT(bins, ElementsAre(ElementsAre(0, 1)));
   // Rounding matters: at capacity 5 they no longer share.
   bins = PackFirstFitDecreasing(AllIndices(lengths), lengths, /*sp_size=*/4,
@@ -118,15 +126,15 @@ TEST(PackFirstFitDecreasingTest, TiesAreBrokenByIndex) {
   const std::vector<int> indices = {3, 0, 4, 2, 1};
   std::vector<std::vector<int>> bins = PackFirstFitDecreasing(
       indices, lengths, /*sp_size=*/1, /*capacity_tokens_per_rank=*/10);
-  EXPECT_THAT(bins, ElementsAre(ElementsAre(0, 1), ElementsAre(2, 3),
-                                ElementsAre(4)));
+  EXPECT_THAT(
+      bins, ElementsAre(ElementsAre(0, 1), ElementsAre(2, 3), ElementsAre(4)));
 }
 
 TEST(PackFirstFitDecreasingTest, OverCapacitySequenceGetsABinOfItsOwn) {
   const std::vector<int64_t> lengths = {4, 25, 3, 12, 11};
-  std::vector<std::vector<int>> bins = PackFirstFitDecreasing(
-      AllIndices(lengths), lengths, /*sp_size=*/1,
-      /*capacity_tokens_per_rank=*/10);
+  std::vector<std::vector<int>> bins =
+      PackFirstFitDecreasing(AllIndices(lengths), lengths, /*sp_size=*/1,
+                             /*capacity_tokens_per_rank=*/10);
   // 25, 12 and 11 are each alone; 4 and 3 share.
   EXPECT_THAT(bins, ElementsAre(ElementsAre(1), ElementsAre(3), ElementsAre(4),
                                 ElementsAre(0, 2)));
@@ -134,9 +142,9 @@ TEST(PackFirstFitDecreasingTest, OverCapacitySequenceGetsABinOfItsOwn) {
 
 TEST(PackFirstFitDecreasingTest, SubsetOfIndicesOnly) {
   const std::vector<int64_t> lengths = {9, 1, 8, 2, 7};
-  std::vector<std::vector<int>> bins = PackFirstFitDecreasing(
-      std::vector<int>{4, 1}, lengths, /*sp_size=*/1,
-      /*capacity_tokens_per_rank=*/10);
+  std::vector<std::vector<int>> bins =
+      PackFirstFitDecreasing(std::vector<int>{4, 1}, lengths, /*sp_size=*/1,
+                             /*capacity_tokens_per_rank=*/10);
   EXPECT_THAT(bins, ElementsAre(ElementsAre(4, 1)));
   EXPECT_TRUE(PackFirstFitDecreasing({}, lengths, /*sp_size=*/1,
                                      /*capacity_tokens_per_rank=*/10)
@@ -160,8 +168,8 @@ TEST(PackFirstFitDecreasingTest, CapacityHeldAndEveryIndexOnceOnSkewedBatch) {
         }
         for (int i : bin) {
           if (TokensPerRank(lengths[i], sp_size) > capacity) {
-            EXPECT_EQ(bin.size(), 1u) << "over-capacity sequence " << i
-                                      << " shares a micro-batch";
+            EXPECT_EQ(bin.size(), 1u)
+                << "over-capacity sequence " << i << " shares a micro-batch";
           }
         }
       }
@@ -193,9 +201,9 @@ TEST(PackFirstFitDecreasingTest, Deterministic) {
 
 // First fit as its definition reads: scan the bins from the first for one
 // with room. The packer must match it bin for bin.
-std::vector<std::vector<int>> ScanningFirstFit(std::vector<int> indices,
-                                               const std::vector<int64_t>& lengths,
-                                               int sp_size, int64_t capacity) {
+std::vector<std::vector<int>> ScanningFirstFit(
+    std::vector<int> indices, const std::vector<int64_t>& lengths, int sp_size,
+    int64_t capacity) {
   std::sort(indices.begin(), indices.end(), [&](int a, int b) {
     return lengths[a] != lengths[b] ? lengths[a] > lengths[b] : a < b;
   });
@@ -224,12 +232,12 @@ TEST(PackFirstFitDecreasingTest, SameBinsAsScanningEveryBin) {
     const std::vector<int64_t> lengths = SkewedLengths(count);
     for (int sp_size : {1, 4}) {
       for (int64_t capacity : {int64_t{500}, int64_t{3000}, int64_t{40000}}) {
-        SCOPED_TRACE(testing::Message() << count << " sequences, SP "
-                                        << sp_size << ", capacity " << capacity);
-        EXPECT_EQ(PackFirstFitDecreasing(AllIndices(lengths), lengths, sp_size,
-                                         capacity),
-                  ScanningFirstFit(AllIndices(lengths), lengths, sp_size,
-                                   capacity));
+        SCOPED_TRACE(testing::Message() << count << " sequences, SP " << sp_size
+                                        << ", capacity " << capacity);
+        EXPECT_EQ(
+            PackFirstFitDecreasing(AllIndices(lengths), lengths, sp_size,
+                                   capacity),
+            ScanningFirstFit(AllIndices(lengths), lengths, sp_size, capacity));
       }
     }
   }
@@ -240,15 +248,14 @@ TEST(PackFirstFitInOrderTest, SameBinsAsPackFirstFitDecreasingByPosition) {
     const std::vector<int64_t> lengths = SkewedLengths(count);
     // Longest first, ties by index: the order the callers keep.
     std::vector<int> order = AllIndices(lengths);
-    std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
-      return lengths[a] > lengths[b];
-    });
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int a, int b) { return lengths[a] > lengths[b]; });
     std::vector<int64_t> in_order;
     for (int i : order) in_order.push_back(lengths[i]);
     for (int sp_size : {1, 3, 4}) {
       for (int64_t capacity : {int64_t{500}, int64_t{3000}, int64_t{40000}}) {
-        SCOPED_TRACE(testing::Message() << count << " sequences, SP "
-                                        << sp_size << ", capacity " << capacity);
+        SCOPED_TRACE(testing::Message() << count << " sequences, SP " << sp_size
+                                        << ", capacity " << capacity);
         std::vector<std::vector<int>> by_index;
         for (const std::vector<int>& bin :
              PackFirstFitInOrder(in_order, sp_size, capacity)) {
@@ -275,8 +282,8 @@ TEST(BalanceIntoBinsTest, TiesGoToTheLowerBinAndLowerIndex) {
   const std::vector<int64_t> lengths = {6, 6, 6, 6};
   std::vector<std::vector<int>> bins = BalanceIntoBins(
       std::vector<int>{2, 3, 1, 0}, lengths, /*sp_size=*/1, /*num_bins=*/3);
-  EXPECT_THAT(bins, ElementsAre(ElementsAre(0, 3), ElementsAre(1),
-                                ElementsAre(2)));
+  EXPECT_THAT(bins,
+              ElementsAre(ElementsAre(0, 3), ElementsAre(1), ElementsAre(2)));
 }
 
 TEST(BalanceIntoBinsTest, BalancedWithinTheLongestItem) {
@@ -317,8 +324,8 @@ TEST(BalanceIntoBinsTest, EmptyBinsAreDropped) {
 TEST(BalanceIntoBinsTest, NonPositiveBinCountMeansOneBin) {
   const std::vector<int64_t> lengths = {3, 1, 2};
   for (int num_bins : {0, -4}) {
-    std::vector<std::vector<int>> bins = BalanceIntoBins(
-        AllIndices(lengths), lengths, /*sp_size=*/1, num_bins);
+    std::vector<std::vector<int>> bins =
+        BalanceIntoBins(AllIndices(lengths), lengths, /*sp_size=*/1, num_bins);
     EXPECT_THAT(bins, ElementsAre(ElementsAre(0, 2, 1)));
   }
 }

@@ -1,7 +1,6 @@
 #include "planner/search/phased_planner.h"
 
 #include <algorithm>
-#include <numeric>
 #include <utility>
 #include <vector>
 
@@ -311,9 +310,7 @@ absl::StatusOr<PhasedPlan> PlanPhasedBatch(
   }
   // The batch's indices, longest first; ties by index, so the search is
   // deterministic.
-  std::vector<int> all(lengths_tokens.size());
-  std::iota(all.begin(), all.end(), 0);
-  const std::vector<int> order = LongestFirst(all, lengths_tokens);
+  const std::vector<int> order = LongestFirst(lengths_tokens);
   std::vector<Candidate> candidates =
       EnumerateCandidates(cost_model, lengths_tokens, options, order, *bounds);
   if (options.skip_bounded_candidates) SortBestFirst(candidates);
