@@ -18,8 +18,8 @@
 // phase runs it, so (a) bounds the busiest rank's busy time in any schedule
 // and (b) the group that runs the longest sequence; (c) counts each GPU's
 // busy time over the whole step, all phases together, so two sequences that
-// each add more than half of it still cannot share a GPU. The step ends with the
-// gradient all-reduce after the last micro-batch's backward, which is at
+// each add more than half of it still cannot share a GPU. The step ends with
+// the gradient all-reduce after the last micro-batch's backward, which is at
 // most (1 - forward share) of the time before it, so the all-reduce term
 // holds too. One layout per step sets no part of the bound; phases can
 // close the gap to it but not lower it. phased_planner_test checks
@@ -71,8 +71,7 @@ SplitMembers MembersOf(const Split& split, absl::Span<const int64_t> lengths,
   for (int index : members.first) in_first[index] = true;
   double taken = 0;
   for (int i = 0; i < n - split.k; ++i) {
-    const int index =
-        order[split.longest_fillers ? split.k + i : n - 1 - i];
+    const int index = order[split.longest_fillers ? split.k + i : n - 1 - i];
     if (taken + lengths[index] > split.filler_tokens) break;
     taken += lengths[index];
     members.first.push_back(index);
@@ -230,10 +229,12 @@ absl::Status TryCandidate(const Planner& planner, const CostModel& cost_model,
   absl::StatusOr<Plan> phase1 =
       PlanPhase(planner, lengths_tokens, members.first);
   if (!phase1.ok()) return phase1.status();
+  // Priced again on the whole batch, as PredictPhasedPlan prices it: under
+  // ZeRO-3 a phase's lockstep padding is the batch's shortest sequence, not
+  // the phase's (LockstepSeconds).
   PredictPlan(cost_model, lengths_tokens, *phase1);
   if (options.skip_bounded_candidates &&
-      CannotWin(phase1->slowest_group_seconds + candidate.second_bound,
-                best)) {
+      CannotWin(phase1->slowest_group_seconds + candidate.second_bound, best)) {
     return absl::OkStatus();
   }
   sequences_planned += static_cast<int64_t>(members.second.size());
@@ -264,10 +265,10 @@ absl::Status SearchCandidates(const Planner& planner,
                               const std::vector<Candidate>& candidates,
                               PhasedPlan& best) {
   const int n = static_cast<int>(order.size());
-  const int64_t budget = std::min(
-      options.max_sequences_planned,
-      std::max(options.min_sequences_planned,
-               static_cast<int64_t>(options.batches_planned * n)));
+  const int64_t budget =
+      std::min(options.max_sequences_planned,
+               std::max(options.min_sequences_planned,
+                        static_cast<int64_t>(options.batches_planned * n)));
   int64_t sequences_planned = 0;
   for (const Candidate& candidate : candidates) {
     if (options.skip_bounded_candidates) {
