@@ -9,9 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "absl/strings/str_cat.h"
 #include "common/test_files.h"
-#include "gtest/gtest.h"
 #include "planner/cli/cli.h"
 
 namespace dcp {

@@ -1,8 +1,7 @@
-#ifndef DCP_PLANNER_SERVICE_FAKE_PLANNER_CLIENT_H_
-#define DCP_PLANNER_SERVICE_FAKE_PLANNER_CLIENT_H_
+#ifndef DCP_PLANNER_CLIENT_FAKE_PLANNER_CLIENT_H_
+#define DCP_PLANNER_CLIENT_FAKE_PLANNER_CLIENT_H_
 
 #include <functional>
-#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -109,4 +108,4 @@ class FakePlannerClient final : public PlannerClient {
 
 }  // namespace dcp
 
-#endif  // DCP_PLANNER_SERVICE_FAKE_PLANNER_CLIENT_H_
+#endif  // DCP_PLANNER_CLIENT_FAKE_PLANNER_CLIENT_H_
