@@ -285,7 +285,7 @@ TEST(ProtoConvertTest, PhasedPlanRoundTripsThroughPhases) {
       EXPECT_EQ(back.phases[p].groups[g].ranks, plan.phases[p].groups[g].ranks);
     }
   }
-  EXPECT_TRUE(ValidatePhasedPlan(cost_model, lengths, back).ok());
+  EXPECT_TRUE(IsValidPhasedPlan(cost_model, lengths, back));
   EXPECT_TRUE(MessageDifferencer::Equals(PhasedPlanToProto(back, 3), proto));
 }
 

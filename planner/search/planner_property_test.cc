@@ -12,7 +12,6 @@
 #include "planner/plan/batch_check.h"
 #include "planner/plan/plan_json.h"
 #include "planner/plan/plan_testing.h"
-#include "planner/plan/validate.h"
 #include "planner/search/lower_bound.h"
 #include "planner/search/planner.h"
 #include "planner/strategies/baselines.h"
@@ -54,13 +53,12 @@ Scenario RandomScenarioOrTooSmall(std::mt19937_64& rng) {
   for (int i = 0; i < n; ++i) {
     const double log_max = std::log(static_cast<double>(cap));
     const double shape = unit(rng) < 0.9 ? 0.5 : 1.0;  // mostly short
-    int64_t length = static_cast<int64_t>(
-        std::exp(log_max * shape * unit(rng)));
+    int64_t length =
+        static_cast<int64_t>(std::exp(log_max * shape * unit(rng)));
     scenario.lengths.push_back(std::clamp<int64_t>(length, 1, cap));
   }
-  scenario.workload_max_length =
-      std::max(cap, *std::max_element(scenario.lengths.begin(),
-                                      scenario.lengths.end()));
+  scenario.workload_max_length = std::max(
+      cap, *std::max_element(scenario.lengths.begin(), scenario.lengths.end()));
   return scenario;
 }
 
@@ -113,8 +111,8 @@ TEST(PlannerPropertyTest, RandomBatchesAndClusters) {
         PlanPacked(cost_model, scenario.lengths, static_options);
     ASSERT_TRUE(bucket.ok()) << bucket.status();
     ASSERT_TRUE(packed.ok()) << packed.status();
-    ASSERT_TRUE(ValidatePlan(cost_model, scenario.lengths, *bucket).ok());
-    ASSERT_TRUE(ValidatePlan(cost_model, scenario.lengths, *packed).ok());
+    ASSERT_TRUE(IsValidPlan(cost_model, scenario.lengths, *bucket));
+    ASSERT_TRUE(IsValidPlan(cost_model, scenario.lengths, *packed));
     const double bound = plan->lower_bound_seconds;
     ASSERT_GT(bound, 0);
     const double slack = 1 + kRelativeTolerance;
