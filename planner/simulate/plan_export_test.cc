@@ -4,7 +4,6 @@
 #include "planner/simulate/plan_export.h"
 
 #include <cstdint>
-#include <fstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -106,10 +105,7 @@ TEST(WriteSimulatedPlansTest, ARunThatKeptNoPlansIsAFailedPrecondition) {
 
 TEST(WriteSimulatedPlansTest, ADirectoryThatCannotBeMadeIsNamed) {
   const std::string blocker = TempPath("blocker");
-  {
-    std::ofstream file(blocker);
-    file << "x";
-  }
+  WriteTestFile(blocker, "x");
   absl::Status status = CreatePlanExportDirectory(blocker + "/sub");
   EXPECT_FALSE(status.ok());
   EXPECT_THAT(status.message(), HasSubstr(blocker + "/sub"));

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <fstream>
 #include <string>
 #include <vector>
 
@@ -69,7 +68,8 @@ TEST_F(StrategyReportTest, IsSelfContainedHtmlWithEveryStrategy) {
   }
   for (const StrategyStats& stats : report_.strategies) {
     if (stats.name == "bucket" || stats.name == "packed") {
-      EXPECT_LE(best_static, stats.mean_step_seconds * (1 + 1e-12)) << stats.name;
+      EXPECT_LE(best_static, stats.mean_step_seconds * (1 + 1e-12))
+          << stats.name;
     }
   }
   EXPECT_NE(TextOf(best[0]).find("1.00x"), std::string::npos)
@@ -171,7 +171,7 @@ TEST_F(StrategyReportTest, WritesIndexHtmlOrSaysWhyNot) {
   EXPECT_NE(ReadTestFile(root + "/nested/index.html").find("<!DOCTYPE html>"),
             std::string::npos);
   // A file where the directory should be.
-  std::ofstream(root + "/blocker") << "x";
+  WriteTestFile(root + "/blocker", "x");
   absl::Status status =
       WriteStrategyReport(root + "/blocker/sub", report_, cost_model_);
   EXPECT_FALSE(status.ok());

@@ -49,7 +49,7 @@ int64_t Median(std::vector<int64_t> v) {
 }
 
 std::string WriteTempFile(const std::string& name, const std::string& text) {
-  const std::string path = ::testing::TempDir() + "/" + name;
+  const std::string path = TestTempPath(name);
   WriteTestFile(path, text);
   return path;
 }
