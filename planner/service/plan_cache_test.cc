@@ -22,6 +22,11 @@
 #include "gtest/gtest.h"
 #include "planner/client/batch_fingerprint.h"
 #include "planner/client/proto_convert.h"
+#include "planner/service/cost_params_registry.h"
+#include "planner/service/planner_metrics.h"
+#include "planner/service/planner_state_store.h"
+#include "planner/service/request_validation.h"
+#include "planner/service/step_plan.h"
 #include "planner/service/step_state_files.h"
 
 namespace dcp {
@@ -224,8 +229,8 @@ struct BlockedPlanner {
                const PlannerOptions& options, int world_size, const Clock&) {
       if (!entered->HasBeenNotified()) entered->Notify();
       release->WaitForNotification();
-      std::shared_ptr<const PlannedStep> plan = MakeStepPlan(
-          batch, params, options, world_size, RealClock::Get());
+      std::shared_ptr<const PlannedStep> plan =
+          MakeStepPlan(batch, params, options, world_size, RealClock::Get());
       if (!finished->HasBeenNotified()) finished->Notify();
       return plan;
     };
@@ -286,8 +291,8 @@ TEST(PlanCacheTest, ShutdownAbandonsThePlanInFlight) {
     shut_down.Notify();
   });
   // (A bound only to fail instead of hanging; nothing is timed.)
-  const bool returned = shut_down.WaitForNotificationWithTimeout(
-      absl::Seconds(30));
+  const bool returned =
+      shut_down.WaitForNotificationWithTimeout(absl::Seconds(30));
   EXPECT_TRUE(returned) << "Shutdown waited for the plan in flight";
   EXPECT_FALSE(blocked.finished->HasBeenNotified());
   blocked.release->Notify();

@@ -14,6 +14,8 @@
 #include "cost_model/model_spec.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "planner/service/planner_metrics.h"
+#include "planner/service/planner_state_store.h"
 #include "planner/service/request_validation.h"
 
 namespace dcp {
@@ -267,11 +269,12 @@ TEST_F(WorkerRegistryTest, ASecondCopyWithTheSameWorkerIdIsRefusedByName) {
   // The refusal survives a planner restart.
   std::unique_ptr<OnDisk> on_disk = OpenOnDisk(directory);
   WorkerRegistry* registry = on_disk->registry.get();
-  EXPECT_EQ(registry->Register(Incarnation(TestWorker("a", "n0", 4), "first",
-                                           "n0:29500"))
-                .status()
-                .code(),
-            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(
+      registry
+          ->Register(Incarnation(TestWorker("a", "n0", 4), "first", "n0:29500"))
+          .status()
+          .code(),
+      absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(registry->List().workers(0).incarnation(), "second");
 }
 
@@ -287,10 +290,9 @@ TEST_F(WorkerRegistryTest, OnlyTheLatestIncarnationsAreRemembered) {
   // Every earlier incarnation is refused; the oldest are no longer named.
   EXPECT_THAT(registry->Touch({"a", "i0"}, true, 0).message(),
               HasSubstr("is not the process registered"));
-  EXPECT_THAT(
-      registry->Touch({"a", absl::StrCat("i", restarts - 1)}, true, 0)
-          .message(),
-      HasSubstr("was replaced"));
+  EXPECT_THAT(registry->Touch({"a", absl::StrCat("i", restarts - 1)}, true, 0)
+                  .message(),
+              HasSubstr("was replaced"));
 }
 
 TEST_F(WorkerRegistryTest, TheWorldIsJoinedOnceEveryWorkerIsJoining) {
