@@ -538,7 +538,9 @@ TEST_F(PlannerHandlerRestartTest, StateWithOtherFingerprintVersionIsRefused) {
   ASSERT_EQ(job.batch_fingerprint_version(), kBatchFingerprintVersion);
   // A directory of the byte-wise FNV-1a planner (version 1).
   job.set_batch_fingerprint_version(1);
-  WriteTestFile(path, job.SerializeAsString());
+  std::string bytes;
+  ASSERT_TRUE(job.SerializeToString(&bytes));
+  WriteTestFile(path, bytes);
   absl::StatusOr<std::unique_ptr<PlannerHandler>> reopened =
       PlannerHandler::Create(options, clock, nullptr, nullptr);
   EXPECT_EQ(reopened.status().code(), absl::StatusCode::kFailedPrecondition);
