@@ -2,8 +2,10 @@
 #define DCP_WORKER_AUTOGRAD_SAVED_VALUE_H_
 
 // Carrying a plain C++ value (a layer function, a communicator context)
-// from a custom autograd Function's forward to its backward. The context's
-// saved data holds only IValues, so the value rides in a capsule.
+// from a custom autograd Function's forward to its backward. Function::apply
+// passes a non-tensor argument straight through to forward, which takes the
+// value itself; the context's saved data holds only IValues, so SaveValue
+// puts the value in a capsule and SavedValue reads it back.
 
 #include <string>
 #include <utility>
@@ -12,27 +14,20 @@
 
 namespace dcp {
 
-/// A value of type `T` in a form Function::apply accepts as a
-/// non-differentiable argument, and saved data can hold. Immutable once
-/// made; thread-compatible.
+/// A value of type `T` kept in saved data. Immutable once made;
+/// thread-compatible.
 template <typename T>
 struct AutogradValue : torch::CustomClassHolder {
   explicit AutogradValue(T v) : value(std::move(v)) {}
   const T value;
 };
 
-/// Wraps `value` for Function::apply; forward receives it as
-/// `c10::intrusive_ptr<AutogradValue<T>>` and keeps it with SaveValue.
-template <typename T>
-c10::intrusive_ptr<AutogradValue<T>> MakeAutogradValue(T value) {
-  return c10::make_intrusive<AutogradValue<T>>(std::move(value));
-}
-
-/// In forward: keeps `held` in `ctx`'s saved data under `key`.
+/// In forward: keeps `value` in `ctx`'s saved data under `key`.
 template <typename T>
 void SaveValue(torch::autograd::AutogradContext* ctx, const std::string& key,
-               c10::intrusive_ptr<AutogradValue<T>> held) {
-  ctx->saved_data[key] = c10::IValue::make_capsule(std::move(held));
+               T value) {
+  ctx->saved_data[key] = c10::IValue::make_capsule(
+      c10::make_intrusive<AutogradValue<T>>(std::move(value)));
 }
 
 /// In backward: the value SaveValue kept under `key`. The reference lives as

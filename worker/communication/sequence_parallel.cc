@@ -33,11 +33,12 @@ torch::Tensor RunAllToAll(const torch::Tensor& input,
 
 class AllToAllFunction : public torch::autograd::Function<AllToAllFunction> {
  public:
-  static torch::Tensor forward(
-      AutogradContext* ctx, const torch::Tensor& input,
-      c10::intrusive_ptr<AutogradValue<SequenceParallelContext>> context) {
-    torch::Tensor output = RunAllToAll(input, context->value);
-    SaveValue(ctx, "context", std::move(context));
+  // Function::apply passes `context` through as is; SaveValue keeps the one
+  // copy of it that backward uses.
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& input,
+                               const SequenceParallelContext& context) {
+    torch::Tensor output = RunAllToAll(input, context);
+    SaveValue(ctx, "context", context);
     return output;
   }
 
@@ -78,7 +79,7 @@ torch::Tensor DifferentiableAllToAll(const torch::Tensor& input,
               "DifferentiableAllToAll: dim 0 of the input (",
               input.dim() >= 1 ? input.size(0) : 0,
               ") must equal the group size (", context.size(), ")");
-  return AllToAllFunction::apply(input, MakeAutogradValue(context));
+  return AllToAllFunction::apply(input, context);
 }
 
 }  // namespace dcp

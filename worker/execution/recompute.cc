@@ -18,12 +18,12 @@ class CheckpointFunction
   // `parameters` are inputs only so that the node is part of the graph
   // whenever a parameter requires grad; their gradients are accumulated by
   // the re-run's own backward, not returned.
-  static torch::Tensor forward(
-      AutogradContext* ctx, at::TensorList inputs, at::TensorList parameters,
-      c10::intrusive_ptr<AutogradValue<MultiInputLayerFunction>> layer) {
+  static torch::Tensor forward(AutogradContext* ctx, at::TensorList inputs,
+                               at::TensorList parameters,
+                               MultiInputLayerFunction layer) {
     // Function::apply runs this with grad mode off: no graph is kept.
     std::vector<torch::Tensor> kept(inputs.begin(), inputs.end());
-    torch::Tensor output = layer->value(kept);
+    torch::Tensor output = layer(kept);
     ctx->save_for_backward(kept);
     SaveValue(ctx, "layer", std::move(layer));
     ctx->saved_data["num_parameters"] = static_cast<int64_t>(parameters.size());
@@ -70,21 +70,19 @@ class CheckpointFunction
 }  // namespace
 
 torch::Tensor CheckpointedForwardOfInputs(
-    const MultiInputLayerFunction& layer,
-    const std::vector<torch::Tensor>& inputs,
+    MultiInputLayerFunction layer, const std::vector<torch::Tensor>& inputs,
     const std::vector<torch::Tensor>& parameters) {
   if (!torch::GradMode::is_enabled()) return layer(inputs);
-  return CheckpointFunction::apply(at::TensorList(inputs),
-                                   at::TensorList(parameters),
-                                   MakeAutogradValue(layer));
+  return CheckpointFunction::apply(
+      at::TensorList(inputs), at::TensorList(parameters), std::move(layer));
 }
 
 torch::Tensor CheckpointedForward(
-    const LayerFunction& layer, const torch::Tensor& input,
+    LayerFunction layer, const torch::Tensor& input,
     const std::vector<torch::Tensor>& parameters) {
   if (!torch::GradMode::is_enabled()) return layer(input);
   return CheckpointedForwardOfInputs(
-      [layer](const std::vector<torch::Tensor>& inputs) {
+      [layer = std::move(layer)](const std::vector<torch::Tensor>& inputs) {
         return layer(inputs[0]);
       },
       {input}, parameters);

@@ -26,7 +26,7 @@ using LayerFunction = std::function<torch::Tensor(const torch::Tensor&)>;
 /// backward run even when `input` does not require grad. When grad mode is
 /// off, this is just `layer(input)`. Exceptions thrown by `layer` propagate
 /// (from backward(), when thrown by the re-run).
-torch::Tensor CheckpointedForward(const LayerFunction& layer,
+torch::Tensor CheckpointedForward(LayerFunction layer,
                                   const torch::Tensor& input,
                                   const std::vector<torch::Tensor>& parameters);
 
@@ -42,8 +42,7 @@ using MultiInputLayerFunction =
 /// through the outer graph rather than being re-entered by the re-run).
 /// `inputs` must be non-empty.
 torch::Tensor CheckpointedForwardOfInputs(
-    const MultiInputLayerFunction& layer,
-    const std::vector<torch::Tensor>& inputs,
+    MultiInputLayerFunction layer, const std::vector<torch::Tensor>& inputs,
     const std::vector<torch::Tensor>& parameters);
 
 }  // namespace dcp
