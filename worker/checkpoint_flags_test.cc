@@ -2,6 +2,9 @@
 
 #include <vector>
 
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "common/command_line.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 

@@ -5,8 +5,8 @@
 // 1 when LibTorch is built with CUDA (--config=cuda), else 0. The define
 // comes from @libtorch//:cuda with this header's library; a source that
 // tests the macro includes this header, so that a missing define fails the
-// compile instead of reading as 0. Also CudaUsable(), the one test of the
-// macro and a visible GPU together.
+// compile instead of reading as 0. Also CudaUsable(): whether nccl can run
+// here (a CUDA LibTorch and a visible GPU).
 
 #ifndef DCP_LIBTORCH_HAS_CUDA
 #error "DCP_LIBTORCH_HAS_CUDA is undefined: depend on //worker:libtorch_cuda"
