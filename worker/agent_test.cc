@@ -10,7 +10,6 @@
 #include <atomic>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <memory>
 #include <string>
@@ -476,7 +475,7 @@ TEST(WorkerAgentTest, RunsAPlanOfPhasesWithTheLossesOfOneLayout) {
 
 TEST(WorkerAgentTest, AFailedCheckpointStopsTheRunAFailedSummaryDoesNot) {
   const std::string dir = TestDir("io_failures");
-  { std::ofstream(dir + "/a-file") << "not a directory"; }
+  WriteTestFile(dir + "/a-file", "not a directory");
   QuickRun run;
   run.options.steps = 2;
   // Neither can be written: a-file is a file.

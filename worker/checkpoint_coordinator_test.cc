@@ -5,7 +5,6 @@
 
 #include <cerrno>
 #include <filesystem>
-#include <fstream>
 #include <optional>
 #include <string>
 #include <vector>
@@ -98,7 +97,7 @@ TEST(CheckpointCoordinatorTest, AResumedRankHasTheWrittenStepAndWeights) {
 
 TEST(CheckpointCoordinatorTest, AFailedWriteIsRankZerosError) {
   const std::string dir = TestDir("failed_write");
-  { std::ofstream(dir + "/a-file") << "not a directory"; }
+  WriteTestFile(dir + "/a-file", "not a directory");
   FakeCommunicator communicator;
   Rank rank(communicator, InDir(dir + "/a-file/checkpoints", 0));
   const absl::Status status = rank.coordinator.WriteOnEveryRank(2);

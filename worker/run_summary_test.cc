@@ -1,6 +1,5 @@
 #include "worker/run_summary.h"
 
-#include <fstream>
 #include <string>
 
 #include "absl/status/status.h"
@@ -128,7 +127,7 @@ TEST(RunSummaryTest, ReadErrorsNameTheFileAndTheField) {
   EXPECT_EQ(ReadRunSummary(TestPath("missing.json")).status().code(),
             absl::StatusCode::kNotFound);
   const std::string path = TestPath("partial.json");
-  { std::ofstream(path) << R"({"plan_source": "planner", "model": 3})"; }
+  WriteTestFile(path, R"({"plan_source": "planner", "model": 3})");
   const absl::Status status = ReadRunSummary(path).status();
   EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss);
   EXPECT_THAT(status.message(), HasSubstr(path));

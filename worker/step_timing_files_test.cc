@@ -1,7 +1,6 @@
 #include "worker/step_timing_files.h"
 
 #include <filesystem>
-#include <fstream>
 #include <string>
 
 #include "absl/status/status.h"
@@ -102,9 +101,8 @@ TEST(StepTimingFilesTest, PlanFileRoundTripsWithItsCostModel) {
 }
 
 TEST(StepTimingFilesTest, AFileOfAnotherShapeIsDataLossNamingIt) {
-  const std::string dir = TestDir("bad");
-  std::filesystem::create_directories(dir);
-  std::ofstream(absl::StrCat(dir, "/step_1.rank_0.json")) << "{\"step\": 1}\n";
+  const std::string dir = EmptyTestDirectory("step_timing_bad");
+  WriteTestFile(absl::StrCat(dir, "/step_1.rank_0.json"), "{\"step\": 1}\n");
   const absl::Status status = ReadRankStepTiming(dir, 1, 0).status();
   EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss);
   EXPECT_THAT(status.message(), HasSubstr("step_1.rank_0.json"));

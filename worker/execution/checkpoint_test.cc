@@ -10,7 +10,6 @@
 #include <cerrno>
 #include <csignal>
 #include <filesystem>
-#include <fstream>
 #include <optional>
 #include <string>
 #include <vector>
@@ -193,7 +192,7 @@ TEST(CheckpointTest, RefusesAnotherModelOrAGarbledFile) {
               HasSubstr("was written for model 'tiny' but this job trains "
                         "'llama3-8b'"));
 
-  { std::ofstream(CheckpointPath(dir), std::ios::trunc) << "not a zip"; }
+  WriteTestFile(CheckpointPath(dir), "not a zip");
   absl::StatusOr<std::optional<int64_t>> garbled =
       ReadCheckpoint(dir, "tiny", *trained.model, *trained.optimizer);
   EXPECT_EQ(garbled.status().code(), absl::StatusCode::kDataLoss);
