@@ -436,10 +436,7 @@ absl::Status RunPlanAndCompare(const EquivalenceCase& equivalence_case,
                                const EquivalenceReferences& references,
                                const Plan& plan, const EquivalenceMode& mode,
                                Communicator& communicator) {
-  PhasedPlan one_phase;
-  one_phase.strategy = plan.strategy;
-  one_phase.phases.push_back(plan);
-  return RunPlanAndCompare(equivalence_case, references, one_phase, mode,
+  return RunPlanAndCompare(equivalence_case, references, AsOnePhase(plan), mode,
                            communicator);
 }
 

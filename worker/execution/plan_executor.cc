@@ -224,10 +224,7 @@ absl::StatusOr<StepResult> PlanExecutor::RunStep(
     const Plan& plan,
     const std::function<SequenceInput(int sequence_index)>& inputs_of,
     int64_t total_loss_tokens) {
-  PhasedPlan one_phase;
-  one_phase.strategy = plan.strategy;
-  one_phase.phases.push_back(plan);
-  return RunStep(one_phase, inputs_of, total_loss_tokens);
+  return RunStep(AsOnePhase(plan), inputs_of, total_loss_tokens);
 }
 
 absl::StatusOr<StepResult> PlanExecutor::RunStep(
