@@ -49,8 +49,11 @@ absl::StatusOr<std::string> ReadPemCertificates(absl::string_view what,
 /// The certificate chain at `cert_path` and its private key at `key_path`,
 /// read and checked: certificates that OpenSSL reads
 /// (CheckPemCertificates) and a key that belongs to the first
-/// (CheckPemKeyPair). Errors name the file and what it is (`cert_what`,
-/// `key_what`: "server certificate", "server key").
+/// (CheckPemKeyPair). A file that cannot be read, or certificates that do
+/// not pass, give an error naming the file and what it is (`cert_what`,
+/// `key_what`: "server certificate", "server key"); a key that does not
+/// read or does not belong to the certificate gives CheckPemKeyPair's error,
+/// which names both paths only.
 absl::StatusOr<PemKeyPair> ReadPemKeyPair(absl::string_view cert_what,
                                           const std::string& cert_path,
                                           absl::string_view key_what,
