@@ -4,7 +4,6 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "absl/strings/string_view.h"
 #include "common/command_line.h"
 
 namespace dcp {
