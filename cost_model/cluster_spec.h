@@ -12,8 +12,9 @@
 namespace dcp {
 
 /// A homogeneous GPU cluster: nodes x GPUs per node, with the figures the
-/// cost model needs. Defaults are public H200 figures (../shared/H200-FACTS.md),
-/// not measurements: anything derived from them is a prediction.
+/// cost model needs. Defaults are public H200 figures
+/// (../shared/H200-FACTS.md), not measurements: anything derived from them
+/// is a prediction.
 struct ClusterSpec {
   int num_nodes = 1;
   int gpus_per_node = 8;

@@ -53,8 +53,8 @@ struct ComputeParams {
   double optimizer_step_seconds = 0;
 };
 
-/// Every member of ComputeParams by its name: the field of dcp.v1.ComputeParams that
-/// carries it (common/struct_fields.h).
+/// Every member of ComputeParams by its name: the field of
+/// dcp.v1.ComputeParams that carries it (common/struct_fields.h).
 inline constexpr StructField<ComputeParams> kComputeParamsFields[] = {
     {"gemm_flops_per_second", &ComputeParams::gemm_flops_per_second},
     {"gemm_half_efficiency_tokens",

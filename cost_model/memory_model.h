@@ -70,8 +70,8 @@ struct MemoryParams {
   double backward_working_bytes_per_token = 0;
 };
 
-/// Every member of MemoryParams by its name: the field of dcp.v1.MemoryParams that
-/// carries it (common/struct_fields.h).
+/// Every member of MemoryParams by its name: the field of
+/// dcp.v1.MemoryParams that carries it (common/struct_fields.h).
 inline constexpr StructField<MemoryParams> kMemoryParamsFields[] = {
     {"weight_bytes_per_parameter", &MemoryParams::weight_bytes_per_parameter},
     {"gradient_bytes_per_parameter",
@@ -197,8 +197,7 @@ class MemoryModel {
                            double budget_bytes) const;
   /// The fewest checkpointed layers that make the micro-batch fit, or nullopt
   /// when even full recompute does not.
-  std::optional<int> MinCheckpointedLayers(int64_t tokens_per_rank,
-                                           int sp_size,
+  std::optional<int> MinCheckpointedLayers(int64_t tokens_per_rank, int sp_size,
                                            double budget_bytes) const;
 
   int num_layers() const { return num_layers_; }

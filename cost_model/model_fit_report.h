@@ -32,8 +32,8 @@ struct ModelFitReport {
   std::string note;
 };
 
-/// Every member of ModelFitReport by its name: the field of dcp.v1.FitReport that
-/// carries it (common/struct_fields.h).
+/// Every member of ModelFitReport by its name: the field of
+/// dcp.v1.FitReport that carries it (common/struct_fields.h).
 inline constexpr StructField<ModelFitReport> kModelFitReportFields[] = {
     {"name", &ModelFitReport::name},
     {"rms_relative_error", &ModelFitReport::rms_relative_error},

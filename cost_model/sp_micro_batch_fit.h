@@ -43,12 +43,12 @@ namespace dcp {
 
 /// Fits the kSpMicroBatch `samples` into `params` (every other sub-model
 /// already fitted): the in-situ all-to-all latency (and bandwidth) of each
-/// kind of group with at least 2 samples, and the Ulysses layer-pass fixed cost from all
-/// of them (at least 2). With fewer, `params` is left as it is and the
-/// report ("sp_micro_batch") says why. The report's errors are of the
-/// whole micro-batch's predicted seconds against measured_seconds, on the
-/// fitted samples and leave-one-out (each sample predicted by the fit of
-/// the others).
+/// kind of group with at least 2 samples, and the Ulysses layer-pass fixed
+/// cost from all of them (at least 2). With fewer, `params` is left as it
+/// is and the report ("sp_micro_batch") says why. The report's errors are
+/// of the whole micro-batch's predicted seconds against measured_seconds,
+/// on the fitted samples and leave-one-out (each sample predicted by the
+/// fit of the others).
 ModelFitReport FitSpMicroBatches(const ModelSpec& model,
                                  const ClusterSpec& cluster,
                                  const std::vector<ProfileSample>& samples,

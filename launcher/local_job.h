@@ -17,12 +17,13 @@ namespace dcp {
 /// Processes' stderr goes to log files in the work directory; a failing
 /// process's log tail is printed. Any failure or the timeout kills every
 /// process (none is left behind) and returns kExitFailure (kExitUsageError for
-/// a bad command line or a binary not found). SIGINT or
-/// SIGTERM asks the workers to stop at a step boundary (they checkpoint),
-/// then stops the planner. Fault drills: --sigterm-after-step signals the
-/// workers; --restart-planner-after-step stops the planner (SIGKILL or
-/// SIGTERM) and restarts it on the same port and --state-dir after
-/// --planner-down-for, while the workers wait for it. Call from main() before starting other threads.
+/// a bad command line or a binary not found). SIGINT or SIGTERM asks the
+/// workers to stop at a step boundary (they checkpoint), then stops the
+/// planner. Fault drills: --sigterm-after-step signals the workers;
+/// --restart-planner-after-step stops the planner (SIGKILL or SIGTERM) and
+/// restarts it on the same port and --state-dir after --planner-down-for,
+/// while the workers wait for it. Call from main() before starting other
+/// threads.
 int RunLocalJobMain(int argc, char** argv);
 
 }  // namespace dcp

@@ -55,8 +55,8 @@ std::vector<GroupMeasurement> MeasureGroups(const MeasuredStep& step);
 /// and the slowest rank's step seconds as the measured step.
 absl::StatusOr<Timeline> MeasuredTimeline(const MeasuredStep& step);
 
-/// Renders MeasuredTimeline(step) as SVG (planner/simulate/timeline_svg.h) titled
-/// `title` and writes it to `path` atomically. Errors name the path.
+/// Renders MeasuredTimeline(step) as SVG (planner/simulate/timeline_svg.h)
+/// titled `title` and writes it to `path` atomically. Errors name the path.
 absl::Status WriteMeasuredTimelineSvg(const MeasuredStep& step,
                                       const std::string& title,
                                       const std::string& path);
