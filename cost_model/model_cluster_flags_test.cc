@@ -1,6 +1,5 @@
 #include "cost_model/model_cluster_flags.h"
 
-#include <fstream>
 #include <string>
 #include <vector>
 
@@ -123,7 +122,7 @@ TEST(ModelClusterFlagsTest, BadValuesNameTheFlag) {
 
 std::string WriteTempFile(const std::string& name, const std::string& text) {
   const std::string path = TestTempPath("model_cluster_" + name);
-  std::ofstream(path) << text;
+  WriteTestFile(path, text);
   return path;
 }
 

@@ -4,7 +4,6 @@
 // breakdown; `dcp timeline` over the planner's state directory draws the
 // same bars from the ranks' reports.
 
-#include <fstream>
 #include <map>
 #include <string>
 #include <vector>
@@ -94,8 +93,7 @@ TEST(MeasuredTimelineJobTest, TheSvgShowsWhatTheWorkersRecorded) {
     const MarkupDocument svg = MarkupDocument::ParseXml(ReadTestFile(path));
     ASSERT_NE(svg.doc, nullptr) << "not well-formed XML";
     EXPECT_EQ(Attribute(svg.Select("/*")[0], "data-num-ranks"), "2");
-    EXPECT_FALSE(
-        svg.Select("//*[local-name()='rect'][@class='bar']").empty());
+    EXPECT_FALSE(svg.Select("//*[local-name()='rect'][@class='bar']").empty());
   }
 
   // The predicted bars are the plan's own predictions: rank 0 recorded the
@@ -149,8 +147,7 @@ TEST(MeasuredTimelineJobTest, TheSvgShowsWhatTheWorkersRecorded) {
       MarkupDocument::ParseXml(ReadTestFile(state_svg));
   ASSERT_NE(recorded.doc, nullptr) << "not well-formed XML";
   EXPECT_EQ(Attribute(recorded.Select("/*")[0], "data-num-ranks"), "2");
-  const std::map<std::string, std::vector<double>> job_bars =
-      MeasuredBars(svg);
+  const std::map<std::string, std::vector<double>> job_bars = MeasuredBars(svg);
   const std::map<std::string, std::vector<double>> state_bars =
       MeasuredBars(recorded);
   ASSERT_EQ(state_bars.size(), job_bars.size());
@@ -167,7 +164,7 @@ TEST(MeasuredTimelineJobTest, TheSvgShowsWhatTheWorkersRecorded) {
 
 TEST(MeasuredTimelineJobTest, APlannerStateDirThatHoldsFilesIsAUsageError) {
   const std::string dir = EmptyTestDirectory("used_planner_state");
-  { std::ofstream(absl::StrCat(dir, "/job.pb")) << ""; }
+  WriteTestFile(absl::StrCat(dir, "/job.pb"), "");
   const JobRun run = RunToEnd({Runfile("launcher/dcp_local_job"),
                                absl::StrCat("--planner-state-dir=", dir)},
                               "/dev/null", absl::Minutes(1));
