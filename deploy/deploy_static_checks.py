@@ -308,17 +308,16 @@ def check_overlay_consistency(overlay, objects, planner_flags, worker_flags):
 def check_overlay_planner_starts(o, secret_files):
     """The overlay's planner (`o`: its RenderedOverlay) starts with its
     rendered arguments and config."""
-    overlay = o.name
-    directory = os.path.join(TMP, f"{overlay}-planner-start")
+    directory = os.path.join(TMP, f"{o.name}-planner-start")
     mounts = materialize_volumes(o.planner_pod, o.planner, o.objects, directory, secret_files)
     planner = Planner(planner_argv(o.deployment, mounts), os.path.join(directory, "planner.log"))
     try:
         ports = planner.wait_serving(time.monotonic() + 30)
         code = stop(planner.process)
-        check(f"{overlay}: dcp_planner serves with the rendered arguments (ports {ports}), exits 0 on SIGTERM",
+        check(f"{o.name}: dcp_planner serves with the rendered arguments (ports {ports}), exits 0 on SIGTERM",
               code == 0, f"exit code {code}")
     except (RuntimeError, TimeoutError) as error:
-        check(f"{overlay}: dcp_planner serves with the rendered arguments", False, str(error))
+        check(f"{o.name}: dcp_planner serves with the rendered arguments", False, str(error))
     finally:
         stop(planner.process)
 

@@ -95,9 +95,9 @@ def main():
         tls = make_tls_files(os.path.join(TMP, "tls"))
         for overlay in OVERLAYS:
             if overlay in rendered:
-                overlay_objects = check_overlay_consistency(overlay, rendered[overlay], planner_flags,
-                                                            worker_flags)
-                check_overlay_planner_starts(overlay_objects,
+                rendered_overlay = check_overlay_consistency(overlay, rendered[overlay], planner_flags,
+                                                             worker_flags)
+                check_overlay_planner_starts(rendered_overlay,
                                              test_secret_files(secrets.token_hex(16), tls))
         check_promtool(rendered)
         rules = check_monitoring(rendered)
