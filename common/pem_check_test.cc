@@ -36,7 +36,7 @@ class PemCheckTest : public ::testing::Test {
     if (std::system("command -v openssl > /dev/null 2>&1") != 0) {
       GTEST_SKIP() << "no openssl command line to make test certificates";
     }
-    dir_ = TestTempDir();
+    dir_ = EmptyTestDirectory("pem_check");
     const std::string script = absl::StrCat(
         "set -e; cd '", dir_, "'; for n in a b; do ",
         "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 ",

@@ -24,18 +24,13 @@ inline std::string Runfile(absl::string_view path) {
   return absl::StrCat(root != nullptr ? root : ".", "/dcp/", path);
 }
 
-/// Bazel's TEST_TMPDIR, or /tmp outside Bazel.
-inline std::string TestTempDir() {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  return tmp != nullptr ? tmp : "/tmp";
-}
-
-/// "<TestTempDir>/<name>"; nothing is created or removed.
+/// `name` in gtest's TempDir() (Bazel's TEST_TMPDIR, or /tmp outside
+/// Bazel); nothing is created or removed.
 inline std::string TestTempPath(absl::string_view name) {
-  return absl::StrCat(TestTempDir(), "/", name);
+  return absl::StrCat(::testing::TempDir(), name);
 }
 
-/// "<TestTempDir>/<prefix><current test's name>", removed if it exists (not
+/// TestTempPath(<prefix><current test's name>), removed if it exists (not
 /// created): a path no earlier test or run left anything at.
 inline std::string FreshTestDirectory(absl::string_view prefix) {
   const std::string directory = TestTempPath(absl::StrCat(
