@@ -8,42 +8,30 @@
 
 namespace dcp {
 
-namespace {
-
-// Sorts `order` (valid indices into `lengths_tokens`) longest first, ties
-// by index.
-void SortLongestFirst(absl::Span<const int64_t> lengths_tokens,
-                      std::vector<int>& order) {
+std::vector<int> LongestFirst(absl::Span<const int> sequence_indices,
+                              absl::Span<const int64_t> lengths_tokens) {
   auto longer_first = [&](int a, int b) {
     if (lengths_tokens[a] != lengths_tokens[b]) {
       return lengths_tokens[a] > lengths_tokens[b];
     }
     return a < b;
   };
+  std::vector<int> order(sequence_indices.begin(), sequence_indices.end());
   // Callers that keep their lists in this order pay only the check.
-  if (std::is_sorted(order.begin(), order.end(), longer_first)) return;
+  if (std::is_sorted(order.begin(), order.end(), longer_first)) return order;
   // Sorting (length, index) pairs beats comparing through the lengths.
   std::vector<std::pair<int64_t, int>> keyed;
   keyed.reserve(order.size());
   for (int index : order) keyed.push_back({-lengths_tokens[index], index});
   std::sort(keyed.begin(), keyed.end());
   for (size_t k = 0; k < keyed.size(); ++k) order[k] = keyed[k].second;
-}
-
-}  // namespace
-
-std::vector<int> LongestFirst(absl::Span<const int> sequence_indices,
-                              absl::Span<const int64_t> lengths_tokens) {
-  std::vector<int> order(sequence_indices.begin(), sequence_indices.end());
-  SortLongestFirst(lengths_tokens, order);
   return order;
 }
 
 std::vector<int> LongestFirst(absl::Span<const int64_t> lengths_tokens) {
-  std::vector<int> order(lengths_tokens.size());
-  std::iota(order.begin(), order.end(), 0);
-  SortLongestFirst(lengths_tokens, order);
-  return order;
+  std::vector<int> all(lengths_tokens.size());
+  std::iota(all.begin(), all.end(), 0);
+  return LongestFirst(all, lengths_tokens);
 }
 
 std::vector<std::vector<int>> PackFirstFitDecreasing(
